@@ -1,0 +1,333 @@
+#!/usr/bin/env python3
+"""Check that planted bugs (``tests/mutants/*.patch``) are caught by the tests they name.
+
+For each patch:
+
+1. baseline: in a pristine copy of the repository, the patch's ``must-fail`` tests pass;
+2. mutant: in a fresh copy with the patch applied (``git apply``), they fail.
+
+A copy holds the files git sees (``git ls-files -co --exclude-standard``). pytest runs with
+the copy as working directory and first on ``PYTHONPATH``, and a ``sitecustomize`` shim
+maps ``mxformats`` and ``mxformats.kernels`` to the copy, ahead of any installed (editable)
+mxformats. A sanity step checks that the copy's files are the ones imported.
+
+Usage: ``python tests/mutants/run.py [--list] [NAME ...]`` (NAME: patch file stem).
+Exit status: 0 all caught; 1 a mutant survived, a patch did not apply, a baseline was not
+green or a pytest run errored; 2 usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+
+# Top-level package name -> folder, as in pyproject.toml [tool.setuptools] package-dir.
+PACKAGE_DIRS = {"mxformats": "mxformats", "mxformats.kernels": "kernels"}
+
+SHIM = '''\
+"""Written by tests/mutants/run.py: import mxformats from the mutant copy."""
+import importlib.machinery
+import importlib.util
+import os
+import sys
+
+_ROOT = os.environ["MXFORMATS_MUTANT_ROOT"]
+_DIRS = {dirs!r}
+
+
+class _MutantCopyFinder:
+    @classmethod
+    def find_spec(cls, fullname, path=None, target=None):
+        if fullname not in _DIRS:
+            return None
+        folder = os.path.join(_ROOT, _DIRS[fullname])
+        return importlib.util.spec_from_file_location(
+            fullname,
+            os.path.join(folder, "__init__.py"),
+            submodule_search_locations=[folder],
+        )
+
+
+sys.meta_path.insert(0, _MutantCopyFinder)
+'''
+
+# PASS: exit 0. Caught: exit 1 (tests failed). Anything else is an error, never "caught".
+PYTEST_OK, PYTEST_FAILED = 0, 1
+PYTEST_EXIT = {
+    1: "tests failed",
+    2: "interrupted/collection error",
+    3: "internal error",
+    4: "usage error",
+    5: "no tests collected",
+}
+
+
+@dataclass
+class Mutant:
+    path: Path
+    description: str
+    must_fail: list[list[str]]  # one pytest argument list per "# must-fail:" line
+
+    @property
+    def name(self) -> str:
+        return self.path.stem
+
+
+@dataclass
+class Row:
+    mutant: str
+    test: str
+    caught: str
+    ok: bool
+    notes: list[str] = field(default_factory=list)
+
+
+def parse_patch(path: Path) -> Mutant:
+    description = ""
+    must_fail: list[list[str]] = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if not line.startswith("#"):
+            break
+        key, _, value = line[1:].partition(":")
+        key, value = key.strip(), value.strip()
+        if key == "mutant":
+            description = value
+        elif key == "must-fail":
+            must_fail.append(shlex.split(value))
+    if not description:
+        raise ValueError(f"{path.name}: missing '# mutant: <description>' header")
+    if not must_fail or not all(must_fail):
+        raise ValueError(f"{path.name}: missing '# must-fail: <pytest selection>' header")
+    return Mutant(path, description, must_fail)
+
+
+def discover() -> list[Mutant]:
+    return [parse_patch(p) for p in sorted(HERE.glob("*.patch"))]
+
+
+def copy_repo(dest: Path) -> None:
+    out = subprocess.run(
+        ["git", "ls-files", "-z", "-co", "--exclude-standard"],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+    ).stdout
+    for rel in filter(None, out.decode().split("\0")):
+        src = ROOT / rel
+        if not src.is_file():  # deleted but still tracked, or a submodule
+            continue
+        target = dest / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(src, target)
+    shim_dir = dest / ".mutant-shim"
+    shim_dir.mkdir()
+    (shim_dir / "sitecustomize.py").write_text(SHIM.format(dirs=PACKAGE_DIRS))
+
+
+def env_for(copy: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    extra = [str(copy / ".mutant-shim"), str(copy)]
+    if env.get("PYTHONPATH"):
+        extra.append(env["PYTHONPATH"])
+    env["PYTHONPATH"] = os.pathsep.join(extra)
+    env["MXFORMATS_MUTANT_ROOT"] = str(copy)
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    return env
+
+
+def check_imports(copy: Path) -> None:
+    """Fail loudly unless the copy's mxformats (and kernels) are the ones imported."""
+    code = (
+        "import mxformats, mxformats.kernels\n"
+        "print(mxformats.__file__)\n"
+        "print(mxformats.kernels.__file__)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=copy,
+        env=env_for(copy),
+        capture_output=True,
+        text=True,
+    )
+    if out.returncode != 0:
+        raise SystemExit(f"sanity: cannot import mxformats from {copy}:\n{out.stderr}")
+    for line in out.stdout.split():
+        if not Path(line).resolve().is_relative_to(copy.resolve()):
+            raise SystemExit(f"sanity: imported {line}, not the copy under {copy}")
+
+
+def apply_patch(copy: Path, patch: Path) -> str | None:
+    """Apply ``patch`` in ``copy``; return an error message, or None when it applied."""
+    for args in (["--check"], []):
+        out = subprocess.run(
+            ["git", "apply", "--verbose", *args, str(patch)],
+            cwd=copy,
+            capture_output=True,
+            text=True,
+        )
+        if out.returncode != 0:
+            return (out.stderr or out.stdout).strip()
+    return None
+
+
+def run_pytest(copy: Path, selection: list[str], timeout: float) -> tuple[int, str]:
+    cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *selection]
+    try:
+        out = subprocess.run(
+            cmd,
+            cwd=copy,
+            env=env_for(copy),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+    except subprocess.TimeoutExpired:
+        return -1, f"timed out after {timeout:.0f}s"
+    return out.returncode, out.stdout + out.stderr
+
+
+def show(selection: list[str]) -> str:
+    """The selection as typed: quotes only around parts with spaces."""
+    return " ".join(shlex.quote(a) if any(c.isspace() for c in a) else a for a in selection)
+
+
+def tail(text: str, n: int = 15) -> str:
+    return "\n".join("    " + line for line in text.strip().splitlines()[-n:])
+
+
+def describe(rc: int) -> str:
+    return PYTEST_EXIT.get(rc, "timeout" if rc == -1 else f"exit {rc}")
+
+
+def check_mutant(
+    mutant: Mutant,
+    pristine: Path,
+    work: Path,
+    timeout: float,
+    baselines: dict[str, tuple[int, str]],
+) -> list[Row]:
+    rows = []
+    copy = work / mutant.name
+    copy_repo(copy)
+    error = apply_patch(copy, mutant.path)
+    if error is not None:
+        return [Row(mutant.name, "-", "PATCH FAILED", False, [error])]
+    for selection in mutant.must_fail:
+        label = show(selection)
+        if label not in baselines:  # several mutants may name the same tests
+            baselines[label] = run_pytest(pristine, selection, timeout)
+        rc, log = baselines[label]
+        if rc != PYTEST_OK:
+            rows.append(
+                Row(
+                    mutant.name,
+                    label,
+                    "BASELINE RED",
+                    False,
+                    [f"unpatched run: {describe(rc)}", tail(log)],
+                )
+            )
+            continue
+        rc, log = run_pytest(copy, selection, timeout)
+        if rc == PYTEST_FAILED:
+            rows.append(Row(mutant.name, label, "yes", True))
+        elif rc == PYTEST_OK:
+            rows.append(Row(mutant.name, label, "NO (survived)", False))
+        else:
+            rows.append(
+                Row(mutant.name, label, "ERROR", False, [f"mutant run: {describe(rc)}", tail(log)])
+            )
+    return rows
+
+
+def print_table(rows: list[Row]) -> None:
+    headers = ("mutant", "test", "caught")
+    cells = [headers, *((r.mutant, r.test, r.caught) for r in rows)]
+    widths = [max(len(c[i]) for c in cells) for i in range(3)]
+    line = "  ".join("-" * w for w in widths)
+    print(line)
+    for i, c in enumerate(cells):
+        print("  ".join(x.ljust(w) for x, w in zip(c, widths, strict=True)).rstrip())
+        if i == 0:
+            print(line)
+    print(line)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("names", nargs="*", metavar="NAME", help="patch file stems to run")
+    parser.add_argument("--list", action="store_true", help="list mutants and exit")
+    parser.add_argument("--timeout", type=float, default=900, help="seconds per pytest run")
+    parser.add_argument("--keep", action="store_true", help="keep the temporary copies")
+    args = parser.parse_args(argv)
+
+    try:
+        mutants = discover()
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    if args.list:
+        for m in mutants:
+            print(f"{m.name}: {m.description}")
+            for sel in m.must_fail:
+                print(f"    must-fail: {show(sel)}")
+        return 0
+    if args.names:
+        known = {m.name: m for m in mutants}
+        unknown = [n for n in args.names if n not in known]
+        if unknown:
+            print(f"error: unknown mutant(s): {', '.join(unknown)}; try --list", file=sys.stderr)
+            return 2
+        mutants = [known[n] for n in args.names]
+    if not mutants:
+        print(f"no mutants (*.patch) in {HERE.relative_to(ROOT)}: nothing to check")
+        return 0
+
+    work = Path(tempfile.mkdtemp(prefix="mxformats-mutants-"))
+    try:
+        pristine = work / "_pristine"
+        copy_repo(pristine)
+        check_imports(pristine)
+        print(f"sanity: mxformats and mxformats.kernels import from the copy under {work}")
+        rows: list[Row] = []
+        baselines: dict[str, tuple[int, str]] = {}
+        for m in mutants:
+            start = time.monotonic()
+            new = check_mutant(m, pristine, work, args.timeout, baselines)
+            print(
+                f"{m.name}: {m.description} "
+                f"[{', '.join(r.caught for r in new)}] ({time.monotonic() - start:.1f}s)",
+                flush=True,
+            )
+            rows += new
+    finally:
+        if args.keep:
+            print(f"kept copies under {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+
+    print()
+    print_table(rows)
+    for r in rows:
+        if r.notes:
+            print(f"\n{r.mutant} | {r.test} | {r.caught}")
+            for note in r.notes:
+                print(note)
+    bad = [r for r in rows if not r.ok]
+    print(f"\n{len(rows) - len(bad)}/{len(rows)} caught" + (f", {len(bad)} not" if bad else ""))
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
