@@ -13,6 +13,7 @@ True
 
 from mxformats._version import __version__
 from mxformats.codec import bfloat16_bits_to_float32
+from mxformats.compare import compare_profiles
 from mxformats.conversions import e4m3fn_to_fnuz, e4m3fn_to_fnuz_exact
 from mxformats.formats import (
     E2M1,
@@ -30,6 +31,10 @@ from mxformats.formats import (
     Format,
     get_format,
 )
+from mxformats.fp8 import W4A8, dequantize_fp8, dequantize_w4a8, quantize_fp8, quantize_w4a8
+from mxformats.int4 import Int4Array, dequantize_int4, pack_int4, quantize_int4, unpack_int4
+from mxformats.mx import MXArray, dequantize_mx, pack_fp4, quantize_mx, unpack_fp4
+from mxformats.profiles import ProfileInfo, profiles
 
 __all__ = [
     "E2M1",
@@ -44,10 +49,28 @@ __all__ = [
     "OVERFLOWS",
     "ROUNDINGS",
     "UINT4",
+    "W4A8",
     "Format",
+    "Int4Array",
+    "MXArray",
+    "ProfileInfo",
     "__version__",
     "bfloat16_bits_to_float32",
+    "compare_profiles",
+    "dequantize_fp8",
+    "dequantize_int4",
+    "dequantize_mx",
+    "dequantize_w4a8",
     "e4m3fn_to_fnuz",
     "e4m3fn_to_fnuz_exact",
     "get_format",
+    "pack_fp4",
+    "pack_int4",
+    "profiles",
+    "quantize_fp8",
+    "quantize_int4",
+    "quantize_mx",
+    "quantize_w4a8",
+    "unpack_fp4",
+    "unpack_int4",
 ]

@@ -11,72 +11,26 @@ from __future__ import annotations
 
 import argparse
 import filecmp
-import json
 import sys
 import tempfile
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator
 from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
 
+from mxformats._text import (
+    SCHEMA_VERSION,
+    code_hex,
+    fields,
+    hex_float,
+    json_file,
+    layout,
+    short_float,
+    table,
+)
 from mxformats._version import __version__
 from mxformats.formats import FORMATS, OVERFLOWS, ROUNDINGS, Format
-
-SCHEMA_VERSION = 1
-
-# -- value helpers ------------------------------------------------------------------------------
-
-
-def hex_float(v: float) -> str:
-    """A float as an exact C99/Python hex literal (``0x1.8000000000000p-1``), or inf/nan."""
-    if np.isnan(v):
-        return "nan" if not np.signbit(v) else "-nan"
-    return float(v).hex()
-
-
-def short_float(v: float) -> str:
-    """A float for humans: shortest repr, exact for every value of these formats."""
-    if np.isnan(v):
-        return "NaN"
-    if np.isinf(v):
-        return "+Inf" if v > 0 else "-Inf"
-    if v == 0:
-        return "-0" if np.signbit(v) else "0"
-    if abs(v) >= 2**20 or abs(v) < 2**-10:
-        exponent = int(np.frexp(abs(v))[1]) - 1
-        mantissa = abs(v) / 2.0**exponent
-        sign = "-" if v < 0 else ""
-        return f"{sign}2^{exponent}" if mantissa == 1 else f"{sign}{mantissa:g}·2^{exponent}"
-    return f"{v:.10g}"
-
-
-def code_hex(fmt: Format, code: int) -> str:
-    return f"0x{code:0{(fmt.bits + 3) // 4}X}"
-
-
-def layout(fmt: Format) -> str:
-    """The bit layout as letters, e.g. ``S EEEE MMM``."""
-    if fmt.kind == "int":
-        return ("S" if fmt.signed else "") + "I" * (fmt.bits - (1 if fmt.signed else 0))
-    parts = ["S"] if fmt.signed else []
-    parts.append("E" * fmt.ebits)
-    if fmt.mbits:
-        parts.append("M" * fmt.mbits)
-    return " ".join(parts)
-
-
-def fields(fmt: Format, code: int) -> str:
-    """A code split into its fields, e.g. ``0.1111.110``."""
-    bits = format(code, f"0{fmt.bits}b")
-    if fmt.kind == "int":
-        return bits
-    cuts = ([1] if fmt.signed else []) + [fmt.ebits] + ([fmt.mbits] if fmt.mbits else [])
-    out, i = [], 0
-    for width in cuts:
-        out.append(bits[i : i + width])
-        i += width
-    return ".".join(out)
 
 
 def formula(fmt: Format) -> str:
@@ -167,13 +121,6 @@ def expected_code(fmt: Format, x: float, rounding: str, overflow: str) -> str:
 # -- files ------------------------------------------------------------------------------------
 
 
-def _json_file(header: dict[str, object], cases: Iterable[Mapping[str, object]]) -> str:
-    """JSON with one case per line, so that diffs of the vectors read case by case."""
-    head = json.dumps(header, indent=2)[:-2]
-    rows = ",\n".join("    " + json.dumps(c, separators=(", ", ": ")) for c in cases)
-    return f'{head},\n  "cases": [\n{rows}\n  ]\n}}\n'
-
-
 def decode_vectors(fmt: Format) -> str:
     decoded = fmt.decode(np.arange(1 << fmt.bits))
     bits = decoded.view(np.uint32)
@@ -195,7 +142,7 @@ def decode_vectors(fmt: Format) -> str:
             "decoder must produce (NaN as the canonical 0x7FC00000)."
         ),
     }
-    return _json_file(header, cases)
+    return json_file(header, cases)
 
 
 def encode_vectors(fmt: Format) -> str:
@@ -219,13 +166,7 @@ def encode_vectors(fmt: Format) -> str:
         ),
         "modes": [{"rounding": r, "overflow": o} for r, o in mode_list],
     }
-    return _json_file(header, cases)
-
-
-def _table(header: list[str], rows: Iterable[list[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(r) + " |" for r in rows]
-    return "\n".join(lines) + "\n"
+    return json_file(header, cases)
 
 
 SPECIAL_INPUTS: tuple[tuple[str, float], ...] = (
@@ -239,14 +180,14 @@ SPECIAL_INPUTS: tuple[tuple[str, float], ...] = (
 )
 
 
-def special_table(fmt: Format) -> str:
+def specialtable(fmt: Format) -> str:
     mode_list = modes(fmt)
     header = ["input", *[f"{r}, {o}" for r, o in mode_list]]
     rows = [
         [label, *[expected_code(fmt, x, r, o) for r, o in mode_list]]
         for label, x in SPECIAL_INPUTS
     ]
-    return _table(header, rows)
+    return table(header, rows)
 
 
 def format_page(fmt: Format) -> str:
@@ -288,7 +229,7 @@ def format_page(fmt: Format) -> str:
         "Normative. The keywords MUST and MAY are as in RFC 2119. The rules shared by every "
         "format (rounding, overflow, NaN output) are in [README.md](README.md).\n",
         "## Parameters\n",
-        _table(["", ""], params),
+        table(["", ""], params),
         "## Value formula\n",
         formula(fmt) + "\n",
         "## Notes\n",
@@ -296,11 +237,11 @@ def format_page(fmt: Format) -> str:
         "## Code table\n",
         "Every code, its fields and its exact value. A decoder MUST produce exactly these values "
         "(NaN as the canonical quiet NaN).\n",
-        _table(["code", "fields", "value", "hex"], code_rows),
+        table(["code", "fields", "value", "hex"], code_rows),
         "## Special inputs\n",
         "Codes an encoder MUST produce, per rounding and overflow mode (`error`: the input has "
         "no encoding and MUST be refused unless the caller names a code).\n",
-        special_table(fmt),
+        specialtable(fmt),
         "## Vectors\n",
         f"[`vectors/{fmt.name}/decode.json`](vectors/{fmt.name}/decode.json) (every code) and "
         f"[`vectors/{fmt.name}/encode.json`](vectors/{fmt.name}/encode.json) (every midpoint "
@@ -326,6 +267,16 @@ ml_dtypes and torch (every known disagreement asserted), and against the committ
 ## Formats
 
 {formats}
+
+## Schemes built on the formats
+
+- [`mx.md`](mx.md): MX block scaling, the gaps in the OCP text, every producer's and consumer's
+  profile, the input classification and the divergence matrices.
+- [`profiles.md`](profiles.md): every profile and the function it reproduces.
+- [`int4-layouts.md`](int4-layouts.md) and [`int4-schemes.md`](int4-schemes.md): INT4 word
+  layouts with bit diagrams, and each producer's INT4 arithmetic.
+- [`w4a8.md`](w4a8.md): the Quark W4A8 progressive scheme (FP8 per-tensor, then INT4
+  per-channel).
 
 ## Codes
 
@@ -415,7 +366,7 @@ and is stated as such.
 
 
 def overview() -> str:
-    formats = _table(
+    formats = table(
         ["name", "title", "bits", "max", "NaN", "Inf", "-0"],
         [
             [f"[`{f.name}`]({f.name}.md)", f.title, str(f.bits), short_float(f.max),
@@ -435,17 +386,43 @@ def overview() -> str:
                      for o in OVERFLOWS if o in f.overflows]
             cells.append(", ".join(names))
         mode_rows.append([f"`{f.name}`", *cells])
-    modes_table = _table(["format", *[f"`{r}`" for r in ROUNDINGS]], mode_rows)
+    modes_table = table(["format", *[f"`{r}`" for r in ROUNDINGS]], mode_rows)
     return _OVERVIEW.format(formats=formats, modes=modes_table, schema=SCHEMA_VERSION)
+
+
+def profiles_page() -> str:
+    """``profiles.md``: every registered profile and what it reproduces."""
+    from mxformats.profiles import profiles
+
+    rows = [
+        [f"`{p.name}`", p.scheme, p.kind, f"{p.library} {p.version}", f"`{p.function}`",
+         p.description]
+        for p in profiles()
+    ]
+    return "\n".join([
+        "# Profiles\n",
+        "<!-- Generated by `python -m mxformats.specgen` from the profile registry. "
+        "Do not edit. -->\n",
+        "A profile names one implementation's choices (scale rule, tie rounding, arithmetic "
+        "dtype, NaN, Inf, zero and tiny blocks, packing, decoding), so that `profile=\"quark\"` "
+        "means the bytes that implementation writes or reads. Producers write checkpoints, "
+        "consumers decode them, activation profiles are dynamic activation quantizers.\n",
+        table(["profile", "scheme", "kind", "source", "function", "description"], rows),
+    ])
 
 
 def generate() -> dict[str, str]:
     """Every file of ``spec/``, by relative path."""
-    files = {"README.md": overview()}
+    from mxformats import _spec_int4, _spec_mx, _spec_research
+
+    files = {"README.md": overview(), "profiles.md": profiles_page()}
     for fmt in FORMATS.values():
         files[f"{fmt.name}.md"] = format_page(fmt)
         files[f"vectors/{fmt.name}/decode.json"] = decode_vectors(fmt)
         files[f"vectors/{fmt.name}/encode.json"] = encode_vectors(fmt)
+    files.update(_spec_mx.pages())
+    files.update(_spec_int4.pages())
+    files.update(_spec_research.pages())
     return files
 
 

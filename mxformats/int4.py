@@ -1,0 +1,441 @@
+"""Symmetric INT4 per-group / per-channel quantization and the INT4 packings.
+
+Spec: ``spec/int4-schemes.md`` (the producers' arithmetic, the input classes) and
+``spec/int4-layouts.md`` (the word layouts with bit diagrams).
+
+A *profile* names the producer whose bytes are reproduced, including the dtype it computes in:
+
+- ``compressed-tensors`` (compressed-tensors 0.19/0.20 ``calculate_qparams`` + ``quantize`` +
+  ``pack_to_int32``; how llm-compressor's ``QuantizationModifier`` writes ``pack-quantized``):
+  everything in the **input's dtype**: ``s = dtype(amax / 7.5)`` (an all-zero group gets the
+  dtype's machine epsilon), ``q = clamp(round_half_even(dtype(x / s)), -8, 7)``, a true
+  division. Scales come back in the input dtype (bfloat16 for a BF16 checkpoint).
+- ``quark`` (AMD Quark 0.13 ``Int4PerChannelSpec`` / ``Int4PerGroupSpec``, ``half_even``,
+  symmetric, ``scale_type`` float32 as the file-to-file export forces it): the scale is
+  ``amax / 7.5`` computed in the input dtype, ``max``-ed with 2^-23, stored as float32; then
+  ``q = clamp(round_half_even(float32(x) * float32(1 / s)), -8, 7)``: a multiply by the
+  reciprocal, in float32.
+
+Both producers require the length along the quantized axis to be a multiple of ``group_size``
+(compressed-tensors 0.20.1 ``_process_group`` and Quark's ``PerGroupMinMaxObserver`` raise
+otherwise), so :func:`quantize_int4` raises too. Packing is defined for any length: words are
+padded (``ceil(n / 8)``), see :func:`pack_int4`.
+
+Because the arithmetic dtype is part of the profile, **the same values given as bfloat16 and as
+float32 may encode differently** (``dtype(x / s)`` rounds to 8 significant bits in bfloat16).
+Pass the dtype the producer saw: a BF16 checkpoint's weights as ``ml_dtypes.bfloat16`` (or a
+torch bfloat16 tensor), never widened to float32 first.
+
+Inputs containing NaN or ±Inf are *implementation-defined* here: both producers turn them into
+NaN scales or undefined float→int casts, so every quantizer in this module raises ValueError.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import ml_dtypes
+import numpy as np
+
+from mxformats.profiles import Kind, ProfileInfo, register
+
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike, DTypeLike, NDArray
+
+__all__ = ["LAYOUTS", "Int4Array", "dequantize_int4", "pack_int4", "quantize_int4", "unpack_int4"]
+
+#: INT4 word layouts (8 nibbles per int32 word along ``axis``). Spec: ``int4-layouts.md``.
+LAYOUTS = ("compressed-tensors", "quark", "linear")
+
+#: For each layout: which element of an 8-group sits in nibble i (bits 4i..4i+3), and the offset
+#: added to the value before it is stored (8: "uint4b8"; 0: two's complement).
+NIBBLE_ORDER: dict[str, tuple[int, ...]] = {
+    "compressed-tensors": (0, 1, 2, 3, 4, 5, 6, 7),
+    "quark": (0, 2, 4, 6, 1, 3, 5, 7),
+    "linear": (0, 1, 2, 3, 4, 5, 6, 7),
+}
+NIBBLE_OFFSET: dict[str, int] = {"compressed-tensors": 8, "quark": 0, "linear": 0}
+
+#: The INT4 grid: symmetric scale = amax / ((QMAX - QMIN) / 2) = amax / 7.5.
+QMIN, QMAX = -8, 7
+_HALF_RANGE = (QMAX - QMIN) / 2
+#: Quark's observer epsilon, torch.finfo(torch.float32).eps.
+_QUARK_EPS = float(np.finfo(np.float32).eps)
+
+_BF16 = np.dtype(ml_dtypes.bfloat16)
+#: The input dtypes the producers take (torch float types a checkpoint can hold).
+FLOAT_DTYPES = (np.dtype(np.float16), _BF16, np.dtype(np.float32), np.dtype(np.float64))
+
+PROFILES = ("compressed-tensors", "quark")
+
+_SOURCES = {
+    "compressed-tensors": ("compressed-tensors", "0.19-0.20.1"),
+    "quark": ("amd-quark", "0.13"),
+}
+
+
+def _register(name: str, kind: Kind, function: str, description: str) -> None:
+    library, version = _SOURCES[name]
+    register(ProfileInfo(name, "int4", kind, library, version, function, description))
+
+
+_register(
+    "compressed-tensors",
+    "producer",
+    "quantization.utils.helpers.calculate_qparams + lifecycle.forward.quantize + "
+    "compressors.pack_quantized.helpers.pack_to_int32",
+    "s = dtype(amax/7.5), q = round_half_even(dtype(x/s)) in the input dtype; q+8 nibbles, "
+    "element 8c+i in nibble i",
+)
+_register(
+    "compressed-tensors",
+    "consumer",
+    "lifecycle.forward.dequantize (q.to(scale.dtype) * scale)",
+    "q × scale rounded to the scale dtype (bfloat16 for BF16 checkpoints)",
+)
+_register(
+    "quark",
+    "producer",
+    "observer.calculate_int_quant_params + hw_emulation_interface."
+    "real_quantize_int_per_channel_affine / _per_group_affine",
+    "s = float32(max(amax/7.5, 2^-23)), q = round_half_even(x * (1/s)) in float32 (reciprocal "
+    "multiply)",
+)
+_register(
+    "quark",
+    "consumer",
+    "hw_emulation_interface.dequantize_int_per_channel_affine / _per_group_affine",
+    "q × scale in float32",
+)
+
+
+# -- arithmetic in a producer's dtype ---------------------------------------------------------
+
+
+def as_float_array(x: object, what: str = "input") -> NDArray[Any]:
+    """``x`` as a numpy array **in its own float dtype** (bfloat16 stays bfloat16).
+
+    Accepts numpy float16/bfloat16/float32/float64 arrays, torch tensors of those dtypes
+    (a torch bfloat16 tensor becomes an ``ml_dtypes.bfloat16`` array holding the same bits)
+    and Python floats or sequences (float64). Anything else raises TypeError.
+    """
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(x, torch.Tensor):
+        t = x.detach().cpu().contiguous()
+        if t.dtype == torch.bfloat16:
+            bits: NDArray[Any] = t.view(torch.int16).numpy()
+            return bits.view(_BF16)
+        if t.dtype not in (torch.float16, torch.float32, torch.float64):
+            raise TypeError(f"{what}: torch dtype {t.dtype} is not float16/bfloat16/32/64")
+        result: NDArray[Any] = t.numpy()
+        return result
+    arr = np.asarray(x)
+    if arr.dtype not in FLOAT_DTYPES:
+        raise TypeError(
+            f"{what}: dtype {arr.dtype} is not one of float16, bfloat16, float32, float64"
+        )
+    return arr
+
+
+def arithmetic_dtype(dtype: np.dtype[Any]) -> np.dtype[Any]:
+    """The dtype torch computes a ``dtype`` operation in on CPU: float32 for float16, bfloat16
+    and float32 ("opmath"), float64 for float64. One such operation on exact inputs followed
+    by rounding to ``dtype`` is the correctly rounded result (the 2p+2 rule: 24 ≥ 2·11+2)."""
+    return np.dtype(np.float64) if dtype == np.float64 else np.dtype(np.float32)
+
+
+def divide_in(a: ArrayLike, b: ArrayLike, dtype: np.dtype[Any]) -> NDArray[Any]:
+    """``a / b`` as torch computes it for tensors of ``dtype``: in the arithmetic dtype, rounded
+    once to ``dtype`` (bfloat16 ``W / s`` is ``bf16(W / s)``)."""
+    op = arithmetic_dtype(dtype)
+    quotient: NDArray[Any] = np.asarray(a, dtype=op) / np.asarray(b, dtype=op)
+    return quotient.astype(dtype)
+
+
+def round_half_even(v: NDArray[Any]) -> NDArray[Any]:
+    """``torch.round``: to the nearest integer, ties to even (numpy's ``rint``)."""
+    rounded: NDArray[Any] = np.rint(v)
+    return rounded
+
+
+def round_once(v: NDArray[np.float64], dtype: DTypeLike) -> NDArray[Any]:
+    """Round exact float64 values once (nearest-even) to ``dtype``.
+
+    float16, float32 and float64 are numpy's own correctly rounded casts. bfloat16 goes through
+    float32 rounded *to odd* (truncate, then set the last bit if inexact), which makes the
+    second rounding exact: no double rounding.
+    """
+    out = np.dtype(dtype)
+    if out != _BF16:
+        direct: NDArray[Any] = v.astype(out)
+        return direct
+    with np.errstate(over="ignore", invalid="ignore"):
+        nearest = v.astype(np.float32)
+        wide = nearest.astype(np.float64)
+        overshoot = np.abs(wide) > np.abs(v)
+        truncated = np.where(overshoot, np.nextafter(nearest, np.float32(0)), nearest)
+        inexact = (truncated.astype(np.float64) != v) & ~np.isnan(v)
+    bits = truncated.view(np.uint32) | inexact.astype(np.uint32)
+    result: NDArray[Any] = bits.view(np.float32).astype(_BF16)
+    return result
+
+
+def require_finite(x: NDArray[Any], where: str) -> None:
+    """Raise ValueError for NaN/±Inf: implementation-defined inputs (spec: int4-schemes.md)."""
+    finite = np.isfinite(x.astype(np.float32) if x.dtype == _BF16 else x)
+    if not np.all(finite):
+        bad = x[~finite].flat[0]
+        raise ValueError(
+            f"{where}: the input holds {bad!r}; NaN and ±Inf are implementation-defined for this "
+            "producer (NaN scales, undefined float→int casts) and are refused"
+        )
+
+
+# -- groups -----------------------------------------------------------------------------------
+
+
+def _check_axis(ndim: int, axis: int) -> int:
+    if not -ndim <= axis < ndim:
+        raise ValueError(f"axis {axis} is out of range for a {ndim}-d array")
+    return axis % ndim
+
+
+def _grouped(x: NDArray[Any], group_size: int | None, axis: int) -> NDArray[Any]:
+    """``x`` with ``axis`` moved last and split into ``(..., groups, group_size)``."""
+    moved = np.moveaxis(x, axis, -1)
+    n = moved.shape[-1]
+    size = n if group_size is None else group_size
+    if n == 0 or n % size:
+        raise ValueError(
+            f"the quantized axis has length {n}, not a positive multiple of group_size {size}: "
+            "neither producer defines it (compressed-tensors 0.20.1 _process_group and Quark's "
+            "PerGroupMinMaxObserver raise)"
+        )
+    return moved.reshape(*moved.shape[:-1], n // size, size)
+
+
+def _ungrouped(g: NDArray[Any], axis: int) -> NDArray[Any]:
+    return np.moveaxis(g.reshape(*g.shape[:-2], -1), -1, axis)
+
+
+def _check_group_size(group_size: int | None) -> None:
+    if group_size is not None and (not isinstance(group_size, int) or group_size <= 0):
+        raise ValueError(f"group_size must be a positive int or None, got {group_size!r}")
+
+
+# -- the two producers ------------------------------------------------------------------------
+
+
+def _compressed_tensors(g: NDArray[Any]) -> tuple[NDArray[np.int8], NDArray[Any]]:
+    """compressed-tensors: scale and quotient in the input dtype, true division.
+
+    ``calculate_qparams``: ``max_val_pos / (bit_range / 2)`` in the observed dtype, zeros
+    replaced by ``torch.finfo(dtype).eps``. ``_quantize``: ``x / scale`` (dtype), then
+    ``round_to_quantized_type_args``: clamp to [-8, 7], ``torch.round``.
+    """
+    dtype = g.dtype
+    amax = np.max(np.abs(g), axis=-1)
+    scale = divide_in(amax, _HALF_RANGE, dtype)
+    scale = np.where(scale == 0, np.asarray(ml_dtypes.finfo(dtype).eps, dtype), scale)
+    quotient = divide_in(g, scale[..., None], dtype)
+    q = np.clip(round_half_even(quotient.astype(np.float64)), QMIN, QMAX)
+    return q.astype(np.int8), scale.astype(dtype)
+
+
+def _quark(g: NDArray[Any]) -> tuple[NDArray[np.int8], NDArray[np.float32]]:
+    """Quark 0.13: scale in the input dtype, then float32; quotient by reciprocal in float32.
+
+    ``calculate_int_quant_params``: ``max(amax / 7.5, eps)`` (dtype of the observed min/max,
+    eps = 2^-23), ``.to(float32)``. ``real_quantize_int_per_channel_affine``:
+    ``round(float32(x) * (1.0 / scale)).clamp(-8, 7)``.
+    """
+    dtype = g.dtype
+    amax = np.max(np.abs(g), axis=-1)
+    scale = divide_in(amax, _HALF_RANGE, dtype)
+    scale = np.maximum(scale, np.asarray(_QUARK_EPS, dtype)).astype(np.float32)
+    inverse = np.float32(1.0) / scale
+    product = g.astype(np.float32) * inverse[..., None]
+    q = np.clip(round_half_even(product), QMIN, QMAX)
+    return q.astype(np.int8), scale
+
+
+def quantize_int4(
+    x: object, *, group_size: int | None = 32, axis: int = -1, profile: str = "compressed-tensors"
+) -> Int4Array:
+    """Symmetric INT4 quantization with the producer ``profile``'s arithmetic.
+
+    ``x``: float16, bfloat16, float32 or float64 (numpy, ``ml_dtypes.bfloat16`` or torch); the
+    profile computes in the dtype its producer does for that input (module docstring).
+    ``group_size``: elements per scale along ``axis``, or None for one scale per slice along
+    ``axis`` (per-channel). Returns :class:`Int4Array`: ``q`` int8 in [-8, 7] of ``x``'s shape;
+    ``scales`` with ``axis`` of length ``n / group_size`` (1 per channel), bfloat16/
+    float16/float32/float64 for compressed-tensors (the input dtype), float32 for Quark.
+
+    Raises ValueError for an unknown profile, NaN/±Inf inputs (implementation-defined), or a
+    length along ``axis`` that is 0 or not a multiple of ``group_size`` (no producer defines
+    it); TypeError for float64 with ``quark``.
+    Spec: ``int4-schemes.md``.
+    """
+    if profile not in PROFILES:
+        raise ValueError(f"unknown int4 producer profile {profile!r}; valid: {', '.join(PROFILES)}")
+    _check_group_size(group_size)
+    arr = as_float_array(x)
+    ax = _check_axis(max(arr.ndim, 1), axis)
+    arr = arr.reshape(1) if arr.ndim == 0 else arr
+    require_finite(arr, f"quantize_int4(profile={profile!r})")
+    if profile == "quark" and arr.dtype == np.float64:
+        raise TypeError(
+            "the quark profile takes float16, bfloat16 or float32: Quark's observers narrow "
+            "float64 to float32 in some paths and not in others"
+        )
+    g = _grouped(arr, group_size, ax)
+    q, scales = _compressed_tensors(g) if profile == "compressed-tensors" else _quark(g)
+    return Int4Array(
+        q=_ungrouped(q, ax),
+        scales=np.moveaxis(scales, -1, ax),
+        group_size=group_size,
+        axis=ax,
+        profile=profile,
+    )
+
+
+@dataclass(frozen=True, eq=False)
+class Int4Array:
+    """The result of :func:`quantize_int4`; unpacks as ``q, scales = quantize_int4(...)``.
+
+    ``q``: int8 values in [-8, 7], ``x``'s shape. ``scales``: the producer's scale dtype
+    (compressed-tensors: the input dtype, bfloat16 for BF16 weights; Quark: float32),
+    ``x.shape`` with ``axis`` divided by ``group_size``, or of size 1 along
+    ``axis`` per channel (group_size None). ``axis`` is normalised to be non-negative.
+    """
+
+    q: NDArray[np.int8]
+    scales: NDArray[np.generic]
+    group_size: int | None
+    axis: int
+    profile: str
+
+    def __iter__(self) -> Iterator[NDArray[np.generic]]:
+        yield self.q
+        yield self.scales
+
+
+def dequantize_int4(
+    q: ArrayLike | Int4Array,
+    scales: ArrayLike | None = None,
+    *,
+    group_size: int | None = 32,
+    axis: int = -1,
+    profile: str = "compressed-tensors",
+    dtype: DTypeLike = np.float32,
+) -> NDArray[np.generic]:
+    """``q × scale`` as the consumer of ``profile`` computes it, then cast to ``dtype``.
+
+    compressed-tensors (``dequantize``: ``q.to(scale.dtype) * scale``): the product is rounded
+    to the scale's dtype (bfloat16 for BF16 checkpoints), then to ``dtype``. Quark
+    (``dequantize_int_per_*_affine``): the product in float32, then ``dtype``. An
+    :class:`Int4Array` supplies ``scales``, ``group_size``, ``axis`` and ``profile``.
+    Spec: ``int4-schemes.md``, "Dequantization".
+    """
+    if isinstance(q, Int4Array):
+        result = q
+        q, scales = result.q, result.scales
+        group_size, axis, profile = result.group_size, result.axis, result.profile
+    if scales is None:
+        raise TypeError("dequantize_int4 needs scales (or an Int4Array)")
+    if profile not in PROFILES:
+        raise ValueError(f"unknown int4 consumer profile {profile!r}; valid: {', '.join(PROFILES)}")
+    _check_group_size(group_size)
+    values = np.asarray(q)
+    if values.dtype.kind not in "iu" or np.any((values < QMIN) | (values > QMAX)):
+        raise ValueError("q must hold integers in [-8, 7]")
+    s = as_float_array(scales, "scales")
+    ax = _check_axis(values.ndim, axis)
+    n = values.shape[ax]
+    size = n if group_size is None else group_size
+    expected = list(values.shape)
+    expected[ax] = n // size if size and n % size == 0 else -1
+    if list(s.shape) != expected:
+        raise ValueError(
+            f"scales have shape {s.shape}; {values.shape} in groups of {size} "
+            f"along axis {ax} needs {tuple(expected)}"
+        )
+    expanded = np.repeat(s, size, axis=ax)
+    if profile == "compressed-tensors":
+        op = arithmetic_dtype(s.dtype)  # int4 × p-bit scale is exact in op: one rounding
+        product = (values.astype(op) * expanded.astype(op)).astype(s.dtype)
+    else:
+        product = values.astype(np.float32) * expanded.astype(np.float32)
+    return round_once(product.astype(np.float64), dtype)
+
+
+# -- packing ----------------------------------------------------------------------------------
+
+
+def _check_layout(layout: str) -> None:
+    if layout not in LAYOUTS:
+        raise ValueError(f"unknown int4 layout {layout!r}; valid: {', '.join(LAYOUTS)}")
+
+
+def pack_int4(
+    q: ArrayLike, *, layout: str = "compressed-tensors", axis: int = -1
+) -> NDArray[np.int32]:
+    """Pack int8 values in [-8, 7] eight per int32 word along ``axis`` in ``layout``.
+
+    Nibble i of a word (bits 4i..4i+3) holds element ``8c + NIBBLE_ORDER[layout][i]`` of word
+    c, stored as ``(q + NIBBLE_OFFSET[layout]) & 0xF``. A length that is not a multiple of 8 is
+    padded, as all three producers do: the missing nibbles are 0x0 (compressed-tensors pads
+    after adding 8, so its padding reads back as -8; Quark skips them). The result has
+    ``ceil(n / 8)`` words along ``axis``. Spec: ``int4-layouts.md``.
+    """
+    _check_layout(layout)
+    values = np.asarray(q)
+    if values.dtype.kind not in "iu":
+        raise TypeError(f"pack_int4 takes integers, got dtype {values.dtype}")
+    if np.any((values < QMIN) | (values > QMAX)):
+        raise ValueError("pack_int4: values must lie in [-8, 7]")
+    ax = _check_axis(values.ndim, axis)
+    moved = np.moveaxis(values.astype(np.int64), ax, -1)
+    n = moved.shape[-1]
+    words = -(-n // 8)
+    nibbles = np.zeros((*moved.shape[:-1], words * 8), dtype=np.uint32)
+    nibbles[..., :n] = (moved + NIBBLE_OFFSET[layout]) & 0xF
+    nibbles = nibbles.reshape(*moved.shape[:-1], words, 8)
+    packed = np.zeros((*moved.shape[:-1], words), dtype=np.uint32)
+    for i, element in enumerate(NIBBLE_ORDER[layout]):
+        packed |= nibbles[..., element] << np.uint32(4 * i)
+    return np.moveaxis(packed.view(np.int32), -1, ax)
+
+
+def unpack_int4(
+    packed: ArrayLike,
+    *,
+    layout: str = "compressed-tensors",
+    axis: int = -1,
+    size: int | None = None,
+) -> NDArray[np.int8]:
+    """Inverse of :func:`pack_int4`; ``size`` trims the padding of the last word.
+
+    ``packed``: int32 (or uint32) words. ``size`` (default ``8 × words``) must lie in
+    ``(8 × (words - 1), 8 × words]``; padding nibbles are not checked. Spec: ``int4-layouts.md``.
+    """
+    _check_layout(layout)
+    words_in = np.asarray(packed)
+    if words_in.dtype not in (np.dtype(np.int32), np.dtype(np.uint32)):
+        raise TypeError(f"unpack_int4 takes int32 words, got dtype {words_in.dtype}")
+    ax = _check_axis(words_in.ndim, axis)
+    moved = np.moveaxis(words_in.view(np.uint32), ax, -1)
+    words = moved.shape[-1]
+    n = 8 * words if size is None else size
+    if not 8 * (words - 1) < n <= 8 * words and not (words == 0 and n == 0):
+        raise ValueError(f"size {n} does not fit {words} words of 8 nibbles")
+    out = np.zeros((*moved.shape, 8), dtype=np.int64)
+    for i, element in enumerate(NIBBLE_ORDER[layout]):
+        out[..., element] = (moved >> np.uint32(4 * i)) & 0xF
+    signed = (out - NIBBLE_OFFSET[layout]) & 0xF
+    signed = np.where(signed >= 8, signed - 16, signed)
+    flat = signed.reshape(*moved.shape[:-1], 8 * words)[..., :n]
+    return np.moveaxis(flat.astype(np.int8), -1, ax)

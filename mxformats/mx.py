@@ -1,0 +1,302 @@
+"""MX block scaling (OCP MX v1.0 §6.3) and each producer's and consumer's variant of it.
+
+A *profile* names one implementation: ``quantize_mx(x, profile="torchao-floor")`` writes the
+bytes torchao 0.18's ``to_mx`` writes, ``dequantize_mx(..., profile="quark-hip-fp16")`` reads
+them as Quark's HIP kernel does. ``ocp`` is the specification with its gaps filled. Every
+profile computes in the arithmetic type its producer uses, so equal values given as bfloat16
+and as float32 may legitimately encode differently. Spec: ``spec/mx.md`` (the algorithm, the
+gaps and how each profile fills them, the input classification, the divergence matrix) and
+``spec/vectors/mx/<profile>.json``.
+
+>>> import numpy as np
+>>> codes, scales = quantize_mx(np.array([6.0, 5.0] + [0.0] * 30, dtype=np.float32))
+>>> hex(int(scales[0])), hex(int(codes[0]))  # 6 -> 0x7, 5.0 (a tie) -> 0x6 (4.0), packed
+('0x7f', '0x67')
+>>> quantize_mx(np.ones(32), profile="vllm")  # doctest: +ELLIPSIS
+Traceback (most recent call last):
+ValueError: profile 'vllm' does not take float64 input: the kernel static_asserts a bfloat16 ...
+>>> dequantize_mx(*quantize_mx(np.float32([6.0, 5.0] + [0.0] * 30)))[:3].tolist()
+[6.0, 4.0, 0.0]
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import ml_dtypes
+import numpy as np
+
+from mxformats._mx_consumers import CONSUMERS, Consumer, decode_blocks, get_consumer, round_to
+from mxformats._mx_elements import encode_elements, scaled
+from mxformats._mx_producers import PRODUCERS, Producer, get_producer
+from mxformats.formats import E2M1, Format, get_format
+from mxformats.profiles import ProfileInfo, register
+
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike, DTypeLike, NDArray
+
+__all__ = ["MXArray", "dequantize_mx", "pack_fp4", "quantize_mx", "unpack_fp4"]
+
+_BF16 = np.dtype(ml_dtypes.bfloat16)
+_FLOAT_TYPES = (np.dtype(np.float16), _BF16, np.dtype(np.float32), np.dtype(np.float64))
+
+
+@dataclass(frozen=True, eq=False)
+class MXArray:
+    """The result of :func:`quantize_mx`; unpacks as ``codes, scales = quantize_mx(...)``.
+
+    ``codes``: uint8, two 4-bit codes per byte along ``axis`` (element 2k in the low nibble) for
+    E2M1, one code per byte for wider elements. ``scales``: uint8 E8M0 bytes, ``x.shape`` with
+    ``axis`` divided by ``block_size`` (rounded up where the producer takes a short last block).
+    """
+
+    codes: NDArray[np.uint8]
+    scales: NDArray[np.uint8]
+    elem: Format
+    block_size: int
+    axis: int
+    profile: str
+
+    def __iter__(self) -> Iterator[NDArray[np.uint8]]:
+        yield self.codes
+        yield self.scales
+
+
+# -- inputs ---------------------------------------------------------------------------------
+
+
+def _as_float_array(x: object) -> NDArray[np.generic]:
+    """``x`` as a numpy array of its own float type (float16, bfloat16, float32 or float64).
+
+    torch tensors keep their dtype (bfloat16 becomes ``ml_dtypes.bfloat16``); Python floats and
+    lists become float64. Integer data is refused.
+    """
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(x, torch.Tensor):
+        t = x.detach().cpu()
+        if t.dtype == torch.bfloat16:
+            as_bf16: NDArray[np.generic] = t.contiguous().view(torch.int16).numpy().view(_BF16)
+            return as_bf16
+        x = t.numpy()
+    arr = np.asarray(x)
+    if arr.dtype not in _FLOAT_TYPES:
+        raise TypeError(
+            f"quantize_mx takes float16, bfloat16, float32 or float64 data, got {arr.dtype}"
+        )
+    return arr
+
+
+def _axis(ndim: int, axis: int) -> int:
+    if not -ndim <= axis < ndim:
+        raise ValueError(f"axis {axis} is out of range for {ndim}-dimensional data")
+    return axis % ndim
+
+
+def _check_elem(elem: Format | str, allowed: tuple[Format, ...], what: str) -> Format:
+    fmt = get_format(elem)
+    if fmt not in allowed:
+        raise ValueError(
+            f"{what} does not write {fmt.name} elements; it defines "
+            f"{', '.join(f.name for f in allowed)}"
+        )
+    return fmt
+
+
+def _to_blocks(a: NDArray[np.float64], block_size: int) -> NDArray[np.float64]:
+    """Last axis cut into blocks of ``block_size`` (a short last block padded with +0.0)."""
+    n = a.shape[-1]
+    count = -(-n // block_size)
+    pad = count * block_size - n
+    if pad:
+        a = np.pad(a, [(0, 0)] * (a.ndim - 1) + [(0, pad)])
+    return a.reshape(*a.shape[:-1], count, block_size)
+
+
+def _check_shape(producer: Producer, n: int, elem: Format, block_size: int) -> None:
+    what = f"profile {producer.name!r}"
+    if block_size < 1:
+        raise ValueError(f"block_size must be positive, got {block_size}")
+    if producer.block_sizes is not None and block_size not in producer.block_sizes:
+        raise ValueError(f"{what} uses blocks of {producer.block_sizes[0]}, not {block_size}")
+    if n % block_size and not producer.partial_blocks:
+        raise ValueError(
+            f"{what}: the quantized axis has {n} elements, not a multiple of block_size "
+            f"{block_size}, and the producer defines no short last block"
+        )
+    if elem is E2M1 and n % 2:
+        raise ValueError(f"E2M1 codes pack two per byte: the quantized axis needs an even "
+                         f"length, got {n}")
+
+
+# -- quantize -------------------------------------------------------------------------------
+
+
+def quantize_mx(
+    x: object, elem: Format = E2M1, *, block_size: int = 32, axis: int = -1, profile: str = "ocp"
+) -> MXArray:
+    """Quantize ``x`` to MX blocks along ``axis`` exactly as the producer ``profile`` does.
+
+    ``x``: float16, bfloat16 (``ml_dtypes``), float32 or float64 numpy data or a torch tensor,
+    any shape and strides; the dtypes a profile accepts are those its producer accepts (others
+    raise ``ValueError`` saying why). ``elem``: the element format (E2M1 for MXFP4; E2M3, E3M2,
+    E4M3FN, E5M2 where the producer defines them). Blocks of ``block_size`` consecutive elements
+    along ``axis`` share one E8M0 scale. Returns an :class:`MXArray`. Spec: spec/mx.md.
+    """
+    producer = get_producer(profile)
+    fmt = _check_elem(elem, producer.elements, f"profile {profile!r}")
+    data = _as_float_array(x)
+    if data.dtype not in producer.dtypes:
+        raise ValueError(
+            f"profile {profile!r} does not take {data.dtype} input: {producer.dtype_reason}"
+        )
+    if data.ndim == 0:
+        raise ValueError("quantize_mx needs at least one dimension")
+    ax = _axis(data.ndim, axis)
+    with np.errstate(invalid="ignore"):  # widening a signalling NaN quiets it
+        moved = np.moveaxis(data, ax, -1).astype(np.float64)
+    n = moved.shape[-1]
+    _check_shape(producer, n, fmt, block_size)
+    blocks = _to_blocks(moved, block_size)
+    magnitudes = np.abs(blocks)
+    if producer.nan_ignoring_max:  # __hmax returns the other operand of a NaN
+        amax = np.fmax.reduce(magnitudes, axis=-1)
+    else:  # torch.amax / torch.max propagate NaN
+        amax = np.max(magnitudes, axis=-1)
+    scale = producer.scale_rule(amax, fmt, data.dtype)
+    rules = producer.element_rules(data.dtype)
+    q, nan_negative = scaled(blocks, scale.mult[..., None], rules)
+    arithmetic = producer.arithmetic_dtype(data.dtype)
+    if arithmetic is not None:
+        q = round_to(q, arithmetic)
+    codes = encode_elements(q, nan_negative, fmt, rules)
+    codes = np.where(scale.nan_block[..., None], 0, codes).astype(np.uint8)
+    codes = codes.reshape(*codes.shape[:-2], -1)[..., :n]
+    codes = np.ascontiguousarray(np.moveaxis(codes, -1, ax))
+    if fmt is E2M1:
+        codes = pack_fp4(codes, axis=ax)
+    scales = np.ascontiguousarray(np.moveaxis(scale.byte, -1, ax))
+    return MXArray(codes, scales, fmt, block_size, ax, profile)
+
+
+# -- dequantize -----------------------------------------------------------------------------
+
+
+def _arithmetic_dtype(consumer: Consumer, out: np.dtype[np.generic]) -> np.dtype[np.generic]:
+    """The consumer's own type for output ``out``: ``out`` itself, or a narrower type of the
+    consumer whose values widen exactly into ``out``."""
+    if out in consumer.dtypes:
+        return out
+    for own in consumer.dtypes:
+        if out.kind == "f" and out.itemsize > own.itemsize:
+            return own
+    raise ValueError(
+        f"consumer profile {consumer.name!r} computes in "
+        f"{', '.join(d.name for d in consumer.dtypes)}; it cannot produce {out} "
+        "(ask for one of those, or a wider float type)"
+    )
+
+
+def dequantize_mx(
+    codes: ArrayLike | MXArray,
+    scales: ArrayLike | None = None,
+    elem: Format = E2M1,
+    *,
+    block_size: int = 32,
+    axis: int = -1,
+    profile: str = "ocp",
+    dtype: DTypeLike = np.float32,
+) -> NDArray[np.generic]:
+    """Decode MX blocks exactly as the consumer ``profile`` does (an MXArray may be passed).
+
+    ``codes``: packed E2M1 bytes (two per byte along ``axis``, element 2k low) or one code per
+    byte; ``scales``: E8M0 bytes, the codes' logical shape with ``axis`` divided by
+    ``block_size`` (rounded up). The consumer computes in its own type (``ocp``: ``dtype``
+    itself, rounding the exact value once); ``dtype`` may be that type or a wider float type
+    (exact widening). Overflow, 0x00 and 0xFF follow the profile. Spec: spec/mx.md, "Consumers".
+    """
+    if isinstance(codes, MXArray):
+        if scales is not None:
+            raise ValueError("pass either an MXArray or codes and scales, not both")
+        mx = codes
+        codes, scales, elem, block_size, axis = (
+            mx.codes, mx.scales, mx.elem, mx.block_size, mx.axis
+        )
+    if scales is None:
+        raise ValueError("dequantize_mx needs the scales")
+    consumer = get_consumer(profile)
+    fmt = _check_elem(elem, consumer.elements, f"consumer profile {profile!r}")
+    out = np.dtype(dtype)
+    own = _arithmetic_dtype(consumer, out)
+    c = _integer_array(codes, "codes")
+    s = _integer_array(scales, "scales")
+    ax = _axis(c.ndim, axis)
+    if fmt is E2M1:
+        c = unpack_fp4(c, axis=ax)
+    if c.size and int(c.max()) >= 1 << fmt.bits:
+        raise ValueError(f"{fmt.name} codes are {fmt.bits}-bit; got {int(c.max())}")
+    if s.size and int(s.max()) > 0xFF:
+        raise ValueError("E8M0 scales are bytes (0..255)")
+    n = c.shape[ax]
+    want = (*c.shape[:ax], -(-n // block_size), *c.shape[ax + 1:])
+    if s.shape != want:
+        raise ValueError(f"scales have shape {s.shape}; {n} elements along axis {ax} in blocks "
+                         f"of {block_size} need {want}")
+    byte = np.repeat(s.astype(np.int64), block_size, axis=ax)
+    byte = np.take(byte, np.arange(n), axis=ax)
+    values = fmt.values[c.astype(np.int64)]
+    result = decode_blocks(consumer, values, byte, own)
+    return result if own == out else result.astype(out)
+
+
+def _integer_array(a: ArrayLike, what: str) -> NDArray[np.integer]:
+    arr = np.asarray(a)
+    if arr.dtype.kind not in "iu":
+        raise TypeError(f"{what} must be integers (uint8), got {arr.dtype}")
+    if arr.size and int(arr.min()) < 0:
+        raise ValueError(f"{what} must be non-negative")
+    return arr
+
+
+# -- packing --------------------------------------------------------------------------------
+
+
+def pack_fp4(codes: ArrayLike, axis: int = -1) -> NDArray[np.uint8]:
+    """Pack 4-bit codes two per byte along ``axis``, element 2k in the low nibble.
+
+    The layout of torch ``float4_e2m1fn_x2``, torchao, triton_kernels, Quark ``Pack_fp4`` and
+    compressed-tensors (formats.md §3.2-§3.8; vector 47: codes [1, 2] pack to 0x21).
+    """
+    c = _integer_array(codes, "codes")
+    if c.size and int(c.max()) > 0xF:
+        raise ValueError(f"fp4 codes are 4-bit (0..15); got {int(c.max())}")
+    ax = _axis(c.ndim, axis)
+    if c.shape[ax] % 2:
+        raise ValueError(f"pack_fp4 needs an even length along axis {ax}, got {c.shape[ax]}")
+    moved = np.moveaxis(c.astype(np.uint8), ax, -1)
+    packed = moved[..., 0::2] | (moved[..., 1::2] << 4)
+    return np.ascontiguousarray(np.moveaxis(packed, -1, ax))
+
+
+def unpack_fp4(packed: ArrayLike, axis: int = -1) -> NDArray[np.uint8]:
+    """Inverse of :func:`pack_fp4`: each byte gives its low nibble, then its high nibble."""
+    p = _integer_array(packed, "packed codes")
+    if p.size and int(p.max()) > 0xFF:
+        raise ValueError("packed fp4 codes are bytes (0..255)")
+    ax = _axis(p.ndim, axis)
+    moved = np.moveaxis(p.astype(np.uint8), ax, -1)
+    pairs = np.stack([moved & 0xF, moved >> 4], axis=-1)
+    unpacked = pairs.reshape(*moved.shape[:-1], 2 * moved.shape[-1])
+    return np.ascontiguousarray(np.moveaxis(unpacked, -1, ax))
+
+
+# -- registry -------------------------------------------------------------------------------
+
+for _p in PRODUCERS.values():
+    register(ProfileInfo(_p.name, "mx", _p.kind, _p.library, _p.version, _p.function,
+                         _p.description))
+for _c in CONSUMERS.values():
+    register(ProfileInfo(_c.name, "mx", "consumer", _c.library, _c.version, _c.function,
+                         _c.description))
