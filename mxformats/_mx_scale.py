@@ -19,13 +19,15 @@ from typing import TYPE_CHECKING
 import ml_dtypes
 import numpy as np
 
+from mxformats.formats import E8M0
+
 if TYPE_CHECKING:
     from numpy.typing import NDArray
 
     from mxformats.formats import Format
 
-E8M0_BIAS = 127
-E8M0_NAN = 0xFF
+E8M0_BIAS = E8M0.bias
+E8M0_NAN = E8M0.nan_codes[0]
 _F32_EXPONENT = 0x7F800000
 _F32_SIGN_EXPONENT = 0xFF800000
 _F32_CANONICAL_NAN = 0x7FC00000
