@@ -1,7 +1,8 @@
 """The ``mxformats`` command line.
 
 Commands: ``spec`` (a format's code table), ``diff`` (one block through every MX producer
-profile, side by side) and ``check`` (run a user's quantizer through the harness).
+profile, side by side), ``check`` (run a user's quantizer through the harness), ``validate``
+and ``inspect`` (a quantized Kimi checkpoint folder) and ``demo`` (validate generated ones).
 
 Exit codes: 0 success, 1 the requested check failed, 2 usage error (argparse), a name we do
 not know, a bad value or a function that cannot be imported.
@@ -262,6 +263,10 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--device", metavar="DEVICE",
                        help="pass torch tensors on this device (cpu, cuda) instead of numpy")
     check.set_defaults(handler=_check)
+
+    from mxformats.validate.commands import add_parsers
+
+    add_parsers(commands)
     return parser
 
 

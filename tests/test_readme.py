@@ -41,7 +41,7 @@ def _ci_runs(command: str) -> bool:
     return re.search(pattern, CI_RUN, flags=re.MULTILINE) is not None
 
 
-@pytest.mark.parametrize("marker", ["mxformats spec", "pytest"], ids=["main-job", "tests"])
+@pytest.mark.parametrize("marker", ["mxformats demo", "pytest"], ids=["main-job", "tests"])
 def test_readme_commands_are_what_ci_runs(marker: str) -> None:
     for command in _command_line(marker):
         assert _ci_runs(command), f".ci/run does not run the README command {command!r}"

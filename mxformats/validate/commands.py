@@ -1,0 +1,331 @@
+"""The ``validate``, ``inspect`` and ``demo`` subcommands (wired into :mod:`mxformats.cli`)."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import sys
+import tempfile
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from .findings import Level
+from .model import Options
+
+__all__ = ["add_parsers"]
+
+TARGETS = ("mi300x", "mi355x", "h200", "b200")
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} must be at least 1")
+    return value
+
+
+def _progress(root: Path, quiet: bool) -> tuple[Callable[[int], None] | None, Callable[[], None]]:
+    """A byte progress bar on stderr (only when it is a TTY and not ``quiet``)."""
+    if quiet or not sys.stderr.isatty():
+        return None, lambda: None
+    from rich.console import Console
+    from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
+
+    total = 0
+    for dirpath, _dirs, files in os.walk(root):
+        for f in files:
+            if f.endswith(".safetensors"):
+                with contextlib.suppress(OSError):
+                    total += os.path.getsize(os.path.join(dirpath, f))
+    progress = Progress(
+        "validating",
+        BarColumn(),
+        DownloadColumn(),
+        TransferSpeedColumn(),
+        console=Console(file=sys.stderr),
+        transient=True,
+    )
+    task = progress.add_task("read", total=total or None)
+    progress.start()
+
+    def advance(n: int) -> None:
+        progress.update(task, advance=n)
+
+    return advance, progress.stop
+
+
+def _options(args: argparse.Namespace) -> Options:
+    opts = Options(
+        level=Level(args.level),
+        target=args.target,
+        tp=args.tp,
+        ep=args.ep,
+        source=args.source,
+        sample=args.sample,
+        manifest=args.manifest,
+        strict=args.strict,
+        allow_symlink_root=tuple(Path(p) for p in args.allow_symlink_root or ()),
+    )
+    if args.workers is not None:
+        opts.workers = args.workers
+    return opts
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    from .report import dump_json, print_report, to_junit
+    from .runner import exit_code, validate
+
+    if args.source is not None and not Path(args.source).is_dir():
+        print(f"mxformats validate: --source {args.source} is not a directory", file=sys.stderr)
+        return 2
+    opts = _options(args)
+    on_read, stop = _progress(Path(args.dir), args.quiet)
+    try:
+        report = validate(args.dir, opts, on_read=on_read)
+    finally:
+        stop()
+    human = sys.stderr if args.json == "-" else sys.stdout
+    if report.fatal is not None:
+        print(f"mxformats validate: cannot validate {args.dir}: {report.fatal}", file=sys.stderr)
+    else:
+        print_report(report, human, quiet=args.quiet)
+    try:
+        if args.json == "-":
+            dump_json(report, sys.stdout)
+        elif args.json:
+            with open(args.json, "w", encoding="utf-8") as fp:
+                dump_json(report, fp)
+        if args.junit:
+            Path(args.junit).write_text(to_junit(report), encoding="utf-8")
+    except OSError as exc:
+        print(f"mxformats validate: cannot write a report: {exc}", file=sys.stderr)
+        return 2
+    return exit_code(report, args.strict)
+
+
+def inspect_data(root: str) -> dict[str, Any]:
+    """What ``mxformats inspect`` prints, as data (None fields when not known)."""
+    from .files import load
+
+    loaded = load(root, Options(level=Level.STRUCTURE))
+    ckpt = loaded.ckpt
+    if ckpt is None:
+        return {"fatal": loaded.fatal}
+    qc = ckpt.quant_config or {}
+    producer = []
+    if "version" in qc:
+        producer.append(f"{qc.get('quant_method')} {qc['version']}")
+    if "transformers_version" in ckpt.config:
+        producer.append(f"transformers {ckpt.config['transformers_version']}")
+    a = ckpt.arch
+    quantized = sorted(m.name for m in ckpt.modules.values() if m.quantized)
+    excluded = sorted(
+        m.name
+        for m in ckpt.modules.values()
+        if not m.quantized and ckpt.is_excluded(m.name)
+    )
+    kinds: Counter[str] = Counter()
+    for name in quantized:
+        exp = ckpt.expected.get(name)
+        kinds[exp.kind if exp else "unknown"] += 1
+    per_dtype: Counter[str] = Counter()
+    for t in ckpt.tensors.values():
+        per_dtype[t.dtype] += t.nbytes
+    return {
+        "format": ckpt.format.value,
+        "format_detail": ckpt.format_detail,
+        "producer": ", ".join(producer) or None,
+        "fatal": loaded.fatal,
+        "architecture": (ckpt.config.get("architectures") or [None])[0],
+        "layout": None
+        if a is None
+        else ("multimodal (K2.5/K2.6)" if a.multimodal else "text (K2/K2-Thinking)"),
+        "layers": None if a is None else a.layers,
+        "first_dense_layers": None if a is None else a.first_dense,
+        "experts": None if a is None else a.experts,
+        "shared_experts": None if a is None else a.shared_experts,
+        "mtp_layers": None if a is None else a.mtp_layers,
+        "prefix": None if a is None else a.prefix,
+        "shards": len(ckpt.shards),
+        "tensors": len(ckpt.tensors),
+        "modules": len(ckpt.modules),
+        "quantized_modules": len(quantized),
+        "quantized_by_kind": dict(sorted(kinds.items())),
+        "excluded_modules": len(excluded),
+        "exclude_entries": len(ckpt.exclude),
+        "bytes_per_dtype": dict(sorted(per_dtype.items())),
+        "bytes_total": ckpt.bytes_total,
+        "problems": len(loaded.findings),
+    }
+
+
+def cmd_inspect(args: argparse.Namespace) -> int:
+    data = inspect_data(args.dir)
+    if data.get("fatal") and "format" not in data:
+        print(f"mxformats inspect: {data['fatal']}", file=sys.stderr)
+        return 2
+    if args.json:
+        json.dump(data, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return 2 if data.get("fatal") else 0
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"mxformats inspect {args.dir}", show_header=False)
+    table.add_column("key")
+    table.add_column("value")
+    for key, value in data.items():
+        if isinstance(value, dict):
+            value = ", ".join(f"{k}: {v}" for k, v in value.items()) or "-"
+        table.add_row(key, "-" if value is None else str(value))
+    Console().print(table)
+    return 2 if data.get("fatal") else 0
+
+
+def demo(folder: Path, out: Any = None) -> int:
+    """Write three tiny good checkpoints and one broken one under ``folder`` and validate
+    each; 0 when the good ones pass and the broken one is caught."""
+    from mxformats.testing.checkpoints import make_kimi_checkpoint
+
+    from .report import print_report
+    from .runner import exit_code, validate
+
+    out = out or sys.stdout
+    cases: list[tuple[str, dict[str, Any], int]] = [
+        ("kimi-k2-mxfp4-quark", {"fmt": "quark-mxfp4"}, 0),
+        ("kimi-k2-w4a8-quark", {"fmt": "quark-w4a8"}, 0),
+        (
+            "kimi-k25-int4-compressed-tensors",
+            {"fmt": "compressed-tensors-int4", "multimodal": True},
+            0,
+        ),
+        # Quark's bare "lm_head" misses language_model.lm_head, and nothing excludes the
+        # vision tower: both end up MXFP4 and vLLM cannot load them.
+        (
+            "broken-k25-mxfp4-bare-lm-head",
+            {
+                "fmt": "quark-mxfp4",
+                "multimodal": True,
+                "exclude": [
+                    "lm_head",
+                    "*self_attn*",
+                    "*.gate",
+                    "*shared_experts*",
+                    "*embed*",
+                    "*norm*",
+                ],
+            },
+            1,
+        ),
+    ]
+    ok = True
+    for name, kwargs, want in cases:
+        path = folder / name
+        make_kimi_checkpoint(path, **kwargs)
+        report = validate(path, Options(level=Level.FULL, workers=1))
+        code = exit_code(report)
+        print(f"\n$ mxformats validate {path} --level full   # expect exit {want}", file=out)
+        print_report(report, out)
+        print(f"exit {code}", file=out)
+        ok = ok and code == want
+    print(
+        f"\ndemo {'passed' if ok else 'FAILED'}: {len(cases) - 1} checkpoints valid, the broken "
+        "one caught"
+        if ok
+        else "\ndemo FAILED",
+        file=out,
+    )
+    return 0 if ok else 1
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    if args.keep:
+        folder = Path(tempfile.mkdtemp(prefix="mxformats-demo-"))
+        print(f"writing the demo checkpoints to {folder}")
+        return demo(folder)
+    with tempfile.TemporaryDirectory(prefix="mxformats-demo-") as tmp:
+        return demo(Path(tmp))
+
+
+def add_parsers(commands: Any) -> None:
+    """Add ``validate``, ``inspect`` and ``demo`` to the CLI's subparsers."""
+    v = commands.add_parser(
+        "validate",
+        help="verify a quantized Kimi-K2-class checkpoint shard by shard",
+        description="Check a Quark MXFP4, Quark W4A8 or compressed-tensors INT4 checkpoint "
+        "folder (configs, index, shard headers, tensor coverage and layout, scales, numbers) "
+        "before vLLM loads it. Plain BF16 and FP8-block checkpoints get the structural checks.",
+        epilog="Exit codes: 0 no errors (warnings allowed unless --strict), 1 errors found, "
+        "2 could not run (bad usage, unreadable folder, a format not verified such as NVFP4).",
+    )
+    v.add_argument("dir", metavar="DIR", help="the checkpoint folder")
+    v.add_argument(
+        "--level",
+        default="scales",
+        choices=[lv.value for lv in Level],
+        help="structure: headers and configs; scales (default): also scales and "
+        "small tensors; full: every byte",
+    )
+    v.add_argument("--target", choices=TARGETS, help="deployment target to check against")
+    v.add_argument("--tp", type=_positive, metavar="N", help="tensor-parallel size")
+    v.add_argument("--ep", type=_positive, metavar="N", help="expert-parallel size")
+    v.add_argument(
+        "--source",
+        type=Path,
+        metavar="DIR",
+        help="the checkpoint the quantizer read (BF16, INT4 or FP8 block)",
+    )
+    v.add_argument(
+        "--sample", type=_positive, metavar="N", help="with --source: compare N modules per layer"
+    )
+    v.add_argument(
+        "--manifest",
+        type=Path,
+        metavar="FILE",
+        help="sha256 per shard: written on the first run, verified later",
+    )
+    v.add_argument("--json", metavar="FILE|-", help="write the JSON report (- for stdout)")
+    v.add_argument("--junit", metavar="FILE", help="write JUnit XML, one testcase per check")
+    v.add_argument(
+        "--workers", type=_positive, metavar="N", help="worker threads (default min(cores, 8))"
+    )
+    v.add_argument("--strict", action="store_true", help="warnings fail the run too")
+    v.add_argument("--quiet", action="store_true", help="print only the summary line")
+    v.add_argument(
+        "--allow-symlink-root",
+        action="append",
+        metavar="DIR",
+        help="also follow symlinks that resolve under DIR (repeatable)",
+    )
+    v.set_defaults(handler=cmd_validate)
+
+    i = commands.add_parser(
+        "inspect",
+        help="describe a checkpoint: format, producer, architecture, modules, bytes",
+        description="Print the detected format and producer, the architecture (layers, "
+        "experts), quantized vs excluded modules and bytes per dtype. Reads configs and "
+        "headers only.",
+        epilog="Exit codes: 0 printed, 2 could not read the folder or the "
+        "format is not one mxformats verifies.",
+    )
+    i.add_argument("dir", metavar="DIR", help="the checkpoint folder")
+    i.add_argument("--json", action="store_true", help="print JSON instead of the table")
+    i.set_defaults(handler=cmd_inspect)
+
+    d = commands.add_parser(
+        "demo",
+        help="validate three tiny generated checkpoints and a broken one",
+        description="Write tiny Quark MXFP4, Quark W4A8 and compressed-tensors INT4 (K2.5 "
+        "multimodal) checkpoints plus a deliberately broken one to a temporary folder and "
+        "validate each, printing the reports.",
+        epilog="Exit codes: 0 the good ones pass and the broken one is caught, 1 otherwise.",
+    )
+    d.add_argument("--keep", action="store_true", help="keep the folder (its path is printed)")
+    d.set_defaults(handler=cmd_demo)

@@ -1,0 +1,161 @@
+"""Deployment checks, given ``--target``, ``--tp`` and ``--ep``: will vLLM run it there?
+
+What the loader needs (checkpoints.md §2.5, §3.4, §4.3):
+
+- TP splits each routed expert's ``moe_intermediate_size`` (unless EP is on) and the dense
+  MLP's ``intermediate_size``; a group-quantized weight (MXFP4, INT4 g32) needs each partition
+  to be a multiple of 32, a packed INT4 weight a multiple of 8. Attention heads split by TP.
+- EP splits the routed experts: ``n_routed_experts % ep == 0``.
+- Quark W4A8 has one vLLM kernel, ``QuarkW4A8Fp8MoEMethod``, which asserts ROCm with AITER's
+  fused MoE: it cannot run on CUDA targets.
+- Quark MXFP4 (``QuarkOCP_MX``) has native AITER kernels only on gfx950 (MI355X); on gfx942
+  (MI300X) and CUDA it dequantizes (emulation): runs, slowly.
+- compressed-tensors WNA16 runs through Marlin on CUDA; ROCm kernels are partial (warning).
+- fnuz targets (MI300X, e4m3fnuz): vLLM doubles FP8 weight and input scales when converting
+  e4m3fn to fnuz, so every float scale must stay finite when doubled.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from .findings import Finding, Level, Severity, declare
+from .model import Format
+
+if TYPE_CHECKING:
+    from .model import Checkpoint, Options
+
+__all__ = ["TARGETS", "deployment_problems", "run"]
+
+_G = "deployment"
+_T = Level.STRUCTURE
+E, W, INFO = Severity.ERROR, Severity.WARNING, Severity.INFO
+
+DEPLOY_UNSUPPORTED = declare(
+    "DEPLOY_UNSUPPORTED", E, _T, _G,
+    "The target cannot run this checkpoint's quantization scheme in vLLM.",
+    "Pick a target with a kernel for the scheme, or re-quantize for this target.")
+DEPLOY_SLOW_PATH = declare(
+    "DEPLOY_SLOW_PATH", W, _T, _G,
+    "The target runs this scheme through an emulation or fallback path (slow).",
+    "Expect lower throughput, or choose a target with native kernels.")
+DEPLOY_NOTE = declare(
+    "DEPLOY_NOTE", INFO, _T, _G,
+    "What the target needs to run this checkpoint (runtime, flags).",
+    "Set up the runtime as described.")
+DEPLOY_TP = declare(
+    "DEPLOY_TP_DIVISIBILITY", E, _T, _G,
+    "A dimension the tensor-parallel split cuts is not divisible as the kernels need.",
+    "Choose another --tp, or enable expert parallelism for the routed experts.")
+DEPLOY_EP = declare(
+    "DEPLOY_EP_DIVISIBILITY", E, _T, _G,
+    "The routed expert count is not divisible by the expert-parallel size.",
+    "Choose an --ep that divides n_routed_experts.")
+DEPLOY_FNUZ_SCALE = declare(
+    "DEPLOY_FNUZ_SCALE", E, Level.SCALES, _G,
+    "A float scale overflows when doubled, as vLLM does converting FP8 e4m3fn to e4m3fnuz "
+    "(MI300X).",
+    "Re-quantize with smaller scales, or deploy on a non-fnuz target.")
+
+#: Targets: (vendor, arch, fnuz).
+TARGETS: dict[str, tuple[str, str, bool]] = {
+    "mi300x": ("rocm", "gfx942", True),
+    "mi355x": ("rocm", "gfx950", False),
+    "h200": ("cuda", "sm90", False),
+    "b200": ("cuda", "sm100", False),
+}
+
+
+def deployment_problems(fmt: Format, target: str | None, tp: int, ep: int, *, experts: int,
+                        moe_intermediate: int, intermediate: int, heads: int,
+                        dense_quantized: bool = False) -> list[tuple[str, str]]:
+    """Pure core: ``(check id, message)`` for a format, target and parallel sizes."""
+    out: list[tuple[str, str]] = []
+    group = {Format.QUARK_MXFP4: 32, Format.CT_INT4: 32, Format.QUARK_W4A8: 8}.get(fmt)
+    if tp < 1 or ep < 1:
+        return [(DEPLOY_TP.id, f"parallel sizes must be >= 1 (tp={tp}, ep={ep})")]
+    if heads % tp:
+        out.append((DEPLOY_TP.id, f"num_attention_heads {heads} is not divisible by TP {tp}"))
+    if ep > 1:
+        if experts % ep:
+            out.append((DEPLOY_EP.id, f"n_routed_experts {experts} is not divisible by EP {ep}"))
+    elif experts:
+        if moe_intermediate % tp:
+            out.append((DEPLOY_TP.id, f"moe_intermediate_size {moe_intermediate} is not "
+                        f"divisible by TP {tp}"))
+        elif group and (moe_intermediate // tp) % group:
+            out.append((DEPLOY_TP.id, f"moe_intermediate_size/TP = {moe_intermediate // tp} is "
+                        f"not a multiple of {group} ({fmt.value} groups/packing)"))
+    if intermediate % tp:
+        out.append((DEPLOY_TP.id, f"intermediate_size {intermediate} is not divisible by TP {tp}"))
+    elif dense_quantized and group and (intermediate // tp) % group:
+        out.append((DEPLOY_TP.id, f"intermediate_size/TP = {intermediate // tp} is not a "
+                    f"multiple of {group} (quantized dense MLP)"))
+    if target is None:
+        return out
+    vendor, arch, _ = TARGETS[target]
+    if fmt is Format.QUARK_W4A8:
+        if vendor == "cuda":
+            out.append((DEPLOY_UNSUPPORTED.id, f"Quark W4A8 runs only in QuarkW4A8Fp8MoEMethod, "
+                        f"which asserts ROCm with AITER fused MoE; {target} is CUDA"))
+        else:
+            out.append((DEPLOY_NOTE.id, f"Quark W4A8 on {target} needs ROCm vLLM with AITER "
+                        "(VLLM_ROCM_USE_AITER=1, fused MoE enabled)"))
+    elif fmt is Format.QUARK_MXFP4:
+        if arch != "gfx950":
+            out.append((DEPLOY_SLOW_PATH.id, f"MXFP4 on {target} ({arch}) is emulated: vLLM's "
+                        "Quark OCP_MX scheme dequantizes to BF16 (native kernels: gfx950)"))
+        else:
+            out.append((DEPLOY_NOTE.id, "MXFP4 on gfx950 runs AITER kernels "
+                        "(VLLM_ROCM_USE_AITER=1)"))
+    elif fmt is Format.CT_INT4 and vendor == "rocm":
+        out.append((DEPLOY_SLOW_PATH.id, f"compressed-tensors WNA16 MoE on {target}: no Marlin "
+                    "on ROCm; fallback kernels"))
+    return out
+
+
+def run(ckpt: Checkpoint, opts: Options) -> Iterator[Finding]:
+    """Deployment findings when any of ``--target/--tp/--ep`` is given."""
+    if opts.target is None and opts.tp is None and opts.ep is None:
+        return
+    if opts.target is not None and opts.target not in TARGETS:
+        yield Finding(DEPLOY_UNSUPPORTED, f"unknown target {opts.target!r}; known: "
+                      f"{', '.join(TARGETS)}")
+        return
+    a = ckpt.arch
+    checks = {c.id: c for c in (DEPLOY_UNSUPPORTED, DEPLOY_SLOW_PATH, DEPLOY_NOTE, DEPLOY_TP,
+                                DEPLOY_EP)}
+    if a is not None:
+        dense = any(m.quantized and ".mlp.gate_proj" in n + "." and ".experts." not in n
+                    and ".shared_experts" not in n for n, m in ckpt.modules.items())
+        for cid, msg in deployment_problems(
+                ckpt.format, opts.target, opts.tp or 1, opts.ep or 1, experts=a.experts,
+                moe_intermediate=a.moe_intermediate, intermediate=a.intermediate,
+                heads=a.heads, dense_quantized=dense):
+            yield Finding(checks[cid], msg, "config.json")
+    if opts.target is None or not TARGETS[opts.target][2] or not opts.at_least(Level.SCALES):
+        return
+    yield from _fnuz_scales(ckpt)
+
+
+def _fnuz_scales(ckpt: Checkpoint) -> Iterator[Finding]:
+    for name, ref in sorted(ckpt.tensors.items()):
+        if ref.dtype not in ("F32", "F16", "BF16") or not name.endswith(
+                ("weight_scale", "weight_scale_2", "input_scale", "weight_scale_inv")):
+            continue
+        try:
+            s = ckpt.read(name).astype(np.float64)
+        except (ValueError, OSError):
+            continue
+        top = float(np.finfo(np.float32).max) if ref.dtype == "F32" else (
+            65504.0 if ref.dtype == "F16" else 3.3895313892515355e38)
+        with np.errstate(invalid="ignore"):
+            bad = np.isfinite(s) & (np.abs(s) * 2 > top)
+        if np.any(bad):
+            i = int(np.argmax(bad.reshape(-1)))
+            yield Finding(DEPLOY_FNUZ_SCALE, f"{name}: {int(bad.sum())} scale(s) overflow when "
+                          f"doubled for e4m3fnuz, first {float(s.reshape(-1)[i]):.6g}", ref.file,
+                          name, ref.begin + i * (ref.nbytes // max(s.size, 1)))

@@ -1,0 +1,99 @@
+"""Checks and findings: the catalogue is data (ID, severity, level, meaning, fix).
+
+Every check the validator can report is declared once with :func:`declare` in the module that
+runs it; :data:`CHECKS` is the catalogue the docs render. A :class:`Finding` is one occurrence,
+naming the file, the tensor and the byte offset where that makes sense.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+__all__ = ["CHECKS", "LEVELS", "Check", "Finding", "Level", "Severity", "declare"]
+
+
+class Severity(str, Enum):
+    """How bad a finding is: errors fail the run (exit 1), warnings only with ``--strict``."""
+
+    ERROR = "error"
+    WARNING = "warning"
+    INFO = "info"
+
+
+class Level(str, Enum):
+    """How much of a checkpoint is read: headers and configs, also scales, or every byte."""
+
+    STRUCTURE = "structure"
+    SCALES = "scales"
+    FULL = "full"
+
+
+LEVELS: tuple[Level, ...] = (Level.STRUCTURE, Level.SCALES, Level.FULL)
+
+
+@dataclass(frozen=True)
+class Check:
+    """One entry of the catalogue.
+
+    Attributes:
+        id: stable upper-case identifier, e.g. ``INDEX_MISSING_SHARD``; never reused.
+        severity: the default severity of its findings.
+        level: the lowest ``--level`` at which it runs.
+        group: files, coverage, layout, numbers, deployment, reproduction or manifest.
+        meaning: one sentence: what it found.
+        fix: one sentence: what to do about it.
+    """
+
+    id: str
+    severity: Severity
+    level: Level
+    group: str
+    meaning: str
+    fix: str
+
+
+#: Every check, by ID, in declaration order.
+CHECKS: dict[str, Check] = {}
+
+
+def declare(
+    id: str, severity: Severity, level: Level, group: str, meaning: str, fix: str
+) -> Check:
+    """Declare a check (module level, once); returns it for use in :class:`Finding`."""
+    check = Check(id, severity, level, group, meaning, fix)
+    if id in CHECKS and CHECKS[id] != check:
+        raise ValueError(f"check {id} declared twice with different text")
+    CHECKS[id] = check
+    return check
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One occurrence of a check.
+
+    ``file`` is relative to the checkpoint folder; ``offset`` an absolute byte offset in it.
+    ``severity`` defaults to the check's.
+    """
+
+    check: Check
+    message: str
+    file: str | None = None
+    tensor: str | None = None
+    offset: int | None = None
+    severity: Severity | None = None
+    extra: dict[str, object] = field(default_factory=dict, compare=False)
+
+    @property
+    def effective_severity(self) -> Severity:
+        return self.severity or self.check.severity
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "check": self.check.id,
+            "severity": self.effective_severity.value,
+            "file": self.file,
+            "tensor": self.tensor,
+            "offset": self.offset,
+            "message": self.message,
+        }

@@ -1,0 +1,323 @@
+"""The validator's data model: what a checkpoint is once its configs and headers are read.
+
+:func:`mxformats.validate.loader.load` builds a :class:`Checkpoint` (reading configs, the index
+and every shard header, never tensor data) and reports what it could not read as findings.
+
+**How check modules plug in.** A check module lives in ``mxformats/validate/`` and exposes::
+
+    def run(ckpt: Checkpoint, opts: Options) -> Iterator[Finding]: ...
+
+It declares its checks at import time with :func:`~mxformats.validate.findings.declare` and
+yields :class:`~mxformats.validate.findings.Finding` objects. The runner
+(:mod:`mxformats.validate.runner`) imports the known modules (``files``, ``coverage``,
+``layout`` and, when present, ``numbers``, ``reproduce``, ``manifest``, ``deployment``), calls
+``run`` for each and turns any exception it raises into an ``INTERNAL_ERROR`` finding: a check
+must never crash the run. A module reads only what ``opts.level`` allows (``structure``: nothing
+beyond headers; ``scales``: scale and small tensors; ``full``: everything) and reads tensor data
+only with :meth:`Checkpoint.read` (bounded, through the header's offsets, after path safety).
+Numeric checks apply only when :attr:`Checkpoint.numeric` is true (a verified quantized format).
+
+A finding may carry ``extra={"reproduction": {...}}`` (the ``--source`` module): the runner puts
+the first such block in the JSON report's ``reproduction``. To spread work over ``opts.workers``
+threads by module (a module may span shards), use
+:func:`mxformats.validate.runner.for_each_module`.
+
+Names: a *module* is a tensor name without its last component (``…experts.3.gate_proj``); its
+tensors are keyed by that last component (``weight``, ``weight_scale``, ``weight_packed``...).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from mxformats.tensorfile import DTYPES
+
+from .findings import Level
+
+if TYPE_CHECKING:
+    from numpy.typing import NDArray
+
+__all__ = [
+    "QUANT_SUFFIXES",
+    "Architecture",
+    "Checkpoint",
+    "ExcludeMatcher",
+    "ExpectedModule",
+    "Format",
+    "Module",
+    "Options",
+    "TensorRef",
+    "matches_exclude",
+]
+
+
+class ExcludeMatcher:
+    """vLLM's exclude/ignore matching: exact string equality, or ``re:`` + :func:`re.match`.
+    Globs (``*self_attn*``) are taken literally, as the loader does. Exact names are a set
+    lookup (a real K2 exclude list has ~550 of them, checked for ~70,000 modules)."""
+
+    def __init__(self, patterns: list[str]) -> None:
+        self.exact = {p for p in patterns if not p.startswith("re:")}
+        self.regexes: list[re.Pattern[str]] = []
+        for p in patterns:
+            if p.startswith("re:"):
+                try:
+                    self.regexes.append(re.compile(p[3:]))
+                except re.error:
+                    continue
+
+    def __call__(self, module: str) -> bool:
+        return module in self.exact or any(r.match(module) for r in self.regexes)
+
+
+def matches_exclude(module: str, patterns: list[str]) -> bool:
+    """Whether ``module`` matches the exclude/ignore list as vLLM reads it."""
+    return ExcludeMatcher(patterns)(module)
+
+
+class Format(str, Enum):
+    """The detected checkpoint format (``value`` is what reports print)."""
+
+    QUARK_MXFP4 = "quark-mxfp4"
+    QUARK_W4A8 = "quark-w4a8"
+    CT_INT4 = "compressed-tensors-int4"
+    BF16 = "bf16"
+    FP8_BLOCK = "fp8-block"
+    UNSUPPORTED = "unsupported"
+
+
+#: Formats whose numbers the validator verifies (the other recognised ones get structure only).
+NUMERIC_FORMATS = (Format.QUARK_MXFP4, Format.QUARK_W4A8, Format.CT_INT4)
+
+#: Parameter names that only quantized modules carry.
+QUANT_SUFFIXES = frozenset(
+    {
+        "weight_scale",
+        "weight_scale_2",
+        "weight_packed",
+        "weight_shape",
+        "weight_zero_point",
+        "weight_g_idx",
+        "input_scale",
+        "weight_scale_inv",
+        "input_global_scale",
+        "weight_global_scale",
+    }
+)
+
+
+@dataclass(frozen=True)
+class TensorRef:
+    """One tensor as its shard header describes it.
+
+    ``file`` is relative to the checkpoint folder (as the index names it); ``begin``/``end`` are
+    absolute byte offsets in that file (header included), ``end`` exclusive.
+    """
+
+    name: str
+    file: str
+    dtype: str
+    shape: tuple[int, ...]
+    begin: int
+    end: int
+
+    @property
+    def nbytes(self) -> int:
+        return self.end - self.begin
+
+    @property
+    def module(self) -> str:
+        return self.name.rsplit(".", 1)[0] if "." in self.name else ""
+
+    @property
+    def param(self) -> str:
+        return self.name.rsplit(".", 1)[-1]
+
+
+@dataclass
+class Module:
+    """A module's tensors, keyed by parameter name; ``quantized`` when it carries any
+    quantization tensor (:data:`QUANT_SUFFIXES`) or a packed integer ``weight``."""
+
+    name: str
+    tensors: dict[str, TensorRef] = field(default_factory=dict)
+
+    @property
+    def quantized(self) -> bool:
+        if any(p in QUANT_SUFFIXES for p in self.tensors):
+            return True
+        w = self.tensors.get("weight")
+        return (
+            w is not None and w.dtype in ("U8", "I32", "F8_E4M3", "F8_E5M2") and len(w.shape) >= 2
+        )
+
+    @property
+    def files(self) -> set[str]:
+        return {t.file for t in self.tensors.values()}
+
+    @property
+    def nbytes(self) -> int:
+        return sum(t.nbytes for t in self.tensors.values())
+
+
+@dataclass(frozen=True)
+class ExpectedModule:
+    """A module the config implies: its logical (BF16) parameter shapes and its role.
+
+    ``kind``: ``attention``, ``dense_mlp``, ``expert``, ``shared_expert``, ``router``,
+    ``embedding``, ``norm``, ``lm_head``, ``vision``, ``projector`` or ``mtp``. ``linear``: an
+    ``nn.Linear`` (quantizable by the recipes); ``layer``/``expert`` where they apply.
+    """
+
+    name: str
+    kind: str
+    params: tuple[tuple[str, tuple[int, ...]], ...]
+    linear: bool = False
+    layer: int | None = None
+    expert: int | None = None
+
+    @property
+    def shape(self) -> tuple[int, ...] | None:
+        """The logical ``[out, in]`` of the ``weight`` (None when it has none)."""
+        return dict(self.params).get("weight")
+
+
+@dataclass(frozen=True)
+class Architecture:
+    """Shape-relevant facts from the (text) config; nothing is hard-coded."""
+
+    layers: int
+    first_dense: int
+    experts: int
+    shared_experts: int
+    mtp_layers: int
+    hidden: int
+    intermediate: int
+    moe_intermediate: int
+    vocab: int
+    heads: int
+    q_lora: int | None
+    kv_lora: int
+    qk_nope: int
+    qk_rope: int
+    v_head: int
+    multimodal: bool
+    prefix: str  # "model." or "language_model.model."
+    lm_head: str  # module name: "lm_head" or "language_model.lm_head"
+    vision: dict[str, Any] | None = None
+
+
+@dataclass
+class Checkpoint:
+    """A checkpoint folder as configs and headers describe it (no tensor data read).
+
+    Attributes:
+        root: the folder (resolved).
+        config: config.json; ``text_config`` the nested text config (K2.5/K2.6) or ``config``.
+        format: the detected :class:`Format`; ``format_detail`` says why / which producer.
+        quant_config: the quantization config the loader uses (top level wins), or None.
+        exclude: Quark ``exclude`` or compressed-tensors ``ignore`` (exact names or ``re:``).
+        arch: :class:`Architecture`, None when the config lacks the needed keys.
+        index: the parsed ``model.safetensors.index.json`` (None for a single file).
+        weight_map: tensor name -> shard file from the index (or the single file's header).
+        shards: shard files in use (index order), relative names.
+        tensors: name -> :class:`TensorRef` for every tensor in every readable shard.
+        unreadable: shards whose header could not be read (their tensors are unknown).
+        modules: module name -> :class:`Module` built from ``tensors``.
+        expected: module name -> :class:`ExpectedModule` the config implies (empty without arch).
+        bytes_total: sum of the shard file sizes.
+    """
+
+    root: Path
+    config: dict[str, Any]
+    text_config: dict[str, Any]
+    format: Format
+    format_detail: str = ""
+    quant_config: dict[str, Any] | None = None
+    exclude: list[str] = field(default_factory=list)
+    arch: Architecture | None = None
+    index: dict[str, Any] | None = None
+    weight_map: dict[str, str] = field(default_factory=dict)
+    shards: list[str] = field(default_factory=list)
+    tensors: dict[str, TensorRef] = field(default_factory=dict)
+    unreadable: set[str] = field(default_factory=set)
+    modules: dict[str, Module] = field(default_factory=dict)
+    expected: dict[str, ExpectedModule] = field(default_factory=dict)
+    bytes_total: int = 0
+    #: tensor names the index maps to shards that are missing, unsafe or unreadable: their
+    #: absence is already reported by the files group, so other checks skip them
+    unavailable: set[str] = field(default_factory=set)
+    allowed_roots: tuple[Path, ...] = ()
+    #: called with the byte count after each :meth:`read` (the runner's progress bar)
+    on_read: Callable[[int], None] | None = field(default=None, repr=False, compare=False)
+    _matcher: tuple[tuple[str, ...], ExcludeMatcher] | None = field(
+        default=None, repr=False, compare=False
+    )
+
+    @property
+    def numeric(self) -> bool:
+        """True when numeric checks apply (a verified quantized format)."""
+        return self.format in NUMERIC_FORMATS
+
+    def path(self, file: str) -> Path:
+        """The on-disk path of a shard named by the index (already vetted by the loader)."""
+        return self.root / file
+
+    def read(self, name: str, *, max_bytes: int | None = None) -> NDArray[Any]:
+        """Read one tensor's data (numpy array of its dtype and shape; ``F8_E8M0`` as its
+        ml_dtypes type). Raises ``ValueError`` past ``max_bytes`` or for a missing tensor."""
+        ref = self.tensors[name]
+        if ref.file in self.unreadable:
+            raise ValueError(f"{ref.file}: shard header unreadable")
+        if max_bytes is not None and ref.nbytes > max_bytes:
+            raise ValueError(f"{name}: {ref.nbytes} bytes exceeds the read bound {max_bytes}")
+        dtype = DTYPES[ref.dtype]
+        count = ref.nbytes // dtype.itemsize
+        with open(self.path(ref.file), "rb") as f:
+            f.seek(ref.begin)
+            raw = f.read(ref.nbytes)
+        if len(raw) != ref.nbytes:
+            raise ValueError(f"{ref.file}: {name} truncated at byte {ref.begin + len(raw)}")
+        if self.on_read is not None:
+            self.on_read(len(raw))
+        arr = np.frombuffer(raw, dtype=dtype, count=count)
+        return arr.reshape(ref.shape)
+
+    def module_of(self, tensor: str) -> Module | None:
+        return self.modules.get(tensor.rsplit(".", 1)[0])
+
+    def is_excluded(self, module: str) -> bool:
+        """Whether the loader (vLLM) reads ``module`` as excluded/ignored: an exact name or a
+        ``re:`` regex (``re.match``), never a glob."""
+        key = tuple(self.exclude)
+        if self._matcher is None or self._matcher[0] != key:
+            self._matcher = (key, ExcludeMatcher(self.exclude))
+        return self._matcher[1](module)
+
+
+@dataclass
+class Options:
+    """Command-line options, as check modules see them."""
+
+    level: Level = Level.SCALES
+    target: str | None = None  # mi300x | mi355x | h200 | b200
+    tp: int | None = None
+    ep: int | None = None
+    source: Path | None = None
+    sample: int | None = None  # modules per layer for --source
+    manifest: Path | None = None
+    workers: int = field(default_factory=lambda: min(os.cpu_count() or 1, 8))
+    strict: bool = False
+    allow_symlink_root: tuple[Path, ...] = ()
+
+    def at_least(self, level: Level) -> bool:
+        order = {Level.STRUCTURE: 0, Level.SCALES: 1, Level.FULL: 2}
+        return order[self.level] >= order[level]

@@ -1,0 +1,333 @@
+"""``--source DIR``: re-quantize each quantized module from the checkpoint the quantizer read.
+
+Sources, in the forms the real pipelines use:
+
+- **BF16** (``<module>.weight`` BF16): fed to the producer profile as is;
+- **compressed-tensors INT4** (Moonshot's K2-Thinking/K2.5/K2.6 releases): decompressed
+  bit-exactly as compressed-tensors does (``q.to(scale.dtype) * scale``, one BF16 rounding),
+  which is what Quark's ``_recover_compressed_tensors_weights`` feeds its quantizer.
+
+DeepSeek FP8-block sources are recognised and reported as not reproduced here (no finding is an
+error because of it). Profiles: Quark MXFP4 → ``quantize_mx(profile="quark")``; Quark W4A8 →
+``quantize_w4a8(profile="quark")``; compressed-tensors INT4 → ``quantize_int4(group_size=32,
+profile="compressed-tensors")`` packed in its layout, ``weight_shape`` I64.
+
+For each module: reproduced (every tensor byte-identical) or not (the first differing element
+per tensor), and the dequantized weight's relative error and SQNR against the source.
+``--sample N`` checks N modules per layer, chosen by the sha256 of their names (deterministic,
+spread over experts and projections).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from collections import defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import ml_dtypes
+import numpy as np
+
+from mxformats.fp8 import dequantize_w4a8, quantize_w4a8
+from mxformats.int4 import dequantize_int4, pack_int4, quantize_int4, unpack_int4
+from mxformats.mx import dequantize_mx, quantize_mx
+from mxformats.tensorfile import TensorFileError, read_index, read_tensor
+
+from .findings import Finding, Level, Severity, declare
+from .model import Format
+from .numbers import quantized_modules, read_module
+
+if TYPE_CHECKING:
+    from numpy.typing import NDArray
+
+    from .model import Checkpoint, Module, Options
+
+__all__ = ["PROFILES", "ModuleResult", "Source", "reproduce_module", "run", "sample_modules"]
+
+_G = "reproduction"
+_L = Level.STRUCTURE
+E, W, INFO = Severity.ERROR, Severity.WARNING, Severity.INFO
+
+REPRO_SUMMARY = declare(
+    "REPRO_SUMMARY", INFO, _L, _G,
+    "Reproduction from --source: which profile, N of M quantized tensors byte-identical, error "
+    "statistics (the report's reproduction block).",
+    "Nothing to fix.")
+REPRO_MISMATCH = declare(
+    "REPRO_MISMATCH", W, _L, _G,
+    "A quantized tensor differs from what the producer profile writes from the source.",
+    "Check the source is the one the quantizer read, and the producer version and recipe.")
+REPRO_ERROR_HIGH = declare(
+    "REPRO_ERROR_HIGH", W, _L, _G,
+    "The dequantized weight's relative error against the source is above the format's "
+    "threshold (MXFP4 0.15, INT4 g32 0.15, W4A8 0.25).",
+    "Look for clipped scales or a wrong scale decode in that module.")
+REPRO_UNCORRELATED = declare(
+    "REPRO_UNCORRELATED", E, _L, _G,
+    "The dequantized weight correlates with the source below 0.9: wrong nibble order, axis or "
+    "scale decode, or another tensor.",
+    "Re-quantize the module from the source.")
+REPRO_SOURCE_MISSING = declare(
+    "REPRO_SOURCE_MISSING", W, _L, _G,
+    "A quantized module has no usable weight in --source (absent, other shape, other dtype).",
+    "Point --source at the checkpoint the quantizer read.")
+REPRO_SOURCE_UNSUPPORTED = declare(
+    "REPRO_SOURCE_UNSUPPORTED", E, _L, _G,
+    "--source is not a checkpoint in a form this tool decompresses (BF16 or compressed-tensors "
+    "INT4).",
+    "Pass the BF16 or compressed-tensors INT4 checkpoint the quantizer read.")
+
+#: The producer profile per checkpoint format.
+PROFILES = {Format.QUARK_MXFP4: "quark", Format.QUARK_W4A8: "quark",
+            Format.CT_INT4: "compressed-tensors"}
+#: Relative error thresholds (warning above).
+ERROR_THRESHOLD = {Format.QUARK_MXFP4: 0.15, Format.QUARK_W4A8: 0.25, Format.CT_INT4: 0.15}
+_LAYER = re.compile(r"\.layers\.(\d+)\.")
+
+
+class Source:
+    """A source checkpoint folder: BF16, or compressed-tensors INT4 decompressed on read."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = Path(folder)
+        self.index = read_index(self.folder)
+        try:
+            config = json.loads((self.folder / "config.json").read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError):
+            config = {}
+        qc = config.get("quantization_config") or (config.get("text_config") or {}).get(
+            "quantization_config")
+        method = qc.get("quant_method") if isinstance(qc, dict) else None
+        self.kind = {None: "bf16", "compressed-tensors": "compressed-tensors-int4",
+                     "fp8": "fp8-block"}.get(method, str(method))
+        if self.kind == "compressed-tensors-int4" and (
+                not isinstance(qc, dict) or qc.get("format") != "pack-quantized"):
+            self.kind = f"compressed-tensors {qc.get('format') if isinstance(qc, dict) else ''}"
+
+    @property
+    def supported(self) -> bool:
+        return self.kind in ("bf16", "compressed-tensors-int4")
+
+    def _read(self, name: str) -> NDArray[Any]:
+        return read_tensor(self.folder / self.index[name], name)
+
+    def weight(self, module: str) -> NDArray[Any] | None:
+        """The BF16 weight of ``module`` as the quantizer saw it (None when absent)."""
+        if f"{module}.weight" in self.index:
+            w = self._read(f"{module}.weight")
+            return w if w.dtype in (np.dtype(ml_dtypes.bfloat16), np.float16, np.float32) \
+                else None
+        if self.kind == "compressed-tensors-int4" and f"{module}.weight_packed" in self.index:
+            packed = self._read(f"{module}.weight_packed")
+            scale = self._read(f"{module}.weight_scale")
+            cols = packed.shape[-1] * 8
+            if f"{module}.weight_shape" in self.index:
+                cols = int(self._read(f"{module}.weight_shape").reshape(-1)[-1])
+            q = unpack_int4(packed, layout="compressed-tensors", size=cols)
+            return dequantize_int4(q, scale, group_size=32, profile="compressed-tensors",
+                                   dtype=scale.dtype)
+        return None
+
+
+@dataclass
+class ModuleResult:
+    """One module's reproduction: per tensor identical or the first difference, and stats."""
+
+    module: str
+    identical: dict[str, bool] = field(default_factory=dict)
+    first_mismatch: dict[str, str] = field(default_factory=dict)
+    rel_error: float = math.nan
+    sqnr_db: float = math.nan
+    correlation: float = math.nan
+
+
+def _first_difference(ours: NDArray[Any], theirs: NDArray[Any]) -> str:
+    if ours.dtype != theirs.dtype or ours.shape != theirs.shape:
+        return (f"expected {ours.dtype}{list(ours.shape)}, found "
+                f"{theirs.dtype}{list(theirs.shape)}")
+    a, b = ours.reshape(-1).view(np.uint8), theirs.reshape(-1).view(np.uint8)
+    i = int(np.argmax(a != b)) // ours.dtype.itemsize
+    where = np.unravel_index(i, ours.shape) if ours.shape else ()
+    n = int(np.count_nonzero(ours.reshape(-1).view(np.uint8).reshape(ours.size, -1)
+                             != theirs.reshape(-1).view(np.uint8).reshape(ours.size, -1))) \
+        if ours.size else 0
+    return (f"element {list(map(int, where))}: expected {ours.reshape(-1)[i]!r}, found "
+            f"{theirs.reshape(-1)[i]!r} ({n} byte(s) differ)")
+
+
+def produce(fmt: Format, w: NDArray[Any]) -> dict[str, NDArray[Any]]:
+    """The tensors the producer of ``fmt`` writes for weight ``w`` (parameter -> array)."""
+    if fmt is Format.QUARK_MXFP4:
+        mx = quantize_mx(w, profile="quark")
+        return {"weight": mx.codes, "weight_scale": mx.scales}
+    if fmt is Format.QUARK_W4A8:
+        r = quantize_w4a8(w, profile="quark")
+        return {"weight": r.weight, "weight_scale": r.weight_scale,
+                "weight_scale_2": r.weight_scale_2}
+    q = quantize_int4(w, group_size=32, profile="compressed-tensors")
+    return {"weight_packed": pack_int4(q.q, layout="compressed-tensors"),
+            "weight_scale": q.scales, "weight_shape": np.array(w.shape, dtype=np.int64)}
+
+
+def dequantize(fmt: Format, arrays: dict[str, NDArray[Any]], cols: int) -> NDArray[np.float64]:
+    """The checkpoint module's weight as its consumer decodes it (float64 view)."""
+    if fmt is Format.QUARK_MXFP4:
+        d = dequantize_mx(arrays["weight"], arrays["weight_scale"], profile="ocp")
+    elif fmt is Format.QUARK_W4A8:
+        w = arrays["weight"]
+        d = dequantize_w4a8(w, arrays["weight_scale"], arrays["weight_scale_2"])[..., :cols]
+    else:
+        q = unpack_int4(arrays["weight_packed"], layout="compressed-tensors", size=cols)
+        d = dequantize_int4(q, arrays["weight_scale"], group_size=32,
+                            profile="compressed-tensors")
+    return np.asarray(d, dtype=np.float64)
+
+
+def reproduce_module(fmt: Format, module: str, w: NDArray[Any],
+                     arrays: dict[str, NDArray[Any]]) -> ModuleResult:
+    """Compare a checkpoint module (``arrays``: parameter -> array) with what the producer
+    writes from source weight ``w``."""
+    result = ModuleResult(module)
+    ours = produce(fmt, w)
+    for p, mine in ours.items():
+        theirs = arrays.get(p)
+        if theirs is None:
+            result.identical[p] = False
+            result.first_mismatch[p] = "absent from the checkpoint"
+            continue
+        same = (mine.dtype == theirs.dtype and mine.shape == theirs.shape
+                and mine.tobytes() == np.ascontiguousarray(theirs).tobytes())
+        result.identical[p] = same
+        if not same:
+            result.first_mismatch[p] = _first_difference(mine, theirs)
+    try:
+        d = dequantize(fmt, arrays, w.shape[-1])
+        x = np.asarray(w, dtype=np.float64)
+        if d.shape == x.shape:
+            err = float(np.linalg.norm(d - x))
+            ref = float(np.linalg.norm(x))
+            result.rel_error = err / ref if ref else (0.0 if err == 0 else math.inf)
+            result.sqnr_db = 20 * math.log10(ref / err) if err and ref else math.inf
+            if d.std() > 0 and x.std() > 0:
+                result.correlation = float(np.corrcoef(d.reshape(-1), x.reshape(-1))[0, 1])
+    except (ValueError, TypeError):
+        pass
+    return result
+
+
+def sample_modules(names: list[str], n: int | None) -> list[str]:
+    """``n`` modules per layer (all when ``n`` is None), chosen by the sha256 of the name."""
+    if n is None:
+        return sorted(names)
+    by_layer: dict[str, list[str]] = defaultdict(list)
+    for name in names:
+        m = _LAYER.search(name)
+        by_layer[m.group(1) if m else ""].append(name)
+    out: list[str] = []
+    for group in by_layer.values():
+        group.sort(key=lambda s: hashlib.sha256(s.encode()).hexdigest())
+        out += group[:max(n, 0)]
+    return sorted(out)
+
+
+def _params(fmt: Format, module: Module) -> tuple[str, ...]:
+    want = {Format.QUARK_MXFP4: ("weight", "weight_scale"),
+            Format.QUARK_W4A8: ("weight", "weight_scale", "weight_scale_2"),
+            Format.CT_INT4: ("weight_packed", "weight_scale", "weight_shape")}[fmt]
+    return tuple(p for p in want if p in module.tensors)
+
+
+def run(ckpt: Checkpoint, opts: Options) -> Iterator[Finding]:
+    """Reproduction findings when ``opts.source`` is given."""
+    if opts.source is None:
+        return
+    if ckpt.format not in PROFILES:
+        yield Finding(REPRO_SUMMARY, f"--source: {ckpt.format.value} has no producer profile "
+                      "to reproduce")
+        return
+    fmt, profile = ckpt.format, PROFILES[ckpt.format]
+    try:
+        source = Source(Path(opts.source))
+    except (OSError, TensorFileError) as exc:
+        yield Finding(REPRO_SOURCE_UNSUPPORTED, f"--source {opts.source}: {exc}")
+        return
+    if not source.supported:
+        yield Finding(REPRO_SOURCE_UNSUPPORTED, f"--source {opts.source} is {source.kind}")
+        return
+    modules = {m.name: m for m in quantized_modules(ckpt)}
+    chosen = sample_modules(list(modules), opts.sample)
+    results: list[ModuleResult] = []
+    for name in chosen:
+        module = modules[name]
+        params = _params(fmt, module)
+        wref = module.tensors[params[0]]
+        try:
+            w = source.weight(name)
+        except (OSError, ValueError, KeyError) as exc:
+            w, why = None, str(exc)
+        else:
+            why = "no weight in the source"
+        if w is None:
+            yield Finding(REPRO_SOURCE_MISSING, f"{name}: {why}", wref.file, wref.name, wref.begin)
+            continue
+        arrays = read_module(ckpt, module, params)
+        if arrays is None:
+            continue
+        try:
+            r = reproduce_module(fmt, name, w, arrays)
+        except (ValueError, TypeError) as exc:
+            yield Finding(REPRO_SOURCE_MISSING, f"{name}: cannot re-quantize the source weight "
+                          f"{w.dtype}{list(w.shape)} ({exc})", wref.file, wref.name, wref.begin)
+            continue
+        results.append(r)
+        for p, msg in r.first_mismatch.items():
+            ref = module.tensors.get(p, wref)
+            yield Finding(REPRO_MISMATCH, f"{name}.{p} not reproduced by profile {profile!r}: "
+                          f"{msg}", ref.file, ref.name, ref.begin)
+        if r.correlation < 0.9:
+            yield Finding(REPRO_UNCORRELATED, f"{name}: correlation {r.correlation:.3f} with "
+                          "the source", wref.file, wref.name, wref.begin)
+        elif r.rel_error > ERROR_THRESHOLD[fmt]:
+            yield Finding(REPRO_ERROR_HIGH, f"{name}: relative error {r.rel_error:.3f}, SQNR "
+                          f"{r.sqnr_db:.1f} dB", wref.file, wref.name, wref.begin)
+    yield _summary(fmt, profile, source, results, len(modules))
+
+
+def _summary(fmt: Format, profile: str, source: Source, results: list[ModuleResult],
+             total: int) -> Finding:
+    tensors = sum(len(r.identical) for r in results)
+    identical = sum(sum(r.identical.values()) for r in results)
+    modules_ok = sum(all(r.identical.values()) for r in results)
+    errs = np.array([r.rel_error for r in results if math.isfinite(r.rel_error)])
+    sq = np.array([r.sqnr_db for r in results if math.isfinite(r.sqnr_db)])
+    stats = ""
+    if errs.size:
+        stats = (f"; relative error median {float(np.median(errs)):.4f} max "
+                 f"{float(errs.max()):.4f}")
+    if sq.size:
+        stats += f"; SQNR median {float(np.median(sq)):.1f} dB min {float(sq.min()):.1f} dB"
+    block = {
+        "profile": profile,
+        "source": str(source.folder),
+        "source_format": source.kind,
+        "modules_checked": len(results),
+        "modules_total": total,
+        "modules_reproduced": modules_ok,
+        "tensors": tensors,
+        "identical": identical,
+        "first_mismatches": [
+            {"tensor": f"{r.module}.{p}", "message": m}
+            for r in results for p, m in r.first_mismatch.items()][:100],
+        "per_tensor": [
+            {"module": r.module, "identical": all(r.identical.values()),
+             "rel_error": r.rel_error, "sqnr_db": r.sqnr_db} for r in results],
+    }
+    return Finding(REPRO_SUMMARY, f"profile {profile!r} ({fmt.value}) from {source.kind} "
+                   f"source: {identical} of {tensors} tensors identical, {modules_ok} of "
+                   f"{len(results)} modules reproduced ({total} quantized){stats}",
+                   extra={"reproduction": block})

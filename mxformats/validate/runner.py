@@ -1,0 +1,167 @@
+"""Run the check modules over a checkpoint and collect a :class:`Report`.
+
+Check modules are imported by name (:data:`CHECK_MODULES`); the optional ones (``numbers``,
+``reproduce``, ``manifest``, ``deployment``) run when present. Any exception a check raises
+becomes an ``INTERNAL_ERROR`` finding: the validator never ends in a traceback.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import time
+import traceback
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from .findings import Finding, Level, Severity, declare
+from .model import Checkpoint, Format, Module, Options
+
+__all__ = ["CHECK_MODULES", "INTERNAL_ERROR", "Report", "exit_code", "for_each_module", "validate"]
+
+CHECK_MODULES = ("files", "coverage", "layout", "numbers", "reproduce", "manifest", "deployment")
+_OPTIONAL = {"numbers", "reproduce", "manifest", "deployment"}
+
+INTERNAL_ERROR = declare(
+    "INTERNAL_ERROR",
+    Severity.ERROR,
+    Level.STRUCTURE,
+    "internal",
+    "A check raised an unexpected exception (the checkpoint may be malformed in a way it did not "
+    "anticipate); the other checks still ran.",
+    "Report it with the message; inspect the named tensor by hand.",
+)
+
+
+@dataclass
+class Report:
+    """The outcome of one run."""
+
+    root: str
+    format: str
+    format_detail: str
+    findings: list[Finding] = field(default_factory=list)
+    fatal: str | None = None
+    reproduction: dict[str, Any] | None = None
+    modules_run: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    ckpt: Checkpoint | None = field(default=None, repr=False)
+
+    def count(self, severity: Severity) -> int:
+        return sum(f.effective_severity == severity for f in self.findings)
+
+    @property
+    def ok(self) -> bool:
+        return self.fatal is None and self.count(Severity.ERROR) == 0
+
+
+def exit_code(report: Report, strict: bool = False) -> int:
+    """0: no errors (warnings allowed unless ``strict``); 1: errors found; 2: could not run."""
+    if report.fatal is not None:
+        return 2
+    if report.count(Severity.ERROR) or (strict and report.count(Severity.WARNING)):
+        return 1
+    return 0
+
+
+def _internal(where: str, exc: BaseException, tensor: str | None = None) -> Finding:
+    tb = traceback.extract_tb(exc.__traceback__)
+    at = f" at {os.path.basename(tb[-1].filename)}:{tb[-1].lineno}" if tb else ""
+    return Finding(INTERNAL_ERROR, f"{where}: {type(exc).__name__}: {exc}{at}", tensor=tensor)
+
+
+def _guarded(name: str, findings: Iterable[Finding]) -> Iterator[Finding]:
+    it = iter(findings)
+    while True:
+        try:
+            f = next(it)
+        except StopIteration:
+            return
+        except Exception as exc:
+            yield _internal(f"check module {name}", exc)
+            return
+        yield f
+
+
+def for_each_module(
+    ckpt: Checkpoint,
+    opts: Options,
+    fn: Callable[[Module], Iterable[Finding]],
+    modules: Iterable[Module] | None = None,
+) -> Iterator[Finding]:
+    """Run ``fn`` on each module (default: all), over ``opts.workers`` threads; findings come
+    back in module order. An exception in ``fn`` becomes an INTERNAL_ERROR for that module."""
+    mods = list(ckpt.modules.values() if modules is None else modules)
+
+    def one(mod: Module) -> list[Finding]:
+        try:
+            return list(fn(mod))
+        except Exception as exc:
+            return [_internal(f"module {mod.name}", exc, tensor=mod.name)]
+
+    if opts.workers <= 1 or len(mods) < 2:
+        for mod in mods:
+            yield from one(mod)
+        return
+    with ThreadPoolExecutor(max_workers=opts.workers) as pool:
+        for found in pool.map(one, mods):
+            yield from found
+
+
+def validate(
+    root: str | os.PathLike[str], opts: Options, on_read: Callable[[int], None] | None = None
+) -> Report:
+    """Validate the checkpoint folder ``root``."""
+    from . import files
+
+    start = time.perf_counter()
+    try:
+        loaded = files.load(root, opts)
+    except Exception as exc:
+        report = Report(os.fspath(root), "unknown", "", [_internal("loading", exc)])
+        report.seconds = time.perf_counter() - start
+        return report
+    ckpt = loaded.ckpt
+    report = Report(
+        os.fspath(root),
+        ckpt.format.value if ckpt else "unknown",
+        ckpt.format_detail if ckpt else "",
+        list(loaded.findings),
+        loaded.fatal,
+        ckpt=ckpt,
+    )
+    report.modules_run.append("files")
+    if ckpt is None or loaded.fatal is not None or ckpt.format == Format.UNSUPPORTED:
+        report.seconds = time.perf_counter() - start
+        return report
+    ckpt.on_read = on_read
+    for name in CHECK_MODULES[1:]:
+        try:
+            module = importlib.import_module(f"{__package__}.{name}")
+        except ModuleNotFoundError as exc:
+            if name in _OPTIONAL and exc.name == f"{__package__}.{name}":
+                continue
+            report.findings.append(_internal(f"importing check module {name}", exc))
+            continue
+        except Exception as exc:
+            report.findings.append(_internal(f"importing check module {name}", exc))
+            continue
+        run = getattr(module, "run", None)
+        if run is None:
+            continue
+        report.modules_run.append(name)
+        try:
+            produced = run(ckpt, opts)
+        except Exception as exc:
+            report.findings.append(_internal(f"check module {name}", exc))
+            continue
+        report.findings.extend(_guarded(name, produced or ()))
+    for f in report.findings:
+        block = f.extra.get("reproduction")
+        if isinstance(block, dict):
+            report.reproduction = block
+            break
+    report.seconds = time.perf_counter() - start
+    return report

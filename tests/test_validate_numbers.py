@@ -1,0 +1,369 @@
+"""Numeric, deployment and manifest checks of ``mxformats validate``: each fires on a planted
+problem and stays silent on the producer fixtures and on generated checkpoints."""
+
+from __future__ import annotations
+
+import shutil
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from mxformats.fp8 import quantize_w4a8
+from mxformats.int4 import pack_int4, quantize_int4, unpack_int4
+from mxformats.mx import quantize_mx
+from mxformats.testing.checkpoints import make_kimi_checkpoint
+from mxformats.validate import deployment, manifest, numbers
+from mxformats.validate.files import load
+from mxformats.validate.findings import Finding, Level
+from mxformats.validate.model import Checkpoint, Format, Options
+
+PRODUCERS = Path(__file__).resolve().parent / "data" / "producers"
+MXFP4, W4A8, CT = "kimi-k2-mxfp4-quark", "kimi-k2-w4a8-quark", "kimi-k2-int4-compressed-tensors"
+FULL = Options(level=Level.FULL)
+EXPERT = "model.layers.1.mlp.experts.{}.{}"
+
+
+def _load(folder: Path) -> Checkpoint:
+    result = load(folder, Options())
+    assert result.ckpt is not None and result.fatal is None, result.fatal
+    return result.ckpt
+
+
+def _ids(findings: list[Finding]) -> Counter[str]:
+    return Counter(f.check.id for f in findings)
+
+
+def _numbers(folder: Path, opts: Options = FULL) -> list[Finding]:
+    return list(numbers.run(_load(folder), opts))
+
+
+def _problems(findings: list[Finding]) -> set[tuple[str, str | None]]:
+    return {(f.check.id, f.tensor) for f in findings if f.check.id != "CODE_HISTOGRAM"}
+
+
+def _plant(tmp_path: Path, fixture: str, edits: dict[str, Callable[[np.ndarray], Any]]) -> Path:
+    """A copy of a producer fixture with tensors rewritten in place (same dtype and shape)."""
+    folder = tmp_path / fixture
+    shutil.copytree(PRODUCERS / fixture, folder)
+    ckpt = _load(folder)
+    for name, edit in edits.items():
+        ref = ckpt.tensors[name]
+        array = ckpt.read(name).copy()
+        out = edit(array)
+        array = array if out is None else np.asarray(out, dtype=array.dtype).reshape(array.shape)
+        with open(folder / ref.file, "r+b") as f:
+            f.seek(ref.begin)
+            f.write(np.ascontiguousarray(array).tobytes())
+    return folder
+
+
+# -- the invariants, measured ----------------------------------------------------------------
+
+
+def _awkward(seed: int, rows: int = 48, cols: int = 256) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((rows, cols)) * np.exp(rng.uniform(-30, 30, (rows, 1)))
+    x *= rng.random((rows, cols)) > 0.1
+    x[:, :32] *= 1e-30  # blocks at the exponent clamp
+    x[0] = 0
+    return x.astype(np.float32)
+
+
+@pytest.mark.parametrize(("profile", "bound"), [
+    ("quark", 4.0), ("ocp", 4.0), ("vllm", 4.0), ("compressed-tensors", 4.0),
+    ("torchao-floor", 4.0), ("torchao-even", 4.0), ("quark-triton", 4.0),
+    ("triton-round-down", 4.0), ("triton-round-up", 3.0), ("torchao-rceil", 3.0),
+    ("torchao-ceil", 2.0),
+])
+def test_mx_tightness_holds_for_every_producer_profile(profile: str, bound: float) -> None:
+    def quantize(x: np.ndarray) -> Any:
+        try:
+            return quantize_mx(x, profile=profile)
+        except ValueError:  # the producer takes bfloat16 only
+            return quantize_mx(x.astype(ml_dtypes.bfloat16), profile=profile)
+
+    for seed in range(4):
+        a = quantize(_awkward(seed))
+        assert numbers.mx_tightness(a.codes, a.scales, bound).n == 0, (profile, seed)
+    # and the bound is sharp: the next code up fails somewhere
+    a = quantize(_awkward(0))
+    assert numbers.mx_tightness(a.codes, a.scales, bound + 1.0).n > 0
+
+
+def test_int4_and_w4a8_tightness_hold_for_the_producers() -> None:
+    for seed in range(4):
+        x = _awkward(seed).astype(ml_dtypes.bfloat16)
+        r = quantize_int4(x, group_size=32, profile="compressed-tensors")
+        assert numbers.int4_group_tightness(r.q, r.scales).n == 0
+        rq = quantize_int4(x.astype(np.float32), group_size=32, profile="quark")
+        assert numbers.int4_group_tightness(rq.q, rq.scales).n == 0
+        w = quantize_w4a8(x)
+        q = unpack_int4(w.weight, layout="quark")
+        assert numbers.w4a8_row_tightness(q, w.weight_scale_2).n == 0
+
+
+def test_tightness_holds_on_the_producer_fixtures() -> None:
+    for fixture in (MXFP4, W4A8, CT):
+        assert not _problems(_numbers(PRODUCERS / fixture)), fixture
+
+
+def test_tightness_catches_wrong_group_size_and_axis() -> None:
+    x = np.random.default_rng(1).standard_normal((64, 256)).astype(np.float32) * 0.02
+    wide = quantize_mx(x, block_size=64, profile="ocp")
+    scales32 = np.repeat(wide.scales, 2, axis=-1)
+    assert numbers.mx_tightness(wide.codes, scales32).n > 0
+    g64 = quantize_int4(x, group_size=64)
+    assert numbers.int4_group_tightness(g64.q).n > 0
+    per_col = quantize_int4(x.T.copy(), group_size=32).q.T  # groups along the output axis
+    assert numbers.int4_group_tightness(per_col).n > 0
+    rows = quantize_int4(x, group_size=None, profile="quark").q  # per-row scale, read as g32
+    assert numbers.int4_group_tightness(rows).n > 0
+
+
+def test_pure_scale_statistics() -> None:
+    st = numbers.e8m0_stats(np.array([[1, 120, 0xFF], [0, 200, 40]], np.uint8))
+    assert (st["nan"].n, st["nan"].first, st["zero"].n, st["zero"].first) == (1, 2, 1, 3)
+    assert (st["range"].n, st["range"].first) == (2, 4)
+    sv = numbers.scale_value_stats(np.array([1.0, np.nan, -2.0, 0.0, np.inf], np.float32))
+    assert (sv["nonfinite"].n, sv["negative"].first, sv["zero"].first) == (2, 2, 3)
+    assert numbers.nonfinite_count(np.array([1, np.nan], ml_dtypes.bfloat16)).n == 1
+    assert numbers.expert_rms_outliers({0: 1.0, 1: 1.1, 2: 0.95, 3: 20.0}) == [(3, pytest.approx(20.0 / np.sqrt(1.1)))]
+    assert numbers.expert_rms_outliers({0: 1.0, 1: 1.5, 2: 0.7, 3: 1.2}) == []
+    h = numbers.code_histogram(np.array([0x21, 0xFF], np.uint8), "fp4")
+    assert h[1] == h[2] == 1 and h[15] == 2
+
+
+# -- silent on real and generated checkpoints ----------------------------------------------
+
+
+@pytest.mark.parametrize(("fmt", "multimodal"), [
+    ("quark-mxfp4", False), ("quark-w4a8", False), ("compressed-tensors-int4", False),
+    ("quark-mxfp4", True), ("compressed-tensors-int4", True),
+])
+def test_silent_on_generated_checkpoints(tmp_path: Path, fmt: str, multimodal: bool) -> None:
+    folder = make_kimi_checkpoint(tmp_path / "q", fmt, multimodal=multimodal, seed=3)
+    findings = _numbers(folder)
+    assert not _problems(findings)
+    assert _ids(findings) == Counter({"CODE_HISTOGRAM": 1})
+
+
+def test_nothing_runs_at_structure_level_or_on_bf16() -> None:
+    assert _numbers(PRODUCERS / MXFP4, Options(level=Level.STRUCTURE)) == []
+    assert _numbers(PRODUCERS / "src-bf16") == []
+
+
+# -- each check fires on a planted problem ---------------------------------------------------
+
+
+def _set(index: tuple[Any, ...], value: float) -> Callable[[np.ndarray], None]:
+    def edit(a: np.ndarray) -> None:
+        a[index] = value
+    return edit
+
+
+def test_e8m0_bytes(tmp_path: Path) -> None:
+    s = EXPERT.format(0, "gate_proj") + ".weight_scale"
+    folder = _plant(tmp_path, MXFP4, {s: lambda a: np.where(
+        np.arange(a.size).reshape(a.shape) == 5, 0xFF,
+        np.where(np.arange(a.size).reshape(a.shape) == 7, 0,
+                 np.where(np.arange(a.size).reshape(a.shape) == 9, 200, a)))})
+    findings = _numbers(folder, Options(level=Level.SCALES))
+    assert _problems(findings) == {("E8M0_NAN", s), ("E8M0_ZERO", s), ("E8M0_RANGE", s)}
+    ref = _load(folder).tensors[s]
+    nan = next(f for f in findings if f.check.id == "E8M0_NAN")
+    assert nan.offset == ref.begin + 5 and nan.file == ref.file
+
+
+def test_int4_and_fp8_scales(tmp_path: Path) -> None:
+    s1 = EXPERT.format(0, "up_proj") + ".weight_scale"
+    s2 = EXPERT.format(1, "up_proj") + ".weight_scale_2"
+    s3 = EXPERT.format(2, "up_proj") + ".weight_scale_2"
+    folder = _plant(tmp_path, W4A8, {
+        s1: lambda a: np.float32(np.nan), s2: _set((3,), -1.0),
+        s3: lambda a: a * np.float32(0.5)})
+    assert _problems(_numbers(folder, Options(level=Level.SCALES))) == {
+        ("SCALE_NONFINITE", s1), ("SCALE_NEGATIVE", s2), ("W4A8_SCALE2_MAX", s3)}
+    cs = EXPERT.format(3, "down_proj") + ".weight_scale"
+    folder = _plant(tmp_path / "ct", CT, {cs: _set((2, 1), 0.0)})
+    assert _problems(_numbers(folder, Options(level=Level.SCALES))) == {("SCALE_ZERO", cs)}
+
+
+def test_router_bias_and_bf16_nonfinite(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                        ) -> None:
+    monkeypatch.setattr(numbers, "SMALL_BYTES", 100_000)  # the tiny embedding counts as big
+    bias = "model.layers.2.mlp.gate.e_score_correction_bias"
+    norm = "model.layers.1.input_layernorm.weight"
+    big = "model.embed_tokens.weight"
+    folder = _plant(tmp_path, CT, {bias: _set((1,), np.inf), norm: _set((4,), np.nan),
+                                   big: _set((600, 3), np.nan)})
+    # level scales reads the small tensors only
+    assert _problems(_numbers(folder, Options(level=Level.SCALES))) == {
+        ("ROUTER_BIAS_NONFINITE", bias), ("TENSOR_NONFINITE", norm)}
+    full = _numbers(folder)
+    assert _problems(full) == {("ROUTER_BIAS_NONFINITE", bias), ("TENSOR_NONFINITE", norm),
+                               ("TENSOR_NONFINITE", big)}
+    ref = _load(folder).tensors[big]
+    hit = next(f for f in full if f.tensor == big)
+    assert hit.offset == ref.begin + (600 * ref.shape[1] + 3) * 2
+
+
+def test_scale_not_tight_on_planted_codes(tmp_path: Path) -> None:
+    w = EXPERT.format(2, "down_proj") + ".weight"
+    def at_most_three(a: np.ndarray) -> np.ndarray:  # codes 4.0 and 6.0 become 3.0
+        nib = np.stack([a & 0xF, a >> 4])
+        nib = np.where((nib & 7) >= 6, (nib & 8) | 5, nib)
+        return nib[0] | (nib[1] << 4)
+
+    folder = _plant(tmp_path, MXFP4, {w: at_most_three})
+    assert ("SCALE_NOT_TIGHT", w) in _problems(_numbers(folder))
+    wp = EXPERT.format(2, "down_proj") + ".weight_packed"
+    folder = _plant(tmp_path / "ct", CT, {wp: lambda a: pack_int4(
+        unpack_int4(a, layout="compressed-tensors") // 2, layout="compressed-tensors")})
+    assert ("SCALE_NOT_TIGHT", wp) in _problems(_numbers(folder))
+
+
+def test_zero_rows_single_code_and_all_zero_expert(tmp_path: Path) -> None:
+    row = EXPERT.format(0, "gate_proj") + ".weight"
+    projs = [EXPERT.format(3, p) + ".weight" for p in ("gate_proj", "up_proj", "down_proj")]
+    edits: dict[str, Callable[[np.ndarray], Any]] = {row: _set((5,), 0)}
+    edits.update({p: (lambda a: np.zeros_like(a)) for p in projs})
+    found = _problems(_numbers(_plant(tmp_path, W4A8, edits)))
+    assert ("ROW_ALL_ZERO", row) in found
+    assert {("TENSOR_SINGLE_CODE", p) for p in projs} <= found
+    assert ("EXPERT_ALL_ZERO", projs[2]) in found  # named by its first projection, down_proj
+
+
+def test_duplicate_experts_and_rms_outlier(tmp_path: Path) -> None:
+    ckpt = _load(PRODUCERS / MXFP4)
+    def take(name: str) -> Callable[[np.ndarray], Any]:
+        return lambda a: ckpt.read(name)
+
+    copy = {f"{EXPERT.format(0, p)}.{t}": take(f"{EXPERT.format(1, p)}.{t}")
+            for p in ("gate_proj", "up_proj", "down_proj") for t in ("weight", "weight_scale")}
+    loud = EXPERT.format(2, "up_proj") + ".weight_scale"
+    copy[loud] = lambda a: a + 4
+    found = _problems(_numbers(_plant(tmp_path, MXFP4, copy)))
+    assert ("EXPERT_DUPLICATE", EXPERT.format(1, "down_proj") + ".weight") in found
+    assert ("EXPERT_RMS_OUTLIER", EXPERT.format(2, "up_proj") + ".weight") in found
+
+
+# -- deployment --------------------------------------------------------------------------------
+
+
+def _deploy(fixture: str, **kw: Any) -> set[str]:
+    return {f.check.id for f in deployment.run(_load(PRODUCERS / fixture), Options(**kw))}
+
+
+def test_deployment_targets() -> None:
+    assert _deploy(MXFP4) == set()
+    assert _deploy(W4A8, target="h200") == {"DEPLOY_UNSUPPORTED"}
+    assert _deploy(W4A8, target="mi300x") == {"DEPLOY_NOTE"}
+    assert _deploy(MXFP4, target="mi300x") == {"DEPLOY_SLOW_PATH"}
+    assert _deploy(MXFP4, target="mi355x") == {"DEPLOY_NOTE"}
+    assert _deploy(CT, target="h200", tp=1) == set()
+    # moe_intermediate 96: TP 2 leaves 48, not a multiple of 32; 4 heads do not split by 3
+    assert _deploy(CT, tp=2) == {"DEPLOY_TP_DIVISIBILITY"}
+    assert _deploy(CT, tp=3) == {"DEPLOY_TP_DIVISIBILITY"}
+    assert _deploy(CT, tp=2, ep=4) == set()
+    assert _deploy(MXFP4, tp=2, target="mi355x") == {"DEPLOY_TP_DIVISIBILITY", "DEPLOY_NOTE"}
+    assert _deploy(MXFP4, tp=2, ep=2, target="mi355x") == {"DEPLOY_NOTE"}
+    assert _deploy(CT, ep=3) == {"DEPLOY_EP_DIVISIBILITY"}
+    assert _deploy(W4A8, target="tpu") == {"DEPLOY_UNSUPPORTED"}
+
+
+def test_deployment_pure_core_uses_config_dims() -> None:
+    ok = deployment.deployment_problems(Format.CT_INT4, "h200", 8, 1, experts=288,
+                                        moe_intermediate=2048, intermediate=18432, heads=64)
+    assert ok == []
+    bad = deployment.deployment_problems(Format.CT_INT4, None, 128, 1, experts=288,
+                                         moe_intermediate=2048, intermediate=18432, heads=64)
+    assert [c for c, _ in bad] == ["DEPLOY_TP_DIVISIBILITY"] * 2
+    assert deployment.deployment_problems(Format.CT_INT4, None, 1, 32, experts=288,
+                                          moe_intermediate=2048, intermediate=18432,
+                                          heads=64) == []
+    assert deployment.deployment_problems(Format.CT_INT4, None, 1, 7, experts=288,
+                                          moe_intermediate=2048, intermediate=18432,
+                                          heads=64)[0][0] == "DEPLOY_EP_DIVISIBILITY"
+
+
+def test_fnuz_scales_must_survive_doubling(tmp_path: Path) -> None:
+    s1 = EXPERT.format(1, "gate_proj") + ".weight_scale"
+    folder = _plant(tmp_path, W4A8, {s1: lambda a: np.float32(3e38)})
+    ckpt = _load(folder)
+    found = {(f.check.id, f.tensor) for f in deployment.run(ckpt, Options(target="mi300x"))}
+    assert ("DEPLOY_FNUZ_SCALE", s1) in found
+    assert "DEPLOY_FNUZ_SCALE" not in {f.check.id for f in deployment.run(
+        ckpt, Options(target="mi355x"))}
+
+
+# -- manifest -------------------------------------------------------------------------------
+
+
+def test_manifest_written_then_verified(tmp_path: Path) -> None:
+    folder = tmp_path / "ckpt"
+    shutil.copytree(PRODUCERS / CT, folder)
+    path = tmp_path / "manifest.json"
+    opts = Options(manifest=path)
+    assert _ids(list(manifest.run(_load(folder), opts))) == Counter({"MANIFEST_WRITTEN": 1})
+    assert list(manifest.run(_load(folder), opts)) == []
+    shard = "model-00002-of-00002.safetensors"
+    with open(folder / shard, "r+b") as f:  # one flipped bit deep in the data
+        f.seek(-100, 2)
+        byte = f.read(1)
+        f.seek(-100, 2)
+        f.write(bytes([byte[0] ^ 0x10]))
+    bad = list(manifest.run(_load(folder), opts))
+    assert [(f.check.id, f.file) for f in bad] == [("MANIFEST_MISMATCH", shard)]
+    path.write_text("{}")
+    assert _ids(list(manifest.run(_load(folder), opts))) == Counter({"MANIFEST_UNREADABLE": 1})
+
+
+def test_manifest_lists_new_and_missing_shards(tmp_path: Path) -> None:
+    folder = tmp_path / "ckpt"
+    shutil.copytree(PRODUCERS / MXFP4, folder)
+    path = tmp_path / "m.json"
+    files = manifest.compute(_load(folder))
+    files["model-00003-of-00002.safetensors"] = {"size": 1, "sha256": "0" * 64}
+    del files["config.json"]
+    manifest.write_manifest(path, files)
+    found = {(f.check.id, f.file) for f in manifest.run(_load(folder), Options(manifest=path))}
+    assert found == {("MANIFEST_MISSING_FILE", "model-00003-of-00002.safetensors"),
+                     ("MANIFEST_NEW_FILE", "config.json")}
+
+
+@pytest.mark.parametrize("fixture", [MXFP4, W4A8, CT])
+def test_word_path_agrees_with_the_byte_table_path(fixture: str) -> None:
+    """The SWAR path (whole 64-bit words) and the byte-table fallback (odd row lengths) give
+    the same verdicts on every module, planted problems included."""
+    ckpt = _load(PRODUCERS / fixture)
+    rng = np.random.default_rng(0)
+    for module in numbers.quantized_modules(ckpt):
+        arrays = numbers.read_module(ckpt, module, tuple(module.tensors))
+        assert arrays is not None
+        wp = "weight_packed" if ckpt.format is Format.CT_INT4 else "weight"
+        for variant in range(3):
+            a = dict(arrays)
+            if variant == 1:  # shrink a random subset of rows' codes towards zero
+                w = a[wp].copy().view(np.uint8)
+                rows = rng.random(w.shape[0]) < 0.3
+                if ckpt.format is Format.CT_INT4:  # offset binary: keep q in [-4, 3]
+                    w[rows] = (w[rows] & 0x33) | 0x44
+                else:
+                    w[rows] &= 0x33
+                a[wp] = w.view(a[wp].dtype)
+            if variant == 2:
+                a[wp] = np.zeros_like(a[wp])
+            fast = numbers.module_stats(ckpt.format, a)
+            slow = numbers._module_stats_slow(ckpt.format, a, 4.0)
+            _, f_bad, f_sq, f_n, f_zero, f_single = fast
+            _, s_bad, s_sq, s_n, s_zero, s_single = slow
+            assert (f_bad, f_zero, f_single, f_n) == (s_bad, s_zero, s_single, s_n), module.name
+            assert f_sq == pytest.approx(s_sq, rel=1e-12)
+            assert np.array_equal(fast[0].hist, slow[0].hist)
+            if variant == 1:
+                assert f_bad.n > 0

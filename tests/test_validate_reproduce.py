@@ -1,0 +1,150 @@
+"""``--source`` reproduction: every quantized tensor of the three producer fixtures is reproduced
+from ``src-bf16``; planted differences are reported with their first differing element."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from mxformats.int4 import unpack_int4
+from mxformats.tensorfile import read_checkpoint_tensor
+from mxformats.validate import reproduce
+from mxformats.validate.files import load
+from mxformats.validate.findings import Finding
+from mxformats.validate.model import Checkpoint, Options
+
+PRODUCERS = Path(__file__).resolve().parent / "data" / "producers"
+SRC = PRODUCERS / "src-bf16"
+FIXTURES = {"kimi-k2-mxfp4-quark": (27, 54), "kimi-k2-w4a8-quark": (24, 72),
+            "kimi-k2-int4-compressed-tensors": (24, 72)}
+
+
+def _load(folder: Path) -> Checkpoint:
+    result = load(folder, Options())
+    assert result.ckpt is not None, result.fatal
+    return result.ckpt
+
+
+def _run(folder: Path, source: Path = SRC, **kw: Any) -> list[Finding]:
+    return list(reproduce.run(_load(folder), Options(source=source, **kw)))
+
+
+def _block(findings: list[Finding]) -> dict[str, Any]:
+    summary = [f for f in findings if f.check.id == "REPRO_SUMMARY"]
+    assert len(summary) == 1
+    block = summary[0].extra["reproduction"]
+    assert isinstance(block, dict)
+    return block
+
+
+@pytest.mark.parametrize("fixture", sorted(FIXTURES))
+def test_every_quantized_tensor_of_the_producers_is_reproduced(fixture: str) -> None:
+    findings = _run(PRODUCERS / fixture)
+    assert [f.check.id for f in findings] == ["REPRO_SUMMARY"]
+    block = _block(findings)
+    modules, tensors = FIXTURES[fixture]
+    assert block["modules_checked"] == block["modules_reproduced"] == modules
+    assert block["tensors"] == block["identical"] == tensors
+    assert block["first_mismatches"] == []
+    errs = [t["rel_error"] for t in block["per_tensor"]]
+    assert all(0.05 < e < 0.15 for e in errs)  # 4-bit error on N(0, 0.02) weights
+    assert all(15 < t["sqnr_db"] < 25 for t in block["per_tensor"])
+    json.dumps(block)  # the report can carry it
+
+
+def test_sample_is_deterministic_and_per_layer() -> None:
+    folder = PRODUCERS / "kimi-k2-mxfp4-quark"
+    a = _block(_run(folder, sample=2))
+    b = _block(_run(folder, sample=2))
+    assert a == b and a["modules_checked"] == 6  # layers 0, 1, 2
+    names = [t["module"] for t in a["per_tensor"]]
+    assert sorted({n.split(".")[2] for n in names}) == ["0", "1", "2"]
+    assert reproduce.sample_modules(["x.layers.1.a", "x.layers.1.b"], 0) == []
+
+
+def _planted(tmp_path: Path, fixture: str, name: str, edit: Any) -> Path:
+    folder = tmp_path / fixture
+    shutil.copytree(PRODUCERS / fixture, folder)
+    ckpt = _load(folder)
+    ref = ckpt.tensors[name]
+    array = ckpt.read(name).copy()
+    array = np.asarray(edit(array), dtype=array.dtype).reshape(array.shape)
+    with open(folder / ref.file, "r+b") as f:
+        f.seek(ref.begin)
+        f.write(array.tobytes())
+    return folder
+
+
+def test_a_changed_byte_is_a_mismatch_naming_the_first_element(tmp_path: Path) -> None:
+    name = "model.layers.2.mlp.experts.1.up_proj.weight"
+    folder = _planted(tmp_path, "kimi-k2-w4a8-quark", name,
+                      lambda a: np.where(np.arange(a.size).reshape(a.shape) == 21, a ^ 0x10, a))
+    findings = _run(folder)
+    mism = [f for f in findings if f.check.id == "REPRO_MISMATCH"]
+    assert [f.tensor for f in mism] == [name]
+    assert "element [1, 5]" in mism[0].message  # 16 words per row: flat 21 = [1, 5]
+    block = _block(findings)
+    assert block["identical"] == 71 and block["modules_reproduced"] == 23
+
+
+def test_wrong_scales_give_high_error_and_scrambled_codes_no_correlation(tmp_path: Path) -> None:
+    scale = "model.layers.1.mlp.experts.0.down_proj.weight_scale"
+    folder = _planted(tmp_path, "kimi-k2-mxfp4-quark", scale, lambda a: a + 1)
+    ids = {(f.check.id, f.tensor) for f in _run(folder)}
+    weight = scale.removesuffix("_scale")
+    assert ("REPRO_ERROR_HIGH", weight) in ids and ("REPRO_MISMATCH", scale) in ids
+    packed = "model.layers.2.mlp.experts.3.gate_proj.weight_packed"
+    rng = np.random.default_rng(0)
+    folder = _planted(tmp_path / "ct", "kimi-k2-int4-compressed-tensors", packed,
+                      lambda a: rng.permutation(a.reshape(-1)))
+    ids = {(f.check.id, f.tensor) for f in _run(folder)}
+    assert ("REPRO_UNCORRELATED", packed) in ids
+
+
+def test_source_problems(tmp_path: Path) -> None:
+    fixture = PRODUCERS / "kimi-k2-mxfp4-quark"
+    # the source lacks a module
+    src = tmp_path / "src"
+    shutil.copytree(SRC, src)
+    index = json.loads((src / "model.safetensors.index.json").read_text())
+    gone = "model.layers.1.mlp.experts.2.gate_proj"
+    del index["weight_map"][f"{gone}.weight"]
+    (src / "model.safetensors.index.json").write_text(json.dumps(index))
+    found = [(f.check.id, f.tensor) for f in _run(fixture, src)]
+    assert ("REPRO_SOURCE_MISSING", f"{gone}.weight") in found
+    assert _block(_run(fixture, src))["modules_checked"] == 26
+    # an FP8-block source is recognised and refused
+    config = json.loads((src / "config.json").read_text())
+    config["quantization_config"] = {"quant_method": "fp8", "weight_block_size": [128, 128]}
+    (src / "config.json").write_text(json.dumps(config))
+    assert [f.check.id for f in _run(fixture, src)] == ["REPRO_SOURCE_UNSUPPORTED"]
+    assert [f.check.id for f in _run(fixture, tmp_path / "absent")] == [
+        "REPRO_SOURCE_UNSUPPORTED"]
+    # a BF16 checkpoint has nothing to reproduce
+    assert [f.check.id for f in _run(SRC)] == ["REPRO_SUMMARY"]
+
+
+def test_compressed_tensors_source_is_decompressed_as_the_producer_does() -> None:
+    ct = PRODUCERS / "kimi-k2-int4-compressed-tensors"
+    source = reproduce.Source(ct)
+    assert source.kind == "compressed-tensors-int4" and source.supported
+    module = "model.layers.2.mlp.experts.2.down_proj"  # split across shards
+    w = source.weight(module)
+    assert w is not None and w.dtype == ml_dtypes.bfloat16 and w.shape == (128, 96)
+    q = unpack_int4(read_checkpoint_tensor(ct, f"{module}.weight_packed"),
+                    layout="compressed-tensors", size=96).astype(np.float32)
+    s = np.repeat(read_checkpoint_tensor(ct, f"{module}.weight_scale").astype(np.float32), 32, 1)
+    assert np.array_equal(w, (q * s).astype(ml_dtypes.bfloat16))  # q.to(bf16) * scale
+    # BF16 modules of a compressed-tensors source are read as they are
+    assert source.weight("model.layers.0.mlp.gate_proj") is not None
+    # what Quark makes of the decompressed weight round-trips through the comparison
+    res = reproduce.reproduce_module(
+        reproduce.Format.QUARK_MXFP4, module, w,
+        reproduce.produce(reproduce.Format.QUARK_MXFP4, w))
+    assert all(res.identical.values()) and res.rel_error < 0.15
