@@ -176,7 +176,7 @@ def _parse_entry(path: PathLike, name: str, entry: object, data_size: int) -> di
     if not 0 <= begin <= end <= data_size:
         raise fail(f"data_offsets {offsets} are outside the data section [0, {data_size}]")
     # Checked arithmetic: stop multiplying once the size is beyond anything the file holds.
-    nbytes = DTYPES[dtype].itemsize
+    nbytes = 0 if 0 in shape else DTYPES[dtype].itemsize
     for d in shape:
         nbytes *= d
         if nbytes > data_size:
@@ -237,6 +237,11 @@ def read_header(path: PathLike) -> tuple[dict[str, Any], int]:
         raise TensorFileError(
             path, f"header is not valid JSON ({exc.msg})", offset=offset
         ) from None
+    except TensorFileError:
+        raise
+    except (RecursionError, ValueError) as exc:  # nested past the recursion limit; huge integer
+        what = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+        raise TensorFileError(path, f"header JSON cannot be parsed: {what}", offset=8) from None
     if not isinstance(parsed, dict):
         raise TensorFileError(
             path, f"header must be a JSON object, got {type(parsed).__name__}", offset=8

@@ -119,9 +119,9 @@ def test_source_problems(tmp_path: Path) -> None:
     found = [(f.check.id, f.tensor) for f in _run(fixture, src)]
     assert ("REPRO_SOURCE_MISSING", f"{gone}.weight") in found
     assert _block(_run(fixture, src))["modules_checked"] == 26
-    # an FP8-block source is recognised and refused
+    # a source in a form this tool does not decompress (AWQ) is recognised and refused
     config = json.loads((src / "config.json").read_text())
-    config["quantization_config"] = {"quant_method": "fp8", "weight_block_size": [128, 128]}
+    config["quantization_config"] = {"quant_method": "awq", "bits": 4}
     (src / "config.json").write_text(json.dumps(config))
     assert [f.check.id for f in _run(fixture, src)] == ["REPRO_SOURCE_UNSUPPORTED"]
     assert [f.check.id for f in _run(fixture, tmp_path / "absent")] == [
@@ -148,3 +148,39 @@ def test_compressed_tensors_source_is_decompressed_as_the_producer_does() -> Non
         reproduce.Format.QUARK_MXFP4, module, w,
         reproduce.produce(reproduce.Format.QUARK_MXFP4, w))
     assert all(res.identical.values()) and res.rel_error < 0.15
+
+
+def test_fp8_block_source_decompresses_as_deepseek_weight_dequant(tmp_path: Path) -> None:
+    """The FP8-block source path equals torch's float32 multiply then bfloat16 store (the
+    DeepSeek ``weight_dequant`` kernel's arithmetic), bit for bit, ragged blocks included."""
+    import json as _json
+
+    from conftest import requires
+
+    from mxformats.tensorfile import write_safetensors
+    from mxformats.validate.reproduce import Source, dequantize_fp8_block
+
+    torch = requires("torch")
+    rng = np.random.default_rng(3)
+    codes = rng.integers(0, 256, size=(130, 200), dtype=np.uint8)
+    codes[(codes & 0x7F) == 0x7F] = 0x3C  # no NaN codes in a real weight
+    scale_inv = rng.uniform(1e-4, 1e-2, size=(2, 2)).astype(np.float32)
+    t = torch.from_numpy(codes.copy()).view(torch.float8_e4m3fn).float()
+    s = torch.from_numpy(scale_inv).repeat_interleave(128, 0).repeat_interleave(128, 1)
+    expected = (t * s[:130, :200]).to(torch.bfloat16).view(torch.int16).numpy()
+    got = dequantize_fp8_block(codes, scale_inv)
+    assert np.array_equal(got.view(np.int16), expected)
+    with pytest.raises(ValueError, match="does not tile"):
+        dequantize_fp8_block(codes, scale_inv[:1])
+
+    name = "model.layers.1.mlp.experts.0.down_proj"
+    fp8 = codes.view(ml_dtypes.float8_e4m3fn)
+    write_safetensors(tmp_path / "model.safetensors",
+                      {f"{name}.weight": fp8, f"{name}.weight_scale_inv": scale_inv})
+    (tmp_path / "config.json").write_text(_json.dumps({"quantization_config": {
+        "quant_method": "fp8", "fmt": "e4m3", "weight_block_size": [128, 128],
+        "activation_scheme": "dynamic"}}))
+    source = Source(tmp_path)
+    assert source.kind == "fp8-block" and source.supported
+    weight = source.weight(name)
+    assert weight is not None and np.array_equal(weight.view(np.int16), expected)

@@ -411,7 +411,9 @@ def _kimi_config(
 # -- recipes -------------------------------------------------------------------------------------
 
 
-def default_recipe(fmt: str, *, multimodal: bool = False, first_dense: int = 1) -> list[str]:
+def default_recipe(
+    fmt: str, *, multimodal: bool = False, first_dense: int = 1, nextn: int = 0
+) -> list[str]:
     """The exclude (Quark: fnmatch patterns) or ignore (llm-compressor: names and ``re:``
     regexes) list of the producer recipe ``fmt`` uses by default.
 
@@ -421,7 +423,10 @@ def default_recipe(fmt: str, *, multimodal: bool = False, first_dense: int = 1) 
     *mlp.down_proj *shared_experts*`` (only routed experts are quantized), llm-compressor
     ``lm_head``, attention, routers, shared experts and the dense layers' MLPs. Multimodal layout:
     the LM head matched under its prefix and the vision tower and projector excluded, as AMD's
-    K2.5 recipes and Moonshot's ignore list do.
+    K2.5 recipes and Moonshot's ignore list do. With ``nextn`` > 0 (MTP layers) the MTP layers'
+    ``shared_head.head`` is excluded too: it is an LM head, which vLLM never quantizes and the
+    producers' recipes leave in BF16 (``*shared_head.head`` / ``re:.*shared_head\\.head$``); the
+    recipe for ``nextn=0`` is unchanged.
     """
     p, _ = _prefixes(multimodal)
     if fmt == "quark-mxfp4":
@@ -439,6 +444,9 @@ def default_recipe(fmt: str, *, multimodal: bool = False, first_dense: int = 1) 
     if multimodal:
         out += (["re:vision_tower.*", "re:mm_projector.*"] if fmt.startswith("compressed")
                 else ["*vision_tower*", "*mm_projector*"])
+    if nextn > 0:
+        out.append(r"re:.*shared_head\.head$" if fmt.startswith("compressed")
+                   else "*shared_head.head")
     return out
 
 
@@ -1011,7 +1019,7 @@ def make_kimi_checkpoint(
         )
         patterns = list(exclude) if exclude is not None else (
             None if fmt == "bf16" else default_recipe(fmt, multimodal=multimodal,
-                                                      first_dense=first_dense))
+                                                      first_dense=first_dense, nextn=nextn))
         if patterns is not None:
             _check_dims(fmt, cfg, patterns)
         if fmt == "bf16":
@@ -1042,7 +1050,8 @@ def _quantize_folder(
     text = _text_config(cfg)
     if patterns is None:
         patterns = default_recipe(fmt, multimodal=_is_multimodal(cfg),
-                                  first_dense=int(text["first_k_dense_replace"]))
+                                  first_dense=int(text["first_k_dense_replace"]),
+                                  nextn=int(text.get("num_nextn_predict_layers") or 0))
     if fmt.startswith("quark"):
         _write_quark(out, fmt, source, cfg, files, patterns)
     else:

@@ -21,15 +21,25 @@ _LEVEL_TEXT = {
 }
 
 
+#: The order of the catalogue: by group, then as each module declares its checks (so the page
+#: does not depend on which module happened to be imported first).
+GROUPS = ("internal", "files", "coverage", "layout", "numbers", "reproduction", "manifest",
+          "deployment")
+
+
 def load_all() -> dict[str, Check]:
-    """Import every check module that exists; return the catalogue."""
+    """Import every check module that exists; return the catalogue in :data:`GROUPS` order."""
     for name in CHECK_MODULES:
         try:
             importlib.import_module(f"{__package__}.{name}")
         except ModuleNotFoundError as exc:
             if exc.name != f"{__package__}.{name}":
                 raise
-    return CHECKS
+    unknown = {c.group for c in CHECKS.values()} - set(GROUPS)
+    if unknown:
+        raise ValueError(f"checks in groups the catalogue does not order: {sorted(unknown)}")
+    ordered = sorted(CHECKS.values(), key=lambda c: GROUPS.index(c.group))
+    return {c.id: c for c in ordered}
 
 
 def _cell(text: str) -> str:

@@ -236,6 +236,13 @@ def _read_json(path: Path) -> Any:
         return json.load(f)
 
 
+
+def _why(exc: BaseException) -> str:
+    """A parse failure in words; JSON nested past Python's recursion limit says so."""
+    if isinstance(exc, RecursionError):
+        return "JSON nested too deeply to parse"
+    return str(exc)
+
 def load(root_arg: str | os.PathLike[str], opts: Options) -> LoadResult:
     """Read configs, the index and shard headers of ``root_arg`` (no tensor data)."""
     root_in = Path(root_arg)
@@ -268,9 +275,10 @@ def load(root_arg: str | os.PathLike[str], opts: Options) -> LoadResult:
             config = parsed
         except FileNotFoundError:
             out.append(Finding(CONFIG_PARSE, "config.json does not exist", file="config.json"))
-        except (ValueError, UnicodeDecodeError, OSError) as exc:
+        except (ValueError, UnicodeDecodeError, OSError, RecursionError) as exc:
             out.append(
-                Finding(CONFIG_PARSE, f"config.json does not parse: {exc}", file="config.json")
+                Finding(CONFIG_PARSE, f"config.json does not parse: {_why(exc)}",
+                        file="config.json")
             )
     text = config.get("text_config")
     text_config = text if isinstance(text, dict) else config
@@ -326,6 +334,7 @@ def load(root_arg: str | os.PathLike[str], opts: Options) -> LoadResult:
     # -- index ----------------------------------------------------------------------------
     ipath, _ = safe_path(root, INDEX_NAME, roots)
     weight_map: dict[str, str] = {}
+    unindexed = False
     if ipath is None:
         out.append(
             Finding(
@@ -357,8 +366,13 @@ def load(root_arg: str | os.PathLike[str], opts: Options) -> LoadResult:
                         file=INDEX_NAME,
                     )
                 )
-        except (ValueError, UnicodeDecodeError, OSError) as exc:
-            out.append(Finding(INDEX_PARSE, f"{INDEX_NAME} does not parse: {exc}", file=INDEX_NAME))
+        except (ValueError, UnicodeDecodeError, OSError, RecursionError) as exc:
+            out.append(
+                Finding(INDEX_PARSE, f"{INDEX_NAME} does not parse: {_why(exc)}", file=INDEX_NAME)
+            )
+            # Validate the shards that are there rather than report every tensor missing: the
+            # index is the one broken file. (vLLM would refuse to load, hence the error.)
+            unindexed = True
     elif (root / "model.safetensors").exists():
         weight_map = {}
     else:
@@ -369,10 +383,11 @@ def load(root_arg: str | os.PathLike[str], opts: Options) -> LoadResult:
                 file=INDEX_NAME,
             )
         )
-    single = ckpt.index is None and (root / "model.safetensors").exists()
-    shards: list[str] = (
-        ["model.safetensors"] if single else list(dict.fromkeys(weight_map.values()))
-    )
+    single = ckpt.index is None and (root / "model.safetensors").exists() and not unindexed
+    if unindexed:
+        shards = sorted(p.name for p in root.glob("*.safetensors"))
+    else:
+        shards = ["model.safetensors"] if single else list(dict.fromkeys(weight_map.values()))
 
     # -- shards ---------------------------------------------------------------------------
     safe_shards: list[str] = []
@@ -455,7 +470,7 @@ def load(root_arg: str | os.PathLike[str], opts: Options) -> LoadResult:
                 )
             else:
                 seen[tname] = name
-            if not single and weight_map.get(tname) != name:
+            if not (single or unindexed) and weight_map.get(tname) != name:
                 where = weight_map.get(tname)
                 out.append(
                     Finding(
@@ -467,7 +482,7 @@ def load(root_arg: str | os.PathLike[str], opts: Options) -> LoadResult:
                         offset=ref.begin,
                     )
                 )
-            if single or weight_map.get(tname) == name or tname not in ckpt.tensors:
+            if single or unindexed or weight_map.get(tname) == name or tname not in ckpt.tensors:
                 ckpt.tensors[tname] = ref
     ckpt.bytes_total = file_bytes
     unsafe = set(shards) - set(safe_shards)

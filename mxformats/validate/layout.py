@@ -30,6 +30,16 @@ CONFIG_QUANT = declare(
     "The quantization config has a value the loader rejects or the format does not allow.",
     "Re-export with the producer's supported recipe.",
 )
+PACK_METHOD = declare(
+    "PACK_METHOD",
+    W,
+    S,
+    G,
+    "A Quark W4A8 config records export.pack_method other than 'reorder': the AITER kernel reads "
+    "the reorder nibble order [0,2,4,6,1,3,5,7], and the weights' own order cannot be told from "
+    "the codes (the numeric checks cannot see it).",
+    "Re-export with pack_method='reorder', or validate with --source to check the packing.",
+)
 EXCLUDE_GLOB = declare(
     "EXCLUDE_GLOB",
     W,
@@ -378,6 +388,15 @@ def run(ckpt: Checkpoint, opts: Options) -> Iterator[Finding]:
         return
     for problem in _config_problems(ckpt):
         yield Finding(CONFIG_QUANT, problem, file="config.json")
+    if ckpt.format == Format.QUARK_W4A8:
+        export = ckpt.quant_config.get("export") if isinstance(ckpt.quant_config, dict) else None
+        method = export.get("pack_method") if isinstance(export, dict) else None
+        if method != "reorder":
+            yield Finding(
+                PACK_METHOD,
+                f"export.pack_method is {method!r}, not 'reorder' (checkpoints.md §6.2 check 3)",
+                file="config.json",
+            )
     if ckpt.format in (Format.QUARK_MXFP4, Format.QUARK_W4A8, Format.CT_INT4):
         for entry in ckpt.exclude:
             if not entry.startswith("re:") and any(c in entry for c in "*?["):

@@ -88,13 +88,14 @@ SCALE_NEGATIVE = declare(
     "Re-quantize the module from its source.")
 SCALE_ZERO = declare(
     "SCALE_ZERO", W, _S, _N,
-    "A scale is zero: the group / row / tensor is silently zeroed (vLLM asserts on W4A8 s1).",
+    "A scale is zero: the group / row / tensor is silently zeroed (an error for W4A8, where "
+    "vLLM asserts on it).",
     "Check the weights are meant to be zero; otherwise re-quantize.")
 W4A8_SCALE2_MAX = 448.0 / 7.5
 W4A8_SCALE2 = declare(
     "W4A8_SCALE2_MAX", W, _S, _N,
     "max(weight_scale_2) of a W4A8 tensor is not 448/7.5 within 1e-3: the row holding the "
-    "global amax must map to FP8 448.",
+    "global amax must map to FP8 448 (above 448/7.5·(1+1e-3) it is an error).",
     "Check the FP8 stage used amax/448 and the INT4 stage amax/7.5 (not /7).")
 ROUTER_BIAS_DTYPE = declare(
     "ROUTER_BIAS_DTYPE", W, _S, _N,
@@ -385,9 +386,10 @@ def _at(ref: TensorRef, index: int, itemsize: int | None = None) -> int:
 
 
 def _finding(check: Any, ref: TensorRef, message: str, index: int = 0,
-             itemsize: int | None = None, **extra: object) -> Finding:
+             itemsize: int | None = None, severity: Severity | None = None,
+             **extra: object) -> Finding:
     return Finding(check, f"{ref.name}: {message}", ref.file, ref.name,
-                   _at(ref, index, itemsize), extra=dict(extra))
+                   _at(ref, index, itemsize), severity=severity, extra=dict(extra))
 
 
 def _where(shape: tuple[int, ...], index: int) -> str:
@@ -454,17 +456,23 @@ def _scale_findings(ckpt: Checkpoint, module: Module,
                                f"{int(s.reshape(-1)[i])} at {_where(s.shape, i)}", i)
             continue
         st = scale_value_stats(s)
-        for key, check in (("nonfinite", SCALE_NONFINITE), ("negative", SCALE_NEGATIVE),
-                           ("zero", SCALE_ZERO)):
+        # W4A8 (checkpoints.md §6.2 checks 5-6): a zero scale is an error, vLLM asserts on it.
+        zero_severity = Severity.ERROR if fmt is Format.QUARK_W4A8 else None
+        for key, check, severity in (("nonfinite", SCALE_NONFINITE, None),
+                                     ("negative", SCALE_NEGATIVE, None),
+                                     ("zero", SCALE_ZERO, zero_severity)):
             c = st[key]
             if c.n:
                 yield _finding(check, ref, f"{c.n} {key} value(s), first at "
-                               f"{_where(s.shape, c.first)}", c.first)
+                               f"{_where(s.shape, c.first)}", c.first, severity=severity)
         if p == "weight_scale_2" and s.size and not st["nonfinite"].n:
             top = float(np.max(s))
             if abs(top / W4A8_SCALE2_MAX - 1) > 1e-3:
-                yield _finding(W4A8_SCALE2, ref, f"max {top:.6g}, expected {W4A8_SCALE2_MAX:.6g}",
-                               int(np.argmax(s)))
+                # Above the bound no row can map to FP8 448: an error (§6.2 check 6).
+                above = top > W4A8_SCALE2_MAX * (1 + 1e-3)
+                yield _finding(W4A8_SCALE2, ref, f"max {top:.6g}, expected {W4A8_SCALE2_MAX:.6g}"
+                               + (" (above the bound: an error)" if above else ""),
+                               int(np.argmax(s)), severity=Severity.ERROR if above else None)
 
 
 _ONES = 0x1111111111111111
@@ -712,7 +720,8 @@ def run(ckpt: Checkpoint, opts: Options) -> Iterator[Finding]:
         value = local_rms[module.name]
         match = _EXPERT.match(module.name)
         w = np.ascontiguousarray(arrays[_weight_param(fmt)])
-        key = zlib.crc32(w.tobytes()).to_bytes(4, "little") + w.nbytes.to_bytes(8, "little")
+        crc = zlib.crc32(w.reshape(-1).view(np.uint8).data)  # the bytes, without a tobytes() copy
+        key = crc.to_bytes(4, "little") + w.nbytes.to_bytes(8, "little")
         with lock:
             for k, v in local_hist.items():
                 hist[k] = hist.get(k, np.zeros(16, np.int64)) + v

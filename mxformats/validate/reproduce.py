@@ -7,8 +7,11 @@ Sources, in the forms the real pipelines use:
   bit-exactly as compressed-tensors does (``q.to(scale.dtype) * scale``, one BF16 rounding),
   which is what Quark's ``_recover_compressed_tensors_weights`` feeds its quantizer.
 
-DeepSeek FP8-block sources are recognised and reported as not reproduced here (no finding is an
-error because of it). Profiles: Quark MXFP4 → ``quantize_mx(profile="quark")``; Quark W4A8 →
+- **DeepSeek FP8-block** (K2-Instruct: E4M3FN ``weight`` with float32 ``weight_scale_inv`` per
+  128×128 block): decompressed as DeepSeek's ``weight_dequant`` does, ``bf16(float32(x) * s)``
+  (:func:`dequantize_fp8_block`).
+
+Profiles: Quark MXFP4 → ``quantize_mx(profile="quark")``; Quark W4A8 →
 ``quantize_w4a8(profile="quark")``; compressed-tensors INT4 → ``quantize_int4(group_size=32,
 profile="compressed-tensors")`` packed in its layout, ``weight_shape`` I64.
 
@@ -33,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 import ml_dtypes
 import numpy as np
 
+from mxformats.formats import E4M3FN
 from mxformats.fp8 import dequantize_w4a8, quantize_w4a8
 from mxformats.int4 import dequantize_int4, pack_int4, quantize_int4, unpack_int4
 from mxformats.mx import dequantize_mx, quantize_mx
@@ -78,9 +82,9 @@ REPRO_SOURCE_MISSING = declare(
     "Point --source at the checkpoint the quantizer read.")
 REPRO_SOURCE_UNSUPPORTED = declare(
     "REPRO_SOURCE_UNSUPPORTED", E, _L, _G,
-    "--source is not a checkpoint in a form this tool decompresses (BF16 or compressed-tensors "
-    "INT4).",
-    "Pass the BF16 or compressed-tensors INT4 checkpoint the quantizer read.")
+    "--source is not a checkpoint in a form this tool decompresses (BF16, compressed-tensors "
+    "INT4 or DeepSeek FP8-block).",
+    "Pass the BF16, compressed-tensors INT4 or FP8-block checkpoint the quantizer read.")
 
 #: The producer profile per checkpoint format.
 PROFILES = {Format.QUARK_MXFP4: "quark", Format.QUARK_W4A8: "quark",
@@ -111,13 +115,17 @@ class Source:
 
     @property
     def supported(self) -> bool:
-        return self.kind in ("bf16", "compressed-tensors-int4")
+        return self.kind in ("bf16", "compressed-tensors-int4", "fp8-block")
 
     def _read(self, name: str) -> NDArray[Any]:
         return read_tensor(self.folder / self.index[name], name)
 
     def weight(self, module: str) -> NDArray[Any] | None:
         """The BF16 weight of ``module`` as the quantizer saw it (None when absent)."""
+        if self.kind == "fp8-block" and f"{module}.weight_scale_inv" in self.index:
+            return dequantize_fp8_block(
+                self._read(f"{module}.weight"), self._read(f"{module}.weight_scale_inv")
+            )
         if f"{module}.weight" in self.index:
             w = self._read(f"{module}.weight")
             return w if w.dtype in (np.dtype(ml_dtypes.bfloat16), np.float16, np.float32) \
@@ -132,6 +140,34 @@ class Source:
             return dequantize_int4(q, scale, group_size=32, profile="compressed-tensors",
                                    dtype=scale.dtype)
         return None
+
+
+def dequantize_fp8_block(
+    weight: NDArray[Any], scale_inv: NDArray[Any], block: int = 128
+) -> NDArray[Any]:
+    """A DeepSeek FP8-block weight (K2-Instruct) as BF16, bit-exactly as it is decompressed.
+
+    ``weight``: E4M3FN ``[O, I]`` (``ml_dtypes.float8_e4m3fn``, or its uint8 codes);
+    ``scale_inv``: float32 ``[ceil(O/block), ceil(I/block)]``. DeepSeek-V3's
+    ``inference/kernel.py::weight_dequant`` (used by ``fp8_cast_bf16.py``, which the BF16
+    conversions of these checkpoints run) multiplies in float32 and stores to bfloat16:
+    ``bf16(float32(x) * s)``, two roundings, reproduced here.
+    """
+    codes = np.asarray(weight)
+    if codes.dtype == np.uint8:
+        values = E4M3FN.decode(codes)
+    elif codes.dtype == np.dtype(ml_dtypes.float8_e4m3fn):
+        values = E4M3FN.decode(codes.view(np.uint8))
+    else:
+        raise ValueError(f"an FP8-block weight is E4M3FN, not {codes.dtype}")
+    s = np.asarray(scale_inv, dtype=np.float32)
+    rows, cols = values.shape
+    if s.shape != (-(-rows // block), -(-cols // block)):
+        raise ValueError(f"weight_scale_inv {s.shape} does not tile a {values.shape} weight "
+                         f"in {block}x{block} blocks")
+    per_element = np.repeat(np.repeat(s, block, axis=0), block, axis=1)[:rows, :cols]
+    product = values.astype(np.float32) * per_element  # float32 multiply, rounded once
+    return product.astype(ml_dtypes.bfloat16)
 
 
 @dataclass

@@ -1,0 +1,110 @@
+"""Validator benchmarks (issue 4, item 5): ``--level structure`` on the full-size Kimi-K2.6
+layout, the ``full`` numeric scan's throughput per core, and the scan's peak RSS per worker.
+
+Nothing here asserts a time: the numbers go to pytest-benchmark's table and ``extra_info``
+(``--benchmark-json``). Run: ``pytest benchmarks --benchmark-only`` (README.md).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mxformats.validate.findings import Level
+from mxformats.validate.model import Options
+from mxformats.validate.runner import Report, validate
+
+
+def _min_seconds(benchmark: Any) -> float:
+    return float(benchmark.stats.stats.min)
+
+
+def test_structure_full_size(benchmark: Any, full_size_layout: dict[str, Any]) -> None:
+    """``--level structure`` over 61 layers × 384 experts, 64 shards (~139k tensors)."""
+    path: Path = full_size_layout["path"]
+
+    def run() -> Report:
+        return validate(path, Options(level=Level.STRUCTURE))
+
+    report = benchmark.pedantic(run, rounds=3, iterations=1, warmup_rounds=1)
+    assert report.fatal is None
+    assert report.ok, [f.to_json() for f in report.findings][:5]
+    benchmark.extra_info.update(
+        tensors=full_size_layout["tensors"], shards=full_size_layout["shards"],
+        declared_bytes=full_size_layout["declared_bytes"], workers=Options().workers,
+        seconds_min=_min_seconds(benchmark),
+    )
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_full_scan_throughput(benchmark: Any, scan_checkpoint: dict[str, Any], workers: int
+                              ) -> None:
+    """``--level full`` on a real ~200 MB MXFP4 checkpoint (page cache warm); bytes/s is the
+    shard bytes over the fastest round, per core with ``workers=1``."""
+    path: Path = scan_checkpoint["path"]
+    nbytes: int = scan_checkpoint["bytes"]
+
+    def run() -> Report:
+        return validate(path, Options(level=Level.FULL, workers=workers))
+
+    report = benchmark.pedantic(run, rounds=5, iterations=1, warmup_rounds=1)
+    assert report.ok, [f.to_json() for f in report.findings][:5]
+    seconds = _min_seconds(benchmark)
+    benchmark.extra_info.update(
+        checkpoint=scan_checkpoint["name"], bytes=nbytes, workers=workers,
+        bytes_per_s=nbytes / seconds,
+        gb_per_s=nbytes / seconds / 1e9, gb_per_s_per_worker=nbytes / seconds / 1e9 / workers,
+    )
+
+
+_RSS_SCRIPT = """
+import json, sys
+from mxformats.validate.findings import Level
+from mxformats.validate.model import Options
+from mxformats.validate.runner import validate
+
+def status():
+    out = {}
+    with open("/proc/self/status") as f:
+        for line in f:
+            key, _, value = line.partition(":")
+            if key in ("VmHWM", "VmRSS", "RssAnon", "RssFile"):
+                out[key] = int(value.split()[0]) * 1024
+    return out
+
+before = status()
+report = validate(sys.argv[1], Options(level=Level.FULL, workers=int(sys.argv[2])))
+print(json.dumps({"ok": report.ok, "before": before, "after": status()}))
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="needs /proc (Linux)")
+@pytest.mark.parametrize("workers", [1, 2])
+def test_full_scan_peak_rss(benchmark: Any, scan_checkpoint: dict[str, Any], workers: int
+                            ) -> None:
+    """Peak RSS (``VmHWM``) of a fresh process running the ``full`` scan; the target is < 1 GB
+    per worker. ``import_bytes`` is the process's peak after imports, before the scan."""
+
+    def run() -> dict[str, Any]:
+        done = subprocess.run(
+            [sys.executable, "-c", _RSS_SCRIPT, str(scan_checkpoint["path"]), str(workers)],
+            check=True, capture_output=True, text=True,
+        )
+        result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+        return result
+
+    result = benchmark.pedantic(run, rounds=1, iterations=1)
+    assert result["ok"]
+    peak = result["after"]["VmHWM"]
+    benchmark.extra_info.update(
+        checkpoint=scan_checkpoint["name"], workers=workers,
+        scanned_bytes=scan_checkpoint["bytes"], peak_rss_bytes=peak,
+        peak_rss_mb=peak / 1e6, import_rss_mb=result["before"]["VmHWM"] / 1e6,
+        scan_rss_increase_mb=(peak - result["before"]["VmHWM"]) / 1e6,
+        peak_rss_mb_per_worker=peak / 1e6 / workers,
+    )
