@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import sys
 from functools import cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+import ml_dtypes
 import numpy as np
 
 if TYPE_CHECKING:
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
 
     from mxformats.formats import Format
 
-__all__ = ["as_float64", "bfloat16_bits_to_float32", "decode", "encode"]
+__all__ = ["as_float64", "bfloat16_bits_to_float32", "decode", "encode", "tensor_to_numpy"]
 
 # sqrt(2) is irrational, so no double equals it, and float64(sqrt(2)) lies just above it: for a
 # double s, s > sqrt(2) exactly when s >= float64(sqrt(2)) (checked in tests with Fractions).
@@ -42,20 +43,25 @@ def bfloat16_bits_to_float32(bits: ArrayLike) -> NDArray[np.float32]:
     return (b.astype(np.uint32) << 16).view(np.float32)
 
 
-def _torch_to_numpy(x: object) -> NDArray[np.generic] | None:
-    """A torch tensor as a numpy array holding the same values, or None if ``x`` is not one.
+def tensor_to_numpy(x: object) -> NDArray[Any] | None:
+    """A torch tensor as a numpy array with the same bytes and dtype, or None if ``x`` is not one.
 
-    torch is never imported here: a tensor can only exist if the caller imported torch.
+    bfloat16 and the float8 types become their ``ml_dtypes`` twins; other one-byte types numpy
+    lacks (``float4_e2m1fn_x2``) become uint8. torch is never imported here: a tensor can only
+    exist if the caller imported torch. The one conversion the package, kernels and harness share.
     """
     torch = sys.modules.get("torch")
     if torch is None or not isinstance(x, torch.Tensor):
         return None
-    t = x.detach().cpu()
+    t = x.detach().cpu().contiguous()
     if t.dtype == torch.bfloat16:
-        return bfloat16_bits_to_float32(t.contiguous().view(torch.int16).numpy().view(np.uint16))
-    if t.dtype.is_floating_point and t.dtype not in (torch.float16, torch.float32, torch.float64):
-        t = t.float()  # float8 and friends widen exactly
-    result: NDArray[np.generic] = t.numpy()
+        as_bf16: NDArray[Any] = t.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
+        return as_bf16
+    if t.dtype.itemsize == 1 and t.dtype not in (torch.uint8, torch.int8, torch.bool):
+        twin = getattr(ml_dtypes, str(t.dtype).removeprefix("torch."), np.uint8)
+        as_bytes: NDArray[Any] = t.view(torch.uint8).numpy().view(twin)
+        return as_bytes
+    result: NDArray[Any] = t.numpy()
     return result
 
 
@@ -66,7 +72,7 @@ def as_float64(x: object) -> NDArray[np.float64]:
     ml_dtypes types such as bfloat16), torch tensors, Python floats and sequences of them.
     Integer arrays are refused (int64 does not widen exactly; use ``from_integers`` for INT4).
     """
-    arr = _torch_to_numpy(x)
+    arr = tensor_to_numpy(x)
     if arr is None:
         arr = np.asarray(x)
     is_float = arr.dtype.kind == "f" or _is_ml_dtypes_float(arr.dtype)

@@ -32,7 +32,6 @@ NaN scales or undefined float→int casts, so every quantizer in this module rai
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -40,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 import ml_dtypes
 import numpy as np
 
+from mxformats.codec import tensor_to_numpy
 from mxformats.profiles import Kind, ProfileInfo, register
 
 if TYPE_CHECKING:
@@ -122,17 +122,8 @@ def as_float_array(x: object, what: str = "input") -> NDArray[Any]:
     (a torch bfloat16 tensor becomes an ``ml_dtypes.bfloat16`` array holding the same bits)
     and Python floats or sequences (float64). Anything else raises TypeError.
     """
-    torch = sys.modules.get("torch")
-    if torch is not None and isinstance(x, torch.Tensor):
-        t = x.detach().cpu().contiguous()
-        if t.dtype == torch.bfloat16:
-            bits: NDArray[Any] = t.view(torch.int16).numpy()
-            return bits.view(_BF16)
-        if t.dtype not in (torch.float16, torch.float32, torch.float64):
-            raise TypeError(f"{what}: torch dtype {t.dtype} is not float16/bfloat16/32/64")
-        result: NDArray[Any] = t.numpy()
-        return result
-    arr = np.asarray(x)
+    tensor = tensor_to_numpy(x)
+    arr = np.asarray(x) if tensor is None else tensor
     if arr.dtype not in FLOAT_DTYPES:
         raise TypeError(
             f"{what}: dtype {arr.dtype} is not one of float16, bfloat16, float32, float64"

@@ -21,7 +21,6 @@ ValueError: profile 'vllm' does not take float64 input: the kernel static_assert
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -32,6 +31,7 @@ import numpy as np
 from mxformats._mx_consumers import CONSUMERS, Consumer, decode_blocks, get_consumer, round_to
 from mxformats._mx_elements import encode_elements, scaled
 from mxformats._mx_producers import PRODUCERS, Producer, get_producer
+from mxformats.codec import tensor_to_numpy
 from mxformats.formats import E2M1, Format, get_format
 from mxformats.profiles import ProfileInfo, register
 
@@ -74,14 +74,8 @@ def _as_float_array(x: object) -> NDArray[np.generic]:
     torch tensors keep their dtype (bfloat16 becomes ``ml_dtypes.bfloat16``); Python floats and
     lists become float64. Integer data is refused.
     """
-    torch = sys.modules.get("torch")
-    if torch is not None and isinstance(x, torch.Tensor):
-        t = x.detach().cpu()
-        if t.dtype == torch.bfloat16:
-            as_bf16: NDArray[np.generic] = t.contiguous().view(torch.int16).numpy().view(_BF16)
-            return as_bf16
-        x = t.numpy()
-    arr = np.asarray(x)
+    tensor = tensor_to_numpy(x)
+    arr = np.asarray(x) if tensor is None else tensor
     if arr.dtype not in _FLOAT_TYPES:
         raise TypeError(
             f"quantize_mx takes float16, bfloat16, float32 or float64 data, got {arr.dtype}"

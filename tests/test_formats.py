@@ -300,3 +300,23 @@ def test_e4m3fn_to_fnuz_over_every_code() -> None:
     assert np.array_equal(trick[same], exact[same])
     with pytest.raises(TypeError, match="float32"):
         mxformats.e4m3fn_to_fnuz(codes, np.float64(1.0))
+
+
+def test_torch_float8_and_bfloat16_tensors_keep_their_values() -> None:
+    """tensor_to_numpy, shared by the codec, quantize_mx, quantize_int4 and the harness."""
+    from conftest import requires
+
+    from mxformats.codec import tensor_to_numpy
+
+    torch = requires("torch")
+    codes = torch.arange(256, dtype=torch.uint8)
+    for name in ("e4m3fn", "e5m2", "e4m3fnuz"):
+        fmt = mxformats.get_format(name)
+        t = codes.view(getattr(torch, f"float8_{name}"))
+        finite = ~np.isnan(fmt.values)
+        assert np.array_equal(fmt.encode(t[torch.from_numpy(finite)]), np.flatnonzero(finite))
+    bf16 = torch.tensor([1.0, -0.0, 3.0e38], dtype=torch.bfloat16)
+    out = tensor_to_numpy(bf16)
+    assert out is not None and out.dtype == ml_dtypes.bfloat16
+    assert np.array_equal(out.view(np.int16), bf16.view(torch.int16).numpy())
+    assert tensor_to_numpy(np.zeros(2)) is None

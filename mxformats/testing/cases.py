@@ -36,6 +36,7 @@ way in.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -572,6 +573,22 @@ def values_strategy(
     return st.one_of(st.sampled_from(list(table)), any_bits)
 
 
+
+def _cast(values: Sequence[float] | NDArray[np.float64], np_dtype: Any) -> NDArray[Any]:
+    """Values (exact float64) rounded once to the strategy's input dtype."""
+    with np.errstate(over="ignore"):
+        result: NDArray[Any] = np.asarray(values, dtype=np.float64).astype(np_dtype)
+    return result
+
+
+def _patch(row: NDArray[Any], edits: list[tuple[int, float]], np_dtype: Any) -> NDArray[Any]:
+    """``row`` with the values at the given positions replaced, in the input dtype."""
+    with np.errstate(invalid="ignore"):
+        out = row.astype(np.float64)
+    for i, v in edits:
+        out[i] = v
+    return _cast(out, np_dtype)
+
 def blocks_strategy(
     elem: Format = E2M1,
     *,
@@ -602,17 +619,8 @@ def blocks_strategy(
     table = [float(v) for v in boundary_values(dtype, elem=elem, level=level, seed=seed, n=0)]
     grid = sorted({*(float(v) for v in _positive_values(elem)), *_midpoints(elem)})
 
-    def cast(values: Sequence[float] | NDArray[np.float64]) -> NDArray[Any]:
-        with np.errstate(over="ignore"):
-            result: NDArray[Any] = np.asarray(values, dtype=np.float64).astype(np_dtype)
-        return result
-
-    def patch(row: NDArray[Any], edits: list[tuple[int, float]]) -> NDArray[Any]:
-        with np.errstate(invalid="ignore"):
-            out = row.astype(np.float64)
-        for i, v in edits:
-            out[i] = v
-        return cast(out)
+    cast = functools.partial(_cast, np_dtype=np_dtype)
+    patch = functools.partial(_patch, np_dtype=np_dtype)
 
     patched = st.builds(
         patch,
@@ -720,17 +728,8 @@ def int4_group_strategy(
     rows = [base.values[i] for i in range(len(base))]
     table = [float(v) for v in boundary_values(dtype, elem=None, level=level, seed=seed, n=0)]
 
-    def cast(values: Sequence[float] | NDArray[np.float64]) -> NDArray[Any]:
-        with np.errstate(over="ignore"):
-            result: NDArray[Any] = np.asarray(values, dtype=np.float64).astype(np_dtype)
-        return result
-
-    def patch(row: NDArray[Any], edits: list[tuple[int, float]]) -> NDArray[Any]:
-        with np.errstate(invalid="ignore"):
-            out = row.astype(np.float64)
-        for i, v in edits:
-            out[i] = v
-        return cast(out)
+    cast = functools.partial(_cast, np_dtype=np_dtype)
+    patch = functools.partial(_patch, np_dtype=np_dtype)
 
     def compose(e: int, amax_first: bool, parts: list[tuple[int, int]]) -> NDArray[Any]:
         scale = 2.0**e

@@ -50,6 +50,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import ml_dtypes
 import numpy as np
 
+from mxformats.codec import tensor_to_numpy
 from mxformats.formats import E2M1, Format, get_format
 from mxformats.mx import pack_fp4
 from mxformats.testing.cases import (
@@ -237,17 +238,8 @@ def _torch_dtype(dtype: np.dtype[Any]) -> Any:
 
 def _to_numpy(x: object) -> NDArray[Any]:
     """A returned array or tensor as numpy, keeping the bytes (torch tensors via the CPU)."""
-    torch = sys.modules.get("torch")
-    if torch is not None and isinstance(x, torch.Tensor):
-        t = x.detach().cpu().contiguous()
-        if t.dtype == torch.bfloat16:
-            result: NDArray[Any] = t.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
-        elif t.dtype.itemsize == 1 and t.dtype not in (torch.uint8, torch.int8, torch.bool):
-            result = t.view(torch.uint8).numpy()  # float8_*, float4_e2m1fn_x2: raw bytes
-        else:
-            result = t.numpy()
-        return result
-    return np.asarray(x)
+    tensor = tensor_to_numpy(x)
+    return np.asarray(x) if tensor is None else tensor
 
 
 def _as_bytes(x: NDArray[Any], what: str) -> NDArray[np.uint8]:
