@@ -53,7 +53,7 @@ ROUNDINGS: tuple[str, ...] = (
     "floor",
     "ceil",
 )
-#: Overflow modes, by name: ``saturate`` clamps to ±max (the MX rule); ``nonsaturating`` is the
+#: Overflow modes, by name. ``saturate`` clamps to ±max (the MX rule); ``nonsaturating`` is the
 #: OFP8 alternative (E4M3FN → NaN, E5M2 → Inf, FNUZ → 0x80).
 OVERFLOWS: tuple[str, ...] = ("saturate", "nonsaturating")
 
@@ -145,7 +145,7 @@ class Format:
 
     @cached_property
     def min_normal(self) -> float | None:
-        """The smallest positive normal value (E8M0: its smallest value, 2**-127); None for ints."""
+        """The smallest positive normal value (for E8M0 the smallest, 2**-127); None for ints."""
         if self.kind == "int":
             return None
         if self.kind == "exponent":
@@ -389,9 +389,9 @@ E8M0 = Format(
         "0x00 is 2**-127 (float32 bits 0x00400000, a subnormal), never 0.0; 0xFF is NaN. The "
         "fast decoder `b << 23` gets both wrong.",
         "Encoding has five named roundings because the ecosystem disagrees: `floor`, `ceil`, "
-        "`nearest-linear` (midpoint 1.5·2**k, ties up: torch and ml_dtypes), `nearest-even` "
-        "(midpoint 1.5·2**k, ties to the even code: ml_dtypes PR #398) and `nearest-log` "
-        "(midpoint √2·2**k: Quark's round(log2)).",
+        "`nearest-linear` (midpoint `1.5·2**k`, ties up: torch and ml_dtypes), `nearest-even` "
+        "(midpoint `1.5·2**k`, ties to the even code: ml_dtypes PR #398) and `nearest-log` "
+        "(midpoint `√2·2**k`: Quark's round(log2)).",
         "Encoding ±0.0 gives 0x00 (the smallest scale), +Inf saturates to 0xFE, NaN gives "
         "0xFF, and a negative value raises ValueError.",
     ),

@@ -355,11 +355,12 @@ def dequantize_int4(
             f"along axis {ax} needs {tuple(expected)}"
         )
     expanded = np.repeat(s, size, axis=ax)
-    if profile == "compressed-tensors":
-        op = arithmetic_dtype(s.dtype)  # int4 × p-bit scale is exact in op: one rounding
-        product = (values.astype(op) * expanded.astype(op)).astype(s.dtype)
-    else:
-        product = values.astype(np.float32) * expanded.astype(np.float32)
+    with np.errstate(invalid="ignore", over="ignore"):  # 0 × Inf is NaN, as in torch
+        if profile == "compressed-tensors":
+            op = arithmetic_dtype(s.dtype)  # int4 × p-bit scale is exact in op: one rounding
+            product = (values.astype(op) * expanded.astype(op)).astype(s.dtype)
+        else:
+            product = values.astype(np.float32) * expanded.astype(np.float32)
     return round_once(product.astype(np.float64), dtype)
 
 

@@ -167,7 +167,7 @@ def quantize_mx(
         q = round_to(q, arithmetic)
     codes = encode_elements(q, nan_negative, fmt, rules)
     codes = np.where(scale.nan_block[..., None], 0, codes).astype(np.uint8)
-    codes = codes.reshape(*codes.shape[:-2], -1)[..., :n]
+    codes = codes.reshape(*codes.shape[:-2], codes.shape[-2] * block_size)[..., :n]
     codes = np.ascontiguousarray(np.moveaxis(codes, -1, ax))
     if fmt is E2M1:
         codes = pack_fp4(codes, axis=ax)

@@ -49,7 +49,7 @@ __all__ = [
     "write_safetensors",
 ]
 
-#: The largest header accepted (the safetensors library's own bound): 100,000,000 bytes.
+#: The largest header accepted, 100,000,000 bytes (the safetensors library's own bound).
 MAX_HEADER_SIZE = 100_000_000
 
 PathLike = str | os.PathLike[str]

@@ -22,6 +22,23 @@ import pytest
 IN_CI = os.environ.get("CI") == "true"
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--device",
+        default="cpu",
+        help="device the kernel tests (tests/kernels) run on: cpu (default; Triton runs in its "
+        "interpreter, HIP sources compiled for the CPU) or cuda (a GPU; ROCm torch reports "
+        "its AMD GPU as cuda too)",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # The Triton interpreter is chosen when triton is imported, so it is set before any test
+    # module is collected (and in every xdist worker, which runs this hook too).
+    if config.getoption("--device") == "cpu":
+        os.environ.setdefault("TRITON_INTERPRET", "1")
+
+
 def requires(name: str) -> ModuleType:
     """Import the optional module ``name`` and return it.
 

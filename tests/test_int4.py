@@ -370,3 +370,12 @@ def test_round_once_to_bfloat16_is_not_a_double_rounding() -> None:
     v = rng.standard_normal(2000) * 2.0 ** rng.integers(-20, 20, 2000)
     got = round_once(v, BF16).astype(np.float64)
     assert all(Fraction(g) == round_fraction(Fraction(x), 8) for g, x in zip(got, v, strict=True))
+
+
+@pytest.mark.parametrize("profile", ["compressed-tensors", "quark"])
+def test_dequantize_infinite_scale_times_zero_is_nan_without_a_warning(profile: str) -> None:
+    q = np.array([[0, 1, -1, 0]], dtype=np.int8)
+    out = dequantize_int4(q, np.array([[np.inf]], dtype=np.float32), group_size=4,
+                          profile=profile)
+    assert np.isnan(out[0, 0]) and np.isnan(out[0, 3])
+    assert out[0, 1] == np.inf and out[0, 2] == -np.inf

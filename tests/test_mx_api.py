@@ -269,3 +269,11 @@ def test_every_profile_is_registered() -> None:
         assert ("consumer", name) in listed
     assert ("activation", "quark-hip-qdq") in listed
     assert isinstance(quantize_mx(_data((1, 32))), MXArray)
+
+
+@pytest.mark.parametrize("profile", sorted(p for p, v in PRODUCERS.items() if v.kind == "producer"))
+def test_no_blocks_gives_empty_codes_and_scales(profile: str) -> None:
+    dtype = np.float32 if np.dtype(np.float32) in PRODUCERS[profile].dtypes else ml_dtypes.bfloat16
+    codes, scales = quantize_mx(np.zeros((0, 32), dtype=dtype), profile=profile)
+    assert codes.shape == (0, 16) and codes.dtype == np.uint8
+    assert scales.shape == (0, 1) and scales.dtype == np.uint8

@@ -184,8 +184,8 @@ class CheckReport:
 
     @property
     def blocks_checked(self) -> int:
-        """Blocks compared over all sources and dtypes (Hypothesis: examples, each a batch of
-        one to four blocks)."""
+        """Blocks compared over all sources and dtypes (for Hypothesis, examples, each a batch
+        of one to four blocks)."""
         return sum(r.blocks for r in self.runs)
 
     def raise_if_failed(self) -> None:
@@ -959,7 +959,8 @@ def check_dequantizer(
             ``fn`` as a numpy dtype, or a torch dtype with ``torch_device``).
         nan: ``"bits"`` (default) compares NaN outputs bit for bit; ``"any"`` accepts any NaN
             where the reference gives a NaN.
-        The others: as :func:`check_quantizer`.
+
+    The other arguments are those of :func:`check_quantizer`.
 
     Example::
 

@@ -21,7 +21,7 @@ _LEVEL_TEXT = {
 }
 
 
-#: The order of the catalogue: by group, then as each module declares its checks (so the page
+#: The order of the catalogue, by group, then as each module declares its checks (so the page
 #: does not depend on which module happened to be imported first).
 GROUPS = ("internal", "files", "coverage", "layout", "numbers", "reproduction", "manifest",
           "deployment")

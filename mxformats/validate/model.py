@@ -1,6 +1,6 @@
 """The validator's data model: what a checkpoint is once its configs and headers are read.
 
-:func:`mxformats.validate.loader.load` builds a :class:`Checkpoint` (reading configs, the index
+:func:`mxformats.validate.files.load` builds a :class:`Checkpoint` (reading configs, the index
 and every shard header, never tensor data) and reports what it could not read as findings.
 
 **How check modules plug in.** A check module lives in ``mxformats/validate/`` and exposes::
@@ -252,8 +252,8 @@ class Checkpoint:
     modules: dict[str, Module] = field(default_factory=dict)
     expected: dict[str, ExpectedModule] = field(default_factory=dict)
     bytes_total: int = 0
-    #: tensor names the index maps to shards that are missing, unsafe or unreadable: their
-    #: absence is already reported by the files group, so other checks skip them
+    #: tensor names the index maps to shards that are missing, unsafe or unreadable (their
+    #: absence is already reported by the files group, so other checks skip them)
     unavailable: set[str] = field(default_factory=set)
     allowed_roots: tuple[Path, ...] = ()
     #: called with the byte count after each :meth:`read` (the runner's progress bar)

@@ -1,0 +1,301 @@
+"""CPU benchmarks of the fast paths (mxformats.fast) side by side with the peers (issue 8).
+
+Every peer runs in this process on the same arrays: ``MXF_BENCH_ELEMENTS`` float32 values
+(default 64M = 2**26, a 16384 × 4096 matrix of seeded N(0, 1) values) and what they quantize
+to. Each test times one implementation (pytest-benchmark, median of its rounds) and then,
+outside the timing, checks its bytes once: ours against the reference (``mxformats.mx`` /
+``int4`` / ``codec``) on a 1M-element slice, a peer against ours on the whole array where the
+two are defined to agree (torchao FLOOR and the OCP profile on finite data of normal range,
+ml_dtypes and the reference codec on values inside the format's range, ...).
+
+Run through ``python benchmarks/cpu.py`` (the ratios table) or
+``pytest benchmarks/test_cpu_bench.py --benchmark-only``. ``extra_info`` of each benchmark:
+``op`` (the row of the table), ``impl``, ``ours`` (True for mxformats), ``elements``.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from mxformats import fast, int4, mx
+from mxformats.formats import E2M1, E4M3FN
+
+ELEMENTS = int(os.environ.get("MXF_BENCH_ELEMENTS", 1 << 26))
+COLUMNS = 4096
+#: Elements of the slice the reference checks (the references are slow and use float64).
+CHECK_ELEMENTS = 1 << 20
+#: Rounds for our functions and the fast peers; the slow peers (about a second a call) get 3.
+ROUNDS, SLOW_ROUNDS = 7, 3
+FP8_MAX = 448.0
+
+
+def _peers() -> dict[str, Any]:
+    """The peer libraries, imported quietly (torchao warns about its CUDA extensions, Quark
+    prints while it loads its C++ kernels)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import torch
+        from compressed_tensors.compressors.pack_quantized import helpers as ct_helpers
+        from compressed_tensors.quantization import QuantizationArgs
+        from compressed_tensors.quantization.lifecycle.forward import dequantize
+        from quark.torch.utils.pack import Pack_4_bits
+        from torchao.prototype.mx_formats import mx_tensor
+
+    return {"torch": torch, "to_mx": mx_tensor.to_mx, "to_dtype": mx_tensor.to_dtype,
+            "ct_pack": ct_helpers.pack_to_int32, "ct_unpack": ct_helpers.unpack_from_int32,
+            "ct_dequantize": dequantize, "ct_args": QuantizationArgs, "quark_pack": Pack_4_bits}
+
+
+@pytest.fixture(scope="module")
+def peers() -> dict[str, Any]:
+    return _peers()
+
+
+@pytest.fixture(scope="module")
+def data(peers: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """The arrays every implementation works on, and their torch twins (shared memory)."""
+    torch = peers["torch"]
+    rng = np.random.default_rng(2026)
+    x = rng.standard_normal((ELEMENTS // COLUMNS, COLUMNS), dtype=np.float32)
+    mxfp4 = fast.quantize_mx(x)
+    fp8_input = np.clip(x * np.float32(64), -FP8_MAX, FP8_MAX)
+    q = rng.integers(-8, 8, size=x.shape, dtype=np.int8)
+    with np.errstate(over="ignore"):
+        int4_scales = (np.abs(x[:, ::32]) / np.float32(7.5)).astype(ml_dtypes.bfloat16)
+    yield {
+        "x": x, "x_t": torch.from_numpy(x), "mxfp4": mxfp4,
+        "fp8_input": fp8_input, "fp8_input_t": torch.from_numpy(fp8_input),
+        "fp8_codes": fast.encode(E4M3FN, fp8_input),
+        "q": q, "q_t": torch.from_numpy(q),
+        "words": fast.pack_int4(q), "quark_words": fast.pack_int4(q, layout="quark"),
+        "int4_scales": int4_scales,
+        "int4_scales_t": torch.from_numpy(int4_scales.view(np.int16)).view(torch.bfloat16),
+    }
+
+
+def run(benchmark: Any, fn: Callable[[], Any], op: str, impl: str, ours: bool,
+        slow: bool = False) -> Any:
+    """Time ``fn`` and label the result for the report; returns fn's last result."""
+    benchmark.group = op
+    benchmark.extra_info.update(op=op, impl=impl, ours=ours, elements=ELEMENTS)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch and torchao warn on some calls; not measured
+        return benchmark.pedantic(fn, rounds=SLOW_ROUNDS if slow else ROUNDS, iterations=1,
+                                  warmup_rounds=0 if slow else 1)
+
+
+def same_bits(a: Any, b: Any) -> bool:
+    a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)
+    if a.shape != b.shape or a.dtype.itemsize != b.dtype.itemsize:
+        return False
+    view = {1: np.uint8, 2: np.uint16, 4: np.uint32}[a.dtype.itemsize]
+    return bool(np.array_equal(a.view(view), b.view(view)))
+
+
+def head(a: Any) -> Any:
+    """The first CHECK_ELEMENTS elements' rows."""
+    return a[: max(1, CHECK_ELEMENTS // COLUMNS)]
+
+
+def torch_bytes(t: Any) -> Any:
+    import torch
+
+    return t.contiguous().view(torch.uint8).numpy()
+
+
+# -- memory copy --------------------------------------------------------------------------------
+
+
+def test_copy(benchmark: Any, data: dict[str, Any]) -> None:
+    """np.copyto into a preallocated float32 array: the 100 % of the "% of copy" column."""
+    out = np.empty_like(data["x"])
+    run(benchmark, lambda: np.copyto(out, data["x"]), "memory copy", "numpy copyto", True)
+    assert same_bits(out, data["x"])
+
+
+# -- MXFP4 quantize -----------------------------------------------------------------------------
+
+
+def one_thread(threads: int | None) -> str:
+    """The label suffix of a run limited to one thread (the default uses every core)."""
+    return "" if threads is None else ", 1 thread"
+
+
+@pytest.mark.parametrize(("profile", "threads"), [("ocp", None), ("quark", None), ("ocp", 1)])
+def test_mxfp4_quantize_fast(benchmark: Any, data: dict[str, Any], profile: str,
+                             threads: int | None) -> None:
+    result = run(benchmark, lambda: fast.quantize_mx(data["x"], profile=profile, threads=threads),
+                 "MXFP4 quantize", f"mxformats.fast ({profile}{one_thread(threads)})", True)
+    want = mx.quantize_mx(head(data["x"]), profile=profile)
+    assert same_bits(head(result.codes), want.codes) and same_bits(head(result.scales),
+                                                                  want.scales)
+
+
+def test_mxfp4_quantize_torchao(benchmark: Any, data: dict[str, Any],
+                                peers: dict[str, Any]) -> None:
+    torch = peers["torch"]
+    scales, codes = run(benchmark, lambda: peers["to_mx"](data["x_t"], torch.float4_e2m1fn_x2,
+                                                          32),
+                        "MXFP4 quantize", "torchao to_mx FLOOR (eager)", False, slow=True)
+    ours = data["mxfp4"]  # torchao FLOOR = ocp on finite data without tiny blocks
+    assert same_bits(torch_bytes(codes), ours.codes)
+    assert same_bits(torch_bytes(scales).reshape(ours.scales.shape), ours.scales)
+
+
+def test_mxfp4_quantize_ml_dtypes(benchmark: Any, data: dict[str, Any]) -> None:
+    """The elementwise cast alone (no block scale): a lower bound for any MX quantizer."""
+    codes = run(benchmark, lambda: data["x"].astype(ml_dtypes.float4_e2m1fn), "MXFP4 quantize",
+                "ml_dtypes astype float4_e2m1fn (elementwise)", False, slow=True)
+    assert same_bits(head(codes), E2M1.encode(head(data["x"])))
+
+
+# -- MXFP4 dequantize ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("threads", [None, 1])
+def test_mxfp4_dequantize_fast(benchmark: Any, data: dict[str, Any], threads: int | None) -> None:
+    m = data["mxfp4"]
+    out = run(benchmark, lambda: fast.dequantize_mx(m.codes, m.scales, threads=threads),
+              "MXFP4 dequantize", f"mxformats.fast (ocp{one_thread(threads)})", True)
+    assert same_bits(head(out), mx.dequantize_mx(head(m.codes), head(m.scales)))
+
+
+def test_mxfp4_dequantize_torchao(benchmark: Any, data: dict[str, Any],
+                                  peers: dict[str, Any]) -> None:
+    torch = peers["torch"]
+    m = data["mxfp4"]
+    codes = torch.from_numpy(m.codes)  # to_mx returns the packed bytes as uint8
+    scales = torch.from_numpy(m.scales).view(torch.float8_e8m0fnu)
+    out = run(benchmark, lambda: peers["to_dtype"](codes, scales, torch.float4_e2m1fn_x2, 32,
+                                                   torch.float32),
+              "MXFP4 dequantize", "torchao to_dtype (eager)", False, slow=True)
+    assert same_bits(out.numpy(), fast.dequantize_mx(m.codes, m.scales))
+
+
+def test_mxfp4_dequantize_ml_dtypes(benchmark: Any, data: dict[str, Any]) -> None:
+    """The elementwise E2M1 -> float32 cast alone (no scale)."""
+    codes = data["x"].astype(ml_dtypes.float4_e2m1fn)
+    out = run(benchmark, lambda: codes.astype(np.float32), "MXFP4 dequantize",
+              "ml_dtypes astype float32 (elementwise)", False, slow=True)
+    assert same_bits(head(out), E2M1.decode(head(codes).view(np.uint8)))
+
+
+# -- FP8 E4M3 -----------------------------------------------------------------------------------
+
+
+def test_fp8_encode_fast(benchmark: Any, data: dict[str, Any]) -> None:
+    out = run(benchmark, lambda: fast.encode(E4M3FN, data["fp8_input"]), "FP8 E4M3FN encode",
+              "mxformats.fast encode", True)
+    assert same_bits(head(out), E4M3FN.encode(head(data["fp8_input"])))
+
+
+def test_fp8_encode_ml_dtypes(benchmark: Any, data: dict[str, Any]) -> None:
+    out = run(benchmark, lambda: data["fp8_input"].astype(ml_dtypes.float8_e4m3fn),
+              "FP8 E4M3FN encode", "ml_dtypes astype float8_e4m3fn", False, slow=True)
+    assert same_bits(out, data["fp8_codes"])  # inputs inside +-448: the casts agree
+
+
+def test_fp8_encode_torch(benchmark: Any, data: dict[str, Any], peers: dict[str, Any]) -> None:
+    torch = peers["torch"]
+    out = run(benchmark, lambda: data["fp8_input_t"].to(torch.float8_e4m3fn), "FP8 E4M3FN encode",
+              f"torch .to(float8_e4m3fn) ({torch.get_num_threads()} threads)", False)
+    assert same_bits(torch_bytes(out), data["fp8_codes"])
+
+
+def test_fp8_decode_fast(benchmark: Any, data: dict[str, Any]) -> None:
+    out = run(benchmark, lambda: fast.decode(E4M3FN, data["fp8_codes"]), "FP8 E4M3FN decode",
+              "mxformats.fast decode", True)
+    assert same_bits(head(out), E4M3FN.decode(head(data["fp8_codes"])))
+
+
+def test_fp8_decode_ml_dtypes(benchmark: Any, data: dict[str, Any]) -> None:
+    codes = data["fp8_codes"].view(ml_dtypes.float8_e4m3fn)
+    out = run(benchmark, lambda: codes.astype(np.float32), "FP8 E4M3FN decode",
+              "ml_dtypes astype float32", False, slow=True)
+    assert same_bits(head(out), E4M3FN.decode(head(data["fp8_codes"])))
+
+
+def test_fp8_decode_torch(benchmark: Any, data: dict[str, Any], peers: dict[str, Any]) -> None:
+    torch = peers["torch"]
+    codes = torch.from_numpy(data["fp8_codes"]).view(torch.float8_e4m3fn)
+    out = run(benchmark, lambda: codes.to(torch.float32), "FP8 E4M3FN decode",
+              f"torch .to(float32) ({torch.get_num_threads()} threads)", False)
+    assert same_bits(head(out.numpy()), E4M3FN.decode(head(data["fp8_codes"])))
+
+
+# -- INT4 ---------------------------------------------------------------------------------------
+
+
+def test_int4_pack_fast(benchmark: Any, data: dict[str, Any]) -> None:
+    out = run(benchmark, lambda: fast.pack_int4(data["q"]), "INT4 pack (compressed-tensors)",
+              "mxformats.fast pack_int4", True)
+    assert same_bits(head(out), int4.pack_int4(head(data["q"])))
+
+
+def test_int4_pack_compressed_tensors(benchmark: Any, data: dict[str, Any],
+                                      peers: dict[str, Any]) -> None:
+    out = run(benchmark, lambda: peers["ct_pack"](data["q_t"], 4), "INT4 pack (compressed-tensors)",
+              "compressed-tensors pack_to_int32", False)
+    assert same_bits(out.numpy(), data["words"])
+
+
+def test_int4_unpack_fast(benchmark: Any, data: dict[str, Any]) -> None:
+    out = run(benchmark, lambda: fast.unpack_int4(data["words"]),
+              "INT4 unpack (compressed-tensors)", "mxformats.fast unpack_int4", True)
+    assert same_bits(head(out), int4.unpack_int4(head(data["words"])))
+
+
+def test_int4_unpack_compressed_tensors(benchmark: Any, data: dict[str, Any],
+                                        peers: dict[str, Any]) -> None:
+    torch = peers["torch"]
+    words = torch.from_numpy(data["words"])
+    out = run(benchmark, lambda: peers["ct_unpack"](words, 4, torch.Size(data["q"].shape)),
+              "INT4 unpack (compressed-tensors)", "compressed-tensors unpack_from_int32", False)
+    assert same_bits(out.numpy(), data["q"])
+
+
+def test_w4a8_unpack_fast(benchmark: Any, data: dict[str, Any]) -> None:
+    out = run(benchmark, lambda: fast.unpack_int4(data["quark_words"], layout="quark"),
+              "Quark W4A8 unpack", "mxformats.fast unpack_int4 (quark)", True)
+    assert same_bits(head(out), int4.unpack_int4(head(data["quark_words"]), layout="quark"))
+
+
+def test_w4a8_unpack_quark(benchmark: Any, data: dict[str, Any], peers: dict[str, Any]) -> None:
+    torch = peers["torch"]
+    packer = peers["quark_pack"]("per_channel", "int4")
+    words = torch.from_numpy(data["quark_words"])
+    out = run(benchmark, lambda: packer.unpack(words, reorder=True), "Quark W4A8 unpack",
+              "quark Pack_4_bits.unpack", False, slow=True)
+    assert same_bits(out.numpy(), data["q"])
+
+
+@pytest.mark.parametrize("threads", [None, 1])
+def test_int4_dequantize_fast(benchmark: Any, data: dict[str, Any], threads: int | None) -> None:
+    """compressed-tensors arithmetic with bfloat16 group scales, float32 out."""
+    out = run(benchmark, lambda: fast.dequantize_int4(data["q"], data["int4_scales"],
+                                                      threads=threads),
+              "INT4 dequantize (bfloat16 scales)",
+              f"mxformats.fast dequantize_int4{' (1 thread)' if threads else ''}", True)
+    want = int4.dequantize_int4(head(data["q"]), head(data["int4_scales"]))
+    assert same_bits(head(out), want)
+
+
+def test_int4_dequantize_compressed_tensors(benchmark: Any, data: dict[str, Any],
+                                            peers: dict[str, Any]) -> None:
+    """compressed-tensors ``dequantize`` (writes bfloat16: half the bytes of ours)."""
+    torch = peers["torch"]
+    args = peers["ct_args"](num_bits=4, type="int", strategy="group", group_size=32,
+                            symmetric=True)
+    out = run(benchmark, lambda: peers["ct_dequantize"](data["q_t"], data["int4_scales_t"],
+                                                        args=args),
+              "INT4 dequantize (bfloat16 scales)", "compressed-tensors dequantize (bf16 out)",
+              False, slow=True)
+    assert same_bits(out.to(torch.float32).numpy(),
+                     fast.dequantize_int4(data["q"], data["int4_scales"]))

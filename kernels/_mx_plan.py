@@ -1,0 +1,605 @@
+"""The backend-neutral front end of the MX kernels: argument checks, layout and the **plan**.
+
+Every MX kernel backend (Triton, HIP) calls :func:`prepare_quantize` / :func:`prepare_dequantize`
+with the reference's arguments and gets back either the exception the reference raises for the
+same bad input (``mxformats.mx``'s own checks, reused), ``NotImplementedError`` naming a profile
+the backend does not claim, or a call: the input as a contiguous ``(rows, K)`` view of raw bits
+(the quantized axis moved last), the outputs allocated on the input's device, and a frozen
+:class:`QuantizePlan` / :class:`DequantizePlan` whose plain-integer fields a kernel takes as
+compile-time constants. ``finish`` moves the axis back. Spec: ``spec/mx.md``.
+
+Nothing here is keyed by profile name. A plan is derived from the profile's entry in
+``PRODUCERS`` / ``CONSUMERS``:
+
+- the **scale rule** becomes a table computed by calling the rule itself: for each float32
+  exponent field ``E`` of the block maximum ``amax`` (0..255; 255 is Inf and NaN), the first
+  mantissa ``threshold[E]`` at which the rule's result changes and the two results ``below`` and
+  ``at_or_above`` it, each a packed :data:`scale entry <SCALE_BYTE_MASK>` (the E8M0 byte, the
+  factor ``mult`` the elements are multiplied by as ``2**k``, 0 or NaN, and the NaN-block flag).
+  Every scale rule of spec/mx.md changes at most once inside a binade (a floor or ceil of log2,
+  a round-to-power-of-two, a division by the element maximum); ``tests/kernels`` checks the
+  table against the rule on every 16-bit magnitude and on float32 maxima around every
+  threshold. A kernel looks its block's entry up with two loads, no floating point at all;
+- the **element rules** become constants: the rounding (even or away), how a zero's sign is
+  written, the codes of +-Inf and of positive and negative NaN (taken from the reference
+  encoder), the NaN-sign rules, and the exponent below which the producer's arithmetic type
+  makes a scaled value zero; and, for each factor ``2**k``, an **element table** found by
+  bisection with the reference encoder: the thresholds of ``|x|`` (in the input's bits) at
+  which the code steps up, so that a 4-bit code is a count of comparisons;
+- a **consumer** becomes a 256-entry table of its decoded scale (``2**k``, 0, +Inf or NaN in its
+  arithmetic type, from the consumer's own decoder), plus its clamp and 0xFF rules.
+
+The element arithmetic is integer arithmetic on the bits (:mod:`mxformats.kernels.triton._codec`
+for Triton), so a GPU computes exactly what the CPU interpreter computes.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable, Collection
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import ml_dtypes
+import numpy as np
+
+from mxformats._mx_consumers import CONSUMERS, get_consumer, round_to
+from mxformats._mx_elements import ElementRules, _nan_codes, encode_elements
+from mxformats._mx_producers import PRODUCERS, Producer, get_producer
+from mxformats._mx_scale import Scale
+from mxformats.formats import E2M1, E4M3FN, Format
+from mxformats.mx import _arithmetic_dtype, _axis, _check_elem, _check_shape
+
+if TYPE_CHECKING:
+    import torch
+    from numpy.typing import NDArray
+
+__all__ = [
+    "KERNEL_ELEMENTS",
+    "DequantizeCall",
+    "DequantizePlan",
+    "FloatLayout",
+    "QuantizeCall",
+    "QuantizePlan",
+    "QuantizedMX",
+    "dequantize_claims",
+    "prepare_dequantize",
+    "prepare_quantize",
+    "quantize_claims",
+]
+
+#: The element formats the kernels write and read.
+KERNEL_ELEMENTS: tuple[Format, ...] = (E2M1, E4M3FN)
+
+# -- packed scale entries ---------------------------------------------------------------------
+#: A scale entry (int32): bits 0-7 the E8M0 byte, bits 8-15 ``k + 128`` where the factor is
+#: ``2**k``, bits 16-17 the factor's kind, bit 18 the NaN-block flag (every code 0x00).
+SCALE_BYTE_MASK = 0xFF
+SCALE_K_SHIFT = 8
+SCALE_K_OFFSET = 128
+SCALE_KIND_SHIFT = 16
+SCALE_NAN_BLOCK_SHIFT = 18
+#: Factor kinds: a power of two, zero, NaN (sign clear), NaN (sign set). Consumers use
+#: :data:`KIND_INF` where the quantizer's zero would be (a consumer's scale is never 0 * Inf).
+KIND_POW2, KIND_ZERO, KIND_NAN, KIND_NEG_NAN = 0, 1, 2, 3
+KIND_INF = KIND_NEG_NAN
+
+#: How a zero result's sign is written (ElementRules.zero_sign), as kernel constants.
+ZERO_SIGN_IDS = {"keep": 0, "positive": 1, "sign-function": 2}
+#: ``arith_zero_exp`` for exact arithmetic: no scaled value is ever rounded to zero.
+EXACT_ZERO_EXP = -(1 << 20)
+#: Element NaN/Inf encodings (Format.specials), as kernel constants.
+SPECIALS_IDS = {"none": 0, "ieee": 1, "fn": 2, "fnuz": 3}
+
+_F32 = np.dtype(np.float32)
+
+
+@dataclass(frozen=True)
+class FloatLayout:
+    """The bit layout of a binary float format, as kernel constants.
+
+    ``specials``: :data:`SPECIALS_IDS`. ``max_code``: the largest finite magnitude's bits.
+    ``nan_code``: the canonical quiet NaN (sign clear) where the format has one, else 0.
+    """
+
+    bits: int
+    ebits: int
+    mbits: int
+    bias: int
+    specials: int
+    max_code: int
+    inf_code: int
+    nan_code: int
+
+    @classmethod
+    def of_format(cls, fmt: Format) -> FloatLayout:
+        inf = fmt.inf_codes[0] if fmt.inf_codes else 0
+        return cls(fmt.bits, fmt.ebits, fmt.mbits, fmt.bias, SPECIALS_IDS[fmt.specials],
+                   fmt.max_code, inf, fmt.nan_codes[0] if fmt.nan_codes else 0)
+
+    @classmethod
+    def of_dtype(cls, dtype: np.dtype[Any]) -> FloatLayout:
+        """float32, bfloat16, float16 (IEEE layouts)."""
+        info = ml_dtypes.finfo(dtype)
+        bits, mbits = 8 * dtype.itemsize, int(info.nmant)
+        ebits = bits - 1 - mbits
+        bias = (1 << (ebits - 1)) - 1
+        inf = ((1 << ebits) - 1) << mbits
+        quiet_nan = inf | (1 << (mbits - 1))
+        return cls(bits, ebits, mbits, bias, SPECIALS_IDS["ieee"], inf - 1, inf, quiet_nan)
+
+
+# -- dtypes -----------------------------------------------------------------------------------
+
+_TORCH_NAMES = ("float32", "bfloat16", "float16")
+
+
+def _numpy_dtype(torch_dtype: Any) -> np.dtype[Any]:
+    name = str(torch_dtype).removeprefix("torch.")
+    return np.dtype(ml_dtypes.bfloat16) if name == "bfloat16" else np.dtype(name)
+
+
+def _dtype_name(dtype: Any) -> str:
+    """The name of a torch dtype or a numpy dtype-like (``ml_dtypes.bfloat16`` included)."""
+    if str(dtype).startswith("torch."):
+        return str(dtype).removeprefix("torch.")
+    return str(np.dtype(dtype).name)
+
+
+def _bits_view(t: torch.Tensor) -> torch.Tensor:
+    """A float tensor's raw bits as a signed integer tensor of the same width (no copy)."""
+    import torch
+
+    return t.view(torch.int32 if t.element_size() == 4 else torch.int16)
+
+
+# -- quantize ---------------------------------------------------------------------------------
+
+
+class QuantizedMX(NamedTuple):
+    """What the MX quantize kernels return: ``codes, scales = quantize_mx(...)``.
+
+    As :class:`mxformats.mx.MXArray`: uint8 ``codes`` (E2M1 two per byte along the axis,
+    element 2k in the low nibble), uint8 E8M0 ``scales``; torch tensors on the input's device.
+    """
+
+    codes: torch.Tensor
+    scales: torch.Tensor
+
+
+@dataclass(frozen=True, eq=False)
+class QuantizePlan:
+    """Everything an MX quantize kernel needs, for one (profile, element, input dtype, block).
+
+    ``source``/``elem``: the layouts of the input dtype and the element format.
+    ``scale_table``: int32 ``(3, 256)``: per float32 exponent field of ``amax``, the mantissa
+    threshold and the scale entries below and at-or-above it (see the module docstring).
+    ``nan_ignoring_max``: the block maximum skips NaN lanes (no claimed profile has one yet,
+    see :func:`quantize_claims`). ``round_away``: ties round away from zero (else to even).
+    ``microxcaling_quirk``: the one
+    value microxcaling's float32 ``floor(v + 0.5)`` rounds up, half the smallest subnormal
+    times ``1 - 2**-24``, codes as the smallest subnormal. ``zero_sign``:
+    :data:`ZERO_SIGN_IDS`. ``arith_zero_exp``: a scaled value ``q`` is nonzero in the
+    producer's arithmetic type exactly when ``|q| > 2**arith_zero_exp`` (what the
+    sign-function rule sees). ``inf_codes``/``nan_codes``: (positive, negative) codes.
+    ``generated_nan_negative``/``factor_nan_wins``: the NaN sign rules of ElementRules.
+    ``element_table``: int32 ``(256, max_code + 2)``, for each factor ``2**k`` (row
+    ``k + SCALE_K_OFFSET``), in magnitude bits of the input type: the thresholds whose count
+    at or below ``|x|`` is the element's magnitude code, the smallest ``|x|`` whose scaled
+    value is nonzero in the arithmetic type, and the ``|x|`` of the microxcaling quirk (-1:
+    none). A kernel may code small formats (E2M1) by comparisons instead of arithmetic.
+    """
+
+    profile: str
+    elem_name: str
+    block_size: int
+    source: FloatLayout
+    elem: FloatLayout
+    nan_ignoring_max: bool
+    round_away: bool
+    microxcaling_quirk: bool
+    zero_sign: int
+    arith_zero_exp: int
+    inf_codes: tuple[int, int]
+    nan_codes: tuple[int, int]
+    generated_nan_negative: bool
+    factor_nan_wins: bool
+    scale_table: NDArray[np.int32] = field(repr=False)
+    element_table: NDArray[np.int32] = field(repr=False)
+
+
+def quantize_claims(producer: Producer, elem: Format, *, microxcaling: bool = False) -> bool:
+    """Whether a kernel that follows the plan computes ``producer`` writing ``elem`` for every
+    dtype it takes. ``microxcaling``: the backend implements ``microxcaling_quirk``.
+
+    The kernels round a scaled value once, into the element format; the producer's arithmetic
+    type only decides the sign of a zero (``arith_zero_exp``). That is exact when a value that
+    overflows the arithmetic type is coded as a saturated one anyway, and when every value that
+    type rounds (its subnormals) codes to zero.
+
+    Not claimed: a NaN-ignoring block maximum (Quark's HIP qdq). The reference takes it with
+    ``np.fmax.reduce``, which returns NaN for a signalling NaN widened from float16 (numpy
+    2.4, x86), so there is no defined answer to equal.
+    """
+    if elem not in producer.elements or elem not in KERNEL_ELEMENTS or producer.nan_ignoring_max:
+        return False
+    if not microxcaling and any(r.rounding == "microxcaling" for r in producer.rules.values()):
+        return False
+    assert elem.min_subnormal is not None
+    f32_max = float(ml_dtypes.finfo(np.float32).max)
+    for dtype in producer.dtypes:
+        arithmetic = producer.arithmetic_dtype(dtype)
+        if dtype.name not in _TORCH_NAMES or arithmetic is None:
+            continue
+        info = ml_dtypes.finfo(arithmetic)
+        overflows = float(info.max) < f32_max
+        if overflows and producer.element_rules(dtype).inf_code != "saturate":
+            return False
+        if elem.min_subnormal / 2 < float(info.smallest_normal):
+            return False
+    return True
+
+
+def _pack_scales(scale: Scale) -> NDArray[np.int64]:
+    """Scale entries of a :class:`~mxformats._mx_scale.Scale` (every ``mult`` must be a power
+    of two, 0 or NaN)."""
+    mult = scale.mult
+    nan = np.isnan(mult)
+    kind = np.where(nan, np.where(np.signbit(mult), KIND_NEG_NAN, KIND_NAN),
+                    np.where(mult == 0, KIND_ZERO, KIND_POW2))
+    fraction, exponent = np.frexp(np.where(nan | (mult == 0), 1.0, mult))
+    k = exponent.astype(np.int64) - 1
+    if np.any(fraction != 0.5) or np.any(np.abs(k) > 127):
+        raise AssertionError("a scale rule's factor is not 0, NaN or 2**k with |k| <= 127")
+    k = np.where(kind == KIND_POW2, k, 0)
+    return (scale.byte.astype(np.int64) | ((k + SCALE_K_OFFSET) << SCALE_K_SHIFT)
+            | (kind << SCALE_KIND_SHIFT)
+            | (scale.nan_block.astype(np.int64) << SCALE_NAN_BLOCK_SHIFT))
+
+
+def _mantissa_step(dtype: np.dtype[Any], exponent_field: NDArray[np.int64]) -> NDArray[np.int64]:
+    """The float32 mantissa step between values of ``dtype`` in each float32 binade (2**23:
+    only the binade's first value; binades ``dtype`` cannot hold are never looked up)."""
+    info = ml_dtypes.finfo(dtype)
+    mbits = int(info.nmant)
+    min_exponent = int(np.log2(float(info.smallest_normal)))
+    binade = np.maximum(exponent_field, 1) - 127
+    ulp_exponent = np.maximum(binade, min_exponent) - mbits
+    step: NDArray[np.int64] = np.left_shift(1, np.clip(ulp_exponent - (binade - 23), 0, 23))
+    return step
+
+
+def scale_table(evaluate: Callable[[NDArray[np.float64]], NDArray[np.int64]],
+                dtype: np.dtype[Any]) -> NDArray[np.int32]:
+    """The per-binade table of a scale rule ``evaluate`` (amax values -> packed entries) for
+    maxima of type ``dtype``: thresholds found by bisection over the binade's values."""
+    fields = np.arange(255, dtype=np.int64)
+    step = _mantissa_step(dtype, fields)
+    count = (1 << 23) // step  # values of `dtype` per binade
+
+    def at(index: NDArray[np.int64]) -> NDArray[np.int64]:
+        bits = (fields << 23) | (index * step)
+        return evaluate(bits.astype(np.uint32).view(np.float32).astype(np.float64))
+
+    below, top = at(np.zeros_like(fields)), at(count - 1)
+    lo, hi = np.zeros_like(fields), count - 1  # invariant: at(lo) == below, at(hi) == top
+    changes = below != top
+    for _ in range(23):
+        mid = (lo + hi) // 2
+        same = at(mid) == below
+        lo, hi = np.where(same, mid, lo), np.where(same, hi, mid)
+    threshold = np.where(changes, hi * step, 1 << 23)
+    specials = evaluate(np.array([np.inf, np.nan]))  # exponent field 255: Inf, then NaN
+    table = np.stack([
+        np.append(threshold, 1),
+        np.append(below, specials[0]),
+        np.append(top, specials[1]),
+    ])
+    return table.astype(np.int32)
+
+
+def element_table(elem: Format, rules: ElementRules, dtype: np.dtype[Any],
+                  arithmetic: np.dtype[Any] | None) -> NDArray[np.int32]:
+    """:attr:`QuantizePlan.element_table`, by bisection over the input type's magnitudes with
+    the reference's own element encoder (rounding once from the exact ``x * 2**k``)."""
+    layout = FloatLayout.of_dtype(dtype)
+    uint = np.dtype(f"u{dtype.itemsize}")
+    ks = np.arange(256, dtype=np.int64) - SCALE_K_OFFSET
+    monotone = replace(rules, rounding="nearest-away") if rules.rounding == "microxcaling" \
+        else rules
+
+    def values(bits: NDArray[np.int64]) -> NDArray[np.float64]:
+        return bits.astype(uint).view(dtype).astype(np.float64)
+
+    def first(predicate: Callable[[NDArray[np.float64]], NDArray[np.bool_]],
+              shape: tuple[int, ...]) -> NDArray[np.int64]:
+        """The smallest finite magnitude (bits) whose ``x * 2**k`` satisfies the monotone
+        ``predicate``, per row k (``layout.inf_code`` where none)."""
+        lo = np.full(shape, -1, dtype=np.int64)  # invariant: lo fails, hi satisfies
+        hi = np.full(shape, layout.inf_code, dtype=np.int64)
+        scale = np.exp2(ks.astype(np.float64)).reshape(-1, *[1] * (len(shape) - 1))
+        for _ in range(layout.bits):
+            mid = (lo + hi) // 2
+            ok = predicate(values(np.maximum(mid, 0)) * scale)
+            lo, hi = np.where(ok, lo, mid), np.where(ok, mid, hi)
+        return hi
+
+    def magnitude(q: NDArray[np.float64]) -> NDArray[np.int64]:
+        rounded = q if arithmetic is None else round_to(q, arithmetic)
+        codes = encode_elements(rounded, np.zeros(q.shape, bool), elem, monotone)
+        return codes.astype(np.int64) & ((1 << (elem.bits - 1)) - 1)
+
+    count = elem.max_code
+    levels = np.arange(1, count + 1)
+    with np.errstate(all="ignore"):
+        thresholds = first(lambda q: magnitude(q) >= levels, (256, count))
+        nonzero = first(lambda q: q != 0 if arithmetic is None else round_to(q, arithmetic) != 0,
+                        (256,))
+        quirk = np.full(256, -1, dtype=np.int64)
+        if rules.rounding == "microxcaling":
+            assert elem.min_subnormal is not None
+            target = elem.min_subnormal / 2 * (1 - 2.0**-24)
+            at = first(lambda q: q >= target, (256,))
+            quirk = np.where(values(at) * np.exp2(ks.astype(np.float64)) == target, at, -1)
+    return np.concatenate([thresholds, nonzero[:, None], quirk[:, None]], axis=1) \
+        .astype(np.int32)
+
+
+@functools.cache
+def quantize_plan(profile: str, elem: Format, dtype_name: str, block_size: int) -> QuantizePlan:
+    """The plan of ``profile`` writing ``elem`` from ``dtype_name`` input (cached)."""
+    producer = PRODUCERS[profile]
+    dtype = _numpy_dtype(dtype_name)
+    rules = producer.element_rules(dtype)
+    arithmetic = producer.arithmetic_dtype(dtype)
+    arith_zero_exp = EXACT_ZERO_EXP if arithmetic is None else int(
+        np.log2(float(ml_dtypes.finfo(arithmetic).smallest_subnormal))) - 1
+
+    def evaluate(amax: NDArray[np.float64]) -> NDArray[np.int64]:
+        # The bisection also visits maxima `dtype` cannot hold (overflowing float16).
+        with np.errstate(all="ignore"):
+            return _pack_scales(producer.scale_rule(amax, elem, dtype))
+
+    infinities = encode_elements(np.array([np.inf, -np.inf]), np.zeros(2, bool), elem, rules)
+    nans = _nan_codes(elem, np.array([False, True]), rules.nan_code)
+    return QuantizePlan(
+        profile=profile, elem_name=elem.name, block_size=block_size,
+        source=FloatLayout.of_dtype(dtype), elem=FloatLayout.of_format(elem),
+        nan_ignoring_max=producer.nan_ignoring_max,
+        round_away=rules.rounding in ("nearest-away", "microxcaling"),
+        microxcaling_quirk=rules.rounding == "microxcaling",
+        zero_sign=ZERO_SIGN_IDS[rules.zero_sign], arith_zero_exp=arith_zero_exp,
+        inf_codes=(int(infinities[0]), int(infinities[1])),
+        nan_codes=(int(nans[0]), int(nans[1])),
+        generated_nan_negative=rules.generated_nan_negative,
+        factor_nan_wins=rules.factor_nan_wins,
+        scale_table=scale_table(evaluate, dtype),
+        element_table=element_table(elem, rules, dtype, arithmetic),
+    )
+
+
+@dataclass(frozen=True, eq=False)
+class QuantizeCall:
+    """One quantize call, ready for a kernel.
+
+    ``source``: the input's bits, a contiguous ``(rows, K)`` int16/int32 tensor (K along the
+    quantized axis). ``codes``: uint8 ``(rows, K/2)`` (E2M1) or ``(rows, K)``; ``scales``:
+    uint8 ``(rows, ceil(K / block_size))``; both written by the kernel.
+    """
+
+    plan: QuantizePlan
+    source: torch.Tensor
+    codes: torch.Tensor
+    scales: torch.Tensor
+    lead_shape: tuple[int, ...]
+    axis: int
+
+    def finish(self) -> QuantizedMX:
+        """The outputs with the quantized axis moved back to where it was."""
+        def back(t: torch.Tensor) -> torch.Tensor:
+            return t.reshape(*self.lead_shape, t.shape[-1]).movedim(-1, self.axis).contiguous()
+
+        return QuantizedMX(back(self.codes), back(self.scales))
+
+
+def _check_float_tensor(x: object) -> torch.Tensor:
+    import torch
+
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"the MX kernels take torch tensors, got {type(x).__name__}")
+    if x.dtype not in (torch.float32, torch.bfloat16, torch.float16, torch.float64):
+        raise TypeError(f"quantize_mx takes float16, bfloat16, float32 or float64 data, got "
+                        f"{x.dtype}")
+    return x
+
+
+def prepare_quantize(x: object, elem: Format | str, *, block_size: int, axis: int, profile: str,
+                     claims: Collection[tuple[str, str]]) -> QuantizeCall:
+    """Check a ``quantize_mx`` call as the reference does and lay it out for a kernel.
+
+    ``claims``: the backend's ``(element, profile)`` pairs; a registered profile outside them
+    raises ``NotImplementedError`` naming it. Raises what ``mxformats.mx.quantize_mx`` raises
+    for the same arguments (ValueError for an unknown profile, an element or dtype the profile
+    refuses, a bad axis, a ragged last block the producer does not define, an odd E2M1 length;
+    TypeError for non-float data); a float64 tensor the profile takes is NotImplementedError
+    (the kernels read at most 32 bits). Block sizes must be powers of two
+    (NotImplementedError otherwise).
+    """
+    import torch
+
+    producer = get_producer(profile)
+    fmt = _check_elem(elem, producer.elements, f"profile {profile!r}")
+    if (fmt.name, profile) not in claims:
+        raise NotImplementedError(f"profile {profile!r} writing {fmt.name} is not implemented "
+                                  "by this kernel backend")
+    t = _check_float_tensor(x)
+    dtype = _numpy_dtype(t.dtype)
+    if dtype not in producer.dtypes:
+        raise ValueError(f"profile {profile!r} does not take {dtype} input: "
+                         f"{producer.dtype_reason}")
+    if t.dtype == torch.float64:
+        raise NotImplementedError("the MX kernels take float32, bfloat16 or float16, not "
+                                  "float64 (use the numpy reference)")
+    if t.ndim == 0:
+        raise ValueError("quantize_mx needs at least one dimension")
+    ax = _axis(t.ndim, axis)
+    n = t.shape[ax]
+    _check_shape(producer, n, fmt, block_size)
+    if block_size & (block_size - 1):
+        raise NotImplementedError(f"the MX kernels take power-of-two block sizes, not "
+                                  f"{block_size}")
+    moved = t.movedim(ax, -1)
+    lead = tuple(moved.shape[:-1])
+    rows = math.prod(lead)
+    source = _bits_view(moved.contiguous().reshape(rows, n))
+    width = n // 2 if fmt.bits == 4 else n
+    codes = torch.empty((rows, width), dtype=torch.uint8, device=t.device)
+    scales = torch.empty((rows, -(-n // block_size)), dtype=torch.uint8, device=t.device)
+    plan = quantize_plan(profile, fmt, str(t.dtype).removeprefix("torch."), block_size)
+    return QuantizeCall(plan, source, codes, scales, lead, ax)
+
+
+# -- dequantize -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)
+class DequantizePlan:
+    """Everything an MX dequantize kernel needs, for one (consumer, element, output dtype).
+
+    ``own``/``out``: the consumer's arithmetic type and the requested output type (``out``
+    is ``own`` or an exactly wider type). ``scale_table``: int32 ``(256,)``, the consumer's
+    decoded scale of each byte as a packed entry (kind :data:`KIND_POW2`, :data:`KIND_ZERO`,
+    :data:`KIND_INF` or :data:`KIND_NAN`). ``clamp``: clamp to ``own``'s largest finite value.
+    ``nan_on_ff``: byte 0xFF forces NaN. NaN outputs are ``own``'s canonical quiet NaN.
+    """
+
+    profile: str
+    elem_name: str
+    block_size: int
+    elem: FloatLayout
+    own: FloatLayout
+    out: FloatLayout
+    clamp: bool
+    nan_on_ff: bool
+    scale_table: NDArray[np.int32] = field(repr=False)
+
+
+def dequantize_claims(consumer_name: str, elem: Format) -> bool:
+    """Whether the kernels compute consumer ``consumer_name`` reading ``elem``."""
+    return elem in CONSUMERS[consumer_name].elements and elem in KERNEL_ELEMENTS
+
+
+@functools.cache
+def dequantize_plan(profile: str, elem: Format, own_name: str, out_name: str,
+                    block_size: int) -> DequantizePlan:
+    """The plan of consumer ``profile`` (cached)."""
+    consumer = CONSUMERS[profile]
+    own = _numpy_dtype(own_name)
+    decoded = consumer.scale(np.arange(256, dtype=np.int64), own)
+    entries = _pack_scales_decoded(decoded)
+    return DequantizePlan(
+        profile=profile, elem_name=elem.name, block_size=block_size,
+        elem=FloatLayout.of_format(elem), own=FloatLayout.of_dtype(own),
+        out=FloatLayout.of_dtype(_numpy_dtype(out_name)), clamp=consumer.clamp,
+        nan_on_ff=consumer.nan_on_ff, scale_table=entries.astype(np.int32))
+
+
+def _pack_scales_decoded(decoded: NDArray[np.float64]) -> NDArray[np.int64]:
+    """Scale entries of a consumer's decoded scales: +Inf as :data:`KIND_INF`, NaN as
+    :data:`KIND_NAN`, else as the quantizer's factors (no decoder gives a negative scale)."""
+    infinite = np.isposinf(decoded)
+    finite = Scale(np.zeros(decoded.shape, np.uint8),
+                   np.where(infinite, 1.0, np.where(np.isnan(decoded), np.nan, decoded)),
+                   np.zeros(decoded.shape, bool))
+    entries = _pack_scales(finite)
+    kind_bits = 3 << SCALE_KIND_SHIFT
+    return np.where(infinite, (entries & ~kind_bits) | (KIND_INF << SCALE_KIND_SHIFT), entries)
+
+
+@dataclass(frozen=True, eq=False)
+class DequantizeCall:
+    """One dequantize call, ready for a kernel: ``codes`` uint8 ``(rows, K/2)`` (E2M1) or
+    ``(rows, K)``, ``scales`` uint8 ``(rows, ceil(K / block_size))``, both contiguous; ``out``
+    the output's bits, int16/int32 ``(rows, K)``, written by the kernel."""
+
+    plan: DequantizePlan
+    codes: torch.Tensor
+    scales: torch.Tensor
+    out: torch.Tensor
+    result: torch.Tensor
+    lead_shape: tuple[int, ...]
+    axis: int
+
+    @property
+    def count(self) -> int:
+        """Elements per row (K)."""
+        return int(self.out.shape[-1])
+
+    def finish(self) -> torch.Tensor:
+        """The decoded values, the quantized axis moved back to where it was."""
+        return self.result.reshape(*self.lead_shape, self.count).movedim(-1, self.axis) \
+            .contiguous()
+
+
+def _integer_tensor(t: object, what: str) -> torch.Tensor:
+    import torch
+
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"the MX kernels take torch tensors, got {type(t).__name__} {what}")
+    if t.dtype.is_floating_point or t.dtype.is_complex or t.dtype == torch.bool:
+        raise TypeError(f"{what} must be integers (uint8), got {t.dtype}")
+    if t.dtype != torch.uint8 and t.numel() and int(t.min()) < 0:
+        raise ValueError(f"{what} must be non-negative")
+    return t
+
+
+def prepare_dequantize(codes: object, scales: object, elem: Format | str, *, block_size: int,
+                       axis: int, profile: str, dtype: Any,
+                       claims: Collection[tuple[str, str]]) -> DequantizeCall:
+    """Check a ``dequantize_mx`` call as the reference does and lay it out for a kernel.
+
+    ``dtype``: a torch or numpy float dtype; float32, bfloat16 and float16 are computed, float64
+    is ``NotImplementedError`` where the consumer takes it. Raises what
+    ``mxformats.mx.dequantize_mx`` raises for the same arguments, ``NotImplementedError`` for a
+    registered consumer outside ``claims``.
+    """
+    import torch
+
+    if scales is None:
+        raise ValueError("dequantize_mx needs the scales")
+    consumer = get_consumer(profile)
+    fmt = _check_elem(elem, consumer.elements, f"consumer profile {profile!r}")
+    if (fmt.name, profile) not in claims:
+        raise NotImplementedError(f"consumer profile {profile!r} reading {fmt.name} is not "
+                                  "implemented by this kernel backend")
+    out_name = _dtype_name(dtype)
+    own = _arithmetic_dtype(consumer, _numpy_dtype(out_name))
+    if out_name not in _TORCH_NAMES:
+        raise NotImplementedError(f"the MX kernels write float32, bfloat16 or float16, not "
+                                  f"{out_name} (use the numpy reference)")
+    c = _integer_tensor(codes, "codes")
+    s = _integer_tensor(scales, "scales")
+    ax = _axis(c.ndim, axis)
+    # Range checks cost a device synchronisation: only for wider integer types than bytes.
+    limit = 1 << (8 if fmt.bits == 4 else fmt.bits)  # packed E2M1 bytes hold two codes
+    if c.dtype != torch.uint8 and c.numel() and int(c.max()) >= limit:
+        raise ValueError(f"{fmt.name} codes are {fmt.bits}-bit; got {int(c.max())}")
+    if s.dtype != torch.uint8 and s.numel() and int(s.max()) > 0xFF:
+        raise ValueError("E8M0 scales are bytes (0..255)")
+    n = c.shape[ax] * (2 if fmt.bits == 4 else 1)
+    want = (*c.shape[:ax], -(-n // block_size), *c.shape[ax + 1:])
+    if tuple(s.shape) != want:
+        raise ValueError(f"scales have shape {tuple(s.shape)}; {n} elements along axis {ax} "
+                         f"in blocks of {block_size} need {want}")
+    if block_size & (block_size - 1):
+        raise NotImplementedError(f"the MX kernels take power-of-two block sizes, not "
+                                  f"{block_size}")
+    moved_codes = c.movedim(ax, -1)
+    lead = tuple(moved_codes.shape[:-1])
+    rows = math.prod(lead)
+    codes2d = moved_codes.to(torch.uint8).contiguous().reshape(rows, moved_codes.shape[-1])
+    scales2d = s.movedim(ax, -1).to(torch.uint8).contiguous().reshape(rows, want[ax])
+    result = torch.empty((codes2d.shape[0], n), dtype=getattr(torch, out_name), device=c.device)
+    plan = dequantize_plan(profile, fmt, own.name, out_name, block_size)
+    return DequantizeCall(plan, codes2d, scales2d, _bits_view(result), result, lead, ax)

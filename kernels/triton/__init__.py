@@ -1,0 +1,27 @@
+"""Triton kernels, byte-identical to the numpy reference (same names and arguments, torch
+tensors in and out). ``SUPPORTED`` merges the ``(format, profile)`` pairs each module claims,
+per function (``tests/kernels/backends.py``)."""
+
+from .fp8 import SUPPORTED as _FP8_SUPPORTED
+from .fp8 import dequantize_w4a8, e4m3fn_to_fnuz, quantize_fp8
+from .int4 import SUPPORTED as _INT4_SUPPORTED
+from .int4 import dequantize_int4, pack_int4, quantize_int4, unpack_int4
+from .mx import SUPPORTED as _MX_SUPPORTED
+from .mx import dequantize_mx, quantize_mx
+
+SUPPORTED: dict[str, tuple[tuple[str, str], ...]] = {
+    **_MX_SUPPORTED, **_INT4_SUPPORTED, **_FP8_SUPPORTED,
+}
+
+__all__ = [
+    "SUPPORTED",
+    "dequantize_int4",
+    "dequantize_mx",
+    "dequantize_w4a8",
+    "e4m3fn_to_fnuz",
+    "pack_int4",
+    "quantize_fp8",
+    "quantize_int4",
+    "quantize_mx",
+    "unpack_int4",
+]

@@ -1,0 +1,686 @@
+"""Fast CPU paths for large arrays, byte-identical to the references they stand in for.
+
+Each function has its reference's signature (plus ``threads``, the most threads it may use,
+where it uses threads) and returns the same bytes. Inputs outside a fast path go to the
+reference itself, so every call is defined exactly as the reference defines it, errors included.
+Verified by ``tests/test_fast.py`` (the harness's ``check_quantizer`` / ``check_dequantizer`` /
+``check_int4_quantizer`` and exhaustive sweeps over the classes each table is built on);
+measured in ``docs/benchmarks.md``.
+
+- :func:`quantize_mx` (:func:`mxformats.mx.quantize_mx`): E2M1 blocks of 32, profiles ``ocp``
+  and ``quark``, float32 / bfloat16 / float16 input.
+- :func:`dequantize_mx` (:func:`mxformats.mx.dequantize_mx`): E2M1, consumer ``ocp``, float32.
+- :func:`encode` (:func:`mxformats.codec.encode`): E4M3FN, E4M3FNUZ, E5M2 from float32 /
+  bfloat16 / float16, every rounding and overflow mode; :func:`decode`
+  (:func:`mxformats.codec.decode`): 8-bit formats (FP8, E8M0), every output type.
+- :func:`pack_int4`, :func:`unpack_int4` (:mod:`mxformats.int4`): layouts
+  ``compressed-tensors`` and ``quark``, whole words.
+- :func:`dequantize_int4` (:func:`mxformats.int4.dequantize_int4`): both profiles, float32
+  output.
+
+How (peers.md §5). A float32 value's code depends only on its top bits and on whether the rest
+is zero: the class index ``(bits >> k) | (any of the low k bits set)`` rounds to odd at
+``mbits + 2`` mantissa bits, which keeps everything a rounding to ``mbits`` bits looks at. One
+table lookup per value then gives the code; each table is built by running the reference's own
+encoder on one member of every class. MX scales come from the integer exponent field of the block
+maximum and scaling is one float32 multiply by a power of two (exact wherever it matters, see
+``_quantize_rows``). Blocks holding NaN or ±Inf, which every profile treats its own way, are
+recomputed by the reference (blocks are independent). Work is cut into cache-sized chunks with
+preallocated scratch, handed to threads in tasks of a few chunks (numpy releases the GIL in
+these loops). The byte views assume little-endian words; on a big-endian machine every call goes to
+the reference.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from functools import cache
+from itertools import pairwise
+from typing import TYPE_CHECKING, Any
+
+import ml_dtypes
+import numpy as np
+
+from mxformats import codec as _codec
+from mxformats import int4 as _int4
+from mxformats import mx as _mx
+from mxformats._mx_elements import encode_elements
+from mxformats._mx_producers import get_producer
+from mxformats.codec import tensor_to_numpy
+from mxformats.formats import E2M1, Format
+from mxformats.int4 import Int4Array
+from mxformats.mx import MXArray
+
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike, DTypeLike, NDArray
+
+__all__ = [
+    "QUANTIZE_PROFILES", "code_table", "decode", "dequantize_int4", "dequantize_mx",
+    "element_table", "encode", "pack_int4", "quantize_mx", "unpack_int4", "workers",
+]
+
+#: Blocks of 32 handled per chunk: 2048 blocks = 256 KiB of float32, so a chunk's input and its
+#: scratch stay in a core's L2 cache.
+CHUNK_BLOCKS = 2048
+BLOCK = 32
+#: Elements per chunk where there are no blocks (256 KiB of float32).
+CHUNK_ELEMENTS = CHUNK_BLOCKS * BLOCK
+#: Chunks per task a thread takes (a task allocates its scratch once).
+TASK_CHUNKS = 16
+#: The profiles :func:`quantize_mx` computes itself.
+QUANTIZE_PROFILES = ("ocp", "quark")
+
+#: The byte views below (pairs of codes as uint16, words as bytes) read little-endian words.
+_LITTLE_ENDIAN = sys.byteorder == "little"
+_BF16 = np.dtype(ml_dtypes.bfloat16)
+_F16 = np.dtype(np.float16)
+_F32 = np.dtype(np.float32)
+_MAGNITUDE = np.uint32(0x7FFFFFFF)
+#: float32 bits below the 12 the E2M1 table reads (sign, 8 exponent bits, 3 mantissa bits).
+_E2M1_LOW_BITS = 20
+_EXPONENT_SHIFT = 23
+_NONFINITE_EXPONENT = 0xFF
+
+
+def workers() -> int:
+    """Threads the fast paths use: the CPUs this process may run on."""
+    affinity = getattr(os, "sched_getaffinity", None)
+    return len(affinity(0)) if affinity is not None else os.cpu_count() or 1
+
+
+def _parallel(count: int, work: Callable[[int, int], None], threads: int | None,
+              chunk: int) -> None:
+    """Run ``work(start, stop)`` over ``[0, count)`` in tasks of :data:`TASK_CHUNKS` chunks of
+    ``chunk`` rows, on up to ``threads`` threads (default :func:`workers`). A thread takes the
+    next task when it finishes one, so a core shared with another process does not hold the
+    others back."""
+    task = chunk * TASK_CHUNKS
+    bounds = [*range(0, count, task), count]
+    n = max(1, min(threads or workers(), len(bounds) - 1))
+    if n == 1:
+        work(0, count)
+        return
+    with ThreadPoolExecutor(n) as pool:
+        for done in [pool.submit(work, lo, hi) for lo, hi in pairwise(bounds)]:
+            done.result()
+
+
+# -- tables over float32 classes ------------------------------------------------------------
+
+
+def _class_members(low_bits: int) -> NDArray[np.float64]:
+    """One float32 value per class of ``_class_index`` (its low ``low_bits`` bits zero),
+    widened to float64; entry ``i`` is the member of class ``i``."""
+    index = np.arange(1 << (32 - low_bits), dtype=np.uint32)
+    with np.errstate(invalid="ignore"):  # the NaN classes widen with a warning
+        return (index << low_bits).view(np.float32).astype(np.float64)
+
+
+def _class_index(bits: NDArray[np.uint32], low_bits: int, scratch: NDArray[np.uint32]) -> None:
+    """In place: float32 ``bits`` become their class, ``bits >> low_bits`` with the lowest kept
+    bit ORed with "any of the low bits set" (adding the low mask carries into it exactly then).
+
+    That is rounding to odd at ``32 - low_bits`` bits; a value so rounded to ``mbits + 2``
+    mantissa bits or more rounds to ``mbits`` bits (nearest-even, nearest-away or toward zero)
+    as the exact value does, so every member of a class has the code of the class member.
+    """
+    mask = np.uint32((1 << low_bits) - 1)
+    np.bitwise_and(bits, mask, out=scratch)
+    scratch += mask
+    bits |= scratch
+    bits >>= np.uint32(low_bits)
+
+
+# -- MXFP4 quantize -------------------------------------------------------------------------
+
+
+@cache
+def element_table(profile: str) -> NDArray[np.uint8]:
+    """The E2M1 code of every class of scaled float32 values (3 mantissa bits kept) under
+    ``profile``'s element rules: ``mxformats._mx_elements.encode_elements`` on the class
+    members. Only finite scaled values of magnitude below 8 ever index it."""
+    producer = get_producer(profile)
+    members = _class_members(_E2M1_LOW_BITS)
+    finite = np.isfinite(members)
+    q = np.where(finite, members, 0.0)
+    codes = encode_elements(q, np.zeros(q.shape, dtype=bool), E2M1, producer.element_rules(_F32))
+    table = np.where(finite, codes, 0).astype(np.uint8)
+    table.flags.writeable = False
+    return table
+
+
+def _ocp_scales(amax_bits: NDArray[np.uint32]) -> tuple[NDArray[np.uint8], NDArray[np.uint32]]:
+    """OCP FLOOR for finite float32 maxima (spec/mx.md; ``_mx_scale.ocp_floor``): the exponent
+    field E of amax gives ``floor(log2 amax) - 2 = E - 129``, clamped below at -127 (subnormal
+    and zero maxima), so the byte is ``max(E, 2) - 2``; the multiplier ``2**(127 - byte)`` has
+    the float32 exponent field ``254 - byte``."""
+    exponent = (amax_bits >> _EXPONENT_SHIFT).astype(np.int32)
+    byte = np.maximum(exponent, 2) - 2
+    mult = (254 - byte).astype(np.uint32) << np.uint32(_EXPONENT_SHIFT)
+    return byte.astype(np.uint8), mult.astype(np.uint32)
+
+
+def _quark_scales(amax_bits: NDArray[np.uint32]) -> tuple[NDArray[np.uint8], NDArray[np.uint32]]:
+    """Quark 0.13 export EVEN for finite float32 maxima (``_mx_scale.quark_export``): the
+    exponent field E' of ``amax + 2**21`` (mantissa rounded to one bit) gives ``e = E' - 129``
+    clamped to [-127, 127] (E' = 255, an amax of at least 1.75 * 2**127, is +Inf: e = 127); the
+    byte is ``max(e, -126) + 127`` and the multiplier ``2**-e`` (2**-127 is a float32
+    subnormal)."""
+    rounded = ((amax_bits + np.uint32(1 << 21)) >> _EXPONENT_SHIFT).astype(np.int32)
+    e = np.where(rounded == _NONFINITE_EXPONENT, 127, np.maximum(rounded - 129, -127))
+    byte = np.maximum(e, -126) + 127
+    mult = np.where(e == 127, np.uint32(1 << 22), (127 - e).astype(np.uint32) << _EXPONENT_SHIFT)
+    return byte.astype(np.uint8), mult.astype(np.uint32)
+
+
+_SCALE_RULES = {"ocp": _ocp_scales, "quark": _quark_scales}
+
+
+def _float_input(x: object) -> NDArray[Any] | None:
+    """``x`` as numpy data when it is a numpy array or a torch tensor (same bytes), else None
+    (Python floats and lists go to the reference)."""
+    tensor = tensor_to_numpy(x)
+    if tensor is not None:
+        return tensor
+    return x if isinstance(x, np.ndarray) else None
+
+
+def _float32_bits(chunk: NDArray[Any], into: NDArray[np.uint32]) -> NDArray[np.uint32]:
+    """The float32 bits of a chunk of float32, bfloat16 or float16 values (exact widening)."""
+    if chunk.dtype == _F32:
+        return chunk.view(np.uint32)
+    if chunk.dtype == _BF16:
+        np.left_shift(chunk.view(np.uint16), 16, out=into, dtype=np.uint32)
+    else:
+        np.copyto(into.view(np.float32), chunk)
+    return into
+
+
+def _quantize_rows(
+    x: NDArray[Any], packed: NDArray[np.uint8], scales: NDArray[np.uint8], profile: str,
+    special: list[NDArray[np.intp]], lo: int, hi: int,
+) -> None:
+    """Quantize blocks ``lo:hi`` of ``x`` (blocks of 32 as rows) into ``packed`` and
+    ``scales``; the indices of NaN/Inf blocks are appended to ``special``."""
+    table = element_table(profile)
+    scale_rule = _SCALE_RULES[profile]
+    rows = min(CHUNK_BLOCKS, hi - lo)
+    wide = np.empty((rows, BLOCK), dtype=np.uint32)
+    q = np.empty((rows, BLOCK), dtype=np.uint32)
+    sticky = np.empty((rows, BLOCK), dtype=np.uint32)
+    codes = np.empty((rows, BLOCK), dtype=np.uint8)
+    block_starts = np.arange(0, rows * BLOCK, BLOCK)
+    for start in range(lo, hi, CHUNK_BLOCKS):
+        stop = min(start + CHUNK_BLOCKS, hi)
+        n = stop - start
+        bits = _float32_bits(x[start:stop], wide[:n])
+        magnitude = np.bitwise_and(bits, _MAGNITUDE, out=q[:n])
+        # reduceat runs one flat loop; max(axis=1) pays a loop call per block.
+        amax = np.maximum.reduceat(magnitude.reshape(-1), block_starts[:n])
+        nonfinite = (amax >> _EXPONENT_SHIFT) == _NONFINITE_EXPONENT
+        if nonfinite.any():
+            special.append(start + np.flatnonzero(nonfinite))
+            amax = np.where(nonfinite, 0, amax).astype(np.uint32)
+        byte, mult = scale_rule(amax)
+        scales[start:stop] = byte
+        # q = x * 2**-e, |q| < 8 in a finite block. A float32 times a power of two is exact
+        # unless the product falls below 2**-126; there it rounds (sign kept) and encodes as a
+        # zero, as the exact quotient (ocp) and quark's own float32 quotient do.
+        scaled = np.multiply(bits.view(np.float32), mult.view(np.float32)[:, None],
+                             out=q[:n].view(np.float32)).view(np.uint32)
+        _class_index(scaled, _E2M1_LOW_BITS, sticky[:n])
+        np.take(table, scaled, out=codes[:n], mode="clip")
+        pairs = codes[:n].view(np.uint16)  # element 2k in the low byte (little-endian)
+        pairs |= pairs >> 4
+        np.copyto(packed[start:stop], pairs, casting="unsafe")
+
+
+def quantize_mx(
+    x: object, elem: Format = E2M1, *, block_size: int = 32, axis: int = -1, profile: str = "ocp",
+    threads: int | None = None,
+) -> MXArray:
+    """:func:`mxformats.mx.quantize_mx`, the same bytes, fast for MXFP4 with ``ocp``/``quark``.
+
+    Fast path: ``elem`` E2M1, ``block_size`` 32, a ``profile`` in :data:`QUANTIZE_PROFILES`,
+    float32, bfloat16 or float16 numpy data (or torch tensor) whose length along ``axis`` is a
+    multiple of 32.
+    Anything else is passed to the reference unchanged. ``threads``: at most this many threads
+    (default: :func:`workers`). Spec: spec/mx.md.
+    """
+    data = _float_input(x)
+    if (
+        not _LITTLE_ENDIAN
+        or data is None
+        or elem is not E2M1
+        or block_size != BLOCK
+        or profile not in QUANTIZE_PROFILES
+        or data.dtype not in (_F32, _BF16, _F16)
+        or data.ndim == 0
+        or not -data.ndim <= axis < data.ndim
+        or data.shape[axis] % BLOCK
+    ):
+        return _mx.quantize_mx(x, elem, block_size=block_size, axis=axis, profile=profile)
+    ax = axis % data.ndim
+    moved = np.ascontiguousarray(np.moveaxis(data, ax, -1))
+    blocks = moved.reshape(-1, BLOCK)
+    count = blocks.shape[0]
+    packed = np.empty((count, BLOCK // 2), dtype=np.uint8)
+    scales = np.empty(count, dtype=np.uint8)
+    special: list[NDArray[np.intp]] = []
+
+    def work(lo: int, hi: int) -> None:
+        with np.errstate(all="ignore"):  # NaN/Inf blocks are recomputed below
+            _quantize_rows(blocks, packed, scales, profile, special, lo, hi)
+
+    _parallel(count, work, threads, CHUNK_BLOCKS)
+    if special:
+        rows = np.concatenate(special)
+        exact = _mx.quantize_mx(blocks[rows], E2M1, profile=profile)
+        packed[rows], scales[rows] = exact.codes, exact.scales[:, 0]
+    codes = np.moveaxis(packed.reshape(*moved.shape[:-1], -1), -1, ax)
+    block_scales = np.moveaxis(scales.reshape(*moved.shape[:-1], -1), -1, ax)
+    return MXArray(np.ascontiguousarray(codes), np.ascontiguousarray(block_scales), E2M1,
+                       BLOCK, ax, profile)
+
+
+# -- MXFP4 dequantize -----------------------------------------------------------------------
+
+
+@cache
+def _e2m1_pair_table() -> NDArray[np.uint64]:
+    """For each packed byte, the float32 values of its low and high nibble side by side (one
+    uint64: the low nibble first in memory, as the unpacked order has it)."""
+    nibble = E2M1.values.astype(np.float32)
+    byte = np.arange(256)
+    pairs = np.stack([nibble[byte & 0xF], nibble[byte >> 4]], axis=-1)
+    table = np.ascontiguousarray(pairs).view(np.uint64)[:, 0]
+    table.flags.writeable = False
+    return table
+
+
+def _scale_rows(
+    packed: NDArray[np.uint8], factor: NDArray[np.float32], table: NDArray[np.uint64],
+    out: NDArray[np.float32], lo: int, hi: int,
+) -> None:
+    """``out[lo:hi] = values(packed[lo:hi]) * factor[lo:hi]`` by chunks (a row is a block of
+    16 packed bytes with its float32 factor)."""
+    index = np.empty((min(CHUNK_BLOCKS, hi - lo), packed.shape[1]), dtype=np.intp)
+    for start in range(lo, hi, CHUNK_BLOCKS):
+        stop = min(start + CHUNK_BLOCKS, hi)
+        n = stop - start
+        np.copyto(index[:n], packed[start:stop])
+        np.take(table, index[:n], out=out[start:stop].view(np.uint64), mode="clip")
+        out[start:stop] *= factor[start:stop, None]
+
+
+def dequantize_mx(
+    codes: ArrayLike | MXArray,
+    scales: ArrayLike | None = None,
+    elem: Format = E2M1,
+    *,
+    block_size: int = 32,
+    axis: int = -1,
+    profile: str = "ocp",
+    dtype: DTypeLike = np.float32,
+    threads: int | None = None,
+) -> NDArray[np.generic]:
+    """:func:`mxformats.mx.dequantize_mx`, the same bytes, fast for MXFP4 ``ocp`` to float32.
+
+    Fast path: packed E2M1 uint8 codes and uint8 scales of matching shapes, ``block_size`` 32,
+    consumer ``ocp``, ``dtype`` float32, a length along ``axis`` that is a multiple of 32.
+    ``element * 2**(b - 127)`` is one float32 multiply of exact operands (2**-127 is a float32
+    subnormal), so it is the single rounding the reference specifies. Blocks with byte 0xFF go
+    to the reference; so does every other input. Spec: spec/mx.md, "Consumers".
+    """
+    if isinstance(codes, MXArray):
+        if scales is not None:
+            return _mx.dequantize_mx(codes, scales, elem, block_size=block_size, axis=axis,
+                                     profile=profile, dtype=dtype)
+        given = codes
+        codes, scales, elem, block_size, axis = (
+            given.codes, given.scales, given.elem, given.block_size, given.axis)
+    c = codes if isinstance(codes, np.ndarray) else None
+    s = scales if isinstance(scales, np.ndarray) else None
+    if (
+        not _LITTLE_ENDIAN
+        or c is None
+        or s is None
+        or elem is not E2M1
+        or block_size != BLOCK
+        or profile != "ocp"
+        or np.dtype(dtype) != _F32
+        or c.dtype != np.uint8
+        or s.dtype != np.uint8
+        or c.ndim == 0
+        or c.ndim != s.ndim
+        or not -c.ndim <= axis < c.ndim
+        or c.shape[axis] % (BLOCK // 2)
+        or s.shape != (*c.shape[:axis % c.ndim], c.shape[axis] // (BLOCK // 2),
+                       *c.shape[axis % c.ndim + 1:])
+    ):
+        return _mx.dequantize_mx(codes, scales, elem, block_size=block_size, axis=axis,
+                                 profile=profile, dtype=dtype)
+    ax = axis % c.ndim
+    rows = np.ascontiguousarray(np.moveaxis(c, ax, -1)).reshape(-1, BLOCK // 2)
+    byte = np.ascontiguousarray(np.moveaxis(s, ax, -1)).reshape(-1)
+    # 2**(b - 127) as float32 bits: b << 23 for b >= 1, the subnormal 2**-127 for b = 0.
+    factor = np.where(byte == 0, np.uint32(1 << 22), byte.astype(np.uint32) << 23)
+    out = np.empty((rows.shape[0], BLOCK), dtype=np.float32)
+    table = _e2m1_pair_table()
+
+    def work(lo: int, hi: int) -> None:
+        with np.errstate(over="ignore", invalid="ignore"):  # Inf is the specified result
+            _scale_rows(rows, factor.view(np.float32), table, out, lo, hi)
+
+    _parallel(rows.shape[0], work, threads, CHUNK_BLOCKS)
+    nan_blocks = np.flatnonzero(byte == 0xFF)
+    if nan_blocks.size:
+        out[nan_blocks] = _mx.dequantize_mx(rows[nan_blocks], byte[nan_blocks, None])
+    shape = (*np.moveaxis(c, ax, -1).shape[:-1], 2 * c.shape[ax])
+    return np.ascontiguousarray(np.moveaxis(out.reshape(shape), -1, ax))
+
+
+# -- FP8 encode and decode ------------------------------------------------------------------
+
+
+@cache
+def code_table(fmt: Format, rounding: str, overflow: str) -> NDArray[np.uint8]:
+    """The ``fmt`` code of every float32 class (``fmt.mbits + 2`` mantissa bits kept): the
+    reference codec (:func:`mxformats.codec.encode`) on the class members, NaN and ±Inf
+    classes included."""
+    members = _class_members(_low_bits(fmt))
+    table = _codec.encode(fmt, members, rounding=rounding, overflow=overflow)
+    table.flags.writeable = False
+    return table
+
+
+def _low_bits(fmt: Format) -> int:
+    return 23 - (fmt.mbits + 2)
+
+
+def _encode_chunks(
+    flat: NDArray[Any], out: NDArray[np.uint8], table: NDArray[np.uint8], low_bits: int,
+    lo: int, hi: int,
+) -> None:
+    size = min(CHUNK_ELEMENTS, hi - lo)
+    wide = np.empty(size, dtype=np.uint32)
+    index = np.empty(size, dtype=np.uint32)
+    scratch = np.empty(size, dtype=np.uint32)
+    for start in range(lo, hi, CHUNK_ELEMENTS):
+        stop = min(start + CHUNK_ELEMENTS, hi)
+        n = stop - start
+        np.copyto(index[:n], _float32_bits(flat[start:stop], wide[:n]))
+        _class_index(index[:n], low_bits, scratch[:n])
+        np.take(table, index[:n], out=out[start:stop], mode="clip")
+
+
+def encode(
+    fmt: Format,
+    x: object,
+    *,
+    rounding: str = "nearest-even",
+    overflow: str | None = None,
+    nan_code: int | None = None,
+    threads: int | None = None,
+) -> NDArray[np.uint8]:
+    """:func:`mxformats.codec.encode` (``Format.encode``), the same codes, fast for FP8.
+
+    Fast path: an 8-bit float ``fmt`` with a NaN (E4M3FN, E4M3FNUZ, E5M2), float32, bfloat16
+    or float16 numpy input (or torch tensor), a rounding and overflow mode the format takes, no
+    ``nan_code``. One table lookup per value (:func:`code_table`). Spec: spec/README.md,
+    "Encoding".
+    """
+    data = _float_input(x)
+    if (
+        not _LITTLE_ENDIAN
+        or data is None
+        or fmt.kind != "float"
+        or fmt.bits != 8
+        or not fmt.nan_codes
+        or nan_code is not None
+        or rounding not in fmt.roundings
+        or (overflow is not None and overflow not in fmt.overflows)
+        or data.dtype not in (_F32, _BF16, _F16)
+    ):
+        return _codec.encode(fmt, x, rounding=rounding, overflow=overflow, nan_code=nan_code)
+    table = code_table(fmt, rounding, fmt.default_overflow if overflow is None else overflow)
+    flat = np.ascontiguousarray(data).reshape(-1)
+    out = np.empty(flat.shape, dtype=np.uint8)
+
+    def work(lo: int, hi: int) -> None:
+        _encode_chunks(flat, out, table, _low_bits(fmt), lo, hi)
+
+    _parallel(flat.size, work, threads, CHUNK_ELEMENTS)
+    codes: NDArray[np.uint8] = out.reshape(data.shape)
+    return codes
+
+
+def _decode_chunks(codes: NDArray[np.uint8], table: NDArray[Any], out: NDArray[Any],
+                   lo: int, hi: int) -> None:
+    index = np.empty(min(CHUNK_ELEMENTS, hi - lo), dtype=np.intp)
+    for start in range(lo, hi, CHUNK_ELEMENTS):
+        stop = min(start + CHUNK_ELEMENTS, hi)
+        n = stop - start
+        np.copyto(index[:n], codes[start:stop])
+        np.take(table, index[:n], out=out[start:stop], mode="clip")
+
+
+def decode(fmt: Format, codes: ArrayLike, dtype: DTypeLike = np.float32,
+           threads: int | None = None) -> NDArray[np.generic]:
+    """:func:`mxformats.codec.decode` (``Format.decode``), the same values, fast for 8-bit
+    formats: uint8 codes are all valid, so decoding is one lookup in the reference's own value
+    table, by chunks and threads. Other inputs go to the reference. Spec: spec/README.md,
+    "Decoding"."""
+    c = codes if isinstance(codes, np.ndarray) else None
+    if not _LITTLE_ENDIAN or c is None or c.dtype != np.uint8 or fmt.bits != 8:
+        return _codec.decode(fmt, codes, dtype)
+    table = _codec.decode(fmt, np.arange(256, dtype=np.uint8), dtype)  # validates dtype
+    flat = np.ascontiguousarray(c).reshape(-1)
+    out = np.empty(flat.shape, dtype=table.dtype)
+    _parallel(flat.size, lambda lo, hi: _decode_chunks(flat, table, out, lo, hi), threads,
+              CHUNK_ELEMENTS)
+    values: NDArray[np.generic] = out.reshape(c.shape)
+    return values
+
+
+# -- INT4 -----------------------------------------------------------------------------------
+
+#: The INT4 layouts with a fast path (``linear`` goes to the reference).
+_LAYOUTS = ("compressed-tensors", "quark")
+
+
+def pack_int4(
+    q: ArrayLike, *, layout: str = "compressed-tensors", axis: int = -1
+) -> NDArray[np.int32]:
+    """:func:`mxformats.int4.pack_int4`, the same words, fast for int8 input.
+
+    Fast path: int8 values, ``layout`` ``compressed-tensors`` or ``quark``, a length along
+    ``axis`` that is a multiple of 8 (no padding). Nibbles are made per byte (``(q + offset) &
+    0xF``), put in the layout's nibble order and joined two per byte. Spec: int4-layouts.md.
+    """
+    values = q if isinstance(q, np.ndarray) else None
+    if (
+        not _LITTLE_ENDIAN
+        or values is None
+        or values.dtype != np.int8
+        or values.ndim == 0
+        or not -values.ndim <= axis < values.ndim
+        or layout not in _LAYOUTS
+        or values.shape[axis] % 8
+        or values.size == 0
+        or values.min() < _int4.QMIN
+        or values.max() > _int4.QMAX
+    ):
+        return _int4.pack_int4(q, layout=layout, axis=axis)
+    ax = axis % values.ndim
+    moved = np.moveaxis(values, ax, -1)
+    groups = np.ascontiguousarray(moved).reshape(-1, 8)
+    if layout == "quark":
+        groups = groups.take(_int4.NIBBLE_ORDER["quark"], axis=1)
+    nibbles = groups.view(np.uint8) + np.uint8(_int4.NIBBLE_OFFSET[layout])
+    nibbles &= np.uint8(0xF)
+    pairs = nibbles.view(np.uint16)
+    pairs |= pairs >> 4
+    words = pairs.astype(np.uint8).view(np.int32).reshape(*moved.shape[:-1], -1)
+    return np.moveaxis(words, -1, ax)
+
+
+@cache
+def _half_word_tables(layout: str) -> NDArray[np.uint64]:
+    """``tables[k][h]``: the int8 values of the 4 nibbles of ``h``, taken as the 16-bit half
+    ``k`` of a word (nibbles ``4k .. 4k + 3``), each at the byte of the 8 unpacked values where
+    ``layout`` puts its element; 0 elsewhere. A word unpacks to ``tables[0][low half] |
+    tables[1][high half]``, read as 8 int8 bytes."""
+    order = _int4.NIBBLE_ORDER[layout]
+    nibbles = (np.arange(1 << 16)[:, None] >> (4 * np.arange(4))) & 0xF
+    signed = ((nibbles - _int4.NIBBLE_OFFSET[layout]) & 0xF ^ 8) - 8  # two's complement
+    tables = np.zeros((2, 1 << 16, 8), dtype=np.int8)
+    for half in range(2):
+        for j in range(4):
+            tables[half, :, order[4 * half + j]] = signed[:, j]
+    result = tables.view(np.uint64)[..., 0]
+    result.flags.writeable = False
+    return result
+
+
+def _unpack_words(
+    halves: NDArray[np.uint16], tables: NDArray[np.uint64], out: NDArray[np.uint64],
+    lo: int, hi: int,
+) -> None:
+    """Words ``lo:hi`` (rows of two half-words) into ``out`` (one uint64 of 8 values each)."""
+    index = np.empty(min(CHUNK_ELEMENTS, hi - lo), dtype=np.intp)
+    for start in range(lo, hi, CHUNK_ELEMENTS):
+        stop = min(start + CHUNK_ELEMENTS, hi)
+        n = stop - start
+        np.copyto(index[:n], halves[start:stop, 0])
+        np.take(tables[0], index[:n], out=out[start:stop], mode="clip")
+        np.copyto(index[:n], halves[start:stop, 1])
+        out[start:stop] |= np.take(tables[1], index[:n], mode="clip")
+
+
+def unpack_int4(
+    packed: ArrayLike,
+    *,
+    layout: str = "compressed-tensors",
+    axis: int = -1,
+    size: int | None = None,
+    threads: int | None = None,
+) -> NDArray[np.int8]:
+    """:func:`mxformats.int4.unpack_int4`, the same values, fast for whole words.
+
+    Fast path: int32/uint32 words, ``layout`` ``compressed-tensors`` or ``quark``, ``size``
+    None or ``8 × words``. Each 16-bit half of a word gives its 4 values, already at their
+    places, by a 65536-entry table (``_half_word_tables``). Spec: int4-layouts.md.
+    """
+    words = packed if isinstance(packed, np.ndarray) else None
+    if (
+        not _LITTLE_ENDIAN
+        or words is None
+        or words.dtype not in (np.dtype(np.int32), np.dtype(np.uint32))
+        or words.size == 0
+        or layout not in _LAYOUTS
+        or not -words.ndim <= axis < words.ndim
+        or (size is not None and size != 8 * words.shape[axis])
+    ):
+        return _int4.unpack_int4(packed, layout=layout, axis=axis, size=size)
+    ax = axis % words.ndim
+    moved = np.ascontiguousarray(np.moveaxis(words, ax, -1))
+    halves = moved.view(np.uint16).reshape(-1, 2)  # little-endian: the low half first
+    out = np.empty(halves.shape[0], dtype=np.uint64)
+    tables = _half_word_tables(layout)
+    _parallel(out.size, lambda lo, hi: _unpack_words(halves, tables, out, lo, hi), threads,
+              CHUNK_ELEMENTS)
+    values = out.view(np.int8).reshape(*moved.shape[:-1], -1)
+    return np.moveaxis(values, -1, ax)
+
+
+def dequantize_int4(
+    q: ArrayLike | Int4Array,
+    scales: ArrayLike | None = None,
+    *,
+    group_size: int | None = 32,
+    axis: int = -1,
+    profile: str = "compressed-tensors",
+    dtype: DTypeLike = np.float32,
+    threads: int | None = None,
+) -> NDArray[np.generic]:
+    """:func:`mxformats.int4.dequantize_int4`, the same bytes, fast to float32.
+
+    Fast path: int8 ``q`` in [-8, 7], finite scales (float32 for ``quark``; float32, bfloat16
+    or float16 for ``compressed-tensors``) of the matching shape, an int ``group_size``,
+    ``dtype`` float32. ``q × scale`` is one float32 multiply, then (compressed-tensors with a
+    16-bit scale) one rounding to the scale's type: the reference's arithmetic. Spec:
+    int4-schemes.md, "Dequantization".
+    """
+    if isinstance(q, Int4Array):
+        if scales is not None:
+            return _int4.dequantize_int4(q, scales, group_size=group_size, axis=axis,
+                                         profile=profile, dtype=dtype)
+        given = q
+        q, scales, group_size, axis, profile = (
+            given.q, given.scales, given.group_size, given.axis, given.profile)
+    values = q if isinstance(q, np.ndarray) else None
+    s = scales if isinstance(scales, np.ndarray) else None
+    scale_types = (_F32,) if profile == "quark" else (_F32, _BF16, _F16)
+    if (
+        not _LITTLE_ENDIAN
+        or values is None
+        or s is None
+        or values.dtype != np.int8
+        or s.dtype not in scale_types
+        or profile not in _int4.PROFILES
+        or np.dtype(dtype) != _F32
+        or not isinstance(group_size, int)
+        or group_size <= 0
+        or values.ndim == 0
+        or values.ndim != s.ndim
+        or not -values.ndim <= axis < values.ndim
+        or values.shape[axis] % group_size
+        or s.shape != (*values.shape[:axis % values.ndim], values.shape[axis] // group_size,
+                       *values.shape[axis % values.ndim + 1:])
+        or values.size == 0
+        or values.min() < _int4.QMIN
+        or values.max() > _int4.QMAX
+        or not np.isfinite(s.astype(np.float32)).all()
+    ):
+        return _int4.dequantize_int4(q, scales, group_size=group_size, axis=axis,
+                                     profile=profile, dtype=dtype)
+    ax = axis % values.ndim
+    rows = np.ascontiguousarray(np.moveaxis(values, ax, -1)).reshape(-1, group_size)
+    factor = np.ascontiguousarray(np.moveaxis(s, ax, -1)).reshape(-1).astype(np.float32)
+    out = np.empty(rows.shape, dtype=np.float32)
+
+    chunk = max(1, CHUNK_ELEMENTS // group_size)
+
+    def work(lo: int, hi: int) -> None:
+        scratch = np.empty((min(chunk, hi - lo), group_size), dtype=np.uint32)
+        for start in range(lo, hi, chunk):
+            part = slice(start, min(start + chunk, hi))
+            product = out[part]
+            np.copyto(product, rows[part])  # int8 -> float32, then a same-type multiply
+            with np.errstate(over="ignore"):  # overflow to Inf is the specified result
+                product *= factor[part, None]
+                if s.dtype != _F32:  # compressed-tensors rounds the product to the scale's type
+                    _round_through(product, s.dtype, scratch[: product.shape[0]])
+
+    _parallel(rows.shape[0], work, threads, chunk)
+    shape = np.moveaxis(values, ax, -1).shape
+    return np.ascontiguousarray(np.moveaxis(out.reshape(shape), -1, ax))
+
+
+def _round_through(v: NDArray[np.float32], dtype: np.dtype[Any],
+                   scratch: NDArray[np.uint32]) -> None:
+    """Round float32 values (finite or infinite) in place to ``dtype``, nearest-even, and back;
+    ``scratch``: uint32 of ``v``'s shape."""
+    if dtype == _F16:
+        np.copyto(v, v.astype(np.float16))
+        return
+    bits = v.view(np.uint32)  # bfloat16: round the top 16 bits to nearest-even
+    odd = np.right_shift(bits, 16, out=scratch)
+    odd &= np.uint32(1)
+    odd += np.uint32(0x7FFF)
+    bits += odd
+    bits &= np.uint32(0xFFFF0000)

@@ -1,0 +1,153 @@
+"""The HIP kernels' own checks, beside the shared ``test_kernels.py`` (which runs them as the
+``hip-cpu`` and ``hip-cpu-wave32`` backends, waves of 64 and 32 lanes):
+
+- hipcc compiles them for AMD (gfx90a) with 16-byte vector loads (``.ci/hip.sh`` compiles
+  every kernel for gfx90a and gfx940);
+- the CPU runtime honours waves of 32 and 64: shuffles of every width, ``__syncthreads``, and a
+  barrier no thread can pass aborts instead of hanging;
+- the kernels equal the reference at both wave sizes, on ragged last blocks too;
+- AddressSanitizer reports a read past the end of a tensor, and the call fails with its report.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from typing import Any
+
+import numpy as np
+import pytest
+from conftest import requires
+
+import mxformats
+
+torch = requires("torch")
+hip = requires("mxformats.kernels.hip")
+
+from mxformats.formats import E4M3FN  # noqa: E402
+from mxformats.kernels import _mx_plan  # noqa: E402
+from mxformats.kernels.hip import _build, _device, _quantize_rules  # noqa: E402
+
+WAVES = (32, 64)
+
+
+@pytest.fixture(autouse=True)
+def _cpu_device_only(request: pytest.FixtureRequest) -> None:
+    """These tests build and run the CPU driver and hipcc: they belong to ``--device cpu``
+    (which CI runs); ``--device cuda`` runs the HIP kernels through test_kernels.py."""
+    if request.config.getoption("--device") != "cpu":
+        pytest.skip("the HIP CPU runtime and the hipcc build are tested with --device cpu")
+
+
+@pytest.fixture(params=WAVES, ids=lambda w: f"wave{w}")
+def wave(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> int:
+    """Run the CPU runtime with waves of 32, then of 64 lanes."""
+    monkeypatch.setenv("MXFORMATS_HIP_WARP_SIZE", str(request.param))
+    return int(request.param)
+
+
+def _bits(t: Any) -> np.ndarray:
+    a = mxformats.codec.tensor_to_numpy(t)
+    assert a is not None
+    return np.ascontiguousarray(a).view(f"u{a.dtype.itemsize}")
+
+
+# -- AMD ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kernel", _build.KERNELS)
+def test_hipcc_compiles_to_vector_loads(kernel: str, tmp_path: Any) -> None:
+    """gfx90a assembly of each kernel moves elements as 16-byte vectors. (The ISA holds
+    float multiply-adds anyway: the compiler's own 64-bit integer division uses them.)"""
+    assert shutil.which("hipcc"), "hipcc is not installed (apt-get install hipcc libamdhip64-dev)"
+    isa = tmp_path / "kernel.s"
+    command = _build.amd_compile_command(_build.SOURCE_DIR / kernel, "gfx90a", isa)
+    command[command.index("-c")] = "--cuda-device-only"
+    done = subprocess.run([*command, "-S"], capture_output=True, text=True, check=False,
+                          env={**os.environ, "HIP_PLATFORM": "amd"})
+    assert done.returncode == 0, done.stderr
+    assert re.search(r"global_(load|store)_dwordx4", isa.read_text())
+
+
+# -- the CPU runtime ----------------------------------------------------------------------
+
+
+def _probe(op: str, params: list[int], count: int) -> np.ndarray:
+    out = torch.empty(count, dtype=torch.int32)
+    _device.CpuDriver().run(op, params, [], [out])
+    return out.numpy()
+
+
+@pytest.mark.parametrize("threads", [64, 128])
+def test_runtime_shuffles_and_barrier(wave: int, threads: int) -> None:
+    """Each shuffle reads the lane HIP defines, within segments of ``width`` lanes of a wave;
+    __syncthreads makes every thread's LDS write visible to every other thread."""
+    for width in sorted({wave, 32, 16, 4, 1}):
+        got = _probe("probe_wave", [threads, width], threads * 6).reshape(threads, 6)
+        tid = np.arange(threads)
+        lane = tid % wave
+        segment = tid - lane % width
+        down = np.where(lane % width + 1 < width, tid + 1, tid)
+        # HIP and CUDA: a lane may read an earlier segment, never a later one (its own value).
+        xor = np.where((lane ^ 1) < ((lane + width) & ~(width - 1)), tid ^ 1, tid)
+        sums = np.array([segment[t] * width + width * (width - 1) // 2 for t in tid])
+        expected = np.stack([lane, segment + (lane % width + 3) % width, down, xor,
+                             threads - 1 - tid, sums], axis=1)
+        np.testing.assert_array_equal(got, expected, err_msg=f"wave {wave}, width {width}")
+
+
+def test_runtime_aborts_a_barrier_some_thread_never_reaches() -> None:
+    with pytest.raises(_device.KernelError, match=r"barrier .* has returned"):
+        _probe("probe_divergent_barrier", [64], 64)
+
+
+def test_sanitizer_reports_an_out_of_bounds_read() -> None:
+    """Tell the quantizer the input has two rows where it holds one: ASan stops the read past
+    the end of the tensor, and the call fails with the report."""
+    call = _mx_plan.prepare_quantize(torch.ones(1, 64), "e2m1", block_size=32, axis=-1,
+                                     profile="ocp", claims=hip.SUPPORTED["quantize_mx"])
+    rules = _quantize_rules(call.plan)
+    table = torch.from_numpy(np.ascontiguousarray(call.plan.scale_table).reshape(-1))
+    codes = torch.empty(2, 32, dtype=torch.uint8)
+    scales = torch.empty(2, 2, dtype=torch.uint8)
+    with pytest.raises(_device.KernelError, match="AddressSanitizer: heap-buffer-overflow"):
+        _device.CpuDriver().run("quantize_mx", [0, 2, 64, 32, *rules],
+                                [call.source, table], [codes, scales])
+
+
+# -- the kernels at both wave sizes ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("n", [2, 34, 66, 96, 130])
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
+def test_ragged_last_block(wave: int, n: int, dtype: str) -> None:
+    """Quark defines a short last block: rows whose length is no multiple of 32 (or of a
+    lane's 8 elements), at both wave sizes, equal the reference byte for byte."""
+    rng = np.random.default_rng(n)
+    values = (rng.standard_normal((3, n)) * 2.0 ** rng.integers(-20, 20, (3, 1)))
+    x = torch.from_numpy(values.astype(np.float32)).to(getattr(torch, dtype))
+    codes, scales = hip.quantize_mx(x, profile="quark")
+    expected = mxformats.quantize_mx(x, profile="quark")
+    np.testing.assert_array_equal(codes.numpy(), expected.codes)
+    np.testing.assert_array_equal(scales.numpy(), expected.scales)
+
+
+def test_wave_sized_reductions(wave: int) -> None:
+    """The kernels whose reductions span a wave: MX blocks broadcast from their first lane
+    (many blocks per wave), and the per-tensor FP8 maximum over whole waves and blocks."""
+    rng = np.random.default_rng(wave)
+    magnitudes = 2.0 ** rng.integers(-30, 30, (37, 16)).repeat(32, 1)  # one per MX block
+    x = torch.from_numpy((rng.standard_normal((37, 512)) * magnitudes).astype(np.float32))
+    codes, scales = hip.quantize_mx(x, profile="ocp")
+    expected = mxformats.quantize_mx(x, profile="ocp")
+    np.testing.assert_array_equal(codes.numpy(), expected.codes)
+    np.testing.assert_array_equal(scales.numpy(), expected.scales)
+    for spot in (0, 31, 32, 63, 64, 4095, x.numel() - 1):  # the maximum in one lane
+        y = x.clone().reshape(-1)
+        y[spot] = 1e6
+        fp8_codes, scale = hip.quantize_fp8(y, E4M3FN)
+        expected_codes, expected_scale = mxformats.quantize_fp8(y.numpy(), E4M3FN)
+        assert _bits(scale).item() == expected_scale.view(np.uint32).item(), f"max at {spot}"
+        np.testing.assert_array_equal(fp8_codes.numpy(), expected_codes)

@@ -1,0 +1,667 @@
+"""Every kernel backend equals the reference, byte for byte (one module, every backend).
+
+The backends are listed in ``backends.py``; each claims ``(format, profile)`` pairs per function
+in its ``SUPPORTED`` mapping and every claim is tested here:
+
+- the ``mxformats.testing`` harness (spec vectors, the exhaustive bfloat16 and float16 sweeps,
+  the boundary tables, Hypothesis blocks) for the MX quantizers and dequantizers and the INT4
+  quantizer;
+- Hypothesis shapes: one row, large K, 3-D, transposed and sliced views, ``axis=0``;
+- exhaustive sweeps through the elementwise paths (FP8 casts, INT4 dequantization, fn->fnuz);
+- every registered profile a backend does not claim raises ``NotImplementedError`` naming it.
+
+``pytest tests/kernels`` runs on the CPU (the Triton interpreter); ``pytest tests/kernels
+--device cuda`` runs the same tests on a GPU. ``conftest.py`` parametrises: a test marked
+``@pytest.mark.kernel("quantize_mx")`` runs once per ``(backend, fmt, profile)`` claimed by a
+backend that runs on ``--device``; a test taking ``backend`` runs once per such backend.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+import pytest
+from conftest import requires
+
+import mxformats
+from mxformats import mx as mx_reference
+from mxformats._mx_consumers import CONSUMERS
+from mxformats._mx_producers import PRODUCERS
+from mxformats.codec import tensor_to_numpy
+from mxformats.formats import get_format
+from mxformats.kernels import _mx_plan as mx_plan
+from mxformats.kernels._mx_plan import KERNEL_ELEMENTS
+from mxformats.profiles import profiles as registered_profiles
+from mxformats.testing import check_dequantizer, check_int4_quantizer, check_quantizer
+from mxformats.testing.cases import float_dtype
+
+from .backends import BACKENDS, Backend
+
+torch = requires("torch")
+hypothesis = requires("hypothesis")
+st = hypothesis.strategies
+given, settings = hypothesis.given, hypothesis.settings
+
+DTYPES = ("float32", "bfloat16", "float16")
+
+
+@pytest.fixture(scope="session")
+def examples(device: str) -> int:
+    """Hypothesis examples per test: the interpreter costs tens of ms per kernel launch."""
+    return 25 if device == "cpu" else 100
+
+
+def _kernel(backend: Backend, function: str) -> Callable[..., Any]:
+    for module in backend.requires:
+        requires(module)
+    return getattr(backend.load(), function)  # type: ignore[no-any-return]
+
+
+def _claimed(backend: Backend, function: str) -> tuple[tuple[str, str], ...]:
+    return tuple(backend.load().SUPPORTED.get(function, ()))
+
+
+def _numpy(t: Any) -> np.ndarray:
+    arr = tensor_to_numpy(t)
+    assert arr is not None, f"expected a torch tensor, got {type(t).__name__}"
+    return arr
+
+
+def _bits(a: np.ndarray) -> np.ndarray:
+    """Raw bit patterns (NaN compares by bits)."""
+    return a.view(f"u{a.dtype.itemsize}") if a.dtype.kind == "f" or a.dtype == ml_dtypes.bfloat16 \
+        else a
+
+
+def assert_bytes_equal(got: Any, expected: np.ndarray, what: str) -> None:
+    g = _numpy(got) if not isinstance(got, np.ndarray) else got
+    assert g.shape == expected.shape, f"{what}: shape {g.shape}, reference {expected.shape}"
+    assert g.dtype.itemsize == expected.dtype.itemsize, f"{what}: {g.dtype} vs {expected.dtype}"
+    gb, eb = _bits(np.ascontiguousarray(g)), _bits(np.ascontiguousarray(expected))
+    if not np.array_equal(gb, eb):
+        where = np.argwhere(gb != eb)
+        first = tuple(int(i) for i in where[0])
+        raise AssertionError(
+            f"{what}: {len(where)} of {gb.size} differ; first at {first}: "
+            f"got {gb[first]:#x}, reference {eb[first]:#x}"
+        )
+
+
+def _torch(a: np.ndarray, device: str) -> Any:
+    """A numpy array (bfloat16 via ``ml_dtypes``) as a torch tensor on ``device``."""
+    if a.dtype == ml_dtypes.bfloat16:
+        return torch.from_numpy(np.ascontiguousarray(a).view(np.int16)).view(torch.bfloat16) \
+            .to(device)
+    return torch.from_numpy(np.ascontiguousarray(a)).to(device)
+
+
+def _outcome(call: Callable[[], Any]) -> Any:
+    """``call()``, or the class of the exception it raised."""
+    try:
+        return call()
+    except Exception as err:  # compared with the reference's outcome
+        return type(err)
+
+
+def test_backend_imports(device: str) -> None:
+    for backend in BACKENDS:
+        if device in backend.devices:
+            for module in backend.requires:
+                requires(module)
+            assert backend.load().SUPPORTED
+
+
+def test_unclaimed_mx_profiles_raise_not_implemented(backend: Backend, device: str) -> None:
+    """Every registered MX profile and element the backend does not claim raises
+    NotImplementedError naming the profile."""
+    module = backend.load()
+    tables = {"quantize_mx": PRODUCERS, "dequantize_mx": CONSUMERS}
+    registered = {info.name for info in registered_profiles() if info.scheme == "mx"}
+    unclaimed = [
+        (function, fmt.name, name)
+        for function, table in tables.items() if hasattr(module, function)
+        for name, entry in table.items()
+        for fmt in entry.elements if (fmt.name, name) not in _claimed(backend, function)
+    ]
+    assert {name for _, _, name in unclaimed} <= registered
+    for function, fmt, name in unclaimed:
+        with pytest.raises(NotImplementedError, match=name):
+            _call_mx(getattr(module, function), function, fmt, name, device)
+
+
+def _call_mx(fn: Callable[..., Any], function: str, fmt: str, profile: str, device: str) -> Any:
+    """``fn`` on one valid row of two blocks (bfloat16 input for a quantizer)."""
+    elem = get_format(fmt)
+    if function == "quantize_mx":
+        return fn(torch.ones(1, 64, dtype=torch.bfloat16, device=device), elem, profile=profile)
+    width = 32 if elem.bits == 4 else 64
+    return fn(torch.zeros(1, width, dtype=torch.uint8, device=device),
+              torch.zeros(1, 2, dtype=torch.uint8, device=device), elem, profile=profile)
+
+
+# -- MX quantize --------------------------------------------------------------------------------
+
+
+@pytest.mark.kernel("quantize_mx")
+def test_quantize_mx_harness(backend: Backend, fmt: str, profile: str, device: str,
+                             examples: int) -> None:
+    fn = _kernel(backend, "quantize_mx")
+    check_quantizer(fn, profile=profile, elem=fmt, dtypes=DTYPES, max_examples=examples,
+                    torch_device=device).raise_if_failed()
+
+
+def _random_values(seed: int, shape: tuple[int, ...], dtype: str) -> np.ndarray:
+    """Raw bit patterns (NaN, Inf, subnormals, every magnitude) mixed with multiples of 1/4
+    (element ties) at random powers of two, so that blocks mix magnitudes."""
+    rng = np.random.default_rng(seed)
+    np_dtype = float_dtype(dtype)
+    width = np_dtype.itemsize
+    raw = rng.integers(0, 1 << (8 * width), size=shape, dtype=np.uint64) \
+        .astype(f"u{width}").view(np_dtype)
+    quarters = rng.integers(-24, 25, size=shape) * 0.25 * np.exp2(rng.integers(-30, 30, size=shape))
+    with np.errstate(over="ignore"):  # float16 overflows to Inf: one more special value
+        nice = quarters.astype(np.float32).astype(np_dtype)
+    return np.where(rng.random(shape) < rng.random(), raw, nice)
+
+
+@st.composite
+def _layouts(draw: Any, dtypes: tuple[str, ...], block: int) -> tuple[np.ndarray, int, str, Any]:
+    """A float array of 1-3 dims with ``axis`` (a multiple of ``block`` long, one row to large
+    K), and how the kernel gets it: contiguous, transposed (a permuted view) or sliced
+    (every other row of a larger tensor)."""
+    ndim = draw(st.integers(1, 3))
+    axis = draw(st.integers(-ndim, ndim - 1))
+    blocks = draw(st.one_of(st.integers(1, 4), st.sampled_from([64, 224])))  # 224: K = 7168
+    shape = [draw(st.integers(1, 5)) for _ in range(ndim)]
+    shape[axis] = blocks * block
+    dtype = draw(st.sampled_from(dtypes))
+    layout = draw(st.sampled_from(["contiguous", "transposed", "sliced"]))
+    values = _random_values(draw(st.integers(0, 2**32 - 1)), tuple(shape), dtype)
+    return values, axis, layout, lambda device: _laid_out(values, layout, device)
+
+
+def _laid_out(values: np.ndarray, layout: str, device: str) -> Any:
+    if layout == "transposed":
+        order = list(range(values.ndim))[::-1]
+        return _torch(np.ascontiguousarray(values.transpose(order)), device).permute(order)
+    if layout == "sliced":
+        doubled = np.repeat(values, 2, axis=0)
+        return _torch(doubled, device)[::2]
+    return _torch(values, device)
+
+
+def test_quantize_mx_shapes(backend: Backend, device: str, examples: int) -> None:
+    """Any shape, axis and strides: equal bytes with the reference (each claimed profile)."""
+    fn = _kernel(backend, "quantize_mx")
+    claims = _claimed(backend, "quantize_mx")
+
+    @settings(max_examples=examples, deadline=None, database=None)
+    @given(st.sampled_from(claims).flatmap(lambda claim: st.tuples(
+        st.just(claim),
+        _layouts(tuple(d for d in DTYPES if float_dtype(d) in PRODUCERS[claim[1]].dtypes), 32))))
+    def check(case: Any) -> None:
+        (fmt, profile), (values, axis, layout, make) = case
+        expected = mx_reference.quantize_mx(values, get_format(fmt), axis=axis, profile=profile)
+        codes, scales = fn(make(device), get_format(fmt), axis=axis, profile=profile)
+        what = f"{profile} {fmt} {values.dtype} {values.shape} axis={axis} {layout}"
+        assert_bytes_equal(codes, expected.codes, f"codes, {what}")
+        assert_bytes_equal(scales, expected.scales, f"scales, {what}")
+
+    check()
+
+
+@pytest.mark.kernel("quantize_mx")
+@pytest.mark.parametrize("count", [2, 33, 48, 100])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_quantize_mx_ragged_last_block(backend: Backend, fmt: str, profile: str, count: int,
+                                       dtype: str, device: str) -> None:
+    """A last dimension that is not a multiple of the block: the reference's exception class,
+    or its bytes (producers that define a short last block)."""
+    fn = _kernel(backend, "quantize_mx")
+    values = _random_values(count, (3, count), dtype)
+    expected = _outcome(lambda: tuple(mx_reference.quantize_mx(values, get_format(fmt),
+                                                               profile=profile)))
+    got = _outcome(lambda: tuple(fn(_torch(values, device), get_format(fmt), profile=profile)))
+    if isinstance(expected, type):
+        assert got is expected, f"the reference raises {expected}, the kernel {got}"
+    else:
+        assert not isinstance(got, type), f"the kernel raises {got}"
+        for g, e, what in zip(got, expected, ("codes", "scales"), strict=True):
+            assert_bytes_equal(g, e, what)
+
+
+QUANTIZE_REFUSALS = {
+    "integer data": (np.ones((2, 32), np.int32), {}),
+    "0-d": (np.float32(1.0), {}),
+    "axis out of range": (np.ones((2, 32), np.float32), {"axis": 2}),
+    "dtype the profile refuses": (np.ones((2, 32), np.float32), {"profile": "vllm"}),
+    "odd E2M1 length": (np.ones((2, 31), np.float32), {"profile": "triton-round-up"}),
+    "ragged, no short block defined": (np.ones((2, 48), np.float32), {}),
+    "unknown profile": (np.ones((2, 32), np.float32), {"profile": "no-such-profile"}),
+    "element the profile does not write": (np.ones((2, 32), np.float32),
+                                           {"profile": "quark", "elem": "e4m3fn"}),
+    "block size the profile refuses": (np.ones((2, 32), np.float32),
+                                       {"profile": "vllm", "block_size": 16}),
+    "block size 0": (np.ones((2, 32), np.float32), {"block_size": 0}),
+}
+
+
+@pytest.mark.parametrize("case", QUANTIZE_REFUSALS)
+def test_quantize_mx_refuses_as_the_reference(backend: Backend, case: str, device: str) -> None:
+    values, kwargs = QUANTIZE_REFUSALS[case]
+    kwargs = {k: get_format(v) if k == "elem" else v for k, v in kwargs.items()}
+    expected = _outcome(lambda: mx_reference.quantize_mx(values, **kwargs))
+    assert isinstance(expected, type), "the reference takes this input"
+    got = _outcome(lambda: _kernel(backend, "quantize_mx")(_torch(np.asarray(values), device),
+                                                           **kwargs))
+    assert got is expected
+
+
+def _table_cases() -> list[Any]:
+    return [pytest.param(name, fmt, dtype, id=f"{name}-{fmt.name}-{dtype}")
+            for name, producer in PRODUCERS.items() for fmt in KERNEL_ELEMENTS
+            if mx_plan.quantize_claims(producer, fmt, microxcaling=True)
+            for dtype in DTYPES if float_dtype(dtype) in producer.dtypes]
+
+
+@pytest.mark.parametrize(("profile", "elem", "dtype"), _table_cases())
+def test_scale_table_equals_the_scale_rule(profile: str, elem: Any, dtype: str) -> None:
+    """The front end's per-binade scale table gives the rule's own entry for every block
+    maximum of a 16-bit type, and for float32 maxima at and around every threshold, at both
+    ends of every binade and at random."""
+    plan = mx_plan.quantize_plan(profile, elem, dtype, 32)
+    np_dtype = float_dtype(dtype)
+    if np_dtype.itemsize == 2:
+        own = np.arange(0x7C01 if dtype == "float16" else 0x7F81, dtype=np.uint16).view(np_dtype)
+        bits = own.astype(np.float32).view(np.uint32).astype(np.int64)
+    else:
+        binades = np.arange(255, dtype=np.int64) << 23
+        thresholds = binades + np.minimum(plan.scale_table[0, :255], 0x7FFFFF)
+        around = (thresholds[:, None] + np.arange(-3, 4)).ravel()
+        ends = np.concatenate([binades, binades + 0x7FFFFF])
+        rng = np.random.default_rng(7)
+        bits = np.concatenate([around, ends, rng.integers(0, 0x7F800001, 200_000)])
+        bits = np.clip(bits, 0, 0x7F800000)
+    table = plan.scale_table.astype(np.int64)
+    field, mantissa = bits >> 23, bits & 0x7FFFFF
+    looked_up = np.where(mantissa >= table[0, field], table[2, field], table[1, field])
+    amax = bits.astype(np.uint32).view(np.float32).astype(np.float64)
+    with np.errstate(all="ignore"):
+        expected = mx_plan._pack_scales(PRODUCERS[profile].scale_rule(amax, elem, np_dtype))
+    wrong = np.flatnonzero(looked_up != expected)
+    assert wrong.size == 0, f"{wrong.size} maxima differ, first {amax[wrong[0]]!r}"
+
+
+# -- MX dequantize ------------------------------------------------------------------------------
+
+
+@pytest.mark.kernel("dequantize_mx")
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_dequantize_mx_harness(backend: Backend, fmt: str, profile: str, dtype: str,
+                               device: str, examples: int) -> None:
+    fn = _kernel(backend, "dequantize_mx")
+    check_dequantizer(fn, profile=profile, elem=fmt, dtype=dtype, max_examples=examples,
+                      torch_device=device).raise_if_failed()
+
+
+@st.composite
+def _mx_blocks(draw: Any, fmt: str) -> tuple[np.ndarray, np.ndarray, int]:
+    """Random codes (packed as quantize_mx packs them) and scale bytes of 1-3 dims, blocks of
+    32 along a random axis (the last one maybe short), one block to large K."""
+    ndim = draw(st.integers(1, 3))
+    axis = draw(st.integers(-ndim, ndim - 1))
+    shape = [draw(st.integers(1, 5)) for _ in range(ndim)]
+    blocks = draw(st.one_of(st.integers(1, 4), st.sampled_from([64, 224])))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    per_block = 16 if get_format(fmt).bits == 4 else 32  # code bytes
+    shape[axis] = blocks * per_block - draw(st.integers(0, per_block - 1))
+    codes = rng.integers(0, 256, size=shape).astype(np.uint8)
+    shape[axis] = blocks
+    special = np.array([0x00, 0x01, 0x7F, 0x8F, 0xFE, 0xFF], np.uint8)
+    scales = np.where(rng.random(shape) < 0.2, rng.choice(special, size=shape),
+                      rng.integers(0, 256, size=shape)).astype(np.uint8)
+    return codes, scales, axis
+
+
+def test_dequantize_mx_shapes(backend: Backend, device: str, examples: int) -> None:
+    """Any shape, axis and strides: equal bits with the reference (each claimed profile)."""
+    fn = _kernel(backend, "dequantize_mx")
+
+    @settings(max_examples=examples, deadline=None, database=None)
+    @given(st.sampled_from(_claimed(backend, "dequantize_mx")).flatmap(
+        lambda claim: st.tuples(st.just(claim), _mx_blocks(claim[0]), st.sampled_from(DTYPES),
+                                st.sampled_from(["contiguous", "transposed", "sliced"]))))
+    def check(case: Any) -> None:
+        (fmt, profile), (codes, scales, axis), dtype, layout = case
+        elem = get_format(fmt)
+        expected = _outcome(lambda: mx_reference.dequantize_mx(
+            codes, scales, elem, axis=axis, profile=profile, dtype=float_dtype(dtype)))
+        got = _outcome(lambda: fn(_laid_out(codes, layout, device),
+                                  _laid_out(scales, layout, device), elem, axis=axis,
+                                  profile=profile, dtype=getattr(torch, dtype)))
+        what = f"{profile} {fmt} -> {dtype} {codes.shape} axis={axis} {layout}"
+        if isinstance(expected, type):  # an output type the consumer cannot produce
+            assert got is expected, f"{what}: the reference raises {expected}, got {got}"
+        else:
+            assert_bytes_equal(got, expected, what)
+
+    check()
+
+
+DEQUANTIZE_REFUSALS = {
+    "no scales": ((np.zeros((2, 16), np.uint8), None), {}),
+    "float codes": ((np.zeros((2, 16), np.float32), np.zeros((2, 1), np.uint8)), {}),
+    "scales of the wrong shape": ((np.zeros((2, 16), np.uint8), np.zeros((2, 2), np.uint8)), {}),
+    "axis out of range": ((np.zeros((2, 16), np.uint8), np.zeros((2, 1), np.uint8)),
+                          {"axis": 2}),
+    "unknown profile": ((np.zeros((2, 16), np.uint8), np.zeros((2, 1), np.uint8)),
+                        {"profile": "no-such-profile"}),
+    "output type the consumer cannot produce": (
+        (np.zeros((2, 16), np.uint8), np.zeros((2, 1), np.uint8)),
+        {"profile": "quark-hip-fp16", "dtype": "bfloat16"}),
+    "element the consumer does not read": (
+        (np.zeros((2, 32), np.uint8), np.zeros((2, 1), np.uint8)),
+        {"profile": "compressed-tensors", "elem": "e4m3fn"}),
+}
+
+
+@pytest.mark.parametrize("case", DEQUANTIZE_REFUSALS)
+def test_dequantize_mx_refuses_as_the_reference(backend: Backend, case: str,
+                                                device: str) -> None:
+    (codes, scales), kwargs = DEQUANTIZE_REFUSALS[case]
+    ref_kwargs = {k: get_format(v) if k == "elem" else float_dtype(v) if k == "dtype" else v
+                  for k, v in kwargs.items()}
+    kernel_kwargs = {k: get_format(v) if k == "elem" else getattr(torch, v) if k == "dtype"
+                     else v for k, v in kwargs.items()}
+    expected = _outcome(lambda: mx_reference.dequantize_mx(codes, scales, **ref_kwargs))
+    assert isinstance(expected, type), "the reference takes this input"
+    fn = _kernel(backend, "dequantize_mx")
+    got = _outcome(lambda: fn(_torch(codes, device),
+                              None if scales is None else _torch(scales, device),
+                              **kernel_kwargs))
+    assert got is expected
+
+
+# -- INT4 (compressed-tensors group-32), Quark W4A8, FP8 per-tensor casts ------------------------
+
+
+def assert_bytes_equal_nan_any(got: Any, expected: np.ndarray, what: str) -> None:
+    """Byte equality except that a NaN output may be any NaN where the reference has a NaN (a
+    consumer's NaN sign and payload are implementation-defined, spec/mx.md §6)."""
+    g = _numpy(got)
+    wide_got, wide_expected = g.astype(np.float64), expected.astype(np.float64)
+    assert np.array_equal(np.isnan(wide_got), np.isnan(wide_expected)), f"{what}: NaN positions"
+    finite = ~np.isnan(wide_expected)
+    assert_bytes_equal(g[finite], expected[finite], what)
+
+
+def _viewed(x: Any, draw: Any) -> Any:
+    """``x`` (a torch tensor) seen through a drawn view: as is, transposed storage (the same
+    values with permuted strides) or a strided slice (every other entry along a drawn dim)."""
+    layout = draw(st.sampled_from(("contiguous", "transposed", "sliced")))
+    if layout == "transposed" and x.ndim > 1:
+        return x.transpose(0, -1).contiguous().transpose(0, -1)
+    if layout == "sliced":
+        dim = draw(st.integers(0, x.ndim - 1))
+        spread = torch.repeat_interleave(x, 2, dim=dim)
+        return spread[(slice(None),) * dim + (slice(None, None, 2),)]
+    return x
+
+
+#: Leading dimensions of a Hypothesis shape: none (one row), one or two (3-D).
+_LEADING = st.lists(st.integers(1, 5), min_size=0, max_size=2)
+
+
+@pytest.mark.kernel("quantize_int4")
+def test_quantize_int4_harness(backend: Backend, fmt: str, profile: str, device: str,
+                               examples: int) -> None:
+    """The harness on every dtype. Its float32 and float16 sweeps hold many NaN/Inf groups,
+    which a refusing quantizer makes it bisect call by call: on the interpreter (a few ms per
+    call) only the bfloat16 sweep runs, the other dtypes get the boundary and Hypothesis
+    sources."""
+    fn = _kernel(backend, "quantize_int4")
+    swept = DTYPES if device != "cpu" else ("bfloat16",)
+    check_int4_quantizer(fn, profile=profile, dtypes=swept, max_examples=examples,
+                         torch_device=device).raise_if_failed()
+    rest = tuple(d for d in DTYPES if d not in swept)
+    if rest:
+        check_int4_quantizer(fn, profile=profile, dtypes=rest, sources=("boundary", "hypothesis"),
+                             max_examples=examples, torch_device=device).raise_if_failed()
+
+
+@pytest.mark.kernel("quantize_int4")
+def test_quantize_int4_shapes(backend: Backend, fmt: str, profile: str, device: str,
+                              examples: int) -> None:
+    """One row, large K, 3-D, per-channel, any axis, transposed and sliced views."""
+    fn = _kernel(backend, "quantize_int4")
+
+    @settings(max_examples=examples, deadline=None, derandomize=True)
+    @given(st.data())
+    def check(data: Any) -> None:
+        dtype = data.draw(st.sampled_from(DTYPES))
+        group = data.draw(st.sampled_from((32, None)))
+        lead = data.draw(_LEADING)
+        n = 32 * data.draw(st.one_of(st.integers(1, 4), st.just(256)))
+        shape = [*lead, n]
+        axis = data.draw(st.integers(-len(shape), len(shape) - 1))
+        shape.insert(axis % len(shape), shape.pop())  # the quantized length sits at axis
+        seed = data.draw(st.integers(0, 2**32 - 1))
+        rng = np.random.default_rng(seed)
+        values = rng.standard_normal(shape) * 2.0 ** rng.integers(-12, 11)  # float16 range
+        x = _viewed(_torch(values.astype(float_dtype(dtype)), device), data.draw)
+        expected_q, expected_s = mxformats.quantize_int4(
+            _numpy(x), group_size=group, axis=axis, profile=profile)
+        q, s = fn(x, group_size=group, axis=axis, profile=profile)
+        assert_bytes_equal(q, expected_q, f"q {dtype} {tuple(x.shape)} axis {axis}")
+        assert_bytes_equal(s, expected_s, f"scales {dtype} {tuple(x.shape)} axis {axis}")
+
+    check()
+
+
+@pytest.mark.kernel("quantize_int4")
+def test_quantize_int4_refuses_what_the_reference_refuses(
+        backend: Backend, fmt: str, profile: str, device: str) -> None:
+    fn = _kernel(backend, "quantize_int4")
+    x = _torch(np.ones((2, 64), np.float32), device)
+    with pytest.raises(ValueError, match="multiple of group_size"):
+        fn(x[:, :40], profile=profile)
+    with pytest.raises(ValueError, match="unknown int4 producer profile 'gptq'"):
+        fn(x, profile="gptq")
+    with pytest.raises(NotImplementedError, match="float64"):
+        fn(x.double(), profile=profile)
+
+
+@pytest.mark.kernel("pack_int4")
+def test_pack_unpack_int4(backend: Backend, fmt: str, profile: str, device: str,
+                          examples: int) -> None:
+    layout = profile
+    pack = _kernel(backend, "pack_int4")
+    unpack = _kernel(backend, "unpack_int4")
+
+    @settings(max_examples=examples, deadline=None, derandomize=True)
+    @given(st.data())
+    def check(data: Any) -> None:
+        shape = [*data.draw(_LEADING), data.draw(st.one_of(st.integers(1, 40), st.just(4099)))]
+        axis = data.draw(st.integers(-len(shape), len(shape) - 1))
+        shape.insert(axis % len(shape), shape.pop())
+        rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+        q = _viewed(_torch(rng.integers(-8, 8, shape, dtype=np.int8), device), data.draw)
+        expected = mxformats.pack_int4(_numpy(q), layout=layout, axis=axis)
+        packed = pack(q, layout=layout, axis=axis)
+        assert_bytes_equal(packed, expected, f"pack {tuple(q.shape)} axis {axis}")
+        words = _viewed(_torch(expected, device), data.draw)
+        size = q.shape[axis]
+        assert_bytes_equal(unpack(words, layout=layout, axis=axis, size=size),
+                           mxformats.unpack_int4(expected, layout=layout, axis=axis, size=size),
+                           f"unpack {tuple(words.shape)} axis {axis}")
+
+    check()
+    every_word = np.arange(-(2**31), 2**31, 2**16 - 3, dtype=np.int64)[:2**16].astype(np.int32)
+    assert_bytes_equal(unpack(_torch(every_word.reshape(-1, 8), device), layout=layout),
+                       mxformats.unpack_int4(every_word.reshape(-1, 8), layout=layout),
+                       "unpack, words spread over the int32 range")
+    with pytest.raises(ValueError, match=r"\[-8, 7\]"):
+        pack(_torch(np.array([[3, 8]], np.int8), device), layout=layout)
+
+
+def _every_scale(scale_dtype: str) -> np.ndarray:
+    """Every bit pattern of a 16-bit float as a ``(65536, 1)`` column of scales."""
+    return np.arange(2**16, dtype=np.uint16).view(float_dtype(scale_dtype)).reshape(-1, 1)
+
+
+@pytest.mark.kernel("dequantize_int4")
+@pytest.mark.parametrize("scale_dtype", ["bfloat16", "float16"])
+def test_dequantize_int4_exhaustive(backend: Backend, fmt: str, profile: str, scale_dtype: str,
+                                    device: str) -> None:
+    """All 16 q values × every bfloat16 / float16 scale pattern, into each output dtype."""
+    fn = _kernel(backend, "dequantize_int4")
+    scales = _every_scale(scale_dtype)
+    q = np.tile(np.arange(-8, 8, dtype=np.int8), (scales.shape[0], 2))
+    for out_dtype in ("float32", "bfloat16", "float16"):
+        with np.errstate(invalid="ignore", over="ignore"):  # the reference's Inf × 0
+            expected = mxformats.dequantize_int4(q, scales, profile=profile,
+                                                 dtype=float_dtype(out_dtype))
+        got = fn(_torch(q, device), _torch(scales, device), profile=profile,
+                 dtype=getattr(torch, out_dtype))
+        assert_bytes_equal_nan_any(got, expected, f"{scale_dtype} scales -> {out_dtype}")
+
+
+@pytest.mark.kernel("dequantize_int4")
+def test_dequantize_int4_shapes(backend: Backend, fmt: str, profile: str, device: str,
+                                examples: int) -> None:
+    fn = _kernel(backend, "dequantize_int4")
+
+    @settings(max_examples=examples, deadline=None, derandomize=True)
+    @given(st.data())
+    def check(data: Any) -> None:
+        scale_dtype = data.draw(st.sampled_from(DTYPES))
+        out_dtype = data.draw(st.sampled_from(("float32", "bfloat16", "float16", "float64")))
+        group = data.draw(st.sampled_from((32, None)))
+        shape = [*data.draw(_LEADING), 32 * data.draw(st.one_of(st.integers(1, 4),
+                                                                 st.just(256)))]
+        axis = data.draw(st.integers(-len(shape), len(shape) - 1))
+        shape.insert(axis % len(shape), shape.pop())
+        rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+        scale_shape = list(shape)
+        scale_shape[axis] = 1 if group is None else shape[axis] // 32
+        q = _viewed(_torch(rng.integers(-8, 8, shape, dtype=np.int8), device), data.draw)
+        low = -24 if scale_dtype == "float16" else -130  # into the subnormals
+        raw = rng.standard_normal(scale_shape) * 2.0 ** rng.integers(low, 12, scale_shape)
+        s = _viewed(_torch(raw.astype(float_dtype(scale_dtype)), device), data.draw)
+        expected = mxformats.dequantize_int4(_numpy(q), _numpy(s), group_size=group, axis=axis,
+                                             profile=profile, dtype=np.dtype(out_dtype)
+                                             if out_dtype == "float64" else float_dtype(out_dtype))
+        got = fn(q, s, group_size=group, axis=axis, profile=profile,
+                 dtype=getattr(torch, out_dtype))
+        assert_bytes_equal(got, expected, f"{scale_dtype} -> {out_dtype} {shape} axis {axis}")
+
+    check()
+
+
+def _every_finite(dtype: str, below: float) -> np.ndarray:
+    """Every finite bit pattern of a 16-bit float with magnitude below ``below``."""
+    values = np.arange(2**16, dtype=np.uint16).view(float_dtype(dtype))
+    wide = values.astype(np.float32)
+    return values[np.isfinite(wide) & (np.abs(wide) < below)]
+
+
+@pytest.mark.kernel("quantize_fp8")
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_quantize_fp8_exhaustive(backend: Backend, fmt: str, profile: str, dtype: str,
+                                 device: str) -> None:
+    """Every finite bfloat16 / float16 pattern, as one tensor and again below 1 and below
+    2^-10 (three per-tensor scales); every pattern with NaN and ±Inf as well, which the
+    ``static`` profile refuses and the vLLM profiles define."""
+    fn = _kernel(backend, "quantize_fp8")
+    element = get_format(fmt)
+    for below in (float("inf"), 1.0, 2.0**-10):
+        x = _every_finite(dtype, below)
+        codes, scale = fn(_torch(x, device), element, profile=profile)
+        expected_codes, expected_scale = mxformats.quantize_fp8(x, element, profile=profile)
+        assert_bytes_equal(scale, expected_scale, f"scale, {dtype} below {below}")
+        assert_bytes_equal(codes, expected_codes, f"codes, {dtype} below {below}")
+    every = np.arange(2**16, dtype=np.uint16).view(float_dtype(dtype))
+    outcome = _outcome(lambda: fn(_torch(every, device), element, profile=profile))
+    with np.errstate(invalid="ignore", over="ignore"):
+        expected = _outcome(lambda: mxformats.quantize_fp8(every, element, profile=profile))
+    if isinstance(expected, type):
+        assert outcome is expected, f"{dtype} with NaN/Inf: {outcome}, reference {expected}"
+    else:
+        assert_bytes_equal(outcome[1], expected[1], f"scale, {dtype} with NaN/Inf")
+        assert_bytes_equal(outcome[0], expected[0], f"codes, {dtype} with NaN/Inf")
+
+
+@pytest.mark.kernel("quantize_fp8")
+def test_quantize_fp8_shapes(backend: Backend, fmt: str, profile: str, device: str,
+                             examples: int) -> None:
+    """One row, large K, 3-D, transposed and sliced views, all-zero tensors."""
+    fn = _kernel(backend, "quantize_fp8")
+    element = get_format(fmt)
+
+    @settings(max_examples=examples, deadline=None, derandomize=True)
+    @given(st.data())
+    def check(data: Any) -> None:
+        dtype = data.draw(st.sampled_from(DTYPES))
+        shape = [*data.draw(_LEADING), data.draw(st.one_of(st.integers(1, 100), st.just(7168)))]
+        rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+        scale = 0.0 if data.draw(st.booleans()) and len(shape) == 1 else 2.0 ** rng.integers(
+            -24, 11)
+        x = _viewed(_torch((rng.standard_normal(shape) * scale).astype(float_dtype(dtype)),
+                           device), data.draw)
+        codes, s = fn(x, element, profile=profile)
+        expected_codes, expected_scale = mxformats.quantize_fp8(_numpy(x), element,
+                                                                profile=profile)
+        assert_bytes_equal(s, expected_scale, f"scale {dtype} {tuple(x.shape)}")
+        assert_bytes_equal(codes, expected_codes, f"codes {dtype} {tuple(x.shape)}")
+
+    check()
+    with pytest.raises(ValueError, match="unknown fp8 profile 'mx'"):
+        fn(_torch(np.ones(4, np.float32), device), element, profile="mx")
+
+
+@pytest.mark.kernel("e4m3fn_to_fnuz")
+def test_e4m3fn_to_fnuz_exhaustive(backend: Backend, fmt: str, profile: str,
+                                   device: str) -> None:
+    """All 256 E4M3FN codes (contiguous and as a strided view), scales with specials."""
+    fn = _kernel(backend, "e4m3fn_to_fnuz")
+    codes = np.arange(256, dtype=np.uint8).reshape(16, 16)
+    scales = np.array([1.5, 2.0**-149, 3.4e38, 0.0, -0.0, np.inf, np.nan], np.float32)
+    on_device = _torch(codes, device)
+    for given_codes, reference_codes in ((on_device, codes), (on_device.T, codes.T)):
+        got_codes, got_scales = fn(given_codes, _torch(scales, device))
+        with np.errstate(over="ignore"):
+            expected_codes, expected_scales = mxformats.e4m3fn_to_fnuz(reference_codes, scales)
+        assert_bytes_equal(got_codes, expected_codes, "codes")
+        assert_bytes_equal_nan_any(got_scales, expected_scales, "scales")
+    with pytest.raises(TypeError, match="uint8"):
+        fn(_torch(codes.astype(np.int16), device), _torch(scales, device))
+    with pytest.raises(TypeError, match="float32"):
+        fn(_torch(codes, device), _torch(scales.astype(np.float64), device))
+
+
+@pytest.mark.kernel("dequantize_w4a8")
+def test_dequantize_w4a8(backend: Backend, fmt: str, profile: str, device: str,
+                         examples: int) -> None:
+    """Weights from ``mxformats.quantize_w4a8`` (padded rows included), every output dtype."""
+    fn = _kernel(backend, "dequantize_w4a8")
+
+    @settings(max_examples=examples, deadline=None, derandomize=True)
+    @given(st.data())
+    def check(data: Any) -> None:
+        dtype = data.draw(st.sampled_from(DTYPES))
+        out_dtype = data.draw(st.sampled_from((*DTYPES, "float64")))
+        rows = data.draw(st.one_of(st.integers(1, 8), st.just(300)))
+        cols = data.draw(st.one_of(st.integers(1, 70), st.just(2048)))
+        rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+        w = rng.standard_normal((rows, cols)) * 2.0 ** rng.integers(-8, 8, (rows, 1))
+        weight, s1, s2 = mxformats.quantize_w4a8(w.astype(float_dtype(dtype)))
+        numpy_out = np.dtype(out_dtype) if out_dtype == "float64" else float_dtype(out_dtype)
+        expected = mxformats.dequantize_w4a8(weight, s1, s2, dtype=numpy_out)
+        got = fn(_viewed(_torch(weight, device), data.draw), _torch(s1, device),
+                 _torch(s2, device), dtype=getattr(torch, out_dtype))
+        assert_bytes_equal(got, expected, f"{dtype} [{rows}, {cols}] -> {out_dtype}")
+
+    check()

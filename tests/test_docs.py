@@ -1,0 +1,194 @@
+"""The docs site's committed and generated parts agree with the code (issue 7).
+
+Fast and without Sphinx (the build and the browser check are ``.ci/docs.sh``):
+
+- the generated pages (``docs/cli.md``, ``docs/validate-checks.md``) have no drift;
+- the landing page's two commands are the README's;
+- every spec page is included under ``docs/spec/`` and its links resolve there;
+- the ``>>>`` examples in the docs' Markdown and in every mxformats docstring run (doctest);
+- the C snippet on the vectors page compiles and passes the E2M1 decode vectors;
+- the API page documents every name in ``mxformats.__all__``;
+- the browser check's CDN scan finds an asset on another host.
+"""
+
+from __future__ import annotations
+
+import argparse
+import doctest
+import importlib
+import importlib.util
+import pkgutil
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+import mxformats
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
+SPEC = ROOT / "spec"
+
+
+def _load(path: Path) -> ModuleType:
+    """Import a docs script (they are not part of the package)."""
+    spec = importlib.util.spec_from_file_location(f"docs_{path.stem}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+generate = _load(DOCS / "generate.py")
+mxdocs = _load(DOCS / "_ext" / "mxdocs.py")
+browser_check = _load(DOCS / "browser_check.py")
+
+
+def test_generated_pages_have_no_drift() -> None:
+    assert generate.drifted() == [], "run: python docs/generate.py"
+
+
+def test_cli_reference_lists_every_command() -> None:
+    from mxformats.cli import build_parser
+
+    page = (DOCS / "cli.md").read_text(encoding="utf-8")
+    commands = generate._subcommands(build_parser())
+    assert set(commands) >= {"spec", "diff", "check", "validate", "inspect", "demo"}
+    for name, parser in commands.items():
+        assert f"## mxformats {name}\n" in page
+        for action in parser._actions:
+            if isinstance(action, argparse._HelpAction):
+                continue
+            for option in action.option_strings:
+                assert f"`{option}" in page or f", {option}" in page, (name, option)
+
+
+def _fresh_machine_commands(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line.startswith("python3 -m venv .venv && ")]
+
+
+def test_landing_page_commands_are_the_readme_commands() -> None:
+    readme = _fresh_machine_commands((ROOT / "README.md").read_text(encoding="utf-8"))
+    landing = _fresh_machine_commands((DOCS / "index.md").read_text(encoding="utf-8"))
+    assert len(readme) == 2
+    assert landing == readme
+
+
+SPEC_PAGES = sorted(p.name for p in SPEC.glob("*.md"))
+LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
+
+
+@pytest.mark.parametrize("page", SPEC_PAGES)
+def test_spec_page_is_included_and_its_links_resolve(page: str) -> None:
+    wrapper = DOCS / "spec" / page
+    assert wrapper.is_file(), f"docs/spec/{page} missing: the spec page is not in the site"
+    assert f"```{{include}} ../../spec/{page}\n```" in wrapper.read_text(encoding="utf-8")
+    text = mxdocs.rewrite_spec_links((SPEC / page).read_text(encoding="utf-8"))
+    for target in LINK.findall(text):
+        if target.startswith(("http://", "https://")):
+            continue
+        resolved = (wrapper.parent / target).resolve()
+        if target.endswith(".md"):
+            assert resolved.parent == wrapper.parent and resolved.is_file(), (page, target)
+        else:
+            assert resolved.is_file() and resolved.is_relative_to(SPEC / "vectors"), (page, target)
+
+
+def test_spec_index_lists_every_page() -> None:
+    index = (DOCS / "spec" / "README.md").read_text(encoding="utf-8")
+    for page in SPEC_PAGES:
+        if page != "README.md":
+            assert f"\n{page.removesuffix('.md')}\n" in index, page
+
+
+DOC_PAGES = sorted(
+    str(p.relative_to(DOCS))
+    for p in DOCS.rglob("*.md")
+    if not p.relative_to(DOCS).parts[0].startswith("_") and ">>>" in p.read_text(encoding="utf-8")
+)
+
+
+def test_docs_have_examples() -> None:
+    assert {"index.md", "harness.md", "spec/vectors.md"} <= set(DOC_PAGES)
+
+
+@pytest.mark.parametrize("page", DOC_PAGES)
+def test_docs_examples_run(page: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(ROOT)  # examples read spec/vectors/ as a reader of the docs would
+    text = (DOCS / page).read_text(encoding="utf-8")
+    test = doctest.DocTestParser().get_doctest(text, {"__name__": page}, page, str(DOCS / page), 0)
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    runner.run(test)
+    assert runner.summarize(verbose=False).failed == 0, f"docs/{page}: example failed (above)"
+
+
+MODULES = [
+    "mxformats",
+    *sorted(info.name for info in pkgutil.walk_packages(mxformats.__path__, prefix="mxformats.")),
+]
+
+
+def test_docstring_doctests_exist() -> None:
+    finder = doctest.DocTestFinder()
+    found = sum(
+        len(t.examples)
+        for name in MODULES
+        for t in finder.find(importlib.import_module(name))
+    )
+    assert found >= 10, found
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_docstring_examples_run(name: str) -> None:
+    result = doctest.testmod(
+        importlib.import_module(name), optionflags=doctest.ELLIPSIS, verbose=False
+    )
+    assert result.failed == 0, f"{name}: docstring example failed (above)"
+
+
+def test_c_snippet_passes_the_decode_vectors(tmp_path: Path) -> None:
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    assert compiler, "a C compiler (cc or gcc; CI installs g++) is needed for the C snippet"
+    binary = tmp_path / "e2m1_decode"
+    subprocess.run([compiler, "-std=c99", "-Wall", "-Werror", "-o", str(binary),
+                    str(DOCS / "snippets" / "e2m1_decode.c")], check=True)
+    done = subprocess.run([str(binary), str(SPEC / "vectors" / "e2m1" / "decode.json")],
+                          capture_output=True, text=True, check=False)
+    assert done.stdout == "16 cases, 0 failures\n", done.stdout
+    assert done.returncode == 0
+
+
+def _documented_modules() -> list[str]:
+    api = (DOCS / "api.md").read_text(encoding="utf-8")
+    return re.findall(r"^\.\. automodule:: (\S+)\n(?!   :no-members:)", api, flags=re.MULTILINE)
+
+
+def test_api_page_documents_every_public_name() -> None:
+    documented = _documented_modules()
+    for name in mxformats.__all__:
+        if name == "__version__":
+            continue
+        homes = [m for m in documented if name in importlib.import_module(m).__all__]
+        assert homes, f"mxformats.{name} is in no module the API page documents"
+
+
+def test_browser_check_finds_a_cdn_asset(tmp_path: Path) -> None:
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "index.html").write_text(
+        '<html><head><script src="_static/local.js"></script>'
+        '<link rel="stylesheet" href="_static/theme.css"></head>'
+        '<body><a href="https://numpy.org/doc/">a link is fine</a></body></html>'
+    )
+    (tmp_path / "sub" / "page.html").write_text(
+        '<html><head><link rel="stylesheet" href="https://cdn.example/x.css">'
+        '<script src="//cdn.example/y.js"></script></head></html>'
+    )
+    assert browser_check.external_assets(tmp_path) == [
+        "sub/page.html: loads https://cdn.example/x.css",
+        "sub/page.html: loads //cdn.example/y.js",
+    ]

@@ -1,0 +1,437 @@
+"""The fast CPU paths (mxformats.fast) return the reference's bytes.
+
+Through the harness (spec vectors, every bfloat16/float16 pattern, boundary tables, Hypothesis),
+exhaustively over the classes the lookup tables are built on (every scaled float32 class below
+8, every E8M0 byte, every amax exponent, every bfloat16/float16 pattern for FP8, every INT4
+scale pattern), and on inputs spanning several chunks and threads with NaN/Inf blocks on the
+chunk edges. Bit-exact means equal bytes; NaN is compared by its bits.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+import pytest
+from conftest import requires
+
+from mxformats import codec, fast, int4, mx
+from mxformats.formats import E2M1, E4M3FN, E4M3FNUZ, E5M2, E8M0, Format
+from mxformats.testing import check_dequantizer, check_int4_quantizer, check_quantizer
+
+BF16 = np.dtype(ml_dtypes.bfloat16)
+FLOAT_INPUTS = (np.dtype(np.float32), BF16, np.dtype(np.float16))
+PROFILES = fast.QUANTIZE_PROFILES
+#: Blocks of the chunk tests (5 × 827): with ``small_chunks``, 65 chunks, the last one short.
+BLOCKS = 4135
+
+
+@pytest.fixture
+def small_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Chunks of 64 blocks, tasks of 2 chunks: test-sized inputs span dozens of chunks and
+    tasks, so chunk edges and the hand-out of tasks to threads are exercised."""
+    monkeypatch.setattr(fast, "CHUNK_BLOCKS", 64)
+    monkeypatch.setattr(fast, "CHUNK_ELEMENTS", 64 * fast.BLOCK)
+    monkeypatch.setattr(fast, "TASK_CHUNKS", 2)
+
+
+def bits(a: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """Raw bits of an array, for comparing floats (NaN included) byte for byte."""
+    view = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[a.dtype.itemsize]
+    return np.ascontiguousarray(a).view(view)
+
+
+def assert_same_mx(got: mx.MXArray, want: mx.MXArray) -> None:
+    assert got.codes.shape == want.codes.shape and got.scales.shape == want.scales.shape
+    assert np.array_equal(got.scales, want.scales), np.flatnonzero(got.scales != want.scales)[:5]
+    assert np.array_equal(got.codes, want.codes), np.flatnonzero(got.codes != want.codes)[:5]
+
+
+def float32_from_bits(b: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    return np.asarray(b, dtype=np.uint32).view(np.float32)
+
+
+def blocks_with_specials(rng: np.random.Generator, count: int) -> np.ndarray[Any, Any]:
+    """``count`` float32 blocks of 32 with magnitudes over the whole float32 range, and NaN,
+    ±Inf, all-zero, -0 and subnormal blocks at the chunk edges and at both ends."""
+    exponents = rng.integers(-149, 128, size=(count, 1))
+    with np.errstate(over="ignore", invalid="ignore"):
+        x = (rng.standard_normal((count, 32)) * np.exp2(exponents)).astype(np.float32)
+    x[np.isinf(x)] = 1.0
+    chunk = fast.CHUNK_BLOCKS
+    specials = {0: (3, np.nan), 1: (31, -np.inf), chunk - 1: (0, np.inf), chunk: (7, -np.nan),
+                count - 1: (30, np.nan)}
+    for block, (element, value) in specials.items():
+        x[block % count, element] = value
+    x[(chunk + 1) % count] = -0.0
+    x[5] = 0.0
+    x[6] = float32_from_bits(rng.integers(0, 1 << 23, 32, dtype=np.uint32))  # subnormal
+    return x
+
+
+# -- MXFP4 quantize --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_quantize_harness(profile: str) -> None:
+    check_quantizer(fast.quantize_mx, profile=profile,
+                    dtypes=("float32", "bfloat16", "float16")).raise_if_failed()
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_quantize_harness_axis0(profile: str) -> None:
+    check_quantizer(fast.quantize_mx, profile=profile, axis=0,
+                    sources=("boundary", "hypothesis")).raise_if_failed()
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+@pytest.mark.parametrize("anchor", [4.0, -6.0])
+def test_quantize_every_element_class(profile: str, anchor: float) -> None:
+    """Every float32 class the E2M1 table distinguishes below 8 (sign, exponent, 3 mantissa
+    bits), each with several low-bit patterns (zero, the lowest bit, all ones, the top one, a
+    random one), in blocks whose maximum ``anchor`` makes the multiplier 1 (both profiles)."""
+    rng = np.random.default_rng(7)
+    top = np.arange(1 << 12, dtype=np.uint32) << 20
+    top = top[(top & 0x7FFFFFFF) < 0x41000000]  # |q| < 8
+    lows = [0, 1, 0x7FFFF, 0x80000, 0xFFFFF, *rng.integers(1, 1 << 20, 3)]
+    values = float32_from_bits((top[:, None] | np.asarray(lows, dtype=np.uint32)).ravel())
+    values = np.concatenate([values, np.zeros(-values.size % 31, dtype=np.float32)])
+    x = np.concatenate([np.full((values.size // 31, 1), anchor, dtype=np.float32),
+                        values.reshape(-1, 31)], axis=1)
+    assert_same_mx(fast.quantize_mx(x, profile=profile), mx.quantize_mx(x, profile=profile))
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_quantize_every_amax_exponent(profile: str) -> None:
+    """Every float32 exponent field (subnormal to NaN) of the block maximum, with the mantissas
+    where the FLOOR and EVEN rules change their mind, and the elements below it."""
+    mantissas = np.asarray([0, 1, 0x1FFFFF, 0x200000, 0x3FFFFF, 0x5FFFFF, 0x600000, 0x7FFFFF],
+                           dtype=np.uint32)
+    amax_bits = ((np.arange(256, dtype=np.uint32) << 23)[:, None] | mantissas).ravel()
+    amax = float32_from_bits(amax_bits)
+    with np.errstate(invalid="ignore", over="ignore"):
+        ladder = amax[:, None] * np.float32(-0.75) ** np.arange(32, dtype=np.float32)
+    x = np.where(np.isnan(ladder), amax[:, None], ladder).astype(np.float32)
+    for dtype in FLOAT_INPUTS:
+        with np.errstate(over="ignore", invalid="ignore"):
+            xd = x.astype(dtype)
+        assert_same_mx(fast.quantize_mx(xd, profile=profile), mx.quantize_mx(xd, profile=profile))
+
+
+@pytest.mark.usefixtures("small_chunks")
+@pytest.mark.parametrize("profile", PROFILES)
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_quantize_chunks_and_threads(profile: str, threads: int) -> None:
+    x = blocks_with_specials(np.random.default_rng(threads), BLOCKS).reshape(-1, 32 * 5)
+    got = fast.quantize_mx(x, profile=profile, threads=threads)
+    assert_same_mx(got, mx.quantize_mx(x, profile=profile))
+
+
+@pytest.mark.parametrize("dtype", FLOAT_INPUTS, ids=str)
+def test_quantize_other_axis_and_dtype(dtype: np.dtype[Any]) -> None:
+    x = blocks_with_specials(np.random.default_rng(3), 96).reshape(4, 24, 32).transpose(2, 0, 1)
+    with np.errstate(over="ignore", invalid="ignore"):
+        xd = x.astype(dtype)
+    for profile in PROFILES:
+        got = fast.quantize_mx(xd, profile=profile, axis=0, threads=2)
+        assert_same_mx(got, mx.quantize_mx(xd, profile=profile, axis=0))
+
+
+@pytest.mark.parametrize(
+    ("args", "kwargs"),
+    [
+        ((np.ones((2, 32)),), {}),  # float64: the reference's exact path
+        ((np.ones((2, 48), dtype=np.float32),), {"profile": "quark"}),  # a short last block
+        ((np.ones((2, 32), dtype=np.float32),), {"profile": "torchao-floor"}),
+        ((np.ones((2, 64), dtype=np.float32),), {"block_size": 64}),
+        (([1.0] * 32,), {}),
+    ],
+)
+def test_quantize_outside_the_fast_path_is_the_reference(args: tuple[Any, ...],
+                                                         kwargs: dict[str, Any]) -> None:
+    assert_same_mx(fast.quantize_mx(*args, **kwargs), mx.quantize_mx(*args, **kwargs))
+
+
+@pytest.mark.parametrize("x", [np.ones(32), np.ones(31, dtype=np.float32)])
+def test_quantize_refuses_what_the_reference_refuses(x: np.ndarray[Any, Any]) -> None:
+    with pytest.raises(ValueError) as want:
+        mx.quantize_mx(x, profile="quark")
+    with pytest.raises(ValueError, match=str(want.value)[:40]):
+        fast.quantize_mx(x, profile="quark")
+
+
+# -- MXFP4 dequantize ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("axis", [-1, 0])
+def test_dequantize_harness(axis: int) -> None:
+    check_dequantizer(fast.dequantize_mx, profile="ocp", axis=axis, level=2).raise_if_failed()
+
+
+@pytest.mark.usefixtures("small_chunks")
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_dequantize_every_byte_and_scale_over_chunks(threads: int) -> None:
+    """Every packed byte under every scale byte (0x00 subnormal, 0xFE overflow, 0xFF NaN),
+    laid out over several chunks and stripes."""
+    rng = np.random.default_rng(threads)
+    codes = np.tile(np.arange(256, dtype=np.uint8), BLOCKS * 16 // 256 + 1)[:BLOCKS * 16]
+    rng.shuffle(codes)
+    scales = np.tile(np.arange(256, dtype=np.uint8), BLOCKS // 256 + 1)[:BLOCKS]
+    codes, scales = codes.reshape(-1, 16 * 5), scales.reshape(-1, 5)
+    got = fast.dequantize_mx(codes, scales, threads=threads)
+    assert np.array_equal(bits(got), bits(mx.dequantize_mx(codes, scales)))
+
+
+def test_dequantize_mxarray_and_fallbacks() -> None:
+    x = blocks_with_specials(np.random.default_rng(5), 64).reshape(8, 256)
+    q = mx.quantize_mx(x)
+    assert np.array_equal(bits(fast.dequantize_mx(q)), bits(mx.dequantize_mx(q)))
+    for kwargs in ({"dtype": np.float16}, {"dtype": BF16}, {"profile": "quark-hip-bf16",
+                                                             "dtype": BF16}):
+        with np.errstate(over="ignore", invalid="ignore"):
+            want = mx.dequantize_mx(q.codes, q.scales, **kwargs)
+        assert np.array_equal(bits(fast.dequantize_mx(q.codes, q.scales, **kwargs)), bits(want))
+    with pytest.raises(ValueError, match="scales have shape"):
+        fast.dequantize_mx(q.codes, q.scales[:, :1])
+
+
+# -- FP8 encode and decode -------------------------------------------------------------------------
+
+FP8 = (E4M3FN, E4M3FNUZ, E5M2)
+
+
+def every_16_bit_pattern(dtype: np.dtype[Any]) -> np.ndarray[Any, Any]:
+    return np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(dtype)
+
+
+@pytest.mark.parametrize("fmt", FP8, ids=lambda f: f.name)
+def test_encode_every_16_bit_input_every_mode(fmt: Format) -> None:
+    for dtype in (BF16, np.dtype(np.float16)):
+        x = every_16_bit_pattern(dtype)
+        for rounding in fmt.roundings:
+            for overflow in fmt.overflows:
+                got = fast.encode(fmt, x, rounding=rounding, overflow=overflow)
+                want = fmt.encode(x, rounding=rounding, overflow=overflow)
+                assert np.array_equal(got, want), (dtype, rounding, overflow)
+
+
+@pytest.mark.parametrize("fmt", FP8, ids=lambda f: f.name)
+def test_encode_every_float32_class(fmt: Format) -> None:
+    """Every float32 class of the FP8 table (sign, exponent, mbits + 2 mantissa bits) with its
+    lowest, highest and a middle low-bit pattern, in every mode."""
+    low = 23 - (fmt.mbits + 2)
+    top = np.arange(1 << (32 - low), dtype=np.uint32) << low
+    patterns = np.asarray([0, 1, 1 << (low - 1), (1 << low) - 1], dtype=np.uint32)
+    x = float32_from_bits((top[:, None] | patterns).ravel())
+    for rounding in fmt.roundings:
+        for overflow in fmt.overflows:
+            got = fast.encode(fmt, x, rounding=rounding, overflow=overflow, threads=2)
+            assert np.array_equal(got, fmt.encode(x, rounding=rounding, overflow=overflow))
+
+
+@pytest.mark.usefixtures("small_chunks")
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_encode_chunks_and_threads(threads: int) -> None:
+    rng = np.random.default_rng(threads)
+    size = 7 * (3 * fast.CHUNK_ELEMENTS * fast.TASK_CHUNKS // 7 + 5)
+    x = float32_from_bits(rng.integers(0, 1 << 32, size, dtype=np.uint32)).reshape(-1, 7)
+    assert np.array_equal(fast.encode(E4M3FN, x, threads=threads), E4M3FN.encode(x))
+
+
+def test_encode_outside_the_fast_path_is_the_reference() -> None:
+    x = np.asarray([0.1, 1e6, -3.5, np.nan])
+    assert np.array_equal(fast.encode(E4M3FN, x), E4M3FN.encode(x))
+    assert np.array_equal(fast.encode(E4M3FN, [0.3, 500.0]), E4M3FN.encode([0.3, 500.0]))
+    with pytest.raises(ValueError, match="overflow"):
+        fast.encode(E4M3FN, np.ones(3, dtype=np.float32), overflow="wrap")
+
+
+@pytest.mark.usefixtures("small_chunks")
+@pytest.mark.parametrize("fmt", [*FP8, E8M0], ids=lambda f: f.name)
+@pytest.mark.parametrize("threads", [1, 3])
+def test_decode_every_code_every_type(fmt: Format, threads: int) -> None:
+    codes = np.tile(np.arange(256, dtype=np.uint8), 5 * (fast.CHUNK_ELEMENTS // 256 + 1))
+    codes = np.random.default_rng(threads).permutation(codes).reshape(-1, 5)
+    for dtype in (np.float32, np.float64, np.float16, BF16):
+        got = fast.decode(fmt, codes, dtype, threads=threads)
+        assert np.array_equal(bits(got), bits(fmt.decode(codes, dtype))), dtype
+
+
+def test_decode_outside_the_fast_path_is_the_reference() -> None:
+    assert np.array_equal(bits(fast.decode(E2M1, np.arange(16, dtype=np.uint8))),
+                          bits(E2M1.decode(np.arange(16, dtype=np.uint8))))
+    assert np.array_equal(bits(fast.decode(E4M3FN, [1, 2, 255])), bits(E4M3FN.decode([1, 2, 255])))
+    with pytest.raises(ValueError, match="4-bit"):
+        fast.decode(E2M1, np.asarray([16], dtype=np.uint8))
+    with pytest.raises(TypeError, match="decode produces"):
+        fast.decode(E4M3FN, np.zeros(3, dtype=np.uint8), np.int32)
+
+
+# -- INT4 ------------------------------------------------------------------------------------------
+
+LAYOUTS = ("compressed-tensors", "quark")
+
+
+def every_value_at_every_position(repeats: int = 3) -> np.ndarray[Any, Any]:
+    """Rows of 8-value groups holding each of -8..7 at each of the 8 positions."""
+    values = np.arange(-8, 8, dtype=np.int8)
+    grid = (values[:, None] + np.arange(8)) % 16 - 8  # row v: v, v+1, ... at positions 0..7
+    return np.tile(grid.astype(np.int8), (1, repeats))
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_pack_unpack_every_value_at_every_position(layout: str) -> None:
+    q = every_value_at_every_position()
+    words = fast.pack_int4(q, layout=layout)
+    assert np.array_equal(words, int4.pack_int4(q, layout=layout))
+    assert np.array_equal(fast.unpack_int4(words, layout=layout), q)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_unpack_random_words_and_axes(layout: str) -> None:
+    rng = np.random.default_rng(11)
+    words = rng.integers(-(1 << 31), 1 << 31, size=(6, 5, 4), dtype=np.int64).astype(np.int32)
+    for axis in (-1, 0, 1):
+        want = int4.unpack_int4(words, layout=layout, axis=axis)
+        assert np.array_equal(fast.unpack_int4(words, layout=layout, axis=axis), want)
+        assert np.array_equal(fast.pack_int4(want, layout=layout, axis=axis),
+                              int4.pack_int4(want, layout=layout, axis=axis))
+    unsigned = words.view(np.uint32)
+    assert np.array_equal(fast.unpack_int4(unsigned, layout=layout),
+                          int4.unpack_int4(unsigned, layout=layout))
+
+
+@pytest.mark.usefixtures("small_chunks")
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("threads", [1, 3])
+def test_unpack_over_chunks_and_threads(layout: str, threads: int) -> None:
+    rng = np.random.default_rng(threads)
+    words = rng.integers(0, 1 << 32, size=(3, 5 * fast.CHUNK_ELEMENTS + 3), dtype=np.uint32)
+    got = fast.unpack_int4(words, layout=layout, threads=threads)
+    assert np.array_equal(got, int4.unpack_int4(words, layout=layout))
+
+
+@pytest.mark.parametrize(
+    ("q", "kwargs"),
+    [
+        (np.zeros((2, 12), dtype=np.int8), {}),  # padded words
+        (np.zeros((2, 8), dtype=np.int16), {}),
+        (np.zeros((2, 8), dtype=np.int8), {"layout": "linear"}),
+        (np.full((1, 8), 8, dtype=np.int8), {}),  # out of range: both raise
+    ],
+)
+def test_pack_outside_the_fast_path_is_the_reference(q: np.ndarray[Any, Any],
+                                                     kwargs: dict[str, Any]) -> None:
+    try:
+        want = int4.pack_int4(q, **kwargs)
+    except ValueError as err:
+        with pytest.raises(ValueError, match=str(err)[:30]):
+            fast.pack_int4(q, **kwargs)
+        return
+    assert np.array_equal(fast.pack_int4(q, **kwargs), want)
+    assert np.array_equal(fast.unpack_int4(want, size=q.shape[-1], **kwargs),
+                          int4.unpack_int4(want, size=q.shape[-1], **kwargs))
+
+
+@pytest.mark.parametrize("profile", int4.PROFILES)
+def test_int4_packing_round_trip_harness(profile: str) -> None:
+    """The reference quantizer's integers, packed and unpacked by the fast paths, pass the
+    INT4 harness unchanged (every bfloat16/float16 pattern in groups, boundary groups,
+    Hypothesis) in both layouts."""
+
+    def quantize_through_fast_packing(x: Any, **kwargs: Any) -> tuple[Any, Any]:
+        q, scales = int4.quantize_int4(x, **kwargs)
+        for layout in LAYOUTS:
+            q = fast.unpack_int4(fast.pack_int4(q, layout=layout), layout=layout)
+        return q, scales
+
+    check_int4_quantizer(quantize_through_fast_packing, profile=profile,
+                         max_examples=25).raise_if_failed()
+
+
+def int4_dequantize_cases(scale_dtype: np.dtype[Any]) -> tuple[np.ndarray[Any, Any],
+                                                               np.ndarray[Any, Any]]:
+    """Every q in -8..7 against every finite scale pattern (16-bit types) or 2**16 float32
+    patterns over every exponent; groups of 32 (16 values twice)."""
+    if scale_dtype.itemsize == 2:
+        scales = every_16_bit_pattern(scale_dtype)
+    else:
+        rng = np.random.default_rng(13)
+        scales = float32_from_bits(rng.integers(0, 1 << 32, 1 << 16, dtype=np.uint32))
+    scales = scales[np.isfinite(scales.astype(np.float32))]
+    q = np.tile(np.arange(-8, 8, dtype=np.int8), (scales.size, 2))
+    return q, scales.reshape(-1, 1)
+
+
+@pytest.mark.usefixtures("small_chunks")
+@pytest.mark.parametrize(
+    ("profile", "scale_dtype"),
+    [("compressed-tensors", np.dtype(np.float32)), ("compressed-tensors", BF16),
+     ("compressed-tensors", np.dtype(np.float16)), ("quark", np.dtype(np.float32))],
+    ids=str,
+)
+def test_dequantize_int4_every_scale_pattern(profile: str, scale_dtype: np.dtype[Any]) -> None:
+    q, scales = int4_dequantize_cases(scale_dtype)
+    with np.errstate(over="ignore", invalid="ignore"):
+        want = int4.dequantize_int4(q, scales, profile=profile)
+    for threads in (1, 2, 3):
+        got = fast.dequantize_int4(q, scales, profile=profile, threads=threads)
+        assert np.array_equal(bits(got), bits(want)), threads
+
+
+def test_dequantize_int4_axis_result_and_fallbacks() -> None:
+    rng = np.random.default_rng(17)
+    x = rng.standard_normal((64, 96)).astype(np.float32)
+    for profile in int4.PROFILES:
+        result = int4.quantize_int4(x, axis=0, profile=profile)
+        assert np.array_equal(bits(fast.dequantize_int4(result)),
+                              bits(int4.dequantize_int4(result)))
+    q, scales = int4.quantize_int4(x)
+    for kwargs in ({"dtype": BF16}, {"group_size": None}, {"profile": "quark"}):
+        s = scales if "group_size" not in kwargs else np.ones((64, 1), dtype=np.float32)
+        assert np.array_equal(bits(fast.dequantize_int4(q, s, **kwargs)),
+                              bits(int4.dequantize_int4(q, s, **kwargs)))
+    with pytest.raises(ValueError, match="q must hold"):
+        fast.dequantize_int4(q.astype(np.int16) * 3, scales)
+
+
+def test_torch_tensors_take_the_fast_path() -> None:
+    torch = requires("torch")
+    x = blocks_with_specials(np.random.default_rng(19), 64).reshape(16, 128)
+    t = torch.from_numpy(x).to(torch.bfloat16)
+    for profile in PROFILES:
+        assert_same_mx(fast.quantize_mx(t, profile=profile), mx.quantize_mx(t, profile=profile))
+    clipped = torch.from_numpy(np.nan_to_num(x, posinf=1e6, neginf=-1e6))
+    assert np.array_equal(fast.encode(E4M3FN, clipped), E4M3FN.encode(clipped))
+
+
+EMPTY_CALLS = {
+    "quantize_mx": ((np.zeros((3, 0), dtype=np.float32),), {}),
+    "dequantize_mx": ((np.zeros((0, 16), dtype=np.uint8), np.zeros((0, 1), dtype=np.uint8)), {}),
+    "encode": ((E4M3FN, np.zeros((0, 3), dtype=np.float32)), {}),
+    "decode": ((E4M3FN, np.zeros((0, 3), dtype=np.uint8)), {}),
+    "pack_int4": ((np.zeros((0, 8), dtype=np.int8),), {}),
+    "unpack_int4": ((np.zeros((0, 1), dtype=np.int32),), {}),
+    "dequantize_int4": ((np.zeros((0, 32), dtype=np.int8), np.zeros((0, 1), dtype=np.float32)),
+                        {}),
+}
+REFERENCES = {"quantize_mx": mx.quantize_mx, "dequantize_mx": mx.dequantize_mx,
+              "encode": codec.encode, "decode": codec.decode, "pack_int4": int4.pack_int4,
+              "unpack_int4": int4.unpack_int4, "dequantize_int4": int4.dequantize_int4}
+
+
+@pytest.mark.parametrize("name", EMPTY_CALLS)
+def test_empty_inputs(name: str) -> None:
+    args, kwargs = EMPTY_CALLS[name]
+    got, want = getattr(fast, name)(*args, **kwargs), REFERENCES[name](*args, **kwargs)
+    for g, w in zip(*(r if isinstance(r, mx.MXArray) else (r,) for r in (got, want)),
+                    strict=True):
+        assert g.shape == w.shape and g.dtype == w.dtype
+
+
+def test_core_import_stays_without_torch() -> None:
+    code = "import sys, mxformats.fast; sys.exit('torch' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
