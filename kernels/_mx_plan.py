@@ -67,6 +67,7 @@ __all__ = [
     "prepare_dequantize",
     "prepare_quantize",
     "quantize_claims",
+    "require_tensor",
 ]
 
 #: The element formats the kernels write and read.
@@ -147,6 +148,17 @@ def _dtype_name(dtype: Any) -> str:
     return str(np.dtype(dtype).name)
 
 
+def require_tensor(x: object, what: str = "", kernels: str = "MX") -> torch.Tensor:
+    """``x`` if it is a torch tensor; TypeError naming the ``kernels`` and ``what`` otherwise
+    (every kernel front end's first check of an argument)."""
+    import torch
+
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"the {kernels} kernels take torch tensors, got {type(x).__name__}"
+                        + (f" {what}" if what else ""))
+    return x
+
+
 def _bits_view(t: torch.Tensor) -> torch.Tensor:
     """A float tensor's raw bits as a signed integer tensor of the same width (no copy)."""
     import torch
@@ -218,9 +230,8 @@ def quantize_claims(producer: Producer, elem: Format, *, microxcaling: bool = Fa
     overflows the arithmetic type is coded as a saturated one anyway, and when every value that
     type rounds (its subnormals) codes to zero.
 
-    Not claimed: a NaN-ignoring block maximum (Quark's HIP qdq). The reference takes it with
-    ``np.fmax.reduce``, which returns NaN for a signalling NaN widened from float16 (numpy
-    2.4, x86), so there is no defined answer to equal.
+    Not claimed: a NaN-ignoring block maximum (Quark's HIP qdq, ``__hmax``;
+    :func:`mxformats.mx.block_max`), which the kernels do not compute.
     """
     if elem not in producer.elements or elem not in KERNEL_ELEMENTS or producer.nan_ignoring_max:
         return False
@@ -406,12 +417,11 @@ class QuantizeCall:
 def _check_float_tensor(x: object) -> torch.Tensor:
     import torch
 
-    if not isinstance(x, torch.Tensor):
-        raise TypeError(f"the MX kernels take torch tensors, got {type(x).__name__}")
-    if x.dtype not in (torch.float32, torch.bfloat16, torch.float16, torch.float64):
+    t = require_tensor(x)
+    if t.dtype not in (torch.float32, torch.bfloat16, torch.float16, torch.float64):
         raise TypeError(f"quantize_mx takes float16, bfloat16, float32 or float64 data, got "
-                        f"{x.dtype}")
-    return x
+                        f"{t.dtype}")
+    return t
 
 
 def prepare_quantize(x: object, elem: Format | str, *, block_size: int, axis: int, profile: str,
@@ -542,11 +552,10 @@ class DequantizeCall:
             .contiguous()
 
 
-def _integer_tensor(t: object, what: str) -> torch.Tensor:
+def _integer_tensor(x: object, what: str) -> torch.Tensor:
     import torch
 
-    if not isinstance(t, torch.Tensor):
-        raise TypeError(f"the MX kernels take torch tensors, got {type(t).__name__} {what}")
+    t = require_tensor(x, what)
     if t.dtype.is_floating_point or t.dtype.is_complex or t.dtype == torch.bool:
         raise TypeError(f"{what} must be integers (uint8), got {t.dtype}")
     if t.dtype != torch.uint8 and t.numel() and int(t.min()) < 0:

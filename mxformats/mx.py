@@ -109,6 +109,19 @@ def _to_blocks(a: NDArray[np.float64], block_size: int) -> NDArray[np.float64]:
     return a.reshape(*a.shape[:-1], count, block_size)
 
 
+def block_max(magnitudes: NDArray[np.float64], *, nan_ignoring: bool) -> NDArray[np.float64]:
+    """The maximum of each block (last axis) of ``|x|``: NaN if any element is NaN
+    (``torch.amax``), or with ``nan_ignoring`` the maximum of the other elements, NaN only for
+    an all-NaN block (a chain of CUDA ``__hmax``)."""
+    if not nan_ignoring:
+        propagating: NDArray[np.float64] = np.max(magnitudes, axis=-1)
+        return propagating
+    # Not np.fmax.reduce: numpy 2.4 returns NaN for [inf, NaN with payloads, ...].
+    nan = np.isnan(magnitudes)
+    amax = np.where(nan, -np.inf, magnitudes).max(axis=-1)
+    return np.where(nan.all(axis=-1), np.nan, amax)
+
+
 def _check_shape(producer: Producer, n: int, elem: Format, block_size: int) -> None:
     what = f"profile {producer.name!r}"
     if block_size < 1:
@@ -155,10 +168,7 @@ def quantize_mx(
     _check_shape(producer, n, fmt, block_size)
     blocks = _to_blocks(moved, block_size)
     magnitudes = np.abs(blocks)
-    if producer.nan_ignoring_max:  # __hmax returns the other operand of a NaN
-        amax = np.fmax.reduce(magnitudes, axis=-1)
-    else:  # torch.amax / torch.max propagate NaN
-        amax = np.max(magnitudes, axis=-1)
+    amax = block_max(magnitudes, nan_ignoring=producer.nan_ignoring_max)
     scale = producer.scale_rule(amax, fmt, data.dtype)
     rules = producer.element_rules(data.dtype)
     q, nan_negative = scaled(blocks, scale.mult[..., None], rules)

@@ -277,3 +277,19 @@ def test_no_blocks_gives_empty_codes_and_scales(profile: str) -> None:
     codes, scales = quantize_mx(np.zeros((0, 32), dtype=dtype), profile=profile)
     assert codes.shape == (0, 16) and codes.dtype == np.uint8
     assert scales.shape == (0, 1) and scales.dtype == np.uint8
+
+
+
+@pytest.mark.parametrize("width", [2, 32, 64])
+def test_nan_ignoring_block_max_skips_nan_beside_inf(width: int) -> None:
+    from mxformats.mx import block_max
+
+    # NaNs with payloads, as float16 signalling NaNs widen (0x7C01...): np.fmax.reduce returns
+    # NaN for the first row of width 32.
+    payload_nans = np.arange(0x7C01, 0x7C01 + width - 1, dtype=np.uint16).view(np.float16)
+    with np.errstate(invalid="ignore"):
+        nans = payload_nans.astype(np.float64)
+    blocks = np.array([[np.inf, *nans], [np.nan, *nans], [2.0, *nans]])
+    got = block_max(blocks, nan_ignoring=True)
+    assert got[0] == np.inf and np.isnan(got[1]) and got[2] == 2.0
+    assert np.isnan(block_max(blocks, nan_ignoring=False)).all()

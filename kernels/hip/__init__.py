@@ -5,7 +5,8 @@ CPU tensors run the kernels compiled with g++ against the project's CPU runtime
 (``hip_cpu.h``) under AddressSanitizer and UBSan, in a driver subprocess; CUDA tensors run them
 compiled by nvcc (NVIDIA, through ``hip_nvidia.h``) or, on ROCm PyTorch, by hipcc
 (:mod:`mxformats.kernels.hip.rocm`). The MX argument checks, layout and per-profile constants
-come from :mod:`mxformats.kernels._mx_plan`, shared with the Triton backend.
+come from :mod:`mxformats.kernels._mx_plan`, the INT4, W4A8 and FP8 argument checks from
+:mod:`mxformats.kernels._int4_fp8_args`, both shared with the Triton backend.
 
 - :func:`quantize_mx`, :func:`dequantize_mx`: every profile the plan describes
   (:data:`SUPPORTED`), E2M1 and E4M3FN elements, power-of-two blocks up to 256 (spec/mx.md);
@@ -23,7 +24,6 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-import ml_dtypes
 import numpy as np
 import torch
 
@@ -31,8 +31,9 @@ from mxformats import fp8 as fp8_reference
 from mxformats import int4 as int4_reference
 from mxformats._mx_consumers import CONSUMERS
 from mxformats._mx_producers import PRODUCERS
-from mxformats.formats import E2M1, E4M3FN, Format, get_format
+from mxformats.formats import E2M1, E4M3FN, Format
 
+from .. import _int4_fp8_args as args
 from .. import _mx_plan as plans
 from .._mx_plan import KERNEL_ELEMENTS, QuantizedMX
 from ._device import CpuDriver, Executor, KernelError, SharedLibrary
@@ -63,6 +64,10 @@ SUPPORTED: dict[str, tuple[tuple[str, str], ...]] = {
 
 #: The kernels' dtype numbers (mxf::Dtype in mx_numerics.h).
 _DTYPE_IDS = {torch.float32: 0, torch.bfloat16: 1, torch.float16: 2, torch.float64: 3}
+#: The dtypes the kernels read as data to quantize.
+_INPUT_IDS = {dtype: i for dtype, i in _DTYPE_IDS.items() if dtype != torch.float64}
+#: This backend's name in the shared argument checks' messages.
+KERNELS = "HIP"
 #: The largest MX block the quantize kernel reduces inside one wave (32 lanes x 8 elements).
 MAX_BLOCK_SIZE = 256
 
@@ -91,27 +96,6 @@ def _executor(device: torch.device) -> Executor:
         major, minor = torch.cuda.get_device_capability(device)
         return _nvidia_library(f"sm_{major}{minor}")
     raise NotImplementedError(f"the HIP kernels run on cpu and cuda tensors, not {device.type}")
-
-
-def _dtype_id(dtype: torch.dtype, what: str) -> int:
-    if dtype == torch.float64:
-        raise NotImplementedError(f"{what}: the HIP kernels read float32, bfloat16 or float16, "
-                                  "not float64 (use the numpy reference)")
-    return _DTYPE_IDS[dtype]
-
-
-def _torch_dtype(dtype: object) -> torch.dtype:
-    """A torch float dtype from a torch dtype or a numpy dtype-like (``ml_dtypes.bfloat16``)."""
-    if isinstance(dtype, torch.dtype):
-        return dtype
-    np_dtype = np.dtype(dtype)  # type: ignore[call-overload]
-    if np_dtype == np.dtype(ml_dtypes.bfloat16):
-        return torch.bfloat16
-    names = {"float16": torch.float16, "float32": torch.float32, "float64": torch.float64}
-    if np_dtype.name not in names:
-        raise TypeError(f"the HIP kernels write float16, bfloat16, float32 or float64, not "
-                        f"{np_dtype}")
-    return names[np_dtype.name]
 
 
 @functools.lru_cache(maxsize=64)
@@ -190,17 +174,6 @@ def dequantize_mx(codes: torch.Tensor, scales: torch.Tensor | None = None,
 # -- INT4 and W4A8 ----------------------------------------------------------------------------
 
 
-def _require_tensor(x: object, what: str) -> torch.Tensor:
-    if not isinstance(x, torch.Tensor):
-        raise TypeError(f"the HIP kernels take torch tensors, got {type(x).__name__} {what}")
-    return x
-
-
-def _unclaimed(function: str, fmt: str, profile: str) -> NotImplementedError:
-    return NotImplementedError(f"{function}: profile {profile!r} ({fmt}) is not implemented by "
-                               "the HIP kernels")
-
-
 def dequantize_int4(q: torch.Tensor, scales: torch.Tensor, *, group_size: int | None = 32,
                     axis: int = -1, profile: str = "compressed-tensors",
                     dtype: Any = np.float32) -> torch.Tensor:
@@ -211,34 +184,18 @@ def dequantize_int4(q: torch.Tensor, scales: torch.Tensor, *, group_size: int | 
     ``q``: an integer tensor of values in [-8, 7]; ``scales``: a float tensor (float64
     included), ``q``'s shape with ``axis`` divided by ``group_size`` (1 for None, per channel).
     """
-    if profile not in int4_reference.PROFILES:
-        raise ValueError(f"unknown int4 consumer profile {profile!r}; valid: "
-                         f"{', '.join(int4_reference.PROFILES)}")
-    if ("int4", profile) not in SUPPORTED["dequantize_int4"]:
-        raise _unclaimed("dequantize_int4", "int4", profile)
-    int4_reference._check_group_size(group_size)
-    values = _require_tensor(q, "q")
-    s = _require_tensor(scales, "scales")
-    if values.dtype.is_floating_point or values.dtype == torch.bool or (values.numel() and (
-            int(values.min()) < int4_reference.QMIN or int(values.max()) > int4_reference.QMAX)):
-        raise ValueError("q must hold integers in [-8, 7]")
-    if s.dtype not in _DTYPE_IDS:
-        raise TypeError(f"scales: dtype {s.dtype} is not one of float16, bfloat16, float32, "
-                        "float64")
-    out_dtype = _torch_dtype(dtype)
-    ax = int4_reference._check_axis(values.ndim, axis)
-    n = values.shape[ax]
-    size = n if group_size is None else group_size
-    expected = list(values.shape)
-    expected[ax] = n // size if size and n % size == 0 else -1
-    if list(s.shape) != expected:
-        raise ValueError(f"scales have shape {tuple(s.shape)}; {tuple(values.shape)} in groups "
-                         f"of {size} along axis {ax} needs {tuple(expected)}")
+    args.check_int4_call("dequantize_int4", profile, group_size, SUPPORTED["dequantize_int4"],
+                         KERNELS)
+    values = args.as_int8(q, "dequantize_int4", ValueError, KERNELS, check_int8=True)
+    s = args.require_tensor(scales, "scales", KERNELS)
+    args.require_kernel_float(s.dtype, "dequantize_int4 scales", _DTYPE_IDS, KERNELS)
+    out_dtype = args.as_torch_dtype(dtype, KERNELS)
+    ax, n, size = args.check_group_scales(values, s, group_size, axis)
     if profile == "quark":  # Quark multiplies in float32 by the float32 scale
         s = s.to(torch.float32)
     moved = values.movedim(ax, -1)
     lead = tuple(moved.shape[:-1])
-    q2d = moved.to(torch.int8).contiguous().reshape(-1, n)
+    q2d = moved.contiguous().reshape(-1, n)
     s2d = s.movedim(ax, -1).contiguous().reshape(q2d.shape[0], -1)
     out = torch.empty((q2d.shape[0], n), dtype=out_dtype, device=values.device)
     if out.numel():
@@ -258,18 +215,9 @@ def dequantize_w4a8(weight: torch.Tensor, weight_scale: torch.Tensor,
     ``weight``: int32 ``[O, W]`` in Quark's nibble order (8 W columns out); ``weight_scale``:
     one float32; ``weight_scale_2``: float32 ``[O]``.
     """
-    w = _require_tensor(weight, "weight")
-    if w.dtype not in (torch.int32, torch.uint32):
-        raise TypeError(f"unpack_int4 takes int32 words, got dtype {w.dtype}")
-    if w.ndim != 2:
-        raise ValueError(f"dequantize_w4a8 takes a 2-D weight [O, W], got {tuple(w.shape)}")
-    s1 = _require_tensor(weight_scale, "weight_scale").to(torch.float32)
-    s2 = _require_tensor(weight_scale_2, "weight_scale_2").to(torch.float32)
+    w, s1, s2 = args.check_w4a8_args(weight, weight_scale, weight_scale_2, KERNELS)
     rows, words = w.shape
-    if s1.numel() != 1 or tuple(s2.shape) != (rows,):
-        raise ValueError(f"weight_scale must be a scalar and weight_scale_2 [{rows}]; got "
-                         f"{tuple(s1.shape)} and {tuple(s2.shape)}")
-    out_dtype = _torch_dtype(dtype)
+    out_dtype = args.as_torch_dtype(dtype, KERNELS)
     out = torch.empty((rows, 8 * words), dtype=out_dtype, device=w.device)
     if out.numel():
         _executor(w.device).run(
@@ -305,16 +253,9 @@ def quantize_fp8(x: torch.Tensor, fmt: Format | str = E4M3FN, *,
     ``x``'s shape and a float32 0-d tensor. NaN/±Inf inputs to ``static`` raise ValueError as
     the reference does. Profiles: :data:`SUPPORTED` ``["quantize_fp8"]``.
     """
-    elem = get_format(fmt)
-    probe = np.zeros(1, np.float32)
-    fp8_reference.quantize_fp8(probe, elem, profile=profile)  # the reference's argument errors
-    if (elem.name, profile) not in SUPPORTED["quantize_fp8"]:
-        raise _unclaimed("quantize_fp8", elem.name, profile)
-    t = _require_tensor(x, "x")
-    if t.dtype not in _DTYPE_IDS:
-        raise TypeError(f"input: dtype {t.dtype} is not one of float16, bfloat16, float32, "
-                        "float64")
-    dtype_id = _dtype_id(t.dtype, "quantize_fp8")
+    elem = args.check_fp8_args(fmt, profile, SUPPORTED["quantize_fp8"], KERNELS)
+    t = args.require_tensor(x, "quantize_fp8", KERNELS)
+    dtype_id = args.require_kernel_float(t.dtype, "quantize_fp8", _INPUT_IDS, KERNELS)
     source = t.contiguous().reshape(-1)
     codes = torch.empty(source.shape, dtype=torch.uint8, device=t.device)
     scale = torch.empty((), dtype=torch.float32, device=t.device)
@@ -331,12 +272,7 @@ def e4m3fn_to_fnuz(codes: torch.Tensor,
                    scale: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """vLLM's MI300 normalisation, as ``mxformats.conversions.e4m3fn_to_fnuz``: the same bits
     read as E4M3FNUZ (0x80 becomes 0x00) and every float32 scale doubled (spec/e4m3fnuz.md)."""
-    c = _require_tensor(codes, "codes")
-    s = _require_tensor(scale, "scale")
-    if c.dtype != torch.uint8:
-        raise TypeError(f"e4m3fn codes must be uint8, got {c.dtype}")
-    if s.dtype != torch.float32:
-        raise TypeError(f"the scale must be float32, got {s.dtype}")
+    c, s = args.check_fnuz_args(codes, scale, KERNELS)
     codes_out = torch.empty_like(c, memory_format=torch.contiguous_format)
     scale_out = torch.empty_like(s, memory_format=torch.contiguous_format)
     if c.numel() or s.numel():

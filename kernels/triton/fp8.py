@@ -28,18 +28,19 @@ import triton
 import triton.language as tl
 
 from mxformats import fp8 as reference
-from mxformats.formats import E4M3FN, Format, get_format
+from mxformats.formats import E4M3FN, Format
 from mxformats.int4 import NIBBLE_OFFSET
 
+from .._int4_fp8_args import check_fnuz_args, check_fp8_args, check_w4a8_args, require_tensor
 from .._mx_plan import FloatLayout
 from ._codec import decode_float, encode_float
 from .int4 import (
+    KERNELS,
     OUTPUT_KINDS,
     as_torch_dtype,
+    kernel_float,
     launch,
     nibble_shifts,
-    require_kernel_float,
-    require_tensor,
     round_to_kind,
     rows_view,
     store_kind,
@@ -123,10 +124,6 @@ def _cast_fp8_kernel(x_ptr: tl.tensor, amax_ptr: tl.tensor, codes_ptr: tl.tensor
         tl.store(scale_ptr, scale)
 
 
-def _format(fmt: Format | str) -> Format:
-    return fmt if isinstance(fmt, Format) else get_format(fmt)
-
-
 def quantize_fp8(
     x: torch.Tensor, fmt: Format | str = E4M3FN, *, profile: str = "static"
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -137,16 +134,9 @@ def quantize_fp8(
     Raises as the reference: ValueError for an unknown profile, a format the profile does not
     take, or NaN/±Inf with ``static``. Spec: ``w4a8.md``, "FP8 per-tensor".
     """
-    if profile not in reference._FP8_PROFILES:
-        raise ValueError(f"unknown fp8 profile {profile!r}; valid: "
-                         f"{', '.join(reference._FP8_PROFILES)}")
-    element = _format(fmt)
-    _, formats = reference._FP8_PROFILES[profile]
-    if element not in formats:
-        raise ValueError(f"fp8 profile {profile!r} takes "
-                         f"{', '.join(f.name for f in formats)}, not {element.name}")
-    x = require_tensor(x, "quantize_fp8")
-    kind = require_kernel_float(x.dtype, "quantize_fp8")
+    element = check_fp8_args(fmt, profile, SUPPORTED["quantize_fp8"], KERNELS)
+    x = require_tensor(x, "quantize_fp8", KERNELS)
+    kind = kernel_float(x.dtype, "quantize_fp8")
     static = profile == "static"
     x2d, _ = rows_view(x.reshape(1) if x.ndim == 0 else x, -1)
     numel, n = x2d.numel(), max(x2d.shape[1], 1)
@@ -193,12 +183,7 @@ def e4m3fn_to_fnuz(codes: torch.Tensor, scale: torch.Tensor) -> tuple[torch.Tens
     0x80 (FN -0, the FNUZ NaN) becomes 0x00, and the float32 scale doubled. The FN NaNs
     0x7F/0xFF stay as bits (the finite FNUZ ±240). Returns contiguous tensors.
     Spec: ``e4m3fnuz.md``, "Converting E4M3FN checkpoints"."""
-    c = require_tensor(codes, "e4m3fn codes")
-    s = require_tensor(scale, "the scale")
-    if c.dtype != torch.uint8:
-        raise TypeError(f"e4m3fn codes must be uint8, got {c.dtype}")
-    if s.dtype != torch.float32:
-        raise TypeError(f"the scale must be float32, got {s.dtype}")
+    c, s = check_fnuz_args(codes, scale, KERNELS)
     c2d, _ = rows_view(c.reshape(1) if c.ndim == 0 else c, -1)
     out = torch.empty(c.shape, dtype=torch.uint8, device=c.device)
     numel = c2d.numel()
@@ -243,18 +228,9 @@ def dequantize_w4a8(
     (``s1``); ``weight_scale_2``: ``[O]`` (``s2``), both read as float32. ``dtype``: float32,
     bfloat16, float16 or float64. Returns ``[O, 8 W]``. Spec: ``w4a8.md``, "Dequantization".
     """
-    w = require_tensor(weight, "weight")
-    if w.dtype not in (torch.int32, torch.uint32):
-        raise TypeError(f"unpack_int4 takes int32 words, got dtype {w.dtype}")
-    if w.ndim != 2:
-        raise ValueError(f"dequantize_w4a8 takes a 2-D weight [O, W], got {tuple(w.shape)}")
-    s1 = require_tensor(weight_scale, "weight_scale").to(device=w.device, dtype=torch.float32)
-    s2 = require_tensor(weight_scale_2, "weight_scale_2").to(device=w.device,
-                                                              dtype=torch.float32)
+    w, s1, s2 = check_w4a8_args(weight, weight_scale, weight_scale_2, KERNELS)
+    s1, s2 = s1.to(w.device), s2.to(w.device)
     rows, words = w.shape
-    if s1.numel() != 1 or tuple(s2.shape) != (rows,):
-        raise ValueError(f"weight_scale must be a scalar and weight_scale_2 [{rows}]; got "
-                         f"{tuple(s1.shape)} and {tuple(s2.shape)}")
     out_dtype = as_torch_dtype(dtype)
     out = torch.empty((rows, 8 * words), dtype=out_dtype, device=w.device)
     if rows and words:

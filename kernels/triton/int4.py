@@ -34,6 +34,17 @@ import triton.language as tl
 
 from mxformats import int4 as reference
 
+from .. import _int4_fp8_args as _args
+from .._int4_fp8_args import (
+    as_int8,
+    check_axis,
+    check_group_scales,
+    check_int4_call,
+    require_int32_words,
+    require_kernel_float,
+    require_tensor,
+)
+
 __all__ = ["SUPPORTED", "dequantize_int4", "pack_int4", "quantize_int4", "unpack_int4"]
 
 SUPPORTED: dict[str, tuple[tuple[str, str], ...]] = {
@@ -47,8 +58,8 @@ SUPPORTED: dict[str, tuple[tuple[str, str], ...]] = {
 FLOAT_KINDS = {torch.float32: 0, torch.bfloat16: 1, torch.float16: 2}
 #: Output dtypes of the dequantizers: the input kinds plus float64 (an exact widening).
 OUTPUT_KINDS = {**FLOAT_KINDS, torch.float64: 3}
-_DTYPE_NAMES = {"float32": torch.float32, "bfloat16": torch.bfloat16,
-                "float16": torch.float16, "float64": torch.float64}
+#: This backend's name in the shared argument checks' messages.
+KERNELS = "Triton"
 #: ``torch.finfo(dtype).eps``: compressed-tensors' scale for an all-zero group.
 _MACHINE_EPS = {kind: float(torch.finfo(dtype).eps) for dtype, kind in FLOAT_KINDS.items()}
 #: Elements per program: about 1 ms per program under the interpreter, so big tiles there.
@@ -82,34 +93,14 @@ def launch(kernel: Any, grid: tuple[int, ...], t: torch.Tensor, *args: Any, **me
 
 
 def as_torch_dtype(dtype: object) -> torch.dtype:
-    """A torch dtype from a torch dtype, a numpy dtype-like (``ml_dtypes.bfloat16`` included)
-    or a name; TypeError for anything else."""
-    if isinstance(dtype, torch.dtype):
-        return dtype
-    try:
-        name = np.dtype(dtype).name  # type: ignore[call-overload]
-    except TypeError as err:
-        raise TypeError(f"not a float dtype: {dtype!r}") from err
-    if name not in _DTYPE_NAMES:
-        raise TypeError(f"dtype {name} is not one of {', '.join(_DTYPE_NAMES)}")
-    return _DTYPE_NAMES[name]
+    """A torch dtype from a torch dtype, a numpy dtype-like or a name (TypeError otherwise)."""
+    return _args.as_torch_dtype(dtype, KERNELS)
 
 
-def require_tensor(x: object, what: str) -> torch.Tensor:
-    if not isinstance(x, torch.Tensor):
-        raise TypeError(f"{what} must be a torch tensor, got {type(x).__name__}")
-    return x
-
-
-def require_kernel_float(dtype: torch.dtype, what: str) -> int:
-    """The kernel's code for a float input dtype; float64 is NotImplementedError, the rest
-    TypeError (the reference's error for non-float input)."""
-    if dtype == torch.float64:
-        raise NotImplementedError(f"{what}: the Triton kernels take float32, bfloat16 or "
-                                  "float16, not float64 (use the numpy reference)")
-    if dtype not in FLOAT_KINDS:
-        raise TypeError(f"{what}: dtype {dtype} is not one of float16, bfloat16, float32")
-    return FLOAT_KINDS[dtype]
+def kernel_float(dtype: torch.dtype, what: str) -> int:
+    """The kernel's code (:data:`FLOAT_KINDS`) for a float input dtype; float64 is
+    NotImplementedError, the rest TypeError (the reference's error for non-float input)."""
+    return require_kernel_float(dtype, what, FLOAT_KINDS, KERNELS)
 
 
 def rows_view(t: torch.Tensor, axis: int) -> tuple[torch.Tensor, tuple[int, ...]]:
@@ -117,12 +108,6 @@ def rows_view(t: torch.Tensor, axis: int) -> tuple[torch.Tensor, tuple[int, ...]
     allow, so transposed and sliced inputs are read in place) and the moved shape."""
     moved = t.movedim(axis, -1)
     return moved.reshape(-1, moved.shape[-1]), tuple(moved.shape)
-
-
-def check_axis(ndim: int, axis: int) -> int:
-    if not -ndim <= axis < ndim:
-        raise ValueError(f"axis {axis} is out of range for a {ndim}-d array")
-    return axis % ndim
 
 
 # -- shared arithmetic ------------------------------------------------------------------------
@@ -267,12 +252,9 @@ def quantize_int4(
     profile, NaN/±Inf or a length that is not a positive multiple of ``group_size``.
     Spec: ``int4-schemes.md``.
     """
-    if profile not in reference.PROFILES:
-        raise ValueError(f"unknown int4 producer profile {profile!r}; valid: "
-                         f"{', '.join(reference.PROFILES)}")
-    reference._check_group_size(group_size)
-    x = require_tensor(x, "quantize_int4")
-    kind = require_kernel_float(x.dtype, "quantize_int4")
+    check_int4_call("quantize_int4", profile, group_size, SUPPORTED["quantize_int4"], KERNELS)
+    x = require_tensor(x, "quantize_int4", KERNELS)
+    kind = kernel_float(x.dtype, "quantize_int4")
     if x.ndim == 0:
         x = x.reshape(1)
     ax = check_axis(x.ndim, axis)
@@ -327,19 +309,6 @@ def _dequantize_int4_kernel(q_ptr: tl.tensor, s_ptr: tl.tensor, out_ptr: tl.tens
     store_kind(out_ptr + row[:, None] * n + col, out, mask, OUT_KIND)
 
 
-def as_int8(q: object, what: str, error: type[Exception]) -> torch.Tensor:
-    """``q`` as an int8 tensor. Non-integer dtypes raise ``error`` (the reference's error for
-    them); wider integers are range-checked here, int8 by the kernels (the ``bad`` flag)."""
-    t = require_tensor(q, what)
-    if t.dtype.is_floating_point or t.dtype.is_complex or t.dtype == torch.bool:
-        raise error(f"{what} takes integers in [-8, 7], got dtype {t.dtype}")
-    if t.dtype != torch.int8:
-        if t.numel() and bool(((t < reference.QMIN) | (t > reference.QMAX)).any()):
-            raise ValueError(f"{what}: values must lie in [-8, 7]")
-        t = t.to(torch.int8)
-    return t
-
-
 def dequantize_int4(
     q: torch.Tensor, scales: torch.Tensor, *, group_size: int | None = 32, axis: int = -1,
     profile: str = "compressed-tensors", dtype: object = torch.float32,
@@ -352,22 +321,13 @@ def dequantize_int4(
     or a name). Returns a contiguous tensor of ``q``'s shape. Raises as the reference.
     Spec: ``int4-schemes.md``, "Dequantization".
     """
-    if profile not in reference.PROFILES:
-        raise ValueError(f"unknown int4 consumer profile {profile!r}; valid: "
-                         f"{', '.join(reference.PROFILES)}")
-    reference._check_group_size(group_size)
-    values = as_int8(q, "dequantize_int4", ValueError)
-    s = require_tensor(scales, "scales")
-    scale_kind = require_kernel_float(s.dtype, "dequantize_int4 scales")
+    check_int4_call("dequantize_int4", profile, group_size, SUPPORTED["dequantize_int4"],
+                    KERNELS)
+    values = as_int8(q, "dequantize_int4", ValueError, KERNELS)
+    s = require_tensor(scales, "scales", KERNELS)
+    scale_kind = kernel_float(s.dtype, "dequantize_int4 scales")
     out_dtype = as_torch_dtype(dtype)
-    ax = check_axis(values.ndim, axis)
-    n = values.shape[ax]
-    size = n if group_size is None else group_size
-    expected = list(values.shape)
-    expected[ax] = n // size if size and n % size == 0 else -1
-    if list(s.shape) != expected:
-        raise ValueError(f"scales have shape {tuple(s.shape)}; {tuple(values.shape)} in groups "
-                         f"of {size} along axis {ax} needs {tuple(expected)}")
+    ax, n, size = check_group_scales(values, s, group_size, axis)
     q2d, moved_shape = rows_view(values, ax)
     s2d, _ = rows_view(s, ax)
     rows = q2d.shape[0]
@@ -432,7 +392,7 @@ def pack_int4(
     byte-identical to :func:`mxformats.int4.pack_int4` (``ceil(n / 8)`` words, padding
     nibbles 0x0). Returns a contiguous int32 tensor. Spec: ``int4-layouts.md``."""
     reference._check_layout(layout)
-    t = as_int8(q, "pack_int4", TypeError)
+    t = as_int8(q, "pack_int4", TypeError, KERNELS)
     ax = check_axis(t.ndim, axis)
     q2d, moved_shape = rows_view(t, ax)
     rows, n = q2d.shape
@@ -480,9 +440,7 @@ def unpack_int4(
     int32 (or uint32) words to int8 in [-8, 7]; ``size`` (default ``8 × words``) trims the
     padding of the last word. Returns a contiguous tensor. Spec: ``int4-layouts.md``."""
     reference._check_layout(layout)
-    t = require_tensor(packed, "unpack_int4")
-    if t.dtype not in (torch.int32, torch.uint32):
-        raise TypeError(f"unpack_int4 takes int32 words, got dtype {t.dtype}")
+    t = require_int32_words(packed, "unpack_int4", KERNELS)
     ax = check_axis(t.ndim, axis)
     w2d, moved_shape = rows_view(t.view(torch.int32), ax)
     rows, words = w2d.shape

@@ -221,16 +221,22 @@ def test_quantize_mx_ragged_last_block(backend: Backend, fmt: str, profile: str,
     """A last dimension that is not a multiple of the block: the reference's exception class,
     or its bytes (producers that define a short last block)."""
     fn = _kernel(backend, "quantize_mx")
-    values = _random_values(count, (3, count), dtype)
-    expected = _outcome(lambda: tuple(mx_reference.quantize_mx(values, get_format(fmt),
-                                                               profile=profile)))
-    got = _outcome(lambda: tuple(fn(_torch(values, device), get_format(fmt), profile=profile)))
-    if isinstance(expected, type):
-        assert got is expected, f"the reference raises {expected}, the kernel {got}"
-    else:
-        assert not isinstance(got, type), f"the kernel raises {got}"
-        for g, e, what in zip(got, expected, ("codes", "scales"), strict=True):
-            assert_bytes_equal(g, e, what)
+    # Random rows, and rows whose short last block is small while every other element is large:
+    # a kernel that reads past a row's end (into the next row) picks up a larger block maximum.
+    poisoned = np.full((3, count), 2.0**12)
+    poisoned[:, count - count % 32 if count % 32 else count - 32:] = 1.0
+    for values in (_random_values(count, (3, count), dtype),
+                   poisoned.astype(float_dtype(dtype))):
+        expected = _outcome(lambda v=values: tuple(mx_reference.quantize_mx(
+            v, get_format(fmt), profile=profile)))
+        got = _outcome(lambda v=values: tuple(fn(_torch(v, device), get_format(fmt),
+                                                 profile=profile)))
+        if isinstance(expected, type):
+            assert got is expected, f"the reference raises {expected}, the kernel {got}"
+        else:
+            assert not isinstance(got, type), f"the kernel raises {got}"
+            for g, e, what in zip(got, expected, ("codes", "scales"), strict=True):
+                assert_bytes_equal(g, e, what)
 
 
 QUANTIZE_REFUSALS = {

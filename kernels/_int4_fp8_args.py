@@ -1,0 +1,195 @@
+"""The backend-neutral front end of the INT4, W4A8 and FP8 kernels: argument checks and the small
+conversions every backend does before its launch code.
+
+The Triton (:mod:`mxformats.kernels.triton`) and HIP (:mod:`mxformats.kernels.hip`) front ends of
+``quantize_int4``, ``pack_int4``, ``unpack_int4``, ``dequantize_int4``, ``dequantize_w4a8``,
+``quantize_fp8`` and ``e4m3fn_to_fnuz`` call these with the reference's arguments and get back
+either the exception the reference raises for the same bad input (:mod:`mxformats.int4` and
+:mod:`mxformats.fp8`'s own messages), ``NotImplementedError`` for what the backend does not
+claim or compute (float64 data, an unclaimed profile), ``TypeError`` for a non-tensor, or the
+checked arguments. ``kernels`` names the backend (``"Triton"``, ``"HIP"``) in messages that are
+the backend's own. The MX counterpart is :mod:`mxformats.kernels._mx_plan`, whose
+:func:`~mxformats.kernels._mx_plan.require_tensor` and dtype naming this module reuses.
+
+torch only: nothing here imports a backend.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+
+import torch
+
+from mxformats import fp8 as fp8_reference
+from mxformats import int4 as int4_reference
+from mxformats.formats import Format, get_format
+
+from ._mx_plan import _dtype_name, require_tensor
+
+__all__ = [
+    "OUTPUT_DTYPES",
+    "as_int8",
+    "as_torch_dtype",
+    "check_axis",
+    "check_fnuz_args",
+    "check_fp8_args",
+    "check_group_scales",
+    "check_int4_call",
+    "check_w4a8_args",
+    "require_int32_words",
+    "require_kernel_float",
+    "require_tensor",
+    "unclaimed",
+]
+
+#: The output dtypes of the dequantizers, by name: the kernels' inputs plus float64.
+OUTPUT_DTYPES: dict[str, torch.dtype] = {
+    "float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16,
+    "float64": torch.float64,
+}
+#: Float dtypes in the order the messages list them.
+_FLOAT_ORDER = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+
+#: The reference's axis check (ValueError ``axis ... is out of range for a N-d array``).
+check_axis = int4_reference._check_axis
+
+
+def unclaimed(function: str, fmt: str, profile: str, kernels: str) -> NotImplementedError:
+    """The error for a registered profile the backend ``kernels`` does not claim."""
+    return NotImplementedError(f"{function}: profile {profile!r} ({fmt}) is not implemented by "
+                               f"the {kernels} kernels")
+
+
+def as_torch_dtype(dtype: object, kernels: str) -> torch.dtype:
+    """A torch dtype from a torch dtype (returned as is), a numpy dtype-like
+    (``ml_dtypes.bfloat16`` included) or a name of :data:`OUTPUT_DTYPES`; TypeError for
+    anything else."""
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    try:
+        name = _dtype_name(dtype)
+    except TypeError as err:
+        raise TypeError(f"not a float dtype: {dtype!r}") from err
+    if name not in OUTPUT_DTYPES:
+        raise TypeError(f"the {kernels} kernels write {', '.join(OUTPUT_DTYPES)}, not {name}")
+    return OUTPUT_DTYPES[name]
+
+
+def require_kernel_float(dtype: torch.dtype, what: str, kinds: Mapping[torch.dtype, int],
+                         kernels: str) -> int:
+    """The kernel's code (``kinds[dtype]``) for a float input dtype. float64 outside ``kinds``
+    is NotImplementedError (the reference takes it, the kernels do not); any other dtype outside
+    ``kinds`` TypeError (the reference's error for non-float input)."""
+    if dtype in kinds:
+        return kinds[dtype]
+    if dtype == torch.float64:
+        raise NotImplementedError(f"{what}: the {kernels} kernels take float32, bfloat16 or "
+                                  "float16, not float64 (use the numpy reference)")
+    names = ", ".join(str(d).removeprefix("torch.") for d in _FLOAT_ORDER if d in kinds)
+    raise TypeError(f"{what}: dtype {dtype} is not one of {names}")
+
+
+# -- INT4 -------------------------------------------------------------------------------------
+
+
+def check_int4_call(function: str, profile: str, group_size: int | None,
+                    claims: Collection[tuple[str, str]], kernels: str) -> None:
+    """``quantize_int4`` / ``dequantize_int4``'s first checks, in the reference's order: the
+    profile (ValueError naming the valid ones; NotImplementedError outside ``claims``), then
+    ``group_size`` (ValueError unless a positive int or None)."""
+    role = "producer" if function.startswith("quantize") else "consumer"
+    if profile not in int4_reference.PROFILES:
+        raise ValueError(f"unknown int4 {role} profile {profile!r}; valid: "
+                         f"{', '.join(int4_reference.PROFILES)}")
+    if ("int4", profile) not in claims:
+        raise unclaimed(function, "int4", profile, kernels)
+    int4_reference._check_group_size(group_size)
+
+
+def as_int8(q: object, what: str, error: type[Exception], kernels: str, *,
+            check_int8: bool = False) -> torch.Tensor:
+    """``q`` as an int8 tensor. Non-integer dtypes raise ``error`` (the reference's error for
+    them); wider integers are range-checked here (ValueError), int8 only with ``check_int8``
+    (otherwise the kernel checks it)."""
+    t = require_tensor(q, what, kernels)
+    if t.dtype.is_floating_point or t.dtype.is_complex or t.dtype == torch.bool:
+        raise error(f"{what} takes integers in [-8, 7], got dtype {t.dtype}")
+    if t.dtype != torch.int8 or check_int8:
+        if t.numel() and bool(((t < int4_reference.QMIN) | (t > int4_reference.QMAX)).any()):
+            raise ValueError(f"{what}: values must lie in [-8, 7]")
+        t = t.to(torch.int8)
+    return t
+
+
+def check_group_scales(values: torch.Tensor, scales: torch.Tensor, group_size: int | None,
+                       axis: int) -> tuple[int, int, int]:
+    """``dequantize_int4``'s scale shape: ``values``' shape with ``axis`` divided by
+    ``group_size`` (None: one group per slice). Returns ``(axis, n, group)``: the axis in
+    ``[0, ndim)``, its length and the group size; ValueError as the reference otherwise."""
+    ax = check_axis(values.ndim, axis)
+    n = values.shape[ax]
+    size = n if group_size is None else group_size
+    expected = list(values.shape)
+    expected[ax] = n // size if size and n % size == 0 else -1
+    if list(scales.shape) != expected:
+        raise ValueError(f"scales have shape {tuple(scales.shape)}; {tuple(values.shape)} in "
+                         f"groups of {size} along axis {ax} needs {tuple(expected)}")
+    return ax, n, size
+
+
+def require_int32_words(packed: object, what: str, kernels: str) -> torch.Tensor:
+    """``packed`` as a tensor of int32 (or uint32) words; TypeError otherwise."""
+    t = require_tensor(packed, what, kernels)
+    if t.dtype not in (torch.int32, torch.uint32):
+        raise TypeError(f"unpack_int4 takes int32 words, got dtype {t.dtype}")
+    return t
+
+
+def check_w4a8_args(weight: object, weight_scale: object, weight_scale_2: object,
+                    kernels: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``dequantize_w4a8``'s arguments: ``weight`` int32 ``[O, W]``, ``weight_scale`` one
+    value, ``weight_scale_2`` ``[O]``. Returns ``(weight, s1, s2)`` with both scales as float32
+    (on their own device); TypeError or ValueError as the reference otherwise."""
+    w = require_int32_words(weight, "weight", kernels)
+    if w.ndim != 2:
+        raise ValueError(f"dequantize_w4a8 takes a 2-D weight [O, W], got {tuple(w.shape)}")
+    s1 = require_tensor(weight_scale, "weight_scale", kernels).to(torch.float32)
+    s2 = require_tensor(weight_scale_2, "weight_scale_2", kernels).to(torch.float32)
+    rows = w.shape[0]
+    if s1.numel() != 1 or tuple(s2.shape) != (rows,):
+        raise ValueError(f"weight_scale must be a scalar and weight_scale_2 [{rows}]; got "
+                         f"{tuple(s1.shape)} and {tuple(s2.shape)}")
+    return w, s1, s2
+
+
+# -- FP8 --------------------------------------------------------------------------------------
+
+
+def check_fp8_args(fmt: Format | str, profile: str, claims: Collection[tuple[str, str]],
+                   kernels: str) -> Format:
+    """``quantize_fp8``'s profile and format, checked as :func:`mxformats.fp8.quantize_fp8`
+    does (ValueError for an unknown profile or a format it does not take), then against the
+    backend's ``claims`` (NotImplementedError). Returns the format."""
+    if profile not in fp8_reference._FP8_PROFILES:
+        raise ValueError(f"unknown fp8 profile {profile!r}; valid: "
+                         f"{', '.join(fp8_reference._FP8_PROFILES)}")
+    element = get_format(fmt)
+    _, formats = fp8_reference._FP8_PROFILES[profile]
+    if element not in formats:
+        raise ValueError(f"fp8 profile {profile!r} takes "
+                         f"{', '.join(f.name for f in formats)}, not {element.name}")
+    if (element.name, profile) not in claims:
+        raise unclaimed("quantize_fp8", element.name, profile, kernels)
+    return element
+
+
+def check_fnuz_args(codes: object, scale: object,
+                    kernels: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """``e4m3fn_to_fnuz``'s arguments: uint8 codes and a float32 scale (TypeError otherwise)."""
+    c = require_tensor(codes, "e4m3fn codes", kernels)
+    s = require_tensor(scale, "scale", kernels)
+    if c.dtype != torch.uint8:
+        raise TypeError(f"e4m3fn codes must be uint8, got {c.dtype}")
+    if s.dtype != torch.float32:
+        raise TypeError(f"the scale must be float32, got {s.dtype}")
+    return c, s
