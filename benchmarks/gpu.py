@@ -55,29 +55,9 @@ DRY_RUN_TESTS = "test_backend_imports or test_e4m3fn_to_fnuz_exhaustive"
 EXPECTED_GPU_VERSIONS = {"torch": "2.11", "triton": "3.6"}
 
 #: Imports ``mxformats`` and ``mxformats.kernels`` from the checkout in ``$MXFORMATS_ROOT``
-#: (``kernels/`` is installed as ``mxformats.kernels``; see tests/mutants/run.py). Executed in
-#: this process and written as ``sitecustomize.py`` for the pytest subprocess.
-CHECKOUT_IMPORTS = '''\
-import importlib.util
-import os
-import sys
-
-_ROOT = os.environ["MXFORMATS_ROOT"]
-_DIRS = {"mxformats": "mxformats", "mxformats.kernels": "kernels"}
-
-
-class _CheckoutFinder:
-    @classmethod
-    def find_spec(cls, fullname, path=None, target=None):
-        if fullname not in _DIRS:
-            return None
-        folder = os.path.join(_ROOT, _DIRS[fullname])
-        return importlib.util.spec_from_file_location(
-            fullname, os.path.join(folder, "__init__.py"), submodule_search_locations=[folder])
-
-
-sys.meta_path.insert(0, _CheckoutFinder)
-'''
+#: (the shim tests/mutants/run.py uses too). Executed in this process and written as
+#: ``sitecustomize.py`` for the pytest subprocess.
+CHECKOUT_IMPORTS = (ROOT / "tests" / "checkout_imports.py").read_text()
 
 
 @dataclass

@@ -123,18 +123,10 @@ def as_int8(q: object, what: str, error: type[Exception], kernels: str, *,
 
 def check_group_scales(values: torch.Tensor, scales: torch.Tensor, group_size: int | None,
                        axis: int) -> tuple[int, int, int]:
-    """``dequantize_int4``'s scale shape: ``values``' shape with ``axis`` divided by
-    ``group_size`` (None: one group per slice). Returns ``(axis, n, group)``: the axis in
-    ``[0, ndim)``, its length and the group size; ValueError as the reference otherwise."""
-    ax = check_axis(values.ndim, axis)
-    n = values.shape[ax]
-    size = n if group_size is None else group_size
-    expected = list(values.shape)
-    expected[ax] = n // size if size and n % size == 0 else -1
-    if list(scales.shape) != expected:
-        raise ValueError(f"scales have shape {tuple(scales.shape)}; {tuple(values.shape)} in "
-                         f"groups of {size} along axis {ax} needs {tuple(expected)}")
-    return ax, n, size
+    """``dequantize_int4``'s scale shape, checked by the reference's own
+    :func:`mxformats.int4.check_group_scales`: ``(axis, n, group)``, or its ValueError."""
+    return int4_reference.check_group_scales(tuple(values.shape), tuple(scales.shape),
+                                             group_size, axis)
 
 
 def require_int32_words(packed: object, what: str, kernels: str) -> torch.Tensor:

@@ -212,6 +212,24 @@ def _ungrouped(g: NDArray[Any], axis: int) -> NDArray[Any]:
     return np.moveaxis(g.reshape(*g.shape[:-2], -1), -1, axis)
 
 
+def check_group_scales(shape: tuple[int, ...], scales_shape: tuple[int, ...],
+                       group_size: int | None, axis: int) -> tuple[int, int, int]:
+    """The scales of ``shape``-shaped values must have ``shape`` with ``axis`` divided by
+    ``group_size`` (None: one group per slice). Returns ``(axis, n, group)``: the axis in
+    ``[0, ndim)``, its length and the group size; ValueError otherwise."""
+    ax = _check_axis(len(shape), axis)
+    n = shape[ax]
+    size = n if group_size is None else group_size
+    expected = list(shape)
+    expected[ax] = n // size if size and n % size == 0 else -1
+    if list(scales_shape) != expected:
+        raise ValueError(
+            f"scales have shape {tuple(scales_shape)}; {tuple(shape)} in groups of {size} "
+            f"along axis {ax} needs {tuple(expected)}"
+        )
+    return ax, n, size
+
+
 def _check_group_size(group_size: int | None) -> None:
     if group_size is not None and (not isinstance(group_size, int) or group_size <= 0):
         raise ValueError(f"group_size must be a positive int or None, got {group_size!r}")
@@ -344,16 +362,7 @@ def dequantize_int4(
     if values.dtype.kind not in "iu" or np.any((values < QMIN) | (values > QMAX)):
         raise ValueError("q must hold integers in [-8, 7]")
     s = as_float_array(scales, "scales")
-    ax = _check_axis(values.ndim, axis)
-    n = values.shape[ax]
-    size = n if group_size is None else group_size
-    expected = list(values.shape)
-    expected[ax] = n // size if size and n % size == 0 else -1
-    if list(s.shape) != expected:
-        raise ValueError(
-            f"scales have shape {s.shape}; {values.shape} in groups of {size} "
-            f"along axis {ax} needs {tuple(expected)}"
-        )
+    ax, _, size = check_group_scales(values.shape, s.shape, group_size, axis)
     expanded = np.repeat(s, size, axis=ax)
     with np.errstate(invalid="ignore", over="ignore"):  # 0 × Inf is NaN, as in torch
         if profile == "compressed-tensors":

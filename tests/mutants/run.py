@@ -32,35 +32,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 
-# Top-level package name -> folder, as in pyproject.toml [tool.setuptools] package-dir.
-PACKAGE_DIRS = {"mxformats": "mxformats", "mxformats.kernels": "kernels"}
-
-SHIM = '''\
-"""Written by tests/mutants/run.py: import mxformats from the mutant copy."""
-import importlib.machinery
-import importlib.util
-import os
-import sys
-
-_ROOT = os.environ["MXFORMATS_MUTANT_ROOT"]
-_DIRS = {dirs!r}
-
-
-class _MutantCopyFinder:
-    @classmethod
-    def find_spec(cls, fullname, path=None, target=None):
-        if fullname not in _DIRS:
-            return None
-        folder = os.path.join(_ROOT, _DIRS[fullname])
-        return importlib.util.spec_from_file_location(
-            fullname,
-            os.path.join(folder, "__init__.py"),
-            submodule_search_locations=[folder],
-        )
-
-
-sys.meta_path.insert(0, _MutantCopyFinder)
-'''
+#: Imports mxformats (and mxformats.kernels) from $MXFORMATS_ROOT: the copy's sitecustomize.py.
+CHECKOUT_IMPORTS = (ROOT / "tests" / "checkout_imports.py").read_text()
 
 # PASS: exit 0. Caught: exit 1 (tests failed). Anything else is an error, never "caught".
 PYTEST_OK, PYTEST_FAILED = 0, 1
@@ -132,7 +105,7 @@ def copy_repo(dest: Path) -> None:
         shutil.copy2(src, target)
     shim_dir = dest / ".mutant-shim"
     shim_dir.mkdir()
-    (shim_dir / "sitecustomize.py").write_text(SHIM.format(dirs=PACKAGE_DIRS))
+    (shim_dir / "sitecustomize.py").write_text(CHECKOUT_IMPORTS)
 
 
 def env_for(copy: Path) -> dict[str, str]:
@@ -141,7 +114,7 @@ def env_for(copy: Path) -> dict[str, str]:
     if env.get("PYTHONPATH"):
         extra.append(env["PYTHONPATH"])
     env["PYTHONPATH"] = os.pathsep.join(extra)
-    env["MXFORMATS_MUTANT_ROOT"] = str(copy)
+    env["MXFORMATS_ROOT"] = str(copy)
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     return env
 
