@@ -31,7 +31,16 @@ from mxformats.validate.model import Format, Options
 from mxformats.validate.runner import Report, exit_code, validate
 
 PRODUCERS = Path(__file__).resolve().parent / "data" / "producers"
-PRODUCER_DIRS = sorted(p.name for p in PRODUCERS.iterdir() if p.is_dir())
+#: Producer fixtures whose format the validator does not verify yet (NVFP4, compressed-tensors
+#: FP8_BLOCK): each must be refused with exit 2, never reported OK.
+NOT_YET_VERIFIED = {
+    "kimi-k2-nvfp4-compressed-tensors",
+    "kimi-k2-nvfp4-modelopt",
+    "kimi-k2-fp8-block-compressed-tensors",
+}
+PRODUCER_DIRS = sorted(
+    p.name for p in PRODUCERS.iterdir() if p.is_dir() and p.name not in NOT_YET_VERIFIED
+)
 CORE = {"files", "coverage", "layout", "internal"}
 INDEX = "model.safetensors.index.json"
 
@@ -132,6 +141,13 @@ def test_producer_checkpoints_pass(name: str, level: Level) -> None:
     report = _run(PRODUCERS / name, level)
     assert exit_code(report) == 0, [f.to_json() for f in report.findings]
     assert not [f for f in report.findings if f.check.id == "INTERNAL_ERROR"]
+
+
+@pytest.mark.parametrize("name", sorted(NOT_YET_VERIFIED))
+def test_unverified_producer_formats_are_refused(name: str) -> None:
+    report = _run(PRODUCERS / name, Level.SCALES)
+    assert exit_code(report) == 2
+    assert [f.check.id for f in report.findings] == ["FORMAT_UNSUPPORTED"]
 
 
 def test_producer_formats_detected() -> None:
