@@ -2,19 +2,29 @@
 
 :func:`load` builds the :class:`~mxformats.validate.model.Checkpoint` and returns the findings
 of this group with it (the other groups work on the model). Nothing is executed, nothing is
-unpickled; a shard is opened only when its path is safe (:func:`safe_path`).
+unpickled; a file is opened only when its path is safe (:func:`safe_path`) and it is a regular
+file (:func:`mxformats.tensorfile.open_regular`: a FIFO, socket, device or directory is
+reported, never read, so it cannot block or feed bytes without end).
 """
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from mxformats.tensorfile import DTYPES, TensorFileError, read_header
+from mxformats.tensorfile import (
+    ErrorKind,
+    NotRegularFileError,
+    TensorFileError,
+    not_regular,
+    read_header,
+    read_json,
+    shard_name,
+    tensor_nbytes,
+)
 
 from .arch import architecture, detect_format, expected_modules, quantization_config
 from .findings import Finding, Level, Severity, declare
@@ -71,8 +81,8 @@ INDEX_PARSE = declare(
     E,
     S,
     G,
-    "model.safetensors.index.json is not JSON with metadata.total_size and a "
-    "weight_map of names to files.",
+    "model.safetensors.index.json is not JSON with a weight_map of names to files (a warning "
+    "when only the metadata object is absent: transformers needs it, vLLM does not).",
     "Regenerate the index from the shards.",
 )
 INDEX_MISSING = declare(
@@ -80,8 +90,27 @@ INDEX_MISSING = declare(
     E,
     S,
     G,
-    "No model.safetensors.index.json and no model.safetensors.",
+    "No model.safetensors.index.json and no model.safetensors: transformers finds no weights "
+    "(vLLM would load every *.safetensors; those present were checked).",
     "Copy the index and shards completely.",
+)
+INDEX_PATH_NOT_PLAIN = declare(
+    "INDEX_PATH_NOT_PLAIN",
+    E,
+    S,
+    G,
+    "An index entry names its shard as ./NAME: transformers opens it, but vLLM keeps a shard "
+    "only when folder/ENTRY equals the path its glob found, so it skips this shard.",
+    "Write the bare file name in the index.",
+)
+FILE_NOT_REGULAR = declare(
+    "FILE_NOT_REGULAR",
+    E,
+    S,
+    G,
+    "config.json, the index or a shard is a directory, FIFO, socket or device; it was not "
+    "opened.",
+    "Replace it with the regular file it should be.",
 )
 INDEX_UNSAFE_PATH = declare(
     "INDEX_UNSAFE_PATH",
@@ -170,7 +199,8 @@ TOTAL_SIZE_MISMATCH = declare(
     W,
     S,
     G,
-    "metadata.total_size is neither the sum of tensor bytes nor the sum of shard file sizes.",
+    "metadata.total_size is neither the sum of tensor bytes nor the sum of shard file sizes "
+    "(or not an integer). No loader reads it; an absent one is fine.",
     "Regenerate the index.",
 )
 
@@ -218,23 +248,22 @@ def safe_path(root: Path, name: str, roots: tuple[Path, ...]) -> tuple[Path | No
     return path, None
 
 
+_CHECK_OF_KIND = {
+    ErrorKind.HEADER_LENGTH: HEADER_LENGTH,
+    ErrorKind.SPAN: TENSOR_SPAN,
+}
+
+
 def _header_finding(exc: TensorFileError, file: str) -> Finding:
-    msg = str(exc).split(": ", 1)[-1]
-    if "header length" in msg or "shorter than the 8-byte" in msg:
-        check = HEADER_LENGTH
-    elif any(
-        k in msg for k in ("data_offsets", "overlaps", "hole", "after the last tensor", "bytes for")
-    ):
-        check = TENSOR_SPAN
-    else:
-        check = HEADER_INVALID
-    return Finding(check, msg, file=file, tensor=exc.tensor, offset=exc.offset)
+    """The finding of a shard whose header :func:`read_header` refused, by the error's kind."""
+    check = _CHECK_OF_KIND.get(exc.kind, HEADER_INVALID)
+    return Finding(check, exc.reason, file=file, tensor=exc.tensor, offset=exc.offset)
 
 
-def _read_json(path: Path) -> Any:
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
-
+def _not_regular(name: str, exc: NotRegularFileError) -> Finding:
+    return Finding(
+        FILE_NOT_REGULAR, f"{name} is {exc.what}, not a regular file; not opened", file=name
+    )
 
 
 def _why(exc: BaseException) -> str:
@@ -242,6 +271,44 @@ def _why(exc: BaseException) -> str:
     if isinstance(exc, RecursionError):
         return "JSON nested too deeply to parse"
     return str(exc)
+
+
+def _not_plain_entries(weight_map: dict[str, str]) -> Iterator[Finding]:
+    """One finding per distinct index entry that names its shard as ``./NAME``.
+
+    transformers joins the folder and the entry and opens the file. vLLM keeps a globbed
+    shard only when ``os.path.join(folder, entry)`` equals its path, a string comparison
+    (vllm/model_executor/model_loader/weight_utils.py, ``filter_duplicate_safetensors_files``),
+    so ``folder/./NAME`` never matches ``folder/NAME`` and the shard is skipped."""
+    for entry in dict.fromkeys(weight_map.values()):
+        plain = shard_name(entry)
+        if plain != entry:
+            yield Finding(
+                INDEX_PATH_NOT_PLAIN,
+                f"index entry {entry!r} names {plain}: vLLM compares the joined path with "
+                "the files it globbed and skips this shard",
+                file=INDEX_NAME,
+            )
+
+
+def _index_metadata(index: dict[str, Any]) -> Finding | None:
+    """``metadata`` as the loaders read it. Neither reads ``total_size``: vLLM reads only
+    ``weight_map`` (vllm/model_executor/model_loader/weight_utils.py,
+    ``filter_duplicate_safetensors_files``); transformers 4.57.6 reads ``weight_map`` and
+    indexes ``index["metadata"]`` (transformers/utils/hub.py, ``get_checkpoint_shard_files``),
+    so only a missing metadata object matters, and only to transformers."""
+    meta = index.get("metadata")
+    if isinstance(meta, dict):
+        return None
+    what = "is missing" if meta is None else f"is a JSON {type(meta).__name__}"
+    return Finding(
+        INDEX_PARSE,
+        f"the metadata object {what}: transformers' get_checkpoint_shard_files fails on it "
+        "(vLLM reads only weight_map)",
+        file=INDEX_NAME,
+        severity=W,
+    )
+
 
 def load(root_arg: str | os.PathLike[str], opts: Options) -> LoadResult:
     """Read configs, the index and shard headers of ``root_arg`` (no tensor data)."""
@@ -269,13 +336,15 @@ def load(root_arg: str | os.PathLike[str], opts: Options) -> LoadResult:
         )
     else:
         try:
-            parsed = _read_json(cpath)
+            parsed = read_json(cpath)
             if not isinstance(parsed, dict):
                 raise ValueError(f"a JSON {type(parsed).__name__}, not an object")
             config = parsed
         except FileNotFoundError:
             out.append(Finding(CONFIG_PARSE, "config.json does not exist", file="config.json"))
-        except (ValueError, UnicodeDecodeError, OSError, RecursionError) as exc:
+        except NotRegularFileError as exc:
+            out.append(_not_regular("config.json", exc))
+        except (ValueError, OSError, RecursionError) as exc:
             out.append(
                 Finding(CONFIG_PARSE, f"config.json does not parse: {_why(exc)}",
                         file="config.json")
@@ -343,7 +412,7 @@ def load(root_arg: str | os.PathLike[str], opts: Options) -> LoadResult:
         )
     elif ipath.exists():
         try:
-            index = _read_json(ipath)
+            index = read_json(ipath)
             ok = (
                 isinstance(index, dict)
                 and isinstance(index.get("weight_map"), dict)
@@ -355,34 +424,33 @@ def load(root_arg: str | os.PathLike[str], opts: Options) -> LoadResult:
             if not ok:
                 raise ValueError("weight_map must be an object of tensor names to file names")
             ckpt.index = index
-            weight_map = dict(index["weight_map"])
-            meta = index.get("metadata")
-            total = meta.get("total_size") if isinstance(meta, dict) else None
-            if isinstance(total, bool) or not isinstance(total, int):
-                out.append(
-                    Finding(
-                        INDEX_PARSE,
-                        "metadata.total_size is missing or not an integer",
-                        file=INDEX_NAME,
-                    )
-                )
-        except (ValueError, UnicodeDecodeError, OSError, RecursionError) as exc:
+            weight_map = {t: shard_name(f) for t, f in index["weight_map"].items()}
+            out.extend(_not_plain_entries(index["weight_map"]))
+            meta_finding = _index_metadata(index)
+            if meta_finding is not None:
+                out.append(meta_finding)
+        except NotRegularFileError as exc:
+            out.append(_not_regular(INDEX_NAME, exc))
+            unindexed = True
+        except (ValueError, OSError, RecursionError) as exc:
             out.append(
                 Finding(INDEX_PARSE, f"{INDEX_NAME} does not parse: {_why(exc)}", file=INDEX_NAME)
             )
             # Validate the shards that are there rather than report every tensor missing: the
             # index is the one broken file. (vLLM would refuse to load, hence the error.)
             unindexed = True
-    elif (root / "model.safetensors").exists():
-        weight_map = {}
-    else:
+    elif not (root / "model.safetensors").exists():
         out.append(
             Finding(
                 INDEX_MISSING,
-                "neither model.safetensors.index.json nor model.safetensors is present",
+                "neither model.safetensors.index.json nor model.safetensors is present; the "
+                "*.safetensors files that are were checked without an index",
                 file=INDEX_NAME,
             )
         )
+        # vLLM loads every *.safetensors of a folder without an index
+        # (filter_duplicate_safetensors_files returns them all): check what it would load.
+        unindexed = True
     single = ckpt.index is None and (root / "model.safetensors").exists() and not unindexed
     if unindexed:
         shards = sorted(p.name for p in root.glob("*.safetensors"))
@@ -413,10 +481,16 @@ def load(root_arg: str | os.PathLike[str], opts: Options) -> LoadResult:
             )
             continue
         assert path is not None
-        if not path.is_file():
+        try:
+            what = not_regular(path)
+        except OSError:
             out.append(
                 Finding(SHARD_MISSING, f"shard {name} named in the index does not exist", file=name)
             )
+            continue
+        if what is not None:
+            out.append(_not_regular(name, NotRegularFileError(path, what)))
+            ckpt.unreadable.add(name)
             continue
         safe_shards.append(name)
     ckpt.shards = safe_shards
@@ -433,6 +507,10 @@ def load(root_arg: str | os.PathLike[str], opts: Options) -> LoadResult:
             ckpt.unreadable.add(name)
             out.append(_header_finding(exc, name))
             continue
+        except NotRegularFileError as exc:  # swapped in since the check above
+            ckpt.unreadable.add(name)
+            out.append(_not_regular(name, exc))
+            continue
         except OSError as exc:
             ckpt.unreadable.add(name)
             out.append(Finding(HEADER_INVALID, f"cannot read: {exc.strerror}", file=name))
@@ -444,10 +522,7 @@ def load(root_arg: str | os.PathLike[str], opts: Options) -> LoadResult:
             ref = TensorRef(
                 tname, name, entry["dtype"], tuple(entry["shape"]), data_offset + b, data_offset + e
             )
-            n = 1
-            for d in ref.shape:
-                n *= d
-            if ref.nbytes != n * DTYPES[ref.dtype].itemsize or ref.end > size:
+            if ref.nbytes != tensor_nbytes(ref.dtype, ref.shape) or ref.end > size:
                 out.append(
                     Finding(
                         TENSOR_SPAN,
@@ -510,12 +585,17 @@ def load(root_arg: str | os.PathLike[str], opts: Options) -> LoadResult:
     if ckpt.index is not None and not unsafe and not (set(shards) - set(safe_shards)):
         meta = ckpt.index.get("metadata")
         total = meta.get("total_size") if isinstance(meta, dict) else None
-        if (
-            isinstance(total, int)
-            and not isinstance(total, bool)
-            and not ckpt.unreadable
-            and total not in (tensor_bytes, file_bytes)
-        ):
+        if total is None or ckpt.unreadable:
+            pass
+        elif isinstance(total, bool) or not isinstance(total, int):
+            out.append(
+                Finding(
+                    TOTAL_SIZE_MISMATCH,
+                    f"total_size is a JSON {type(total).__name__}, not an integer",
+                    file=INDEX_NAME,
+                )
+            )
+        elif total not in (tensor_bytes, file_bytes):
             out.append(
                 Finding(
                     TOTAL_SIZE_MISMATCH,

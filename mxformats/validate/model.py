@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from mxformats.tensorfile import DTYPES
+from mxformats.tensorfile import DTYPES, open_regular
 
 from .findings import Level
 
@@ -281,7 +281,7 @@ class Checkpoint:
             raise ValueError(f"{name}: {ref.nbytes} bytes exceeds the read bound {max_bytes}")
         dtype = DTYPES[ref.dtype]
         count = ref.nbytes // dtype.itemsize
-        with open(self.path(ref.file), "rb") as f:
+        with open_regular(self.path(ref.file)) as f:  # a FIFO swapped in cannot block
             f.seek(ref.begin)
             raw = f.read(ref.nbytes)
         if len(raw) != ref.nbytes:
