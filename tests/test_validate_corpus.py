@@ -25,14 +25,20 @@ from validate_corpus import (
     case,
     config,
     copy_tree,
+    directory_shard,
+    dot_slash_entries,
     edit,
+    extra_entry_key,
+    fifo,
     find,
     index,
+    index_metadata,
     link_escape,
     nibble_swap,
     raw_header,
     set_tensor,
     shards,
+    socket_shard,
     write_index,
     write_raw,
 )
@@ -316,6 +322,19 @@ CASES: list[Case] = [
     case("must-pass-w4a8-weight-scale-shape-1", "w4a8", all_tensors(".weight_scale", lambda a: a.reshape(1)), 0, set(), level=SC),
     case("must-pass-ct-weight-shape-i64", "ct", all_tensors(".weight_shape", lambda a: a.astype(np.int64)), 0, set(), level=SC),
     case("must-pass-multimodal-ct-clean-copy", "ct-mm", lambda p: None, 0, set(), level=SC),
+    # -- issue 12 (files): non-regular files are reported, never opened (a FIFO blocked forever)
+    case("config-json-is-a-fifo", "mxfp4", fifo("config.json"), 1, {("FILE_NOT_REGULAR", E, None)}),
+    case("index-is-a-fifo", "w4a8", fifo(INDEX), 1, {("FILE_NOT_REGULAR", E, None)}),
+    case("shard-is-a-fifo", "ct", fifo("shard"), 1, {("FILE_NOT_REGULAR", E, None)}),
+    case("shard-is-a-socket", "mxfp4", socket_shard, 1, {("FILE_NOT_REGULAR", E, None)}),
+    case("shard-is-a-directory", "ct", directory_shard, 1, {("FILE_NOT_REGULAR", E, None)}),
+    # -- issue 12 (files): as lenient as the loaders, as strict as vLLM
+    case("must-pass-index-without-total-size", "ct", index_metadata(lambda d: d["metadata"].pop("total_size")), 0, set()),
+    case("index-without-metadata-warning-only", "mxfp4", index_metadata(lambda d: d.pop("metadata")), 0, {("INDEX_PARSE", W, None)}),
+    case("index-total-size-string-warning-only", "mxfp4", index_metadata(lambda d: d["metadata"].update(total_size="12")), 0, {("TOTAL_SIZE_MISMATCH", W, None)}),
+    case("index-dot-slash-entries", "w4a8", dot_slash_entries, 1, {("INDEX_PATH_NOT_PLAIN", E, None)}),
+    case("must-pass-header-entry-extra-key", "ct", extra_entry_key, 0, set()),
+    case("index-missing-shards-checked", "ct", lambda p: (p / INDEX).unlink(), 1, {("INDEX_MISSING", E, None)}),
 ]
 
 
@@ -467,3 +486,32 @@ def test_index_unsafe_paths_never_opened(twins: dict[str, Path], tmp_path: Path,
         assert all(Path(o).resolve().is_relative_to(p.resolve()) for o in opened
                    if o.endswith(".safetensors") or "passwd" in o), opened
         assert any(o.endswith(".safetensors") for o in opened)  # the spy saw the shards
+
+
+# -- issue 12 (files, output) ---------------------------------------------------------------------
+
+#: Cases whose corruption once made the validator block forever (a FIFO opened for reading).
+NEVER_BLOCK = {"config-json-is-a-fifo", "index-is-a-fifo", "shard-is-a-fifo"}
+
+
+@pytest.fixture(autouse=True)
+def _fail_instead_of_blocking(request: pytest.FixtureRequest) -> Any:
+    """A case of :data:`NEVER_BLOCK` fails after 60 s instead of hanging the suite."""
+    import signal
+
+    callspec = getattr(request.node, "callspec", None)
+    case_id = callspec.id if callspec is not None else ""
+    if case_id not in NEVER_BLOCK:
+        yield
+        return
+
+    def expire(signum: int, frame: Any) -> None:
+        raise TimeoutError(f"{case_id}: the validator blocked on a special file")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.alarm(60)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)

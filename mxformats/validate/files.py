@@ -444,7 +444,7 @@ def load(root_arg: str | os.PathLike[str], opts: Options) -> LoadResult:
             Finding(
                 INDEX_MISSING,
                 "neither model.safetensors.index.json nor model.safetensors is present; the "
-                "*.safetensors files that are were checked without an index",
+                "*.safetensors files present were checked without an index",
                 file=INDEX_NAME,
             )
         )
