@@ -78,12 +78,24 @@ def _options(args: argparse.Namespace) -> Options:
     return opts
 
 
-def cmd_validate(args: argparse.Namespace) -> int:
-    from .report import dump_json, print_report, to_junit
-    from .runner import exit_code, validate
+def _usage_error(args: argparse.Namespace) -> str | None:
+    """What is wrong with the options that argparse cannot see, or None (exit 2 if any)."""
+    from .report import printable
 
     if args.source is not None and not Path(args.source).is_dir():
-        print(f"mxformats validate: --source {args.source} is not a directory", file=sys.stderr)
+        return f"--source {printable(str(args.source))} is not a directory"
+    if args.sample is not None and args.source is None:
+        return "--sample compares modules with --source; give --source too"
+    return None
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    from .report import dump_json, print_report, printable, to_junit
+    from .runner import exit_code, validate
+
+    problem = _usage_error(args)
+    if problem is not None:
+        print(f"mxformats validate: {problem}", file=sys.stderr)
         return 2
     opts = _options(args)
     on_read, stop = _progress(Path(args.dir), args.quiet)
@@ -93,7 +105,11 @@ def cmd_validate(args: argparse.Namespace) -> int:
         stop()
     human = sys.stderr if args.json == "-" else sys.stdout
     if report.fatal is not None:
-        print(f"mxformats validate: cannot validate {args.dir}: {report.fatal}", file=sys.stderr)
+        print(
+            f"mxformats validate: cannot validate {printable(args.dir)}: "
+            f"{printable(report.fatal)}",
+            file=sys.stderr,
+        )
     else:
         print_report(report, human, quiet=args.quiet)
     try:
@@ -105,7 +121,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
         if args.junit:
             Path(args.junit).write_text(to_junit(report), encoding="utf-8")
     except OSError as exc:
-        print(f"mxformats validate: cannot write a report: {exc}", file=sys.stderr)
+        print(f"mxformats validate: cannot write a report: {printable(str(exc))}",
+              file=sys.stderr)
         return 2
     return exit_code(report, args.strict)
 
@@ -167,9 +184,11 @@ def inspect_data(root: str) -> dict[str, Any]:
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
+    from .report import printable
+
     data = inspect_data(args.dir)
     if data.get("fatal") and "format" not in data:
-        print(f"mxformats inspect: {data['fatal']}", file=sys.stderr)
+        print(f"mxformats inspect: {printable(str(data['fatal']))}", file=sys.stderr)
         return 2
     if args.json:
         json.dump(data, sys.stdout, indent=2)
@@ -178,14 +197,15 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=f"mxformats inspect {args.dir}", show_header=False)
+    # Values come from config.json: no markup, no emoji codes, controls escaped.
+    table = Table(title=f"mxformats inspect {printable(args.dir)}", show_header=False)
     table.add_column("key")
     table.add_column("value")
     for key, value in data.items():
         if isinstance(value, dict):
             value = ", ".join(f"{k}: {v}" for k, v in value.items()) or "-"
-        table.add_row(key, "-" if value is None else str(value))
-    Console().print(table)
+        table.add_row(key, "-" if value is None else printable(str(value)))
+    Console(markup=False, emoji=False, highlight=False).print(table)
     return 2 if data.get("fatal") else 0
 
 

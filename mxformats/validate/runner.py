@@ -3,6 +3,11 @@
 Check modules are imported by name (:data:`CHECK_MODULES`); the optional ones (``numbers``,
 ``reproduce``, ``manifest``, ``deployment``) run when present. Any exception a check raises
 becomes an ``INTERNAL_ERROR`` finding: the validator never ends in a traceback.
+
+:attr:`Report.modules_run` names only the modules whose checks really ran under the options
+(``reproduce`` needs ``--source``, ``manifest`` ``--manifest``, ``deployment`` a target or a
+parallel size, ``numbers`` a verified format at level ``scales`` or above), so a report never
+counts a check that was not run as passed.
 """
 
 from __future__ import annotations
@@ -14,15 +19,32 @@ import traceback
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import Any
 
-from .findings import Finding, Level, Severity, declare
+from .findings import LEVELS, Check, Finding, Level, Severity, declare
 from .model import Checkpoint, Format, Module, Options
 
 __all__ = ["CHECK_MODULES", "INTERNAL_ERROR", "Report", "exit_code", "for_each_module", "validate"]
 
 CHECK_MODULES = ("files", "coverage", "layout", "numbers", "reproduce", "manifest", "deployment")
 _OPTIONAL = {"numbers", "reproduce", "manifest", "deployment"}
+#: The check group each module declares, where the two names differ.
+_MODULE_OF_GROUP = {"reproduction": "reproduce"}
+
+
+def _applies(module: str, ckpt: Checkpoint, opts: Options) -> bool:
+    """Whether ``module``'s checks run under ``opts`` (each module's ``run`` returns at once
+    otherwise)."""
+    if module == "reproduce":
+        return opts.source is not None
+    if module == "manifest":
+        return opts.manifest is not None
+    if module == "deployment":
+        return opts.target is not None or opts.tp is not None or opts.ep is not None
+    if module == "numbers":
+        return ckpt.numeric and opts.at_least(Level.SCALES)
+    return True
 
 INTERNAL_ERROR = declare(
     "INTERNAL_ERROR",
@@ -35,9 +57,17 @@ INTERNAL_ERROR = declare(
 )
 
 
+def _now() -> str:
+    """The current UTC time as JUnit's ``timestamp`` wants it (ISO 8601, no zone)."""
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+
+
 @dataclass
 class Report:
-    """The outcome of one run."""
+    """The outcome of one run.
+
+    ``modules_run``: the check modules whose checks ran (see the module docstring);
+    ``level``: the ``--level`` of the run; ``started``: UTC start time (ISO 8601)."""
 
     root: str
     format: str
@@ -48,6 +78,16 @@ class Report:
     modules_run: list[str] = field(default_factory=list)
     seconds: float = 0.0
     ckpt: Checkpoint | None = field(default=None, repr=False)
+    level: Level = Level.STRUCTURE
+    started: str = field(default_factory=_now)
+
+    def ran(self, check: Check) -> bool:
+        """Whether ``check`` was run: its module ran and the run's level reaches its level
+        (``internal`` always runs)."""
+        module = _MODULE_OF_GROUP.get(check.group, check.group)
+        return (module == "internal" or module in self.modules_run) and (
+            LEVELS.index(check.level) <= LEVELS.index(self.level)
+        )
 
     def count(self, severity: Severity) -> int:
         return sum(f.effective_severity == severity for f in self.findings)
@@ -120,7 +160,8 @@ def validate(
     try:
         loaded = files.load(root, opts)
     except Exception as exc:
-        report = Report(os.fspath(root), "unknown", "", [_internal("loading", exc)])
+        report = Report(os.fspath(root), "unknown", "", [_internal("loading", exc)],
+                        level=opts.level)
         report.seconds = time.perf_counter() - start
         return report
     ckpt = loaded.ckpt
@@ -131,6 +172,7 @@ def validate(
         list(loaded.findings),
         loaded.fatal,
         ckpt=ckpt,
+        level=opts.level,
     )
     report.modules_run.append("files")
     if ckpt is None or loaded.fatal is not None or ckpt.format == Format.UNSUPPORTED:
@@ -151,7 +193,8 @@ def validate(
         run = getattr(module, "run", None)
         if run is None:
             continue
-        report.modules_run.append(name)
+        if _applies(name, ckpt, opts):
+            report.modules_run.append(name)
         try:
             produced = run(ckpt, opts)
         except Exception as exc:
