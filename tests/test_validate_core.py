@@ -309,6 +309,14 @@ def test_config_and_index_unparseable(tmp_path: Path) -> None:
     assert "INDEX_PARSE" in _ids(report) and exit_code(report) == 1
 
 
+def test_config_arch_fires(tmp_path: Path) -> None:
+    """A shape key of the wrong type: no loader can build the model from it."""
+    p = _copy(MX, tmp_path / "ckpt")
+    _config(p, lambda c: c.update(hidden_size="7168"))
+    report = _run(p)
+    assert "CONFIG_ARCH" in _ids(report) and exit_code(report) == 1
+
+
 # -- corruptions: coverage -----------------------------------------------------------------------
 
 
