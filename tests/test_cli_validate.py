@@ -18,7 +18,7 @@ import pytest
 from mxformats.cli import main
 from mxformats.validate.findings import CHECKS
 from mxformats.validate.model import Options
-from mxformats.validate.report import printable, to_junit
+from mxformats.validate.report import SCHEMA_VERSION, printable, to_json, to_junit
 from mxformats.validate.runner import validate
 
 PRODUCERS = Path(__file__).resolve().parent / "data" / "producers"
@@ -164,6 +164,20 @@ def test_junit_lists_only_the_checks_that_ran(tmp_path: Path) -> None:
     names = {c.get("name") for c in ET.fromstring(to_junit(report)).iter("testcase")}
     assert "REPRO_MISMATCH" in names
     assert {n for n in names if n in CHECKS} <= set(CHECKS)
+
+
+def test_reproduction_block_is_per_module() -> None:
+    """The JSON names what it holds: one entry per quantized module reproduced."""
+    report = validate(MX, Options(workers=1, source=BF16))
+    data = to_json(report)
+    assert data["schema_version"] == SCHEMA_VERSION == 2
+    block = data["reproduction"]
+    assert "per_tensor" not in block
+    assert len(block["per_module"]) == block["modules_checked"] > 0
+    assert report.ckpt is not None
+    for entry in block["per_module"]:
+        module = report.ckpt.modules[entry["module"]]
+        assert module.quantized and len(module.tensors) > 1
 
 
 # -- exit codes of usage errors -------------------------------------------------------------------

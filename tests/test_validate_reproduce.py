@@ -52,9 +52,9 @@ def test_every_quantized_tensor_of_the_producers_is_reproduced(fixture: str) -> 
     assert block["modules_checked"] == block["modules_reproduced"] == modules
     assert block["tensors"] == block["identical"] == tensors
     assert block["first_mismatches"] == []
-    errs = [t["rel_error"] for t in block["per_tensor"]]
+    errs = [t["rel_error"] for t in block["per_module"]]
     assert all(0.05 < e < 0.15 for e in errs)  # 4-bit error on N(0, 0.02) weights
-    assert all(15 < t["sqnr_db"] < 25 for t in block["per_tensor"])
+    assert all(15 < t["sqnr_db"] < 25 for t in block["per_module"])
     json.dumps(block)  # the report can carry it
 
 

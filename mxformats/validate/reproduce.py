@@ -359,7 +359,7 @@ def _summary(fmt: Format, profile: str, source: Source, results: list[ModuleResu
         "first_mismatches": [
             {"tensor": f"{r.module}.{p}", "message": m}
             for r in results for p, m in r.first_mismatch.items()][:100],
-        "per_tensor": [
+        "per_module": [
             {"module": r.module, "identical": all(r.identical.values()),
              "rel_error": r.rel_error, "sqnr_db": r.sqnr_db} for r in results],
     }
