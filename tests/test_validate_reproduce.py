@@ -63,7 +63,7 @@ def test_sample_is_deterministic_and_per_layer() -> None:
     a = _block(_run(folder, sample=2))
     b = _block(_run(folder, sample=2))
     assert a == b and a["modules_checked"] == 6  # layers 0, 1, 2
-    names = [t["module"] for t in a["per_tensor"]]
+    names = [t["module"] for t in a["per_module"]]
     assert sorted({n.split(".")[2] for n in names}) == ["0", "1", "2"]
     assert reproduce.sample_modules(["x.layers.1.a", "x.layers.1.b"], 0) == []
 
