@@ -13,9 +13,13 @@ any skipped test at all turns the run red (see ``pytest_sessionfinish``).
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
+import signal
+from collections.abc import Iterator
 from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -90,3 +94,27 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
             red=True,
             bold=True,
         )
+
+
+@contextlib.contextmanager
+def fails_if_blocked(seconds: int, what: str) -> Iterator[None]:
+    """Raise ``TimeoutError`` in the block after ``seconds`` (SIGALRM, main thread): a test
+    of code that must never block (a FIFO opened for reading) fails instead of hanging."""
+
+    def expire(signum: int, frame: Any) -> None:
+        raise TimeoutError(f"blocked for {seconds} s: {what}")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+@pytest.fixture
+def no_hang(request: pytest.FixtureRequest) -> Iterator[None]:
+    """The test fails after 10 s instead of blocking (see :func:`fails_if_blocked`)."""
+    with fails_if_blocked(10, request.node.nodeid):
+        yield

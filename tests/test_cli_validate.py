@@ -180,6 +180,20 @@ def test_reproduction_block_is_per_module() -> None:
         assert module.quantized and len(module.tensors) > 1
 
 
+@pytest.mark.usefixtures("no_hang")
+def test_a_fifo_in_the_source_or_as_the_manifest_never_blocks(tmp_path: Path) -> None:
+    source = tmp_path / "source"
+    shutil.copytree(BF16, source)
+    (source / "config.json").unlink()
+    os.mkfifo(source / "config.json")
+    manifest = tmp_path / "manifest.json"
+    os.mkfifo(manifest)
+    report = validate(MX, Options(workers=1, source=source, manifest=manifest, sample=1))
+    found = {f.check.id: f for f in report.findings}
+    assert "MANIFEST_UNREADABLE" in found and "is a FIFO" in found["MANIFEST_UNREADABLE"].message
+    assert "REPRO_SUMMARY" in found
+
+
 # -- exit codes of usage errors -------------------------------------------------------------------
 
 

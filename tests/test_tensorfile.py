@@ -7,10 +7,8 @@ import hashlib
 import json
 import os
 import re
-import signal
 import socket
 import struct
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -340,22 +338,6 @@ def test_an_extra_entry_key_is_ignored_like_the_library(tmp_path: Path) -> None:
 
 
 # -- files that are not regular files -----------------------------------------------------------
-
-
-@pytest.fixture
-def no_hang() -> Iterator[None]:
-    """Fail (instead of hanging the suite) when the test blocks for more than 5 seconds."""
-
-    def expire(signum: int, frame: Any) -> None:
-        raise TimeoutError("blocked: a FIFO was opened for reading")
-
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, 5)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 def _specials(tmp_path: Path) -> dict[str, Path]:

@@ -498,24 +498,15 @@ NEVER_BLOCK = {"config-json-is-a-fifo", "index-is-a-fifo", "shard-is-a-fifo"}
 @pytest.fixture(autouse=True)
 def _fail_instead_of_blocking(request: pytest.FixtureRequest) -> Any:
     """A case of :data:`NEVER_BLOCK` fails after 60 s instead of hanging the suite."""
-    import signal
+    from conftest import fails_if_blocked
 
     callspec = getattr(request.node, "callspec", None)
     case_id = callspec.id if callspec is not None else ""
     if case_id not in NEVER_BLOCK:
         yield
         return
-
-    def expire(signum: int, frame: Any) -> None:
-        raise TimeoutError(f"{case_id}: the validator blocked on a special file")
-
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.alarm(60)
-    try:
+    with fails_if_blocked(60, f"{case_id}: the validator blocked on a special file"):
         yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 #: files and runner checks a test outside the corpus fires (CONFIG_ARCH's exact findings are

@@ -14,6 +14,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from mxformats.tensorfile import open_regular, read_json
+
 from .findings import Finding, Level, Severity, declare
 
 if TYPE_CHECKING:
@@ -50,9 +52,10 @@ MANIFEST_UNREADABLE = declare(
 
 
 def sha256_file(path: Path) -> str:
-    """Hex sha256 of a file, read in 8 MiB chunks."""
+    """Hex sha256 of a regular file, read in 8 MiB chunks (a FIFO or device raises
+    :class:`~mxformats.tensorfile.NotRegularFileError`, an ``OSError``, and is never read)."""
     h = hashlib.sha256()
-    with open(path, "rb") as f:
+    with open_regular(path) as f:
         while chunk := f.read(_CHUNK):
             h.update(chunk)
     return h.hexdigest()
@@ -84,8 +87,8 @@ def write_manifest(path: Path, files: dict[str, dict[str, Any]]) -> None:
 def read_manifest(path: Path) -> dict[str, dict[str, Any]]:
     """The ``files`` table; ValueError when the file is not a manifest."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        data = read_json(path)
+    except (OSError, ValueError, RecursionError) as exc:
         raise ValueError(f"not readable as JSON ({exc})") from None
     files = data.get("files") if isinstance(data, dict) else None
     if not isinstance(data, dict) or data.get("schema") != SCHEMA or not isinstance(files, dict):

@@ -24,7 +24,6 @@ spread over experts and projections).
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import re
 from collections import defaultdict
@@ -40,7 +39,7 @@ from mxformats.formats import E4M3FN
 from mxformats.fp8 import dequantize_w4a8, quantize_w4a8
 from mxformats.int4 import dequantize_int4, pack_int4, quantize_int4, unpack_int4
 from mxformats.mx import dequantize_mx, quantize_mx
-from mxformats.tensorfile import TensorFileError, read_index, read_tensor
+from mxformats.tensorfile import TensorFileError, read_index, read_json, read_tensor
 
 from .findings import Finding, Level, Severity, declare
 from .model import Format
@@ -101,8 +100,8 @@ class Source:
         self.folder = Path(folder)
         self.index = read_index(self.folder)
         try:
-            config = json.loads((self.folder / "config.json").read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError):
+            config = read_json(self.folder / "config.json")  # regular files only: no FIFO
+        except (OSError, ValueError, RecursionError):
             config = {}
         qc = config.get("quantization_config") or (config.get("text_config") or {}).get(
             "quantization_config")
