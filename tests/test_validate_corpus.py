@@ -330,7 +330,7 @@ MX_MODULES = sorted([f"model.layers.0.mlp.{p}" for p in PROJECTIONS] + [
 LISTED = 10  # reproduce.MAX_LISTED: the rest are counted in one finding per check
 
 
-def listed(check: str, severity: str, suffix: str) -> set[Finding]:
+def listed(check: str, severity: str, suffix: str) -> set[tuple[str, str, str | None]]:
     """The first LISTED per-module findings of ``check`` over every MXFP4 module, and the one
     that counts the rest."""
     return {(check, severity, f"{m}{suffix}") for m in MX_MODULES[:LISTED]} | {
