@@ -371,6 +371,16 @@ def double_row(a: Any, row: int = 3) -> Any:
     return a
 
 
+def scale_mode(mode: str) -> Any:
+    return config(lambda c: c["quantization_config"]["global_quant_config"]["weight"].update(
+        scale_calculation_mode=mode))
+
+
+def floor_mode_scales_plus_one(p: Path) -> None:
+    scale_mode("floor")(p)
+    all_tensors(".weight_scale", lambda a: a + 1)(p)
+
+
 L2 = "model.layers.2.mlp.experts.1.gate_proj"
 ZEROED = "model.layers.1.mlp.experts.2"
 CASES += [
@@ -381,6 +391,9 @@ CASES += [
     case("repro-ct-bf16-scale-relabelled-f16", "ct", relabel(SCALE, "F16"), 1, {("QUANT_DTYPE_UNUSUAL", W, SCALE), ("REPRO_MISMATCH", E, SCALE), ("REPRO_ERROR_HIGH", E, f"{EXPERT}.weight_packed")}, source=True),
     case("repro-zeroed-expert", "mxfp4", zero_expert(ZEROED), 1, {(c, E, f"{ZEROED}.{p}.weight") for c in ("REPRO_MISMATCH", "REPRO_UNCORRELATED") for p in PROJECTIONS}, source=True),
     case("repro-source-holds-none-of-the-modules", "mxfp4-mm", lambda p: None, 1, {("REPRO_NOTHING_VERIFIED", E, None)}, source="mxfp4"),
+    # no profile reproduces Quark's "floor" rule: one warning, and the numbers alone are judged
+    case("repro-quark-floor-mode-bytes-unverified-warning-only", "mxfp4", scale_mode("floor"), 0, {("REPRO_MISMATCH", W, None)}, source=True),
+    case("repro-quark-floor-mode-scales-all-plus-one", "mxfp4", floor_mode_scales_plus_one, 1, {("REPRO_MISMATCH", W, None)} | listed("REPRO_ERROR_HIGH", E, ".weight"), source=True),
 ]
 
 

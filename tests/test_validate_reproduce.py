@@ -315,3 +315,20 @@ def test_a_source_holding_none_of_the_modules_fails_once(tmp_path: Path) -> None
     index_path.write_text(json.dumps(index))
     ids = Counter(f.check.id for f in _run(PRODUCERS / "kimi-k2-mxfp4-quark", src))
     assert ids == Counter({"REPRO_SOURCE_MISSING": 11, "REPRO_SUMMARY": 1})
+
+
+@pytest.mark.parametrize(("mode", "claimed"), [
+    (None, True), ("even", True), ("floor", False), ("ceil", False)])
+def test_only_the_recipes_a_profile_reproduces_are_claimed(mode: str | None,
+                                                           claimed: bool) -> None:
+    """Quark 0.13's PerBlockMXObserver: None and "even" are even_round (the quark profile);
+    "floor" and "ceil" are other rules, whose bytes no profile here can claim."""
+    ckpt = _load(PRODUCERS / "kimi-k2-mxfp4-quark")
+    assert ckpt.quant_config is not None
+    weight = ckpt.quant_config["global_quant_config"]["weight"]
+    weight["scale_calculation_mode"] = mode
+    profile, why = reproduce.claimed_profile(ckpt)
+    assert profile == "quark" and (why == "") is claimed
+    assert claimed or (f"{mode!r} is not reproduced" in why)
+    for fixture in ("kimi-k2-w4a8-quark", "kimi-k2-int4-compressed-tensors"):
+        assert reproduce.claimed_profile(_load(PRODUCERS / fixture))[1] == ""

@@ -413,11 +413,18 @@ def _where(shape: tuple[int, ...], index: int) -> str:
     return "[" + ", ".join(str(int(i)) for i in np.unravel_index(index, shape)) + "]"
 
 
-def _mx_bound(ckpt: Checkpoint) -> float:
+def mx_scale_mode(ckpt: Checkpoint) -> str | None:
+    """Quark's ``scale_calculation_mode`` of the weights (``global_quant_config.weight``), or
+    None when the config does not set it."""
     weight = (ckpt.quant_config or {}).get("global_quant_config", {})
     spec = weight.get("weight") if isinstance(weight, dict) else None
     mode = spec.get("scale_calculation_mode") if isinstance(spec, dict) else None
-    return MX_TIGHT.get(str(mode), 4.0) if mode is not None else 4.0
+    return None if mode is None else str(mode)
+
+
+def _mx_bound(ckpt: Checkpoint) -> float:
+    mode = mx_scale_mode(ckpt)
+    return MX_TIGHT.get(mode, 4.0) if mode is not None else 4.0
 
 
 def quantized_modules(ckpt: Checkpoint) -> list[Module]:

@@ -44,7 +44,7 @@ from mxformats.tensorfile import TensorFileError, read_index, read_tensor
 
 from .findings import Check, Finding, Level, Severity, declare
 from .model import Format
-from .numbers import quantized_modules, read_module
+from .numbers import mx_scale_mode, quantized_modules, read_module
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
@@ -65,7 +65,9 @@ REPRO_SUMMARY = declare(
 REPRO_MISMATCH = declare(
     "REPRO_MISMATCH", E, _L, _G,
     "A quantized tensor differs from what the producer profile the checkpoint claims (its "
-    "quantization_config's producer) writes from the source: the bytes are not verified.",
+    "quantization_config's producer) writes from the source: an error. A warning, once, where "
+    "the config names a recipe no profile reproduces (Quark MXFP4 scale_calculation_mode floor "
+    "or ceil): its modules are then judged by their error against the source alone.",
     "Check the source is the one the quantizer read, and the producer version and recipe.")
 REPRO_ERROR_HIGH = declare(
     "REPRO_ERROR_HIGH", W, _L, _G,
@@ -98,6 +100,11 @@ REPRO_NOTHING_VERIFIED = declare(
 #: The producer profile per checkpoint format.
 PROFILES = {Format.QUARK_MXFP4: "quark", Format.QUARK_W4A8: "quark",
             Format.CT_INT4: "compressed-tensors"}
+#: Quark MXFP4 ``scale_calculation_mode`` values the ``quark`` profile reproduces. amd-quark 0.13
+#: ``quark/torch/quantization/observer/observer.py`` (``PerBlockMXObserver.get_scale``) takes
+#: ``even_round`` for None and "even"; "floor" and "ceil" are other scale rules that no profile
+#: here reproduces byte for byte.
+QUARK_MX_MODES = (None, "even")
 #: Relative error thresholds: above them a module's error is reported (REPRO_ERROR_HIGH).
 ERROR_THRESHOLD = {Format.QUARK_MXFP4: 0.15, Format.QUARK_W4A8: 0.25, Format.CT_INT4: 0.15}
 #: The upper end of a 4-bit family's normal relative error (SQNR 6 dB): the producers give
@@ -319,8 +326,10 @@ def run(ckpt: Checkpoint, opts: Options) -> Iterator[Finding]:
     The checkpoint's quantization_config names its producer, and ``--source`` names what that
     producer read: together they claim the producer profile of :data:`PROFILES`, so a tensor
     whose bytes differ is an error (REPRO_MISMATCH), and a run that verified no module at all
-    is one too (REPRO_NOTHING_VERIFIED), never OK. Per check, the first :data:`MAX_LISTED`
-    modules are listed and the rest counted in one finding.
+    is one too (REPRO_NOTHING_VERIFIED), never OK. Where the config names a recipe no profile
+    reproduces (:func:`claimed_profile`), one REPRO_MISMATCH warning says so and each module is
+    judged by :func:`_numeric_verdict` alone. Per check, the first :data:`MAX_LISTED` modules
+    are listed and the rest counted in one finding.
     """
     if opts.source is None:
         return
@@ -328,7 +337,8 @@ def run(ckpt: Checkpoint, opts: Options) -> Iterator[Finding]:
         yield Finding(REPRO_NOTHING_VERIFIED, f"--source: {ckpt.format.value} has no producer "
                       "profile to reproduce")
         return
-    fmt, profile = ckpt.format, PROFILES[ckpt.format]
+    fmt = ckpt.format
+    profile, unclaimed = claimed_profile(ckpt)
     try:
         source = Source(Path(opts.source))
     except (OSError, TensorFileError) as exc:
@@ -368,10 +378,12 @@ def run(ckpt: Checkpoint, opts: Options) -> Iterator[Finding]:
             continue
         results.append(r)
         for p, msg in r.first_mismatch.items():
+            if unclaimed:
+                break  # other bytes are expected: the numbers alone are judged
             ref = module.tensors.get(p, wref)
             yield from listed.add(Finding(REPRO_MISMATCH, f"{name}.{p} not reproduced by profile "
                                           f"{profile!r}: {msg}", ref.file, ref.name, ref.begin))
-        verdict = _numeric_verdict(fmt, r)
+        verdict = _numeric_verdict(fmt, r, claimed=not unclaimed)
         if verdict is not None:
             check, severity, message = verdict
             yield from listed.add(Finding(check, f"{name}: {message}", wref.file, wref.name,
@@ -387,22 +399,39 @@ def run(ckpt: Checkpoint, opts: Options) -> Iterator[Finding]:
             yield Finding(REPRO_NOTHING_VERIFIED, f"--source {opts.source}: no module was "
                           f"compared ({len(modules)} quantized, {len(chosen)} chosen)")
     yield from listed.rest()
-    yield _summary(fmt, profile, source, results, len(modules))
+    if unclaimed and results:
+        yield Finding(REPRO_MISMATCH, f"bytes not verified: {unclaimed}; each module is judged "
+                      "by its error and correlation against the source",
+                      severity=Severity.WARNING)
+    yield _summary(fmt, profile, source, results, len(modules), claimed=not unclaimed)
 
 
-def _numeric_verdict(fmt: Format, r: ModuleResult) -> tuple[Check, Severity, str] | None:
+def claimed_profile(ckpt: Checkpoint) -> tuple[str, str]:
+    """The producer profile the checkpoint's quantization_config claims, and "" — or, where its
+    recipe is one no profile reproduces, the nearest profile and why its bytes cannot be
+    claimed."""
+    profile = PROFILES[ckpt.format]
+    mode = mx_scale_mode(ckpt) if ckpt.format is Format.QUARK_MXFP4 else None
+    if mode not in QUARK_MX_MODES:
+        return profile, (f"scale_calculation_mode {mode!r} is not reproduced (profile "
+                         f"{profile!r} is Quark's 'even')")
+    return profile, ""
+
+
+def _numeric_verdict(fmt: Format, r: ModuleResult, claimed: bool = True
+                     ) -> tuple[Check, Severity, str] | None:
     """REPRO_UNCORRELATED or REPRO_ERROR_HIGH for one module, with its severity, or None.
 
-    A module the claimed profile reproduces byte for byte is the producer's own output: its
+    A module the ``claimed`` profile reproduces byte for byte is the producer's own output: its
     error is reported as info. Otherwise the error is a warning while within the family's
-    normal range (:data:`ERROR_LIMIT`) and an error beyond it (a REPRO_MISMATCH error already
-    fails the run; this says how far off the numbers are).
+    normal range (:data:`ERROR_LIMIT`) and an error beyond it (where a profile is claimed, a
+    REPRO_MISMATCH error already fails the run; this says how far off the numbers are).
     """
     if r.correlation < 0.9:  # NaN (constant source) is judged by the error alone
         return REPRO_UNCORRELATED, E, f"correlation {r.correlation:.3f} with the source"
     if not r.rel_error > ERROR_THRESHOLD[fmt]:  # NaN: not decoded, the mismatch says why
         return None
-    reproduced = bool(r.identical) and all(r.identical.values())
+    reproduced = claimed and bool(r.identical) and all(r.identical.values())
     severity = INFO if reproduced else W if r.rel_error <= ERROR_LIMIT else E
     return REPRO_ERROR_HIGH, severity, (f"relative error {r.rel_error:.3f}, SQNR "
                                         f"{r.sqnr_db:.1f} dB"
@@ -439,7 +468,7 @@ _RANK = {E: 0, W: 1, INFO: 2}
 
 
 def _summary(fmt: Format, profile: str, source: Source, results: list[ModuleResult],
-             total: int) -> Finding:
+             total: int, claimed: bool) -> Finding:
     tensors = sum(len(r.identical) for r in results)
     identical = sum(sum(r.identical.values()) for r in results)
     modules_ok = sum(all(r.identical.values()) for r in results)
@@ -453,6 +482,7 @@ def _summary(fmt: Format, profile: str, source: Source, results: list[ModuleResu
         stats += f"; SQNR median {float(np.median(sq)):.1f} dB min {float(sq.min()):.1f} dB"
     block = {
         "profile": profile,
+        "profile_claimed": claimed,
         "source": str(source.folder),
         "source_format": source.kind,
         "modules_checked": len(results),
@@ -467,7 +497,8 @@ def _summary(fmt: Format, profile: str, source: Source, results: list[ModuleResu
             {"module": r.module, "identical": all(r.identical.values()),
              "rel_error": r.rel_error, "sqnr_db": r.sqnr_db} for r in results],
     }
-    return Finding(REPRO_SUMMARY, f"profile {profile!r} ({fmt.value}) from {source.kind} "
+    return Finding(REPRO_SUMMARY, f"profile {profile!r}{'' if claimed else ' (not claimed)'} "
+                   f"({fmt.value}) from {source.kind} "
                    f"source: {identical} of {tensors} tensors identical, {modules_ok} of "
                    f"{len(results)} modules reproduced ({total} quantized){stats}",
                    extra={"reproduction": block})
