@@ -377,9 +377,8 @@ def run(ckpt: Checkpoint, opts: Options) -> Iterator[Finding]:
                                    wref.name, wref.begin))
             continue
         results.append(r)
-        for p, msg in r.first_mismatch.items():
-            if unclaimed:
-                break  # other bytes are expected: the numbers alone are judged
+        mismatches = {} if unclaimed else r.first_mismatch  # unclaimed: other bytes expected
+        for p, msg in mismatches.items():
             ref = module.tensors.get(p, wref)
             yield from listed.add(Finding(REPRO_MISMATCH, f"{name}.{p} not reproduced by profile "
                                           f"{profile!r}: {msg}", ref.file, ref.name, ref.begin))
