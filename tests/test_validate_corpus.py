@@ -21,6 +21,7 @@ from validate_corpus import (
     INDEX,
     Case,
     Tensors,
+    add_raw_tensor,
     by_offset,
     case,
     config,
@@ -335,6 +336,7 @@ CASES: list[Case] = [
     case("index-dot-slash-entries", "w4a8", dot_slash_entries, 1, {("INDEX_PATH_NOT_PLAIN", E, None)}),
     case("must-pass-header-entry-extra-key", "ct", extra_entry_key, 0, set()),
     case("index-missing-shards-checked", "ct", lambda p: (p / INDEX).unlink(), 1, {("INDEX_MISSING", E, None)}),
+    case("f4-tensor-is-read-not-the-shard-refused", "mxfp4", add_raw_tensor("model.layers.1.mlp.gate.packed_f4", "F4", [2, 8], 8), 1, {("TENSOR_UNEXPECTED", E, "model.layers.1.mlp.gate.packed_f4")}, level=Level.FULL),
     case("index-names-a-tensor-no-shard-holds", "bf16", index_metadata(lambda d: d["weight_map"].update({f"{BIAS}.ghost": sorted(d["weight_map"].values())[0]})), 1, {("INDEX_TENSOR_NOT_IN_SHARD", E, f"{BIAS}.ghost")}),
 ]
 

@@ -219,3 +219,23 @@ def extra_entry_key(path: Path) -> None:
     first = by_offset(header)[0]
     header[first]["producer_note"] = {"any": ["value", 1]}
     write_raw(shard, header, data)
+
+
+def add_raw_tensor(name: str, dtype: str, shape: list[int], nbytes: int) -> Callable[[Path], None]:
+    """Append a tensor of any dtype safetensors knows (``F4``, ``F6_E2M3``, ...: numpy has no
+    type for them) to the last shard, by header, and map it in the index (total_size kept in
+    its convention)."""
+    def run(path: Path) -> None:
+        idx = index(path)
+        names = shards(path)
+        file_convention = idx["metadata"]["total_size"] != _sizes(path, names)[0]
+        shard = path / names[-1]
+        header, data = raw_header(shard)
+        header[name] = {"dtype": dtype, "shape": shape,
+                        "data_offsets": [len(data), len(data) + nbytes]}
+        write_raw(shard, header, data + bytes(range(nbytes)))
+        idx["weight_map"][name] = names[-1]
+        tensor, file = _sizes(path, names)
+        idx["metadata"]["total_size"] = file if file_convention else tensor
+        write_index(path, idx)
+    return run
