@@ -191,6 +191,21 @@ class ExpectedModule:
 
 
 @dataclass(frozen=True)
+class VisionDims:
+    """The vision tower's sizes, defaults applied (``defaulted``: the ``vision_config`` keys
+    that took one)."""
+
+    hidden: int
+    intermediate: int
+    patch: int
+    pos_height: int
+    pos_width: int
+    blocks: int
+    merge: tuple[int, int]
+    defaulted: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Architecture:
     """Shape-relevant facts from the (text) config; nothing is hard-coded."""
 
@@ -212,7 +227,14 @@ class Architecture:
     multimodal: bool
     prefix: str  # "model." or "language_model.model."
     lm_head: str  # module name: "lm_head" or "language_model.lm_head"
-    vision: dict[str, Any] | None = None
+    #: the vision tower's sizes (None: text-only, or ``vision_problem`` says why not derived)
+    vision: VisionDims | None = None
+    #: why the vision tower's inventory could not be derived (only it goes unchecked)
+    vision_problem: str | None = None
+    #: where the text keys sit: ``"text_config"`` (K2.5/K2.6) or ``""`` (the top level)
+    where: str = ""
+    #: the text keys config.json omits, which took the loader's defaults (``TEXT_DEFAULTS``)
+    defaulted: tuple[str, ...] = ()
 
 
 @dataclass
@@ -244,6 +266,9 @@ class Checkpoint:
     quant_config: dict[str, Any] | None = None
     exclude: list[str] = field(default_factory=list)
     arch: Architecture | None = None
+    #: why ``arch`` is None although config.json parsed (a key absent or malformed, a count
+    #: the shards cannot hold): the coverage group's summary cites it
+    arch_problem: str | None = None
     index: dict[str, Any] | None = None
     weight_map: dict[str, str] = field(default_factory=dict)
     shards: list[str] = field(default_factory=list)
