@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from .model import Architecture, Checkpoint, ExpectedModule, Format, VisionDims
@@ -19,6 +19,7 @@ __all__ = [
     "derive",
     "detect_format",
     "expected_modules",
+    "implied_size",
     "inventory_problems",
     "key_value",
     "quantization_config",
@@ -414,6 +415,39 @@ def _size(mods: list[ExpectedModule]) -> tuple[int, int]:
     return count, elements
 
 
+@dataclass(frozen=True)
+class _Prototypes:
+    """Tensor and element counts of one layer of each kind (a MoE layer without its routed
+    experts, one routed expert) and of the embedding, final norm and LM head."""
+
+    dense: tuple[int, int]
+    moe: tuple[int, int]
+    expert: tuple[int, int]
+    ends: tuple[int, int]
+
+    @classmethod
+    def of(cls, a: Architecture) -> _Prototypes:
+        no_experts = replace(a, experts=0, vision=None)
+        return cls(
+            dense=_size(_layer(replace(no_experts, first_dense=1), 0, mtp=False)),
+            moe=_size(_layer(replace(no_experts, first_dense=0), 0, mtp=False)),
+            expert=(3, 3 * a.moe_intermediate * a.hidden),
+            ends=(3, 2 * a.vocab * a.hidden + a.hidden),
+        )
+
+
+def implied_size(a: Architecture) -> tuple[int, int]:
+    """``(tensors, elements)`` of the language model ``a`` implies, MTP layers left out,
+    computed without building it (:func:`expected_modules` builds the same inventory)."""
+    p = _Prototypes.of(a)
+    n_dense = min(a.first_dense, a.layers)
+    n_moe = a.layers - n_dense
+    return (
+        p.ends[0] + n_dense * p.dense[0] + n_moe * (p.moe[0] + a.experts * p.expert[0]),
+        p.ends[1] + n_dense * p.dense[1] + n_moe * (p.moe[1] + a.experts * p.expert[1]),
+    )
+
+
 def inventory_problems(a: Architecture, tensors: int, nbytes: int | None) -> list[str]:
     """Why the inventory ``a`` implies cannot be what shards holding ``tensors`` tensors and
     ``nbytes`` bytes of tensor data describe (``nbytes`` None: unknown, a shard is unreadable).
@@ -424,16 +458,12 @@ def inventory_problems(a: Architecture, tensors: int, nbytes: int | None) -> lis
     separately by :func:`vision_problem_for`.
     """
     cap = INVENTORY_SLACK * max(tensors, 1)
-    n_dense = min(a.first_dense, a.layers)
-    n_moe = a.layers - n_dense
-    no_experts = replace(a, experts=0, vision=None)
-    dense = _size(_layer(no_experts, 0, mtp=False)) if n_dense else (0, 0)
-    moe = _size(_layer(replace(no_experts, first_dense=0), 0, mtp=False)) if n_moe else (0, 0)
-    expert = (3, 3 * a.moe_intermediate * a.hidden)
-    ends = (3, 2 * a.vocab * a.hidden + a.hidden)
-    count = ends[0] + n_dense * dense[0] + n_moe * (moe[0] + a.experts * expert[0])
+    p = _Prototypes.of(a)
+    n_moe = a.layers - min(a.first_dense, a.layers)
+    count, elements = implied_size(a)
+    expert = p.expert
     where = f"{a.where}." if a.where else ""
-    per_layer = min(c for c in (dense[0], moe[0]) if c) if a.layers else 0
+    per_layer = min(p.dense[0], p.moe[0])
     if a.layers * per_layer > cap:
         return [
             f"{where}num_hidden_layers is {a.layers}: each layer holds at least {per_layer} "
@@ -454,7 +484,6 @@ def inventory_problems(a: Architecture, tensors: int, nbytes: int | None) -> lis
             f"the config implies {count} tensors ({where}num_hidden_layers {a.layers}, "
             f"{where}n_routed_experts {a.experts}), but the shards hold {tensors}"
         ]
-    elements = ends[1] + n_dense * dense[1] + n_moe * (moe[1] + a.experts * expert[1])
     least = elements * _MIN_BYTES_PER_ELEMENT
     if nbytes is not None and least > INVENTORY_SLACK * max(nbytes, 1):
         sizes = "; ".join(
