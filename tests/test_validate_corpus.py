@@ -396,6 +396,7 @@ CASES += [
     case("fires-tensor-unexpected", "mxfp4", add(f"{O_PROJ}.extra", np.ones(4, np.float32), f"{O_PROJ}.weight"), 1, {("TENSOR_UNEXPECTED", E, f"{O_PROJ}.extra")}),
     case("fires-exclude-glob", "mxfp4", exclude_add("*self_attn*"), 0, {("EXCLUDE_GLOB", W, None)}),
     case("fires-not-excluded-unquantized", "mxfp4", exclude_drop(O_PROJ), 1, {("NOT_EXCLUDED_UNQUANTIZED", E, f"{O_PROJ}.weight")}),
+    case("fires-expert-extra", "ct", config(lambda c: c.update(n_routed_experts=3)), 1, {("EXPERT_EXTRA", E, "model.layers.1.mlp.experts.3.down_proj.weight_shape"), ("EXPERT_EXTRA", E, "model.layers.2.mlp.experts.3.down_proj.weight_shape"), ("SHAPE_MISMATCH", E, "model.layers.1.mlp.gate.weight"), ("SHAPE_MISMATCH", E, BIAS), ("SHAPE_MISMATCH", E, "model.layers.2.mlp.gate.weight"), ("SHAPE_MISMATCH", E, "model.layers.2.mlp.gate.e_score_correction_bias")}),
     case("fires-fused-pair-mismatch", "mxfp4", both(exclude_drop(Q_A), quantize_mx(Q_A)), 1, {("FUSED_PAIR_MISMATCH", E, f"{Q_A}.weight")}),
 ]
 
@@ -548,3 +549,15 @@ def test_index_unsafe_paths_never_opened(twins: dict[str, Path], tmp_path: Path,
         assert all(Path(o).resolve().is_relative_to(p.resolve()) for o in opened
                    if o.endswith(".safetensors") or "passwd" in o), opened
         assert any(o.endswith(".safetensors") for o in opened)  # the spy saw the shards
+
+
+# -- issue 12: every check of the coverage and layout groups (and CONFIG_ARCH) fires ------------
+
+
+def test_every_coverage_and_layout_check_fires_in_the_corpus() -> None:
+    """Each check these groups declare is raised by some corpus case (whose exact findings
+    test_corpus_case asserts), so a check that can no longer fire turns a case red."""
+    checks = _catalogue()
+    fired = {cid for c in CASES for cid, _, _ in c.findings}
+    declared = {cid for cid, check in checks.items() if check.group in ("coverage", "layout")}
+    assert declared | {"CONFIG_ARCH"} <= fired, sorted((declared | {"CONFIG_ARCH"}) - fired)
