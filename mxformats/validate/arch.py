@@ -431,7 +431,8 @@ class _Prototypes:
         return cls(
             dense=_size(_layer(replace(no_experts, first_dense=1), 0, mtp=False)),
             moe=_size(_layer(replace(no_experts, first_dense=0), 0, mtp=False)),
-            expert=(3, 3 * a.moe_intermediate * a.hidden),
+            # an expert's three projections, and its row of the router weight and bias
+            expert=(3, 3 * a.moe_intermediate * a.hidden + a.hidden + 1),
             ends=(3, 2 * a.vocab * a.hidden + a.hidden),
         )
 
