@@ -120,7 +120,7 @@ class NearMisses:
     """Finds, for an entry that matches no module, the module it would have matched."""
 
     #: candidates examined by the similarity fallback (it is quadratic in name length)
-    MAX_SIMILAR = 2000
+    MAX_SIMILAR = 500
 
     def __init__(self, modules: Iterable[str]) -> None:
         self.modules = sorted(set(modules))
