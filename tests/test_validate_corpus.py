@@ -370,6 +370,7 @@ CASES += [
     case("vision-pos-emb-defaults-mismatch-tensor", "mxfp4-mm", vision_drop("init_pos_emb_height", "init_pos_emb_width"), 1, {("SHAPE_MISMATCH", E, POS_EMB)}),
     case("vision-config-absent-defaults-contradict", "ct-mm", config(lambda c: c.pop("vision_config")), 1, ARCH_SKIPPED),
     case("text-hidden-size-absent-default-contradicts", "mxfp4-mm", config(lambda c: c["text_config"].pop("hidden_size")), 1, ARCH_SKIPPED),
+    case("quantized-embedding-is-not-a-hidden-size-problem", "mxfp4", quantize_mx("model.embed_tokens"), 1, {("UNQUANTIZABLE_QUANTIZED", E, "model.embed_tokens.weight")}),
     case("first-k-dense-absent-default-3", "mxfp4", config(lambda c: c.pop("first_k_dense_replace")), 1, {("MLP_KIND_MISMATCH", E, None)}),
     # item 3: one root cause, one finding (plus one summary)
     case("text-hidden-size-not-integer", "ct", config(lambda c: c.update(hidden_size="128")), 1, ARCH_SKIPPED),

@@ -7,7 +7,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from .model import Architecture, Checkpoint, ExpectedModule, Format, VisionDims
+from .model import (
+    Architecture,
+    Checkpoint,
+    ExpectedModule,
+    Format,
+    TensorRef,
+    VisionDims,
+)
 
 __all__ = [
     "TEXT_DEFAULTS",
@@ -525,6 +532,13 @@ def key_value(
     return f"{where}{key} is {value}"
 
 
+def _plain_weight(ckpt: Checkpoint, module: str) -> TensorRef | None:
+    """``module``'s weight when the module is stored unquantized (a packed weight's shape is not
+    the logical one, and quantizing it is a layout finding, not a config one)."""
+    mod = ckpt.modules.get(module)
+    return None if mod is None or mod.quantized else mod.tensors.get("weight")
+
+
 def anchor_problems(a: Architecture, ckpt: Checkpoint) -> tuple[str | None, str | None]:
     """``(text, vision)``: a hidden size the part's first tensor contradicts. Every tensor of
     the part depends on it, so it is one root cause, not a mismatch per tensor. Anchors:
@@ -532,13 +546,13 @@ def anchor_problems(a: Architecture, ckpt: Checkpoint) -> tuple[str | None, str 
     ``[hidden, 3, patch, patch]``."""
     where = f"{a.where}." if a.where else ""
     text = vision = None
-    embed = ckpt.tensors.get(f"{a.prefix}embed_tokens.weight")
+    embed = _plain_weight(ckpt, f"{a.prefix}embed_tokens")
     if embed is not None and len(embed.shape) == 2 and embed.shape[1] != a.hidden:
         text = (
             f"{key_value('hidden_size', a.hidden, where, a.defaulted, TEXT_DEFAULTS)}, but "
             f"{embed.name} is {list(embed.shape)}"
         )
-    patch = ckpt.tensors.get("vision_tower.patch_embed.proj.weight")
+    patch = _plain_weight(ckpt, "vision_tower.patch_embed.proj")
     v = a.vision
     if v is not None and patch is not None and patch.shape[:1] != (v.hidden,):
         vision = (
