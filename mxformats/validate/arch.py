@@ -100,8 +100,9 @@ def _where(part: str, key: str) -> str:
 
 
 class ConfigKeyError(ValueError):
-    """A key the architecture needs is absent or malformed. ``key`` is its dotted place in
-    config.json (``vision_config.hidden_size``); the message names it and what is wrong."""
+    """A key the architecture needs is malformed (an absent key takes the loader's default).
+    ``key`` is its dotted place in config.json (``vision_config.hidden_size``); the message
+    names it and what is wrong."""
 
     def __init__(self, key: str, problem: str) -> None:
         super().__init__(f"{key} {problem}")
@@ -199,7 +200,7 @@ def architecture(config: Mapping[str, Any]) -> Architecture:
     multimodal = isinstance(text, dict)
     given: Mapping[str, Any] = text if isinstance(text, dict) else config
     part = "text_config" if multimodal else ""
-    # an explicit null q_lora_rank means "no q LoRA" (Kimi-K2 configs write it); absent: default
+    # an explicit null q_lora_rank means "no q LoRA" (DeepSeek-V2-Lite-style); absent: default
     t = {**TEXT_DEFAULTS, **{k: v for k, v in given.items() if v is not None}}
     nulls = {"q_lora_rank"} if "q_lora_rank" in given and given["q_lora_rank"] is None else set()
     q_lora = None if nulls else _int(t, "q_lora_rank", part)
