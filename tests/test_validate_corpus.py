@@ -302,7 +302,7 @@ CASES: list[Case] = [
     case("w4a8-weight-scale-zero", "w4a8", set_tensor(f"{EXPERT}.weight_scale", lambda a: a * 0), 1, {("SCALE_ZERO", E, f"{EXPERT}.weight_scale")}, level=SC),
     case("ct-scale-negative", "ct", poke(SCALE, (0, 0), -0.5), 1, {("SCALE_NEGATIVE", E, SCALE)}, level=SC),
     case("ct-scale-nan", "ct", poke(SCALE, (1, 1), np.nan), 1, {("SCALE_NONFINITE", E, SCALE)}, level=SC),
-    case("swapped-nibble-order", "mxfp4", set_tensor(f"{EXPERT}.weight", nibble_swap), 1, {("REPRO_MISMATCH", W, f"{EXPERT}.weight"), ("REPRO_UNCORRELATED", E, f"{EXPERT}.weight")}, source=True),
+    case("swapped-nibble-order", "mxfp4", set_tensor(f"{EXPERT}.weight", nibble_swap), 1, {("REPRO_MISMATCH", E, f"{EXPERT}.weight"), ("REPRO_UNCORRELATED", E, f"{EXPERT}.weight")}, source=True),
     case("ct-weight-shape-value-mismatch", "ct", poke(f"{EXPERT}.weight_shape", (1,), 64), 1, {("QUANT_SHAPE", E, f"{EXPERT}.weight_shape")}, level=SC),
     case("ct-scale-zero-nonzero-codes", "ct", poke(SCALE, (0, 0), 0.0), 0, {("SCALE_ZERO", W, SCALE)}, level=SC),
     case("ct-config-group-size-128", "ct", ct_weights(group_size=128), 1, CT_G128),
@@ -402,6 +402,84 @@ CASES += [
 ]
 
 
+# -- --source verdicts (issue 12, item 1): a claimed profile whose bytes differ is an error, and a
+# run that verified nothing is never OK. Each case exits 0 on the validator of 4521362. --------
+
+PROJECTIONS = ("down_proj", "gate_proj", "up_proj")
+#: The quantized modules of the generated MXFP4 twin, in the order --source visits them.
+MX_MODULES = sorted([f"model.layers.0.mlp.{p}" for p in PROJECTIONS] + [
+    f"model.layers.{layer}.mlp.experts.{e}.{p}"
+    for layer in (1, 2) for e in range(4) for p in PROJECTIONS])
+LISTED = 10  # reproduce.MAX_LISTED: the rest are counted in one finding per check
+
+
+def listed(check: str, severity: str, suffix: str) -> set[tuple[str, str, str | None]]:
+    """The first LISTED per-module findings of ``check`` over every MXFP4 module, and the one
+    that counts the rest."""
+    return {(check, severity, f"{m}{suffix}") for m in MX_MODULES[:LISTED]} | {
+        (check, severity, None)}
+
+
+def scales_from(other: str, name: str, rows: int) -> Any:
+    """The first ``rows`` rows of scale tensor ``name`` replaced by those of ``other``."""
+    def run(p: Path) -> None:
+        def fn(d: Tensors) -> None:
+            d[find(d, name)][name][:rows] = d[find(d, other)][other][:rows]
+        edit(p, fn)
+    return run
+
+
+def relabel(name: str, dtype: str) -> Any:
+    """Change the header dtype of ``name`` keeping its bytes (BF16 read as F16)."""
+    def run(p: Path) -> None:
+        shard = p / index(p)["weight_map"][name]
+        header, data = raw_header(shard)
+        header[name]["dtype"] = dtype
+        write_raw(shard, header, data)
+    return run
+
+
+def zero_expert(prefix: str) -> Any:
+    def run(p: Path) -> None:
+        def fn(d: Tensors) -> None:
+            for proj in PROJECTIONS:
+                n = f"{prefix}.{proj}.weight"
+                d[find(d, n)][n] = np.zeros_like(d[find(d, n)][n])
+        edit(p, fn)
+    return run
+
+
+def double_row(a: Any, row: int = 3) -> Any:
+    a[row] *= 2
+    return a
+
+
+def scale_mode(mode: str) -> Any:
+    return config(lambda c: c["quantization_config"]["global_quant_config"]["weight"].update(
+        scale_calculation_mode=mode))
+
+
+def floor_mode_scales_plus_one(p: Path) -> None:
+    scale_mode("floor")(p)
+    all_tensors(".weight_scale", lambda a: a + 1)(p)
+
+
+L2 = "model.layers.2.mlp.experts.1.gate_proj"
+ZEROED = "model.layers.1.mlp.experts.2"
+CASES += [
+    case("repro-e8m0-scales-all-plus-one", "mxfp4", all_tensors(".weight_scale", lambda a: a + 1), 1, listed("REPRO_MISMATCH", E, ".weight_scale") | listed("REPRO_ERROR_HIGH", E, ".weight"), source=True),
+    case("repro-scales-swapped-in-from-another-layer", "mxfp4", scales_from(f"{L2}.weight_scale", SCALE, 32), 1, {("REPRO_MISMATCH", E, SCALE), ("REPRO_ERROR_HIGH", W, f"{EXPERT}.weight")}, source=True),
+    case("repro-w4a8-weight-scale-doubled", "w4a8", set_tensor(f"{EXPERT}.weight_scale", lambda a: a * 2), 1, {("REPRO_MISMATCH", E, f"{EXPERT}.weight_scale"), ("REPRO_ERROR_HIGH", E, f"{EXPERT}.weight")}, source=True),
+    case("repro-w4a8-one-weight-scale-2-row-doubled", "w4a8", set_tensor(f"{EXPERT}.weight_scale_2", double_row), 1, {("REPRO_MISMATCH", E, f"{EXPERT}.weight_scale_2")}, source=True),
+    case("repro-ct-bf16-scale-relabelled-f16", "ct", relabel(SCALE, "F16"), 1, {("QUANT_DTYPE_UNUSUAL", W, SCALE), ("REPRO_MISMATCH", E, SCALE), ("REPRO_ERROR_HIGH", E, f"{EXPERT}.weight_packed")}, source=True),
+    case("repro-zeroed-expert", "mxfp4", zero_expert(ZEROED), 1, {(c, E, f"{ZEROED}.{p}.weight") for c in ("REPRO_MISMATCH", "REPRO_UNCORRELATED") for p in PROJECTIONS}, source=True),
+    case("repro-source-holds-none-of-the-modules", "mxfp4-mm", lambda p: None, 1, {("REPRO_NOTHING_VERIFIED", E, None)}, source="mxfp4"),
+    # no profile reproduces Quark's "floor" rule: one warning, and the numbers alone are judged
+    case("repro-quark-floor-mode-bytes-unverified-warning-only", "mxfp4", scale_mode("floor"), 0, {("REPRO_MISMATCH", W, None)}, source=True),
+    case("repro-quark-floor-mode-scales-all-plus-one", "mxfp4", floor_mode_scales_plus_one, 1, {("REPRO_MISMATCH", W, None)} | listed("REPRO_ERROR_HIGH", E, ".weight"), source=True),
+]
+
+
 # -- running -------------------------------------------------------------------------------------
 
 
@@ -417,8 +495,10 @@ def source_of(base: str) -> Path:
     return twin.parent / f"{twin.name}-bf16"
 
 
-def options(c: Case) -> Options:
-    return Options(level=c.level, workers=1, source=source_of(c.base) if c.source else None)
+def options(c: Case, *, twin: bool = False) -> Options:
+    """The case's options; ``twin``: those of its clean twin (on the twin's own source)."""
+    base = c.source if isinstance(c.source, str) and not twin else c.base
+    return Options(level=c.level, workers=1, source=source_of(base) if c.source else None)
 
 
 @pytest.fixture(scope="session")
@@ -436,9 +516,9 @@ _CLEAN: dict[tuple[str, Level, bool], tuple[int, set[Key]]] = {}
 
 
 def clean(c: Case) -> tuple[int, set[Key]]:
-    key = (c.base, c.level, c.source)
+    key = (c.base, c.level, bool(c.source))
     if key not in _CLEAN:
-        report = validate(TWINS[c.base], options(c))
+        report = validate(TWINS[c.base], options(c, twin=True))
         _CLEAN[key] = (exit_code(report), tuples(report))
     return _CLEAN[key]
 

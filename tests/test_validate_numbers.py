@@ -367,3 +367,146 @@ def test_word_path_agrees_with_the_byte_table_path(fixture: str) -> None:
             assert np.array_equal(fast[0].hist, slow[0].hist)
             if variant == 1:
                 assert f_bad.n > 0
+
+
+# -- both-sided boundaries: every tightness bound, both code paths, an independent decoder ------
+
+
+def _e2m1_magnitude(codes: np.ndarray) -> np.ndarray:
+    """|value| of E2M1 codes 0..15, decoded by ml_dtypes (not the validator's table)."""
+    return np.abs(np.asarray(codes, np.uint8).view(ml_dtypes.float4_e2m1fn).astype(np.float64))
+
+
+def _mx_blocks() -> tuple[np.ndarray, np.ndarray]:
+    """Every (largest code, sign, position) in a block of 32: one block each, the other codes
+    0.5 (code 1) or zero. Returns packed ``[rows, 64]`` bytes (4 blocks a row) and the code
+    array ``[rows, 128]``."""
+    blocks = []
+    for top in range(8):
+        for sign in (0, 8):
+            for pos in range(32):
+                block = np.where(np.arange(32) % 3 == 0, 0, min(top, 1)).astype(np.uint8)
+                block[pos] = top | sign
+                blocks.append(block)
+    codes = np.concatenate(blocks).reshape(-1, 128)
+    return (codes[:, 0::2] | (codes[:, 1::2] << 4)).astype(np.uint8), codes
+
+
+def _both_paths(fmt: Format, arrays: dict[str, Any], bound: float = 4.0
+                ) -> tuple[numbers.Count, numbers.Count]:
+    return (numbers.module_stats(fmt, arrays, bound)[1],
+            numbers._module_stats_slow(fmt, arrays, bound)[1])
+
+
+@pytest.mark.parametrize("bound", sorted(set(numbers.MX_TIGHT.values())))
+def test_mx_tightness_one_code_below_each_bound_on_both_paths(bound: float) -> None:
+    """A block whose largest |code| is one E2M1 step below the bound is flagged, at the bound it
+    is not; the SWAR words and the byte table agree on every block."""
+    packed, codes = _mx_blocks()
+    scales = np.full((packed.shape[0], 4), 127, np.uint8)
+    block_max = _e2m1_magnitude(codes).reshape(-1, 32).max(axis=1)
+    expected = (block_max > 0) & (block_max < bound)
+    below = float(np.max(block_max[block_max < bound]))  # one code below the bound
+    assert below < bound and bound in block_max and np.any(block_max == below)
+    fast, slow = _both_paths(Format.QUARK_MXFP4, {"weight": packed, "weight_scale": scales}, bound)
+    want = numbers.Count.of(expected)
+    assert fast == slow == want, (bound, fast, slow, want)
+    # the exponent clamp: bytes 1 and 254 exempt, 2 and 253 checked (both sides)
+    for byte, exempt in ((1, True), (2, False), (253, False), (254, True)):
+        clamp = np.full_like(scales, byte)
+        fast, slow = _both_paths(Format.QUARK_MXFP4, {"weight": packed, "weight_scale": clamp},
+                                 bound)
+        assert fast == slow == (numbers.Count(0) if exempt else want), (bound, byte)
+
+
+def _int4_rows() -> np.ndarray:
+    """Every (largest |q|, sign, position) in a group of 32, one group each, four a row."""
+    groups = []
+    for top in range(9):
+        for sign in (1, -1):
+            if top == 8 and sign == 1:
+                continue  # +8 is not an INT4 value
+            for pos in range(32):
+                g = np.where(np.arange(32) % 3 == 0, 0, min(top, 1)).astype(np.int8)
+                g[pos] = sign * top
+                groups.append(g)
+    groups += [np.zeros(32, np.int8)] * (-len(groups) % 4)
+    return np.concatenate(groups).reshape(-1, 128)
+
+
+def test_int4_tightness_at_six_seven_and_minus_eight_on_both_paths() -> None:
+    q = _int4_rows()
+    top = np.abs(q.astype(np.int16)).reshape(-1, 32).max(axis=1)
+    want = numbers.Count.of((top > 0) & (top < 7))
+    scales = np.full((q.shape[0], 4), 0.01, np.float32)
+    arrays = {"weight_packed": pack_int4(q, layout="compressed-tensors"),
+              "weight_scale": scales, "weight_shape": np.array(q.shape, np.int64)}
+    fast, slow = _both_paths(Format.CT_INT4, arrays)
+    assert fast == slow == want and want.n > 0
+    # groups whose scale sits at Quark's float32-eps floor are exempt; just above, checked
+    eps = np.float32(np.finfo(np.float32).eps)
+    for s, exempt in ((eps, True), (np.nextafter(eps, np.float32(1)), False)):
+        arrays["weight_scale"] = np.full_like(scales, s)
+        fast, slow = _both_paths(Format.CT_INT4, arrays)
+        assert fast == slow == (numbers.Count(0) if exempt else want), s
+
+
+def test_w4a8_row_tightness_at_six_seven_and_minus_eight_on_both_paths() -> None:
+    q = _int4_rows().reshape(-1, 32)  # one group per row: a W4A8 row
+    q = np.concatenate([q, q], axis=1)  # rows of 64 codes: whole 64-bit words
+    top = np.abs(q.astype(np.int16)).max(axis=1)
+    want = numbers.Count.of((top > 0) & (top < 7))
+    arrays = {"weight": pack_int4(q, layout="quark"), "weight_scale": np.float32(1e-3),
+              "weight_scale_2": np.full(q.shape[0], 10.0, np.float32)}
+    fast, slow = _both_paths(Format.QUARK_W4A8, arrays)
+    assert fast == slow == want and want.n > 0
+    assert numbers.w4a8_row_tightness(q, arrays["weight_scale_2"]) == want
+    floor = np.float32(np.finfo(np.float32).eps)
+    for s, exempt in ((floor, True), (np.float32(floor * (1 + 1e-5)), False)):
+        arrays["weight_scale_2"] = np.full(q.shape[0], s, np.float32)
+        fast, slow = _both_paths(Format.QUARK_W4A8, arrays)
+        assert fast == slow == (numbers.Count(0) if exempt else want), s
+
+
+@pytest.mark.parametrize(("factor", "verdict"), [
+    (1 + 2e-3, "error"), (1 + 0.5e-3, None), (1.0, None), (1 - 0.5e-3, None),
+    (1 - 2e-3, "warning"),
+    (7 / 7.5, "warning"),  # x7/7.5: below, no row reaches FP8 448 (a warning)
+    (7.5 / 7, "error"),  # INT4 stage amax/7, not /7.5: above, no row maps to 448
+])
+def test_w4a8_scale_2_max_on_both_sides_of_each_boundary(factor: float,
+                                                         verdict: str | None) -> None:
+    top = float(np.float32(numbers.W4A8_SCALE2_MAX * factor))
+    got = numbers.w4a8_scale2_severity(top)
+    assert (None if got is None else got.value) == verdict
+
+
+def test_w4a8_scale_2_max_is_wired_to_the_checkpoint(tmp_path: Path) -> None:
+    s2 = EXPERT.format(0, "down_proj") + ".weight_scale_2"
+    for factor, severity in ((1 + 2e-3, "error"), (1 - 2e-3, "warning"), (1 + 0.5e-3, None)):
+        folder = _plant(tmp_path / str(factor), W4A8, {
+            s2: lambda a, f=factor: a * np.float32(numbers.W4A8_SCALE2_MAX * f / a.max())})
+        found = [f for f in _numbers(folder, Options(level=Level.SCALES))
+                 if f.check.id == "W4A8_SCALE2_MAX"]
+        assert [f.effective_severity.value for f in found] == (
+            [] if severity is None else [severity]), factor
+
+
+def test_code_histogram_counts_are_in_the_json_extras(tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """The catalogue promises the counts in the JSON finding's extras: 16 per kind, summing to
+    every code of the (small, so unsampled) fixture weights, equal to an independent count."""
+    import json
+
+    from mxformats.cli import main
+
+    assert main(["validate", str(PRODUCERS / MXFP4), "--level", "full", "--json", "-",
+                 "--quiet"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    (hist,) = [f for f in data["findings"] if f["check"] == "CODE_HISTOGRAM"]
+    ckpt = _load(PRODUCERS / MXFP4)
+    weights = [ckpt.read(m.tensors["weight"].name) for m in numbers.quantized_modules(ckpt)]
+    nibbles = np.concatenate([np.concatenate([w.reshape(-1) & 0xF, w.reshape(-1) >> 4])
+                              for w in weights])
+    assert hist["extras"] == {"fp4": np.bincount(nibbles, minlength=16).tolist()}
+    assert sum(hist["extras"]["fp4"]) == 2 * sum(w.size for w in weights)

@@ -4,7 +4,10 @@ from ``src-bf16``; planted differences are reported with their first differing e
 from __future__ import annotations
 
 import json
+import math
+import re
 import shutil
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +19,7 @@ from mxformats.int4 import unpack_int4
 from mxformats.tensorfile import read_checkpoint_tensor
 from mxformats.validate import reproduce
 from mxformats.validate.files import load
-from mxformats.validate.findings import Finding
+from mxformats.validate.findings import Finding, Severity
 from mxformats.validate.model import Checkpoint, Options
 
 PRODUCERS = Path(__file__).resolve().parent / "data" / "producers"
@@ -71,14 +74,18 @@ def test_sample_is_deterministic_and_per_layer() -> None:
 def _planted(tmp_path: Path, fixture: str, name: str, edit: Any) -> Path:
     folder = tmp_path / fixture
     shutil.copytree(PRODUCERS / fixture, folder)
-    ckpt = _load(folder)
+    _planted_in_place(folder, _load(folder), name, edit)
+    return folder
+
+
+def _planted_in_place(folder: Path, ckpt: Checkpoint, name: str, edit: Any) -> None:
+    """Rewrite tensor ``name`` of ``folder`` with ``edit(array)`` (same dtype and shape)."""
     ref = ckpt.tensors[name]
     array = ckpt.read(name).copy()
     array = np.asarray(edit(array), dtype=array.dtype).reshape(array.shape)
     with open(folder / ref.file, "r+b") as f:
         f.seek(ref.begin)
         f.write(array.tobytes())
-    return folder
 
 
 def test_a_changed_byte_is_a_mismatch_naming_the_first_element(tmp_path: Path) -> None:
@@ -126,8 +133,9 @@ def test_source_problems(tmp_path: Path) -> None:
     assert [f.check.id for f in _run(fixture, src)] == ["REPRO_SOURCE_UNSUPPORTED"]
     assert [f.check.id for f in _run(fixture, tmp_path / "absent")] == [
         "REPRO_SOURCE_UNSUPPORTED"]
-    # a BF16 checkpoint has nothing to reproduce
-    assert [f.check.id for f in _run(SRC)] == ["REPRO_SUMMARY"]
+    # a BF16 checkpoint has nothing to reproduce: --source verified nothing, an error
+    assert [(f.check.id, f.effective_severity) for f in _run(SRC)] == [
+        ("REPRO_NOTHING_VERIFIED", Severity.ERROR)]
 
 
 def test_compressed_tensors_source_is_decompressed_as_the_producer_does() -> None:
@@ -184,3 +192,143 @@ def test_fp8_block_source_decompresses_as_deepseek_weight_dequant(tmp_path: Path
     assert source.kind == "fp8-block" and source.supported
     weight = source.weight(name)
     assert weight is not None and np.array_equal(weight.view(np.int16), expected)
+
+
+# -- verdicts: a claimed profile whose bytes differ fails; nothing verified is never OK -------
+
+
+def test_mismatch_messages_print_raw_bits(tmp_path: Path) -> None:
+    scale = "model.layers.1.mlp.experts.0.down_proj.weight_scale"
+    folder = _planted(tmp_path, "kimi-k2-mxfp4-quark", scale, lambda a: a + 1)
+    msg = next(f.message for f in _run(folder) if f.tensor == scale)
+    m = re.search(r"element \[0, 0\]: expected 0x([0-9a-f]{2}), found 0x([0-9a-f]{2}) "
+                  r"\((\d+) of (\d+) elements differ\)$", msg)
+    assert m is not None, msg
+    assert int(m[2], 16) == int(m[1], 16) + 1 and m[3] == m[4]
+    assert "np." not in msg
+    # a float scale: its bits, then its value
+    w4a8 = "model.layers.1.mlp.experts.0.gate_proj.weight_scale"
+    folder = _planted(tmp_path / "w", "kimi-k2-w4a8-quark", w4a8, lambda a: a * 2)
+    msg = next(f.message for f in _run(folder) if f.tensor == w4a8)
+    m = re.search(r"element \[\]: expected 0x([0-9a-f]{8}) \((.+)\), found 0x([0-9a-f]{8}) "
+                  r"\((.+)\) \(1 of 1 elements differ\)", msg)
+    assert m is not None, msg
+    expected = np.frombuffer(int(m[1], 16).to_bytes(4, "little"), np.float32)[0]
+    assert float(m[2]) == float(expected) and float(m[4]) == 2 * float(expected)
+    assert int(m[3], 16) == int(m[1], 16) + (1 << 23)  # x2: the exponent field + 1
+
+
+def test_bits_of_every_element_dtype() -> None:
+    one = np.array([1.0], ml_dtypes.bfloat16)
+    assert reproduce._bits(one) == "0x3f80 (1.0)"
+    assert reproduce._bits(np.array([120], np.uint8)) == "0x78"
+    assert reproduce._bits(np.array([-1], np.int32)) == "0xffffffff"
+    assert reproduce._bits(np.array([2], np.int64)) == "0x0000000000000002"
+    assert reproduce._bits(np.array([-0.0], np.float32)) == "0x80000000 (-0.0)"
+
+
+def _result(rel_error: float, correlation: float = 0.99, reproduced: bool = False
+            ) -> reproduce.ModuleResult:
+    return reproduce.ModuleResult("m", identical={"weight": reproduced, "weight_scale": True},
+                                  rel_error=rel_error, sqnr_db=0.0, correlation=correlation)
+
+
+@pytest.mark.parametrize("fmt", sorted(reproduce.PROFILES, key=str))
+def test_numeric_verdict_on_both_sides_of_each_bound(fmt: reproduce.Format) -> None:
+    """Below the family threshold nothing; above it a warning up to ERROR_LIMIT and an error
+    beyond (or not finite); info where the profile reproduced the bytes; correlation 0.9."""
+    def verdict(r: reproduce.ModuleResult) -> tuple[str, Severity] | None:
+        v = reproduce._numeric_verdict(fmt, r)
+        return None if v is None else (v[0].id, v[1])
+
+    t, limit = reproduce.ERROR_THRESHOLD[fmt], reproduce.ERROR_LIMIT
+    high = "REPRO_ERROR_HIGH"
+    assert verdict(_result(t)) is None
+    assert verdict(_result(np.nextafter(t, 1.0))) == (high, Severity.WARNING)
+    assert verdict(_result(limit)) == (high, Severity.WARNING)
+    assert verdict(_result(np.nextafter(limit, 1.0))) == (high, Severity.ERROR)
+    assert verdict(_result(math.inf)) == (high, Severity.ERROR)
+    assert verdict(_result(math.nan)) is None  # not decoded: the mismatch error says why
+    assert verdict(_result(1.0, reproduced=True)) == (high, Severity.INFO)
+    assert verdict(_result(0.1, correlation=0.9)) is None
+    low = verdict(_result(0.1, correlation=float(np.nextafter(0.9, 0.0))))
+    assert low == ("REPRO_UNCORRELATED", Severity.ERROR)
+    assert verdict(_result(0.1, correlation=math.nan)) is None  # a constant source
+
+
+def test_a_zeroed_module_is_uncorrelated_not_nan() -> None:
+    """np.corrcoef of a constant is NaN, and NaN < 0.9 is false: a zeroed expert passed."""
+    w = np.random.default_rng(0).standard_normal((64, 64)).astype(ml_dtypes.bfloat16)
+    fmt = reproduce.Format.QUARK_MXFP4
+    arrays = reproduce.produce(fmt, w)
+    arrays["weight"] = np.zeros_like(arrays["weight"])
+    r = reproduce.reproduce_module(fmt, "m", w, arrays)
+    assert r.correlation == 0.0 and not r.identical["weight"]
+    assert reproduce._numeric_verdict(fmt, r) is not None
+    # NaN decoded (scale 0xFF): no statistic, an error
+    arrays = reproduce.produce(fmt, w)
+    arrays["weight_scale"] = np.full_like(arrays["weight_scale"], 0xFF)
+    r = reproduce.reproduce_module(fmt, "m", w, arrays)
+    assert r.rel_error == math.inf
+    v = reproduce._numeric_verdict(fmt, r)
+    assert v is not None and v[1] is Severity.ERROR
+    # a zero source: no correlation to judge, the error decides
+    zero = np.zeros((32, 64), ml_dtypes.bfloat16)
+    r = reproduce.reproduce_module(fmt, "m", zero, reproduce.produce(fmt, zero))
+    assert math.isnan(r.correlation) and r.rel_error == 0.0
+
+
+def test_every_module_wrong_lists_the_first_and_counts_the_rest(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(reproduce, "MAX_LISTED", 2)
+    folder = tmp_path / "mx"
+    shutil.copytree(PRODUCERS / "kimi-k2-mxfp4-quark", folder)
+    ckpt = _load(folder)
+    for name in [n for n in ckpt.tensors if n.endswith(".weight_scale")]:
+        _planted_in_place(folder, ckpt, name, lambda a: a + 1)
+    findings = _run(folder)
+    for check in ("REPRO_MISMATCH", "REPRO_ERROR_HIGH"):
+        mine = [f for f in findings if f.check.id == check]
+        assert [f.tensor is None for f in mine] == [False, False, True], check
+        assert all(f.effective_severity is Severity.ERROR for f in mine)
+        assert mine[-1].message.startswith("25 more like the above")
+    assert _block(findings)["modules_reproduced"] == 0
+
+
+def test_a_source_holding_none_of_the_modules_fails_once(tmp_path: Path) -> None:
+    """K2.5-style names (language_model.model.layers...) against a K2 source: one error, not
+    one REPRO_SOURCE_MISSING per module, and never OK."""
+    src = tmp_path / "src"
+    shutil.copytree(SRC, src)
+    index_path = src / "model.safetensors.index.json"
+    index = json.loads(index_path.read_text())
+    index["weight_map"] = {f"language_model.{k}": v for k, v in index["weight_map"].items()}
+    index_path.write_text(json.dumps(index))
+    found = _run(PRODUCERS / "kimi-k2-mxfp4-quark", src)
+    assert [(f.check.id, f.effective_severity) for f in found] == [
+        ("REPRO_NOTHING_VERIFIED", Severity.ERROR), ("REPRO_SUMMARY", Severity.INFO)]
+    assert "the source holds none of this checkpoint's modules (27 looked for" in found[0].message
+    assert _block(found)["modules_checked"] == 0
+    # one module present is enough to verify something: the others are listed as missing
+    index["weight_map"]["model.layers.0.mlp.up_proj.weight"] = index["weight_map"][
+        "language_model.model.layers.0.mlp.up_proj.weight"]
+    index_path.write_text(json.dumps(index))
+    ids = Counter(f.check.id for f in _run(PRODUCERS / "kimi-k2-mxfp4-quark", src))
+    assert ids == Counter({"REPRO_SOURCE_MISSING": 11, "REPRO_SUMMARY": 1})
+
+
+@pytest.mark.parametrize(("mode", "claimed"), [
+    (None, True), ("even", True), ("floor", False), ("ceil", False)])
+def test_only_the_recipes_a_profile_reproduces_are_claimed(mode: str | None,
+                                                           claimed: bool) -> None:
+    """Quark 0.13's PerBlockMXObserver: None and "even" are even_round (the quark profile);
+    "floor" and "ceil" are other rules, whose bytes no profile here can claim."""
+    ckpt = _load(PRODUCERS / "kimi-k2-mxfp4-quark")
+    assert ckpt.quant_config is not None
+    weight = ckpt.quant_config["global_quant_config"]["weight"]
+    weight["scale_calculation_mode"] = mode
+    profile, why = reproduce.claimed_profile(ckpt)
+    assert profile == "quark" and (why == "") is claimed
+    assert claimed or (f"{mode!r} is not reproduced" in why)
+    for fixture in ("kimi-k2-w4a8-quark", "kimi-k2-int4-compressed-tensors"):
+        assert reproduce.claimed_profile(_load(PRODUCERS / fixture))[1] == ""

@@ -50,7 +50,8 @@ class Case:
     exit: int
     findings: frozenset[Finding]
     level: Level = Level.STRUCTURE
-    source: bool = False  # run with --source on the twin's BF16 source
+    source: bool | str = False  # run with --source on the twin's BF16 source (a base name:
+    # on that base's BF16 source instead; its clean twin still runs on its own)
     removed: frozenset[Finding] = frozenset()
     xfail: str | None = None
 

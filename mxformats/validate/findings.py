@@ -89,7 +89,9 @@ class Finding:
         return self.severity or self.check.severity
 
     def to_json(self) -> dict[str, object]:
-        return {
+        """The JSON report's finding; ``extras`` (the machine-readable numbers a check promises,
+        e.g. CODE_HISTOGRAM's counts) only when the finding carries any."""
+        out: dict[str, object] = {
             "check": self.check.id,
             "severity": self.effective_severity.value,
             "file": self.file,
@@ -97,3 +99,6 @@ class Finding:
             "offset": self.offset,
             "message": self.message,
         }
+        if self.extra:
+            out["extras"] = self.extra
+        return out

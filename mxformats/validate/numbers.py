@@ -51,6 +51,7 @@ __all__ = [
     "CHUNK_BYTES",
     "E8M0_WINDOW",
     "W4A8_SCALE2_MAX",
+    "W4A8_SCALE2_TOLERANCE",
     "code_histogram",
     "e8m0_stats",
     "expert_rms_outliers",
@@ -60,6 +61,7 @@ __all__ = [
     "run",
     "scale_value_stats",
     "w4a8_row_tightness",
+    "w4a8_scale2_severity",
 ]
 
 _N = "numbers"
@@ -92,6 +94,8 @@ SCALE_ZERO = declare(
     "vLLM asserts on it).",
     "Check the weights are meant to be zero; otherwise re-quantize.")
 W4A8_SCALE2_MAX = 448.0 / 7.5
+#: Relative tolerance of max(weight_scale_2) around :data:`W4A8_SCALE2_MAX`.
+W4A8_SCALE2_TOLERANCE = 1e-3
 W4A8_SCALE2 = declare(
     "W4A8_SCALE2_MAX", W, _S, _N,
     "max(weight_scale_2) of a W4A8 tensor is not 448/7.5 within 1e-3: the row holding the "
@@ -116,7 +120,9 @@ SCALE_NOT_TIGHT = declare(
     "Re-quantize with the producer's group size, axis and packing.")
 CODE_HISTOGRAM = declare(
     "CODE_HISTOGRAM", INFO, _F, _N,
-    "Histogram of the 4-bit codes over all quantized weights (in the report extras).",
+    "Histogram of the 4-bit codes of the quantized weights (evenly spaced rows, at most 64 KiB "
+    "per tensor), in the JSON finding's extras: 16 counts per kind, fp4 by code 0..15, int4 "
+    "by value + 8.",
     "Nothing to fix: provenance (e.g. INT4 -8 present means min-max re-quantization).")
 ROW_ALL_ZERO = declare(
     "ROW_ALL_ZERO", W, _F, _N,
@@ -309,6 +315,15 @@ def w4a8_row_tightness(q: NDArray[Any], scale_2: NDArray[Any] | None = None) -> 
     return Count.of(bad)
 
 
+def w4a8_scale2_severity(top: float) -> Severity | None:
+    """The verdict on max(weight_scale_2) of a W4A8 tensor: None within 1e-3 (relative) of
+    :data:`W4A8_SCALE2_MAX`, a warning below, an error above (no row can then map to FP8 448;
+    checkpoints.md §6.2 check 6)."""
+    if abs(top / W4A8_SCALE2_MAX - 1) <= W4A8_SCALE2_TOLERANCE:
+        return None
+    return Severity.ERROR if top > W4A8_SCALE2_MAX else Severity.WARNING
+
+
 def code_histogram(codes: NDArray[Any], kind: str) -> NDArray[np.int64]:
     """16-bin histogram: ``kind`` ``fp4`` (packed E2M1 bytes, bin = code 0..15) or ``int4``
     (int8 values in [-8, 7], bin = value + 8)."""
@@ -398,11 +413,18 @@ def _where(shape: tuple[int, ...], index: int) -> str:
     return "[" + ", ".join(str(int(i)) for i in np.unravel_index(index, shape)) + "]"
 
 
-def _mx_bound(ckpt: Checkpoint) -> float:
+def mx_scale_mode(ckpt: Checkpoint) -> str | None:
+    """Quark's ``scale_calculation_mode`` of the weights (``global_quant_config.weight``), or
+    None when the config does not set it."""
     weight = (ckpt.quant_config or {}).get("global_quant_config", {})
     spec = weight.get("weight") if isinstance(weight, dict) else None
     mode = spec.get("scale_calculation_mode") if isinstance(spec, dict) else None
-    return MX_TIGHT.get(str(mode), 4.0) if mode is not None else 4.0
+    return None if mode is None else str(mode)
+
+
+def _mx_bound(ckpt: Checkpoint) -> float:
+    mode = mx_scale_mode(ckpt)
+    return MX_TIGHT.get(mode, 4.0) if mode is not None else 4.0
 
 
 def quantized_modules(ckpt: Checkpoint) -> list[Module]:
@@ -467,12 +489,12 @@ def _scale_findings(ckpt: Checkpoint, module: Module,
                                f"{_where(s.shape, c.first)}", c.first, severity=severity)
         if p == "weight_scale_2" and s.size and not st["nonfinite"].n:
             top = float(np.max(s))
-            if abs(top / W4A8_SCALE2_MAX - 1) > 1e-3:
-                # Above the bound no row can map to FP8 448: an error (§6.2 check 6).
-                above = top > W4A8_SCALE2_MAX * (1 + 1e-3)
+            severity = w4a8_scale2_severity(top)
+            if severity is not None:
+                above = severity is Severity.ERROR
                 yield _finding(W4A8_SCALE2, ref, f"max {top:.6g}, expected {W4A8_SCALE2_MAX:.6g}"
                                + (" (above the bound: an error)" if above else ""),
-                               int(np.argmax(s)), severity=Severity.ERROR if above else None)
+                               int(np.argmax(s)), severity=severity)
 
 
 _ONES = 0x1111111111111111

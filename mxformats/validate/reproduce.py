@@ -42,9 +42,9 @@ from mxformats.int4 import dequantize_int4, pack_int4, quantize_int4, unpack_int
 from mxformats.mx import dequantize_mx, quantize_mx
 from mxformats.tensorfile import TensorFileError, read_index, read_tensor
 
-from .findings import Finding, Level, Severity, declare
+from .findings import Check, Finding, Level, Severity, declare
 from .model import Format
-from .numbers import quantized_modules, read_module
+from .numbers import mx_scale_mode, quantized_modules, read_module
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
@@ -63,18 +63,24 @@ REPRO_SUMMARY = declare(
     "statistics (the report's reproduction block).",
     "Nothing to fix.")
 REPRO_MISMATCH = declare(
-    "REPRO_MISMATCH", W, _L, _G,
-    "A quantized tensor differs from what the producer profile writes from the source.",
+    "REPRO_MISMATCH", E, _L, _G,
+    "A quantized tensor differs from what the producer profile the checkpoint claims (its "
+    "quantization_config's producer) writes from the source: an error. A warning, once, where "
+    "the config names a recipe no profile reproduces (Quark MXFP4 scale_calculation_mode floor "
+    "or ceil): its modules are then judged by their error against the source alone.",
     "Check the source is the one the quantizer read, and the producer version and recipe.")
 REPRO_ERROR_HIGH = declare(
     "REPRO_ERROR_HIGH", W, _L, _G,
-    "The dequantized weight's relative error against the source is above the format's "
-    "threshold (MXFP4 0.15, INT4 g32 0.15, W4A8 0.25).",
+    "A module the profile does not reproduce has a dequantized relative error against the "
+    "source above the format's threshold (MXFP4 0.15, INT4 g32 0.15, W4A8 0.25): a warning "
+    "while it stays within the family's normal range (0.5), an error beyond it or when not "
+    "finite; info where the profile reproduces the bytes (the producer's own error).",
     "Look for clipped scales or a wrong scale decode in that module.")
 REPRO_UNCORRELATED = declare(
     "REPRO_UNCORRELATED", E, _L, _G,
-    "The dequantized weight correlates with the source below 0.9: wrong nibble order, axis or "
-    "scale decode, or another tensor.",
+    "The dequantized weight correlates with the source below 0.9 (a constant, e.g. all-zero, "
+    "weight against a varying source counts as 0): wrong nibble order, axis or scale decode, "
+    "or another tensor.",
     "Re-quantize the module from the source.")
 REPRO_SOURCE_MISSING = declare(
     "REPRO_SOURCE_MISSING", W, _L, _G,
@@ -85,12 +91,29 @@ REPRO_SOURCE_UNSUPPORTED = declare(
     "--source is not a checkpoint in a form this tool decompresses (BF16, compressed-tensors "
     "INT4 or DeepSeek FP8-block).",
     "Pass the BF16, compressed-tensors INT4 or FP8-block checkpoint the quantizer read.")
+REPRO_NOTHING_VERIFIED = declare(
+    "REPRO_NOTHING_VERIFIED", E, _L, _G,
+    "--source verified no module: the source holds none of this checkpoint's modules, or the "
+    "checkpoint has no quantized module with a producer profile to reproduce.",
+    "Point --source at the checkpoint the quantizer read, or drop --source.")
 
 #: The producer profile per checkpoint format.
 PROFILES = {Format.QUARK_MXFP4: "quark", Format.QUARK_W4A8: "quark",
             Format.CT_INT4: "compressed-tensors"}
-#: Relative error thresholds (warning above).
+#: Quark MXFP4 ``scale_calculation_mode`` values the ``quark`` profile reproduces. amd-quark 0.13
+#: ``quark/torch/quantization/observer/observer.py`` (``PerBlockMXObserver.get_scale``) takes
+#: ``even_round`` for None and "even"; "floor" and "ceil" are other scale rules that no profile
+#: here reproduces byte for byte.
+QUARK_MX_MODES = (None, "even")
+#: Relative error thresholds: above them a module's error is reported (REPRO_ERROR_HIGH).
 ERROR_THRESHOLD = {Format.QUARK_MXFP4: 0.15, Format.QUARK_W4A8: 0.25, Format.CT_INT4: 0.15}
+#: The upper end of a 4-bit family's normal relative error (SQNR 6 dB): the producers give
+#: 0.10-0.13 on N(0, 0.02) weights (tests/test_validate_reproduce.py), and round-to-nearest
+#: INT4 with scale amax/7.5 cannot exceed sqrt(32)/15 = 0.38 on any g32 group. Beyond it the
+#: weight is not a quantization of its source: REPRO_ERROR_HIGH is an error.
+ERROR_LIMIT = 0.5
+#: Per-module findings listed per check before the rest are summed up in one finding.
+MAX_LISTED = 10
 _LAYER = re.compile(r"\.layers\.(\d+)\.")
 
 
@@ -182,18 +205,30 @@ class ModuleResult:
     correlation: float = math.nan
 
 
+def _bits(value: NDArray[Any]) -> str:
+    """One element as its raw bit pattern (``0x78``, ``0x3a1c9c7e``), with its value for floats:
+    the comparison is of bytes, so the message shows bytes."""
+    raw = int.from_bytes(value.tobytes(), "little")
+    text = f"0x{raw:0{2 * value.dtype.itemsize}x}"
+    if value.dtype.kind in "fV":  # numpy and ml_dtypes floats
+        text += f" ({float(value.astype(np.float64)[0])!r})"
+    return text
+
+
 def _first_difference(ours: NDArray[Any], theirs: NDArray[Any]) -> str:
+    """``element [i, j]: expected 0x78, found 0x79 (n of m elements differ)``, or the dtype and
+    shape when those differ."""
     if ours.dtype != theirs.dtype or ours.shape != theirs.shape:
         return (f"expected {ours.dtype}{list(ours.shape)}, found "
                 f"{theirs.dtype}{list(theirs.shape)}")
-    a, b = ours.reshape(-1).view(np.uint8), theirs.reshape(-1).view(np.uint8)
-    i = int(np.argmax(a != b)) // ours.dtype.itemsize
-    where = np.unravel_index(i, ours.shape) if ours.shape else ()
-    n = int(np.count_nonzero(ours.reshape(-1).view(np.uint8).reshape(ours.size, -1)
-                             != theirs.reshape(-1).view(np.uint8).reshape(ours.size, -1))) \
-        if ours.size else 0
-    return (f"element {list(map(int, where))}: expected {ours.reshape(-1)[i]!r}, found "
-            f"{theirs.reshape(-1)[i]!r} ({n} byte(s) differ)")
+    a = np.ascontiguousarray(ours).reshape(ours.size, -1).view(np.uint8)
+    b = np.ascontiguousarray(theirs).reshape(theirs.size, -1).view(np.uint8)
+    differs = np.any(a != b, axis=1)
+    i = int(np.argmax(differs))
+    where = list(map(int, np.unravel_index(i, ours.shape))) if ours.shape else []
+    return (f"element {where}: expected {_bits(ours.reshape(-1)[i:i + 1])}, found "
+            f"{_bits(theirs.reshape(-1)[i:i + 1])} ({int(np.count_nonzero(differs))} of "
+            f"{ours.size} elements differ)")
 
 
 def produce(fmt: Format, w: NDArray[Any]) -> dict[str, NDArray[Any]]:
@@ -243,16 +278,23 @@ def reproduce_module(fmt: Format, module: str, w: NDArray[Any],
             result.first_mismatch[p] = _first_difference(mine, theirs)
     try:
         d = dequantize(fmt, arrays, w.shape[-1])
-        x = np.asarray(w, dtype=np.float64)
-        if d.shape == x.shape:
-            err = float(np.linalg.norm(d - x))
-            ref = float(np.linalg.norm(x))
-            result.rel_error = err / ref if ref else (0.0 if err == 0 else math.inf)
-            result.sqnr_db = 20 * math.log10(ref / err) if err and ref else math.inf
-            if d.std() > 0 and x.std() > 0:
-                result.correlation = float(np.corrcoef(d.reshape(-1), x.reshape(-1))[0, 1])
     except (ValueError, TypeError):
-        pass
+        return result  # the layout checks report the shapes; the bytes already differ
+    x = np.asarray(w, dtype=np.float64)
+    if d.shape != x.shape:
+        return result
+    if not np.all(np.isfinite(d)):  # NaN/Inf decoded (E8M0 0xFF, a scale Inf): no statistic
+        result.rel_error, result.sqnr_db = math.inf, -math.inf
+        return result
+    err = float(np.linalg.norm(d - x))
+    ref = float(np.linalg.norm(x))
+    result.rel_error = err / ref if ref else (0.0 if err == 0 else math.inf)
+    result.sqnr_db = 20 * math.log10(ref / err) if err and ref else math.inf
+    if x.std() > 0:  # a constant source has no correlation to judge
+        # A constant weight (an all-zero expert) carries nothing of a varying source: 0, not
+        # the NaN np.corrcoef gives, which every comparison would let through.
+        result.correlation = (float(np.corrcoef(d.reshape(-1), x.reshape(-1))[0, 1])
+                              if d.std() > 0 else 0.0)
     return result
 
 
@@ -279,14 +321,24 @@ def _params(fmt: Format, module: Module) -> tuple[str, ...]:
 
 
 def run(ckpt: Checkpoint, opts: Options) -> Iterator[Finding]:
-    """Reproduction findings when ``opts.source`` is given."""
+    """Reproduction findings when ``opts.source`` is given.
+
+    The checkpoint's quantization_config names its producer, and ``--source`` names what that
+    producer read: together they claim the producer profile of :data:`PROFILES`, so a tensor
+    whose bytes differ is an error (REPRO_MISMATCH), and a run that verified no module at all
+    is one too (REPRO_NOTHING_VERIFIED), never OK. Where the config names a recipe no profile
+    reproduces (:func:`claimed_profile`), one REPRO_MISMATCH warning says so and each module is
+    judged by :func:`_numeric_verdict` alone. Per check, the first :data:`MAX_LISTED` modules
+    are listed and the rest counted in one finding.
+    """
     if opts.source is None:
         return
     if ckpt.format not in PROFILES:
-        yield Finding(REPRO_SUMMARY, f"--source: {ckpt.format.value} has no producer profile "
-                      "to reproduce")
+        yield Finding(REPRO_NOTHING_VERIFIED, f"--source: {ckpt.format.value} has no producer "
+                      "profile to reproduce")
         return
-    fmt, profile = ckpt.format, PROFILES[ckpt.format]
+    fmt = ckpt.format
+    profile, unclaimed = claimed_profile(ckpt)
     try:
         source = Source(Path(opts.source))
     except (OSError, TensorFileError) as exc:
@@ -298,6 +350,8 @@ def run(ckpt: Checkpoint, opts: Options) -> Iterator[Finding]:
     modules = {m.name: m for m in quantized_modules(ckpt)}
     chosen = sample_modules(list(modules), opts.sample)
     results: list[ModuleResult] = []
+    missing: list[Finding] = []
+    listed = _Listing()
     for name in chosen:
         module = modules[name]
         params = _params(fmt, module)
@@ -309,33 +363,111 @@ def run(ckpt: Checkpoint, opts: Options) -> Iterator[Finding]:
         else:
             why = "no weight in the source"
         if w is None:
-            yield Finding(REPRO_SOURCE_MISSING, f"{name}: {why}", wref.file, wref.name, wref.begin)
+            missing.append(Finding(REPRO_SOURCE_MISSING, f"{name}: {why}", wref.file, wref.name,
+                                   wref.begin))
             continue
         arrays = read_module(ckpt, module, params)
         if arrays is None:
-            continue
+            continue  # unreadable: the files checks report it
         try:
             r = reproduce_module(fmt, name, w, arrays)
         except (ValueError, TypeError) as exc:
-            yield Finding(REPRO_SOURCE_MISSING, f"{name}: cannot re-quantize the source weight "
-                          f"{w.dtype}{list(w.shape)} ({exc})", wref.file, wref.name, wref.begin)
+            missing.append(Finding(REPRO_SOURCE_MISSING, f"{name}: cannot re-quantize the "
+                                   f"source weight {w.dtype}{list(w.shape)} ({exc})", wref.file,
+                                   wref.name, wref.begin))
             continue
         results.append(r)
-        for p, msg in r.first_mismatch.items():
+        mismatches = {} if unclaimed else r.first_mismatch  # unclaimed: other bytes expected
+        for p, msg in mismatches.items():
             ref = module.tensors.get(p, wref)
-            yield Finding(REPRO_MISMATCH, f"{name}.{p} not reproduced by profile {profile!r}: "
-                          f"{msg}", ref.file, ref.name, ref.begin)
-        if r.correlation < 0.9:
-            yield Finding(REPRO_UNCORRELATED, f"{name}: correlation {r.correlation:.3f} with "
-                          "the source", wref.file, wref.name, wref.begin)
-        elif r.rel_error > ERROR_THRESHOLD[fmt]:
-            yield Finding(REPRO_ERROR_HIGH, f"{name}: relative error {r.rel_error:.3f}, SQNR "
-                          f"{r.sqnr_db:.1f} dB", wref.file, wref.name, wref.begin)
-    yield _summary(fmt, profile, source, results, len(modules))
+            yield from listed.add(Finding(REPRO_MISMATCH, f"{name}.{p} not reproduced by profile "
+                                          f"{profile!r}: {msg}", ref.file, ref.name, ref.begin))
+        verdict = _numeric_verdict(fmt, r, claimed=not unclaimed)
+        if verdict is not None:
+            check, severity, message = verdict
+            yield from listed.add(Finding(check, f"{name}: {message}", wref.file, wref.name,
+                                          wref.begin, severity=severity))
+    if chosen and not results and len(missing) == len(chosen):
+        yield Finding(REPRO_NOTHING_VERIFIED, f"--source {opts.source}: the source holds none "
+                      f"of this checkpoint's modules ({len(chosen)} looked for, first "
+                      f"{chosen[0]})")
+    else:
+        for f in missing:
+            yield from listed.add(f)
+        if not results:
+            yield Finding(REPRO_NOTHING_VERIFIED, f"--source {opts.source}: no module was "
+                          f"compared ({len(modules)} quantized, {len(chosen)} chosen)")
+    yield from listed.rest()
+    if unclaimed and results:
+        yield Finding(REPRO_MISMATCH, f"bytes not verified: {unclaimed}; each module is judged "
+                      "by its error and correlation against the source",
+                      severity=Severity.WARNING)
+    yield _summary(fmt, profile, source, results, len(modules), claimed=not unclaimed)
+
+
+def claimed_profile(ckpt: Checkpoint) -> tuple[str, str]:
+    """The producer profile the checkpoint's quantization_config claims, and "" — or, where its
+    recipe is one no profile reproduces, the nearest profile and why its bytes cannot be
+    claimed."""
+    profile = PROFILES[ckpt.format]
+    mode = mx_scale_mode(ckpt) if ckpt.format is Format.QUARK_MXFP4 else None
+    if mode not in QUARK_MX_MODES:
+        return profile, (f"scale_calculation_mode {mode!r} is not reproduced (profile "
+                         f"{profile!r} is Quark's 'even')")
+    return profile, ""
+
+
+def _numeric_verdict(fmt: Format, r: ModuleResult, claimed: bool = True
+                     ) -> tuple[Check, Severity, str] | None:
+    """REPRO_UNCORRELATED or REPRO_ERROR_HIGH for one module, with its severity, or None.
+
+    A module the ``claimed`` profile reproduces byte for byte is the producer's own output: its
+    error is reported as info. Otherwise the error is a warning while within the family's
+    normal range (:data:`ERROR_LIMIT`) and an error beyond it (where a profile is claimed, a
+    REPRO_MISMATCH error already fails the run; this says how far off the numbers are).
+    """
+    if r.correlation < 0.9:  # NaN (constant source) is judged by the error alone
+        return REPRO_UNCORRELATED, E, f"correlation {r.correlation:.3f} with the source"
+    if not r.rel_error > ERROR_THRESHOLD[fmt]:  # NaN: not decoded, the mismatch says why
+        return None
+    reproduced = claimed and bool(r.identical) and all(r.identical.values())
+    severity = INFO if reproduced else W if r.rel_error <= ERROR_LIMIT else E
+    return REPRO_ERROR_HIGH, severity, (f"relative error {r.rel_error:.3f}, SQNR "
+                                        f"{r.sqnr_db:.1f} dB"
+                                        + (" (the profile writes these bytes)" if reproduced
+                                           else ""))
+
+
+class _Listing:
+    """Lists the first :data:`MAX_LISTED` findings of each check; counts the rest."""
+
+    def __init__(self) -> None:
+        self.count: dict[str, int] = defaultdict(int)
+        self.rest_of: dict[str, tuple[Check, Severity]] = {}
+
+    def add(self, finding: Finding) -> Iterator[Finding]:
+        cid = finding.check.id
+        self.count[cid] += 1
+        if self.count[cid] <= MAX_LISTED:
+            yield finding
+            return
+        # the summary carries the worst severity of the findings it stands for
+        sev = finding.effective_severity
+        _, prev = self.rest_of.get(cid, (finding.check, sev))
+        self.rest_of[cid] = (finding.check, min(prev, sev, key=_RANK.__getitem__))
+
+    def rest(self) -> Iterator[Finding]:
+        for cid, (check, severity) in self.rest_of.items():
+            n = self.count[cid] - MAX_LISTED
+            yield Finding(check, f"{n} more like the above, not listed (the reproduction block "
+                          "has every module)", severity=severity)
+
+
+_RANK = {E: 0, W: 1, INFO: 2}
 
 
 def _summary(fmt: Format, profile: str, source: Source, results: list[ModuleResult],
-             total: int) -> Finding:
+             total: int, claimed: bool) -> Finding:
     tensors = sum(len(r.identical) for r in results)
     identical = sum(sum(r.identical.values()) for r in results)
     modules_ok = sum(all(r.identical.values()) for r in results)
@@ -349,6 +481,7 @@ def _summary(fmt: Format, profile: str, source: Source, results: list[ModuleResu
         stats += f"; SQNR median {float(np.median(sq)):.1f} dB min {float(sq.min()):.1f} dB"
     block = {
         "profile": profile,
+        "profile_claimed": claimed,
         "source": str(source.folder),
         "source_format": source.kind,
         "modules_checked": len(results),
@@ -363,7 +496,8 @@ def _summary(fmt: Format, profile: str, source: Source, results: list[ModuleResu
             {"module": r.module, "identical": all(r.identical.values()),
              "rel_error": r.rel_error, "sqnr_db": r.sqnr_db} for r in results],
     }
-    return Finding(REPRO_SUMMARY, f"profile {profile!r} ({fmt.value}) from {source.kind} "
+    return Finding(REPRO_SUMMARY, f"profile {profile!r}{'' if claimed else ' (not claimed)'} "
+                   f"({fmt.value}) from {source.kind} "
                    f"source: {identical} of {tensors} tensors identical, {modules_ok} of "
                    f"{len(results)} modules reproduced ({total} quantized){stats}",
                    extra={"reproduction": block})
