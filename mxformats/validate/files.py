@@ -26,7 +26,7 @@ from mxformats.tensorfile import (
     tensor_nbytes,
 )
 
-from .arch import architecture, detect_format, expected_modules, quantization_config
+from .arch import derive, detect_format, quantization_config
 from .findings import Finding, Level, Severity, declare
 from .model import Checkpoint, Format, Module, Options, TensorRef
 
@@ -49,8 +49,9 @@ CONFIG_ARCH = declare(
     E,
     S,
     G,
-    "config.json lacks a shape key the loader reads (or it is not an integer).",
-    "Restore the architecture keys (hidden_size, num_hidden_layers, ...).",
+    "config.json lacks a key the loader reads and has no default for, holds a malformed value "
+    "(not an integer, a NaN rms_norm_eps), or implies more tensors than the shards hold.",
+    "Restore the key from the producer's config (the message names it and where it sits).",
 )
 CONFIG_QUANT_CONFLICT = declare(
     "CONFIG_QUANT_CONFLICT",
@@ -393,13 +394,6 @@ def load(root_arg: str | os.PathLike[str], opts: Options) -> LoadResult:
                 file="config.json",
             )
         )
-    if config:
-        try:
-            ckpt.arch = architecture(config)
-            ckpt.expected = expected_modules(ckpt.arch)
-        except (KeyError, TypeError, ValueError) as exc:
-            out.append(Finding(CONFIG_ARCH, f"config.json: {exc}", file="config.json"))
-
     # -- index ----------------------------------------------------------------------------
     ipath, _ = safe_path(root, INDEX_NAME, roots)
     weight_map: dict[str, str] = {}
@@ -619,6 +613,9 @@ def load(root_arg: str | os.PathLike[str], opts: Options) -> LoadResult:
     for ref in ckpt.tensors.values():
         mod = ckpt.modules.setdefault(ref.module, Module(ref.module))
         mod.tensors[ref.param] = ref
+    # the architecture last: its inventory is bounded by what the headers hold
+    if config:
+        out += [Finding(CONFIG_ARCH, p, file="config.json") for p in derive(ckpt)]
     return LoadResult(ckpt, out, None)
 
 
