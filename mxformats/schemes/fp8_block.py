@@ -32,7 +32,7 @@ Decisions that hold for every profile (spec/fp8-block.md, "Input"):
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -54,6 +54,7 @@ __all__ = [
     "FP8BlockProfile",
     "dequantize_fp8_block",
     "quantize_fp8_block",
+    "quantize_fp8_block_with",
 ]
 
 F32 = np.dtype(np.float32)
@@ -327,25 +328,35 @@ def _scales(profile: FP8BlockProfile, amax: NDArray[Any], dtype: np.dtype[Any]) 
 
 
 def _scaled(profile: FP8BlockProfile, tiles: NDArray[Any], amax: NDArray[Any],
-            scale: NDArray[Any]) -> NDArray[np.float64]:
-    """The tile elements scaled toward ``±fmt_max`` exactly as the producer rounds them."""
+            scale: NDArray[Any]) -> NDArray[Any]:
+    """The tile elements scaled toward ``±fmt_max``, rounded as the producer rounds them, in
+    the type they are rounded to (float32, or the input dtype for ``divide-by-scale``)."""
     wide = tiles.astype(F32)
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        if profile.multiplier == "max-over-amax":
-            # ``448.0 / x_amax`` is torch's ``Tensor.__rtruediv__``: ``x_amax.reciprocal() *
-            # 448.0`` (torch/_tensor.py), two float32 roundings, not one division.
-            floored = np.maximum(amax.astype(F32), F32.type(profile.amax_floor or 0))
-            factor = divide_in(1.0, floored, F32) * F32.type(profile.fmt_max)
-            values = wide * factor[:, None, :, None]
-        elif profile.multiplier == "reciprocal-of-scale":
-            values = wide * divide_in(1.0, scale, F32)[:, None, :, None]
-        else:
-            own = tiles.dtype if profile.quotient_dtype == "input" else F32
-            values = divide_in(tiles, scale[:, None, :, None], own)
-    exact: NDArray[np.float64] = values.astype(np.float64)
-    if profile.clamp_to_max:
-        exact = np.clip(exact, -profile.fmt_max, profile.fmt_max)  # NaN passes, as torch.clamp
-    return exact
+    if profile.multiplier == "max-over-amax":
+        # ``448.0 / x_amax`` is torch's ``Tensor.__rtruediv__``: ``x_amax.reciprocal() *
+        # 448.0`` (torch/_tensor.py), two float32 roundings, not one division.
+        floored = np.maximum(amax.astype(F32), F32.type(profile.amax_floor or 0))
+        factor = divide_in(1.0, floored, F32) * F32.type(profile.fmt_max)
+        values = wide * factor[:, None, :, None]
+    elif profile.multiplier == "reciprocal-of-scale":
+        values = wide * divide_in(1.0, scale, F32)[:, None, :, None]
+    else:
+        own = tiles.dtype if profile.quotient_dtype == "input" else F32
+        values = divide_in(tiles, scale[:, None, :, None], own)
+    if profile.clamp_to_max:  # ±448 is exact in every input dtype; NaN passes, as torch.clamp
+        limit = values.dtype.type(profile.fmt_max)
+        values = np.clip(values, -limit, limit)
+    result: NDArray[Any] = values
+    return result
+
+
+#: ``encode(fmt, values)``: E4M3 codes of float16/bfloat16/float32 values, nearest-even,
+#: saturating (``Format.encode(values, overflow="saturate")`` or a byte-identical fast path).
+Encoder = Callable[[Format, "NDArray[Any]"], "NDArray[np.uint8]"]
+
+
+def _reference_encoder(fmt: Format, values: NDArray[Any]) -> NDArray[np.uint8]:
+    return fmt.encode(values, overflow="saturate")
 
 
 def quantize_fp8_block(
@@ -368,6 +379,14 @@ def quantize_fp8_block(
       ``finfo(dtype).eps`` (compressed-tensors); codes 0x00, or 0x80 for -0.0.
     - -0.0 is kept: code 0x80 (the ``-fnuz`` profiles turn it into 0x00).
     """
+    return quantize_fp8_block_with(_reference_encoder, x, block=block, profile=profile)
+
+
+def quantize_fp8_block_with(
+    encode: Encoder, x: object, *, block: tuple[int, int] = (128, 128), profile: str = "deepseek"
+) -> FP8BlockArray:
+    """:func:`quantize_fp8_block` with the element cast done by ``encode`` (:data:`Encoder`);
+    :func:`mxformats.fast.quantize_fp8_block` passes its table-lookup encoder."""
     record = get_profile(profile)
     bm, bn = check_block(block)
     data = as_float_array(x)
@@ -381,11 +400,12 @@ def quantize_fp8_block(
             f"quantize_fp8_block takes float16, bfloat16 or float32 weights, not {data.dtype}"
         )
     tiles = _tiles(data, (bm, bn))
-    with np.errstate(invalid="ignore"):
+    # NaN and ±Inf tiles are defined (docstring): their invalid operations are expected.
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         amax = np.max(np.abs(tiles.astype(np.float64)), axis=(1, 3))  # NaN propagates
-    scale = _scales(record, amax.astype(data.dtype), data.dtype)
-    values = _scaled(record, tiles, amax, scale)
-    codes = record.element.encode(values, overflow="saturate")
+        scale = _scales(record, amax.astype(data.dtype), data.dtype)
+        values = _scaled(record, tiles, amax, scale)
+    codes = encode(record.element, values)
     codes = np.where(np.isnan(values), np.uint8(NAN_CODE), codes).astype(np.uint8)
     scale = np.where(np.isnan(scale), scale.dtype.type(np.nan), scale).astype(scale.dtype)
     codes = _untiled(codes, data.shape)
