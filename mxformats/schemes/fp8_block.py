@@ -327,15 +327,15 @@ def _scales(profile: FP8BlockProfile, amax: NDArray[Any], dtype: np.dtype[Any]) 
     return result
 
 
-def _scaled(profile: FP8BlockProfile, tiles: NDArray[Any], amax: NDArray[Any],
-            scale: NDArray[Any]) -> NDArray[Any]:
+def _scaled(profile: FP8BlockProfile, tiles: NDArray[Any], wide: NDArray[np.float32],
+            amax: NDArray[np.float32], scale: NDArray[Any]) -> NDArray[Any]:
     """The tile elements scaled toward ``±fmt_max``, rounded as the producer rounds them, in
-    the type they are rounded to (float32, or the input dtype for ``divide-by-scale``)."""
-    wide = tiles.astype(F32)
+    the type they are rounded to (float32, or the input dtype for ``divide-by-scale``).
+    ``wide``: the tiles in float32 (exact for every input dtype)."""
     if profile.multiplier == "max-over-amax":
         # ``448.0 / x_amax`` is torch's ``Tensor.__rtruediv__``: ``x_amax.reciprocal() *
         # 448.0`` (torch/_tensor.py), two float32 roundings, not one division.
-        floored = np.maximum(amax.astype(F32), F32.type(profile.amax_floor or 0))
+        floored = np.maximum(amax, F32.type(profile.amax_floor or 0))
         factor = divide_in(1.0, floored, F32) * F32.type(profile.fmt_max)
         values = wide * factor[:, None, :, None]
     elif profile.multiplier == "reciprocal-of-scale":
@@ -402,9 +402,10 @@ def quantize_fp8_block_with(
     tiles = _tiles(data, (bm, bn))
     # NaN and ±Inf tiles are defined (docstring): their invalid operations are expected.
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-        amax = np.max(np.abs(tiles.astype(np.float64)), axis=(1, 3))  # NaN propagates
+        wide = tiles.astype(F32, copy=False)  # exact: float16 and bfloat16 widen exactly
+        amax = np.max(np.abs(wide), axis=(1, 3))  # NaN propagates, as torch.amax
         scale = _scales(record, amax.astype(data.dtype), data.dtype)
-        values = _scaled(record, tiles, amax, scale)
+        values = _scaled(record, tiles, wide, amax, scale)
     codes = encode(record.element, values)
     codes = np.where(np.isnan(values), np.uint8(NAN_CODE), codes).astype(np.uint8)
     scale = np.where(np.isnan(scale), scale.dtype.type(np.nan), scale).astype(scale.dtype)
