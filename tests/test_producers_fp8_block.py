@@ -6,35 +6,19 @@ quantized tensor of the two FP8 block checkpoints (tests/data/producers/PROVENAN
 
 from __future__ import annotations
 
-from functools import cache
-from pathlib import Path
-
 import ml_dtypes
 import numpy as np
 import pytest
+from producer_fixtures import checkpoint
 
 from mxformats import quantize_fp8_block
-from mxformats.tensorfile import read_index, read_safetensors
 
-PRODUCERS = Path(__file__).resolve().parent / "data" / "producers"
 SRC = "src-bf16"
 #: checkpoint -> (profile, scale tensor suffix, quantized module count)
 CHECKPOINTS = {
     "kimi-k2-fp8-block-deepseek": ("deepseek", ".weight_scale_inv", 48),
     "kimi-k2-fp8-block-compressed-tensors": ("compressed-tensors", ".weight_scale", 42),
 }
-
-
-@cache
-def checkpoint(name: str) -> dict[str, np.ndarray]:
-    """Every tensor of a checkpoint, found through its index (a module may span shards)."""
-    folder = PRODUCERS / name
-    index = read_index(folder)
-    tensors: dict[str, np.ndarray] = {}
-    for shard in sorted(set(index.values())):
-        tensors.update(read_safetensors(folder / shard))
-    assert set(tensors) == set(index), f"{name}: index and shards disagree"
-    return tensors
 
 
 @pytest.mark.parametrize("name", sorted(CHECKPOINTS))
