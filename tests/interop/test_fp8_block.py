@@ -241,3 +241,19 @@ def test_consumer_every_code(profile: str, out: str) -> None:
     fnuz = profile.endswith("fnuz")
     theirs = vllm_scaled_dequantize(codes, scales, (256, 1), fnuz, out_dtype[1])
     assert P.same_floats(ours, theirs)
+
+
+def test_torch_tensors_are_quantized_as_their_numpy_twins() -> None:
+    """A torch bfloat16 weight (what a loader holds) gives the bytes of the same bits in numpy,
+    through the reference and the fast path."""
+    from mxformats import fast
+
+    rng = np.random.default_rng(3)
+    x = (rng.standard_normal((130, 260)) * 0.02).astype(P.BF16)
+    t = P.to_torch(x)
+    for profile in ("deepseek", "compressed-tensors"):
+        want = quantize_fp8_block(x, profile=profile)
+        for got in (quantize_fp8_block(t, profile=profile),
+                    fast.quantize_fp8_block(t, profile=profile)):
+            assert got.codes.tobytes() == want.codes.tobytes()
+            assert got.scales.tobytes() == want.scales.tobytes()
