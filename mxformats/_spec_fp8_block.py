@@ -300,7 +300,7 @@ NaN torch's x86 arithmetic makes is not stable: `Inf · 0` and `Inf / Inf` give 
 default NaN, and compressed-tensors' float32 NaN tiles come out negative from the vectorised
 `amin`/`amax`, so the producer may write 0xFF there. A NaN scale is the canonical quiet NaN
 (0x7FC00000, bfloat16 0x7FC0); torch's NaN scale bits vary with the SIMD path. Both are asserted
-and counted by `tests/interop/test_fp8_block.py`, never skipped. The special tiles are
+and counted by `tests/interop/test_fp8_block_interop.py`, never skipped. The special tiles are
 implementation-defined for every producer: none of them checks for NaN or Inf.
 
 ## 5. Divergence matrix (computed)
