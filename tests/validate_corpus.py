@@ -28,6 +28,8 @@ EXPERT = "model.layers.1.mlp.experts.1.gate_proj"
 Tensors = dict[str, dict[str, Any]]
 Finding = tuple[str, str, "str | None"]
 
+#: A base whose fmt starts with this is a copy of that producer fixture (tests/data/producers).
+PRODUCER = "producer:"
 #: base name -> (make_kimi_checkpoint fmt, keyword arguments)
 BASES: dict[str, tuple[str, dict[str, Any]]] = {
     "mxfp4": ("quark-mxfp4", {}),
@@ -36,6 +38,13 @@ BASES: dict[str, tuple[str, dict[str, Any]]] = {
     "bf16": ("bf16", {}),
     "mxfp4-mm": ("quark-mxfp4", {"multimodal": True}),
     "ct-mm": ("compressed-tensors-int4", {"multimodal": True}),
+    "fp8": ("fp8-block-deepseek", {}),
+    "ct-fp8": ("compressed-tensors-fp8-block", {}),
+    "ct-fp8-mm": ("compressed-tensors-fp8-block", {"multimodal": True}),
+    # NVFP4: the producer fixtures themselves until the reference NVFP4 quantizer lets
+    # make_kimi_checkpoint write the format (their BF16 source is src-bf16)
+    "nvfp4-mo": (PRODUCER + "kimi-k2-nvfp4-modelopt", {}),
+    "nvfp4-ct": (PRODUCER + "kimi-k2-nvfp4-compressed-tensors", {}),
 }
 
 
@@ -124,6 +133,22 @@ def config(fn: Callable[[dict[str, Any]], None]) -> Callable[[Path], None]:
         cfg = json.loads((path / "config.json").read_text())
         fn(cfg)
         (path / "config.json").write_text(json.dumps(cfg, indent=2))
+    return run
+
+
+def json_file(name: str, fn: Callable[[dict[str, Any]], None]) -> Callable[[Path], None]:
+    """An injector editing the JSON object file ``name`` (hf_quant_config.json...)."""
+    def run(path: Path) -> None:
+        data = json.loads((path / name).read_text())
+        fn(data)
+        (path / name).write_text(json.dumps(data, indent=2))
+    return run
+
+
+def drop_tensor(name: str) -> Callable[[Path], None]:
+    """An injector deleting tensor ``name`` (the index follows)."""
+    def run(path: Path) -> None:
+        edit(path, lambda data: data[find(data, name)].pop(name))
     return run
 
 

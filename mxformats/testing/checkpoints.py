@@ -21,6 +21,13 @@ the real Kimi-K2 / K2.5 / K2.6 quantized releases, quantized with the matching
                                ``quantize_int4(profile="compressed-tensors")``
 ``"bf16"``                     the BF16 source itself (what transformers ``save_pretrained``
                                writes)
+``"fp8-block-deepseek"``       the official DeepSeek-V3 / Kimi-K2-Instruct FP8 layout (DeepGEMM
+                               ``per_block_cast_to_fp8``, file to file): ``weight`` F8_E4M3
+                               ``[O, I]`` + ``weight_scale_inv`` F32 ``[ceil(O/128),
+                               ceil(I/128)]``; ``quantize_fp8_block(profile="deepseek")``
+``"compressed-tensors-fp8-``   llm-compressor ``model_free_ptq(scheme="FP8_BLOCK")``, file to
+``block"``                     file: ``weight`` F8_E4M3 + ``weight_scale`` BF16 on the ceil grid;
+                               ``quantize_fp8_block(profile="compressed-tensors")``
 =============================  =================================================================
 
 The reference is the set of real producer checkpoints in ``tests/data/producers/`` (README
@@ -96,6 +103,7 @@ from mxformats import fp8 as _fp8
 from mxformats import int4 as _int4
 from mxformats import mx as _mx
 from mxformats import tensorfile
+from mxformats.schemes.fp8_block import quantize_fp8_block
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
@@ -108,7 +116,11 @@ __all__ = [
 ]
 
 #: The values ``make_kimi_checkpoint(fmt=...)`` accepts.
-CHECKPOINT_FORMATS = ("quark-mxfp4", "quark-w4a8", "compressed-tensors-int4", "bf16")
+CHECKPOINT_FORMATS = ("quark-mxfp4", "quark-w4a8", "compressed-tensors-int4", "bf16",
+                      "fp8-block-deepseek", "compressed-tensors-fp8-block")
+#: The file-to-file FP8 block formats: profile of :func:`quantize_fp8_block` and scale name.
+_FP8_BLOCK = {"fp8-block-deepseek": ("deepseek", "_scale_inv"),
+              "compressed-tensors-fp8-block": ("compressed-tensors", "_scale")}
 
 PathLike = str | os.PathLike[str]
 
@@ -439,6 +451,12 @@ def default_recipe(
         out = ["re:.*lm_head" if multimodal else "lm_head", "re:.*self_attn.*", "re:.*mlp.gate$",
                "re:.*shared_experts.*"]
         out += [f"re:{p}layers.{i}.mlp.*" for i in range(first_dense)]
+    elif fmt == "fp8-block-deepseek":
+        out = ["*lm_head" if multimodal else "lm_head", "*.gate", "*embed*", "*norm*"]
+    elif fmt == "compressed-tensors-fp8-block":
+        # upstream examples/model_free_ptq/kimi_k2_thinking_fp8_block.py
+        out = ["re:.*gate$", "re:.*lm_head" if multimodal else "lm_head",
+               r"re:.*kv_a_proj_with_mqa$", r"re:.*q_a_proj$", f"{p}embed_tokens"]
     else:
         raise ValueError(f"fmt {fmt!r} has no recipe; one of {CHECKPOINT_FORMATS[:3]}")
     if multimodal:
@@ -591,6 +609,31 @@ def _ct_quantization_config(ignore: list[str]) -> dict[str, Any]:
         "quant_method": "compressed-tensors",
         "quantization_status": "compressed",
         "sparsity_config": {},
+        "transform_config": {},
+        "version": _CT_VERSION,
+    }
+
+
+def _fp8_block_quantization_config(fmt: str, ignore: list[str]) -> dict[str, Any]:
+    """The producer fixtures' FP8 block configs (tests/data/producers)."""
+    if fmt == "fp8-block-deepseek":
+        return {"activation_scheme": "dynamic", "fmt": "e4m3", "quant_method": "fp8",
+                "weight_block_size": [128, 128]}
+    spec: dict[str, Any] = {"actorder": None, "block_structure": None, "dynamic": False,
+            "group_size": None,
+            "num_bits": 8, "observer": None, "observer_kwargs": {}, "scale_dtype": None,
+            "strategy": "block", "symmetric": True, "type": "float", "zp_dtype": None}
+    inputs = dict(spec, dynamic=True, group_size=128, strategy="group")
+    return {
+        "config_groups": {"FP8_BLOCK": {
+            "format": "float-quantized", "input_activations": inputs, "output_activations": None,
+            "targets": ["Linear"], "weights": dict(spec, block_structure=[128, 128])}},
+        "format": "float-quantized",
+        "global_compression_ratio": None,
+        "ignore": ignore,
+        "kv_cache_scheme": None,
+        "quant_method": "compressed-tensors",
+        "quantization_status": "compressed",
         "transform_config": {},
         "version": _CT_VERSION,
     }
@@ -771,8 +814,13 @@ def _write_bf16(
     (folder / _CONFIG).write_text(json.dumps(cfg, indent=2, sort_keys=True), encoding="utf-8")
 
 
-def _quantize_quark(fmt: str, weight: NDArray[Any]) -> dict[str, NDArray[Any]]:
-    """Quark's tensors for one Linear weight: suffix ("", "_scale", "_scale_2") -> array."""
+def _quantize_file_to_file(fmt: str, weight: NDArray[Any]) -> dict[str, NDArray[Any]]:
+    """The tensors a file-to-file producer writes for one Linear weight: suffix ("",
+    "_scale", "_scale_2", "_scale_inv") -> array."""
+    if fmt in _FP8_BLOCK:
+        profile, scale = _FP8_BLOCK[fmt]
+        codes, scales = quantize_fp8_block(weight, block=(128, 128), profile=profile)
+        return {"": codes.view(ml_dtypes.float8_e4m3fn), scale: np.asarray(scales)}
     if fmt == "quark-mxfp4":
         mx = _mx.quantize_mx(weight, block_size=_GROUP, axis=-1, profile="quark")
         return {"": np.asarray(mx.codes, np.uint8), "_scale": np.asarray(mx.scales, np.uint8)}
@@ -814,11 +862,17 @@ def _remove_quantization_config(cfg: dict[str, Any]) -> None:
             _remove_quantization_config(value)
 
 
-def _write_quark(
+def _write_file_to_file(
     out: Path, fmt: str, source: Path, cfg: dict[str, Any], files: Mapping[str, Mapping[str, Any]],
     patterns: Sequence[str],
 ) -> None:
+    """Quark, DeepSeek FP8 and ``model_free_ptq``: every source shard becomes an output shard
+    of the same name. Quark matches its exclude patterns with fnmatch, llm-compressor its
+    ignore list as compressed-tensors does (the config keeps the recipe's list); the FP8 config
+    sits at the top level in both layouts (as ``model_free_ptq`` writes it)."""
     _copy_side_files(source, out)
+    matches = ((lambda m: _ct_matches(m, patterns)) if fmt.startswith("compressed")
+               else (lambda m: any(fnmatch.fnmatch(m, p) for p in patterns)))
     excluded: set[str] = set()
     weight_map: dict[str, str] = {}
     for fname, tensors in files.items():
@@ -829,10 +883,10 @@ def _write_quark(
             if not _quark_is_linear_weight(name, array.ndim):
                 continue
             module = name.removesuffix(".weight")
-            if any(fnmatch.fnmatch(module, p) for p in patterns):
+            if matches(module):
                 excluded.add(module)
                 continue
-            for suffix, value in _quantize_quark(fmt, array).items():
+            for suffix, value in _quantize_file_to_file(fmt, array).items():
                 result[name + suffix] = value
                 weight_map[name + suffix] = fname
         tensorfile.write_safetensors(out / fname, result)
@@ -841,7 +895,9 @@ def _write_quark(
     (out / _INDEX).write_text(json.dumps(index, ensure_ascii=False, indent=4), encoding="utf-8")
     config = copy.deepcopy(cfg)
     _remove_quantization_config(config)
-    config["quantization_config"] = _quark_quantization_config(fmt, sorted(excluded))
+    config["quantization_config"] = (
+        _fp8_block_quantization_config(fmt, list(patterns)) if fmt in _FP8_BLOCK
+        else _quark_quantization_config(fmt, sorted(excluded)))
     (out / _CONFIG).write_text(json.dumps(config, ensure_ascii=False, indent=4), encoding="utf-8")
 
 
@@ -1052,8 +1108,8 @@ def _quantize_folder(
         patterns = default_recipe(fmt, multimodal=_is_multimodal(cfg),
                                   first_dense=int(text["first_k_dense_replace"]),
                                   nextn=int(text.get("num_nextn_predict_layers") or 0))
-    if fmt.startswith("quark"):
-        _write_quark(out, fmt, source, cfg, files, patterns)
+    if fmt.startswith("quark") or fmt in _FP8_BLOCK:
+        _write_file_to_file(out, fmt, source, cfg, files, patterns)
     else:
         _write_ct(out, cfg, files, patterns, max_shard_size, len(files))
     return out

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .findings import Finding, Level, Severity, declare
-from .model import Format
+from .model import CheckpointFormat
 
 if TYPE_CHECKING:
     from .model import Checkpoint, Options
@@ -69,12 +69,25 @@ TARGETS: dict[str, tuple[str, str, bool]] = {
 }
 
 
-def deployment_problems(fmt: Format, target: str | None, tp: int, ep: int, *, experts: int,
-                        moe_intermediate: int, intermediate: int, heads: int,
-                        dense_quantized: bool = False) -> list[tuple[str, str]]:
+def deployment_problems(
+    fmt: CheckpointFormat,
+    target: str | None,
+    tp: int,
+    ep: int,
+    *,
+    experts: int,
+    moe_intermediate: int,
+    intermediate: int,
+    heads: int,
+    dense_quantized: bool = False,
+) -> list[tuple[str, str]]:
     """Pure core: ``(check id, message)`` for a format, target and parallel sizes."""
     out: list[tuple[str, str]] = []
-    group = {Format.QUARK_MXFP4: 32, Format.CT_INT4: 32, Format.QUARK_W4A8: 8}.get(fmt)
+    group = {
+        CheckpointFormat.QUARK_MXFP4: 32,
+        CheckpointFormat.CT_INT4: 32,
+        CheckpointFormat.QUARK_W4A8: 8,
+    }.get(fmt)
     if tp < 1 or ep < 1:
         return [(DEPLOY_TP.id, f"parallel sizes must be >= 1 (tp={tp}, ep={ep})")]
     if heads % tp:
@@ -97,21 +110,21 @@ def deployment_problems(fmt: Format, target: str | None, tp: int, ep: int, *, ex
     if target is None:
         return out
     vendor, arch, _ = TARGETS[target]
-    if fmt is Format.QUARK_W4A8:
+    if fmt is CheckpointFormat.QUARK_W4A8:
         if vendor == "cuda":
             out.append((DEPLOY_UNSUPPORTED.id, f"Quark W4A8 runs only in QuarkW4A8Fp8MoEMethod, "
                         f"which asserts ROCm with AITER fused MoE; {target} is CUDA"))
         else:
             out.append((DEPLOY_NOTE.id, f"Quark W4A8 on {target} needs ROCm vLLM with AITER "
                         "(VLLM_ROCM_USE_AITER=1, fused MoE enabled)"))
-    elif fmt is Format.QUARK_MXFP4:
+    elif fmt is CheckpointFormat.QUARK_MXFP4:
         if arch != "gfx950":
             out.append((DEPLOY_SLOW_PATH.id, f"MXFP4 on {target} ({arch}) is emulated: vLLM's "
                         "Quark OCP_MX scheme dequantizes to BF16 (native kernels: gfx950)"))
         else:
             out.append((DEPLOY_NOTE.id, "MXFP4 on gfx950 runs AITER kernels "
                         "(VLLM_ROCM_USE_AITER=1)"))
-    elif fmt is Format.CT_INT4 and vendor == "rocm":
+    elif fmt is CheckpointFormat.CT_INT4 and vendor == "rocm":
         out.append((DEPLOY_SLOW_PATH.id, f"compressed-tensors WNA16 MoE on {target}: no Marlin "
                     "on ROCm; fallback kernels"))
     return out

@@ -23,7 +23,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from .findings import LEVELS, Check, Finding, Level, Severity, declare
-from .model import Checkpoint, Format, Module, Options
+from .model import Checkpoint, CheckpointFormat, Module, Options
 
 __all__ = ["CHECK_MODULES", "INTERNAL_ERROR", "Report", "exit_code", "for_each_module", "validate"]
 
@@ -175,7 +175,7 @@ def validate(
         level=opts.level,
     )
     report.modules_run.append("files")
-    if ckpt is None or loaded.fatal is not None or ckpt.format == Format.UNSUPPORTED:
+    if ckpt is None or loaded.fatal is not None or ckpt.format == CheckpointFormat.UNSUPPORTED:
         report.seconds = time.perf_counter() - start
         return report
     ckpt.on_read = on_read
