@@ -566,7 +566,7 @@ CASES += [
     case("ct-fp8-block-clean-full-source", "ct-fp8", lambda p: None, 0, set(), level=Level.FULL, source=True),
     case("ct-fp8-block-scale-f32", "ct-fp8", set_tensor(f"{EXPERT}.weight_scale", lambda a: a.astype(np.float32)), 1, {("QUANT_DTYPE", E, f"{EXPERT}.weight_scale")}),
     case("ct-fp8-block-zero-tile-foreign-scale", "ct-fp8", set_tensor(FP8_W, _fp8_bytes(0)), 0, {("FP8_ZERO_TILE_SCALE", W, f"{EXPERT}.weight_scale")}, level=Level.FULL),
-    case("ct-fp8-block-tile-not-tight", "ct-fp8", set_tensor(FP8_W, _fp8_bytes(0x40)), 1, {("FP8_TILE_NOT_TIGHT", E, FP8_W)}, level=Level.FULL),
+    case("ct-fp8-block-tile-just-below-256", "ct-fp8", set_tensor(FP8_W, _fp8_bytes(0x77)), 1, {("FP8_TILE_NOT_TIGHT", E, FP8_W)}, level=Level.FULL),
     case("ct-fp8-block-scale-missing", "ct-fp8", drop_tensor(f"{EXPERT}.weight_scale"), 1, {("QUANT_TENSOR_MISSING", E, f"{EXPERT}.weight_scale")}),
     case("ct-fp8-block-k25-clean-full-source", "ct-fp8-mm", lambda p: None, 0, set(), level=Level.FULL, source=True),
     # NVFP4, ModelOpt: both config forms, and what contradicts
