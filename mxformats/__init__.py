@@ -35,6 +35,7 @@ from mxformats.fp8 import W4A8, dequantize_fp8, dequantize_w4a8, quantize_fp8, q
 from mxformats.int4 import Int4Array, dequantize_int4, pack_int4, quantize_int4, unpack_int4
 from mxformats.mx import MXArray, dequantize_mx, pack_fp4, quantize_mx, unpack_fp4
 from mxformats.profiles import ProfileInfo, profiles
+from mxformats.schemes.nvfp4 import NVFP4Array, dequantize_nvfp4, quantize_nvfp4
 
 __all__ = [
     "E2M1",
@@ -53,6 +54,7 @@ __all__ = [
     "Format",
     "Int4Array",
     "MXArray",
+    "NVFP4Array",
     "ProfileInfo",
     "__version__",
     "bfloat16_bits_to_float32",
@@ -60,6 +62,7 @@ __all__ = [
     "dequantize_fp8",
     "dequantize_int4",
     "dequantize_mx",
+    "dequantize_nvfp4",
     "dequantize_w4a8",
     "e4m3fn_to_fnuz",
     "e4m3fn_to_fnuz_exact",
@@ -70,6 +73,7 @@ __all__ = [
     "quantize_fp8",
     "quantize_int4",
     "quantize_mx",
+    "quantize_nvfp4",
     "quantize_w4a8",
     "unpack_fp4",
     "unpack_int4",
