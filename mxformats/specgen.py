@@ -277,6 +277,8 @@ ml_dtypes and torch (every known disagreement asserted), and against the committ
   layouts with bit diagrams, and each producer's INT4 arithmetic.
 - [`w4a8.md`](w4a8.md): the Quark W4A8 progressive scheme (FP8 per-tensor, then INT4
   per-channel).
+- [`nvfp4.md`](nvfp4.md): NVFP4 (E2M1, an E4M3 scale per 16, a float32 global scale), the
+  ModelOpt and compressed-tensors profiles, vLLM's readers and the divergence matrix.
 
 ## Codes
 
@@ -413,7 +415,7 @@ def profiles_page() -> str:
 
 def generate() -> dict[str, str]:
     """Every file of ``spec/``, by relative path."""
-    from mxformats import _spec_int4, _spec_mx, _spec_research
+    from mxformats import _spec_int4, _spec_mx, _spec_nvfp4, _spec_research
 
     files = {"README.md": overview(), "profiles.md": profiles_page()}
     for fmt in FORMATS.values():
@@ -422,6 +424,7 @@ def generate() -> dict[str, str]:
         files[f"vectors/{fmt.name}/encode.json"] = encode_vectors(fmt)
     files.update(_spec_mx.pages())
     files.update(_spec_int4.pages())
+    files.update(_spec_nvfp4.pages())
     files.update(_spec_research.pages())
     return files
 

@@ -10,8 +10,10 @@ tensors of boundary blocks (zeros, ties, subnormal scales, huge and tiny values)
 
 from __future__ import annotations
 
+import json
 import math
 from fractions import Fraction
+from pathlib import Path
 
 import ml_dtypes
 import numpy as np
@@ -29,6 +31,7 @@ F32 = np.dtype(np.float32)
 #: (significand bits, smallest normal exponent, largest exponent) of each input type.
 IEEE = {"float32": (24, -126, 127), "bfloat16": (8, -126, 127), "float16": (11, -14, 15)}
 PROFILES = sorted(PRODUCERS)
+VECTORS = Path(__file__).resolve().parents[1] / "spec" / "vectors" / "nvfp4"
 #: The NaN x86 arithmetic makes (0 × Inf): quiet, sign set.
 X86_NAN = np.uint32(0xFFC00000).view(np.float32)
 
@@ -325,3 +328,54 @@ def test_dequantize_reads_packed_codes_and_refuses_the_other_global_form() -> No
     bf16 = dequantize_nvfp4(result, dtype=BF16)
     assert bf16.tobytes() == dequantize_nvfp4(result).astype(BF16).tobytes()
     assert isinstance(result, NVFP4Array) and len(list(result)) == 3
+
+
+# -- the spec's vectors -----------------------------------------------------------------------
+
+
+def _vector_input(case: dict) -> np.ndarray:
+    values = np.array([float.fromhex(v) for v in case["input"]], dtype=np.float64)
+    return values.astype(np.dtype(case["dtype"])).reshape(case["shape"])
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_quantize_vectors_are_the_oracle(profile: str) -> None:
+    """Every quantize vector of spec/vectors/nvfp4/<profile>.json, recomputed by the oracle
+    (not by the code that wrote it); the all-zero ModelOpt tensor by its stated rule."""
+    data = json.loads((VECTORS / f"{profile}.json").read_text(encoding="utf-8"))
+    assert data["profile"] == profile and data["cases"]
+    for case in data["cases"]:
+        x = _vector_input(case)
+        values = _fractions(x)
+        amax = (Fraction(float.fromhex(case["global_amax"])) if case["global_amax"]
+                else max(abs(v) for v in values))
+        packed = [int(b, 16) for b in case["packed"]]
+        codes = [c for b in packed for c in (b & 0xF, b >> 4)]
+        scales = [int(b, 16) for b in case["scales"]]
+        if profile == "modelopt" and amax == 0:
+            assert (codes, set(scales), case["global_scale"]) == (
+                [7] * len(values), {0xFF}, "0x0.0p+0"), case["vector"]
+            continue
+        g = oracle_global(profile, amax, x.dtype.name)
+        assert Fraction(float.fromhex(case["global_scale"])) == g, case["vector"]
+        blocks = [oracle_block(profile, values[i:i + 16], g, x.dtype.name)
+                  for i in range(0, len(values), 16)]
+        assert scales == [byte for byte, _ in blocks], case["vector"]
+        assert codes == [c for _, block in blocks for c in block], case["vector"]
+
+
+@pytest.mark.parametrize("consumer", sorted(CONSUMERS))
+def test_dequantize_vectors_are_the_oracle(consumer: str) -> None:
+    data = json.loads((VECTORS / f"{consumer}.json").read_text(encoding="utf-8"))
+    assert data["profile"] == consumer and data["cases"]
+    for case in data["cases"]:
+        g = float.fromhex(case["global_scale"])
+        codes = [c for b in case["packed"] for c in (int(b, 16) & 0xF, int(b, 16) >> 4)]
+        scales = [int(b, 16) for b in case["scales"]]
+        for i, (code, text) in enumerate(zip(codes, case["expected"], strict=True)):
+            byte = scales[i // 16]
+            if byte == 0xFF or g == 0:  # ModelOpt's all-zero tensor: NaN scales
+                assert math.isnan(float.fromhex(text)), case["vector"]
+                continue
+            value = _oracle_dequantize(consumer, code, byte, g)
+            assert float.fromhex(text) == math.copysign(value, 1 - (code & 8)), case["vector"]

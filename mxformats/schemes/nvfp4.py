@@ -183,8 +183,8 @@ PRODUCERS: dict[str, NVFP4Producer] = {
             special_cases=(
                 ("defined", _FINITE + " (executed; reproduces kimi-k2-nvfp4-modelopt)"),
                 ("all-zero block", "scale 1.0 (0x38), codes 0"),
-                ("tiny block (b / (6 weight_scale_2) < 2^-9)", "scale clamped to 2^-9 "
-                 "(0x01); elements quantized against it"),
+                ("tiny block", "b / (6 weight_scale_2) < 2^-9: scale clamped to 2^-9 (0x01); "
+                 "elements quantized against it"),
                 ("all-zero tensor", "weight_scale_2 0.0; scales 0xFF (0/0 = NaN); codes 7: "
                  "decodes to NaN"),
                 ("-0.0", "code 0; a negative quotient that rounds to 0: code 8"),
@@ -212,7 +212,7 @@ PRODUCERS: dict[str, NVFP4Producer] = {
                 ("defined", _FINITE + " (executed; reproduces "
                  "kimi-k2-nvfp4-compressed-tensors)"),
                 ("all-zero block", "scale 0.125 (0x20), codes 0"),
-                ("tiny block (E4M3 scale underflows to 0)", "scale 0.125 (0x20); its "
+                ("tiny block", "the E4M3 scale underflows to 0: scale 0.125 (0x20); its "
                  "elements round to 0"),
                 ("all-zero tensor", "weight_global_scale 1.0 (2688 / tiny overflows, "
                  "nan_to_num); scales 0x20; codes 0"),
