@@ -60,7 +60,7 @@ from numpy.lib.array_utils import normalize_axis_index
 from mxformats.formats import E2M1, E4M3FN
 from mxformats.int4 import as_float_array, check_group_scales, divide_in, round_once
 from mxformats.mx import pack_fp4, unpack_fp4
-from mxformats.profiles import ProfileInfo, register
+from mxformats.profiles import Kind, ProfileInfo, get_profile_info, register
 
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike, DTypeLike, NDArray
@@ -97,7 +97,18 @@ Arithmetic = Literal["float32", "input"]
 
 
 @dataclass(frozen=True)
-class NVFP4Producer:
+class _Registered:
+    """What the profile registry lists for a record (:class:`mxformats.profiles.ProfileInfo`)."""
+
+    name: str
+    library: str
+    version: str
+    function: str
+    description: str
+
+
+@dataclass(frozen=True)
+class NVFP4Producer(_Registered):
     """One NVFP4 producer (module docstring for the formulas).
 
     Attributes:
@@ -119,11 +130,6 @@ class NVFP4Producer:
         special_cases: (input class, what the producer writes) for the spec.
     """
 
-    name: str
-    library: str
-    version: str
-    function: str
-    description: str
     global_form: GlobalForm
     global_names: tuple[str, str, str]
     global_shape: tuple[int, ...]
@@ -140,7 +146,7 @@ class NVFP4Producer:
 
 
 @dataclass(frozen=True)
-class NVFP4Consumer:
+class NVFP4Consumer(_Registered):
     """One reader of NVFP4 weights: how it applies the global scale.
 
     ``global_op``: ``multiply`` (``e2m1 × s × scale_2``, rounded once to float32: vLLM's
@@ -150,11 +156,6 @@ class NVFP4Consumer:
     f32(s / global)``: vLLM's compressed-tensors emulation ``dequantize_to_dtype``).
     """
 
-    name: str
-    library: str
-    version: str
-    function: str
-    description: str
     global_form: GlobalForm
     global_op: Literal["multiply", "reciprocal", "divide"]
 
@@ -268,23 +269,15 @@ DEFAULT_CONSUMER = {"modelopt": "vllm-modelopt", "compressed-tensors": "vllm-com
 
 
 def get_producer(name: str) -> NVFP4Producer:
-    """The producer profile ``name`` (ValueError lists the valid ones)."""
-    try:
-        return PRODUCERS[name]
-    except KeyError:
-        raise ValueError(
-            f"unknown nvfp4 producer profile {name!r}; valid: {', '.join(sorted(PRODUCERS))}"
-        ) from None
+    """The producer profile ``name`` (the registry's ValueError lists the valid ones)."""
+    get_profile_info("nvfp4", "producer", name)
+    return PRODUCERS[name]
 
 
 def get_consumer(name: str) -> NVFP4Consumer:
-    """The consumer profile ``name`` (ValueError lists the valid ones)."""
-    try:
-        return CONSUMERS[name]
-    except KeyError:
-        raise ValueError(
-            f"unknown nvfp4 consumer profile {name!r}; valid: {', '.join(sorted(CONSUMERS))}"
-        ) from None
+    """The consumer profile ``name`` (the registry's ValueError lists the valid ones)."""
+    get_profile_info("nvfp4", "consumer", name)
+    return CONSUMERS[name]
 
 
 @dataclass(frozen=True, eq=False)
@@ -500,9 +493,9 @@ def dequantize_nvfp4(
 
 # -- registry ---------------------------------------------------------------------------------
 
-for _p in PRODUCERS.values():
-    register(ProfileInfo(_p.name, "nvfp4", "producer", _p.library, _p.version, _p.function,
-                         _p.description))
-for _c in CONSUMERS.values():
-    register(ProfileInfo(_c.name, "nvfp4", "consumer", _c.library, _c.version, _c.function,
-                         _c.description))
+_KINDS: tuple[tuple[Kind, dict[str, NVFP4Producer] | dict[str, NVFP4Consumer]], ...] = (
+    ("producer", PRODUCERS), ("consumer", CONSUMERS))
+for _kind, _table in _KINDS:
+    for _r in _table.values():
+        register(ProfileInfo(_r.name, "nvfp4", _kind, _r.library, _r.version, _r.function,
+                             _r.description))
