@@ -49,7 +49,7 @@ Special inputs, decided once for every profile (the spec lists each):
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -362,7 +362,7 @@ def _block_scales(
     return np.where(nan, np.nan, value)
 
 
-def _e2m1_codes(q: NDArray[np.floating[Any]]) -> NDArray[np.uint8]:
+def e2m1_codes(q: NDArray[np.float32]) -> NDArray[np.uint8]:
     """Nearest E2M1 code of float32 quotients, ties to even, saturating at 6; a NaN quotient
     is 7 (ModelOpt's searchsorted); the sign bit iff ``q < 0``."""
     magnitude = E2M1.encode(np.abs(q).astype(np.float64), nan_code=7)
@@ -384,6 +384,21 @@ def quantize_nvfp4(
     values always is. Returns :class:`NVFP4Array`; the special inputs are in the module
     docstring. Spec: ``spec/nvfp4.md``.
     """
+    return quantize_nvfp4_with(e2m1_codes, x, axis=axis, profile=profile,
+                               global_amax=global_amax)
+
+
+def quantize_nvfp4_with(
+    encode: Callable[[NDArray[np.float32]], NDArray[np.uint8]],
+    x: object,
+    *,
+    axis: int = -1,
+    profile: str = "modelopt",
+    global_amax: float | None = None,
+) -> NVFP4Array:
+    """:func:`quantize_nvfp4` with the last step, the E2M1 codes of the float32 quotients
+    (``(..., n / 16, 16)``), done by ``encode``. It must return :func:`e2m1_codes`' bytes:
+    :func:`mxformats.fast.quantize_nvfp4` passes a table lookup."""
     producer = get_producer(profile)
     data = as_float_array(x)
     if data.dtype not in _INPUT_DTYPES:
@@ -409,7 +424,7 @@ def quantize_nvfp4(
         scale32 = scale.astype(F32)[..., None]
         divisor = scale32 * stored if producer.global_form == "scale_2" else scale32 / stored
         quotient = blocks.astype(F32) / divisor
-    codes = _e2m1_codes(quotient).reshape(*blocks.shape[:-2], -1)
+    codes = encode(quotient).reshape(*blocks.shape[:-2], -1)
     scale_bytes = np.where(np.isnan(scale), NAN_SCALE_BYTE, E4M3FN.encode(np.nan_to_num(scale)))
     return NVFP4Array(
         codes=np.ascontiguousarray(np.moveaxis(codes, -1, ax)),
