@@ -362,7 +362,7 @@ def _block_scales(
     return np.where(nan, np.nan, value)
 
 
-def e2m1_codes(q: NDArray[np.float32]) -> NDArray[np.uint8]:
+def e2m1_codes(q: NDArray[Any]) -> NDArray[np.uint8]:
     """Nearest E2M1 code of float32 quotients, ties to even, saturating at 6; a NaN quotient
     is 7 (ModelOpt's searchsorted); the sign bit iff ``q < 0``."""
     magnitude = E2M1.encode(np.abs(q).astype(np.float64), nan_code=7)
@@ -389,7 +389,7 @@ def quantize_nvfp4(
 
 
 def quantize_nvfp4_with(
-    encode: Callable[[NDArray[np.float32]], NDArray[np.uint8]],
+    encode: Callable[[NDArray[Any]], NDArray[np.uint8]],
     x: object,
     *,
     axis: int = -1,
