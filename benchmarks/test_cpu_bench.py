@@ -42,11 +42,10 @@ def _peers() -> dict[str, Any]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         import torch
-        from compressed_tensors.compressors.pack_quantized import helpers as ct_helpers
-        from compressed_tensors.quantization import QuantizationArgs
-        from compressed_tensors.quantization.lifecycle.forward import dequantize
         from compressed_tensors.compressors.nvfp4.base import NVFP4PackedCompressor
-        from compressed_tensors.quantization import QuantizationScheme
+        from compressed_tensors.compressors.pack_quantized import helpers as ct_helpers
+        from compressed_tensors.quantization import QuantizationArgs, QuantizationScheme
+        from compressed_tensors.quantization.lifecycle.forward import dequantize
         from compressed_tensors.quantization.quant_scheme import NVFP4
         from compressed_tensors.quantization.utils import helpers as ct_qparams
         from quark.torch.utils.pack import Pack_4_bits
@@ -328,7 +327,7 @@ def test_nvfp4_quantize_compressed_tensors(benchmark: Any, data: dict[str, Any],
                                            peers: dict[str, Any]) -> None:
     """llm-compressor's weight path: ``generate_gparam`` on the tensor, ``calculate_qparams``
     on the groups' min/max (the observer), ``NVFP4PackedCompressor.compress``."""
-    torch, helpers, scheme = peers["torch"], peers["ct_qparams"], peers["ct_nvfp4_scheme"]
+    helpers, scheme = peers["ct_qparams"], peers["ct_nvfp4_scheme"]
     t = data["x_bf16_t"]
 
     def compress() -> Any:
