@@ -5,7 +5,7 @@ Called by :mod:`mxformats.specgen`. The formulas, special cases and sources come
 records in :mod:`mxformats.schemes.nvfp4`; every byte and value on the page and in the vectors
 is computed here by running :func:`~mxformats.schemes.nvfp4.quantize_nvfp4` and
 :func:`~mxformats.schemes.nvfp4.dequantize_nvfp4`. ``tests/test_nvfp4.py`` checks each vector
-against an exact oracle and ``tests/interop/test_nvfp4.py`` against the real producers.
+against an exact oracle and ``tests/interop/test_nvfp4_interop.py`` against the real producers.
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ _SOURCES = (
     "Measured: `tests/data/producers/kimi-k2-nvfp4-modelopt` and "
     "`kimi-k2-nvfp4-compressed-tensors` (ModelOpt 0.47.0; llm-compressor 0.14.0.1 with "
     "compressed-tensors 0.19.0) are reproduced byte for byte by `tests/test_producers_nvfp4.py`; "
-    "`tests/interop/test_nvfp4.py` runs both producers on the CPU.",
+    "`tests/interop/test_nvfp4_interop.py` runs both producers on the CPU.",
 )
 
 
@@ -219,7 +219,7 @@ def _page() -> str:
         "",
         table(["input", *[f"`{p}`" for p in PRODUCERS]], special_rows),
         "NaN/±Inf are refused because the producers' outputs are unusable (measured with the "
-        "real producers, asserted in `tests/interop/test_nvfp4.py`): ModelOpt turns a NaN into a "
+        "real producers, asserted in `tests/interop/test_nvfp4_interop.py`): ModelOpt turns a NaN into a "
         "NaN `weight_scale_2` and an all-NaN tensor, and ±Inf into `weight_scale_2 = +Inf` with "
         "every finite block decoding to 0; compressed-tensors falls back to a global scale of "
         "1.0 (NaN) or 0.0 (±Inf) for the whole tensor.",

@@ -1,7 +1,7 @@
 """quantize_nvfp4 / dequantize_nvfp4 against an exact oracle written here with Fractions.
 
 The oracle restates each producer's formula (mxformats/schemes/nvfp4.py's module docstring,
-measured against the real producers in tests/interop/test_nvfp4.py) with one exact rounding per
+measured against the real producers in tests/interop/test_nvfp4_interop.py) with one exact rounding per
 torch operation: to float32 or to the input's type with subnormals, E4M3 and E2M1 through
 tests/oracle.py (formats typed by hand). Exhaustive over every positive bfloat16 block maximum
 (the E4M3 scale) and every bfloat16 element of a block (the E2M1 code); Hypothesis over
@@ -186,7 +186,7 @@ def test_boundary_tensors_against_the_oracle(profile: str, dtype: str) -> None:
     def check(x: np.ndarray) -> None:
         amax = max(abs(v) for v in _fractions(x))
         if profile == "modelopt" and oracle_global(profile, amax, dtype) == 0:
-            return  # weight_scale_2 0: the all-zero test below and tests/interop/test_nvfp4.py
+            return  # weight_scale_2 0: the all-zero test below and tests/interop/test_nvfp4_interop.py
         _check_against_oracle(x, profile)
 
     check()

@@ -43,10 +43,10 @@ LIVE = {
     ("int4", "consumer", "quark"): "test_quark (dequantize_int_per_*_affine)",
     ("w4a8", "producer", "quark"): "test_quark",
     ("fp8", "producer", "static"): "test_quark (FP8 per-tensor export, E4M3FN and E5M2)",
-    ("nvfp4", "producer", "modelopt"): "test_nvfp4",
-    ("nvfp4", "producer", "compressed-tensors"): "test_nvfp4",
+    ("nvfp4", "producer", "modelopt"): "test_nvfp4_interop",
+    ("nvfp4", "producer", "compressed-tensors"): "test_nvfp4_interop",
     ("nvfp4", "consumer", "vllm-compressed-tensors-emulation"): (
-        "test_nvfp4 (compressed-tensors NVFP4PackedCompressor.decompress: the same division)"),
+        "test_nvfp4_interop (compressed-tensors NVFP4PackedCompressor.decompress: the same division)"),
 }
 
 GPU = "a GPU kernel (Triton/HIP/CUDA); not executable on the CPU"
