@@ -570,7 +570,8 @@ CASES += [
     case("ct-fp8-block-scale-missing", "ct-fp8", drop_tensor(f"{EXPERT}.weight_scale"), 1, {("QUANT_TENSOR_MISSING", E, f"{EXPERT}.weight_scale")}),
     case("ct-fp8-block-k25-clean-full-source", "ct-fp8-mm", lambda p: None, 0, set(), level=Level.FULL, source=True),
     # NVFP4, ModelOpt: both config forms, and what contradicts
-    case("nvfp4-modelopt-clean-full", "nvfp4-mo", lambda p: None, 0, set(), level=Level.FULL),
+    case("nvfp4-modelopt-clean-full-source", "nvfp4-mo", lambda p: None, 0, set(), level=Level.FULL, source=True),
+    case("nvfp4-modelopt-scale-byte-changed-source", "nvfp4-mo", set_tensor(f"{MO_EXPERT}.down_proj.weight_scale", lambda a: _first_code_flipped(a)), 1, {("REPRO_MISMATCH", E, f"{MO_EXPERT}.down_proj.weight_scale")}, source=True),
     case("nvfp4-modelopt-hf-quant-config-only", "nvfp4-mo", config(lambda c: c.pop("quantization_config")), 0, set(), level=Level.FULL),
     case("nvfp4-modelopt-flat-config-only", "nvfp4-mo", lambda p: (p / "hf_quant_config.json").unlink(), 0, set(), level=Level.FULL),
     case("nvfp4-modelopt-algo-contradiction", "nvfp4-mo", _hf_quant(lambda q: q.update(quant_algo="FP8")), 1, {("CONFIG_QUANT_CONTRADICTION", E, None)}),
@@ -582,7 +583,8 @@ CASES += [
     case("nvfp4-modelopt-scale-2-missing", "nvfp4-mo", drop_tensor(f"{MO_EXPERT}.down_proj.weight_scale_2"), 1, {("QUANT_TENSOR_MISSING", E, f"{MO_EXPERT}.down_proj.weight_scale_2")}),
     case("nvfp4-modelopt-excluded-lm-head-with-scales", "nvfp4-mo", _nvfp4_lm_head_scales, 1, {("UNQUANTIZABLE_QUANTIZED", E, "lm_head.weight")}),
     # NVFP4, compressed-tensors
-    case("nvfp4-ct-clean-full", "nvfp4-ct", lambda p: None, 0, set(), level=Level.FULL),
+    case("nvfp4-ct-clean-full-source", "nvfp4-ct", lambda p: None, 0, set(), level=Level.FULL, source=True),
+    case("nvfp4-ct-global-changed-source", "nvfp4-ct", set_tensor(f"{MO_EXPERT}.down_proj.weight_global_scale", lambda a: np.nextafter(a, np.float32(np.inf))), 1, {("REPRO_MISMATCH", E, f"{MO_EXPERT}.down_proj.weight_global_scale")}, source=True),
     case("nvfp4-ct-global-in-modelopt-convention", "nvfp4-ct", set_tensor(f"{MO_EXPERT}.down_proj.weight_global_scale", lambda a: (1 / a).astype(np.float32)), 1, {("NVFP4_GLOBAL_CONVENTION", E, f"{MO_EXPERT}.down_proj.weight_global_scale")}, level=Level.SCALES),
     case("nvfp4-ct-gate-up-global-differ-info", "nvfp4-ct", set_tensor(f"{MO_EXPERT}.up_proj.weight_global_scale", lambda a: (a * 2).astype(np.float32)), 0, {("NVFP4_GATE_UP_SCALE", INFO, f"{MO_EXPERT}.up_proj.weight_global_scale")}, level=Level.SCALES),
     case("nvfp4-ct-block-scale-zero", "nvfp4-ct", set_tensor(f"{MO_EXPERT}.down_proj.weight_scale", lambda a: np.zeros(a.shape, np.uint8).view(a.dtype)), 1, {("NVFP4_BLOCK_SCALE", E, f"{MO_EXPERT}.down_proj.weight_scale")}, level=Level.SCALES),

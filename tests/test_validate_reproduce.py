@@ -30,7 +30,9 @@ FIXTURES = {"kimi-k2-mxfp4-quark": (27, 54, (0.05, 0.15)),
             "kimi-k2-w4a8-quark": (24, 72, (0.05, 0.15)),
             "kimi-k2-int4-compressed-tensors": (24, 72, (0.05, 0.15)),
             "kimi-k2-fp8-block-deepseek": (48, 96, (0.01, 0.05)),
-            "kimi-k2-fp8-block-compressed-tensors": (42, 84, (0.01, 0.05))}
+            "kimi-k2-fp8-block-compressed-tensors": (42, 84, (0.01, 0.05)),
+            "kimi-k2-nvfp4-modelopt": (24, 72, (0.05, 0.15)),
+            "kimi-k2-nvfp4-compressed-tensors": (24, 72, (0.05, 0.15))}
 
 
 def _load(folder: Path) -> Checkpoint:

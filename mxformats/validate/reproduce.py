@@ -130,6 +130,13 @@ class Source:
     def _read(self, name: str) -> NDArray[Any]:
         return read_tensor(self.folder / self.index[name], name)
 
+    def sibling(self, module: str) -> NDArray[Any] | None:
+        """:meth:`weight`, None where it cannot be read (a fused sibling is optional)."""
+        try:
+            return self.weight(module)
+        except (OSError, ValueError, KeyError, TensorFileError):
+            return None
+
     def weight(self, module: str) -> NDArray[Any] | None:
         """The BF16 weight of ``module`` as the quantizer saw it (None when absent)."""
         if self.kind == "fp8-block" and f"{module}.weight_scale_inv" in self.index:
@@ -219,11 +226,13 @@ def _first_difference(ours: NDArray[Any], theirs: NDArray[Any]) -> str:
 
 
 def reproduce_module(desc: Descriptor, module: str, w: NDArray[Any],
-                     arrays: dict[str, NDArray[Any]]) -> ModuleResult:
+                     arrays: dict[str, NDArray[Any]],
+                     ours: dict[str, NDArray[Any]] | None = None) -> ModuleResult:
     """Compare a checkpoint module (``arrays``: parameter -> array) with what the producer
-    writes from source weight ``w``."""
+    writes from source weight ``w`` (``ours`` when already produced, e.g. with its fused
+    sibling's amax)."""
     result = ModuleResult(module)
-    ours = desc.produce(w)
+    ours = desc.produce(w) if ours is None else ours
     for p, mine in ours.items():
         theirs = arrays.get(p)
         if theirs is None:
@@ -326,7 +335,8 @@ def run(ckpt: Checkpoint, opts: Options) -> Iterator[Finding]:
         if arrays is None:
             continue  # unreadable: the files checks report it
         try:
-            r = reproduce_module(desc, name, w, arrays)
+            r = reproduce_module(desc, name, w, arrays,
+                                 desc.produce_module(name, w, source.sibling))
         except (ValueError, TypeError) as exc:
             missing.append(Finding(REPRO_SOURCE_MISSING, f"{name}: cannot re-quantize the "
                                    f"source weight {w.dtype}{list(w.shape)} ({exc})", wref.file,

@@ -12,7 +12,7 @@ format's name.
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -180,6 +180,13 @@ class Descriptor:
         """Why the config's recipe is one :attr:`profile` does not reproduce byte for byte
         ("" when the profile's bytes are claimed)."""
         return ""
+
+    def produce_module(self, module: str, w: NDArray[Any],
+                       sibling: Callable[[str], NDArray[Any] | None]) -> dict[str, NDArray[Any]]:
+        """The tensors the producer writes for ``module`` from source weight ``w``;
+        ``sibling(name)`` reads another module's source weight (None when absent), for
+        producers that calibrate fused modules together."""
+        return self.produce(w)
 
     def produce(self, w: NDArray[Any]) -> dict[str, NDArray[Any]]:
         """The tensors the producer writes for source weight ``w``."""

@@ -11,10 +11,13 @@ except where the block scale was clamped (ModelOpt: 2^-9 or 448; compressed-tens
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
+import ml_dtypes
 import numpy as np
+
+from mxformats.schemes.nvfp4 import DEFAULT_CONSUMER, dequantize_nvfp4, quantize_nvfp4
 
 from ..findings import Level, Severity, declare
 from ..numbers import Count, byte_stats, finding, scale_findings, where
@@ -58,6 +61,9 @@ NVFP4_GATE_UP_SCALE = declare(
 _E4M3_MAG = 0x7F
 #: E2M1 magnitude index of 6.0
 _SIX = 7
+#: The projections both producers give one global scale (the larger amax of the two):
+#: ModelOpt ``sync_moe_gate_up_amax``, llm-compressor's fused-layer global scale (``oneshot``).
+FUSED = ("gate_proj", "up_proj")
 
 
 class NVFP4Descriptor(Descriptor):
@@ -65,6 +71,7 @@ class NVFP4Descriptor(Descriptor):
     (``global_is_divisor``) and the activation scale."""
 
     numeric = True
+    error_threshold = 0.15
     global_name = "weight_scale_2"
     input_name = "input_scale"
     global_is_divisor = False
@@ -126,6 +133,29 @@ class NVFP4Descriptor(Descriptor):
             yield finding(NVFP4_BLOCK_NOT_TIGHT, ref, f"{loose.n} non-zero block(s) whose "
                           f"largest |code| is below 6 (first: row {row}, block {blk})",
                           row * (scales.shape[1] * gs // 2) + blk * gs // 2, 1)
+
+    def produce_module(self, module: str, w: NDArray[Any],
+                       sibling: Callable[[str], NDArray[Any] | None]) -> dict[str, NDArray[Any]]:
+        amax = None
+        parent, _, projection = module.rpartition(".")
+        if projection in FUSED:
+            other = sibling(f"{parent}.{FUSED[1 - FUSED.index(projection)]}")
+            if other is not None:
+                amax = max(float(np.max(np.abs(np.asarray(a, np.float32)))) for a in (w, other))
+        r = quantize_nvfp4(w, profile=self.profile or "", global_amax=amax)
+        return {self.weight_param: r.packed(),
+                "weight_scale": r.scales.view(ml_dtypes.float8_e4m3fn),
+                self.global_name: r.global_scale}
+
+    def produce(self, w: NDArray[Any]) -> dict[str, NDArray[Any]]:
+        return self.produce_module("", w, lambda name: None)
+
+    def dequantize(self, arrays: dict[str, NDArray[Any]], cols: int) -> NDArray[Any]:
+        codes = np.ascontiguousarray(arrays[self.weight_param]).view(np.uint8)
+        scales = np.ascontiguousarray(arrays["weight_scale"]).view(np.uint8)
+        d = dequantize_nvfp4(codes, scales, arrays[self.global_name], packed=True,
+                             profile=DEFAULT_CONSUMER[self.profile or ""])
+        return np.asarray(d, dtype=np.float64)[..., :cols]
 
     def layer_findings(self, ckpt: Checkpoint, arrays: dict[str, dict[str, NDArray[Any]]]
                        ) -> Iterator[Finding]:

@@ -34,6 +34,7 @@ class CompressedTensorsNVFP4(NVFP4Descriptor, CompressedTensorsDescriptor):
     global_is_divisor = True
     global_shapes = ((1,), ())
     storage = ("nvfp4-pack-quantized",)
+    profile = "compressed-tensors"
     gate_up_severity = Severity.INFO
     gate_up_loader = ("llm-compressor model_free_ptq calibrates gate and up separately by "
                       "design; vLLM CompressedTensorsW4A4Nvfp4MoEMethod."

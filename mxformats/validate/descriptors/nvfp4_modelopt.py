@@ -59,6 +59,7 @@ class ModelOptNVFP4(NVFP4Descriptor):
     global_is_divisor = False
     #: ModelOpt clamps block scales to [2^-9, 448]
     clamped_scales = (2.0**-9, 448.0)
+    profile = "modelopt"
     gate_up_severity = Severity.WARNING
     gate_up_loader = ("vLLM ModelOptNvFp4FusedMoE.process_weights_after_loading warns and uses "
                       "gate's for both (modelopt.py @00155cd)")
