@@ -50,9 +50,10 @@ from validate_corpus import (
 )
 
 from mxformats.testing.checkpoints import make_kimi_checkpoint
+from mxformats.validate.catalogue import load_all
 from mxformats.validate.findings import CHECKS, Level
 from mxformats.validate.model import Options
-from mxformats.validate.runner import CHECK_MODULES, Report, exit_code, validate
+from mxformats.validate.runner import Report, exit_code, validate
 
 E, W, INFO = "error", "warning", "info"
 SC = Level.SCALES
@@ -654,11 +655,7 @@ def _param(c: Case) -> Any:
 
 def _catalogue() -> dict[str, Any]:
     """The full catalogue: checks are declared when their module is imported."""
-    import importlib
-
-    for name in CHECK_MODULES:
-        importlib.import_module(f"mxformats.validate.{name}")
-    return CHECKS
+    return load_all()
 
 
 def test_corpus_is_large_and_unique() -> None:

@@ -20,7 +20,7 @@ Numeric checks apply only when :attr:`Checkpoint.numeric` is true (a verified qu
 A finding may carry ``extra={"reproduction": {...}}`` (the ``--source`` module): the runner puts
 the first such block in the JSON report's ``reproduction``. To spread work over ``opts.workers``
 threads by module (a module may span shards), use
-:func:`mxformats.validate.runner.for_each_module`.
+:func:`mxformats.validate.parallel.for_each_module`.
 
 Names: a *module* is a tensor name without its last component (``…experts.3.gate_proj``); its
 tensors are keyed by that last component (``weight``, ``weight_scale``, ``weight_packed``...).

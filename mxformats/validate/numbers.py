@@ -40,7 +40,7 @@ from mxformats.tensorfile import DTYPES
 
 from .findings import Finding, Level, Severity, declare
 from .model import CheckpointFormat, CodeStats
-from .runner import for_each_module
+from .parallel import for_each_module
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
