@@ -18,6 +18,12 @@ from mxformats.int4 import pack_int4, quantize_int4, unpack_int4
 from mxformats.mx import quantize_mx
 from mxformats.testing.checkpoints import make_kimi_checkpoint
 from mxformats.validate import deployment, manifest, numbers
+from mxformats.validate.descriptors import (
+    ct_int4,
+    fp8_block_deepseek,
+    nvfp4_ct,
+    nvfp4_modelopt,
+)
 from mxformats.validate.files import load
 from mxformats.validate.findings import Finding, Level
 from mxformats.validate.model import Checkpoint, CheckpointFormat, Options
@@ -277,18 +283,41 @@ def test_deployment_targets() -> None:
 
 
 def test_deployment_pure_core_uses_config_dims() -> None:
-    ok = deployment.deployment_problems(CheckpointFormat.CT_INT4, "h200", 8, 1, experts=288,
+    ok = deployment.deployment_problems(ct_int4.DESCRIPTOR, "h200", 8, 1, experts=288,
                                         moe_intermediate=2048, intermediate=18432, heads=64)
     assert ok == []
-    bad = deployment.deployment_problems(CheckpointFormat.CT_INT4, None, 128, 1, experts=288,
+    bad = deployment.deployment_problems(ct_int4.DESCRIPTOR, None, 128, 1, experts=288,
                                          moe_intermediate=2048, intermediate=18432, heads=64)
     assert [c for c, _ in bad] == ["DEPLOY_TP_DIVISIBILITY"] * 2
-    assert deployment.deployment_problems(CheckpointFormat.CT_INT4, None, 1, 32, experts=288,
+    assert deployment.deployment_problems(ct_int4.DESCRIPTOR, None, 1, 32, experts=288,
                                           moe_intermediate=2048, intermediate=18432,
                                           heads=64) == []
-    assert deployment.deployment_problems(CheckpointFormat.CT_INT4, None, 1, 7, experts=288,
+    assert deployment.deployment_problems(ct_int4.DESCRIPTOR, None, 1, 7, experts=288,
                                           moe_intermediate=2048, intermediate=18432,
                                           heads=64)[0][0] == "DEPLOY_EP_DIVISIBILITY"
+
+
+@pytest.mark.parametrize(("desc", "widest"), [(fp8_block_deepseek.DESCRIPTOR, 16),
+                                              (nvfp4_modelopt.DESCRIPTOR, 128)],
+                         ids=["fp8-block", "nvfp4"])
+def test_block_formats_admit_tp_up_to_their_block(desc: Any, widest: int) -> None:
+    """Kimi's 2048-wide experts: FP8 128-blocks admit TP <= 16 (2048/16 = 128), NVFP4's
+    16-element blocks TP <= 128; one step further, each partition cuts a block."""
+    def problems(tp: int) -> list[str]:
+        return [c for c, _ in deployment.deployment_problems(
+            desc, None, tp, 1, experts=384, moe_intermediate=2048, intermediate=18432,
+            heads=1024)]
+    assert problems(widest) == []
+    assert problems(2 * widest) == ["DEPLOY_TP_DIVISIBILITY"]
+
+
+def test_nvfp4_kernels_only_on_sm100() -> None:
+    def kinds(target: str) -> list[str]:
+        return [c for c, _ in deployment.deployment_problems(
+            nvfp4_ct.DESCRIPTOR, target, 1, 1, experts=4, moe_intermediate=2048,
+            intermediate=4096, heads=8)]
+    assert kinds("b200") == ["DEPLOY_NOTE"]
+    assert kinds("h200") == kinds("mi300x") == ["DEPLOY_SLOW_PATH"]
 
 
 def test_fnuz_scales_must_survive_doubling(tmp_path: Path) -> None:

@@ -170,6 +170,18 @@ class Descriptor:
         name -> the scale arrays read)."""
         return iter(())
 
+    # -- deployment -------------------------------------------------------------------------
+
+    #: the multiple a tensor-parallel partition of a quantized dimension must be (the group,
+    #: block or packing the kernels need); None: no constraint beyond divisibility
+    tp_multiple: int | None = None
+
+    def kernel(self, target: str, vendor: str, arch: str) -> tuple[str, str] | None:
+        """Whether vLLM has a kernel for this format on ``target``: ``(kind, message)`` with
+        kind ``unsupported``, ``slow`` (emulated or a fallback) or ``note`` (native, with what
+        it needs); None when there is nothing to say."""
+        return None
+
     # -- reproduction -----------------------------------------------------------------------
 
     def reproduce_params(self) -> tuple[str, ...]:

@@ -51,6 +51,14 @@ class CompressedTensorsInt4(CompressedTensorsDescriptor):
     profile = "compressed-tensors"
     error_threshold = 0.15
 
+    tp_multiple = 32
+
+    def kernel(self, target: str, vendor: str, arch: str) -> tuple[str, str] | None:
+        if vendor == "rocm":
+            return ("slow", f"compressed-tensors WNA16 MoE on {target}: no Marlin on ROCm; "
+                    "fallback kernels")
+        return None
+
     def matches_scheme(self, weights: Mapping[str, Any]) -> bool:
         return weights.get("type") == "int" and weights.get("num_bits") == 4
 

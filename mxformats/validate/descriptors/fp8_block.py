@@ -84,6 +84,11 @@ class FP8BlockDescriptor(Descriptor):
     #: the amax below which the producer clamps (tiles there are exempt from tightness)
     amax_floor: float | None = None
     error_threshold = 0.05
+    #: vLLM ``Fp8MoEMethod.create_weights`` raises "The output_size of gate's and up's weight
+    #: = N is not divisible by weight quantization block_n = 128" and ``validate_fp8_block_shape``
+    #: the same for Linear partitions (``vllm/model_executor/layers/quantization/fp8.py``,
+    #: commit 1436674bcb3f46f4c960d09334cf7dd1534943ca): Kimi's 2048-wide experts allow TP ≤ 16
+    tp_multiple = 128
 
     def block(self, ckpt: Checkpoint) -> tuple[int, int]:
         """The tile shape (128×128 unless the config says otherwise)."""

@@ -72,6 +72,7 @@ class NVFP4Descriptor(Descriptor):
 
     numeric = True
     error_threshold = 0.15
+    tp_multiple = 16
     global_name = "weight_scale_2"
     input_name = "input_scale"
     global_is_divisor = False
@@ -81,6 +82,13 @@ class NVFP4Descriptor(Descriptor):
     #: severity of NVFP4_GATE_UP_SCALE for this producer
     gate_up_severity = Severity.WARNING
     gate_up_loader = ""
+
+    def kernel(self, target: str, vendor: str, arch: str) -> tuple[str, str] | None:
+        if arch == "sm100":
+            return ("note", f"NVFP4 on {target} runs native FP4 tensor-core GEMMs (CUTLASS / "
+                    "FlashInfer)")
+        return ("slow", f"NVFP4 on {target} ({arch}) has no FP4 tensor cores: vLLM runs it "
+                "weight-only through Marlin (CUDA) or dequantizing emulation")
 
     def group_size(self, ckpt: Checkpoint) -> int:
         return 16

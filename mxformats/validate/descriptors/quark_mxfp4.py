@@ -68,6 +68,14 @@ class QuarkMXFP4(QuarkDescriptor):
             "weight_scale": (("U8",), ((out, cdiv(inp, 32)),)),
         }
 
+    tp_multiple = 32
+
+    def kernel(self, target: str, vendor: str, arch: str) -> tuple[str, str] | None:
+        if arch != "gfx950":
+            return ("slow", f"MXFP4 on {target} ({arch}) is emulated: vLLM's Quark OCP_MX "
+                    "scheme dequantizes to BF16 (native kernels: gfx950)")
+        return ("note", "MXFP4 on gfx950 runs AITER kernels (VLLM_ROCM_USE_AITER=1)")
+
     def scale_findings(self, ckpt: Checkpoint, module: Module,
                        arrays: dict[str, NDArray[Any]]) -> Iterator[Finding]:
         yield from e8m0_findings(module.tensors["weight_scale"], arrays["weight_scale"])

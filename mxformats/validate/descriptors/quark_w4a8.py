@@ -81,6 +81,15 @@ class QuarkW4A8(QuarkDescriptor):
             out.append("input_tensors must be fp8_e4m3, dynamic or per_tensor (_is_fp8_w4a8)")
         return out
 
+    tp_multiple = 8
+
+    def kernel(self, target: str, vendor: str, arch: str) -> tuple[str, str] | None:
+        if vendor == "cuda":
+            return ("unsupported", "Quark W4A8 runs only in QuarkW4A8Fp8MoEMethod, which "
+                    f"asserts ROCm with AITER fused MoE; {target} is CUDA")
+        return ("note", f"Quark W4A8 on {target} needs ROCm vLLM with AITER "
+                "(VLLM_ROCM_USE_AITER=1, fused MoE enabled)")
+
     def config_findings(self, ckpt: Checkpoint) -> Iterator[Finding]:
         export = ckpt.quant_config.get("export") if isinstance(ckpt.quant_config, dict) else None
         method = export.get("pack_method") if isinstance(export, dict) else None
