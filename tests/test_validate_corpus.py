@@ -541,6 +541,17 @@ def _first_code_flipped(a: Any) -> Any:
     return codes.view(a.dtype)
 
 
+def _modelopt_exclude(old: str, new: str) -> Callable[[Path], None]:
+    """Replace exclude entry ``old`` by ``new`` in both ModelOpt config forms."""
+    def swap(entries: list[str]) -> None:
+        entries[entries.index(old)] = new
+
+    def run(path: Path) -> None:
+        config(lambda c: swap(c["quantization_config"]["ignore"]))(path)
+        json_file("hf_quant_config.json", lambda d: swap(d["quantization"]["exclude_modules"]))(path)
+    return run
+
+
 def _hf_quant(fn: Callable[[dict[str, Any]], None]) -> Callable[[Path], None]:
     return json_file("hf_quant_config.json", lambda d: fn(d["quantization"]))
 
@@ -583,7 +594,12 @@ CASES += [
     case("nvfp4-modelopt-block-not-tight", "nvfp4-mo", set_tensor(f"{MO_EXPERT}.down_proj.weight", lambda a: np.full_like(a, 0x11)), 1, {("NVFP4_BLOCK_NOT_TIGHT", E, f"{MO_EXPERT}.down_proj.weight")}, level=Level.FULL),
     case("nvfp4-modelopt-scale-2-missing", "nvfp4-mo", drop_tensor(f"{MO_EXPERT}.down_proj.weight_scale_2"), 1, {("QUANT_TENSOR_MISSING", E, f"{MO_EXPERT}.down_proj.weight_scale_2")}),
     case("nvfp4-modelopt-excluded-lm-head-with-scales", "nvfp4-mo", _nvfp4_lm_head_scales, 1, {("UNQUANTIZABLE_QUANTIZED", E, "lm_head.weight")}),
+    case("nvfp4-modelopt-k25-clean-full-source", "nvfp4-mo-mm", lambda p: None, 0, set(), level=Level.FULL, source=True),
+    # the K2 exclude prefix in a K2.5 checkpoint: the dense layer's BF16 MLP is built NVFP4
+    case("nvfp4-modelopt-k25-exclude-without-model-prefix", "nvfp4-mo-mm", _modelopt_exclude("language_model.model.layers.0.mlp*", "language_model.layers.0.mlp*"), 1,
+         {("EXCLUDE_UNMATCHED", W, None)} | {("NOT_EXCLUDED_UNQUANTIZED", E, f"language_model.model.layers.0.mlp.{p}.weight") for p in ("gate_proj", "up_proj", "down_proj")}),
     # NVFP4, compressed-tensors
+    case("nvfp4-ct-k25-clean-full-source", "nvfp4-ct-mm", lambda p: None, 0, set(), level=Level.FULL, source=True),
     case("nvfp4-ct-clean-full-source", "nvfp4-ct", lambda p: None, 0, set(), level=Level.FULL, source=True),
     case("nvfp4-ct-global-changed-source", "nvfp4-ct", set_tensor(f"{MO_EXPERT}.down_proj.weight_global_scale", lambda a: np.nextafter(a, np.float32(np.inf))), 1, {("REPRO_MISMATCH", E, f"{MO_EXPERT}.down_proj.weight_global_scale")}, source=True),
     case("nvfp4-ct-global-in-modelopt-convention", "nvfp4-ct", set_tensor(f"{MO_EXPERT}.down_proj.weight_global_scale", lambda a: (1 / a).astype(np.float32)), 1, {("NVFP4_GLOBAL_CONVENTION", E, f"{MO_EXPERT}.down_proj.weight_global_scale")}, level=Level.SCALES),

@@ -28,6 +28,12 @@ from mxformats.validate.files import load
 from mxformats.validate.findings import Finding, Level
 from mxformats.validate.model import Checkpoint, CheckpointFormat, Options
 
+CT_INT4 = CheckpointFormat.CT_INT4
+#: The packed layout of each 4-bit format.
+PACKING: dict[CheckpointFormat, numbers.Packing] = {
+    CheckpointFormat.QUARK_MXFP4: "mx-fp4", CheckpointFormat.QUARK_W4A8: "int4-row",
+    CT_INT4: "int4-group"}
+
 PRODUCERS = Path(__file__).resolve().parent / "data" / "producers"
 MXFP4, W4A8, CT = "kimi-k2-mxfp4-quark", "kimi-k2-w4a8-quark", "kimi-k2-int4-compressed-tensors"
 FULL = Options(level=Level.FULL)
@@ -374,21 +380,22 @@ def test_word_path_agrees_with_the_byte_table_path(fixture: str) -> None:
     for module in numbers.quantized_modules(ckpt):
         arrays = numbers.read_module(ckpt, module, tuple(module.tensors))
         assert arrays is not None
-        wp = "weight_packed" if ckpt.format is CheckpointFormat.CT_INT4 else "weight"
+        wp = "weight_packed" if ckpt.format is CT_INT4 else "weight"
         for variant in range(3):
             a = dict(arrays)
             if variant == 1:  # shrink a random subset of rows' codes towards zero
                 w = a[wp].copy().view(np.uint8)
                 rows = rng.random(w.shape[0]) < 0.3
-                if ckpt.format is CheckpointFormat.CT_INT4:  # offset binary: keep q in [-4, 3]
+                if ckpt.format is CT_INT4:  # offset binary: keep q in [-4, 3]
                     w[rows] = (w[rows] & 0x33) | 0x44
                 else:
                     w[rows] &= 0x33
                 a[wp] = w.view(a[wp].dtype)
             if variant == 2:
                 a[wp] = np.zeros_like(a[wp])
-            fast = numbers.module_stats(ckpt.format, a)
-            slow = numbers._module_stats_slow(ckpt.format, a, 4.0)
+            packing = PACKING[ckpt.format]
+            fast = numbers.module_stats(packing, a)
+            slow = numbers._module_stats_slow(packing, a, 4.0)
             _, f_bad, f_sq, f_n, f_zero, f_single = fast
             _, s_bad, s_sq, s_n, s_zero, s_single = slow
             assert (f_bad, f_zero, f_single, f_n) == (s_bad, s_zero, s_single, s_n), module.name
@@ -421,7 +428,7 @@ def _mx_blocks() -> tuple[np.ndarray, np.ndarray]:
     return (codes[:, 0::2] | (codes[:, 1::2] << 4)).astype(np.uint8), codes
 
 
-def _both_paths(fmt: CheckpointFormat, arrays: dict[str, Any], bound: float = 4.0
+def _both_paths(fmt: numbers.Packing, arrays: dict[str, Any], bound: float = 4.0
                 ) -> tuple[numbers.Count, numbers.Count]:
     return (numbers.module_stats(fmt, arrays, bound)[1],
             numbers._module_stats_slow(fmt, arrays, bound)[1])
@@ -437,13 +444,13 @@ def test_mx_tightness_one_code_below_each_bound_on_both_paths(bound: float) -> N
     expected = (block_max > 0) & (block_max < bound)
     below = float(np.max(block_max[block_max < bound]))  # one code below the bound
     assert below < bound and bound in block_max and np.any(block_max == below)
-    fast, slow = _both_paths(CheckpointFormat.QUARK_MXFP4, {"weight": packed, "weight_scale": scales}, bound)
+    fast, slow = _both_paths("mx-fp4", {"weight": packed, "weight_scale": scales}, bound)
     want = numbers.Count.of(expected)
     assert fast == slow == want, (bound, fast, slow, want)
     # the exponent clamp: bytes 1 and 254 exempt, 2 and 253 checked (both sides)
     for byte, exempt in ((1, True), (2, False), (253, False), (254, True)):
         clamp = np.full_like(scales, byte)
-        fast, slow = _both_paths(CheckpointFormat.QUARK_MXFP4, {"weight": packed, "weight_scale": clamp},
+        fast, slow = _both_paths("mx-fp4", {"weight": packed, "weight_scale": clamp},
                                  bound)
         assert fast == slow == (numbers.Count(0) if exempt else want), (bound, byte)
 
@@ -470,13 +477,13 @@ def test_int4_tightness_at_six_seven_and_minus_eight_on_both_paths() -> None:
     scales = np.full((q.shape[0], 4), 0.01, np.float32)
     arrays = {"weight_packed": pack_int4(q, layout="compressed-tensors"),
               "weight_scale": scales, "weight_shape": np.array(q.shape, np.int64)}
-    fast, slow = _both_paths(CheckpointFormat.CT_INT4, arrays)
+    fast, slow = _both_paths("int4-group", arrays)
     assert fast == slow == want and want.n > 0
     # groups whose scale sits at Quark's float32-eps floor are exempt; just above, checked
     eps = np.float32(np.finfo(np.float32).eps)
     for s, exempt in ((eps, True), (np.nextafter(eps, np.float32(1)), False)):
         arrays["weight_scale"] = np.full_like(scales, s)
-        fast, slow = _both_paths(CheckpointFormat.CT_INT4, arrays)
+        fast, slow = _both_paths("int4-group", arrays)
         assert fast == slow == (numbers.Count(0) if exempt else want), s
 
 
@@ -487,13 +494,13 @@ def test_w4a8_row_tightness_at_six_seven_and_minus_eight_on_both_paths() -> None
     want = numbers.Count.of((top > 0) & (top < 7))
     arrays = {"weight": pack_int4(q, layout="quark"), "weight_scale": np.float32(1e-3),
               "weight_scale_2": np.full(q.shape[0], 10.0, np.float32)}
-    fast, slow = _both_paths(CheckpointFormat.QUARK_W4A8, arrays)
+    fast, slow = _both_paths("int4-row", arrays)
     assert fast == slow == want and want.n > 0
     assert numbers.w4a8_row_tightness(q, arrays["weight_scale_2"]) == want
     floor = np.float32(np.finfo(np.float32).eps)
     for s, exempt in ((floor, True), (np.float32(floor * (1 + 1e-5)), False)):
         arrays["weight_scale_2"] = np.full(q.shape[0], s, np.float32)
-        fast, slow = _both_paths(CheckpointFormat.QUARK_W4A8, arrays)
+        fast, slow = _both_paths("int4-row", arrays)
         assert fast == slow == (numbers.Count(0) if exempt else want), s
 
 

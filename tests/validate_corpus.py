@@ -41,10 +41,11 @@ BASES: dict[str, tuple[str, dict[str, Any]]] = {
     "fp8": ("fp8-block-deepseek", {}),
     "ct-fp8": ("compressed-tensors-fp8-block", {}),
     "ct-fp8-mm": ("compressed-tensors-fp8-block", {"multimodal": True}),
-    # NVFP4: the producer fixtures themselves until the reference NVFP4 quantizer lets
-    # make_kimi_checkpoint write the format (their BF16 source is src-bf16)
+    # NVFP4 K2: the producer fixtures themselves (their BF16 source is src-bf16)
     "nvfp4-mo": (PRODUCER + "kimi-k2-nvfp4-modelopt", {}),
     "nvfp4-ct": (PRODUCER + "kimi-k2-nvfp4-compressed-tensors", {}),
+    "nvfp4-mo-mm": ("modelopt-nvfp4", {"multimodal": True}),
+    "nvfp4-ct-mm": ("compressed-tensors-nvfp4", {"multimodal": True}),
 }
 
 

@@ -30,7 +30,7 @@ import zlib
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
@@ -39,7 +39,7 @@ from mxformats.int4 import unpack_int4
 from mxformats.tensorfile import DTYPES
 
 from .findings import Finding, Level, Severity, declare
-from .model import CheckpointFormat, CodeStats
+from .model import CodeStats
 from .parallel import for_each_module
 
 if TYPE_CHECKING:
@@ -160,6 +160,10 @@ _EXPERT = re.compile(r"^(?P<layer>.*\.layers\.\d+\.mlp\.experts)\.(?P<e>\d+)\.(?
 _F32_EPS = float(np.finfo(np.float32).eps)
 _E2M1_ABS = np.abs(E2M1.values.astype(np.float64))
 
+#: How a packed 4-bit weight is laid out: ``mx-fp4`` (E2M1 codes, an E8M0 scale per 32: Quark
+#: MXFP4), ``int4-row`` (two's-complement nibbles, one scale per row: Quark W4A8),
+#: ``int4-group`` (offset-binary q+8, a scale per 32: compressed-tensors INT4).
+Packing = Literal["mx-fp4", "int4-row", "int4-group"]
 #: MXFP4 tightness bound by Quark ``scale_calculation_mode`` / rule name.
 MX_TIGHT = {"even": 4.0, "floor": 4.0, "round-up": 3.0, "rceil": 3.0, "ceil": 2.0}
 
@@ -289,7 +293,7 @@ def mx_block_max(codes: NDArray[np.uint8], block: int = 32) -> NDArray[np.float6
 def mx_tightness(codes: NDArray[np.uint8], scales: NDArray[Any], bound: float = 4.0) -> Count:
     """Non-zero MXFP4 blocks of 32 whose largest |code| is below ``bound`` (flat block index);
     blocks at the exponent clamp (byte ≤ 1 or ≥ 254) are exempt. The path :func:`run` uses."""
-    return module_stats(CheckpointFormat.QUARK_MXFP4, {"weight": np.asarray(codes, np.uint8),
+    return module_stats("mx-fp4", {"weight": np.asarray(codes, np.uint8),
                                              "weight_scale": np.asarray(scales)}, bound)[1]
 
 
@@ -358,33 +362,6 @@ def expert_rms_outliers(rms: dict[int, float], z: float = 6.0, ratio: float = 4.
 
 
 # -- decoding helpers -----------------------------------------------------------------------
-
-
-def _decode_q(
-    fmt: CheckpointFormat, weight: NDArray[Any], cols: int | None = None
-) -> NDArray[np.int8]:
-    layout = "quark" if fmt is CheckpointFormat.QUARK_W4A8 else "compressed-tensors"
-    return unpack_int4(weight, layout=layout, axis=-1, size=cols)
-
-
-def dequantized_sumsq(fmt: CheckpointFormat, arrays: dict[str, NDArray[Any]],
-                      cols: int | None = None) -> tuple[float, int]:
-    """Sum of squares and element count of a quantized module's dequantized weight."""
-    if fmt is CheckpointFormat.QUARK_MXFP4:
-        c = np.asarray(arrays["weight"], dtype=np.uint8)
-        sq = (_E2M1_ABS[c & 0xF] ** 2 + _E2M1_ABS[c >> 4] ** 2).reshape(c.shape[0], -1, 16)
-        per_block = sq.sum(-1)
-        s = np.exp2(2.0 * (arrays["weight_scale"].astype(np.float64) - 127))
-        return float((per_block * s).sum()), 2 * c.size
-    if fmt is CheckpointFormat.QUARK_W4A8:
-        q = _decode_q(fmt, arrays["weight"], cols).astype(np.float64)
-        s = arrays["weight_scale_2"].astype(np.float64).reshape(-1, 1)
-        s1 = float(np.asarray(arrays["weight_scale"], dtype=np.float64).reshape(-1)[0])
-        return float(((q * q).sum(-1, keepdims=True) * s * s).sum() * s1 * s1), q.size
-    q = _decode_q(fmt, arrays["weight_packed"], cols).astype(np.float64)
-    qq = (q * q).reshape(q.shape[0], -1, 32).sum(-1)
-    s = arrays["weight_scale"].astype(np.float64)
-    return float((qq * s * s).sum()), q.size
 
 
 # -- wiring ---------------------------------------------------------------------------------
@@ -548,7 +525,7 @@ def _flags(words: NDArray[np.uint64], kind: str, bound_index: int = 6
     return nz, seven
 
 
-def module_stats(fmt: CheckpointFormat, arrays: dict[str, NDArray[Any]], bound: float = 4.0
+def module_stats(packing: Packing, arrays: dict[str, NDArray[Any]], bound: float = 4.0
                  ) -> tuple[ByteStats, Count, float, int, Count, bool]:
     """Stats of a quantized module: (byte stats of the sampled rows, tightness violations,
     dequantized sum of squares and element count of the sampled rows, all-zero rows, single
@@ -559,13 +536,13 @@ def module_stats(fmt: CheckpointFormat, arrays: dict[str, NDArray[Any]], bound: 
     w = np.ascontiguousarray(arrays[wp])
     rows = w.view(np.uint8).reshape(w.shape[0], -1)
     nrow, row_bytes = rows.shape
-    if (row_bytes % 16 and fmt is not CheckpointFormat.QUARK_W4A8) or row_bytes % 8:
-        return _module_stats_slow(fmt, arrays, bound)
+    if (row_bytes % 16 and packing != "int4-row") or row_bytes % 8:
+        return _module_stats_slow(packing, arrays, bound)
     words = rows.view(np.uint64)
-    kind = {CheckpointFormat.QUARK_MXFP4: "fp4", CheckpointFormat.CT_INT4: "int4-ct"}.get(
-        fmt, "int4"
+    kind = {"mx-fp4": "fp4", "int4-group": "int4-ct"}.get(
+        packing, "int4"
     )
-    per_row = fmt is CheckpointFormat.QUARK_W4A8
+    per_row = packing == "int4-row"
     ncol = 1 if per_row else words.shape[1] // 2
     nzg = np.empty((nrow, ncol), dtype=bool)
     hig = np.empty((nrow, ncol), dtype=bool)
@@ -582,11 +559,11 @@ def module_stats(fmt: CheckpointFormat, arrays: dict[str, NDArray[Any]], bound: 
     first = words.reshape(-1)[:1]
     single = bool(np.all(words == first)) and bool(
         first.size and (int(first[0]) & 0xF) * _ONES == int(first[0]))
-    if fmt is CheckpointFormat.QUARK_MXFP4 and not np.any(nzg):
+    if packing == "mx-fp4" and not np.any(nzg):
         single = True
     zero_rows = Count.of(~np.any(nzg, axis=1))
     step = max(1, -(-w.nbytes // STATS_BYTES))
-    if fmt is CheckpointFormat.QUARK_MXFP4:
+    if packing == "mx-fp4":
         sc = np.asarray(arrays["weight_scale"]).view(np.uint8)
         if nzg.shape != sc.shape:
             raise ValueError(f"codes give {nzg.shape} blocks, scales are {sc.shape}")
@@ -594,7 +571,7 @@ def module_stats(fmt: CheckpointFormat, arrays: dict[str, NDArray[Any]], bound: 
         st = byte_stats(rows[::step], "fp4", 16)
         sumsq = float((st.gsq * np.exp2(2.0 * (sc[::step].astype(np.float64) - 127))).sum())
         return st, bad, sumsq, 2 * st.gmax.size * 16, zero_rows, single
-    if fmt is CheckpointFormat.QUARK_W4A8:
+    if packing == "int4-row":
         s2 = np.asarray(arrays["weight_scale_2"], dtype=np.float64).reshape(-1)
         s1 = float(np.asarray(arrays["weight_scale"], dtype=np.float64).reshape(-1)[0])
         if nrow != s2.shape[0]:
@@ -607,7 +584,7 @@ def module_stats(fmt: CheckpointFormat, arrays: dict[str, NDArray[Any]], bound: 
     cols = int(np.asarray(arrays["weight_shape"]).reshape(-1)[-1]) if "weight_shape" in arrays \
         else 8 * w.shape[-1]
     if cols != 2 * row_bytes:
-        return _module_stats_slow(fmt, arrays, bound)
+        return _module_stats_slow(packing, arrays, bound)
     if nzg.shape != sc.shape:
         raise ValueError(f"codes give {nzg.shape} groups, scales are {sc.shape}")
     bad = Count.of(nzg & ~hig & ~(np.abs(sc) <= _F32_EPS))
@@ -616,10 +593,10 @@ def module_stats(fmt: CheckpointFormat, arrays: dict[str, NDArray[Any]], bound: 
     return st, bad, sumsq, 2 * rows[::step].size, zero_rows, single
 
 
-def _module_stats_slow(fmt: CheckpointFormat, arrays: dict[str, NDArray[Any]], bound: float
+def _module_stats_slow(packing: Packing, arrays: dict[str, NDArray[Any]], bound: float
                        ) -> tuple[ByteStats, Count, float, int, Count, bool]:
     """Byte-table path for rows that do not split into whole 64-bit words / padded groups."""
-    if fmt is CheckpointFormat.QUARK_MXFP4:
+    if packing == "mx-fp4":
         w, sc = arrays["weight"], np.asarray(arrays["weight_scale"]).view(np.uint8)
         st = byte_stats(w, "fp4", 16)
         if st.gmax.shape != sc.shape:
@@ -627,7 +604,7 @@ def _module_stats_slow(fmt: CheckpointFormat, arrays: dict[str, NDArray[Any]], b
         bad = Count.of((st.gmax > 0) & (st.gmax < _mx_index(bound)) & (sc > 1) & (sc < 254))
         sumsq = float((st.gsq * np.exp2(2.0 * (sc.astype(np.float64) - 127))).sum())
         n = 2 * w.size
-    elif fmt is CheckpointFormat.QUARK_W4A8:
+    elif packing == "int4-row":
         w = arrays["weight"]
         s2 = np.asarray(arrays["weight_scale_2"], dtype=np.float64).reshape(-1)
         s1 = float(np.asarray(arrays["weight_scale"], dtype=np.float64).reshape(-1)[0])
@@ -652,7 +629,7 @@ def _module_stats_slow(fmt: CheckpointFormat, arrays: dict[str, NDArray[Any]], b
         sumsq, n = float((gsq * sc[:, :gsq.shape[-1]] ** 2).sum()), w.shape[0] * cols
     zero_rows = Count.of(st.gmax.max(axis=-1) == 0)
     distinct = np.flatnonzero(st.hist)
-    if fmt is CheckpointFormat.QUARK_MXFP4:
+    if packing == "mx-fp4":
         distinct = np.unique(distinct & 7)
     return st, bad, sumsq, n, zero_rows, len(distinct) <= 1
 
@@ -665,20 +642,20 @@ def pack_rows(q: NDArray[np.int8]) -> NDArray[np.int32]:
 
 
 def packed_code_findings(ckpt: Checkpoint, module: Module, arrays: dict[str, NDArray[Any]],
-                         stats: CodeStats, weight_param: str, bound: float = 4.0
-                         ) -> Iterator[Finding]:
-    """The code checks of the packed 4-bit formats (MXFP4, W4A8, INT4): tightness, the
-    single-code and all-zero-row tests, the histogram and RMS (into ``stats``)."""
-    fmt = ckpt.format
+                         stats: CodeStats, packing: Packing, weight_param: str,
+                         bound: float = 4.0) -> Iterator[Finding]:
+    """The code checks of the packed 4-bit formats (MXFP4, W4A8, INT4; ``packing`` says
+    which layout): tightness, the single-code and all-zero-row tests, the histogram and RMS
+    (into ``stats``)."""
     ref, w = module.tensors[weight_param], arrays[weight_param]
-    st, tight, sumsq, n, zero_rows, single = module_stats(fmt, arrays, bound)
+    st, tight, sumsq, n, zero_rows, single = module_stats(packing, arrays, bound)
     stats.rms = float(np.sqrt(sumsq / max(n, 1)))
-    kind = "fp4" if fmt is CheckpointFormat.QUARK_MXFP4 else "int4"
+    kind = "fp4" if packing == "mx-fp4" else "int4"
     stats.hist[kind] = stats.hist.get(kind, np.zeros(16, np.int64)) + st.hist
     row_bytes = w.nbytes // max(w.shape[0], 1)
-    groups = max(1, {CheckpointFormat.QUARK_W4A8: 1}.get(fmt, row_bytes // 16))
-    unit = {CheckpointFormat.QUARK_MXFP4: "block", CheckpointFormat.QUARK_W4A8: "row"}.get(
-        fmt, "group"
+    groups = max(1, {"int4-row": 1}.get(packing, row_bytes // 16))
+    unit = {"mx-fp4": "block", "int4-row": "row"}.get(
+        packing, "group"
     )
     if tight.n:
         row, g = divmod(tight.first, groups)

@@ -99,7 +99,7 @@ class CompressedTensorsInt4(CompressedTensorsDescriptor):
 
     def code_findings(self, ckpt: Checkpoint, module: Module, arrays: dict[str, NDArray[Any]],
                       stats: CodeStats) -> Iterator[Finding]:
-        return packed_code_findings(ckpt, module, arrays, stats, self.weight_param)
+        return packed_code_findings(ckpt, module, arrays, stats, "int4-group", self.weight_param)
 
     def produce(self, w: NDArray[Any]) -> dict[str, NDArray[Any]]:
         q = quantize_int4(w, group_size=32, profile="compressed-tensors")

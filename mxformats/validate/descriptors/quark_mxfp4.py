@@ -82,7 +82,7 @@ class QuarkMXFP4(QuarkDescriptor):
 
     def code_findings(self, ckpt: Checkpoint, module: Module, arrays: dict[str, NDArray[Any]],
                       stats: CodeStats) -> Iterator[Finding]:
-        return packed_code_findings(ckpt, module, arrays, stats, self.weight_param,
+        return packed_code_findings(ckpt, module, arrays, stats, "mx-fp4", self.weight_param,
                                     mx_bound(ckpt))
 
     def unclaimed(self, ckpt: Checkpoint) -> str:

@@ -123,7 +123,7 @@ class QuarkW4A8(QuarkDescriptor):
 
     def code_findings(self, ckpt: Checkpoint, module: Module, arrays: dict[str, NDArray[Any]],
                       stats: CodeStats) -> Iterator[Finding]:
-        return packed_code_findings(ckpt, module, arrays, stats, self.weight_param)
+        return packed_code_findings(ckpt, module, arrays, stats, "int4-row", self.weight_param)
 
     def produce(self, w: NDArray[Any]) -> dict[str, NDArray[Any]]:
         r = quantize_w4a8(w, profile="quark")
