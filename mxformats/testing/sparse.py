@@ -88,7 +88,7 @@ def write_full_size_layout(out: Path, shards: int = FULL_SIZE_SHARDS,
     }
     tensors: list[tuple[str, str, tuple[int, ...]]] = []
     for m in modules.values():
-        if m.kind in ("expert", "dense_mlp"):
+        if m.kind in ("expert", "dense_mlp") and m.shape is not None:
             rows, cols = m.shape
             tensors.append((f"{m.name}.weight", "U8", (rows, cols // 2)))
             tensors.append((f"{m.name}.weight_scale", "U8", (rows, cols // 32)))

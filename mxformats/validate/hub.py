@@ -89,6 +89,7 @@ def open_hub(text: str) -> HubReader:
             RepositoryNotFoundError,
             RevisionNotFoundError,
         )
+        from huggingface_hub.utils import build_hf_headers
     except ImportError:
         raise NotAFolder(
             f"{text}: reading the Hub needs huggingface_hub: pip install 'mxformats[hub]'"
@@ -124,7 +125,7 @@ def open_hub(text: str) -> HubReader:
         if not isinstance(size, int) or isinstance(size, bool) or size < 0:
             raise NotAFolder(f"{what}: the Hub lists {sibling.rfilename!r} without a size")
         files[sibling.rfilename] = HubFile(size, sibling.lfs.sha256 if sibling.lfs else None)
-    headers = api._build_hf_headers()  # HF_TOKEN and the user agent, as the client sends them
+    headers = build_hf_headers()  # HF_TOKEN and the user agent, as the client sends them
     return HubReader(repo_id, sha, api.endpoint, files, headers)
 
 
