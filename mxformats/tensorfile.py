@@ -64,6 +64,7 @@ __all__ = [
     "read_safetensors",
     "read_tensor",
     "shard_name",
+    "tensor_array",
     "tensor_nbytes",
     "write_safetensors",
 ]
@@ -451,7 +452,10 @@ def parse_header(path: PathLike, raw: bytes, file_size: int) -> tuple[dict[str, 
     return header, data_offset
 
 
-def _array(path: PathLike, name: str, entry: dict[str, Any], raw: bytes) -> NDArray[Any]:
+def tensor_array(path: PathLike, name: str, entry: dict[str, Any], raw: bytes) -> NDArray[Any]:
+    """The tensor ``name`` as :func:`read_tensor` returns it, from its header ``entry`` (as
+    :func:`parse_header` returns it) and its data bytes ``raw`` (``path`` names the file in
+    errors)."""
     if entry["dtype"] not in DTYPES:  # packed sub-byte dtypes: the bytes as stored
         packed: NDArray[Any] = np.frombuffer(raw, dtype=np.uint8).copy()
         return packed
@@ -482,7 +486,7 @@ def read_tensor(path: PathLike, name: str) -> NDArray[Any]:
     with open_regular(path) as f:
         f.seek(data_offset + begin)
         raw = f.read(end - begin)
-    return _array(path, name, entry, raw)
+    return tensor_array(path, name, entry, raw)
 
 
 def read_safetensors(path: PathLike) -> dict[str, NDArray[Any]]:
@@ -496,7 +500,7 @@ def read_safetensors(path: PathLike) -> dict[str, NDArray[Any]]:
     for name, entry in header.items():
         if name != "__metadata__":
             begin, end = entry["data_offsets"]
-            out[name] = _array(path, name, entry, data[begin:end])
+            out[name] = tensor_array(path, name, entry, data[begin:end])
     return out
 
 

@@ -23,17 +23,23 @@ import json
 import os
 from abc import ABC, abstractmethod
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mxformats.tensorfile import (
     MAX_JSON_SIZE,
+    ErrorKind,
+    TensorFileError,
     header_length,
     not_regular,
     open_regular,
     parse_header,
     read_header,
     read_json,
+    tensor_array,
 )
+
+if TYPE_CHECKING:
+    from numpy.typing import NDArray
 
 __all__ = [
     "HUB_PREFIX",
@@ -133,6 +139,18 @@ class Reader(ABC):
         size = self.size(name)
         n = header_length(name, self.read_range(name, 0, min(8, size)), size)
         return parse_header(name, self.read_range(name, 8, 8 + n), size)
+
+    def tensor(self, name: str, tensor: str) -> NDArray[Any]:
+        """Tensor ``tensor`` of shard ``name`` (as :func:`mxformats.tensorfile.read_tensor`
+        returns it): its header, then one read of exactly its span."""
+        header, data_offset = self.header(name)
+        if tensor == "__metadata__" or tensor not in header:
+            raise TensorFileError(name, "no such tensor in the file",
+                                  kind=ErrorKind.NO_SUCH_TENSOR, tensor=tensor)
+        entry = header[tensor]
+        begin, end = entry["data_offsets"]
+        raw = self.read_range(name, data_offset + begin, data_offset + end)
+        return tensor_array(name, tensor, entry, raw)
 
     def read_json(self, name: str, limit: int = MAX_JSON_SIZE) -> Any:
         """A small JSON file (a config, the index), at most ``limit`` bytes."""
