@@ -16,12 +16,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from hubserver import HubServer, Repo  # noqa: E402
+from hubserver import HubServer, Repo
 
-from mxformats.testing.sparse import write_full_size_layout  # noqa: E402
-from mxformats.validate.findings import Level  # noqa: E402
-from mxformats.validate.model import Options  # noqa: E402
-from mxformats.validate.runner import validate  # noqa: E402
+from mxformats.testing.sparse import write_full_size_layout
+from mxformats.validate.findings import Level
+from mxformats.validate.model import Options
+from mxformats.validate.runner import validate
 
 
 def main(folder: Path) -> None:
