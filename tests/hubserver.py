@@ -23,7 +23,8 @@ A repo is ``{revision name or sha: folder}``; a revision's sha is derived from i
 name. ``faults`` makes the server misbehave for one file name: ``"ignore-range"`` (200 with
 the whole file), ``"drop"`` (the connection closes halfway through the body),
 ``"lying-length"`` (Content-Length one more than is sent, then close), ``"wrong-range"`` (a
-Content-Range one byte off). The server counts
+Content-Range one byte off), ``"hang-up"`` (the connection closes before any answer); the
+name ``"*"`` applies a fault to every file. The server counts
 the body bytes it sends (``sent``, per file) and logs every request (``log``).
 Only 127.0.0.1, one ephemeral port, a daemon thread; every loop is bounded by a file size.
 """
@@ -251,7 +252,10 @@ class _Handler(BaseHTTPRequestHandler):
         headers = {"ETag": etag, "X-Repo-Commit": sha, "Accept-Ranges": "bytes"}
         if name.endswith(".safetensors"):
             headers.update({"X-Linked-Etag": etag, "X-Linked-Size": str(size)})
-        fault = self.server_hub.faults.get(name)
+        fault = self.server_hub.faults.get(name, self.server_hub.faults.get("*"))
+        if fault == "hang-up":  # the connection closes before any answer
+            self.close_connection = True
+            return
         match = _RANGE.match(self.headers.get("Range") or "")
         if match is None or fault == "ignore-range":
             begin, end, status = 0, size, 200

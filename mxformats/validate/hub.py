@@ -143,6 +143,10 @@ class HubReader(Reader):
         self.listing = files
         self.headers = headers
         self.name = f"{HUB_PREFIX}{repo_id}@{sha}"
+        #: why the server stopped answering (a connection failure that outlived
+        #: huggingface_hub's retries): every later read fails at once, so a dead server
+        #: costs one round of retries, not one per tensor
+        self.unreachable: str | None = None
 
     def _file(self, name: str) -> HubFile:
         try:
@@ -178,6 +182,9 @@ class HubReader(Reader):
         from huggingface_hub.utils import http_backoff
 
         where = f"{self.name}/{name} bytes [{begin}, {end})"
+        if self.unreachable is not None:
+            raise ReadFailed(READ_FAILED, name, f"{where}: not read ({self.unreachable})",
+                             follow_on=True)
         headers = {**self.headers, "Range": f"bytes={begin}-{end - 1}",
                    "Accept-Encoding": "identity"}
         try:
@@ -187,6 +194,7 @@ class HubReader(Reader):
                 base_wait_time=_BASE_WAIT_S,
             )
         except requests.RequestException as exc:
+            self.unreachable = f"the Hub stopped answering: {_reason(exc)}"
             raise ReadFailed(READ_FAILED, name, f"{where}: {_reason(exc)}") from None
         with response:
             self._check_answer(response, name, where, begin, end, size)

@@ -66,14 +66,17 @@ READ_FAILED = "HUB_READ_FAILED"
 
 class ReadFailed(OSError):
     """A read the reader could not complete as asked (a remote read that failed midway, a
-    server that ignored Range or sent the wrong number of bytes). ``check`` is the id of the
-    catalogued check it is reported as; ``file`` the checkpoint-relative name."""
+    server that ignored Range or sent the wrong number of bytes, an unreachable server).
+    ``check`` is the id of the catalogued check it is reported as; ``file`` the
+    checkpoint-relative name."""
 
-    def __init__(self, check: str, file: str, reason: str) -> None:
+    def __init__(self, check: str, file: str, reason: str, *, follow_on: bool = False) -> None:
         super().__init__(reason)
         self.check = check
         self.file = file
         self.reason = reason
+        #: not attempted: an earlier read found the server unreachable (same root cause)
+        self.follow_on = follow_on
 
     def __str__(self) -> str:
         return self.reason

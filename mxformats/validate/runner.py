@@ -176,17 +176,23 @@ def planned_bytes(ckpt: Checkpoint, opts: Options) -> int:
 
 
 def _read_failures(ckpt: Checkpoint) -> Iterator[Finding]:
-    """One finding per file whose tensor reads failed (the first failure, and how many)."""
+    """One finding per file whose tensor reads failed (the first failure, and how many
+    more); reads not even attempted because the server had stopped answering are counted in
+    the finding of the failure that stopped it."""
     from .files import read_failed
 
     by_file: dict[str, list[ReadFailed]] = {}
     for exc in ckpt.read_failures:
-        by_file.setdefault(exc.file, []).append(exc)
-    for found in by_file.values():
+        if not exc.follow_on:
+            by_file.setdefault(exc.file, []).append(exc)
+    skipped = sum(exc.follow_on for exc in ckpt.read_failures)
+    for i, found in enumerate(by_file.values()):
         f = read_failed(found[0])
-        if len(found) > 1:
-            f = replace(f, message=f"{f.message} ({len(found) - 1} more failed read(s) of "
-                        "this file)")
+        more = [f"{len(found) - 1} more failed read(s) of this file"] if len(found) > 1 else []
+        if skipped and i == len(by_file) - 1:
+            more.append(f"{skipped} later read(s) not made: the server stopped answering")
+        if more:
+            f = replace(f, message=f"{f.message} ({'; '.join(more)})")
         yield f
 
 
