@@ -24,7 +24,8 @@ name. ``faults`` makes the server misbehave for one file name: ``"ignore-range"`
 the whole file), ``"drop"`` (the connection closes halfway through the body),
 ``"lying-length"`` (Content-Length one more than is sent, then close), ``"wrong-range"`` (a
 Content-Range one byte off), ``"hang-up"`` (the connection closes before any answer); the
-name ``"*"`` applies a fault to every file. The server counts
+name ``"*"`` applies a fault to every file; ``faults["api"] = "not-json"`` makes the model
+info an HTML page. The server counts
 the body bytes it sends (``sent``, per file) and logs every request (``log``).
 Only 127.0.0.1, one ephemeral port, a daemon thread; every loop is bounded by a file size.
 """
@@ -203,6 +204,9 @@ class _Handler(BaseHTTPRequestHandler):
                 if found is None:
                     return
                 repo, sha, folder = found
+                if hub.faults.get("api") == "not-json":
+                    self._send(200, b"<html>a captive portal</html>", ctype="text/html")
+                    return
                 blobs = query.get("blobs", ["false"])[0].lower() == "true"
                 siblings = [self._entry(repo, folder, n, tree=False) if blobs
                             else {"rfilename": n} for n in _files(folder)]

@@ -205,10 +205,13 @@ def test_full_level_over_10_gb_needs_yes(server: HubServer, tmp_path: Path) -> N
     ("wrong-range", "HUB_READ_FAILED"),
 ])
 def test_bad_answers_are_findings(fault: str, check: str, server: HubServer,
-                                  twins: dict[str, Path]) -> None:
+                                  twins: dict[str, Path], tmp_path: Path,
+                                  monkeypatch: pytest.MonkeyPatch) -> None:
     target = serve(server, f"fault-{fault}", twins["mxfp4"])
     server.faults[SHARD] = fault
+    monkeypatch.chdir(tmp_path)
     report = run(target, Level.SCALES)
+    assert list(tmp_path.rglob("*")) == [], "a file was written (HF_HOME, cwd)"
     found = [f for f in report.findings if f.check.id == check]
     assert len(found) == 1 and found[0].file == SHARD, [f.to_json() for f in report.findings]
     assert exit_code(report) == 1
@@ -299,6 +302,14 @@ def test_missing_or_gated_exit_2(target: str, reason: str, server: HubServer,
     serve(server, "base", twins["mxfp4"])
     report = run(target)
     assert exit_code(report) == 2 and report.fatal is not None and reason in report.fatal
+
+
+def test_model_info_not_json_exit_2(server: HubServer, twins: dict[str, Path]) -> None:
+    target = serve(server, "portal", twins["mxfp4"])
+    server.faults["api"] = "not-json"
+    report = run(target)
+    assert exit_code(report) == 2 and report.fatal is not None
+    assert "the Hub's answer is not a model's info" in report.fatal
 
 
 def _cli(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:

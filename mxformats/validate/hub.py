@@ -113,7 +113,10 @@ def open_hub(text: str) -> HubReader:
         raise NotAFolder(f"{text}: {exc}") from None
     except HfHubHTTPError as exc:
         raise NotAFolder(f"{what}: the Hub refused: {_reason(exc)}") from None
-    except (requests.RequestException, ValueError, TypeError, KeyError) as exc:
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:  # not JSON, or not info
+        raise NotAFolder(f"{what}: the Hub's answer is not a model's info: {_reason(exc)}"
+                         ) from None
+    except requests.RequestException as exc:
         raise NotAFolder(f"{what}: cannot reach the Hub at {api.endpoint}: {_reason(exc)}"
                          ) from None
     sha = info.sha
