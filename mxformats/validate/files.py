@@ -265,10 +265,15 @@ _CHECK_OF_KIND = {
 }
 
 
-def _header_finding(exc: TensorFileError, file: str) -> Finding:
-    """The finding of a shard whose header :func:`read_header` refused, by the error's kind."""
+def _header_finding(exc: TensorFileError, file: str, remote: bool = False) -> Finding:
+    """The finding of a shard whose header :func:`read_header` refused, by the error's kind.
+    On the Hub the file size the header is checked against is the LFS size the API lists, so
+    a span that disagrees with it says so."""
     check = _CHECK_OF_KIND.get(exc.kind, HEADER_INVALID)
-    return Finding(check, exc.reason, file=file, tensor=exc.tensor, offset=exc.offset)
+    reason = exc.reason
+    if remote and check is not HEADER_INVALID:
+        reason += " (the file size is the Hub's LFS size)"
+    return Finding(check, reason, file=file, tensor=exc.tensor, offset=exc.offset)
 
 
 def _not_regular(name: str, exc: NotRegularFileError) -> Finding:
@@ -517,7 +522,7 @@ def load(root_arg: str | os.PathLike[str] | Reader, opts: Options) -> LoadResult
             header, data_offset = reader.header(name)
         except TensorFileError as exc:
             ckpt.unreadable.add(name)
-            out.append(_header_finding(exc, name))
+            out.append(_header_finding(exc, name, reader.remote))
             continue
         except NotRegularFileError as exc:  # swapped in since the check above
             ckpt.unreadable.add(name)
