@@ -2,9 +2,10 @@
 
 :func:`load` builds the :class:`~mxformats.validate.model.Checkpoint` and returns the findings
 of this group with it (the other groups work on the model). Nothing is executed, nothing is
-unpickled; a file is opened only when its path is safe (:func:`safe_path`) and it is a regular
+unpickled; a file is opened only when its name is safe (:func:`safe_name`) and it is a regular
 file (:func:`mxformats.tensorfile.open_regular`: a FIFO, socket, device or directory is
-reported, never read, so it cannot block or feed bytes without end).
+reported, never read, so it cannot block or feed bytes without end). Every byte is read
+through the checkpoint's :class:`~mxformats.validate.reader.Reader`: a folder or a Hub repo.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from mxformats.tensorfile import (
     tensor_nbytes,
 )
 
-from .arch import architecture, detect_format, expected_modules, quantization_config
+from .arch import derive, detect_format, quantization_config
 from .findings import Finding, Level, Severity, declare
 from .model import Checkpoint, Format, Module, Options, TensorRef
 from .reader import (
@@ -56,8 +57,9 @@ CONFIG_ARCH = declare(
     E,
     S,
     G,
-    "config.json lacks a shape key the loader reads (or it is not an integer).",
-    "Restore the architecture keys (hidden_size, num_hidden_layers, ...).",
+    "config.json lacks a key the loader reads and has no default for, holds a malformed value "
+    "(not an integer, a NaN rms_norm_eps), or implies more tensors than the shards hold.",
+    "Restore the key from the producer's config (the message names it and where it sits).",
 )
 CONFIG_QUANT_CONFLICT = declare(
     "CONFIG_QUANT_CONFLICT",
@@ -410,13 +412,6 @@ def load(root_arg: str | os.PathLike[str] | Reader, opts: Options) -> LoadResult
                 file="config.json",
             )
         )
-    if config:
-        try:
-            ckpt.arch = architecture(config)
-            ckpt.expected = expected_modules(ckpt.arch)
-        except (KeyError, TypeError, ValueError) as exc:
-            out.append(Finding(CONFIG_ARCH, f"config.json: {exc}", file="config.json"))
-
     # -- index ----------------------------------------------------------------------------
     weight_map: dict[str, str] = {}
     unindexed = False
@@ -636,6 +631,9 @@ def load(root_arg: str | os.PathLike[str] | Reader, opts: Options) -> LoadResult
     for ref in ckpt.tensors.values():
         mod = ckpt.modules.setdefault(ref.module, Module(ref.module))
         mod.tensors[ref.param] = ref
+    # the architecture last: its inventory is bounded by what the headers hold
+    if config:
+        out += [Finding(CONFIG_ARCH, p, file="config.json") for p in derive(ckpt)]
     return LoadResult(ckpt, out, None)
 
 
