@@ -37,10 +37,11 @@ import numpy as np
 
 from mxformats.formats import E4M3FN
 from mxformats.int4 import dequantize_int4, unpack_int4
-from mxformats.tensorfile import TensorFileError, read_index, read_json, read_tensor
+from mxformats.tensorfile import TensorFileError, read_index, read_json
 
 from .findings import Check, Finding, Level, Severity, declare
 from .numbers import quantized_modules, read_module
+from .reader import LocalReader
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
@@ -109,6 +110,7 @@ class Source:
 
     def __init__(self, folder: Path) -> None:
         self.folder = Path(folder)
+        self.reader = LocalReader(self.folder)  # what every tensor is read through
         self.index = read_index(self.folder)
         try:
             config = read_json(self.folder / "config.json")  # regular files only: no FIFO
@@ -128,7 +130,7 @@ class Source:
         return self.kind in ("bf16", "compressed-tensors-int4", "fp8-block")
 
     def _read(self, name: str) -> NDArray[Any]:
-        return read_tensor(self.folder / self.index[name], name)
+        return self.reader.tensor(self.index[name], name)
 
     def sibling(self, module: str) -> NDArray[Any] | None:
         """:meth:`weight`, None where it cannot be read (a fused sibling is optional)."""

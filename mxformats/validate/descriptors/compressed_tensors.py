@@ -62,6 +62,7 @@ class CompressedTensorsDescriptor(Descriptor):
     def config_problems(self, ckpt: Checkpoint) -> list[str]:
         qc = ckpt.quant_config or {}
         out: list[str] = []
+        want(out, qc, "format", self.storage[0], "quantization_config")
         want(out, qc, "quantization_status", "compressed", "quantization_config")
         if qc.get("kv_cache_scheme") is not None:
             out.append("kv_cache_scheme must be null (k/v scale tensors are not handled)")

@@ -62,10 +62,6 @@ class CompressedTensorsInt4(CompressedTensorsDescriptor):
     def matches_scheme(self, weights: Mapping[str, Any]) -> bool:
         return weights.get("type") == "int" and weights.get("num_bits") == 4
 
-    def config_problems(self, ckpt: Checkpoint) -> list[str]:
-        out: list[str] = []
-        want(out, ckpt.quant_config, "format", "pack-quantized", "quantization_config")
-        return out + super().config_problems(ckpt)
 
     def group_problems(self, where: str, group: Mapping[str, Any]) -> list[str]:
         out: list[str] = []

@@ -45,10 +45,6 @@ class CompressedTensorsFP8Block(FP8BlockDescriptor, CompressedTensorsDescriptor)
                 return int(b[0]), int(b[1])
         return (128, 128)
 
-    def config_problems(self, ckpt: Checkpoint) -> list[str]:
-        out: list[str] = []
-        want(out, ckpt.quant_config, "format", "float-quantized", "quantization_config")
-        return out + CompressedTensorsDescriptor.config_problems(self, ckpt)
 
     def group_problems(self, where: str, group: Mapping[str, Any]) -> list[str]:
         out: list[str] = []

@@ -49,10 +49,6 @@ class CompressedTensorsNVFP4(NVFP4Descriptor, CompressedTensorsDescriptor):
         return any(isinstance(g.get("input_activations"), dict)
                    for _, g in groups(ckpt.quant_config))
 
-    def config_problems(self, ckpt: Checkpoint) -> list[str]:
-        out: list[str] = []
-        want(out, ckpt.quant_config, "format", "nvfp4-pack-quantized", "quantization_config")
-        return out + CompressedTensorsDescriptor.config_problems(self, ckpt)
 
     def group_problems(self, where: str, group: Mapping[str, Any]) -> list[str]:
         out: list[str] = []

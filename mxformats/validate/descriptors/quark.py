@@ -41,7 +41,19 @@ def want(out: list[str], obj: Any, key: str, value: object, where: str) -> None:
 
 
 class QuarkDescriptor(Descriptor):
-    """The Quark formats' common config checks and ``exclude`` list."""
+    """The Quark formats' detection, common config checks and ``exclude`` list; subclasses
+    say which weight spec is theirs and what it must hold."""
+
+    def matches_weight(self, weight: Any) -> bool:
+        """Whether ``global_quant_config.weight`` is this format's."""
+        raise NotImplementedError
+
+    def weight_problems(self, qc: Mapping[str, Any]) -> list[str]:
+        """Problems of the weight and input specs."""
+        return []
+
+    def detect(self, configs: Configs) -> str | None:
+        return self.detail if self.matches_weight(weight_spec(configs)) else None
 
     def exclude_list(self, configs: Configs) -> list[str]:
         entries = (configs.quant_config or {}).get("exclude")
@@ -58,4 +70,4 @@ class QuarkDescriptor(Descriptor):
         for key in ("output_tensors", "bias"):
             if global_spec(qc, key) is not None:
                 out.append(f"global_quant_config.{key} must be null (vLLM: NotImplementedError)")
-        return out
+        return out + self.weight_problems(qc)

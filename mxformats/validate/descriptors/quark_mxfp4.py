@@ -14,11 +14,11 @@ from mxformats.mx import dequantize_mx, quantize_mx
 
 from ..model import CheckpointFormat
 from ..numbers import e8m0_findings, mx_bound, mx_scale_mode, packed_code_findings
-from .base import Configs, TensorSpec, cdiv
-from .quark import QuarkDescriptor, global_spec, want, weight_spec
+from .base import TensorSpec, cdiv
+from .quark import QuarkDescriptor, global_spec, want
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Iterator, Mapping
 
     from numpy.typing import NDArray
 
@@ -42,15 +42,12 @@ class QuarkMXFP4(QuarkDescriptor):
     profile = "quark"
     error_threshold = 0.15
 
-    def detect(self, configs: Configs) -> str | None:
-        w = weight_spec(configs)
-        if isinstance(w, dict) and w.get("dtype") == "fp4" and w.get("scale_format") == "e8m0":
-            return self.detail
-        return None
+    def matches_weight(self, weight: Any) -> bool:
+        return (isinstance(weight, dict) and weight.get("dtype") == "fp4"
+                and weight.get("scale_format") == "e8m0")
 
-    def config_problems(self, ckpt: Checkpoint) -> list[str]:
-        out = super().config_problems(ckpt)
-        qc = ckpt.quant_config or {}
+    def weight_problems(self, qc: Mapping[str, Any]) -> list[str]:
+        out: list[str] = []
         w = global_spec(qc, "weight")
         for k, v in (("qscheme", "per_group"), ("group_size", 32), ("is_dynamic", False)):
             want(out, w, k, v, "weight")

@@ -15,11 +15,11 @@ from mxformats.fp8 import dequantize_w4a8, quantize_w4a8
 from ..findings import Finding, Level, Severity, declare
 from ..model import CheckpointFormat
 from ..numbers import packed_code_findings, scale_findings, w4a8_scale2_findings
-from .base import Configs, TensorSpec
-from .quark import QuarkDescriptor, global_spec, want, weight_spec
+from .base import TensorSpec
+from .quark import QuarkDescriptor, global_spec, want
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Iterator, Mapping
 
     from numpy.typing import NDArray
 
@@ -48,17 +48,13 @@ class QuarkW4A8(QuarkDescriptor):
     error_threshold = 0.25
     bf16_linear_why = "Quark W4A8 has no Linear scheme ('No quark compatible scheme')"
 
-    def detect(self, configs: Configs) -> str | None:
-        w = weight_spec(configs)
-        if isinstance(w, list):
-            dtypes = [s.get("dtype") if isinstance(s, dict) else None for s in w]
-            if dtypes == ["fp8_e4m3", "int4"]:
-                return self.detail
-        return None
+    def matches_weight(self, weight: Any) -> bool:
+        return isinstance(weight, list) and [
+            s.get("dtype") if isinstance(s, dict) else None for s in weight
+        ] == ["fp8_e4m3", "int4"]
 
-    def config_problems(self, ckpt: Checkpoint) -> list[str]:
-        out = super().config_problems(ckpt)
-        qc = ckpt.quant_config or {}
+    def weight_problems(self, qc: Mapping[str, Any]) -> list[str]:
+        out: list[str] = []
         w = global_spec(qc, "weight")
         if not isinstance(w, list) or len(w) != 2 or not all(isinstance(s, dict) for s in w):
             out.append("weight must be a list of two specs")
