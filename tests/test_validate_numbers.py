@@ -317,6 +317,18 @@ def test_block_formats_admit_tp_up_to_their_block(desc: Any, widest: int) -> Non
     assert problems(2 * widest) == ["DEPLOY_TP_DIVISIBILITY"]
 
 
+def test_preflight_admissible_tp_and_kernels() -> None:
+    """Kimi-K2's sizes (384 experts of 2048, dense 18432, 64 heads): FP8 block admits TP up to
+    16, NVFP4 and INT4 g32 up to 64 (heads stop there); the kernel table per target."""
+    kimi = dict(experts=384, moe_intermediate=2048, intermediate=18432, heads=64)
+    assert deployment.admissible_tp(fp8_block_deepseek.DESCRIPTOR, **kimi) == [1, 2, 4, 8, 16]
+    assert deployment.admissible_tp(nvfp4_ct.DESCRIPTOR, **kimi) == list(deployment.TP_SIZES)
+    assert deployment.admissible_tp(ct_int4.DESCRIPTOR, **kimi) == list(deployment.TP_SIZES)
+    assert deployment.kernel_table(nvfp4_modelopt.DESCRIPTOR) == {
+        "mi300x": "emulated", "mi355x": "emulated", "h200": "emulated", "b200": "native"}
+    assert deployment.kernel_table(fp8_block_deepseek.DESCRIPTOR)["h200"] == "-"
+
+
 def test_nvfp4_kernels_only_on_sm100() -> None:
     def kinds(target: str) -> list[str]:
         return [c for c, _ in deployment.deployment_problems(

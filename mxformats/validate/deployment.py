@@ -32,7 +32,7 @@ from .findings import Finding, Level, Severity, declare
 if TYPE_CHECKING:
     from .model import Checkpoint, Options
 
-__all__ = ["TARGETS", "deployment_problems", "run"]
+__all__ = ["TARGETS", "TP_SIZES", "admissible_tp", "deployment_problems", "kernel_table", "run"]
 
 _G = "deployment"
 _T = Level.STRUCTURE
@@ -118,6 +118,29 @@ def deployment_problems(
                  "note": DEPLOY_NOTE}[kind]
         out.append((check.id, message))
     return out
+
+
+#: The tensor-parallel sizes the preflight tries.
+TP_SIZES = (1, 2, 4, 8, 16, 32, 64)
+
+def admissible_tp(fmt: Descriptor, *, experts: int, moe_intermediate: int, intermediate: int,
+                  heads: int, dense_quantized: bool = False) -> list[int]:
+    """The sizes of :data:`TP_SIZES` whose split every kernel accepts (no expert parallelism):
+    the rules of :func:`deployment_problems`."""
+    return [tp for tp in TP_SIZES if not deployment_problems(
+        fmt, None, tp, 1, experts=experts, moe_intermediate=moe_intermediate,
+        intermediate=intermediate, heads=heads, dense_quantized=dense_quantized)]
+
+
+def kernel_table(fmt: Descriptor) -> dict[str, str]:
+    """vLLM's path for the format on each of :data:`TARGETS`: ``native``, ``emulated``,
+    ``unsupported``, or ``-`` where the descriptor says nothing (its generic path)."""
+    table = {}
+    for target, (vendor, arch, _) in TARGETS.items():
+        said = fmt.kernel(target, vendor, arch)
+        table[target] = "-" if said is None else {"unsupported": "unsupported",
+                                                  "slow": "emulated", "note": "native"}[said[0]]
+    return table
 
 
 def run(ckpt: Checkpoint, opts: Options) -> Iterator[Finding]:
