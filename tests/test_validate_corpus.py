@@ -21,6 +21,7 @@ from validate_corpus import (
     BASES,
     EXPERT,
     INDEX,
+    MIXED,
     PRODUCER,
     Case,
     Tensors,
@@ -40,6 +41,7 @@ from validate_corpus import (
     index_metadata,
     json_file,
     link_escape,
+    make_mixed_ct,
     nibble_swap,
     raw_header,
     set_tensor,
@@ -600,6 +602,12 @@ CASES += [
          {("EXCLUDE_UNMATCHED", W, None)} | {("NOT_EXCLUDED_UNQUANTIZED", E, f"language_model.model.layers.0.mlp.{p}.weight") for p in ("gate_proj", "up_proj", "down_proj")}),
     # NVFP4, compressed-tensors
     case("nvfp4-ct-k25-clean-full-source", "nvfp4-ct-mm", lambda p: None, 0, set(), level=Level.FULL, source=True),
+    # mixed precision: each module against its own group's scheme
+    case("ct-mixed-clean-full-source", "ct-mixed", lambda p: None, 0, set(), level=Level.FULL, source=True),
+    case("ct-mixed-int4-module-named-by-the-nvfp4-group", "ct-mixed", config(lambda c: c["quantization_config"]["config_groups"]["group_1"]["targets"].insert(0, EXPERT)), 1,
+         {("QUANT_DTYPE", E, f"{EXPERT}.weight_packed"), ("QUANT_SHAPE", E, f"{EXPERT}.weight_packed"), ("QUANT_SHAPE", E, f"{EXPERT}.weight_scale"), ("QUANT_DTYPE", E, f"{EXPERT}.weight_scale"),
+          ("QUANT_TENSOR_MISSING", E, f"{EXPERT}.weight_global_scale"), ("QUANT_TENSOR_MISSING", E, f"{EXPERT}.input_global_scale"), ("QUANT_TENSOR_UNEXPECTED", E, f"{EXPERT}.weight_shape")}),
+    case("ct-mixed-group-scheme-unverified", "ct-mixed", config(lambda c: c["quantization_config"]["config_groups"]["group_1"]["weights"].update(num_bits=8, type="int")), 2, {("FORMAT_UNSUPPORTED", E, None)}),
     case("nvfp4-ct-clean-full-source", "nvfp4-ct", lambda p: None, 0, set(), level=Level.FULL, source=True),
     case("nvfp4-ct-global-changed-source", "nvfp4-ct", set_tensor(f"{MO_EXPERT}.down_proj.weight_global_scale", lambda a: np.nextafter(a, np.float32(np.inf))), 1, {("REPRO_MISMATCH", E, f"{MO_EXPERT}.down_proj.weight_global_scale")}, source=True),
     case("nvfp4-ct-global-in-modelopt-convention", "nvfp4-ct", set_tensor(f"{MO_EXPERT}.down_proj.weight_global_scale", lambda a: (1 / a).astype(np.float32)), 1, {("NVFP4_GLOBAL_CONVENTION", E, f"{MO_EXPERT}.down_proj.weight_global_scale")}, level=Level.SCALES),
@@ -638,6 +646,9 @@ def twins(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     for name in sorted({c.base for c in CASES} | {"bf16"}):
         if name not in TWINS or not TWINS[name].exists():
             fmt, kw = BASES[name]
+            if fmt == MIXED:
+                TWINS[name] = make_mixed_ct(root / name)
+                continue
             if fmt.startswith(PRODUCER):
                 fixtures = Path(__file__).resolve().parent / "data" / "producers"
                 TWINS[name] = copy_tree(fixtures / fmt.removeprefix(PRODUCER), root / name)

@@ -30,6 +30,8 @@ Finding = tuple[str, str, "str | None"]
 
 #: A base whose fmt starts with this is a copy of that producer fixture (tests/data/producers).
 PRODUCER = "producer:"
+#: The base built by :func:`make_mixed_ct`.
+MIXED = "mixed:compressed-tensors"
 #: base name -> (make_kimi_checkpoint fmt, keyword arguments)
 BASES: dict[str, tuple[str, dict[str, Any]]] = {
     "mxfp4": ("quark-mxfp4", {}),
@@ -46,6 +48,8 @@ BASES: dict[str, tuple[str, dict[str, Any]]] = {
     "nvfp4-ct": (PRODUCER + "kimi-k2-nvfp4-compressed-tensors", {}),
     "nvfp4-mo-mm": ("modelopt-nvfp4", {"multimodal": True}),
     "nvfp4-ct-mm": ("compressed-tensors-nvfp4", {"multimodal": True}),
+    # compressed-tensors mixed precision: layer 1's experts INT4, layer 2's NVFP4
+    "ct-mixed": (MIXED, {}),
 }
 
 
@@ -265,3 +269,35 @@ def add_raw_tensor(name: str, dtype: str, shape: list[int], nbytes: int) -> Call
         idx["metadata"]["total_size"] = file if file_convention else tensor
         write_index(path, idx)
     return run
+
+
+def make_mixed_ct(path: Path) -> Path:
+    """A compressed-tensors ``mixed-precision`` checkpoint: layer 1's routed experts INT4 g32,
+    layer 2's NVFP4, one config group each (what llm-compressor writes for a recipe with two
+    schemes); its BF16 twin is ``<path>-bf16``, as for the generated bases."""
+    from mxformats.testing.checkpoints import make_kimi_checkpoint
+
+    int4 = make_kimi_checkpoint(path.with_name(path.name + "-int4"), "compressed-tensors-int4",
+                                source_out=path.with_name(path.name + "-bf16"))
+    nvfp4 = make_kimi_checkpoint(path.with_name(path.name + "-nvfp4"),
+                                 "compressed-tensors-nvfp4",
+                                 source=path.with_name(path.name + "-bf16"))
+    layer2 = "model.layers.2.mlp.experts."
+    tensors: dict[str, Any] = {}
+    for folder, keep in ((int4, lambda n: not n.startswith(layer2)),
+                         (nvfp4, lambda n: n.startswith(layer2))):
+        for shard in shards(folder):
+            tensors.update({n: a for n, a in read_safetensors(folder / shard).items() if keep(n)})
+    path.mkdir()
+    write_safetensors(path / "model.safetensors", dict(sorted(tensors.items())))
+    cfg = json.loads((int4 / "config.json").read_text())
+    qc = cfg["quantization_config"]
+    int4_group = qc["config_groups"]["group_0"]
+    nvfp4_group = json.loads((nvfp4 / "config.json").read_text())[
+        "quantization_config"]["config_groups"]["group_0"]
+    int4_group["targets"] = [r"re:.*layers\.1\.mlp\.experts\..*"]
+    nvfp4_group["targets"] = [r"re:.*layers\.2\.mlp\.experts\..*"]
+    qc["config_groups"] = {"group_0": int4_group, "group_1": nvfp4_group}
+    qc["format"] = "mixed-precision"
+    (path / "config.json").write_text(json.dumps(cfg, indent=2))
+    return path

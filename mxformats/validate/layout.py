@@ -197,7 +197,7 @@ def _check_quantized(
     ckpt: Checkpoint, mod: Module, shape: tuple[int, ...], opts: Options
 ) -> Iterator[Finding]:
     out, inp = shape[0], shape[-1]
-    desc = _descriptor(ckpt)
+    desc = _descriptor(ckpt).for_module(ckpt, mod.name)
     want = desc.expected_tensors(ckpt, out, inp)
     if not want:
         return

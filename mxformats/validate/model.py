@@ -178,6 +178,7 @@ class CheckpointFormat(str, Enum):
     CT_INT4 = "compressed-tensors-int4"
     CT_NVFP4 = "compressed-tensors-nvfp4"
     CT_FP8_BLOCK = "compressed-tensors-fp8-block"
+    CT_MIXED = "compressed-tensors-mixed"
     MODELOPT_NVFP4 = "modelopt-nvfp4"
     BF16 = "bf16"
     FP8_BLOCK = "fp8-block"

@@ -405,7 +405,8 @@ def quantized_modules(ckpt: Checkpoint) -> list[Module]:
     desc = ckpt.descriptor
     if desc is None:
         return []
-    return [m for _, m in sorted(ckpt.modules.items()) if desc.quantized(m)]
+    return [m for name, m in sorted(ckpt.modules.items())
+            if desc.for_module(ckpt, name).quantized(m)]
 
 
 def read_module(ckpt: Checkpoint, module: Module, params: tuple[str, ...]
@@ -697,24 +698,25 @@ def run(ckpt: Checkpoint, opts: Options) -> Iterator[Finding]:
     hist: dict[str, NDArray[np.int64]] = {}
     experts: dict[str, dict[int, dict[str, tuple[bytes, float, bool]]]] = defaultdict(dict)
     small: dict[str, dict[str, NDArray[Any]]] = {}
-    params = (*desc.scale_params, *desc.small_params)
-    wp = desc.weight_param
     lock = threading.Lock()
 
     def one(module: Module) -> Iterator[Finding]:
-        params_here = tuple(p for p in params if p in module.tensors)
+        own = desc.for_module(ckpt, module.name)
+        wp = own.weight_param
+        params_here = tuple(p for p in (*own.scale_params, *own.small_params)
+                            if p in module.tensors)
         needed = (*params_here, wp) if full else params_here
         arrays = read_module(ckpt, module, needed)
         if arrays is None:
             return  # unreadable: the files checks report it
         with lock:
             small[module.name] = {p: a for p, a in arrays.items() if a.size <= SMALL_ELEMENTS}
-        yield from desc.scale_findings(ckpt, module, arrays)
+        yield from own.scale_findings(ckpt, module, arrays)
         if not full:
             return
         stats = CodeStats()
         try:
-            found = list(desc.code_findings(ckpt, module, arrays, stats))
+            found = list(own.code_findings(ckpt, module, arrays, stats))
         except ValueError as exc:  # shapes the layout checks report; say why we skipped
             ref = module.tensors[wp]
             yield Finding(SCALE_NOT_TIGHT, f"{ref.name}: codes not checked ({exc})", ref.file,
@@ -738,7 +740,7 @@ def run(ckpt: Checkpoint, opts: Options) -> Iterator[Finding]:
     yield from desc.layer_findings(ckpt, small)
     yield from _bias_and_float_findings(ckpt, in_modules, full)
     if full:
-        yield from _expert_findings(ckpt, experts, wp)
+        yield from _expert_findings(ckpt, experts)
         if hist:
             yield Finding(CODE_HISTOGRAM, "code histogram: " + "; ".join(
                 f"{k} {list(map(int, v))}" for k, v in sorted(hist.items())),
@@ -774,11 +776,14 @@ def _bias_and_float_findings(ckpt: Checkpoint, skip: set[str], full: bool
 
 
 def _expert_findings(ckpt: Checkpoint,
-                     experts: dict[str, dict[int, dict[str, tuple[bytes, float, bool]]]],
-                     wp: str) -> Iterator[Finding]:
+                     experts: dict[str, dict[int, dict[str, tuple[bytes, float, bool]]]]
+                     ) -> Iterator[Finding]:
+    desc = ckpt.descriptor
     for layer, by_expert in sorted(experts.items()):
         def ref_of(e: int, proj: str, layer: str = layer) -> TensorRef:
-            return ckpt.tensors[f"{layer}.{e}.{proj}.{wp}"]
+            module = f"{layer}.{e}.{proj}"
+            own = desc.for_module(ckpt, module) if desc is not None else None
+            return ckpt.tensors[f"{module}.{own.weight_param if own else 'weight'}"]
 
         for e, projs in sorted(by_expert.items()):
             if projs and all(z for _, _, z in projs.values()):

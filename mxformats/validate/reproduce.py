@@ -321,7 +321,8 @@ def run(ckpt: Checkpoint, opts: Options) -> Iterator[Finding]:
     listed = _Listing()
     for name in chosen:
         module = modules[name]
-        params = _params(desc, module)
+        own = desc.for_module(ckpt, name)
+        params = _params(own, module)
         wref = module.tensors[params[0]]
         try:
             w = source.weight(name)
@@ -337,8 +338,8 @@ def run(ckpt: Checkpoint, opts: Options) -> Iterator[Finding]:
         if arrays is None:
             continue  # unreadable: the files checks report it
         try:
-            r = reproduce_module(desc, name, w, arrays,
-                                 desc.produce_module(name, w, source.sibling))
+            r = reproduce_module(own, name, w, arrays,
+                                 own.produce_module(name, w, source.sibling))
         except (ValueError, TypeError) as exc:
             missing.append(Finding(REPRO_SOURCE_MISSING, f"{name}: cannot re-quantize the "
                                    f"source weight {w.dtype}{list(w.shape)} ({exc})", wref.file,
@@ -350,7 +351,7 @@ def run(ckpt: Checkpoint, opts: Options) -> Iterator[Finding]:
             ref = module.tensors.get(p, wref)
             yield from listed.add(Finding(REPRO_MISMATCH, f"{name}.{p} not reproduced by profile "
                                           f"{profile!r}: {msg}", ref.file, ref.name, ref.begin))
-        verdict = _numeric_verdict(desc, r, claimed=not unclaimed)
+        verdict = _numeric_verdict(own, r, claimed=not unclaimed)
         if verdict is not None:
             check, severity, message = verdict
             yield from listed.add(Finding(check, f"{name}: {message}", wref.file, wref.name,

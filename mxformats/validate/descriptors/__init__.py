@@ -10,6 +10,7 @@ from __future__ import annotations
 from . import (
     bf16,
     ct_int4,
+    ct_mixed,
     fp8_block_ct,
     fp8_block_deepseek,
     nvfp4_ct,
@@ -30,6 +31,7 @@ DESCRIPTORS: tuple[Descriptor, ...] = (
     ct_int4.DESCRIPTOR,
     nvfp4_ct.DESCRIPTOR,
     fp8_block_ct.DESCRIPTOR,
+    ct_mixed.DESCRIPTOR,
     nvfp4_modelopt.DESCRIPTOR,
     fp8_block_deepseek.DESCRIPTOR,
 )

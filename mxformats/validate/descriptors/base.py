@@ -136,6 +136,11 @@ class Descriptor:
         """Why the loader cannot load ``exp`` quantized in this format (None: it can)."""
         return None
 
+    def for_module(self, ckpt: Checkpoint, module: str) -> Descriptor:
+        """The descriptor ``module`` is stored in: this one, except in a mixed-precision
+        checkpoint, where each module follows its own group's scheme."""
+        return self
+
     # -- tensors ----------------------------------------------------------------------------
 
     def expected_tensors(self, ckpt: Checkpoint, out: int, inp: int) -> TensorSpec:

@@ -68,11 +68,20 @@ class CompressedTensorsDescriptor(Descriptor):
             out.append("kv_cache_scheme must be null (k/v scale tensors are not handled)")
         for gname, group in groups(qc):
             where = f"config_groups.{gname}"
+            member = self.group_member(group)
+            if member is None:
+                out.append(f"{where}: its weights scheme is not one mxformats verifies")
+                continue
             fmt = group.get("format")
-            if fmt is not None and fmt not in self.storage:
-                out.append(f"{where}.format is {fmt!r}, not {self.storage[0]!r}")
-            out += self.group_problems(where, group)
+            if fmt is not None and fmt not in member.storage:
+                out.append(f"{where}.format is {fmt!r}, not {member.storage[0]!r}")
+            out += member.group_problems(where, group)
         return out
+
+    def group_member(self, group: Mapping[str, Any]) -> CompressedTensorsDescriptor | None:
+        """The descriptor a config group's scheme is checked against (this one, except in a
+        mixed-precision checkpoint)."""
+        return self
 
     def group_problems(self, where: str, group: Mapping[str, Any]) -> list[str]:
         """Problems of one config group's scheme."""
