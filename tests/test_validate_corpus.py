@@ -602,6 +602,7 @@ CASES += [
          {("EXCLUDE_UNMATCHED", W, None)} | {("NOT_EXCLUDED_UNQUANTIZED", E, f"language_model.model.layers.0.mlp.{p}.weight") for p in ("gate_proj", "up_proj", "down_proj")}),
     # NVFP4, compressed-tensors
     case("nvfp4-ct-k25-clean-full-source", "nvfp4-ct-mm", lambda p: None, 0, set(), level=Level.FULL, source=True),
+    case("plain-bf16-with-a-quantized-module", "bf16", quantize_mx(EXPERT), 1, {("UNQUANTIZABLE_QUANTIZED", E, FP8_W)}),
     # mixed precision: each module against its own group's scheme
     case("ct-mixed-clean-full-source", "ct-mixed", lambda p: None, 0, set(), level=Level.FULL, source=True),
     case("ct-mixed-int4-module-named-by-the-nvfp4-group", "ct-mixed", config(lambda c: c["quantization_config"]["config_groups"]["group_1"]["targets"].insert(0, EXPERT)), 1,
