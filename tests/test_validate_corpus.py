@@ -22,6 +22,7 @@ from validate_corpus import (
     EXPERT,
     INDEX,
     MIXED,
+    MODELOPT_FP8,
     PRODUCER,
     Case,
     Tensors,
@@ -42,6 +43,7 @@ from validate_corpus import (
     json_file,
     link_escape,
     make_mixed_ct,
+    make_modelopt_fp8_block,
     nibble_swap,
     raw_header,
     set_tensor,
@@ -513,6 +515,7 @@ CASES += [
 # -- issue 14: the FP8 block and NVFP4 descriptors -------------------------------------------------
 
 MO_EXPERT = "model.layers.2.mlp.experts.1"
+DENSE_GATE = "model.layers.0.mlp.gate_proj"  # [256, 128]: a 2x1 scale grid
 FP8_W = f"{EXPERT}.weight"
 
 
@@ -603,6 +606,12 @@ CASES += [
     # NVFP4, compressed-tensors
     case("nvfp4-ct-k25-clean-full-source", "nvfp4-ct-mm", lambda p: None, 0, set(), level=Level.FULL, source=True),
     case("plain-bf16-with-a-quantized-module", "bf16", quantize_mx(EXPERT), 1, {("UNQUANTIZABLE_QUANTIZED", E, FP8_W)}),
+    # ModelOpt FP8_PB_WO: the 4-D weight_scale, or a 2-D one
+    case("modelopt-fp8-block-clean-full", "mo-fp8", lambda p: None, 0, set(), level=Level.FULL),
+    case("modelopt-fp8-block-2d-scale", "mo-fp8", set_tensor(f"{EXPERT}.weight_scale", lambda a: a.reshape(a.shape[0], a.shape[2])), 0, set(), level=Level.FULL),
+    case("modelopt-fp8-block-scale-transposed-4d", "mo-fp8", set_tensor(f"{DENSE_GATE}.weight_scale", lambda a: a.reshape(1, a.shape[0], 1, a.shape[2])), 1, {("QUANT_SHAPE", E, f"{DENSE_GATE}.weight_scale")}),
+    case("modelopt-fp8-block-scales-algo-not-in-vllm", "mo-fp8", config(lambda c: c["quantization_config"].update(quant_algo="FP8_BLOCK_SCALES")), 1, {("CONFIG_QUANT", E, None)}),
+    case("modelopt-fp8-block-tile-not-tight", "mo-fp8", set_tensor(FP8_W, _fp8_bytes(0x38)), 1, {("FP8_TILE_NOT_TIGHT", E, FP8_W)}, level=Level.FULL),
     # mixed precision: each module against its own group's scheme
     case("ct-mixed-clean-full-source", "ct-mixed", lambda p: None, 0, set(), level=Level.FULL, source=True),
     case("ct-mixed-int4-module-named-by-the-nvfp4-group", "ct-mixed", config(lambda c: c["quantization_config"]["config_groups"]["group_1"]["targets"].insert(0, EXPERT)), 1,
@@ -647,8 +656,9 @@ def twins(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     for name in sorted({c.base for c in CASES} | {"bf16"}):
         if name not in TWINS or not TWINS[name].exists():
             fmt, kw = BASES[name]
-            if fmt == MIXED:
-                TWINS[name] = make_mixed_ct(root / name)
+            if fmt in (MIXED, MODELOPT_FP8):
+                build_base = make_mixed_ct if fmt == MIXED else make_modelopt_fp8_block
+                TWINS[name] = build_base(root / name)
                 continue
             if fmt.startswith(PRODUCER):
                 fixtures = Path(__file__).resolve().parent / "data" / "producers"

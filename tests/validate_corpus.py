@@ -30,8 +30,9 @@ Finding = tuple[str, str, "str | None"]
 
 #: A base whose fmt starts with this is a copy of that producer fixture (tests/data/producers).
 PRODUCER = "producer:"
-#: The base built by :func:`make_mixed_ct`.
+#: The bases built by :func:`make_mixed_ct` and :func:`make_modelopt_fp8_block`.
 MIXED = "mixed:compressed-tensors"
+MODELOPT_FP8 = "modelopt:fp8-pb-wo"
 #: base name -> (make_kimi_checkpoint fmt, keyword arguments)
 BASES: dict[str, tuple[str, dict[str, Any]]] = {
     "mxfp4": ("quark-mxfp4", {}),
@@ -50,6 +51,8 @@ BASES: dict[str, tuple[str, dict[str, Any]]] = {
     "nvfp4-ct-mm": ("compressed-tensors-nvfp4", {"multimodal": True}),
     # compressed-tensors mixed precision: layer 1's experts INT4, layer 2's NVFP4
     "ct-mixed": (MIXED, {}),
+    # ModelOpt FP8_PB_WO (made from the DeepSeek layout; no producer fixture)
+    "mo-fp8": (MODELOPT_FP8, {}),
 }
 
 
@@ -299,5 +302,30 @@ def make_mixed_ct(path: Path) -> Path:
     nvfp4_group["targets"] = [r"re:.*layers\.2\.mlp\.experts\..*"]
     qc["config_groups"] = {"group_0": int4_group, "group_1": nvfp4_group}
     qc["format"] = "mixed-precision"
+    (path / "config.json").write_text(json.dumps(cfg, indent=2))
+    return path
+
+
+def make_modelopt_fp8_block(path: Path) -> Path:
+    """A ModelOpt ``FP8_PB_WO`` checkpoint: the DeepSeek FP8 block layout of an architecture
+    whose quantized Linears are multiples of 128 (attention left BF16), each
+    ``weight_scale_inv`` stored as ModelOpt's ``weight_scale`` ``[O/128, 1, I/128, 1]``, a flat
+    ``quant_method: modelopt`` config with wildcard ``ignore`` entries."""
+    from mxformats.testing.checkpoints import make_kimi_checkpoint
+
+    ignore = ["lm_head", "*.gate", "*embed*", "*norm*", "*self_attn*"]
+    make_kimi_checkpoint(path, "fp8-block-deepseek", hidden=128, moe_intermediate=128,
+                         intermediate=256, exclude=ignore)
+
+    def to_modelopt(data: Tensors) -> None:
+        for tensors in data.values():
+            for name in [n for n in tensors if n.endswith(".weight_scale_inv")]:
+                s = tensors.pop(name)
+                tensors[name.removesuffix("_inv")] = s.reshape(s.shape[0], 1, s.shape[1], 1)
+    edit(path, to_modelopt)
+    cfg = json.loads((path / "config.json").read_text())
+    cfg["quantization_config"] = {"quant_method": "modelopt", "quant_algo": "FP8_PB_WO",
+                                  "ignore": ignore,
+                                  "producer": {"name": "modelopt", "version": "0.47.0"}}
     (path / "config.json").write_text(json.dumps(cfg, indent=2))
     return path

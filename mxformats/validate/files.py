@@ -27,7 +27,7 @@ from mxformats.tensorfile import (
 from .arch import derive, quantization_config
 from .descriptors import UNSUPPORTED, Configs, Descriptor, detect
 from .descriptors.bf16 import DESCRIPTOR as BF16
-from .descriptors.nvfp4_modelopt import modelopt_view
+from .descriptors.modelopt import modelopt_view
 from .findings import Finding, Level, Severity, declare
 from .model import Checkpoint, Module, Options, TensorRef
 from .reader import (

@@ -13,6 +13,7 @@ from . import (
     ct_mixed,
     fp8_block_ct,
     fp8_block_deepseek,
+    fp8_block_modelopt,
     nvfp4_ct,
     nvfp4_modelopt,
     quark_mxfp4,
@@ -33,6 +34,7 @@ DESCRIPTORS: tuple[Descriptor, ...] = (
     fp8_block_ct.DESCRIPTOR,
     ct_mixed.DESCRIPTOR,
     nvfp4_modelopt.DESCRIPTOR,
+    fp8_block_modelopt.DESCRIPTOR,
     fp8_block_deepseek.DESCRIPTOR,
 )
 

@@ -105,8 +105,8 @@ class FP8BlockDescriptor(Descriptor):
             self.scale_name: ((self.scale_dtype,), ((cdiv(out, bo), cdiv(inp, bi)),)),
         }
 
-    def fingerprint(self) -> float:
-        """The scale the producer writes for an all-zero tile."""
+    def fingerprint(self) -> float | None:
+        """The scale the producer writes for an all-zero tile (None: not known)."""
         zero = np.zeros((1, 1), dtype=ml_dtypes.bfloat16)
         return float(np.asarray(quantize_fp8_block(zero, block=(1, 1),
                                                    profile=self.profile or "").scales)
@@ -142,6 +142,8 @@ class FP8BlockDescriptor(Descriptor):
             yield finding(FP8_TILE_NOT_TIGHT, wref, f"{loose.n} non-zero tile(s) whose largest "
                           f"|code| is below 256 (first tile {where(scales.shape, loose.first)})")
         mark = self.fingerprint()
+        if mark is None:
+            return
         odd = Count.of(~nonzero & usable & (scales != mark))
         if odd.n:
             sref = module.tensors[self.scale_name]
