@@ -9,10 +9,11 @@ and every shard header, never tensor data) and reports what it could not read as
 
 It declares its checks at import time with :func:`~mxformats.validate.findings.declare` and
 yields :class:`~mxformats.validate.findings.Finding` objects. The runner
-(:mod:`mxformats.validate.runner`) imports the known modules (``files``, ``coverage``,
-``layout`` and, when present, ``numbers``, ``reproduce``, ``manifest``, ``deployment``), calls
+(:mod:`mxformats.validate.runner`) imports the check modules (``files``, ``coverage``,
+``layout``, ``numbers``, ``reproduce``, ``manifest``, ``deployment``: ``CHECK_MODULES``), calls
 ``run`` for each and turns any exception it raises into an ``INTERNAL_ERROR`` finding: a check
-must never crash the run. A module reads only what ``opts.level`` allows (``structure``: nothing
+must never crash the run. What differs between checkpoint formats is not in the check modules
+but in each format's descriptor (:mod:`mxformats.validate.descriptors`). A module reads only what ``opts.level`` allows (``structure``: nothing
 beyond headers; ``scales``: scale and small tensors; ``full``: everything) and reads tensor data
 only with :meth:`Checkpoint.read` (bounded, through the header's offsets, after path safety).
 Numeric checks apply only when :attr:`Checkpoint.numeric` is true (a verified quantized format).
