@@ -13,8 +13,8 @@ mxformats. A sanity step checks that the copy's files are the ones imported.
 
 Runs go to ``--jobs`` worker processes at once (default: the usable cores): every distinct
 baseline selection once, and every mutant in its own copy. Each pytest run gets its own
-``--basetemp`` and the derandomized Hypothesis profile ``ci`` (``tests/conftest.py``), so a
-mutant is killed by the same examples on every run. The summary counts distinct patches
+``--basetemp`` and the Hypothesis profile ``mutants`` (``tests/conftest.py``: derandomized,
+no shrinking), so a mutant is killed by the same examples on every run. The summary counts distinct patches
 caught (every selection red) and (patch, selection) pairs.
 
 Usage: ``python tests/mutants/run.py [--list] [--jobs N] [NAME ...]`` (NAME: patch file stem).
@@ -125,7 +125,7 @@ def env_for(copy: Path) -> dict[str, str]:
     env["PYTHONPATH"] = os.pathsep.join(extra)
     env["MXFORMATS_ROOT"] = str(copy)
     env["PYTHONDONTWRITEBYTECODE"] = "1"
-    env["HYPOTHESIS_PROFILE"] = "ci"
+    env["HYPOTHESIS_PROFILE"] = "mutants"
     return env
 
 
