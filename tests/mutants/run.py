@@ -173,6 +173,7 @@ def run_pytest(copy: Path, selection: list[str], timeout: float) -> tuple[int, s
     (or clean up) each other's temporary folders."""
     with _run_ids_lock:
         basetemp = copy.parent / "_tmp" / str(next(_run_ids))
+    basetemp.parent.mkdir(exist_ok=True)  # pytest makes basetemp itself, not its parents
     cmd = [
         sys.executable,
         "-m",
