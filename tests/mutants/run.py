@@ -212,15 +212,21 @@ def describe(rc: int) -> str:
     return PYTEST_EXIT.get(rc, "timeout" if rc == -1 else f"exit {rc}")
 
 
-def run_mutant(mutant: Mutant, work: Path, timeout: float) -> str | list[tuple[int, str]]:
+def run_mutant(
+    mutant: Mutant, work: Path, timeout: float, keep: bool
+) -> str | list[tuple[int, str]]:
     """Apply the patch in a fresh copy and run each selection there: the patch error, or one
-    ``(exit code, log)`` per selection."""
+    ``(exit code, log)`` per selection. The copy is removed afterwards unless ``keep``."""
     copy = work / mutant.name
     copy_repo(copy)
-    error = apply_patch(copy, mutant.path)
-    if error is not None:
-        return error
-    return [run_pytest(copy, selection, timeout) for selection in mutant.must_fail]
+    try:
+        error = apply_patch(copy, mutant.path)
+        if error is not None:
+            return error
+        return [run_pytest(copy, selection, timeout) for selection in mutant.must_fail]
+    finally:
+        if not keep:
+            shutil.rmtree(copy, ignore_errors=True)
 
 
 def judge(
@@ -257,7 +263,7 @@ def judge(
 
 
 def check_all(
-    mutants: list[Mutant], pristine: Path, work: Path, timeout: float, jobs: int
+    mutants: list[Mutant], pristine: Path, work: Path, timeout: float, jobs: int, keep: bool
 ) -> list[Row]:
     """Every distinct baseline selection once and every mutant, ``jobs`` pytest runs at once.
 
@@ -269,7 +275,7 @@ def check_all(
 
     def mutant_task(mutant: Mutant) -> str | list[tuple[int, str]]:
         began = time.monotonic()
-        runs = run_mutant(mutant, work, timeout)
+        runs = run_mutant(mutant, work, timeout, keep)
         verdicts = (
             "PATCH FAILED"
             if isinstance(runs, str)
@@ -293,7 +299,8 @@ def check_all(
         baselines = {label: f.result() for label, f in base_futures.items()}
         red = [label for label, (rc, _) in baselines.items() if rc != PYTEST_OK]
         print(
-            f"baselines: {len(baselines) - len(red)}/{len(baselines)} distinct selections green",
+            f"[{time.monotonic() - start:6.0f}s] baselines: "
+            f"{len(baselines) - len(red)}/{len(baselines)} distinct selections green",
             flush=True,
         )
         rows: list[Row] = []
@@ -358,7 +365,7 @@ def main(argv: list[str] | None = None) -> int:
         check_imports(pristine)
         print(f"sanity: mxformats and mxformats.kernels import from the copy under {work}")
         start = time.monotonic()
-        rows = check_all(mutants, pristine, work, args.timeout, max(1, args.jobs))
+        rows = check_all(mutants, pristine, work, args.timeout, max(1, args.jobs), args.keep)
         elapsed = time.monotonic() - start
     finally:
         if args.keep:
