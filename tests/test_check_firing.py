@@ -35,6 +35,8 @@ FIRED_BY_TEST: dict[str, str] = {
     "EXPERT_DUPLICATE": "test_validate_numbers::test_duplicate_experts_and_rms_outlier",
     "EXPERT_RMS_OUTLIER": "test_validate_numbers::test_duplicate_experts_and_rms_outlier",
     "FUSED_PAIR_MISMATCH": "test_validate_core::test_fused_pair_mismatch",
+    "HUB_RANGE_IGNORED": "test_validate_hub::test_bad_answers_are_findings",
+    "HUB_READ_FAILED": "test_validate_hub::test_bad_answers_are_findings",
     "INTERNAL_ERROR": "test_validate_core::test_check_exception_becomes_a_finding",
     "MANIFEST_MISMATCH": "test_validate_numbers::test_manifest_written_then_verified",
     "MANIFEST_MISSING_FILE": "test_validate_numbers::test_manifest_lists_new_and_missing_shards",
@@ -47,7 +49,7 @@ FIRED_BY_TEST: dict[str, str] = {
     ),
     "REPRO_SOURCE_MISSING": "test_validate_reproduce::test_source_problems",
     "REPRO_SOURCE_UNSUPPORTED": "test_validate_reproduce::test_source_problems",
-    "REPRO_SUMMARY": "test_validate_reproduce::test_source_problems",
+    "REPRO_SUMMARY": "test_validate_reproduce::test_a_source_holding_none_of_the_modules_fails_once",
     "ROW_ALL_ZERO": "test_validate_numbers::test_zero_rows_single_code_and_all_zero_expert",
     "SCALE_NOT_TIGHT": "test_validate_numbers::test_scale_not_tight_on_planted_codes",
     "TENSOR_SINGLE_CODE": "test_validate_numbers::test_zero_rows_single_code_and_all_zero_expert",
@@ -56,13 +58,6 @@ FIRED_BY_TEST: dict[str, str] = {
 #: Checks that no test may fire, each with the reason. None today.
 WAIVED: dict[str, str] = {}
 
-# ---- AWAITING_CASES: the lead removes this list at merge -----------------------------------
-#: Checks no test fired on main at 4521362; other branches of issue 12 add the corpus cases.
-#: ``test_awaiting_list_is_not_stale`` fails once a case fires one of them: delete it here then.
-AWAITING_CASES: frozenset[str] = frozenset(
-    {"CONFIG_ARCH", "INDEX_MISSING", "QUANT_DTYPE_UNUSUAL", "TENSOR_MISSING", "UNQUANT_DTYPE"}
-)
-# ---- end of AWAITING_CASES -----------------------------------------------------------------
 
 
 def _fired_by_cases() -> dict[str, str]:
@@ -86,7 +81,7 @@ def _fired_by_cases() -> dict[str, str]:
 
 def test_every_check_is_fired_or_waived() -> None:
     catalogue = set(_catalogue())
-    covered = set(_fired_by_cases()) | set(FIRED_BY_TEST) | set(WAIVED) | AWAITING_CASES
+    covered = set(_fired_by_cases()) | set(FIRED_BY_TEST) | set(WAIVED)
     assert not catalogue - covered, (
         f"checks no test fires: {sorted(catalogue - covered)}; add a corpus case "
         "(tests/test_validate_corpus.py), or name the test in FIRED_BY_TEST, or waive it"
@@ -95,7 +90,7 @@ def test_every_check_is_fired_or_waived() -> None:
 
 def test_every_listed_id_is_in_the_catalogue() -> None:
     catalogue = set(_catalogue())
-    for listed in (set(_fired_by_cases()), set(FIRED_BY_TEST), set(WAIVED), AWAITING_CASES):
+    for listed in (set(_fired_by_cases()), set(FIRED_BY_TEST), set(WAIVED)):
         assert listed <= catalogue, sorted(listed - catalogue)
     assert all(reason.strip() for reason in WAIVED.values())
 
@@ -106,10 +101,3 @@ def test_named_tests_exist_and_assert_their_check() -> None:
         function = getattr(importlib.import_module(module_name), function_name, None)
         assert callable(function), f"{cid}: {node} does not exist"
         assert f'"{cid}"' in inspect.getsource(function), f"{node} does not name {cid}"
-
-
-def test_awaiting_list_is_not_stale() -> None:
-    fired = _fired_by_cases()
-    done = {cid: fired[cid] for cid in AWAITING_CASES if cid in fired}
-    done |= {cid: FIRED_BY_TEST[cid] for cid in AWAITING_CASES if cid in FIRED_BY_TEST}
-    assert not done, f"fired now, remove from AWAITING_CASES: {done}"
