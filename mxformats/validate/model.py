@@ -13,9 +13,10 @@ yields :class:`~mxformats.validate.findings.Finding` objects. The runner
 ``layout``, ``numbers``, ``reproduce``, ``manifest``, ``deployment``: ``CHECK_MODULES``), calls
 ``run`` for each and turns any exception it raises into an ``INTERNAL_ERROR`` finding: a check
 must never crash the run. What differs between checkpoint formats is not in the check modules
-but in each format's descriptor (:mod:`mxformats.validate.descriptors`). A module reads only what ``opts.level`` allows (``structure``: nothing
-beyond headers; ``scales``: scale and small tensors; ``full``: everything) and reads tensor data
-only with :meth:`Checkpoint.read` (bounded, through the header's offsets, after path safety).
+but in each format's descriptor (:mod:`mxformats.validate.descriptors`). A module reads only
+what ``opts.level`` allows (``structure``: nothing beyond headers; ``scales``: scale and small
+tensors; ``full``: everything) and reads tensor data only with :meth:`Checkpoint.read`
+(bounded, through the header's offsets, after path safety).
 Numeric checks apply only when :attr:`Checkpoint.numeric` is true (a verified quantized format).
 
 A finding may carry ``extra={"reproduction": {...}}`` (the ``--source`` module): the runner puts
