@@ -7,6 +7,9 @@ Adding a format means adding a module here that defines ``DESCRIPTOR`` (a
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from . import (
     bf16,
     ct_int4,
@@ -22,7 +25,8 @@ from . import (
 from .base import Configs, Descriptor
 from .unsupported import UNSUPPORTED, Unsupported
 
-__all__ = ["DESCRIPTORS", "UNSUPPORTED", "Configs", "Descriptor", "by_format", "detect"]
+__all__ = ["DESCRIPTORS", "UNSUPPORTED", "Configs", "Descriptor", "by_format", "detect",
+           "profile_for"]
 
 #: Every format the validator verifies, in detection order.
 DESCRIPTORS: tuple[Descriptor, ...] = (
@@ -47,6 +51,29 @@ def detect(configs: Configs) -> tuple[Descriptor, str]:
         if detail is not None:
             return descriptor, detail
     return UNSUPPORTED, Unsupported.why(configs)
+
+
+def profile_for(config: Mapping[str, Any],
+                hf_quant_config: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """What a checkpoint's configs declare, in words: ``format`` (its descriptor's name),
+    ``detail``, ``producer_profile`` (the reference profile ``--source`` reproduces its bytes
+    with; None when there is none) and ``tp_multiple`` (what a tensor-parallel partition must
+    be a multiple of). ``config``: config.json (the top-level ``quantization_config`` wins over
+    ``text_config``'s, as in vLLM); ``hf_quant_config``: ModelOpt's hf_quant_config.json.
+
+    >>> profile_for({"quantization_config": {"quant_method": "fp8", "fmt": "e4m3",
+    ...     "weight_block_size": [128, 128], "activation_scheme": "dynamic"}})["producer_profile"]
+    'deepseek'
+    >>> profile_for({})["format"]
+    'bf16'
+    """
+    top = config.get("quantization_config")
+    text = config.get("text_config")
+    nested = text.get("quantization_config") if isinstance(text, Mapping) else None
+    qc = top if isinstance(top, Mapping) else nested if isinstance(nested, Mapping) else None
+    descriptor, detail = detect(Configs(qc, hf_quant_config))
+    return {"format": descriptor.format.value, "detail": detail,
+            "producer_profile": descriptor.profile, "tp_multiple": descriptor.tp_multiple}
 
 
 def by_format(value: str) -> Descriptor:
