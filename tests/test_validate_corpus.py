@@ -557,6 +557,19 @@ def _modelopt_exclude(old: str, new: str) -> Callable[[Path], None]:
     return run
 
 
+def _never_minus_8(path: Path) -> None:
+    """Every INT4 code -8 (compressed-tensors nibble 0, stored q+8) turned into -7, in every
+    weight_packed: what a QAT checkpoint that never uses -8 looks like (groups stay tight)."""
+    def inner(data: Tensors) -> None:
+        for tensors in data.values():
+            for name in [n for n in tensors if n.endswith(".weight_packed")]:
+                b = tensors[name].view(np.uint8).copy()
+                b = np.where(b & 0x0F == 0, b | 0x01, b)
+                b = np.where(b & 0xF0 == 0, b | 0x10, b)
+                tensors[name] = b.view(np.int32).reshape(tensors[name].shape)
+    edit(path, inner)
+
+
 def _hf_quant(fn: Callable[[dict[str, Any]], None]) -> Callable[[Path], None]:
     return json_file("hf_quant_config.json", lambda d: fn(d["quantization"]))
 
@@ -612,6 +625,7 @@ CASES += [
     case("modelopt-fp8-block-scale-transposed-4d", "mo-fp8", set_tensor(f"{DENSE_GATE}.weight_scale", lambda a: a.reshape(1, a.shape[0], 1, a.shape[2])), 1, {("QUANT_SHAPE", E, f"{DENSE_GATE}.weight_scale")}),
     case("modelopt-fp8-block-scales-algo-not-in-vllm", "mo-fp8", config(lambda c: c["quantization_config"].update(quant_algo="FP8_BLOCK_SCALES")), 1, {("CONFIG_QUANT", E, None)}),
     case("modelopt-fp8-block-tile-not-tight", "mo-fp8", set_tensor(FP8_W, _fp8_bytes(0x38)), 1, {("FP8_TILE_NOT_TIGHT", E, FP8_W)}, level=Level.FULL),
+    case("ct-int4-never-minus-8-qat-fingerprint", "ct", _never_minus_8, 0, {("FINGERPRINT", INFO, None)}, level=Level.FULL),
     # mixed precision: each module against its own group's scheme
     case("ct-mixed-clean-full-source", "ct-mixed", lambda p: None, 0, set(), level=Level.FULL, source=True),
     case("ct-mixed-int4-module-named-by-the-nvfp4-group", "ct-mixed", config(lambda c: c["quantization_config"]["config_groups"]["group_1"]["targets"].insert(0, EXPERT)), 1,

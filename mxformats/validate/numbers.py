@@ -125,6 +125,13 @@ CODE_HISTOGRAM = declare(
     "per tensor), in the JSON finding's extras: 16 counts per kind, fp4 by code 0..15, int4 "
     "by value + 8.",
     "Nothing to fix: provenance (e.g. INT4 -8 present means min-max re-quantization).")
+FINGERPRINT = declare(
+    "FINGERPRINT", INFO, _S, _N,
+    "Which producer, recipe or calibration the numbers point to (the JSON finding's extras "
+    "list each): INT4 codes that never use -8 (QAT: Kimi's official INT4 uses 15 of 16 codes), "
+    "one activation scale shared by every expert of a layer (one calibration value per layer, "
+    "or experts never routed during calibration), gate and up sharing one global scale.",
+    "Nothing to fix: provenance.")
 ROW_ALL_ZERO = declare(
     "ROW_ALL_ZERO", W, _F, _N,
     "Output rows whose codes are all zero: dead output channels.",
@@ -739,12 +746,20 @@ def run(ckpt: Checkpoint, opts: Options) -> Iterator[Finding]:
     yield from for_each_module(ckpt, opts, one, modules)
     yield from desc.layer_findings(ckpt, small)
     yield from _bias_and_float_findings(ckpt, in_modules, full)
+    prints = list(desc.fingerprints(ckpt, small))
     if full:
         yield from _expert_findings(ckpt, experts)
         if hist:
             yield Finding(CODE_HISTOGRAM, "code histogram: " + "; ".join(
                 f"{k} {list(map(int, v))}" for k, v in sorted(hist.items())),
                 extra={k: [int(x) for x in v] for k, v in hist.items()})
+        int4 = hist.get("int4")
+        if int4 is not None and int4.sum() and not int4[0]:
+            prints.append(f"INT4 codes never use -8 ({int(int4.sum())} sampled codes, "
+                          f"{int(np.count_nonzero(int4))} of 16 values): quantization-aware "
+                          "training, as Kimi's official INT4 releases")
+    if prints:
+        yield Finding(FINGERPRINT, "; ".join(prints), extra={"fingerprints": prints})
 
 
 def _bias_and_float_findings(ckpt: Checkpoint, skip: set[str], full: bool

@@ -187,6 +187,12 @@ class Descriptor:
         it needs); None when there is nothing to say."""
         return None
 
+    def fingerprints(self, ckpt: Checkpoint, arrays: dict[str, dict[str, NDArray[Any]]]
+                     ) -> Iterator[str]:
+        """Provenance the small scale tensors show (``arrays``: module -> its small scales),
+        one sentence each (the FINGERPRINT finding)."""
+        return iter(())
+
     # -- reproduction -----------------------------------------------------------------------
 
     def reproduce_params(self) -> tuple[str, ...]:

@@ -165,6 +165,34 @@ class NVFP4Descriptor(Descriptor):
                              profile=DEFAULT_CONSUMER[self.profile or ""])
         return np.asarray(d, dtype=np.float64)[..., :cols]
 
+    def fingerprints(self, ckpt: Checkpoint, arrays: dict[str, dict[str, NDArray[Any]]]
+                     ) -> Iterator[str]:
+        values: dict[tuple[str, str], set[bytes]] = {}
+        counts: dict[tuple[str, str], int] = {}
+        for name, found in arrays.items():
+            layer, sep, rest = name.partition(".mlp.experts.")
+            if sep and self.input_name in found:
+                key = (layer, rest.rpartition(".")[2])
+                values.setdefault(key, set()).add(found[self.input_name].tobytes())
+                counts[key] = counts.get(key, 0) + 1
+        shared = sorted(key for key, v in values.items() if len(v) == 1 and counts[key] > 1)
+        if shared:
+            layer, projection = shared[0]
+            yield (f"{self.input_name} is one value for all experts in {len(shared)} of "
+                   f"{len(values)} (layer, projection) pairs (e.g. {layer} {projection}): "
+                   "one calibration value per layer, or experts never routed during "
+                   "calibration")
+        pairs = [(found, arrays.get(name[: -len("gate_proj")] + "up_proj"))
+                 for name, found in arrays.items()
+                 if name.endswith(".gate_proj") and ".experts." in name]
+        same = [g[self.global_name].tobytes() == u[self.global_name].tobytes()
+                for g, u in pairs if u is not None and self.global_name in g
+                and self.global_name in u]
+        if same and all(same):
+            yield (f"gate_proj and up_proj share one {self.global_name} in all {len(same)} "
+                   "experts (ModelOpt sync_moe_gate_up_amax; llm-compressor oneshot's fused "
+                   "global scale)")
+
     def layer_findings(self, ckpt: Checkpoint, arrays: dict[str, dict[str, NDArray[Any]]]
                        ) -> Iterator[Finding]:
         for name in sorted(arrays):

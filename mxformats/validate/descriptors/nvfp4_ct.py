@@ -29,6 +29,7 @@ class CompressedTensorsNVFP4(NVFP4Descriptor, CompressedTensorsDescriptor):
     detail = "compressed-tensors NVFP4 (nvfp4-pack-quantized, llm-compressor)"
     weight_param = "weight_packed"
     scale_params = ("weight_scale", "weight_global_scale")
+    small_params = ("input_global_scale",)
     global_name = "weight_global_scale"
     input_name = "input_global_scale"
     global_is_divisor = True

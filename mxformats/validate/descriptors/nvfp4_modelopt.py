@@ -29,6 +29,7 @@ class ModelOptNVFP4(ModelOptDescriptor, NVFP4Descriptor):
     algos = ALGOS
     detail = "NVIDIA ModelOpt NVFP4 (E4M3 block scales, weight_scale_2 = amax/2688)"
     scale_params = ("weight_scale", "weight_scale_2")
+    small_params = ("input_scale",)
     global_name = "weight_scale_2"
     input_name = "input_scale"
     global_is_divisor = False
