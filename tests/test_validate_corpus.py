@@ -23,6 +23,7 @@ from validate_corpus import (
     INDEX,
     MIXED,
     MODELOPT_FP8,
+    MODELOPT_MIXED,
     PRODUCER,
     Case,
     Tensors,
@@ -44,6 +45,7 @@ from validate_corpus import (
     link_escape,
     make_mixed_ct,
     make_modelopt_fp8_block,
+    make_modelopt_mixed,
     nibble_swap,
     raw_header,
     set_tensor,
@@ -570,6 +572,18 @@ def _never_minus_8(path: Path) -> None:
     edit(path, inner)
 
 
+def _mixed_table(fn: Callable[[dict[str, Any]], None]) -> Callable[[Path], None]:
+    """Edit the quantized_layers table of both ModelOpt config forms alike."""
+    def run(path: Path) -> None:
+        config(lambda c: fn(c["quantization_config"]["quantized_layers"]))(path)
+        json_file("hf_quant_config.json", lambda d: fn(d["quantization"]["quantized_layers"]))(path)
+    return run
+
+
+def _mixed_algo(layer: str, algo: str) -> Callable[[Path], None]:
+    return _mixed_table(lambda t: t[layer].update(quant_algo=algo))
+
+
 def _hf_quant(fn: Callable[[dict[str, Any]], None]) -> Callable[[Path], None]:
     return json_file("hf_quant_config.json", lambda d: fn(d["quantization"]))
 
@@ -626,6 +640,13 @@ CASES += [
     case("modelopt-fp8-block-scales-algo-not-in-vllm", "mo-fp8", config(lambda c: c["quantization_config"].update(quant_algo="FP8_BLOCK_SCALES")), 1, {("CONFIG_QUANT", E, None)}),
     case("modelopt-fp8-block-tile-not-tight", "mo-fp8", set_tensor(FP8_W, _fp8_bytes(0x38)), 1, {("FP8_TILE_NOT_TIGHT", E, FP8_W)}, level=Level.FULL),
     case("ct-int4-never-minus-8-qat-fingerprint", "ct", _never_minus_8, 0, {("FINGERPRINT", INFO, None)}, level=Level.FULL),
+    # ModelOpt MIXED_PRECISION: a quant_algo per layer
+    case("modelopt-mixed-clean-full-source", "mo-mixed", lambda p: None, 0, set(), level=Level.FULL, source=True),
+    case("modelopt-mixed-layer-algo-not-dispatched", "mo-mixed", _mixed_algo(f"{MO_EXPERT}.down_proj", "FP8_PB_WO"), 1,
+         {("CONFIG_QUANT", E, None), ("QUANT_DTYPE", E, f"{MO_EXPERT}.down_proj.weight"), ("QUANT_SHAPE", E, f"{MO_EXPERT}.down_proj.weight"),
+          ("QUANT_DTYPE", E, f"{MO_EXPERT}.down_proj.weight_scale"), ("QUANT_SHAPE", E, f"{MO_EXPERT}.down_proj.weight_scale"),
+          ("QUANT_TENSOR_UNEXPECTED", E, f"{MO_EXPERT}.down_proj.weight_scale_2"), ("QUANT_TENSOR_UNEXPECTED", E, f"{MO_EXPERT}.down_proj.input_scale")}),
+    case("modelopt-mixed-empty-table", "mo-mixed", _mixed_table(lambda t: t.clear()), 1, {("CONFIG_QUANT", E, None)}),
     # mixed precision: each module against its own group's scheme
     case("ct-mixed-clean-full-source", "ct-mixed", lambda p: None, 0, set(), level=Level.FULL, source=True),
     case("ct-mixed-int4-module-named-by-the-nvfp4-group", "ct-mixed", config(lambda c: c["quantization_config"]["config_groups"]["group_1"]["targets"].insert(0, EXPERT)), 1,
@@ -670,9 +691,10 @@ def twins(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     for name in sorted({c.base for c in CASES} | {"bf16"}):
         if name not in TWINS or not TWINS[name].exists():
             fmt, kw = BASES[name]
-            if fmt in (MIXED, MODELOPT_FP8):
-                build_base = make_mixed_ct if fmt == MIXED else make_modelopt_fp8_block
-                TWINS[name] = build_base(root / name)
+            built = {MIXED: make_mixed_ct, MODELOPT_FP8: make_modelopt_fp8_block,
+                     MODELOPT_MIXED: make_modelopt_mixed}
+            if fmt in built:
+                TWINS[name] = built[fmt](root / name)
                 continue
             if fmt.startswith(PRODUCER):
                 fixtures = Path(__file__).resolve().parent / "data" / "producers"

@@ -33,6 +33,7 @@ PRODUCER = "producer:"
 #: The bases built by :func:`make_mixed_ct` and :func:`make_modelopt_fp8_block`.
 MIXED = "mixed:compressed-tensors"
 MODELOPT_FP8 = "modelopt:fp8-pb-wo"
+MODELOPT_MIXED = "modelopt:mixed-precision"
 #: base name -> (make_kimi_checkpoint fmt, keyword arguments)
 BASES: dict[str, tuple[str, dict[str, Any]]] = {
     "mxfp4": ("quark-mxfp4", {}),
@@ -53,6 +54,7 @@ BASES: dict[str, tuple[str, dict[str, Any]]] = {
     "ct-mixed": (MIXED, {}),
     # ModelOpt FP8_PB_WO (made from the DeepSeek layout; no producer fixture)
     "mo-fp8": (MODELOPT_FP8, {}),
+    "mo-mixed": (MODELOPT_MIXED, {}),
 }
 
 
@@ -328,4 +330,22 @@ def make_modelopt_fp8_block(path: Path) -> Path:
                                   "ignore": ignore,
                                   "producer": {"name": "modelopt", "version": "0.47.0"}}
     (path / "config.json").write_text(json.dumps(cfg, indent=2))
+    return path
+
+
+def make_modelopt_mixed(path: Path) -> Path:
+    """A ModelOpt ``MIXED_PRECISION`` checkpoint: the NVFP4 experts-only export with both
+    config forms declaring ``quant_algo: MIXED_PRECISION`` and a ``quantized_layers`` entry
+    ``NVFP4`` per quantized module."""
+    from mxformats.testing.checkpoints import make_kimi_checkpoint
+
+    make_kimi_checkpoint(path, "modelopt-nvfp4")
+    layers = {name.removesuffix(".weight_scale_2"): {"quant_algo": "NVFP4", "group_size": 16}
+              for name in index(path)["weight_map"] if name.endswith(".weight_scale_2")}
+    cfg = json.loads((path / "config.json").read_text())
+    cfg["quantization_config"].update(quant_algo="MIXED_PRECISION", quantized_layers=layers)
+    (path / "config.json").write_text(json.dumps(cfg, indent=2))
+    hf = json.loads((path / "hf_quant_config.json").read_text())
+    hf["quantization"].update(quant_algo="MIXED_PRECISION", quantized_layers=layers)
+    (path / "hf_quant_config.json").write_text(json.dumps(hf, indent=2))
     return path

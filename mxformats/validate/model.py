@@ -183,6 +183,7 @@ class CheckpointFormat(str, Enum):
     CT_MIXED = "compressed-tensors-mixed"
     MODELOPT_NVFP4 = "modelopt-nvfp4"
     MODELOPT_FP8_BLOCK = "modelopt-fp8-block"
+    MODELOPT_MIXED = "modelopt-mixed"
     BF16 = "bf16"
     FP8_BLOCK = "fp8-block"
     UNSUPPORTED = "unsupported"

@@ -17,6 +17,7 @@ from . import (
     fp8_block_ct,
     fp8_block_deepseek,
     fp8_block_modelopt,
+    modelopt_mixed,
     nvfp4_ct,
     nvfp4_modelopt,
     quark_mxfp4,
@@ -39,6 +40,7 @@ DESCRIPTORS: tuple[Descriptor, ...] = (
     ct_mixed.DESCRIPTOR,
     nvfp4_modelopt.DESCRIPTOR,
     fp8_block_modelopt.DESCRIPTOR,
+    modelopt_mixed.DESCRIPTOR,
     fp8_block_deepseek.DESCRIPTOR,
 )
 

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from ..findings import Finding
     from ..model import Checkpoint, ExpectedModule, Module
 
-__all__ = ["Configs", "Descriptor", "ModelOptMatcher", "TensorSpec", "cdiv"]
+__all__ = ["Configs", "Descriptor", "MixedDescriptor", "ModelOptMatcher", "TensorSpec", "cdiv"]
 
 #: param -> (accepted dtypes, accepted shapes); the first of each is the usual one.
 TensorSpec = dict[str, tuple[tuple[str, ...], tuple[tuple[int, ...], ...]]]
@@ -218,3 +218,29 @@ class Descriptor:
     def dequantize(self, arrays: dict[str, NDArray[Any]], cols: int) -> NDArray[Any]:
         """The module's weight as its consumer decodes it."""
         raise NotImplementedError(f"{self.format.value} has no decoder")
+
+
+class MixedDescriptor(Descriptor):
+    """A mixed-precision format: :meth:`for_module` picks each module's descriptor, and the
+    checks across modules run per member descriptor on its own modules."""
+
+    numeric = True
+
+    def _by_member(self, ckpt: Checkpoint, arrays: dict[str, dict[str, NDArray[Any]]]
+                   ) -> list[tuple[Descriptor, dict[str, dict[str, NDArray[Any]]]]]:
+        by_member: dict[int, tuple[Descriptor, dict[str, dict[str, NDArray[Any]]]]] = {}
+        for name, found in arrays.items():
+            member = self.for_module(ckpt, name)
+            if member is not self:
+                by_member.setdefault(id(member), (member, {}))[1][name] = found
+        return list(by_member.values())
+
+    def layer_findings(self, ckpt: Checkpoint, arrays: dict[str, dict[str, NDArray[Any]]]
+                       ) -> Iterator[Finding]:
+        for member, own in self._by_member(ckpt, arrays):
+            yield from member.layer_findings(ckpt, own)
+
+    def fingerprints(self, ckpt: Checkpoint, arrays: dict[str, dict[str, NDArray[Any]]]
+                     ) -> Iterator[str]:
+        for member, own in self._by_member(ckpt, arrays):
+            yield from member.fingerprints(ckpt, own)

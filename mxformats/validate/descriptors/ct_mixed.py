@@ -11,18 +11,16 @@ utils.py`` ``find_matched_target``): an exact module name first, then a ``re:`` 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..model import CheckpointFormat
 from . import ct_int4, fp8_block_ct, nvfp4_ct
-from .base import Configs, Descriptor
+from .base import Configs, Descriptor, MixedDescriptor
 from .compressed_tensors import CompressedTensorsDescriptor, groups, weight_schemes
 
 if TYPE_CHECKING:
-    from numpy.typing import NDArray
 
-    from ..findings import Finding
     from ..model import Checkpoint
 
 __all__ = ["DESCRIPTOR"]
@@ -51,10 +49,9 @@ def _regex(target: str, module: str) -> bool:
         return False
 
 
-class CompressedTensorsMixed(CompressedTensorsDescriptor):
+class CompressedTensorsMixed(MixedDescriptor, CompressedTensorsDescriptor):
     format = CheckpointFormat.CT_MIXED
     detail = "compressed-tensors mixed precision (a scheme per config group)"
-    numeric = True
     storage = ("mixed-precision",)
     profile = "per group"
 
@@ -80,16 +77,6 @@ class CompressedTensorsMixed(CompressedTensorsDescriptor):
                 if any(matches(t) for t in targets):
                     return member
         return self
-
-    def layer_findings(self, ckpt: Checkpoint, arrays: dict[str, dict[str, NDArray[Any]]]
-                       ) -> Iterator[Finding]:
-        by_member: dict[int, tuple[Descriptor, dict[str, dict[str, NDArray[Any]]]]] = {}
-        for name, found in arrays.items():
-            member = self.for_module(ckpt, name)
-            by_member.setdefault(id(member), (member, {}))[1][name] = found
-        for member, own in by_member.values():
-            if member is not self:
-                yield from member.layer_findings(ckpt, own)
 
 
 DESCRIPTOR = CompressedTensorsMixed()

@@ -45,7 +45,13 @@ class ModelOptNVFP4(ModelOptDescriptor, NVFP4Descriptor):
         gs = view[2] if view is not None else None
         return gs if isinstance(gs, int) and not isinstance(gs, bool) and gs > 0 else 16
 
+    def __init__(self, weight_only: bool | None = None) -> None:
+        #: W4A16 (no input_scale); None: as the config's quant_algo says
+        self.weight_only = weight_only
+
     def has_input_scale(self, ckpt: Checkpoint) -> bool:
+        if self.weight_only is not None:
+            return not self.weight_only
         view = modelopt_view(ckpt.quant_config)
         return view is None or view[0] != "W4A16_NVFP4"
 
