@@ -265,8 +265,10 @@ def build_parser() -> argparse.ArgumentParser:
     check.set_defaults(handler=_check)
 
     from mxformats.validate.commands import add_parsers
+    from mxformats.validate.preflight import add_parser as add_preflight
 
     add_parsers(commands)
+    add_preflight(commands)
     return parser
 
 

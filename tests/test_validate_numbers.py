@@ -19,6 +19,7 @@ from mxformats.mx import quantize_mx
 from mxformats.testing.checkpoints import make_kimi_checkpoint
 from mxformats.validate import deployment, manifest, numbers
 from mxformats.validate.descriptors import (
+    bf16,
     ct_int4,
     fp8_block_deepseek,
     nvfp4_ct,
@@ -277,7 +278,7 @@ def test_deployment_targets() -> None:
     assert _deploy(W4A8, target="mi300x") == {"DEPLOY_NOTE"}
     assert _deploy(MXFP4, target="mi300x") == {"DEPLOY_SLOW_PATH"}
     assert _deploy(MXFP4, target="mi355x") == {"DEPLOY_NOTE"}
-    assert _deploy(CT, target="h200", tp=1) == set()
+    assert _deploy(CT, target="h200", tp=1) == {"DEPLOY_NOTE"}  # Marlin
     # moe_intermediate 96: TP 2 leaves 48, not a multiple of 32; 4 heads do not split by 3
     assert _deploy(CT, tp=2) == {"DEPLOY_TP_DIVISIBILITY"}
     assert _deploy(CT, tp=3) == {"DEPLOY_TP_DIVISIBILITY"}
@@ -291,7 +292,7 @@ def test_deployment_targets() -> None:
 def test_deployment_pure_core_uses_config_dims() -> None:
     ok = deployment.deployment_problems(ct_int4.DESCRIPTOR, "h200", 8, 1, experts=288,
                                         moe_intermediate=2048, intermediate=18432, heads=64)
-    assert ok == []
+    assert [c for c, _ in ok] == ["DEPLOY_NOTE"]
     bad = deployment.deployment_problems(ct_int4.DESCRIPTOR, None, 128, 1, experts=288,
                                          moe_intermediate=2048, intermediate=18432, heads=64)
     assert [c for c, _ in bad] == ["DEPLOY_TP_DIVISIBILITY"] * 2
@@ -326,7 +327,8 @@ def test_preflight_admissible_tp_and_kernels() -> None:
     assert deployment.admissible_tp(ct_int4.DESCRIPTOR, **kimi) == list(deployment.TP_SIZES)
     assert deployment.kernel_table(nvfp4_modelopt.DESCRIPTOR) == {
         "mi300x": "emulated", "mi355x": "emulated", "h200": "emulated", "b200": "native"}
-    assert deployment.kernel_table(fp8_block_deepseek.DESCRIPTOR)["h200"] == "-"
+    assert deployment.kernel_table(fp8_block_deepseek.DESCRIPTOR)["h200"] == "native"
+    assert deployment.kernel_table(bf16.DESCRIPTOR)["h200"] == "-"
 
 
 def test_nvfp4_kernels_only_on_sm100() -> None:

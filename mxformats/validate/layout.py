@@ -163,8 +163,7 @@ _NEVER_QUANTIZED = {
 _SCHEMED = {"attention", "dense_mlp", "shared_expert", "expert"}
 _FUSED = (
     ("self_attn.q_a_proj", "self_attn.kv_a_proj_with_mqa"),
-    ("mlp.gate_proj", "mlp.up_proj"),
-    ("mlp.shared_experts.gate_proj", "mlp.shared_experts.up_proj"),
+    ("gate_proj", "up_proj"),
 )
 
 
@@ -433,20 +432,31 @@ def run(ckpt: Checkpoint, opts: Options) -> Iterator[Finding]:
                 tensor=first.name,
                 offset=first.begin,
             )
-    # fused pairs
+    # fused pairs (an expert's gate and up too: they form its w13)
     if ckpt.arch is not None:
-        for n in range(ckpt.arch.layers + ckpt.arch.mtp_layers):
-            pre = f"{ckpt.arch.prefix}layers.{n}."
+        for name in sorted(ckpt.modules):
             for x, y in _FUSED:
-                mx, my = ckpt.modules.get(pre + x), ckpt.modules.get(pre + y)
-                if mx is not None and my is not None and mx.quantized != my.quantized:
+                mx = ckpt.modules[name]
+                my = ckpt.modules.get(name.removesuffix(x) + y) if name.endswith("." + x) else None
+                if my is None:
+                    continue
+                if mx.quantized != my.quantized and ".experts." not in name:
+                    # (a half-quantized expert is the module checks' finding, not a second one)
                     q, u = (mx, my) if mx.quantized else (my, mx)
-                    ref = next(iter(q.tensors.values()))
-                    yield Finding(
-                        FUSED_PAIR_MISMATCH,
-                        f"{q.name} is quantized but {u.name} is not; "
-                        "vLLM fuses them into one module",
-                        file=ref.file,
-                        tensor=ref.name,
-                        offset=ref.begin,
-                    )
+                    why = f"{q.name} is quantized but {u.name} is not"
+                elif mx.quantized and (
+                        desc.for_module(ckpt, mx.name) is not desc.for_module(ckpt, my.name)):
+                    # a mixed checkpoint: each module's scheme is its own config group's
+                    q, u = mx, my
+                    why = (f"{q.name} is {desc.for_module(ckpt, q.name).format.value} but "
+                           f"{u.name} is {desc.for_module(ckpt, u.name).format.value}")
+                else:
+                    continue
+                ref = _anchor(q)
+                yield Finding(
+                    FUSED_PAIR_MISMATCH,
+                    f"{why}; vLLM and SGLang fuse them into one module",
+                    file=ref.file,
+                    tensor=ref.name,
+                    offset=ref.begin,
+                )

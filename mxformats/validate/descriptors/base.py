@@ -24,7 +24,8 @@ if TYPE_CHECKING:
     from ..findings import Finding
     from ..model import Checkpoint, ExpectedModule, Module
 
-__all__ = ["Configs", "Descriptor", "MixedDescriptor", "ModelOptMatcher", "TensorSpec", "cdiv"]
+__all__ = ["Configs", "Descriptor", "EnginePath", "MixedDescriptor", "ModelOptMatcher",
+           "TensorSpec", "cdiv"]
 
 #: param -> (accepted dtypes, accepted shapes); the first of each is the usual one.
 TensorSpec = dict[str, tuple[tuple[str, ...], tuple[tuple[int, ...], ...]]]
@@ -43,6 +44,40 @@ class Configs:
 
     quant_config: Mapping[str, Any] | None
     hf_quant_config: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class EnginePath:
+    """One serving engine's kernel path for a format on some targets: a preflight rule.
+
+    ``engine``: ``vllm`` or ``sglang``; ``kind``: ``native``, ``emulated`` (a dequantizing or
+    fallback path: runs, slowly) or ``unsupported``; ``what``: the path in words (``{target}``
+    and ``{arch}`` are filled in); ``source``: the loader code the rule comes from (repository,
+    path, commit); ``archs``: the target archs or vendors (``sm90``, ``rocm``...) it applies to,
+    empty for every target; ``requires``: the eligibility rule the checkpoint must meet
+    (:meth:`Descriptor.path_problems`), None when the path takes every checkpoint of the format.
+    The first path of an engine that applies and whose requirements hold is the one it runs.
+    """
+
+    engine: str
+    kind: str
+    what: str
+    source: str
+    archs: tuple[str, ...] = ()
+    requires: str | None = None
+
+    def applies(self, engine: str, vendor: str, arch: str) -> bool:
+        """Whether this path is ``engine``'s on a target of ``vendor``/``arch``."""
+        return self.engine == engine and (not self.archs or arch in self.archs
+                                          or vendor in self.archs)
+
+    def describe(self, target: str, arch: str) -> str:
+        """:attr:`what` for ``target``."""
+        return self.what.format(target=target, arch=arch)
+
+
+#: EnginePath.kind -> the kind :meth:`Descriptor.kernel` reports (deployment's check)
+_DEPLOY_KIND = {"native": "note", "emulated": "slow", "unsupported": "unsupported"}
 
 
 class ModelOptMatcher(ExcludeMatcher):
@@ -181,11 +216,23 @@ class Descriptor:
     #: block or packing the kernels need); None: no constraint beyond divisibility
     tp_multiple: int | None = None
 
+    #: each engine's kernel paths, in the order the engine tries them (preflight's data)
+    engine_paths: tuple[EnginePath, ...] = ()
+
     def kernel(self, target: str, vendor: str, arch: str) -> tuple[str, str] | None:
         """Whether vLLM has a kernel for this format on ``target``: ``(kind, message)`` with
         kind ``unsupported``, ``slow`` (emulated or a fallback) or ``note`` (native, with what
-        it needs); None when there is nothing to say."""
+        it needs); None when no path is declared. The first vLLM path of
+        :attr:`engine_paths` that takes every checkpoint of the format."""
+        for path in self.engine_paths:
+            if path.applies("vllm", vendor, arch) and path.requires is None:
+                return _DEPLOY_KIND[path.kind], path.describe(target, arch)
         return None
+
+    def path_problems(self, ckpt: Checkpoint, requires: str) -> list[str]:
+        """Why ``ckpt`` does not meet the eligibility rule ``requires`` of one of its
+        :attr:`engine_paths` (empty: it does)."""
+        return []
 
     def fingerprints(self, ckpt: Checkpoint, arrays: dict[str, dict[str, NDArray[Any]]]
                      ) -> Iterator[str]:

@@ -15,7 +15,7 @@ from mxformats.int4 import dequantize_int4, pack_int4, quantize_int4, unpack_int
 
 from ..model import CheckpointFormat
 from ..numbers import packed_code_findings, scale_findings
-from .base import TensorSpec, cdiv
+from .base import EnginePath, TensorSpec, cdiv
 from .compressed_tensors import CompressedTensorsDescriptor, groups
 from .quark import want
 
@@ -26,6 +26,10 @@ if TYPE_CHECKING:
 
     from ..findings import Finding
     from ..model import Checkpoint, CodeStats, Module
+_VLLM_CT = ("vllm-project/vllm vllm/model_executor/layers/quantization/compressed_tensors/"
+            "compressed_tensors_moe/")
+_SGLANG_CT = ("sgl-project/sglang python/sglang/srt/layers/quantization/compressed_tensors/"
+              "schemes/")
 
 __all__ = ["DESCRIPTOR", "group_size"]
 
@@ -53,11 +57,47 @@ class CompressedTensorsInt4(CompressedTensorsDescriptor):
 
     tp_multiple = 32
 
-    def kernel(self, target: str, vendor: str, arch: str) -> tuple[str, str] | None:
-        if vendor == "rocm":
-            return ("slow", f"compressed-tensors WNA16 MoE on {target}: no Marlin on ROCm; "
-                    "fallback kernels")
-        return None
+    engine_paths = (
+        EnginePath("vllm", "emulated", "compressed-tensors WNA16 MoE on {target}: no Marlin on "
+                   "ROCm; fallback kernels", f"{_VLLM_CT}compressed_tensors_moe_wna16.py "
+                   "(CompressedTensorsWNA16MoEMethod) @ b3d71b015da2aa49b57a55e4167518c3bc6eaf8f",
+                   archs=("rocm",)),
+        EnginePath("vllm", "native", "compressed-tensors WNA16 MoE on {target} runs Marlin "
+                   "(CompressedTensorsWNA16MarlinMoEMethod)", f"{_VLLM_CT}"
+                   "compressed_tensors_moe_wna16_marlin.py @ "
+                   "483186f376deaa4ccb04898c50dff91ab6c980c0", archs=("cuda",)),
+        EnginePath("sglang", "native", "the mxint4 path on {target}: FlashInfer TRT-LLM "
+                   "trtllm_mxint4_block_scale_moe (needs --moe-runner-backend flashinfer_trtllm)",
+                   f"{_SGLANG_CT}compressed_tensors_w4a4_mxint4_moe.py (CompressedTensorsMxInt4MoE;"
+                   " get_min_capability 100) @ 0ba3cdd474639a50317df43db246ca3351fbeecf",
+                   archs=("sm100",), requires="mxint4"),
+        EnginePath("sglang", "native", "compressed-tensors WNA16 MoE on {target} runs Marlin",
+                   f"{_SGLANG_CT}compressed_tensors_wNa16_moe.py @ "
+                   "b8e5a7c39773b60a4d1f77647b8fda1fee65bba1", archs=("cuda",)),
+    )
+
+    def path_problems(self, ckpt: Checkpoint, requires: str) -> list[str]:
+        """``mxint4``: SGLang's ``CompressedTensorsMxInt4MoE.__init__`` asserts group strategy,
+        ``group_size`` 32, 4 bits, symmetric, no ``actorder``, ``pack-quantized`` storage, and
+        ``create_weights`` builds BF16 scales (source: ``engine_paths``)."""
+        out: list[str] = []
+        for name, group in groups(ckpt.quant_config):
+            found = group.get("weights")
+            w: Mapping[str, Any] = found if isinstance(found, dict) else {}
+            for key, wanted in (("strategy", "group"), ("group_size", 32), ("num_bits", 4),
+                                ("symmetric", True)):
+                if w.get(key) != wanted:
+                    out.append(f"group {name}: weights.{key} is {w.get(key)!r}, not {wanted!r}")
+            if w.get("actorder"):
+                out.append(f"group {name}: weights.actorder is {w.get('actorder')!r} (none "
+                           "allowed)")
+            if group.get("format", (ckpt.quant_config or {}).get("format")) != "pack-quantized":
+                out.append(f"group {name}: storage is not pack-quantized")
+        scale_dtypes = sorted({ref.dtype for n, ref in ckpt.tensors.items()
+                               if n.endswith(".weight_scale") and ".experts." in n})
+        if scale_dtypes and scale_dtypes != ["BF16"]:
+            out.append(f"expert weight_scale dtype {'/'.join(scale_dtypes)}, not BF16")
+        return out
 
     def matches_scheme(self, weights: Mapping[str, Any]) -> bool:
         return weights.get("type") == "int" and weights.get("num_bits") == 4

@@ -21,13 +21,21 @@ from mxformats.schemes.nvfp4 import DEFAULT_CONSUMER, dequantize_nvfp4, quantize
 
 from ..findings import Level, Severity, declare
 from ..numbers import Count, byte_stats, finding, scale_findings, where
-from .base import Descriptor, TensorSpec, cdiv
+from .base import Descriptor, EnginePath, TensorSpec, cdiv
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
 
     from ..findings import Finding
     from ..model import Checkpoint, CodeStats, Module
+
+#: vLLM's NVFP4 paths: ModelOptNvFp4LinearMethod / ModelOptNvFp4FusedMoE (Marlin fallback below
+#: sm100)
+_VLLM_MODELOPT = ("vllm-project/vllm vllm/model_executor/layers/quantization/modelopt.py @ "
+                  "00155cdecca722d98e34234c3d172725b7720b7d")
+#: SGLang: ModelOptFp4Config.get_min_capability() returns 100
+_SGLANG_MODELOPT = ("sgl-project/sglang python/sglang/srt/layers/quantization/modelopt_quant.py"
+                    " @ faeb96856c4417d55695feec2f4d2463c8adb7fd")
 
 __all__ = ["NVFP4Descriptor"]
 
@@ -83,12 +91,17 @@ class NVFP4Descriptor(Descriptor):
     gate_up_severity = Severity.WARNING
     gate_up_loader = ""
 
-    def kernel(self, target: str, vendor: str, arch: str) -> tuple[str, str] | None:
-        if arch == "sm100":
-            return ("note", f"NVFP4 on {target} runs native FP4 tensor-core GEMMs (CUTLASS / "
-                    "FlashInfer)")
-        return ("slow", f"NVFP4 on {target} ({arch}) has no FP4 tensor cores: vLLM runs it "
-                "weight-only through Marlin (CUDA) or dequantizing emulation")
+    engine_paths = (
+        EnginePath("vllm", "native", "NVFP4 on {target} runs native FP4 tensor-core GEMMs "
+                   "(CUTLASS / FlashInfer)", _VLLM_MODELOPT, archs=("sm100",)),
+        EnginePath("vllm", "emulated", "NVFP4 on {target} ({arch}) has no FP4 tensor cores: "
+                   "vLLM runs it weight-only through Marlin (CUDA) or dequantizing emulation",
+                   _VLLM_MODELOPT),
+        EnginePath("sglang", "native", "NVFP4 on {target}: FP4 tensor-core GEMMs and MoE "
+                   "(FlashInfer / CUTLASS)", _SGLANG_MODELOPT, archs=("sm100",)),
+        EnginePath("sglang", "unsupported", "SGLang's ModelOptFp4Config needs compute "
+                   "capability 100; {target} ({arch}) is refused at start", _SGLANG_MODELOPT),
+    )
 
     def group_size(self, ckpt: Checkpoint) -> int:
         return 16

@@ -14,7 +14,7 @@ from mxformats.mx import dequantize_mx, quantize_mx
 
 from ..model import CheckpointFormat
 from ..numbers import e8m0_findings, mx_bound, mx_scale_mode, packed_code_findings
-from .base import TensorSpec, cdiv
+from .base import EnginePath, TensorSpec, cdiv
 from .quark import QuarkDescriptor, global_spec, want
 
 if TYPE_CHECKING:
@@ -24,6 +24,9 @@ if TYPE_CHECKING:
 
     from ..findings import Finding
     from ..model import Checkpoint, CodeStats, Module
+
+_SOURCE = ("vllm-project/vllm vllm/model_executor/layers/quantization/quark/schemes/"
+           "quark_ocp_mx.py (QuarkOCP_MX) @ fb33ec8cf0a73c82af00a2128dee4ad058d16e9b")
 
 __all__ = ["DESCRIPTOR", "QUARK_MX_MODES"]
 
@@ -67,11 +70,12 @@ class QuarkMXFP4(QuarkDescriptor):
 
     tp_multiple = 32
 
-    def kernel(self, target: str, vendor: str, arch: str) -> tuple[str, str] | None:
-        if arch != "gfx950":
-            return ("slow", f"MXFP4 on {target} ({arch}) is emulated: vLLM's Quark OCP_MX "
-                    "scheme dequantizes to BF16 (native kernels: gfx950)")
-        return ("note", "MXFP4 on gfx950 runs AITER kernels (VLLM_ROCM_USE_AITER=1)")
+    engine_paths = (
+        EnginePath("vllm", "native", "MXFP4 on gfx950 runs AITER kernels (VLLM_ROCM_USE_AITER=1)",
+                   _SOURCE, archs=("gfx950",)),
+        EnginePath("vllm", "emulated", "MXFP4 on {target} ({arch}) is emulated: vLLM's Quark "
+                   "OCP_MX scheme dequantizes to BF16 (native kernels: gfx950)", _SOURCE),
+    )
 
     def scale_findings(self, ckpt: Checkpoint, module: Module,
                        arrays: dict[str, NDArray[Any]]) -> Iterator[Finding]:

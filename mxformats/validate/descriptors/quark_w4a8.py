@@ -15,7 +15,7 @@ from mxformats.fp8 import dequantize_w4a8, quantize_w4a8
 from ..findings import Finding, Level, Severity, declare
 from ..model import CheckpointFormat
 from ..numbers import packed_code_findings, scale_findings, w4a8_scale2_findings
-from .base import TensorSpec
+from .base import EnginePath, TensorSpec
 from .quark import QuarkDescriptor, global_spec, want
 
 if TYPE_CHECKING:
@@ -24,6 +24,9 @@ if TYPE_CHECKING:
     from numpy.typing import NDArray
 
     from ..model import Checkpoint, CodeStats, ExpectedModule, Module
+
+_SOURCE = ("vllm-project/vllm vllm/model_executor/layers/quantization/quark/quark_moe.py "
+           "(QuarkW4A8Fp8MoEMethod) @ bed874faf610cfd61d52e3e8e4d1b87643fb6c51")
 
 __all__ = ["DESCRIPTOR", "PACK_METHOD"]
 
@@ -79,12 +82,13 @@ class QuarkW4A8(QuarkDescriptor):
 
     tp_multiple = 8
 
-    def kernel(self, target: str, vendor: str, arch: str) -> tuple[str, str] | None:
-        if vendor == "cuda":
-            return ("unsupported", "Quark W4A8 runs only in QuarkW4A8Fp8MoEMethod, which "
-                    f"asserts ROCm with AITER fused MoE; {target} is CUDA")
-        return ("note", f"Quark W4A8 on {target} needs ROCm vLLM with AITER "
-                "(VLLM_ROCM_USE_AITER=1, fused MoE enabled)")
+    engine_paths = (
+        EnginePath("vllm", "unsupported", "Quark W4A8 runs only in QuarkW4A8Fp8MoEMethod, which "
+                   "asserts ROCm with AITER fused MoE; {target} is CUDA", _SOURCE,
+                   archs=("cuda",)),
+        EnginePath("vllm", "native", "Quark W4A8 on {target} needs ROCm vLLM with AITER "
+                   "(VLLM_ROCM_USE_AITER=1, fused MoE enabled)", _SOURCE, archs=("rocm",)),
+    )
 
     def config_findings(self, ckpt: Checkpoint) -> Iterator[Finding]:
         export = ckpt.quant_config.get("export") if isinstance(ckpt.quant_config, dict) else None

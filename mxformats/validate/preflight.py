@@ -1,0 +1,142 @@
+"""``mxformats preflight DIR``: where a checkpoint will run before anyone books a cluster.
+
+For each engine (vLLM, SGLang) and target (H100/H200, B200/GB200, MI300X, MI355X) it says
+which kernel path the engine takes (native, emulated, unsupported, or not declared), the
+paths it skips and why (kernel-path eligibility, e.g. SGLang's mxint4 path), and the
+admissible tensor-parallel sizes. Everything comes from the checkpoint's descriptor: its
+:attr:`~.descriptors.Descriptor.engine_paths` (each citing the loader code it comes from),
+:meth:`~.descriptors.Descriptor.path_problems` and
+:attr:`~.descriptors.Descriptor.tp_multiple`, the same data ``validate --target/--tp`` and
+``inspect`` use; this module never names a format.
+
+The exit code is ``validate --level structure``'s (fused siblings with different schemes are
+its FUSED_PAIR_MISMATCH): 0 no errors, 1 errors found, 2 could not run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from .deployment import TARGETS, admissible_tp
+from .findings import Level
+from .model import Options
+
+if TYPE_CHECKING:
+    from .descriptors import Descriptor
+    from .model import Checkpoint
+
+__all__ = ["ENGINES", "TARGET_NAMES", "Row", "add_parser", "preflight_rows"]
+
+#: The engines the preflight covers.
+ENGINES = ("vllm", "sglang")
+#: Display name -> the :data:`~.deployment.TARGETS` key whose arch it stands for.
+TARGET_NAMES = {"H100/H200": "h200", "B200/GB200": "b200", "MI300X": "mi300x",
+                "MI355X": "mi355x"}
+
+
+@dataclass
+class Row:
+    """One engine on one target: the ``path`` kind (``native``, ``emulated``, ``unsupported``
+    or ``undeclared``), what it runs and the loader code that says so, the paths it skipped
+    (``path: why``), and the admissible TP sizes (empty where it cannot run)."""
+
+    engine: str
+    target: str
+    path: str
+    what: str = ""
+    source: str = ""
+    skipped: list[str] = field(default_factory=list)
+    tp: list[int] = field(default_factory=list)
+
+
+def preflight_rows(ckpt: Checkpoint, descriptor: Descriptor) -> list[Row]:
+    """The preflight table of ``ckpt`` (stored as ``descriptor`` declares), engine by target."""
+    a = ckpt.arch
+    dense = any(m.quantized and ".mlp.gate_proj" in n + "." and ".experts." not in n
+                and ".shared_experts" not in n for n, m in ckpt.modules.items())
+    tp = [] if a is None else admissible_tp(
+        descriptor, experts=a.experts, moe_intermediate=a.moe_intermediate,
+        intermediate=a.intermediate, heads=a.heads, dense_quantized=dense)
+    rows = []
+    for engine in ENGINES:
+        for name, key in TARGET_NAMES.items():
+            vendor, arch, _ = TARGETS[key]
+            row = Row(engine, name, "undeclared")
+            for path in descriptor.engine_paths:
+                if not path.applies(engine, vendor, arch):
+                    continue
+                unmet = [] if path.requires is None else descriptor.path_problems(
+                    ckpt, path.requires)
+                if unmet:
+                    row.skipped.append(f"{path.requires} ({path.source}): " + "; ".join(unmet))
+                    continue
+                row.path, row.what, row.source = path.kind, path.describe(name, arch), path.source
+                break
+            row.tp = [] if row.path == "unsupported" else tp
+            rows.append(row)
+    return rows
+
+
+def _text(rows: list[Row], out: Any) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from .report import printable
+
+    table = Table(title="mxformats preflight", show_lines=True)
+    for column in ("engine", "target", "path", "admissible TP", "what (source)"):
+        table.add_column(column, overflow="fold")
+    for r in rows:
+        words = printable(r.what or "no path declared for this format")
+        if r.source:
+            words += f"\n  source: {r.source}"
+        for skipped in r.skipped:
+            words += f"\n  skipped {printable(skipped)}"
+        table.add_row(r.engine, r.target, r.path, ", ".join(map(str, r.tp)) or "none", words)
+    Console(file=out, markup=False, emoji=False, highlight=False, width=140).print(table)
+
+
+def cmd_preflight(args: argparse.Namespace) -> int:
+    """Run ``validate --level structure`` and print the preflight table after its report."""
+    from .descriptors import by_format
+    from .report import print_report, printable
+    from .runner import exit_code, validate
+
+    report = validate(args.dir, Options(level=Level.STRUCTURE))
+    if report.fatal is not None or report.ckpt is None:
+        print(f"mxformats preflight: cannot read {printable(args.dir)}: "
+              f"{printable(str(report.fatal))}", file=sys.stderr)
+        return 2
+    ckpt = report.ckpt
+    rows = preflight_rows(ckpt, ckpt.descriptor or by_format(ckpt.format.value))
+    if args.json:
+        json.dump({"format": report.format, "exit": exit_code(report),
+                   "findings": [{"check": f.check.id, "message": f.message}
+                                for f in report.findings],
+                   "rows": [asdict(r) for r in rows]}, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        print_report(report, sys.stdout, quiet=True)
+        _text(rows, sys.stdout)
+    return exit_code(report)
+
+
+def add_parser(commands: Any) -> None:
+    """Add ``preflight`` to the CLI's subparsers."""
+    p = commands.add_parser(
+        "preflight",
+        help="where a checkpoint runs: kernel path and admissible TP per engine and target",
+        description="For vLLM and SGLang on H100/H200, B200/GB200, MI300X and MI355X: the "
+        "kernel path (native, emulated, unsupported), the paths skipped and why, and the "
+        "admissible tensor-parallel sizes, each rule citing the loader code it comes from. "
+        "Runs the structure-level checks first.",
+        epilog="Exit codes: 0 no errors, 1 errors found (e.g. fused siblings with different "
+        "schemes), 2 could not run.",
+    )
+    p.add_argument("dir", metavar="DIR", help="the checkpoint folder, or hf://ORG/NAME[@REV]")
+    p.add_argument("--json", action="store_true", help="print the table as JSON")
+    p.set_defaults(handler=cmd_preflight)

@@ -1,0 +1,120 @@
+"""``mxformats preflight``: the kernel path per engine and target, kernel-path eligibility,
+admissible TP, and its exit codes, on the producer fixtures (tests/data/producers) and copies
+of them with one config value changed."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mxformats.cli import main
+from mxformats.validate.descriptors import ct_int4, fp8_block_deepseek
+from mxformats.validate.files import load
+from mxformats.validate.findings import Level
+from mxformats.validate.model import Options
+from mxformats.validate.preflight import Row, preflight_rows
+
+PRODUCERS = Path(__file__).resolve().parent / "data" / "producers"
+INT4 = PRODUCERS / "kimi-k2-int4-compressed-tensors"
+NVFP4 = PRODUCERS / "kimi-k2-nvfp4-modelopt"
+
+
+def _rows(folder: Path) -> dict[tuple[str, str], Row]:
+    ckpt = load(str(folder), Options(level=Level.STRUCTURE)).ckpt
+    assert ckpt is not None and ckpt.descriptor is not None
+    return {(r.engine, r.target): r for r in preflight_rows(ckpt, ckpt.descriptor)}
+
+
+def _int4_with(tmp_path: Path, **weights: Any) -> Path:
+    """A copy of the INT4 fixture whose config group's ``weights`` get ``weights``."""
+    folder = tmp_path / "int4"
+    shutil.copytree(INT4, folder)
+    cfg = json.loads((folder / "config.json").read_text())
+    for group in cfg["quantization_config"]["config_groups"].values():
+        group["weights"].update(weights)
+    (folder / "config.json").write_text(json.dumps(cfg))
+    return folder
+
+
+def test_every_engine_and_target_has_a_row_citing_its_source() -> None:
+    rows = _rows(INT4)
+    assert len(rows) == 8
+    for row in rows.values():
+        if row.path != "undeclared":
+            assert " @ " in row.source and row.source.split()[0] in (
+                "vllm-project/vllm", "sgl-project/sglang")
+
+
+def test_int4_mxint4_path_on_b200_when_eligible() -> None:
+    rows = _rows(INT4)
+    assert rows["sglang", "B200/GB200"].source.split()[1].endswith("w4a4_mxint4_moe.py")
+    assert rows["sglang", "B200/GB200"].skipped == []
+    assert rows["sglang", "H100/H200"].path == "native"  # Marlin, no mxint4 below sm100
+    assert "Marlin" in rows["sglang", "H100/H200"].what
+    assert rows["vllm", "MI300X"].path == "emulated"
+
+
+@pytest.mark.parametrize(("change", "why"), [
+    ({"actorder": "group"}, "actorder"),
+    ({"symmetric": False}, "weights.symmetric"),
+    ({"group_size": 128}, "weights.group_size"),
+], ids=["actorder", "asymmetric", "g128"])
+def test_int4_ineligible_for_mxint4_falls_back_to_marlin(tmp_path: Path, change: dict[str, Any],
+                                                          why: str) -> None:
+    row = _rows(_int4_with(tmp_path, **change))["sglang", "B200/GB200"]
+    assert row.path == "native" and "Marlin" in row.what
+    assert len(row.skipped) == 1 and row.skipped[0].startswith("mxint4 (")
+    assert why in row.skipped[0]
+
+
+def test_mxint4_needs_bf16_scales() -> None:
+    ckpt = load(str(INT4), Options(level=Level.STRUCTURE)).ckpt
+    assert ckpt is not None
+    assert ct_int4.DESCRIPTOR.path_problems(ckpt, "mxint4") == []
+    scale = next(n for n in ckpt.tensors if n.endswith(".weight_scale") and ".experts." in n)
+    ckpt.tensors[scale] = dataclasses.replace(ckpt.tensors[scale], dtype="F16")
+    assert ct_int4.DESCRIPTOR.path_problems(ckpt, "mxint4") == [
+        "expert weight_scale dtype BF16/F16, not BF16"]
+
+
+def test_nvfp4_sglang_refuses_below_sm100_and_admits_no_tp() -> None:
+    rows = _rows(NVFP4)
+    assert rows["sglang", "B200/GB200"].path == "native"
+    for target in ("H100/H200", "MI300X", "MI355X"):
+        assert rows["sglang", target].path == "unsupported"
+        assert rows["sglang", target].tp == []
+    assert rows["vllm", "H100/H200"].path == "emulated"
+    assert rows["vllm", "B200/GB200"].tp == rows["sglang", "B200/GB200"].tp != []
+
+
+def test_vllm_rows_are_the_target_check_data() -> None:
+    """The vLLM column is what ``validate --target`` reports (Descriptor.kernel)."""
+    rows = _rows(PRODUCERS / "kimi-k2-fp8-block-deepseek")
+    for target, key in (("H100/H200", "h200"), ("MI300X", "mi300x")):
+        said = fp8_block_deepseek.DESCRIPTOR.kernel(key, *_vendor_arch(key))
+        assert said is not None
+        kind, what = said
+        assert rows["vllm", target].path == {"note": "native", "slow": "emulated",
+                                             "unsupported": "unsupported"}[kind]
+        assert rows["vllm", target].what == what.replace(key, target)
+
+
+def _vendor_arch(key: str) -> tuple[str, str]:
+    from mxformats.validate.deployment import TARGETS
+    vendor, arch, _ = TARGETS[key]
+    return vendor, arch
+
+
+def test_cli_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["preflight", str(INT4)]) == 0
+    assert "mxint4" in capsys.readouterr().out
+    assert main(["preflight", str(tmp_path / "absent")]) == 2
+    capsys.readouterr()
+    assert main(["preflight", "--json", str(NVFP4)]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["exit"] == 0 and len(data["rows"]) == 8
