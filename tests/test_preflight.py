@@ -17,7 +17,7 @@ from mxformats.validate.descriptors import ct_int4, fp8_block_deepseek
 from mxformats.validate.files import load
 from mxformats.validate.findings import Level
 from mxformats.validate.model import Options
-from mxformats.validate.preflight import Row, preflight_rows
+from mxformats.validate.preflight import Row, grid_notes, preflight_rows
 
 PRODUCERS = Path(__file__).resolve().parent / "data" / "producers"
 INT4 = PRODUCERS / "kimi-k2-int4-compressed-tensors"
@@ -118,3 +118,22 @@ def test_cli_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     assert main(["preflight", "--json", str(NVFP4)]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["exit"] == 0 and len(data["rows"]) == 8
+
+
+def test_kv_a_proj_ceil_grid_note_both_sides() -> None:
+    """The fixtures' kv_a_proj_with_mqa has 96 rows: a partial 128-row FP8 block (a note),
+    six whole NVFP4 16-row groups (none)."""
+    fp8 = load(str(PRODUCERS / "kimi-k2-fp8-block-deepseek"), Options(level=Level.STRUCTURE)).ckpt
+    nvfp4 = load(str(NVFP4), Options(level=Level.STRUCTURE)).ckpt
+    assert fp8 is not None and fp8.descriptor is not None
+    assert nvfp4 is not None and nvfp4.descriptor is not None
+    [note] = grid_notes(fp8, fp8.descriptor)
+    assert "96 rows" in note and "ceil(96/128) = 1" in note and "deepseek_v2.py @ " in note
+    assert grid_notes(nvfp4, nvfp4.descriptor) == []
+
+
+def test_inspect_names_the_consumer_per_engine(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["inspect", "--json", str(NVFP4)]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["producer_profile"] == "modelopt"
+    assert data["engines"]["sglang"].startswith("H100/H200 unsupported, B200/GB200 native")

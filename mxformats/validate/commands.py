@@ -155,6 +155,7 @@ def inspect_data(root: str) -> dict[str, Any]:
     """What ``mxformats inspect`` prints, as data (None fields when not known)."""
     from .deployment import admissible_tp, kernel_table
     from .files import load
+    from .preflight import engine_summary
 
     loaded = load(root, Options(level=Level.STRUCTURE))
     ckpt = loaded.ckpt
@@ -210,6 +211,8 @@ def inspect_data(root: str) -> dict[str, Any]:
         "bytes_total": ckpt.bytes_total,
         "tp_admissible": None if tp is None else ", ".join(map(str, tp)) or "none",
         "vllm_kernels": None if desc is None else kernel_table(desc),
+        "producer_profile": None if desc is None else desc.profile,
+        "engines": None if desc is None else engine_summary(ckpt, desc),
         "problems": len(loaded.findings),
     }
 

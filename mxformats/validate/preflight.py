@@ -29,7 +29,8 @@ if TYPE_CHECKING:
     from .descriptors import Descriptor
     from .model import Checkpoint
 
-__all__ = ["ENGINES", "TARGET_NAMES", "Row", "add_parser", "preflight_rows"]
+__all__ = ["ENGINES", "TARGET_NAMES", "Row", "add_parser", "engine_summary", "grid_notes",
+           "preflight_rows"]
 
 #: The engines the preflight covers.
 ENGINES = ("vllm", "sglang")
@@ -81,6 +82,37 @@ def preflight_rows(ckpt: Checkpoint, descriptor: Descriptor) -> list[Row]:
     return rows
 
 
+#: DeepSeek-V2/Kimi attention builds kv_a_proj_with_mqa replicated (ReplicatedLinear, or inside
+#: the replicated fused_qkv_a_proj): no TP size splits it.
+_REPLICATED_SOURCE = ("vllm-project/vllm vllm/model_executor/models/deepseek_v2.py @ "
+                      "b863fe5bf4e19680572603b4e166faefc5725551")
+
+
+def grid_notes(ckpt: Checkpoint, descriptor: Descriptor) -> list[str]:
+    """Quantized replicated modules whose rows are not a multiple of the format's block
+    (Kimi's 576-row ``kv_a_proj_with_mqa`` = kv_lora_rank 512 + qk_rope_head_dim 64 under
+    128-row FP8 blocks): their scale grid is the ceil shape, and TP never cuts them."""
+    block, a = descriptor.tp_multiple, ckpt.arch
+    if not block or a is None:
+        return []
+    rows = a.kv_lora + a.qk_rope
+    quantized = any(m.quantized and n.endswith(".kv_a_proj_with_mqa")
+                    for n, m in ckpt.modules.items())
+    if not quantized or rows % block == 0:
+        return []
+    return [f"kv_a_proj_with_mqa has {rows} rows, not a multiple of {block}: its scale grid "
+            f"has ceil({rows}/{block}) = {-(-rows // block)} rows, the last block partial; "
+            f"it is replicated, so no TP size cuts it ({_REPLICATED_SOURCE})"]
+
+
+def engine_summary(ckpt: Checkpoint, descriptor: Descriptor) -> dict[str, str]:
+    """Per engine, its path on each target in words (``inspect``'s consumer profile)."""
+    out: dict[str, list[str]] = {}
+    for r in preflight_rows(ckpt, descriptor):
+        out.setdefault(r.engine, []).append(f"{r.target} {r.path}")
+    return {engine: ", ".join(parts) for engine, parts in out.items()}
+
+
 def _text(rows: list[Row], out: Any) -> None:
     from rich.console import Console
     from rich.table import Table
@@ -112,9 +144,10 @@ def cmd_preflight(args: argparse.Namespace) -> int:
               f"{printable(str(report.fatal))}", file=sys.stderr)
         return 2
     ckpt = report.ckpt
-    rows = preflight_rows(ckpt, ckpt.descriptor or by_format(ckpt.format.value))
+    descriptor = ckpt.descriptor or by_format(ckpt.format.value)
+    rows, notes = preflight_rows(ckpt, descriptor), grid_notes(ckpt, descriptor)
     if args.json:
-        json.dump({"format": report.format, "exit": exit_code(report),
+        json.dump({"format": report.format, "exit": exit_code(report), "notes": notes,
                    "findings": [{"check": f.check.id, "message": f.message}
                                 for f in report.findings],
                    "rows": [asdict(r) for r in rows]}, sys.stdout, indent=2)
@@ -122,6 +155,8 @@ def cmd_preflight(args: argparse.Namespace) -> int:
     else:
         print_report(report, sys.stdout, quiet=True)
         _text(rows, sys.stdout)
+        for note in notes:
+            print(f"note: {note}")
     return exit_code(report)
 
 
