@@ -521,11 +521,12 @@ DENSE_GATE = "model.layers.0.mlp.gate_proj"  # [256, 128]: a 2x1 scale grid
 FP8_W = f"{EXPERT}.weight"
 
 
-def _fp8_pow2_but(keep: str) -> Callable[[Path], None]:
-    """Declare ue8m0 scales and round every weight_scale_inv up to a power of two, but
-    ``keep``'s."""
+def _fp8_pow2_but(keep: str, declare: bool = True) -> Callable[[Path], None]:
+    """Declare ue8m0 scales (unless not ``declare``) and round every weight_scale_inv up to a
+    power of two, but ``keep``'s."""
     def run(path: Path) -> None:
-        config(lambda c: c["quantization_config"].update(scale_fmt="ue8m0"))(path)
+        if declare:
+            config(lambda c: c["quantization_config"].update(scale_fmt="ue8m0"))(path)
 
         def inner(data: Tensors) -> None:
             for tensors in data.values():
@@ -603,6 +604,9 @@ CASES += [
     case("fp8-block-scale-inv-negative", "fp8", set_tensor(f"{EXPERT}.weight_scale_inv", lambda a: -a), 1, {("SCALE_NEGATIVE", E, f"{EXPERT}.weight_scale_inv")}, level=Level.SCALES),
     case("fp8-block-tile-not-tight", "fp8", set_tensor(FP8_W, _fp8_bytes(0x38)), 1, {("FP8_TILE_NOT_TIGHT", E, FP8_W)}, level=Level.FULL),
     case("fp8-block-zero-tile-foreign-scale", "fp8", set_tensor(FP8_W, _fp8_bytes(0)), 0, {("FP8_ZERO_TILE_SCALE", W, f"{EXPERT}.weight_scale_inv")}, level=Level.FULL),
+    case("fp8-block-pow2-scales-undeclared-fingerprint", "fp8", _fp8_pow2_but("", declare=False), 0, {("FINGERPRINT", INFO, None)}, level=Level.SCALES),
+    case("fp8-block-ue8m0-declared-pow2-clean", "fp8", _fp8_pow2_but(""), 0, set(), level=Level.SCALES),
+    case("fp8-block-one-scale-not-pow2-no-fingerprint", "fp8", _fp8_pow2_but(f"{EXPERT}.weight_scale_inv", declare=False), 0, set(), level=Level.SCALES),
     case("fp8-block-ue8m0-not-power-of-two", "fp8", _fp8_pow2_but(f"{EXPERT}.weight_scale_inv"), 1, {("FP8_SCALE_NOT_POW2", E, f"{EXPERT}.weight_scale_inv")}, level=Level.SCALES),
     case("fp8-block-code-flipped-source", "fp8", set_tensor(FP8_W, _first_code_flipped), 1, {("REPRO_MISMATCH", E, FP8_W)}, source=True),
     case("fp8-block-size-64", "fp8", config(lambda c: c["quantization_config"].update(fmt="e5m2")), 1, {("CONFIG_QUANT", E, None)}),

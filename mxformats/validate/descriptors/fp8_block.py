@@ -106,6 +106,25 @@ class FP8BlockDescriptor(Descriptor):
                    "(DeepGEMM / Triton on CUDA, AITER on ROCm)", _SGLANG_FP8),
     )
 
+    def fingerprints(self, ckpt: Checkpoint, arrays: dict[str, dict[str, NDArray[Any]]]
+                     ) -> Iterator[str]:
+        """Every scale an exact power of two while the config declares no ``ue8m0``: the file
+        was written with UE8M0 rounding (DeepGEMM's ``scale_fmt: ue8m0``, DeepSeek-V3.1 style)
+        and the declaration was dropped."""
+        scales = [found[self.scale_name] for found in arrays.values() if self.scale_name in found]
+        if not scales or self.ue8m0(ckpt):
+            return
+        count = 0
+        for s in scales:
+            s = s.astype(np.float64)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                if not np.all((s > 0) & np.isfinite(s) & (np.exp2(np.round(np.log2(s))) == s)):
+                    return
+            count += s.size
+        yield (f"all {count} {self.scale_name} values are exact powers of two, yet the config "
+               "declares no ue8m0 scale_fmt: a UE8M0-rounding producer (DeepGEMM scale_fmt "
+               "ue8m0)")
+
     def block(self, ckpt: Checkpoint) -> tuple[int, int]:
         """The tile shape (128×128 unless the config says otherwise)."""
         return (128, 128)
