@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from mxformats.testing.sparse import write_full_size_layout
+from mxformats.testing.sparse import LAYOUTS, write_full_size_layout
 
 #: make_kimi_checkpoint arguments of the scan checkpoints. ``many-tensors``: small modules
 #: (1024 × 1024 experts, 0.5 MB packed each; ~212 MB of shards, ~35 s to write), so per-tensor
@@ -42,6 +42,16 @@ SCANS: dict[str, dict[str, Any]] = {
 @pytest.fixture(scope="session")
 def full_size_layout(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     return write_full_size_layout(tmp_path_factory.mktemp("kimi-k26-sparse"))
+
+
+@pytest.fixture(scope="session", params=list(LAYOUTS))
+def full_size_layout_of(request: pytest.FixtureRequest,
+                        tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The full-size layout in each format of :data:`~mxformats.testing.sparse.LAYOUTS`
+    (Quark MXFP4, DeepSeek FP8 block, ModelOpt NVFP4), with ``fmt`` added."""
+    fmt: str = request.param
+    return {"fmt": fmt, **write_full_size_layout(tmp_path_factory.mktemp(f"sparse-{fmt}"),
+                                                 fmt=fmt)}
 
 
 @pytest.fixture(scope="session", params=list(SCANS))

@@ -24,8 +24,10 @@ def _min_seconds(benchmark: Any) -> float:
     return float(benchmark.stats.stats.min)
 
 
-def test_structure_full_size(benchmark: Any, full_size_layout: dict[str, Any]) -> None:
-    """``--level structure`` over 61 layers × 384 experts, 64 shards (~139k tensors)."""
+def test_structure_full_size(benchmark: Any, full_size_layout_of: dict[str, Any]) -> None:
+    """``--level structure`` over 61 layers × 384 experts, 64 shards (~139k tensors for
+    MXFP4 and FP8 block, ~277k for NVFP4), per format."""
+    full_size_layout = full_size_layout_of
     path: Path = full_size_layout["path"]
 
     def run() -> Report:
@@ -35,8 +37,9 @@ def test_structure_full_size(benchmark: Any, full_size_layout: dict[str, Any]) -
     assert report.fatal is None
     assert report.ok, [f.to_json() for f in report.findings][:5]
     benchmark.extra_info.update(
-        tensors=full_size_layout["tensors"], shards=full_size_layout["shards"],
-        declared_bytes=full_size_layout["declared_bytes"], workers=Options().workers,
+        fmt=full_size_layout["fmt"], tensors=full_size_layout["tensors"],
+        shards=full_size_layout["shards"], declared_bytes=full_size_layout["declared_bytes"],
+        workers=Options().workers,
         seconds_min=_min_seconds(benchmark),
     )
 

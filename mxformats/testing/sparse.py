@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import json
 import struct
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from mxformats.testing.checkpoints import _modelopt_quantization_config
 from mxformats.validate.arch import architecture, expected_modules
 
-__all__ = ["FULL_SIZE_SHARDS", "KIMI_K26_TEXT", "write_full_size_layout",
+__all__ = ["FULL_SIZE_SHARDS", "KIMI_K26_TEXT", "LAYOUTS", "write_full_size_layout",
            "write_sparse_safetensors"]
 
 #: Kimi-K2.6's text config (the fields the validator reads).
@@ -41,7 +42,52 @@ KIMI_K26_TEXT: dict[str, Any] = {
 }
 FULL_SIZE_SHARDS = 64
 
-_ITEMSIZE = {"BF16": 2, "F32": 4, "U8": 1}
+_ITEMSIZE = {"BF16": 2, "F32": 4, "U8": 1, "F8_E4M3": 1}
+
+Spec = list[tuple[str, str, tuple[int, ...]]]
+
+
+def _mxfp4_tensors(rows: int, cols: int) -> Spec:
+    return [("weight", "U8", (rows, cols // 2)), ("weight_scale", "U8", (rows, cols // 32))]
+
+
+def _fp8_block_tensors(rows: int, cols: int) -> Spec:
+    return [("weight", "F8_E4M3", (rows, cols)),
+            ("weight_scale_inv", "F32", (-(-rows // 128), -(-cols // 128)))]
+
+
+def _nvfp4_tensors(rows: int, cols: int) -> Spec:
+    return [("weight", "U8", (rows, cols // 2)), ("weight_scale", "F8_E4M3", (rows, cols // 16)),
+            ("weight_scale_2", "F32", ()), ("input_scale", "F32", ())]
+
+
+def _quark_config(exclude: list[str]) -> dict[str, Any]:
+    return {
+        "quant_method": "quark",
+        "export": {"kv_cache_group": [], "pack_method": "reorder"},
+        "global_quant_config": {
+            "weight": {"dtype": "fp4", "qscheme": "per_group", "group_size": 32,
+                       "scale_format": "e8m0", "is_dynamic": False},
+            "input_tensors": {"dtype": "fp4", "is_dynamic": True},
+            "output_tensors": None,
+            "bias": None,
+        },
+        "exclude": exclude,
+    }
+
+
+def _fp8_block_config(exclude: list[str]) -> dict[str, Any]:
+    # the official Kimi-K2 FP8 release: no exclude list (a BF16 Linear is judged by its tensors)
+    return {"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic",
+            "weight_block_size": [128, 128]}
+
+
+#: fmt -> (quantization_config from the exclude list, the tensors of a quantized Linear)
+LAYOUTS: dict[str, tuple[Callable[[list[str]], dict[str, Any]], Callable[[int, int], Spec]]] = {
+    "quark-mxfp4": (_quark_config, _mxfp4_tensors),
+    "fp8-block-deepseek": (_fp8_block_config, _fp8_block_tensors),
+    "modelopt-nvfp4": (_modelopt_quantization_config, _nvfp4_tensors),
+}
 
 
 def write_sparse_safetensors(path: Path, tensors: list[tuple[str, str, tuple[int, ...]]]) -> int:
@@ -66,32 +112,23 @@ def write_sparse_safetensors(path: Path, tensors: list[tuple[str, str, tuple[int
 
 
 def write_full_size_layout(out: Path, shards: int = FULL_SIZE_SHARDS,
-                           text: Mapping[str, Any] = KIMI_K26_TEXT) -> dict[str, Any]:
-    """The Quark MXFP4 layout of the text config ``text`` (default: full-size Kimi-K2.6) as
-    ``shards`` sparse shards; returns ``{"path", "tensors", "shards", "declared_bytes"}``."""
+                           text: Mapping[str, Any] = KIMI_K26_TEXT,
+                           fmt: str = "quark-mxfp4") -> dict[str, Any]:
+    """The ``fmt`` layout (a key of :data:`LAYOUTS`: routed experts and dense MLPs quantized,
+    the rest BF16) of the text config ``text`` (default: full-size Kimi-K2.6) as ``shards``
+    sparse shards; returns ``{"path", "tensors", "shards", "declared_bytes"}``."""
     out.mkdir(parents=True, exist_ok=True)
+    make_config, quantized = LAYOUTS[fmt]
     cfg: dict[str, Any] = {"architectures": ["DeepseekV3ForCausalLM"], **text}
     modules = expected_modules(architecture(cfg))
     exclude = sorted(m.name for m in modules.values()
                      if m.linear and m.kind not in ("expert", "dense_mlp"))
-    cfg["quantization_config"] = {
-        "quant_method": "quark",
-        "export": {"kv_cache_group": [], "pack_method": "reorder"},
-        "global_quant_config": {
-            "weight": {"dtype": "fp4", "qscheme": "per_group", "group_size": 32,
-                       "scale_format": "e8m0", "is_dynamic": False},
-            "input_tensors": {"dtype": "fp4", "is_dynamic": True},
-            "output_tensors": None,
-            "bias": None,
-        },
-        "exclude": exclude,
-    }
-    tensors: list[tuple[str, str, tuple[int, ...]]] = []
+    cfg["quantization_config"] = make_config(exclude)
+    tensors: Spec = []
     for m in modules.values():
         if m.kind in ("expert", "dense_mlp") and m.shape is not None:
-            rows, cols = m.shape
-            tensors.append((f"{m.name}.weight", "U8", (rows, cols // 2)))
-            tensors.append((f"{m.name}.weight_scale", "U8", (rows, cols // 32)))
+            tensors.extend((f"{m.name}.{param}", dtype, shape)
+                           for param, dtype, shape in quantized(*m.shape))
         else:
             for param, shape in m.params:
                 dtype = "F32" if param == "e_score_correction_bias" else "BF16"
