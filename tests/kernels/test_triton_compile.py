@@ -47,9 +47,11 @@ def _float_ops(case: tuple[str, ...]) -> list[str]:
     signature = {"table": "*i32", "rows": "i32", "n": "i32", "blocks_per_row": "i32"}
     if kernel == "quantize":
         plan = mx_plan.quantize_plan(profile, get_format(elem), dtype, 32)
-        fn = mx._quantize_mx_kernel
-        pointers = {"src": "*i32" if plan.source.bits == 32 else "*i16", "codes_out": "*u8",
-                    "scales_out": "*u8", "elements": "*i32"}
+        fn = mx.quantize_kernel(plan)
+        source = plan.source.bits * (2 if plan.elem.bits == 4 else 1)  # E2M1: element pairs
+        pointers = {"src": f"*i{source}", "codes_out": "*u8", "scales_out": "*u8",
+                    "elements": "*i32"}
+        signature = {**signature, "pairs": "i32"} if plan.elem.bits == 4 else signature
         constants = {"ROWS": 16, "BLOCKS": 8, **mx.quantize_constants(plan)}
     else:
         dplan = mx_plan.dequantize_plan(profile, get_format(elem), dtype, out, 32)
