@@ -212,8 +212,8 @@ def test_an_attributes_entry_naming_several_fields_is_split() -> None:
 
 
 def test_short_references_point_at_the_defining_module() -> None:
-    report = "mxformats.validate.report"
-    assert mxdocs.defining_name("Report.ran", report) == "mxformats.validate.runner.Report.ran"
-    assert mxdocs.defining_name("printable", report) == "mxformats.validate.report.printable"
+    runner = "mxformats.validate.runner"  # imports Report from mxformats.validate.report
+    assert mxdocs.defining_name("Report.ran", runner) == "mxformats.validate.report.Report.ran"
+    assert mxdocs.defining_name("Checkpoint", runner) == "mxformats.validate.model.Checkpoint"
     # A type alias reports its origin's module (collections.abc): it is left to Sphinx.
     assert mxdocs.defining_name("Encoder", "mxformats.schemes.fp8_block") is None
