@@ -168,6 +168,7 @@ def record_launches(only: str = "") -> list[Launch]:
     patches = {(int4, "launch"): record, (fp8, "launch"): record,
                (fp8_block, "launch"): record, (mx, "_launch"): record,
                (int4, "on_interpreter"): lambda t: False,
+               (fp8_block, "ELEMENTS_INTERPRETER"): fp8_block.ELEMENTS_GPU,
                (mx, "_tile"): lambda t, count, block_size: mx_tile(gpu_like, count, block_size)}
     saved = {key: getattr(*key) for key in patches}
     try:
