@@ -137,3 +137,20 @@ def test_inspect_names_the_consumer_per_engine(capsys: pytest.CaptureFixture[str
     data = json.loads(capsys.readouterr().out)
     assert data["producer_profile"] == "modelopt"
     assert data["engines"]["sglang"].startswith("H100/H200 unsupported, B200/GB200 native")
+
+
+def test_cli_exit_1_on_fused_siblings_with_different_schemes(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A mixed-precision checkpoint whose expert gate_proj is named by the NVFP4 group while
+    its up_proj stays INT4: the engines cannot fuse them (FUSED_PAIR_MISMATCH, exit 1)."""
+    from validate_corpus import EXPERT, make_mixed_ct
+
+    folder = make_mixed_ct(tmp_path / "mixed")
+    assert main(["preflight", str(folder)]) == 0
+    cfg = json.loads((folder / "config.json").read_text())
+    cfg["quantization_config"]["config_groups"]["group_1"]["targets"].insert(0, EXPERT)
+    (folder / "config.json").write_text(json.dumps(cfg))
+    capsys.readouterr()
+    assert main(["preflight", "--json", str(folder)]) == 1
+    data = json.loads(capsys.readouterr().out)
+    assert "FUSED_PAIR_MISMATCH" in {f["check"] for f in data["findings"]}
