@@ -211,7 +211,6 @@ def inspect_data(root: str) -> dict[str, Any]:
         "bytes_total": ckpt.bytes_total,
         "tp_admissible": None if tp is None else ", ".join(map(str, tp)) or "none",
         "vllm_kernels": None if desc is None else kernel_table(desc),
-        "producer_profile": None if desc is None else desc.profile,
         "engines": None if desc is None else engine_summary(ckpt, desc),
         "problems": len(loaded.findings),
     }
