@@ -7,15 +7,15 @@ Verified by ``tests/test_fast.py`` (the harness's ``check_quantizer`` / ``check_
 ``check_int4_quantizer`` and exhaustive sweeps over the classes each table is built on);
 measured in ``docs/benchmarks.md``.
 
-- :func:`quantize_mx` (:func:`mxformats.mx.quantize_mx`): E2M1 blocks of 32, profiles ``ocp``
+- :func:`quantize_mx` (:func:`mxformats.quantize_mx`): E2M1 blocks of 32, profiles ``ocp``
   and ``quark``, float32 / bfloat16 / float16 input.
-- :func:`dequantize_mx` (:func:`mxformats.mx.dequantize_mx`): E2M1, consumer ``ocp``, float32.
+- :func:`dequantize_mx` (:func:`mxformats.dequantize_mx`): E2M1, consumer ``ocp``, float32.
 - :func:`encode` (:func:`mxformats.codec.encode`): E4M3FN, E4M3FNUZ, E5M2 from float32 /
   bfloat16 / float16, every rounding and overflow mode; :func:`decode`
   (:func:`mxformats.codec.decode`): 8-bit formats (FP8, E8M0), every output type.
-- :func:`pack_int4`, :func:`unpack_int4` (:mod:`mxformats.int4`): layouts
+- :func:`pack_int4`, :func:`unpack_int4` (:mod:`mxformats.schemes.int4`): layouts
   ``compressed-tensors`` and ``quark``, whole words.
-- :func:`dequantize_int4` (:func:`mxformats.int4.dequantize_int4`): both profiles, float32
+- :func:`dequantize_int4` (:func:`mxformats.dequantize_int4`): both profiles, float32
   output.
 
 How (peers.md §5). A float32 value's code depends only on its top bits and on whether the rest
@@ -45,14 +45,14 @@ import ml_dtypes
 import numpy as np
 
 from mxformats import codec as _codec
-from mxformats import int4 as _int4
-from mxformats import mx as _mx
-from mxformats._mx_elements import encode_elements
-from mxformats._mx_producers import get_producer
 from mxformats.codec import tensor_to_numpy
 from mxformats.formats import E2M1, Format
-from mxformats.int4 import Int4Array
-from mxformats.mx import MXArray
+from mxformats.schemes import int4 as _int4
+from mxformats.schemes import mx as _mx
+from mxformats.schemes.int4 import Int4Array
+from mxformats.schemes.mx import MXArray
+from mxformats.schemes.mx.elements import encode_elements
+from mxformats.schemes.mx.producers import get_producer
 
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike, DTypeLike, NDArray
@@ -140,7 +140,7 @@ def _class_index(bits: NDArray[np.uint32], low_bits: int, scratch: NDArray[np.ui
 @cache
 def element_table(profile: str) -> NDArray[np.uint8]:
     """The E2M1 code of every class of scaled float32 values (3 mantissa bits kept) under
-    ``profile``'s element rules: ``mxformats._mx_elements.encode_elements`` on the class
+    ``profile``'s element rules: ``mxformats.schemes.mx.elements.encode_elements`` on the class
     members. Only finite scaled values of magnitude below 8 ever index it."""
     producer = get_producer(profile)
     members = _class_members(_E2M1_LOW_BITS)
@@ -153,7 +153,7 @@ def element_table(profile: str) -> NDArray[np.uint8]:
 
 
 def _ocp_scales(amax_bits: NDArray[np.uint32]) -> tuple[NDArray[np.uint8], NDArray[np.uint32]]:
-    """OCP FLOOR for finite float32 maxima (spec/mx.md; ``_mx_scale.ocp_floor``): the exponent
+    """OCP FLOOR for finite float32 maxima (spec/mx.md; ``scale_rules.ocp_floor``): the exponent
     field E of amax gives ``floor(log2 amax) - 2 = E - 129``, clamped below at -127 (subnormal
     and zero maxima), so the byte is ``max(E, 2) - 2``; the multiplier ``2**(127 - byte)`` has
     the float32 exponent field ``254 - byte``."""
@@ -164,7 +164,7 @@ def _ocp_scales(amax_bits: NDArray[np.uint32]) -> tuple[NDArray[np.uint8], NDArr
 
 
 def _quark_scales(amax_bits: NDArray[np.uint32]) -> tuple[NDArray[np.uint8], NDArray[np.uint32]]:
-    """Quark 0.13 export EVEN for finite float32 maxima (``_mx_scale.quark_export``): the
+    """Quark 0.13 export EVEN for finite float32 maxima (``scale_rules.quark_export``): the
     exponent field E' of ``amax + 2**21`` (mantissa rounded to one bit) gives ``e = E' - 129``
     clamped to [-127, 127] (E' = 255, an amax of at least 1.75 * 2**127, is +Inf: e = 127); the
     byte is ``max(e, -126) + 127`` and the multiplier ``2**-e`` (2**-127 is a float32
@@ -242,7 +242,7 @@ def quantize_mx(
     x: object, elem: Format = E2M1, *, block_size: int = 32, axis: int = -1, profile: str = "ocp",
     threads: int | None = None,
 ) -> MXArray:
-    """:func:`mxformats.mx.quantize_mx`, the same bytes, fast for MXFP4 with ``ocp``/``quark``.
+    """:func:`mxformats.quantize_mx`, the same bytes, fast for MXFP4 with ``ocp``/``quark``.
 
     Fast path: ``elem`` E2M1, ``block_size`` 32, a ``profile`` in :data:`QUANTIZE_PROFILES`,
     float32, bfloat16 or float16 numpy data (or torch tensor) whose length along ``axis`` is a
@@ -327,7 +327,7 @@ def dequantize_mx(
     dtype: DTypeLike = np.float32,
     threads: int | None = None,
 ) -> NDArray[np.generic]:
-    """:func:`mxformats.mx.dequantize_mx`, the same bytes, fast for MXFP4 ``ocp`` to float32.
+    """:func:`mxformats.dequantize_mx`, the same bytes, fast for MXFP4 ``ocp`` to float32.
 
     Fast path: packed E2M1 uint8 codes and uint8 scales of matching shapes, ``block_size`` 32,
     consumer ``ocp``, ``dtype`` float32, a length along ``axis`` that is a multiple of 32.
@@ -495,7 +495,7 @@ _LAYOUTS = ("compressed-tensors", "quark")
 def pack_int4(
     q: ArrayLike, *, layout: str = "compressed-tensors", axis: int = -1
 ) -> NDArray[np.int32]:
-    """:func:`mxformats.int4.pack_int4`, the same words, fast for int8 input.
+    """:func:`mxformats.pack_int4`, the same words, fast for int8 input.
 
     Fast path: int8 values, ``layout`` ``compressed-tensors`` or ``quark``, a length along
     ``axis`` that is a multiple of 8 (no padding). Nibbles are made per byte (``(q + offset) &
@@ -569,7 +569,7 @@ def unpack_int4(
     size: int | None = None,
     threads: int | None = None,
 ) -> NDArray[np.int8]:
-    """:func:`mxformats.int4.unpack_int4`, the same values, fast for whole words.
+    """:func:`mxformats.unpack_int4`, the same values, fast for whole words.
 
     Fast path: int32/uint32 words, ``layout`` ``compressed-tensors`` or ``quark``, ``size``
     None or ``8 × words``. Each 16-bit half of a word gives its 4 values, already at their
@@ -607,7 +607,7 @@ def dequantize_int4(
     dtype: DTypeLike = np.float32,
     threads: int | None = None,
 ) -> NDArray[np.generic]:
-    """:func:`mxformats.int4.dequantize_int4`, the same bytes, fast to float32.
+    """:func:`mxformats.dequantize_int4`, the same bytes, fast to float32.
 
     Fast path: int8 ``q`` in [-8, 7], finite scales (float32 for ``quark``; float32, bfloat16
     or float16 for ``compressed-tensors``) of the matching shape, an int ``group_size``,

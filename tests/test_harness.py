@@ -4,7 +4,7 @@ first differing block.
 Most tests compare a small hand-written numpy OCP MXFP4 quantizer (``fake_quantize_mx``, built
 from the reference codec) with a copy that has one bug planted, passing the fake as the
 ``reference``: so they pin the harness itself, whatever the profiles do. The tests at the end run
-the real ``mxformats.mx`` reference.
+the real ``mxformats.schemes.mx`` reference.
 """
 
 from __future__ import annotations
@@ -418,7 +418,7 @@ def test_hex_value() -> None:
 
 
 def real_quantize_mx() -> Any:
-    from mxformats.mx import quantize_mx
+    from mxformats.schemes.mx import quantize_mx
 
     return quantize_mx
 
@@ -462,7 +462,7 @@ def test_real_vectors_come_first_and_name_the_vector() -> None:
 
 
 def test_real_dequantizer_vectors() -> None:
-    from mxformats.mx import dequantize_mx
+    from mxformats.schemes.mx import dequantize_mx
 
     def spec_decoder(codes: Any, scales: Any, elem: Format, **kw: Any) -> Any:
         return dequantize_mx(codes, scales, elem, **{**kw, "profile": "ocp"})

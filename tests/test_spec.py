@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from oracle import oracle_decode, oracle_encode
 
-from mxformats import FORMATS, _text, specgen
+from mxformats import FORMATS, specgen, text
 
 SPEC = Path(__file__).resolve().parent.parent / "spec"
 NAMES = list(FORMATS)
@@ -22,7 +22,7 @@ def test_committed_spec_is_current() -> None:
 
 def _load(name: str, op: str) -> dict:
     data = json.loads((SPEC / "vectors" / name / f"{op}.json").read_text())
-    assert data["schema_version"] == _text.SCHEMA_VERSION
+    assert data["schema_version"] == text.SCHEMA_VERSION
     assert data["format"] == name and data["op"] == op
     return data
 
@@ -39,7 +39,7 @@ def test_encode_vectors(name: str) -> None:
         expected = [c["expected"][i] for c in data["cases"]]
         for x, want in zip(inputs.tolist(), expected, strict=True):
             got = oracle_encode(name, x, rounding, overflow)
-            oracle_says = "error" if got is ValueError else _text.code_hex(fmt, int(got))
+            oracle_says = "error" if got is ValueError else text.code_hex(fmt, int(got))
             assert oracle_says == want, (name, x.hex(), rounding, overflow)
         ok = np.array([e != "error" for e in expected])
         codes = fmt.encode(inputs[ok], rounding=rounding, overflow=overflow)
@@ -70,7 +70,7 @@ def _expected(name: str, x: float, rounding: str, overflow: str) -> str:
     data = _load(name, "encode")
     i = [(m["rounding"], m["overflow"]) for m in data["modes"]].index((rounding, overflow))
     for case in data["cases"]:
-        if case["input"] == _text.hex_float(x):
+        if case["input"] == text.hex_float(x):
             return str(case["expected"][i])
     fmt = FORMATS[name]
     return specgen.expected_code(fmt, x, rounding, overflow)
@@ -137,7 +137,7 @@ def test_executed_values_of_the_research(
     name: str, x: float, rounding: str, overflow: str, want: str
 ) -> None:
     fmt = FORMATS[name]
-    assert _text.code_hex(fmt, int(fmt.encode(x, rounding=rounding, overflow=overflow))) == want
+    assert text.code_hex(fmt, int(fmt.encode(x, rounding=rounding, overflow=overflow))) == want
     assert _expected(name, x, rounding, overflow) == want
 
 
@@ -149,7 +149,7 @@ def test_research_element_vectors_23_to_38() -> None:
     from mxformats import e4m3fn_to_fnuz
 
     data = json.loads((SPEC / "vectors" / "research" / "elements.json").read_text())
-    assert data["schema_version"] == _text.SCHEMA_VERSION
+    assert data["schema_version"] == text.SCHEMA_VERSION
     ids = {c["id"] for c in data["cases"]}
     assert ids == {f"#{n}" for n in range(23, 39)}
     ml_types = {"e8m0": ml_dtypes.float8_e8m0fnu, "e4m3fn": ml_dtypes.float8_e4m3fn,
@@ -176,12 +176,12 @@ def test_research_element_vectors_23_to_38() -> None:
                 assert target == {"library": "ml_dtypes", "version": "0.6.0"}
                 assert ml_dtypes.__version__ == "0.6.0"
                 got = np.array([x], np.float32).astype(ml_types[fmt.name]).view(np.uint8)[0]
-                assert _text.code_hex(fmt, int(got)) == want, (case["id"], target)
+                assert text.code_hex(fmt, int(got)) == want, (case["id"], target)
             elif want == "error":
                 with pytest.raises(ValueError):
                     fmt.encode(x)
             else:
                 code = int(fmt.encode(x, rounding=target["rounding"], overflow=target["overflow"]))
-                assert _text.code_hex(fmt, code) == want, (case["id"], target)
+                assert text.code_hex(fmt, code) == want, (case["id"], target)
             asserted += 1
     assert asserted > 40 and documented > 10

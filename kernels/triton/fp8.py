@@ -2,14 +2,14 @@
 
 Byte-identical to the numpy reference (same names and arguments, torch tensors in and out):
 
-- :func:`quantize_fp8` (:func:`mxformats.fp8.quantize_fp8`): profile ``static`` (Quark;
+- :func:`quantize_fp8` (:func:`mxformats.schemes.fp8.quantize_fp8`): profile ``static`` (Quark;
   E4M3FN, E4M3FNUZ, E5M2): ``s = float32(amax) / fmt.max``, ``codes = fmt(clamp(dtype(x / s),
   ±fmt.max))``, the quotient rounded to the input dtype first; the vLLM profiles
   ``vllm-fnuz``, ``dynamic-fn`` and ``dynamic-fnuz``: ``codes = fmt(clamp(float32(x) * (1 /
   s), ±M))`` with a NaN product becoming +M.
 - :func:`e4m3fn_to_fnuz` (:func:`mxformats.conversions.e4m3fn_to_fnuz`): vLLM's MI300
   normalisation, the same bits with 0x80 (-0, the FNUZ NaN) made 0x00 and the scale doubled.
-- :func:`dequantize_w4a8` (:func:`mxformats.fp8.dequantize_w4a8`): Quark W4A8 weights, ``q ×
+- :func:`dequantize_w4a8` (:func:`mxformats.schemes.fp8.dequantize_w4a8`): Quark W4A8 weights, ``q ×
   float32(s2 × s1)`` as vLLM folds the two scales.
 
 Spec: ``spec/w4a8.md`` and ``spec/e4m3fnuz.md``. The per-tensor amax is a two-pass reduction
@@ -27,12 +27,12 @@ import torch
 import triton
 import triton.language as tl
 
-from mxformats import fp8 as reference
 from mxformats.formats import E4M3FN, Format
-from mxformats.int4 import NIBBLE_OFFSET
+from mxformats.schemes import fp8 as reference
+from mxformats.schemes.int4 import NIBBLE_OFFSET
 
-from .._int4_fp8_args import check_fnuz_args, check_fp8_args, check_w4a8_args, require_tensor
-from .._mx_plan import FloatLayout
+from ..int4_fp8_plan import check_fnuz_args, check_fp8_args, check_w4a8_args, require_tensor
+from ..mx_plan import FloatLayout
 from ._codec import decode_float, encode_float
 from .int4 import (
     KERNELS,
@@ -127,7 +127,7 @@ def _cast_fp8_kernel(x_ptr: tl.tensor, amax_ptr: tl.tensor, codes_ptr: tl.tensor
 def quantize_fp8(
     x: torch.Tensor, fmt: Format | str = E4M3FN, *, profile: str = "static"
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per-tensor FP8, byte-identical to :func:`mxformats.fp8.quantize_fp8`.
+    """Per-tensor FP8, byte-identical to :func:`mxformats.schemes.fp8.quantize_fp8`.
 
     ``x``: a float32, bfloat16 or float16 tensor of any shape and strides. Returns ``(codes,
     scale)``: uint8 codes of ``x``'s shape (contiguous) and a float32 scale of shape ``()``.
@@ -221,7 +221,7 @@ def dequantize_w4a8(
     dtype: object = torch.float32,
 ) -> torch.Tensor:
     """Quark W4A8 weights as vLLM dequantizes them, byte-identical to
-    :func:`mxformats.fp8.dequantize_w4a8` (NaN outputs: any NaN): ``float32(q × float32(s2 ×
+    :func:`mxformats.schemes.fp8.dequantize_w4a8` (NaN outputs: any NaN): ``float32(q × float32(s2 ×
     s1))`` rounded once to ``dtype``.
 
     ``weight``: int32 ``[O, W]`` in the ``quark`` nibble order; ``weight_scale``: one float

@@ -1,6 +1,6 @@
 """Triton INT4 kernels: symmetric group quantization, the INT4 word packings, dequantization.
 
-Byte-identical to the numpy reference :mod:`mxformats.int4` (same names and arguments, torch
+Byte-identical to the numpy reference :mod:`mxformats.schemes.int4` (same names and arguments, torch
 tensors in and out). Spec: ``spec/int4-schemes.md`` (the producers' and consumers' arithmetic)
 and ``spec/int4-layouts.md`` (the nibble layouts).
 
@@ -8,7 +8,8 @@ and ``spec/int4-layouts.md`` (the nibble layouts).
   round_half_even(dtype(x / s))``: true divisions in float32 rounded to the input dtype, the
   way torch computes a bfloat16 or float16 division) and ``quark`` (``s`` in the input dtype,
   ``max``-ed with 2^-23, then ``float32(x) * (1 / s)``).
-- :func:`pack_int4` / :func:`unpack_int4`: all three layouts of :data:`mxformats.int4.LAYOUTS`.
+- :func:`pack_int4` / :func:`unpack_int4`: the three layouts of
+  :data:`mxformats.schemes.int4.LAYOUTS`.
 - :func:`dequantize_int4`: consumers ``compressed-tensors`` (``q × s`` rounded to the scale's
   dtype) and ``quark`` (``q × s`` in float32), then rounded once to ``dtype``.
 
@@ -32,10 +33,10 @@ import torch
 import triton
 import triton.language as tl
 
-from mxformats import int4 as reference
+from mxformats.schemes import int4 as reference
 
-from .. import _int4_fp8_args as _args
-from .._int4_fp8_args import (
+from .. import int4_fp8_plan as _args
+from ..int4_fp8_plan import (
     as_int8,
     check_axis,
     check_group_scales,
@@ -242,7 +243,7 @@ def quantize_int4(
     x: torch.Tensor, *, group_size: int | None = 32, axis: int = -1,
     profile: str = "compressed-tensors",
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Symmetric INT4 quantization, byte-identical to :func:`mxformats.int4.quantize_int4`.
+    """Symmetric INT4 quantization, byte-identical to :func:`mxformats.quantize_int4`.
 
     ``x``: a float32, bfloat16 or float16 tensor of any shape and strides; ``group_size``
     elements per scale along ``axis`` (None: one scale per slice). Returns ``(q, scales)``:
@@ -314,7 +315,7 @@ def dequantize_int4(
     profile: str = "compressed-tensors", dtype: object = torch.float32,
 ) -> torch.Tensor:
     """``q × scale`` as the consumer ``profile`` computes it, then rounded once to ``dtype``;
-    byte-identical to :func:`mxformats.int4.dequantize_int4` (NaN outputs: any NaN).
+    byte-identical to :func:`mxformats.dequantize_int4` (NaN outputs: any NaN).
 
     ``q``: an integer tensor in [-8, 7]; ``scales``: float32, bfloat16 or float16 with ``axis``
     of length ``n / group_size``; ``dtype``: float32, bfloat16, float16 or float64 (torch, numpy
@@ -389,7 +390,7 @@ def pack_int4(
     q: torch.Tensor, *, layout: str = "compressed-tensors", axis: int = -1
 ) -> torch.Tensor:
     """Pack integers in [-8, 7] eight per int32 word along ``axis`` in ``layout``;
-    byte-identical to :func:`mxformats.int4.pack_int4` (``ceil(n / 8)`` words, padding
+    byte-identical to :func:`mxformats.pack_int4` (``ceil(n / 8)`` words, padding
     nibbles 0x0). Returns a contiguous int32 tensor. Spec: ``int4-layouts.md``."""
     reference._check_layout(layout)
     t = as_int8(q, "pack_int4", TypeError, KERNELS)
@@ -436,7 +437,7 @@ def unpack_int4(
     packed: torch.Tensor, *, layout: str = "compressed-tensors", axis: int = -1,
     size: int | None = None,
 ) -> torch.Tensor:
-    """Inverse of :func:`pack_int4`, byte-identical to :func:`mxformats.int4.unpack_int4`:
+    """Inverse of :func:`pack_int4`, byte-identical to :func:`mxformats.unpack_int4`:
     int32 (or uint32) words to int8 in [-8, 7]; ``size`` (default ``8 × words``) trims the
     padding of the last word. Returns a contiguous tensor. Spec: ``int4-layouts.md``."""
     reference._check_layout(layout)

@@ -92,10 +92,10 @@ from typing import TYPE_CHECKING, Any
 import ml_dtypes
 import numpy as np
 
-from mxformats import fp8 as _fp8
-from mxformats import int4 as _int4
-from mxformats import mx as _mx
 from mxformats import tensorfile
+from mxformats.schemes import fp8 as _fp8
+from mxformats.schemes import int4 as _int4
+from mxformats.schemes import mx as _mx
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray

@@ -1,7 +1,7 @@
 """Check a quantizer or dequantizer against the reference, byte for byte.
 
 For kernel authors: hand :func:`check_quantizer` any function with the signature of
-:func:`mxformats.mx.quantize_mx` and it runs the function over
+:func:`mxformats.quantize_mx` and it runs the function over
 
 1. ``vectors``: the committed spec vectors of the profile (``spec/vectors/mx/<profile>.json``,
    skipped with a note where they are not shipped),
@@ -15,7 +15,7 @@ For kernel authors: hand :func:`check_quantizer` any function with the signature
    when Hypothesis is not installed),
 
 in each input dtype, compares the bytes it returns with the reference
-(``mxformats.mx.quantize_mx(..., profile=profile)``) and reports the **first** differing block:
+(``mxformats.quantize_mx(..., profile=profile)``) and reports the **first** differing block:
 its values as hex floats, the expected and returned scale byte and codes, and which source
 found it. Inputs go in as batches of blocks (shape ``(blocks, block_size)``, blocks along
 ``axis``), so bugs that depend on a block's position show up too.
@@ -52,7 +52,7 @@ import numpy as np
 
 from mxformats.codec import tensor_to_numpy
 from mxformats.formats import E2M1, Format, get_format
-from mxformats.mx import pack_fp4
+from mxformats.schemes.mx import pack_fp4
 from mxformats.testing.cases import (
     DTYPES,
     Blocks,
@@ -670,13 +670,13 @@ def _hypothesis_search(
 
 
 def _reference_quantizer() -> Callable[..., Any]:
-    from mxformats.mx import quantize_mx
+    from mxformats.schemes.mx import quantize_mx
 
     return quantize_mx
 
 
 def _reference_dequantizer() -> Callable[..., Any]:
-    from mxformats.mx import dequantize_mx
+    from mxformats.schemes.mx import dequantize_mx
 
     return dequantize_mx
 
@@ -734,7 +734,7 @@ def check_quantizer(
 
     ``fn`` is called as ``fn(x, elem, block_size=block_size, axis=axis, profile=profile)``
     with ``x`` a 2-D array of blocks (``(blocks, block_size)``, or transposed for
-    ``axis=0``) and must return an :class:`~mxformats.mx.MXArray` or a pair
+    ``axis=0``) and must return an :class:`~mxformats.schemes.mx.MXArray` or a pair
     ``(codes, scales)``: uint8 codes packed as ``quantize_mx`` packs them (E2M1: two per
     byte, element 2k in the low nibble) and uint8 E8M0 scale bytes.
 
@@ -753,7 +753,7 @@ def check_quantizer(
             ``hypothesis``), in that order.
         torch_device: None to pass numpy arrays; a device name (``"cpu"``, ``"cuda"``) to pass
             torch tensors on it.
-        reference: the function to compare with (default ``mxformats.mx.quantize_mx``), e.g.
+        reference: the function to compare with (default ``mxformats.quantize_mx``), e.g.
             a torch reference when checking the kernel that mirrors it.
 
     Returns:
@@ -843,7 +843,7 @@ def check_quantizer(
 def _known_profile(scheme: str, kinds: tuple[str, ...], name: str) -> None:
     """ValueError listing the valid names when ``name`` is not a registered profile of one of
     ``kinds``."""
-    from mxformats.profiles import get_profile_info
+    from mxformats.registry import get_profile_info
 
     for kind in kinds[1:]:
         try:
@@ -1073,7 +1073,7 @@ def _dequant_hypothesis(run: _Run, elem: Format, block_size: int, dtype: str,
 
 
 def _reference_int4() -> Callable[..., Any]:
-    from mxformats.int4 import quantize_int4
+    from mxformats.schemes.int4 import quantize_int4
 
     return quantize_int4
 
@@ -1095,7 +1095,7 @@ def check_int4_quantizer(
     """Check a symmetric INT4 per-group quantizer against ``quantize_int4(..., profile=...)``.
 
     ``fn`` is called as ``fn(x, group_size=group_size, axis=axis, profile=profile)`` with a
-    2-D ``x`` of groups and must return an :class:`~mxformats.int4.Int4Array` or ``(q,
+    2-D ``x`` of groups and must return an :class:`~mxformats.schemes.int4.Int4Array` or ``(q,
     scales)``: integers in [-8, 7] (any integer dtype) and scales of the reference's dtype,
     compared bit for bit. Sources: ``sweep`` (every bfloat16/float16 pattern in groups),
     ``boundary`` (:func:`mxformats.testing.cases.int4_groups`: rounding ties at each scale,

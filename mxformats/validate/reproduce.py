@@ -37,9 +37,9 @@ import ml_dtypes
 import numpy as np
 
 from mxformats.formats import E4M3FN
-from mxformats.fp8 import dequantize_w4a8, quantize_w4a8
-from mxformats.int4 import dequantize_int4, pack_int4, quantize_int4, unpack_int4
-from mxformats.mx import dequantize_mx, quantize_mx
+from mxformats.schemes.fp8 import dequantize_w4a8, quantize_w4a8
+from mxformats.schemes.int4 import dequantize_int4, pack_int4, quantize_int4, unpack_int4
+from mxformats.schemes.mx import dequantize_mx, quantize_mx
 from mxformats.tensorfile import TensorFileError, read_index, read_tensor
 
 from .findings import Check, Finding, Level, Severity, declare

@@ -36,7 +36,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from mxformats.formats import E4M3FN, E4M3FNUZ, E5M2, Format
-from mxformats.int4 import (
+from mxformats.registry import ProfileInfo, register
+from mxformats.schemes.int4 import (
     as_float_array,
     divide_in,
     pack_int4,
@@ -45,7 +46,6 @@ from mxformats.int4 import (
     round_once,
     unpack_int4,
 )
-from mxformats.profiles import ProfileInfo, register
 
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike, DTypeLike, NDArray

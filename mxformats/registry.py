@@ -2,11 +2,12 @@
 
 A *profile* names one implementation's choices (scale rule, tie rounding, arithmetic dtype,
 NaN/Inf/zero-block handling, packing, decoding) so that ``profile="quark"`` means exactly the
-bytes AMD Quark 0.13 writes. Scheme modules (:mod:`mxformats.mx`, :mod:`mxformats.int4`,
-:mod:`mxformats.fp8`) register their profiles here at import time. Spec: ``spec/profiles.md``.
+bytes AMD Quark 0.13 writes. Scheme modules (:mod:`mxformats.schemes.mx`,
+:mod:`mxformats.schemes.int4`, :mod:`mxformats.schemes.fp8`) register their profiles here at
+import time. Spec: ``spec/profiles.md``.
 
 The package attribute ``mxformats.profiles`` is the :func:`profiles` function (the public entry
-point); import this module's other names with ``from mxformats.profiles import ...``.
+point); import this module's other names with ``from mxformats.registry import ...``.
 """
 
 from __future__ import annotations
@@ -58,7 +59,7 @@ def register(info: ProfileInfo) -> ProfileInfo:
 
 def _load_schemes() -> None:
     # Importing the scheme modules registers their profiles.
-    from mxformats import fp8, int4, mx  # noqa: F401
+    from mxformats.schemes import fp8, int4, mx  # noqa: F401
 
 
 def profiles() -> list[ProfileInfo]:

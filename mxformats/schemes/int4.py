@@ -40,7 +40,7 @@ import ml_dtypes
 import numpy as np
 
 from mxformats.codec import tensor_to_numpy
-from mxformats.profiles import Kind, ProfileInfo, register
+from mxformats.registry import Kind, ProfileInfo, register
 
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike, DTypeLike, NDArray

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from mxformats._text import SCHEMA_VERSION, code_hex, hex_float, json_file
 from mxformats.conversions import e4m3fn_to_fnuz
 from mxformats.formats import E4M3FN, get_format
+from mxformats.text import SCHEMA_VERSION, code_hex, hex_float, json_file
 
 _INF, _NAN = float("inf"), float("nan")
 _ML = {"library": "ml_dtypes", "version": "0.6.0"}

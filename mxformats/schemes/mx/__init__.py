@@ -28,12 +28,18 @@ from typing import TYPE_CHECKING
 import ml_dtypes
 import numpy as np
 
-from mxformats._mx_consumers import CONSUMERS, Consumer, decode_blocks, get_consumer, round_to
-from mxformats._mx_elements import encode_elements, scaled
-from mxformats._mx_producers import PRODUCERS, Producer, get_producer
 from mxformats.codec import tensor_to_numpy
 from mxformats.formats import E2M1, Format, get_format
-from mxformats.profiles import ProfileInfo, register
+from mxformats.registry import ProfileInfo, register
+from mxformats.schemes.mx.consumers import (
+    CONSUMERS,
+    Consumer,
+    decode_blocks,
+    get_consumer,
+    round_to,
+)
+from mxformats.schemes.mx.elements import encode_elements, scaled
+from mxformats.schemes.mx.producers import PRODUCERS, Producer, get_producer
 
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike, DTypeLike, NDArray

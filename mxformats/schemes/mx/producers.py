@@ -1,8 +1,8 @@
 """The MX producer and activation profiles: which scale rule, element rules, input types, block
 sizes and element formats each reproduces, and how each classifies its inputs.
 
-The table :data:`PRODUCERS` is the single source of truth: :mod:`mxformats.mx` registers and
-runs it and :mod:`mxformats._spec_mx` writes ``spec/mx.md`` from it. Spec: ``spec/mx.md``.
+The table :data:`PRODUCERS` is the single source of truth: :mod:`mxformats.schemes.mx` registers and
+runs it and :mod:`mxformats.specgen.mx` writes ``spec/mx.md`` from it. Spec: ``spec/mx.md``.
 """
 
 from __future__ import annotations
@@ -15,14 +15,14 @@ from typing import TYPE_CHECKING, Literal
 import ml_dtypes
 import numpy as np
 
-from mxformats import _mx_scale as rules
-from mxformats._mx_elements import ElementRules
 from mxformats.formats import E2M1, E2M3, E3M2, E4M3FN, E5M2, Format
+from mxformats.schemes.mx import scale_rules as rules
+from mxformats.schemes.mx.elements import ElementRules
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
 
-    from mxformats._mx_scale import Scale
+    from mxformats.schemes.mx.scale_rules import Scale
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 F16 = np.dtype(np.float16)
@@ -54,7 +54,8 @@ class Producer:
 
     Attributes:
         name, kind, library, version, function, description: the registry entry.
-        scale_rule: ``(amax, elem, input dtype) -> Scale`` (:mod:`mxformats._mx_scale`).
+        scale_rule: ``(amax, elem, input dtype) -> Scale``
+            (:mod:`mxformats.schemes.mx.scale_rules`).
         elements: the element formats the producer writes.
         dtypes: input dtypes it accepts (others raise ``ValueError`` with ``dtype_reason``).
         rules: the element rules by input dtype name (``"*"``: every dtype).

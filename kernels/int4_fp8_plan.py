@@ -4,12 +4,12 @@ conversions every backend does before its launch code.
 The Triton (:mod:`mxformats.kernels.triton`) and HIP (:mod:`mxformats.kernels.hip`) front ends of
 ``quantize_int4``, ``pack_int4``, ``unpack_int4``, ``dequantize_int4``, ``dequantize_w4a8``,
 ``quantize_fp8`` and ``e4m3fn_to_fnuz`` call these with the reference's arguments and get back
-either the exception the reference raises for the same bad input (:mod:`mxformats.int4` and
-:mod:`mxformats.fp8`'s own messages), ``NotImplementedError`` for what the backend does not
+either the exception the reference raises for the same bad input (:mod:`mxformats.schemes.int4` and
+:mod:`mxformats.schemes.fp8`'s own messages), ``NotImplementedError`` for what the backend does not
 claim or compute (float64 data, an unclaimed profile), ``TypeError`` for a non-tensor, or the
 checked arguments. ``kernels`` names the backend (``"Triton"``, ``"HIP"``) in messages that are
-the backend's own. The MX counterpart is :mod:`mxformats.kernels._mx_plan`, whose
-:func:`~mxformats.kernels._mx_plan.require_tensor` and dtype naming this module reuses.
+the backend's own. The MX counterpart is :mod:`mxformats.kernels.mx_plan`, whose
+:func:`~mxformats.kernels.mx_plan.require_tensor` and dtype naming this module reuses.
 
 torch only: nothing here imports a backend.
 """
@@ -20,11 +20,11 @@ from collections.abc import Collection, Mapping
 
 import torch
 
-from mxformats import fp8 as fp8_reference
-from mxformats import int4 as int4_reference
 from mxformats.formats import Format, get_format
+from mxformats.schemes import fp8 as fp8_reference
+from mxformats.schemes import int4 as int4_reference
 
-from ._mx_plan import _dtype_name, require_tensor
+from .mx_plan import _dtype_name, require_tensor
 
 __all__ = [
     "OUTPUT_DTYPES",
@@ -124,7 +124,7 @@ def as_int8(q: object, what: str, error: type[Exception], kernels: str, *,
 def check_group_scales(values: torch.Tensor, scales: torch.Tensor, group_size: int | None,
                        axis: int) -> tuple[int, int, int]:
     """``dequantize_int4``'s scale shape, checked by the reference's own
-    :func:`mxformats.int4.check_group_scales`: ``(axis, n, group)``, or its ValueError."""
+    :func:`mxformats.schemes.int4.check_group_scales`: ``(axis, n, group)``, or its ValueError."""
     return int4_reference.check_group_scales(tuple(values.shape), tuple(scales.shape),
                                              group_size, axis)
 
@@ -159,7 +159,7 @@ def check_w4a8_args(weight: object, weight_scale: object, weight_scale_2: object
 
 def check_fp8_args(fmt: Format | str, profile: str, claims: Collection[tuple[str, str]],
                    kernels: str) -> Format:
-    """``quantize_fp8``'s profile and format, checked as :func:`mxformats.fp8.quantize_fp8`
+    """``quantize_fp8``'s profile and format, checked as :func:`mxformats.schemes.fp8.quantize_fp8`
     does (ValueError for an unknown profile or a format it does not take), then against the
     backend's ``claims`` (NotImplementedError). Returns the format."""
     if profile not in fp8_reference._FP8_PROFILES:

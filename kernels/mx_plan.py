@@ -2,7 +2,7 @@
 
 Every MX kernel backend (Triton, HIP) calls :func:`prepare_quantize` / :func:`prepare_dequantize`
 with the reference's arguments and gets back either the exception the reference raises for the
-same bad input (``mxformats.mx``'s own checks, reused), ``NotImplementedError`` naming a profile
+same bad input (the reference's own checks, reused), ``NotImplementedError`` naming a profile
 the backend does not claim, or a call: the input as a contiguous ``(rows, K)`` view of raw bits
 (the quantized axis moved last), the outputs allocated on the input's device, and a frozen
 :class:`QuantizePlan` / :class:`DequantizePlan` whose plain-integer fields a kernel takes as
@@ -44,12 +44,12 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import ml_dtypes
 import numpy as np
 
-from mxformats._mx_consumers import CONSUMERS, get_consumer, round_to
-from mxformats._mx_elements import ElementRules, _nan_codes, encode_elements
-from mxformats._mx_producers import PRODUCERS, Producer, get_producer
-from mxformats._mx_scale import Scale
 from mxformats.formats import E2M1, E4M3FN, Format
-from mxformats.mx import _arithmetic_dtype, _axis, _check_elem, _check_shape
+from mxformats.schemes.mx import _arithmetic_dtype, _axis, _check_elem, _check_shape
+from mxformats.schemes.mx.consumers import CONSUMERS, get_consumer, round_to
+from mxformats.schemes.mx.elements import ElementRules, _nan_codes, encode_elements
+from mxformats.schemes.mx.producers import PRODUCERS, Producer, get_producer
+from mxformats.schemes.mx.scale_rules import Scale
 
 if TYPE_CHECKING:
     import torch
@@ -172,7 +172,7 @@ def _bits_view(t: torch.Tensor) -> torch.Tensor:
 class QuantizedMX(NamedTuple):
     """What the MX quantize kernels return: ``codes, scales = quantize_mx(...)``.
 
-    As :class:`mxformats.mx.MXArray`: uint8 ``codes`` (E2M1 two per byte along the axis,
+    As :class:`mxformats.schemes.mx.MXArray`: uint8 ``codes`` (E2M1 two per byte along the axis,
     element 2k in the low nibble), uint8 E8M0 ``scales``; torch tensors on the input's device.
     """
 
@@ -231,7 +231,7 @@ def quantize_claims(producer: Producer, elem: Format, *, microxcaling: bool = Fa
     type rounds (its subnormals) codes to zero.
 
     Not claimed: a NaN-ignoring block maximum (Quark's HIP qdq, ``__hmax``;
-    :func:`mxformats.mx.block_max`), which the kernels do not compute.
+    :func:`mxformats.schemes.mx.block_max`), which the kernels do not compute.
     """
     if elem not in producer.elements or elem not in KERNEL_ELEMENTS or producer.nan_ignoring_max:
         return False
@@ -253,8 +253,8 @@ def quantize_claims(producer: Producer, elem: Format, *, microxcaling: bool = Fa
 
 
 def _pack_scales(scale: Scale) -> NDArray[np.int64]:
-    """Scale entries of a :class:`~mxformats._mx_scale.Scale` (every ``mult`` must be a power
-    of two, 0 or NaN)."""
+    """Scale entries of a :class:`~mxformats.schemes.mx.scale_rules.Scale` (every ``mult``
+    must be a power of two, 0 or NaN)."""
     mult = scale.mult
     nan = np.isnan(mult)
     kind = np.where(nan, np.where(np.signbit(mult), KIND_NEG_NAN, KIND_NAN),
@@ -429,7 +429,7 @@ def prepare_quantize(x: object, elem: Format | str, *, block_size: int, axis: in
     """Check a ``quantize_mx`` call as the reference does and lay it out for a kernel.
 
     ``claims``: the backend's ``(element, profile)`` pairs; a registered profile outside them
-    raises ``NotImplementedError`` naming it. Raises what ``mxformats.mx.quantize_mx`` raises
+    raises ``NotImplementedError`` naming it. Raises what ``mxformats.quantize_mx`` raises
     for the same arguments (ValueError for an unknown profile, an element or dtype the profile
     refuses, a bad axis, a ragged last block the producer does not define, an odd E2M1 length;
     TypeError for non-float data); a float64 tensor the profile takes is NotImplementedError
@@ -570,7 +570,7 @@ def prepare_dequantize(codes: object, scales: object, elem: Format | str, *, blo
 
     ``dtype``: a torch or numpy float dtype; float32, bfloat16 and float16 are computed, float64
     is ``NotImplementedError`` where the consumer takes it. Raises what
-    ``mxformats.mx.dequantize_mx`` raises for the same arguments, ``NotImplementedError`` for a
+    ``mxformats.dequantize_mx`` raises for the same arguments, ``NotImplementedError`` for a
     registered consumer outside ``claims``.
     """
     import torch
