@@ -44,9 +44,10 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import ml_dtypes
 import numpy as np
 
+from mxformats.arith import BF16, round_to
 from mxformats.formats import E2M1, E4M3FN, Format
 from mxformats.schemes.mx import _arithmetic_dtype, _axis, _check_elem, _check_shape
-from mxformats.schemes.mx.consumers import CONSUMERS, get_consumer, round_to
+from mxformats.schemes.mx.consumers import CONSUMERS, get_consumer
 from mxformats.schemes.mx.elements import ElementRules, _nan_codes, encode_elements
 from mxformats.schemes.mx.producers import PRODUCERS, Producer, get_producer
 from mxformats.schemes.mx.scale_rules import Scale
@@ -138,7 +139,7 @@ _TORCH_NAMES = ("float32", "bfloat16", "float16")
 
 def _numpy_dtype(torch_dtype: Any) -> np.dtype[Any]:
     name = str(torch_dtype).removeprefix("torch.")
-    return np.dtype(ml_dtypes.bfloat16) if name == "bfloat16" else np.dtype(name)
+    return BF16 if name == "bfloat16" else np.dtype(name)
 
 
 def _dtype_name(dtype: Any) -> str:

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from mxformats._version import __version__
+from mxformats.arith import BF16
 from mxformats.formats import E2M1, Format, get_format
 from mxformats.text import short_float
 
@@ -414,10 +415,5 @@ def compare_profiles(
 
 
 def _np_dtype(name: str) -> np.dtype[Any]:
-    if name == "bfloat16":
-        import ml_dtypes
-
-        result: np.dtype[Any] = np.dtype(ml_dtypes.bfloat16)
-    else:
-        result = np.dtype(name)
+    result: np.dtype[Any] = BF16 if name == "bfloat16" else np.dtype(name)
     return result

@@ -41,10 +41,10 @@ from functools import cache
 from itertools import pairwise
 from typing import TYPE_CHECKING, Any
 
-import ml_dtypes
 import numpy as np
 
 from mxformats import codec as _codec
+from mxformats.arith import BF16
 from mxformats.codec import tensor_to_numpy
 from mxformats.formats import E2M1, Format
 from mxformats.schemes import int4 as _int4
@@ -75,7 +75,6 @@ QUANTIZE_PROFILES = ("ocp", "quark")
 
 #: The byte views below (pairs of codes as uint16, words as bytes) read little-endian words.
 _LITTLE_ENDIAN = sys.byteorder == "little"
-_BF16 = np.dtype(ml_dtypes.bfloat16)
 _F16 = np.dtype(np.float16)
 _F32 = np.dtype(np.float32)
 _MAGNITUDE = np.uint32(0x7FFFFFFF)
@@ -192,7 +191,7 @@ def _float32_bits(chunk: NDArray[Any], into: NDArray[np.uint32]) -> NDArray[np.u
     """The float32 bits of a chunk of float32, bfloat16 or float16 values (exact widening)."""
     if chunk.dtype == _F32:
         return chunk.view(np.uint32)
-    if chunk.dtype == _BF16:
+    if chunk.dtype == BF16:
         np.left_shift(chunk.view(np.uint16), 16, out=into, dtype=np.uint32)
     else:
         np.copyto(into.view(np.float32), chunk)
@@ -257,7 +256,7 @@ def quantize_mx(
         or elem is not E2M1
         or block_size != BLOCK
         or profile not in QUANTIZE_PROFILES
-        or data.dtype not in (_F32, _BF16, _F16)
+        or data.dtype not in (_F32, BF16, _F16)
         or data.ndim == 0
         or not -data.ndim <= axis < data.ndim
         or data.shape[axis] % BLOCK
@@ -443,7 +442,7 @@ def encode(
         or nan_code is not None
         or rounding not in fmt.roundings
         or (overflow is not None and overflow not in fmt.overflows)
-        or data.dtype not in (_F32, _BF16, _F16)
+        or data.dtype not in (_F32, BF16, _F16)
     ):
         return _codec.encode(fmt, x, rounding=rounding, overflow=overflow, nan_code=nan_code)
     table = code_table(fmt, rounding, fmt.default_overflow if overflow is None else overflow)
@@ -624,7 +623,7 @@ def dequantize_int4(
             given.q, given.scales, given.group_size, given.axis, given.profile)
     values = q if isinstance(q, np.ndarray) else None
     s = scales if isinstance(scales, np.ndarray) else None
-    scale_types = (_F32,) if profile == "quark" else (_F32, _BF16, _F16)
+    scale_types = (_F32,) if profile == "quark" else (_F32, BF16, _F16)
     if (
         not _LITTLE_ENDIAN
         or values is None

@@ -17,8 +17,9 @@ from hypothesis.extra import numpy as hnp
 from test_int4_oracle import bits_of, fractions, round_fraction, round_half_even_int
 
 from mxformats import INT4, Int4Array, dequantize_int4, pack_int4, quantize_int4, unpack_int4
+from mxformats.arith import round_once
 from mxformats.registry import get_profile_info
-from mxformats.schemes.int4 import LAYOUTS, NIBBLE_ORDER, round_once
+from mxformats.schemes.int4 import LAYOUTS, NIBBLE_ORDER
 from mxformats.specgen import SCHEMA_VERSION
 
 SPEC = Path(__file__).resolve().parent.parent / "spec"

@@ -35,17 +35,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from mxformats.arith import as_float_array, divide_in, require_finite, round_once
 from mxformats.formats import E4M3FN, E4M3FNUZ, E5M2, Format
 from mxformats.registry import ProfileInfo, register
-from mxformats.schemes.int4 import (
-    as_float_array,
-    divide_in,
-    pack_int4,
-    quantize_int4,
-    require_finite,
-    round_once,
-    unpack_int4,
-)
+from mxformats.schemes.int4 import pack_int4, quantize_int4, unpack_int4
 
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike, DTypeLike, NDArray

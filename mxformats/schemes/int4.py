@@ -39,7 +39,14 @@ from typing import TYPE_CHECKING, Any
 import ml_dtypes
 import numpy as np
 
-from mxformats.codec import tensor_to_numpy
+from mxformats.arith import (
+    arithmetic_dtype,
+    as_float_array,
+    divide_in,
+    require_finite,
+    round_half_even,
+    round_once,
+)
 from mxformats.registry import Kind, ProfileInfo, register
 
 if TYPE_CHECKING:
@@ -64,10 +71,6 @@ QMIN, QMAX = -8, 7
 _HALF_RANGE = (QMAX - QMIN) / 2
 #: Quark's observer epsilon, torch.finfo(torch.float32).eps.
 _QUARK_EPS = float(np.finfo(np.float32).eps)
-
-_BF16 = np.dtype(ml_dtypes.bfloat16)
-#: The input dtypes the producers take (torch float types a checkpoint can hold).
-FLOAT_DTYPES = (np.dtype(np.float16), _BF16, np.dtype(np.float32), np.dtype(np.float64))
 
 PROFILES = ("compressed-tensors", "quark")
 
@@ -110,79 +113,6 @@ _register(
     "hw_emulation_interface.dequantize_int_per_channel_affine / _per_group_affine",
     "q × scale in float32",
 )
-
-
-# -- arithmetic in a producer's dtype ---------------------------------------------------------
-
-
-def as_float_array(x: object, what: str = "input") -> NDArray[Any]:
-    """``x`` as a numpy array **in its own float dtype** (bfloat16 stays bfloat16).
-
-    Accepts numpy float16/bfloat16/float32/float64 arrays, torch tensors of those dtypes
-    (a torch bfloat16 tensor becomes an ``ml_dtypes.bfloat16`` array holding the same bits)
-    and Python floats or sequences (float64). Anything else raises TypeError.
-    """
-    tensor = tensor_to_numpy(x)
-    arr = np.asarray(x) if tensor is None else tensor
-    if arr.dtype not in FLOAT_DTYPES:
-        raise TypeError(
-            f"{what}: dtype {arr.dtype} is not one of float16, bfloat16, float32, float64"
-        )
-    return arr
-
-
-def arithmetic_dtype(dtype: np.dtype[Any]) -> np.dtype[Any]:
-    """The dtype torch computes a ``dtype`` operation in on CPU: float32 for float16, bfloat16
-    and float32 ("opmath"), float64 for float64. One such operation on exact inputs followed
-    by rounding to ``dtype`` is the correctly rounded result (the 2p+2 rule: 24 ≥ 2·11+2)."""
-    return np.dtype(np.float64) if dtype == np.float64 else np.dtype(np.float32)
-
-
-def divide_in(a: ArrayLike, b: ArrayLike, dtype: np.dtype[Any]) -> NDArray[Any]:
-    """``a / b`` as torch computes it for tensors of ``dtype``: in the arithmetic dtype, rounded
-    once to ``dtype`` (bfloat16 ``W / s`` is ``bf16(W / s)``)."""
-    op = arithmetic_dtype(dtype)
-    quotient: NDArray[Any] = np.asarray(a, dtype=op) / np.asarray(b, dtype=op)
-    return quotient.astype(dtype)
-
-
-def round_half_even(v: NDArray[Any]) -> NDArray[Any]:
-    """``torch.round``: to the nearest integer, ties to even (numpy's ``rint``)."""
-    rounded: NDArray[Any] = np.rint(v)
-    return rounded
-
-
-def round_once(v: NDArray[np.float64], dtype: DTypeLike) -> NDArray[Any]:
-    """Round exact float64 values once (nearest-even) to ``dtype``.
-
-    float16, float32 and float64 are numpy's own correctly rounded casts. bfloat16 goes through
-    float32 rounded *to odd* (truncate, then set the last bit if inexact), which makes the
-    second rounding exact: no double rounding.
-    """
-    out = np.dtype(dtype)
-    if out != _BF16:
-        direct: NDArray[Any] = v.astype(out)
-        return direct
-    with np.errstate(over="ignore", invalid="ignore"):
-        nearest = v.astype(np.float32)
-        wide = nearest.astype(np.float64)
-        overshoot = np.abs(wide) > np.abs(v)
-        truncated = np.where(overshoot, np.nextafter(nearest, np.float32(0)), nearest)
-        inexact = (truncated.astype(np.float64) != v) & ~np.isnan(v)
-    bits = truncated.view(np.uint32) | inexact.astype(np.uint32)
-    result: NDArray[Any] = bits.view(np.float32).astype(_BF16)
-    return result
-
-
-def require_finite(x: NDArray[Any], where: str) -> None:
-    """Raise ValueError for NaN/±Inf: implementation-defined inputs (spec: int4-schemes.md)."""
-    finite = np.isfinite(x.astype(np.float32) if x.dtype == _BF16 else x)
-    if not np.all(finite):
-        bad = x[~finite].flat[0]
-        raise ValueError(
-            f"{where}: the input holds {bad!r}; NaN and ±Inf are implementation-defined for this "
-            "producer (NaN scales, undefined float→int casts) and are refused"
-        )
 
 
 # -- groups -----------------------------------------------------------------------------------

@@ -14,9 +14,9 @@ import inspect
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-import ml_dtypes
 import numpy as np
 
+from mxformats.arith import BF16
 from mxformats.formats import E2M1, E4M3FN, Format
 from mxformats.schemes.mx.consumers import CONSUMERS, Consumer
 from mxformats.schemes.mx.producers import PRODUCERS, Producer
@@ -199,7 +199,7 @@ DOCUMENTATION_ONLY: tuple[dict[str, str], ...] = (
 def _input_block(block: Block, dtype: str) -> np.ndarray:
     values = np.zeros(BLOCK)
     values[: len(block.values)] = block.values
-    np_dtype = np.dtype(ml_dtypes.bfloat16) if dtype == "bfloat16" else np.dtype(dtype)
+    np_dtype = BF16 if dtype == "bfloat16" else np.dtype(dtype)
     with np.errstate(over="ignore"):
         return values.astype(np.float32).astype(np_dtype)
 
@@ -241,7 +241,7 @@ def decode_case(case: Decode, profile: str) -> dict[str, object]:
 
     codes = np.zeros(BLOCK, dtype=np.uint8)
     codes[: len(case.codes)] = case.codes
-    dtype = np.dtype(ml_dtypes.bfloat16) if case.dtype == "bfloat16" else np.dtype(case.dtype)
+    dtype = BF16 if case.dtype == "bfloat16" else np.dtype(case.dtype)
     out = dequantize_mx(pack_fp4(codes), np.array([case.scale], dtype=np.uint8),
                         profile=profile, dtype=dtype)
     return {

@@ -89,10 +89,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import ml_dtypes
 import numpy as np
 
 from mxformats import tensorfile
+from mxformats.arith import BF16
 from mxformats.schemes import fp8 as _fp8
 from mxformats.schemes import int4 as _int4
 from mxformats.schemes import mx as _mx
@@ -114,7 +114,6 @@ PathLike = str | os.PathLike[str]
 
 _INDEX = "model.safetensors.index.json"
 _CONFIG = "config.json"
-_BF16 = np.dtype(ml_dtypes.bfloat16)
 #: Versions the producer fixtures were written with (their config blocks name them).
 _TRANSFORMERS_VERSION = "5.17.0"
 _QUARK_VERSION = "0.13"
@@ -657,7 +656,7 @@ def _init(param: _Param, seed: int) -> NDArray[Any]:
             values[wide] *= np.float32(5.0)
     if param.dtype == "F32":
         return values.astype(np.float32)
-    return values.astype(_BF16)
+    return values.astype(BF16)
 
 
 # -- sharding and files --------------------------------------------------------------------------
@@ -789,7 +788,7 @@ def _quantize_ct(weight: NDArray[Any]) -> dict[str, NDArray[Any]]:
     int4 = _int4.quantize_int4(weight, group_size=_GROUP, axis=-1, profile="compressed-tensors")
     packed = _int4.pack_int4(int4.q, layout="compressed-tensors", axis=-1)
     return {
-        "weight_scale": np.asarray(int4.scales).astype(_BF16, copy=False),
+        "weight_scale": np.asarray(int4.scales).astype(BF16, copy=False),
         "weight_packed": np.asarray(packed, np.int32),
         "weight_shape": np.asarray(weight.shape, np.int64),
     }
@@ -900,7 +899,7 @@ def _check_source(
         if tuple(array.shape) != param.shape:
             raise ValueError(f"{where}: {name} has shape {list(array.shape)}, the config says "
                              f"{list(param.shape)}")
-        if not np.issubdtype(array.dtype, np.floating) and array.dtype != _BF16:
+        if not np.issubdtype(array.dtype, np.floating) and array.dtype != BF16:
             raise ValueError(f"{where}: {name} is {array.dtype}, not a BF16/F32 source tensor")
 
 

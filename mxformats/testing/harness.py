@@ -47,9 +47,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-import ml_dtypes
 import numpy as np
 
+from mxformats.arith import BF16
 from mxformats.codec import tensor_to_numpy
 from mxformats.formats import E2M1, Format, get_format
 from mxformats.schemes.mx import pack_fp4
@@ -222,7 +222,7 @@ def _qualname(fn: Callable[..., Any]) -> str:
 def _torch_input(x: NDArray[Any], device: str) -> Any:
     import torch
 
-    if x.dtype == np.dtype(ml_dtypes.bfloat16):
+    if x.dtype == BF16:
         t = torch.from_numpy(np.ascontiguousarray(x).view(np.int16)).view(torch.bfloat16)
     else:
         t = torch.from_numpy(np.ascontiguousarray(x))

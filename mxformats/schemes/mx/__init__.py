@@ -25,19 +25,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import ml_dtypes
 import numpy as np
 
+from mxformats.arith import FLOAT_DTYPES, round_to
 from mxformats.codec import tensor_to_numpy
 from mxformats.formats import E2M1, Format, get_format
 from mxformats.registry import ProfileInfo, register
-from mxformats.schemes.mx.consumers import (
-    CONSUMERS,
-    Consumer,
-    decode_blocks,
-    get_consumer,
-    round_to,
-)
+from mxformats.schemes.mx.consumers import CONSUMERS, Consumer, decode_blocks, get_consumer
 from mxformats.schemes.mx.elements import encode_elements, scaled
 from mxformats.schemes.mx.producers import PRODUCERS, Producer, get_producer
 
@@ -45,10 +39,6 @@ if TYPE_CHECKING:
     from numpy.typing import ArrayLike, DTypeLike, NDArray
 
 __all__ = ["MXArray", "dequantize_mx", "pack_fp4", "quantize_mx", "unpack_fp4"]
-
-_BF16 = np.dtype(ml_dtypes.bfloat16)
-_FLOAT_TYPES = (np.dtype(np.float16), _BF16, np.dtype(np.float32), np.dtype(np.float64))
-
 
 @dataclass(frozen=True, eq=False)
 class MXArray:
@@ -82,7 +72,7 @@ def _as_float_array(x: object) -> NDArray[np.generic]:
     """
     tensor = tensor_to_numpy(x)
     arr = np.asarray(x) if tensor is None else tensor
-    if arr.dtype not in _FLOAT_TYPES:
+    if arr.dtype not in FLOAT_DTYPES:
         raise TypeError(
             f"quantize_mx takes float16, bfloat16, float32 or float64 data, got {arr.dtype}"
         )

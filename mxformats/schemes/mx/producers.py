@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Literal
 
-import ml_dtypes
 import numpy as np
 
+from mxformats.arith import BF16
 from mxformats.formats import E2M1, E2M3, E3M2, E4M3FN, E5M2, Format
 from mxformats.schemes.mx import scale_rules as rules
 from mxformats.schemes.mx.elements import ElementRules
@@ -24,7 +24,6 @@ if TYPE_CHECKING:
 
     from mxformats.schemes.mx.scale_rules import Scale
 
-BF16 = np.dtype(ml_dtypes.bfloat16)
 F16 = np.dtype(np.float16)
 F32 = np.dtype(np.float32)
 F64 = np.dtype(np.float64)
