@@ -24,7 +24,7 @@ from mxformats.formats import Format, get_format
 from mxformats.schemes import fp8 as fp8_reference
 from mxformats.schemes import int4 as int4_reference
 
-from .mx_plan import _dtype_name, require_tensor
+from .mx_plan import float_dtype_name, require_tensor
 
 __all__ = [
     "OUTPUT_DTYPES",
@@ -51,7 +51,7 @@ OUTPUT_DTYPES: dict[str, torch.dtype] = {
 _FLOAT_ORDER = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
 #: The reference's axis check (ValueError ``axis ... is out of range for a N-d array``).
-check_axis = int4_reference._check_axis
+check_axis = int4_reference.check_axis
 
 
 def unclaimed(function: str, fmt: str, profile: str, kernels: str) -> NotImplementedError:
@@ -67,7 +67,7 @@ def as_torch_dtype(dtype: object, kernels: str) -> torch.dtype:
     if isinstance(dtype, torch.dtype):
         return dtype
     try:
-        name = _dtype_name(dtype)
+        name = float_dtype_name(dtype)
     except TypeError as err:
         raise TypeError(f"not a float dtype: {dtype!r}") from err
     if name not in OUTPUT_DTYPES:
@@ -103,7 +103,7 @@ def check_int4_call(function: str, profile: str, group_size: int | None,
                          f"{', '.join(int4_reference.PROFILES)}")
     if ("int4", profile) not in claims:
         raise unclaimed(function, "int4", profile, kernels)
-    int4_reference._check_group_size(group_size)
+    int4_reference.check_group_size(group_size)
 
 
 def as_int8(q: object, what: str, error: type[Exception], kernels: str, *,

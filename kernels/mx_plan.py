@@ -46,9 +46,9 @@ import numpy as np
 
 from mxformats.arith import BF16, round_to
 from mxformats.formats import E2M1, E4M3FN, Format
-from mxformats.schemes.mx import _arithmetic_dtype, _axis, _check_elem, _check_shape
+from mxformats.schemes.mx import check_axis, check_elem, check_shape, consumer_dtype
 from mxformats.schemes.mx.consumers import CONSUMERS, get_consumer
-from mxformats.schemes.mx.elements import ElementRules, _nan_codes, encode_elements
+from mxformats.schemes.mx.elements import ElementRules, encode_elements, nan_codes
 from mxformats.schemes.mx.producers import PRODUCERS, Producer, get_producer
 from mxformats.schemes.mx.scale_rules import Scale
 
@@ -142,7 +142,7 @@ def _numpy_dtype(torch_dtype: Any) -> np.dtype[Any]:
     return BF16 if name == "bfloat16" else np.dtype(name)
 
 
-def _dtype_name(dtype: Any) -> str:
+def float_dtype_name(dtype: Any) -> str:
     """The name of a torch dtype or a numpy dtype-like (``ml_dtypes.bfloat16`` included)."""
     if str(dtype).startswith("torch."):
         return str(dtype).removeprefix("torch.")
@@ -374,7 +374,7 @@ def quantize_plan(profile: str, elem: Format, dtype_name: str, block_size: int) 
             return _pack_scales(producer.scale_rule(amax, elem, dtype))
 
     infinities = encode_elements(np.array([np.inf, -np.inf]), np.zeros(2, bool), elem, rules)
-    nans = _nan_codes(elem, np.array([False, True]), rules.nan_code)
+    nans = nan_codes(elem, np.array([False, True]), rules.nan_code)
     return QuantizePlan(
         profile=profile, elem_name=elem.name, block_size=block_size,
         source=FloatLayout.of_dtype(dtype), elem=FloatLayout.of_format(elem),
@@ -440,7 +440,7 @@ def prepare_quantize(x: object, elem: Format | str, *, block_size: int, axis: in
     import torch
 
     producer = get_producer(profile)
-    fmt = _check_elem(elem, producer.elements, f"profile {profile!r}")
+    fmt = check_elem(elem, producer.elements, f"profile {profile!r}")
     if (fmt.name, profile) not in claims:
         raise NotImplementedError(f"profile {profile!r} writing {fmt.name} is not implemented "
                                   "by this kernel backend")
@@ -454,9 +454,9 @@ def prepare_quantize(x: object, elem: Format | str, *, block_size: int, axis: in
                                   "float64 (use the numpy reference)")
     if t.ndim == 0:
         raise ValueError("quantize_mx needs at least one dimension")
-    ax = _axis(t.ndim, axis)
+    ax = check_axis(t.ndim, axis)
     n = t.shape[ax]
-    _check_shape(producer, n, fmt, block_size)
+    check_shape(producer, n, fmt, block_size)
     if block_size & (block_size - 1):
         raise NotImplementedError(f"the MX kernels take power-of-two block sizes, not "
                                   f"{block_size}")
@@ -579,18 +579,18 @@ def prepare_dequantize(codes: object, scales: object, elem: Format | str, *, blo
     if scales is None:
         raise ValueError("dequantize_mx needs the scales")
     consumer = get_consumer(profile)
-    fmt = _check_elem(elem, consumer.elements, f"consumer profile {profile!r}")
+    fmt = check_elem(elem, consumer.elements, f"consumer profile {profile!r}")
     if (fmt.name, profile) not in claims:
         raise NotImplementedError(f"consumer profile {profile!r} reading {fmt.name} is not "
                                   "implemented by this kernel backend")
-    out_name = _dtype_name(dtype)
-    own = _arithmetic_dtype(consumer, _numpy_dtype(out_name))
+    out_name = float_dtype_name(dtype)
+    own = consumer_dtype(consumer, _numpy_dtype(out_name))
     if out_name not in _TORCH_NAMES:
         raise NotImplementedError(f"the MX kernels write float32, bfloat16 or float16, not "
                                   f"{out_name} (use the numpy reference)")
     c = _integer_tensor(codes, "codes")
     s = _integer_tensor(scales, "scales")
-    ax = _axis(c.ndim, axis)
+    ax = check_axis(c.ndim, axis)
     # Range checks cost a device synchronisation: only for wider integer types than bytes.
     limit = 1 << (8 if fmt.bits == 4 else fmt.bits)  # packed E2M1 bytes hold two codes
     if c.dtype != torch.uint8 and c.numel() and int(c.max()) >= limit:

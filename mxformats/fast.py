@@ -43,12 +43,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from mxformats import codec as _codec
+from mxformats import codec as reference_codec
 from mxformats.arith import BF16
 from mxformats.codec import tensor_to_numpy
 from mxformats.formats import E2M1, Format
-from mxformats.schemes import int4 as _int4
-from mxformats.schemes import mx as _mx
+from mxformats.schemes import int4 as reference_int4
+from mxformats.schemes import mx as reference_mx
 from mxformats.schemes.int4 import Int4Array
 from mxformats.schemes.mx import MXArray
 from mxformats.schemes.mx.elements import encode_elements
@@ -261,7 +261,7 @@ def quantize_mx(
         or not -data.ndim <= axis < data.ndim
         or data.shape[axis] % BLOCK
     ):
-        return _mx.quantize_mx(x, elem, block_size=block_size, axis=axis, profile=profile)
+        return reference_mx.quantize_mx(x, elem, block_size=block_size, axis=axis, profile=profile)
     ax = axis % data.ndim
     moved = np.ascontiguousarray(np.moveaxis(data, ax, -1))
     blocks = moved.reshape(-1, BLOCK)
@@ -277,7 +277,7 @@ def quantize_mx(
     _parallel(count, work, threads, CHUNK_BLOCKS)
     if special:
         rows = np.concatenate(special)
-        exact = _mx.quantize_mx(blocks[rows], E2M1, profile=profile)
+        exact = reference_mx.quantize_mx(blocks[rows], E2M1, profile=profile)
         packed[rows], scales[rows] = exact.codes, exact.scales[:, 0]
     codes = np.moveaxis(packed.reshape(*moved.shape[:-1], -1), -1, ax)
     block_scales = np.moveaxis(scales.reshape(*moved.shape[:-1], -1), -1, ax)
@@ -336,7 +336,7 @@ def dequantize_mx(
     """
     if isinstance(codes, MXArray):
         if scales is not None:
-            return _mx.dequantize_mx(codes, scales, elem, block_size=block_size, axis=axis,
+            return reference_mx.dequantize_mx(codes, scales, elem, block_size=block_size, axis=axis,
                                      profile=profile, dtype=dtype)
         given = codes
         codes, scales, elem, block_size, axis = (
@@ -360,7 +360,7 @@ def dequantize_mx(
         or s.shape != (*c.shape[:axis % c.ndim], c.shape[axis] // (BLOCK // 2),
                        *c.shape[axis % c.ndim + 1:])
     ):
-        return _mx.dequantize_mx(codes, scales, elem, block_size=block_size, axis=axis,
+        return reference_mx.dequantize_mx(codes, scales, elem, block_size=block_size, axis=axis,
                                  profile=profile, dtype=dtype)
     ax = axis % c.ndim
     rows = np.ascontiguousarray(np.moveaxis(c, ax, -1)).reshape(-1, BLOCK // 2)
@@ -377,7 +377,7 @@ def dequantize_mx(
     _parallel(rows.shape[0], work, threads, CHUNK_BLOCKS)
     nan_blocks = np.flatnonzero(byte == 0xFF)
     if nan_blocks.size:
-        out[nan_blocks] = _mx.dequantize_mx(rows[nan_blocks], byte[nan_blocks, None])
+        out[nan_blocks] = reference_mx.dequantize_mx(rows[nan_blocks], byte[nan_blocks, None])
     shape = (*np.moveaxis(c, ax, -1).shape[:-1], 2 * c.shape[ax])
     return np.ascontiguousarray(np.moveaxis(out.reshape(shape), -1, ax))
 
@@ -391,7 +391,7 @@ def code_table(fmt: Format, rounding: str, overflow: str) -> NDArray[np.uint8]:
     reference codec (:func:`mxformats.codec.encode`) on the class members, NaN and ±Inf
     classes included."""
     members = _class_members(_low_bits(fmt))
-    table = _codec.encode(fmt, members, rounding=rounding, overflow=overflow)
+    table = reference_codec.encode(fmt, members, rounding=rounding, overflow=overflow)
     table.flags.writeable = False
     return table
 
@@ -444,7 +444,8 @@ def encode(
         or (overflow is not None and overflow not in fmt.overflows)
         or data.dtype not in (_F32, BF16, _F16)
     ):
-        return _codec.encode(fmt, x, rounding=rounding, overflow=overflow, nan_code=nan_code)
+        return reference_codec.encode(fmt, x, rounding=rounding, overflow=overflow,
+                                      nan_code=nan_code)
     table = code_table(fmt, rounding, fmt.default_overflow if overflow is None else overflow)
     flat = np.ascontiguousarray(data).reshape(-1)
     out = np.empty(flat.shape, dtype=np.uint8)
@@ -475,8 +476,8 @@ def decode(fmt: Format, codes: ArrayLike, dtype: DTypeLike = np.float32,
     "Decoding"."""
     c = codes if isinstance(codes, np.ndarray) else None
     if not _LITTLE_ENDIAN or c is None or c.dtype != np.uint8 or fmt.bits != 8:
-        return _codec.decode(fmt, codes, dtype)
-    table = _codec.decode(fmt, np.arange(256, dtype=np.uint8), dtype)  # validates dtype
+        return reference_codec.decode(fmt, codes, dtype)
+    table = reference_codec.decode(fmt, np.arange(256, dtype=np.uint8), dtype)  # validates dtype
     flat = np.ascontiguousarray(c).reshape(-1)
     out = np.empty(flat.shape, dtype=table.dtype)
     _parallel(flat.size, lambda lo, hi: _decode_chunks(flat, table, out, lo, hi), threads,
@@ -510,16 +511,16 @@ def pack_int4(
         or layout not in _LAYOUTS
         or values.shape[axis] % 8
         or values.size == 0
-        or values.min() < _int4.QMIN
-        or values.max() > _int4.QMAX
+        or values.min() < reference_int4.QMIN
+        or values.max() > reference_int4.QMAX
     ):
-        return _int4.pack_int4(q, layout=layout, axis=axis)
+        return reference_int4.pack_int4(q, layout=layout, axis=axis)
     ax = axis % values.ndim
     moved = np.moveaxis(values, ax, -1)
     groups = np.ascontiguousarray(moved).reshape(-1, 8)
     if layout == "quark":
-        groups = groups.take(_int4.NIBBLE_ORDER["quark"], axis=1)
-    nibbles = groups.view(np.uint8) + np.uint8(_int4.NIBBLE_OFFSET[layout])
+        groups = groups.take(reference_int4.NIBBLE_ORDER["quark"], axis=1)
+    nibbles = groups.view(np.uint8) + np.uint8(reference_int4.NIBBLE_OFFSET[layout])
     nibbles &= np.uint8(0xF)
     pairs = nibbles.view(np.uint16)
     pairs |= pairs >> 4
@@ -533,9 +534,9 @@ def _half_word_tables(layout: str) -> NDArray[np.uint64]:
     ``k`` of a word (nibbles ``4k .. 4k + 3``), each at the byte of the 8 unpacked values where
     ``layout`` puts its element; 0 elsewhere. A word unpacks to ``tables[0][low half] |
     tables[1][high half]``, read as 8 int8 bytes."""
-    order = _int4.NIBBLE_ORDER[layout]
+    order = reference_int4.NIBBLE_ORDER[layout]
     nibbles = (np.arange(1 << 16)[:, None] >> (4 * np.arange(4))) & 0xF
-    signed = ((nibbles - _int4.NIBBLE_OFFSET[layout]) & 0xF ^ 8) - 8  # two's complement
+    signed = ((nibbles - reference_int4.NIBBLE_OFFSET[layout]) & 0xF ^ 8) - 8  # two's complement
     tables = np.zeros((2, 1 << 16, 8), dtype=np.int8)
     for half in range(2):
         for j in range(4):
@@ -584,7 +585,7 @@ def unpack_int4(
         or not -words.ndim <= axis < words.ndim
         or (size is not None and size != 8 * words.shape[axis])
     ):
-        return _int4.unpack_int4(packed, layout=layout, axis=axis, size=size)
+        return reference_int4.unpack_int4(packed, layout=layout, axis=axis, size=size)
     ax = axis % words.ndim
     moved = np.ascontiguousarray(np.moveaxis(words, ax, -1))
     halves = moved.view(np.uint16).reshape(-1, 2)  # little-endian: the low half first
@@ -616,7 +617,7 @@ def dequantize_int4(
     """
     if isinstance(q, Int4Array):
         if scales is not None:
-            return _int4.dequantize_int4(q, scales, group_size=group_size, axis=axis,
+            return reference_int4.dequantize_int4(q, scales, group_size=group_size, axis=axis,
                                          profile=profile, dtype=dtype)
         given = q
         q, scales, group_size, axis, profile = (
@@ -630,7 +631,7 @@ def dequantize_int4(
         or s is None
         or values.dtype != np.int8
         or s.dtype not in scale_types
-        or profile not in _int4.PROFILES
+        or profile not in reference_int4.PROFILES
         or np.dtype(dtype) != _F32
         or not isinstance(group_size, int)
         or group_size <= 0
@@ -641,11 +642,11 @@ def dequantize_int4(
         or s.shape != (*values.shape[:axis % values.ndim], values.shape[axis] // group_size,
                        *values.shape[axis % values.ndim + 1:])
         or values.size == 0
-        or values.min() < _int4.QMIN
-        or values.max() > _int4.QMAX
+        or values.min() < reference_int4.QMIN
+        or values.max() > reference_int4.QMAX
         or not np.isfinite(s.astype(np.float32)).all()
     ):
-        return _int4.dequantize_int4(q, scales, group_size=group_size, axis=axis,
+        return reference_int4.dequantize_int4(q, scales, group_size=group_size, axis=axis,
                                      profile=profile, dtype=dtype)
     ax = axis % values.ndim
     rows = np.ascontiguousarray(np.moveaxis(values, ax, -1)).reshape(-1, group_size)

@@ -35,7 +35,7 @@ import triton.language as tl
 
 from mxformats.schemes import int4 as reference
 
-from .. import int4_fp8_plan as _args
+from .. import int4_fp8_plan as plan_args
 from ..int4_fp8_plan import (
     as_int8,
     check_axis,
@@ -95,7 +95,7 @@ def launch(kernel: Any, grid: tuple[int, ...], t: torch.Tensor, *args: Any, **me
 
 def as_torch_dtype(dtype: object) -> torch.dtype:
     """A torch dtype from a torch dtype, a numpy dtype-like or a name (TypeError otherwise)."""
-    return _args.as_torch_dtype(dtype, KERNELS)
+    return plan_args.as_torch_dtype(dtype, KERNELS)
 
 
 def kernel_float(dtype: torch.dtype, what: str) -> int:
@@ -392,7 +392,7 @@ def pack_int4(
     """Pack integers in [-8, 7] eight per int32 word along ``axis`` in ``layout``;
     byte-identical to :func:`mxformats.pack_int4` (``ceil(n / 8)`` words, padding
     nibbles 0x0). Returns a contiguous int32 tensor. Spec: ``int4-layouts.md``."""
-    reference._check_layout(layout)
+    reference.check_layout(layout)
     t = as_int8(q, "pack_int4", TypeError, KERNELS)
     ax = check_axis(t.ndim, axis)
     q2d, moved_shape = rows_view(t, ax)
@@ -440,7 +440,7 @@ def unpack_int4(
     """Inverse of :func:`pack_int4`, byte-identical to :func:`mxformats.unpack_int4`:
     int32 (or uint32) words to int8 in [-8, 7]; ``size`` (default ``8 × words``) trims the
     padding of the last word. Returns a contiguous tensor. Spec: ``int4-layouts.md``."""
-    reference._check_layout(layout)
+    reference.check_layout(layout)
     t = require_int32_words(packed, "unpack_int4", KERNELS)
     ax = check_axis(t.ndim, axis)
     w2d, moved_shape = rows_view(t.view(torch.int32), ax)

@@ -52,7 +52,18 @@ from mxformats.registry import Kind, ProfileInfo, register
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike, DTypeLike, NDArray
 
-__all__ = ["LAYOUTS", "Int4Array", "dequantize_int4", "pack_int4", "quantize_int4", "unpack_int4"]
+__all__ = [
+    "LAYOUTS",
+    "Int4Array",
+    "check_axis",
+    "check_group_scales",
+    "check_group_size",
+    "check_layout",
+    "dequantize_int4",
+    "pack_int4",
+    "quantize_int4",
+    "unpack_int4",
+]
 
 #: INT4 word layouts (8 nibbles per int32 word along ``axis``). Spec: ``int4-layouts.md``.
 LAYOUTS = ("compressed-tensors", "quark", "linear")
@@ -118,7 +129,8 @@ _register(
 # -- groups -----------------------------------------------------------------------------------
 
 
-def _check_axis(ndim: int, axis: int) -> int:
+def check_axis(ndim: int, axis: int) -> int:
+    """``axis`` of an ``ndim``-d array in ``[0, ndim)``; ValueError when out of range."""
     if not -ndim <= axis < ndim:
         raise ValueError(f"axis {axis} is out of range for a {ndim}-d array")
     return axis % ndim
@@ -147,7 +159,7 @@ def check_group_scales(shape: tuple[int, ...], scales_shape: tuple[int, ...],
     """The scales of ``shape``-shaped values must have ``shape`` with ``axis`` divided by
     ``group_size`` (None: one group per slice). Returns ``(axis, n, group)``: the axis in
     ``[0, ndim)``, its length and the group size; ValueError otherwise."""
-    ax = _check_axis(len(shape), axis)
+    ax = check_axis(len(shape), axis)
     n = shape[ax]
     size = n if group_size is None else group_size
     expected = list(shape)
@@ -160,7 +172,8 @@ def check_group_scales(shape: tuple[int, ...], scales_shape: tuple[int, ...],
     return ax, n, size
 
 
-def _check_group_size(group_size: int | None) -> None:
+def check_group_size(group_size: int | None) -> None:
+    """ValueError unless ``group_size`` is a positive int or None (one group per slice)."""
     if group_size is not None and (not isinstance(group_size, int) or group_size <= 0):
         raise ValueError(f"group_size must be a positive int or None, got {group_size!r}")
 
@@ -220,9 +233,9 @@ def quantize_int4(
     """
     if profile not in PROFILES:
         raise ValueError(f"unknown int4 producer profile {profile!r}; valid: {', '.join(PROFILES)}")
-    _check_group_size(group_size)
+    check_group_size(group_size)
     arr = as_float_array(x)
-    ax = _check_axis(max(arr.ndim, 1), axis)
+    ax = check_axis(max(arr.ndim, 1), axis)
     arr = arr.reshape(1) if arr.ndim == 0 else arr
     require_finite(arr, f"quantize_int4(profile={profile!r})")
     if profile == "quark" and arr.dtype == np.float64:
@@ -287,7 +300,7 @@ def dequantize_int4(
         raise TypeError("dequantize_int4 needs scales (or an Int4Array)")
     if profile not in PROFILES:
         raise ValueError(f"unknown int4 consumer profile {profile!r}; valid: {', '.join(PROFILES)}")
-    _check_group_size(group_size)
+    check_group_size(group_size)
     values = np.asarray(q)
     if values.dtype.kind not in "iu" or np.any((values < QMIN) | (values > QMAX)):
         raise ValueError("q must hold integers in [-8, 7]")
@@ -306,7 +319,8 @@ def dequantize_int4(
 # -- packing ----------------------------------------------------------------------------------
 
 
-def _check_layout(layout: str) -> None:
+def check_layout(layout: str) -> None:
+    """ValueError unless ``layout`` is one of :data:`LAYOUTS`."""
     if layout not in LAYOUTS:
         raise ValueError(f"unknown int4 layout {layout!r}; valid: {', '.join(LAYOUTS)}")
 
@@ -322,13 +336,13 @@ def pack_int4(
     after adding 8, so its padding reads back as -8; Quark skips them). The result has
     ``ceil(n / 8)`` words along ``axis``. Spec: ``int4-layouts.md``.
     """
-    _check_layout(layout)
+    check_layout(layout)
     values = np.asarray(q)
     if values.dtype.kind not in "iu":
         raise TypeError(f"pack_int4 takes integers, got dtype {values.dtype}")
     if np.any((values < QMIN) | (values > QMAX)):
         raise ValueError("pack_int4: values must lie in [-8, 7]")
-    ax = _check_axis(values.ndim, axis)
+    ax = check_axis(values.ndim, axis)
     moved = np.moveaxis(values.astype(np.int64), ax, -1)
     n = moved.shape[-1]
     words = -(-n // 8)
@@ -353,11 +367,11 @@ def unpack_int4(
     ``packed``: int32 (or uint32) words. ``size`` (default ``8 × words``) must lie in
     ``(8 × (words - 1), 8 × words]``; padding nibbles are not checked. Spec: ``int4-layouts.md``.
     """
-    _check_layout(layout)
+    check_layout(layout)
     words_in = np.asarray(packed)
     if words_in.dtype not in (np.dtype(np.int32), np.dtype(np.uint32)):
         raise TypeError(f"unpack_int4 takes int32 words, got dtype {words_in.dtype}")
-    ax = _check_axis(words_in.ndim, axis)
+    ax = check_axis(words_in.ndim, axis)
     moved = np.moveaxis(words_in.view(np.uint32), ax, -1)
     words = moved.shape[-1]
     n = 8 * words if size is None else size

@@ -93,9 +93,9 @@ import numpy as np
 
 from mxformats import tensorfile
 from mxformats.arith import BF16
-from mxformats.schemes import fp8 as _fp8
-from mxformats.schemes import int4 as _int4
-from mxformats.schemes import mx as _mx
+from mxformats.schemes import fp8 as fp8_scheme
+from mxformats.schemes import int4 as int4_scheme
+from mxformats.schemes import mx as mx_scheme
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
@@ -773,9 +773,9 @@ def _write_bf16(
 def _quantize_quark(fmt: str, weight: NDArray[Any]) -> dict[str, NDArray[Any]]:
     """Quark's tensors for one Linear weight: suffix ("", "_scale", "_scale_2") -> array."""
     if fmt == "quark-mxfp4":
-        mx = _mx.quantize_mx(weight, block_size=_GROUP, axis=-1, profile="quark")
+        mx = mx_scheme.quantize_mx(weight, block_size=_GROUP, axis=-1, profile="quark")
         return {"": np.asarray(mx.codes, np.uint8), "_scale": np.asarray(mx.scales, np.uint8)}
-    w4a8 = _fp8.quantize_w4a8(weight, profile="quark")
+    w4a8 = fp8_scheme.quantize_w4a8(weight, profile="quark")
     return {
         "": np.asarray(w4a8.weight, np.int32),
         "_scale": np.asarray(w4a8.weight_scale, np.float32).reshape(()),
@@ -785,8 +785,9 @@ def _quantize_quark(fmt: str, weight: NDArray[Any]) -> dict[str, NDArray[Any]]:
 
 def _quantize_ct(weight: NDArray[Any]) -> dict[str, NDArray[Any]]:
     """compressed-tensors' tensors for one Linear weight, in its state-dict order."""
-    int4 = _int4.quantize_int4(weight, group_size=_GROUP, axis=-1, profile="compressed-tensors")
-    packed = _int4.pack_int4(int4.q, layout="compressed-tensors", axis=-1)
+    int4 = int4_scheme.quantize_int4(weight, group_size=_GROUP, axis=-1,
+                                     profile="compressed-tensors")
+    packed = int4_scheme.pack_int4(int4.q, layout="compressed-tensors", axis=-1)
     return {
         "weight_scale": np.asarray(int4.scales).astype(BF16, copy=False),
         "weight_packed": np.asarray(packed, np.int32),
