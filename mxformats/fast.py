@@ -337,7 +337,7 @@ def dequantize_mx(
     if isinstance(codes, MXArray):
         if scales is not None:
             return reference_mx.dequantize_mx(codes, scales, elem, block_size=block_size, axis=axis,
-                                     profile=profile, dtype=dtype)
+                                              profile=profile, dtype=dtype)
         given = codes
         codes, scales, elem, block_size, axis = (
             given.codes, given.scales, given.elem, given.block_size, given.axis)
@@ -361,7 +361,7 @@ def dequantize_mx(
                        *c.shape[axis % c.ndim + 1:])
     ):
         return reference_mx.dequantize_mx(codes, scales, elem, block_size=block_size, axis=axis,
-                                 profile=profile, dtype=dtype)
+                                          profile=profile, dtype=dtype)
     ax = axis % c.ndim
     rows = np.ascontiguousarray(np.moveaxis(c, ax, -1)).reshape(-1, BLOCK // 2)
     byte = np.ascontiguousarray(np.moveaxis(s, ax, -1)).reshape(-1)
@@ -618,20 +618,22 @@ def dequantize_int4(
     if isinstance(q, Int4Array):
         if scales is not None:
             return reference_int4.dequantize_int4(q, scales, group_size=group_size, axis=axis,
-                                         profile=profile, dtype=dtype)
+                                                  profile=profile, dtype=dtype)
         given = q
         q, scales, group_size, axis, profile = (
             given.q, given.scales, given.group_size, given.axis, given.profile)
     values = q if isinstance(q, np.ndarray) else None
     s = scales if isinstance(scales, np.ndarray) else None
-    scale_types = (_F32,) if profile == "quark" else (_F32, BF16, _F16)
+    consumer = reference_int4.CONSUMERS.get(profile)
+    float32_product = consumer is not None and consumer.product_dtype == "float32"
+    scale_types = (_F32,) if float32_product else (_F32, BF16, _F16)
     if (
         not _LITTLE_ENDIAN
         or values is None
         or s is None
         or values.dtype != np.int8
         or s.dtype not in scale_types
-        or profile not in reference_int4.PROFILES
+        or consumer is None
         or np.dtype(dtype) != _F32
         or not isinstance(group_size, int)
         or group_size <= 0
@@ -647,7 +649,7 @@ def dequantize_int4(
         or not np.isfinite(s.astype(np.float32)).all()
     ):
         return reference_int4.dequantize_int4(q, scales, group_size=group_size, axis=axis,
-                                     profile=profile, dtype=dtype)
+                                              profile=profile, dtype=dtype)
     ax = axis % values.ndim
     rows = np.ascontiguousarray(np.moveaxis(values, ax, -1)).reshape(-1, group_size)
     factor = np.ascontiguousarray(np.moveaxis(s, ax, -1)).reshape(-1).astype(np.float32)

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from mxformats.arith import require_finite
 from mxformats.formats import E2M1, E4M3FN, Format
 from mxformats.schemes import fp8 as fp8_reference
 from mxformats.schemes import int4 as int4_reference
@@ -57,8 +58,8 @@ SUPPORTED: dict[str, tuple[tuple[str, str], ...]] = {
                            if plans.dequantize_claims(name, fmt)),
     "dequantize_int4": (("int4", "compressed-tensors"), ("int4", "quark")),
     "dequantize_w4a8": (("w4a8", "vllm"),),
-    "quantize_fp8": tuple((fmt.name, name) for name, (_, formats)
-                          in fp8_reference._FP8_PROFILES.items() for fmt in formats),
+    "quantize_fp8": tuple((fmt.name, name) for name, record in fp8_reference.FP8_PROFILES.items()
+                          for fmt in record.formats),
     "e4m3fn_to_fnuz": (("e4m3fn", "vllm"),),
 }
 
@@ -191,7 +192,7 @@ def dequantize_int4(q: torch.Tensor, scales: torch.Tensor, *, group_size: int | 
     args.require_kernel_float(s.dtype, "dequantize_int4 scales", _DTYPE_IDS, KERNELS)
     out_dtype = args.as_torch_dtype(dtype, KERNELS)
     ax, n, size = args.check_group_scales(values, s, group_size, axis)
-    if profile == "quark":  # Quark multiplies in float32 by the float32 scale
+    if args.int4_dequantize_float32(profile):  # e.g. Quark: float32 × the float32 scale
         s = s.to(torch.float32)
     moved = values.movedim(ax, -1)
     lead = tuple(moved.shape[:-1])
@@ -230,17 +231,15 @@ def dequantize_w4a8(weight: torch.Tensor, weight_scale: torch.Tensor,
 
 # -- FP8 --------------------------------------------------------------------------------------
 
-def _fp8_target(elem: Format, profile: str) -> list[int]:
+def _fp8_target(elem: Format, plan: args.Fp8Plan) -> list[int]:
     """The fields of mxf::Fp8Target (fp8_cast.hip), from the format's definition and the
-    profile's limit M (mxformats.schemes.fp8)."""
+    profile's plan (its record in mxformats.schemes.fp8): ``dynamic`` is vLLM's reciprocal
+    arithmetic."""
     def f32_bits(value: float) -> int:
         return int(np.float32(value).view(np.uint32))
 
-    dynamic = profile != "static"
-    zero_scale = 0.0 if dynamic else float(fp8_reference._QUARK_EPS)
-    return [elem.ebits, elem.mbits, elem.bias, elem.max_code,
-            f32_bits(fp8_reference._fp8_max(elem, profile)), f32_bits(zero_scale),
-            int(elem.signed_zero), int(dynamic)]
+    return [elem.ebits, elem.mbits, elem.bias, elem.max_code, f32_bits(plan.limit),
+            f32_bits(plan.zero_scale), int(elem.signed_zero), int(plan.reciprocal)]
 
 
 def quantize_fp8(x: torch.Tensor, fmt: Format | str = E4M3FN, *,
@@ -253,17 +252,17 @@ def quantize_fp8(x: torch.Tensor, fmt: Format | str = E4M3FN, *,
     ``x``'s shape and a float32 0-d tensor. NaN/±Inf inputs to ``static`` raise ValueError as
     the reference does. Profiles: :data:`SUPPORTED` ``["quantize_fp8"]``.
     """
-    elem = args.check_fp8_args(fmt, profile, SUPPORTED["quantize_fp8"], KERNELS)
+    elem, plan = args.check_fp8_args(fmt, profile, SUPPORTED["quantize_fp8"], KERNELS)
     t = args.require_tensor(x, "quantize_fp8", KERNELS)
     dtype_id = args.require_kernel_float(t.dtype, "quantize_fp8", _INPUT_IDS, KERNELS)
     source = t.contiguous().reshape(-1)
     codes = torch.empty(source.shape, dtype=torch.uint8, device=t.device)
     scale = torch.empty((), dtype=torch.float32, device=t.device)
     amax_bits = torch.empty(1, dtype=torch.int32, device=t.device)
-    _executor(t.device).run("quantize_fp8", [dtype_id, source.numel(), *_fp8_target(elem, profile)],
+    _executor(t.device).run("quantize_fp8", [dtype_id, source.numel(), *_fp8_target(elem, plan)],
                             [source], [codes, scale, amax_bits])
-    if profile == "static" and int(amax_bits.item()) >= 0x7F800000:  # the reference refuses
-        int4_reference.require_finite(
+    if plan.refuse_non_finite and int(amax_bits.item()) >= 0x7F800000:  # as the reference
+        require_finite(
             source.cpu().float().numpy(), f"quantize_fp8(profile={profile!r})")
     return codes.reshape(t.shape), scale
 

@@ -52,15 +52,11 @@ from .int4 import (
 __all__ = ["SUPPORTED", "dequantize_w4a8", "e4m3fn_to_fnuz", "quantize_fp8"]
 
 SUPPORTED: dict[str, tuple[tuple[str, str], ...]] = {
-    "quantize_fp8": tuple((fmt.name, name) for name, (_, formats) in
-                          reference._FP8_PROFILES.items() for fmt in formats),
+    "quantize_fp8": tuple((fmt.name, name) for name, record in reference.FP8_PROFILES.items()
+                          for fmt in record.formats),
     "e4m3fn_to_fnuz": (("e4m3fn", "vllm"),),
     "dequantize_w4a8": (("w4a8", "vllm"),),
 }
-
-#: The ``static`` profile's scale for an all-zero tensor (Quark's observer epsilon, 2^-23).
-_QUARK_EPS = float(reference._QUARK_EPS)
-
 
 # -- quantize_fp8 -----------------------------------------------------------------------------
 
@@ -102,7 +98,7 @@ def _encode_float32(v: tl.tensor, MBITS: tl.constexpr, BIAS: tl.constexpr,
 def _cast_fp8_kernel(x_ptr: tl.tensor, amax_ptr: tl.tensor, codes_ptr: tl.tensor,
                      scale_ptr: tl.tensor, numel: tl.tensor, n: tl.tensor, stride_r: tl.tensor,
                      stride_c: tl.tensor, KIND: tl.constexpr, LIMIT: tl.constexpr,
-                     STATIC: tl.constexpr, ZERO_SCALE: tl.constexpr, MBITS: tl.constexpr,
+                     DIVIDE: tl.constexpr, ZERO_SCALE: tl.constexpr, MBITS: tl.constexpr,
                      BIAS: tl.constexpr, SIGN_BIT: tl.constexpr, MAX_CODE: tl.constexpr,
                      NEGATIVE_ZERO: tl.constexpr, BLOCK: tl.constexpr,
                      CONTIGUOUS: tl.constexpr) -> None:
@@ -110,7 +106,7 @@ def _cast_fp8_kernel(x_ptr: tl.tensor, amax_ptr: tl.tensor, codes_ptr: tl.tensor
                                           CONTIGUOUS)
     xf = widen_to_float32(tl.load(x_ptr + offset, mask=mask, other=0.0), KIND)
     scale = tl.math.div_rn(tl.load(amax_ptr), LIMIT)
-    if STATIC:
+    if DIVIDE:
         scale = tl.where(scale == 0.0, ZERO_SCALE, scale)
         value = round_to_kind(tl.math.div_rn(xf, scale), KIND)
         value = tl.minimum(tl.maximum(value, -LIMIT), LIMIT)
@@ -134,10 +130,9 @@ def quantize_fp8(
     Raises as the reference: ValueError for an unknown profile, a format the profile does not
     take, or NaN/±Inf with ``static``. Spec: ``w4a8.md``, "FP8 per-tensor".
     """
-    element = check_fp8_args(fmt, profile, SUPPORTED["quantize_fp8"], KERNELS)
+    element, plan = check_fp8_args(fmt, profile, SUPPORTED["quantize_fp8"], KERNELS)
     x = require_tensor(x, "quantize_fp8", KERNELS)
     kind = kernel_float(x.dtype, "quantize_fp8")
-    static = profile == "static"
     x2d, _ = rows_view(x.reshape(1) if x.ndim == 0 else x, -1)
     numel, n = x2d.numel(), max(x2d.shape[1], 1)
     block = min(tile_elements(x), triton.next_power_of_2(max(numel, 1)))
@@ -146,18 +141,18 @@ def quantize_fp8(
     strides = (x2d.stride(0), x2d.stride(1))
     if numel:
         launch(_amax_kernel, grid, x, x2d, partial, numel, n, *strides, KIND=kind,
-               NAN_AS=float("inf") if static else 0.0, BLOCK=block,
+               NAN_AS=float("inf") if plan.refuse_non_finite else 0.0, BLOCK=block,
                CONTIGUOUS=x2d.is_contiguous())
     amax = torch.amax(partial).reshape(1)  # no NaN: the programs replaced it
-    if static and bool(torch.isinf(amax).item()):
-        raise ValueError("quantize_fp8(profile='static'): the input holds NaN or ±Inf; NaN "
+    if plan.refuse_non_finite and bool(torch.isinf(amax).item()):
+        raise ValueError(f"quantize_fp8(profile={profile!r}): the input holds NaN or ±Inf; NaN "
                          "and ±Inf are implementation-defined for this producer and are "
                          "refused")
     layout = FloatLayout.of_format(element)
     codes = torch.empty(x.shape, dtype=torch.uint8, device=x.device)
     scale = torch.empty((), dtype=torch.float32, device=x.device)
     launch(_cast_fp8_kernel, grid, x, x2d, amax, codes, scale, numel, n, *strides, KIND=kind,
-           LIMIT=reference._fp8_max(element, profile), STATIC=static, ZERO_SCALE=_QUARK_EPS,
+           LIMIT=plan.limit, DIVIDE=not plan.reciprocal, ZERO_SCALE=plan.zero_scale,
            MBITS=layout.mbits, BIAS=layout.bias, SIGN_BIT=1 << (layout.bits - 1),
            MAX_CODE=layout.max_code, NEGATIVE_ZERO=layout.specials != 3, BLOCK=block,
            CONTIGUOUS=x2d.is_contiguous())

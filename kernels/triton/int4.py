@@ -41,6 +41,8 @@ from ..int4_fp8_plan import (
     check_axis,
     check_group_scales,
     check_int4_call,
+    int4_dequantize_float32,
+    int4_quantize_plan,
     require_int32_words,
     require_kernel_float,
     require_tensor,
@@ -204,7 +206,7 @@ def _quantize_int4_kernel(x_ptr: tl.tensor, q_ptr: tl.tensor, s_ptr: tl.tensor,
                           bad_ptr: tl.tensor, rows: tl.tensor, groups_per_row: tl.tensor,
                           stride_r: tl.tensor, stride_c: tl.tensor, GROUP: tl.constexpr,
                           GROUP_PAD: tl.constexpr, BLOCK_G: tl.constexpr, KIND: tl.constexpr,
-                          EPS: tl.constexpr, QUARK: tl.constexpr) -> None:
+                          EPS: tl.constexpr, RECIPROCAL: tl.constexpr) -> None:
     row, group, j, mask = _group_tile(tl.program_id(0), rows, groups_per_row, GROUP, GROUP_PAD,
                                       BLOCK_G)
     col = group[:, None] * GROUP + j[None, :]
@@ -215,7 +217,7 @@ def _quantize_int4_kernel(x_ptr: tl.tensor, q_ptr: tl.tensor, s_ptr: tl.tensor,
     # The scales of refused groups are never returned: NaN is zeroed so the max stays defined.
     amax = tl.max(tl.where(bad, 0.0, tl.abs(xf)), 1)
     scale = round_to_kind(tl.math.div_rn(amax, 7.5), KIND)
-    if QUARK:
+    if RECIPROCAL:
         scale = tl.maximum(scale, EPS)
         product = xf * tl.math.div_rn(1.0, scale)[:, None]
         q = round_half_even_int4(product)
@@ -226,7 +228,7 @@ def _quantize_int4_kernel(x_ptr: tl.tensor, q_ptr: tl.tensor, s_ptr: tl.tensor,
     n = groups_per_row * GROUP
     tl.store(q_ptr + row[:, None] * n + col, q.to(tl.int8), mask=mask)
     group_ok = row < rows
-    if QUARK:
+    if RECIPROCAL:
         tl.store(s_ptr + row * groups_per_row + group, scale, mask=group_ok)
     else:
         store_kind(s_ptr + row * groups_per_row + group, scale, group_ok, KIND)
@@ -265,18 +267,19 @@ def quantize_int4(
     if n == 0 or n % group:
         raise ValueError(f"the quantized axis has length {n}, not a positive multiple of "
                          f"group_size {group}: neither producer defines it")
-    quark = profile == "quark"
+    plan = int4_quantize_plan(profile, KERNELS)
     groups_per_row = n // group
     q = torch.empty((rows, n), dtype=torch.int8, device=x.device)
     scales = torch.empty((rows, groups_per_row), device=x.device,
-                         dtype=torch.float32 if quark else x.dtype)
+                         dtype=torch.float32 if plan.reciprocal else x.dtype)
     bad = torch.zeros(1, dtype=torch.int32, device=x.device)
     meta = _group_meta(x, group, rows * groups_per_row)
     grid = (triton.cdiv(rows * groups_per_row, meta["BLOCK_G"]),)
     if rows:
-        eps = reference._QUARK_EPS if quark else _MACHINE_EPS[kind]
+        eps = _MACHINE_EPS[kind] if plan.eps is None else plan.eps
         launch(_quantize_int4_kernel, grid, x, x2d, q, scales, bad, rows, groups_per_row,
-               x2d.stride(0), x2d.stride(1), KIND=kind, EPS=eps, QUARK=quark, **meta)
+               x2d.stride(0), x2d.stride(1), KIND=kind, EPS=eps,
+               RECIPROCAL=plan.reciprocal, **meta)
     if bad.item():
         raise ValueError(f"quantize_int4(profile={profile!r}): the input holds NaN or ±Inf; "
                          "NaN and ±Inf are implementation-defined for this producer (NaN "
@@ -295,7 +298,7 @@ def _dequantize_int4_kernel(q_ptr: tl.tensor, s_ptr: tl.tensor, out_ptr: tl.tens
                             stride_sc: tl.tensor,
                             GROUP: tl.constexpr, GROUP_PAD: tl.constexpr, BLOCK_G: tl.constexpr,
                             SCALE_KIND: tl.constexpr, OUT_KIND: tl.constexpr,
-                            QUARK: tl.constexpr) -> None:
+                            FLOAT32_PRODUCT: tl.constexpr) -> None:
     row, group, j, mask = _group_tile(tl.program_id(0), rows, groups_per_row, GROUP, GROUP_PAD,
                                       BLOCK_G)
     col = group[:, None] * GROUP + j[None, :]
@@ -303,7 +306,7 @@ def _dequantize_int4_kernel(q_ptr: tl.tensor, s_ptr: tl.tensor, out_ptr: tl.tens
     raise_flag(bad_ptr, (q < -8) | (q > 7))
     s = tl.load(s_ptr + row * stride_sr + group * stride_sc, mask=row < rows, other=0.0)
     product = q.to(tl.float32) * widen_to_float32(s, SCALE_KIND)[:, None]
-    if not QUARK:
+    if not FLOAT32_PRODUCT:
         product = round_to_kind(product, SCALE_KIND)
     out = round_to_kind(product, OUT_KIND)
     n = groups_per_row * GROUP
@@ -341,7 +344,7 @@ def dequantize_int4(
         launch(_dequantize_int4_kernel, grid, values, q2d, s2d, out, bad, rows, groups_per_row,
                q2d.stride(0), q2d.stride(1), s2d.stride(0), s2d.stride(1),
                SCALE_KIND=scale_kind, OUT_KIND=OUTPUT_KINDS[out_dtype],
-               QUARK=profile == "quark", **meta)
+               FLOAT32_PRODUCT=int4_dequantize_float32(profile), **meta)
     if bad.item():
         raise ValueError("dequantize_int4: values must lie in [-8, 7]")
     return out.reshape(moved_shape).movedim(-1, ax).contiguous()
