@@ -21,7 +21,7 @@ from mxformats import E2M1, E4M3FN, E8M0, Format
 from mxformats.codec import as_float64
 from mxformats.testing import CheckReport, check_dequantizer, check_int4_quantizer, check_quantizer
 from mxformats.testing.cases import mx_blocks
-from mxformats.testing.harness import find_vectors, hex_value
+from mxformats.testing.harness import find_vectors, hex_value, load_vectors
 
 #: The profile name passed with the fakes: it has no spec vectors, so the fakes' checks do not
 #: depend on what spec/vectors/mx/ holds.
@@ -495,3 +495,12 @@ def test_torch_dequantizer() -> None:
     report = check_dequantizer(torch_dequantizer, reference=fake_dequantize_mx, profile=FAKE,
                                dtype="bfloat16", torch_device="cpu", max_examples=10, nan="any")
     assert report.ok, str(report)
+
+
+def test_vectors_come_from_the_generator_in_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("MXFORMATS_SPEC_DIR", raising=False)
+    loaded = load_vectors("ocp")
+    assert loaded is not None and loaded[0] == "ocp.json"
+    committed = Path(__file__).resolve().parent.parent / "spec" / "vectors" / "mx" / "ocp.json"
+    assert loaded[1] == json.loads(committed.read_text(encoding="utf-8"))
+    assert load_vectors("no-such-profile") is None

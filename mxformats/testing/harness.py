@@ -3,8 +3,9 @@
 For kernel authors: hand :func:`check_quantizer` any function with the signature of
 :func:`mxformats.quantize_mx` and it runs the function over
 
-1. ``vectors``: the committed spec vectors of the profile (``spec/vectors/mx/<profile>.json``,
-   skipped with a note where they are not shipped),
+1. ``vectors``: the spec vectors of the profile (``spec/vectors/mx/<profile>.json``, computed
+   in memory by :mod:`mxformats.specgen`, see :func:`load_vectors`; skipped with a note where
+   the profile has none),
 2. ``sweep``: every bfloat16 bit pattern (and every float16 one) laid out as blocks, in two
    layouts (consecutive patterns, and patterns strided across blocks so that each block mixes
    magnitudes),
@@ -76,6 +77,7 @@ __all__ = [
     "check_int4_quantizer",
     "check_quantizer",
     "find_vectors",
+    "load_vectors",
 ]
 
 Kind = Literal["quantizer", "dequantizer", "int4-quantizer"]
@@ -495,6 +497,31 @@ def find_vectors(profile: str, scheme: str = "mx") -> Path | None:
     return None
 
 
+@functools.cache
+def _generated_vectors() -> dict[str, str]:
+    """Every ``vectors/mx/<profile>.json``, generated in memory by :mod:`mxformats.specgen.mx`:
+    the bytes ``spec/`` holds (``python -m mxformats.specgen --check`` keeps them equal)."""
+    from mxformats.specgen.mx import vector_files
+
+    return vector_files()
+
+
+def load_vectors(profile: str, scheme: str = "mx") -> tuple[str, Any] | None:
+    """``(file name, parsed JSON)`` of a profile's spec vectors, or None where there are none.
+
+    ``$MXFORMATS_SPEC_DIR/vectors/<scheme>/<profile>.json`` when that file exists (a spec
+    under test); otherwise the vectors the spec generator computes, in memory, so that an
+    installed package needs no ``spec/`` folder.
+    """
+    name = f"{profile}.json"
+    if os.environ.get("MXFORMATS_SPEC_DIR"):
+        path = Path(os.environ["MXFORMATS_SPEC_DIR"], "vectors", scheme, name)
+        if path.is_file():
+            return name, json.loads(path.read_text(encoding="utf-8"))
+    text = _generated_vectors().get(f"vectors/{scheme}/{name}")
+    return None if text is None else (name, json.loads(text))
+
+
 def _parse_float(text: object) -> float:
     if isinstance(text, int | float):
         return float(text)
@@ -511,10 +538,9 @@ def _parse_float(text: object) -> float:
         return float.fromhex(t)
 
 
-def _vector_cases(path: Path, section: str) -> list[Any]:
-    """The cases of one section (``quantize`` or ``dequantize``) of a vectors file; a file
-    with a plain ``cases`` list serves as quantize cases."""
-    data = json.loads(path.read_text(encoding="utf-8"))
+def _vector_cases(data: Any, section: str) -> list[Any]:
+    """The cases of one section (``quantize`` or ``dequantize``) of a vectors document; a
+    document with a plain ``cases`` list serves as quantize cases."""
     if isinstance(data, list):
         return data if section == "quantize" else []
     cases = data.get(section)
@@ -535,7 +561,8 @@ def _wanted(case: object, elem: Format, dtype: str) -> bool:
             and case.get("dtype", dtype) == dtype)
 
 
-def _vector_blocks(path: Path, elem: Format, block_size: int, dtype: str) -> tuple[Blocks, int]:
+def _vector_blocks(vectors: tuple[str, Any], elem: Format, block_size: int,
+                   dtype: str) -> tuple[Blocks, int]:
     """The ``quantize`` vectors' input blocks for ``elem`` and ``dtype`` (a case's ``input``:
     hex floats, padded with +0.0 to whole blocks), and how many such cases were left out
     (values ``dtype`` does not hold exactly, or no input)."""
@@ -543,7 +570,8 @@ def _vector_blocks(path: Path, elem: Format, block_size: int, dtype: str) -> tup
     rows: list[NDArray[Any]] = []
     labels: list[str] = []
     left_out = 0
-    for number, case in enumerate(_vector_cases(path, "quantize")):
+    name, data = vectors
+    for number, case in enumerate(_vector_cases(data, "quantize")):
         if not _wanted(case, elem, dtype):
             continue
         raw = case.get("input")
@@ -559,17 +587,17 @@ def _vector_blocks(path: Path, elem: Format, block_size: int, dtype: str) -> tup
         if not same.all():
             left_out += 1
             continue
-        name = _case_name(case, number)
+        label = f"vectors: {name} {_case_name(case, number)}"
         padded = np.zeros(-(-max(values.size, 1) // block_size) * block_size, dtype=np_dtype)
         padded[: values.size] = cast
         for k, row in enumerate(padded.reshape(-1, block_size)):
             rows.append(row)
-            labels.append(f"vectors: {path.name} {name}" + (f" block {k}" if k else ""))
+            labels.append(label + (f" block {k}" if k else ""))
     values_arr = np.stack(rows) if rows else np.zeros((0, block_size), dtype=np_dtype)
     return Blocks(values_arr, tuple(labels)), left_out
 
 
-def _dequant_vector_blocks(path: Path, elem: Format, block_size: int, dtype: str
+def _dequant_vector_blocks(vectors: tuple[str, Any], elem: Format, block_size: int, dtype: str
                            ) -> tuple[Blocks, NDArray[np.uint8], int]:
     """The ``dequantize`` vectors for ``elem`` and output ``dtype``: element codes (one block
     per case), their scale bytes, and how many cases were left out (not ``block_size``
@@ -578,7 +606,8 @@ def _dequant_vector_blocks(path: Path, elem: Format, block_size: int, dtype: str
     scales: list[int] = []
     labels: list[str] = []
     left_out = 0
-    for number, case in enumerate(_vector_cases(path, "dequantize")):
+    name, data = vectors
+    for number, case in enumerate(_vector_cases(data, "dequantize")):
         if not _wanted(case, elem, dtype):
             continue
         try:
@@ -592,7 +621,7 @@ def _dequant_vector_blocks(path: Path, elem: Format, block_size: int, dtype: str
             continue
         rows.append(codes)
         scales.append(scale)
-        labels.append(f"vectors: {path.name} {_case_name(case, number)}")
+        labels.append(f"vectors: {name} {_case_name(case, number)}")
     codes_arr = np.stack(rows) if rows else np.zeros((0, block_size), dtype=np.int64)
     return Blocks(codes_arr, tuple(labels)), np.asarray(scales, dtype=np.uint8), left_out
 
@@ -809,14 +838,14 @@ def check_quantizer(
             if not _probe(run, source, dtype, block_size):
                 continue
             if source == "vectors":
-                path = find_vectors(profile)
-                if path is None:
+                vectors = load_vectors(profile)
+                if vectors is None:
                     run.runs.append(SourceRun(source, dtype, 0, "not shipped"))
                     _note(run, f"vectors: no spec/vectors/mx/{profile}.json here; skipped")
                     continue
-                blocks, left_out = _vector_blocks(path, elem, block_size, dtype)
+                blocks, left_out = _vector_blocks(vectors, elem, block_size, dtype)
                 if left_out:
-                    _note(run, f"vectors: {left_out} case(s) of {path.name} not used in "
+                    _note(run, f"vectors: {left_out} case(s) of {vectors[0]} not used in "
                           f"{dtype} (not representable, or no input block)")
                 done = run.batch(source, dtype, blocks)
             elif source == "sweep":
@@ -1007,14 +1036,14 @@ def check_dequantizer(
         if source not in sources:
             continue
         if source == "vectors":
-            path = find_vectors(profile)
-            if path is None:
+            vectors = load_vectors(profile)
+            if vectors is None:
                 run.runs.append(SourceRun(source, dtype, 0, "not shipped"))
                 _note(run, f"vectors: no spec/vectors/mx/{profile}.json here; skipped")
                 continue
-            blocks, scales, left_out = _dequant_vector_blocks(path, elem, block_size, dtype)
+            blocks, scales, left_out = _dequant_vector_blocks(vectors, elem, block_size, dtype)
             if left_out:
-                _note(run, f"vectors: {left_out} dequantize case(s) of {path.name} not used "
+                _note(run, f"vectors: {left_out} dequantize case(s) of {vectors[0]} not used "
                       f"(not {block_size} codes, or unreadable)")
         elif source == "exhaustive":
             blocks = _dequant_cases(elem, block_size)
