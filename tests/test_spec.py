@@ -4,6 +4,7 @@ the independent oracle and with the values executed in shared/reference/formats.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -185,3 +186,36 @@ def test_research_element_vectors_23_to_38() -> None:
                 assert text.code_hex(fmt, code) == want, (case["id"], target)
             asserted += 1
     assert asserted > 40 and documented > 10
+
+
+def _sources_sections() -> set[str]:
+    """The section numbers of spec/sources.md: headings ``## §3`` and items ``- §3.3 ...``."""
+    text = (SPEC / "sources.md").read_text(encoding="utf-8")
+    return set(re.findall(r"^(?:#+ |- )§(C?\d+(?:\.\d+)?)", text, flags=re.MULTILINE))
+
+
+def test_every_citation_in_the_spec_resolves_to_sources_md() -> None:
+    sections = _sources_sections()
+    assert {"0", "1", "3.3", "3.6", "5.3", "6", "6.8", "7.3", "C2.5"} <= sections
+    cited: set[str] = set()
+    for path in sorted(SPEC.rglob("*")):
+        if path.suffix not in (".md", ".json") or path.name == "sources.md":
+            continue
+        text = path.read_text(encoding="utf-8")
+        for m in re.finditer(r"(?:formats|sources|checkpoints)\.md((?:[^\"\n|]{0,40}))", text):
+            window = m.group(1)
+            keys = re.findall(r"§(C?\d+(?:\.\d+)?)", window)
+            if m.group(0).startswith("checkpoints"):
+                keys = ["C" + k for k in keys]
+            cited.update(keys)
+            for number in re.findall(r"(?:^ |§[\w.()]+ )#(\d+)", window):
+                assert 1 <= int(number) <= 51, (path.name, m.group(0))
+    assert cited, "no citation found"
+    assert not cited - sections, f"cited in spec/ but not in sources.md: {sorted(cited - sections)}"
+
+
+def test_the_spec_names_no_file_outside_the_repository() -> None:
+    for path in sorted(SPEC.glob("*.md")):
+        text = path.read_text(encoding="utf-8")
+        assert "formats.md §" not in text.replace("`formats.md §", ""), path.name
+        assert "shared/reference" not in text, path.name

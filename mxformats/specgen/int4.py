@@ -177,7 +177,7 @@ def int4_cases() -> list[dict[str, object]]:
 
 
 def _ml_dtypes_cases() -> list[dict[str, object]]:
-    """formats.md §6.7 #46: ml_dtypes' int4 cast truncates and wraps (it is not a quantizer)."""
+    """sources.md §6.7 #46: ml_dtypes' int4 cast truncates and wraps (it is not a quantizer)."""
     inputs = (9.0, 2.5, -2.5, 100.0)
     executed = (-7, 2, -2, 4)
     cases: list[dict[str, object]] = [
@@ -343,7 +343,9 @@ def _layouts_page() -> str:
     example_rows = []
     for _vid, source, values in _PACK_INPUTS:
         words = [" ".join(_words(pack_int4(np.array(values), layout=la))) for la in LAYOUTS]
-        example_rows.append([source, f"`{list(values)}`", *[f"`{w}`" for w in words]])
+        # The vectors keep their key (formats.md §...); the page cites spec/sources.md.
+        cited = source.replace("formats.md", "sources.md")
+        example_rows.append([cited, f"`{list(values)}`", *[f"`{w}`" for w in words]])
     sections = []
     for layout in LAYOUTS:
         kind = 'q + 8 ("uint4b8")' if NIBBLE_OFFSET[layout] else "two's complement (q & 0xF)"
@@ -485,7 +487,7 @@ dtype; Quark computes `float32(q) * float32(scale)`.
 ## Vectors
 
 `vectors/int4/quantize.json` (one group of 32; `target` names the profile) and
-`vectors/int4/ml_dtypes_cast.json` (formats.md §6.7 #46: ml_dtypes' `int4` cast truncates and
+`vectors/int4/ml_dtypes_cast.json` (sources.md §6.7 #46: ml_dtypes' `int4` cast truncates and
 wraps; it is not a quantizer and `INT4.encode` saturates instead).
 
 {_case_lines(cases, ("dtype", "q", "scale"))}"""
@@ -563,7 +565,7 @@ The vLLM rows are read from the CUDA source (GPU only); they are not executed he
 
 `vectors/w4a8/quantize.json` (bfloat16 weights → the three tensors; target profile `quark`),
 `vectors/w4a8/dequantize.json` (the three tensors → float32 weights; target consumer `vllm`)
-and `vectors/w4a8/fp8_per_tensor.json` (each case names its FP8 profile; formats.md §6.5 #35
+and `vectors/w4a8/fp8_per_tensor.json` (each case names its FP8 profile; sources.md §6.5 #35
 and #36 appear as elements of tensors whose scale is 1).
 """
 

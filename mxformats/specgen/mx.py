@@ -2,7 +2,7 @@
 
 Called by :mod:`mxformats.specgen`. Writes ``mx.md`` (the algorithm, the gaps of the OCP text and
 how each profile fills them, the input classification, the divergence matrices, computed by
-running :mod:`mxformats.schemes.mx`) and ``vectors/mx/<profile>.json``: the formats.md §6
+running :mod:`mxformats.schemes.mx`) and ``vectors/mx/<profile>.json``: the sources.md §6
 vectors that target each profile, with expected bytes computed by the reference
 (tests/test_mx_vectors.py checks them against the values the research executed), plus
 ``documentation-only.json``.
@@ -25,12 +25,12 @@ SCHEMA_VERSION = 1
 BLOCK = 32
 
 
-# -- the vectors (formats.md §6) ---------------------------------------------------------------
+# -- the vectors (sources.md §6) ---------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class Block:
-    """A formats.md §6 block: its first values, the rest of the 32 elements +0.0."""
+    """A sources.md §6 block: its first values, the rest of the 32 elements +0.0."""
 
     number: int
     values: tuple[float, ...]
@@ -83,7 +83,7 @@ _SCALE_RULES = (
 _TORCHAO = ("torchao-floor", "torchao-ceil", "torchao-even", "torchao-rceil")
 _TRITON = ("triton-round-up", "triton-round-down")
 
-#: formats.md §6 vector -> (profiles run on float32 input, profiles run on bfloat16 input):
+#: sources.md §6 vector -> (profiles run on float32 input, profiles run on bfloat16 input):
 #: exactly the implementations the research names for it (its "Expected" column covers every
 #: implementation not listed as divergent; amax-6 rows leave torchao CEIL out, it rescales).
 TARGETS: dict[int, tuple[tuple[str, ...], tuple[str, ...]]] = {
@@ -115,7 +115,7 @@ QUANTIZE_TARGETS: tuple[tuple[int, tuple[str, ...], str], ...] = tuple(
     if profiles
 )
 
-#: Where each profile's expected values come from (formats.md §0 and §6).
+#: Where each profile's expected values come from (sources.md §0 and §6).
 SOURCES = {
     "ocp": "formats.md §6 'spec' column (OCP Algorithm 1, FLOOR, RNE, saturating); NaN/Inf "
     "blocks per this project's gap-filling",
@@ -174,7 +174,7 @@ DECODE_TARGETS: tuple[Decode, ...] = (
            "formats.md §4: byte 255 becomes +Inf (zero elements NaN)"),
 )
 
-#: formats.md §6 MX vectors (and parts of vectors) no profile here reproduces.
+#: sources.md §6 MX vectors (and parts of vectors) no profile here reproduces.
 DOCUMENTATION_ONLY: tuple[dict[str, str], ...] = (
     {"vector": "1-4, 13", "what": "triton-old (pre-PR #8110 ROUND_UP, round-half-up)",
      "result": "[7 7], [7 1], [7 3], [7 5]; #13 0x7F [6 2 1]",
@@ -472,7 +472,7 @@ value of element i is X × P_i. Elements: E2M1 (MXFP4), E2M3 and E3M2 (MXFP6), E
 
 - `codes`: uint8. E2M1 packs two codes per byte along the blocked axis, **element 2k in the low
   nibble, 2k+1 in the high nibble** (torch `float4_e2m1fn_x2`, torchao after pytorch/ao#3123,
-  triton_kernels after triton#5197, Quark `Pack_fp4`, compressed-tensors; formats.md #47: codes
+  triton_kernels after triton#5197, Quark `Pack_fp4`, compressed-tensors; sources.md #47: codes
   [0x1, 0x2] pack to 0x21). Wider elements: one code per byte.
 - `scales`: uint8 E8M0 bytes, the data's shape with the blocked axis divided by the block size
   (rounded up where a producer quantizes a short last block).
@@ -492,7 +492,7 @@ least 1.75 (E2M1): the reason for the EVEN, CEIL and RCEIL rules below.
 
 ## 3. The gaps in the OCP text, and how each profile fills them
 
-The OCP MX text available to us (through arXiv:2310.10537; formats.md §1.5, §7.1) does not say:
+The OCP MX text available to us (through arXiv:2310.10537; sources.md §1.5, §7.1) does not say:
 
 {gaps}
 Every profile's input classification (§5, §6) says which of these behaviours are *defined*
@@ -524,7 +524,7 @@ device and the kernel path (compressed-tensors' bfloat16 0 × Inf on x86: 0xFFFF
 vectorized path, 0x7FC0 on its scalar tail; NVIDIA GPUs: 0x7FFF), so a NaN's sign and payload
 are implementation-defined for every consumer.
 
-**Quark Triton and byte 0x00.** formats.md §3.9 lists 2^-127; checkpoints.md §2.5 says 0.0. The
+**Quark Triton and byte 0x00.** sources.md §3.9 lists 2^-127; sources.md §C2.5 says 0.0. The
 code decides: `quark/torch/kernel/mx/triton.py` L284 (`dst_scale = (scale.to(tl.uint16) << 7)
 .to(dst_dtype, bitcast=True)`, bfloat16) and L287 (`(scale.to(tl.uint32) << 23)` through float32
 for float16) build the scale by bit shift, so 0x00 is +0.0 and the whole block decodes to zero;
@@ -537,7 +537,7 @@ shifts the same way. Profile `quark-triton` (consumer) follows this.
 {consumers}
 ## 7. Vectors
 
-`vectors/mx/<profile>.json` (`schema_version` {schema}): every formats.md §6 vector relevant to
+`vectors/mx/<profile>.json` (`schema_version` {schema}): every sources.md §6 vector relevant to
 MX (1-22, 39-41, 47-51) that targets the profile, each with its source (executed, ported,
 emulated or derived from source) and the bytes this reference computes; tests/test_mx_vectors.py
 asserts each against the value the research recorded. `vectors/mx/documentation-only.json`

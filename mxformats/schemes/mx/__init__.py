@@ -283,7 +283,7 @@ def pack_fp4(codes: ArrayLike, axis: int = -1) -> NDArray[np.uint8]:
     """Pack 4-bit codes two per byte along ``axis``, element 2k in the low nibble.
 
     The layout of torch ``float4_e2m1fn_x2``, torchao, triton_kernels, Quark ``Pack_fp4`` and
-    compressed-tensors (formats.md §3.2-§3.8; vector 47: codes [1, 2] pack to 0x21).
+    compressed-tensors (sources.md §3.2-§3.8; vector 47: codes [1, 2] pack to 0x21).
     """
     c = _integer_array(codes, "codes")
     if c.size and int(c.max()) > 0xF:

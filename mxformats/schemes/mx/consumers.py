@@ -133,7 +133,7 @@ CONSUMERS: dict[str, Consumer] = {
             elements=(E2M1,),
             dtypes=(F16,),
             scale=hip_fp16_scale,
-            notes=("GPU only; derived from source (formats.md §3.6(d)), not executed.",),
+            notes=("GPU only; derived from source (sources.md §3.6(d)), not executed.",),
         ),
         Consumer(
             name="quark-hip-bf16",
@@ -205,8 +205,8 @@ CONSUMERS: dict[str, Consumer] = {
             nan_on_ff=True,
             notes=(
                 "Decided from quark/torch/kernel/mx/triton.py L284 and L287 (kernel) and L861 "
-                "(upcast_from_mxfp_torch): 0x00 -> 0.0, as checkpoints.md §2.5 says; "
-                "formats.md §3.9's '2**-127' is wrong for this path.",
+                "(upcast_from_mxfp_torch): 0x00 -> 0.0, as sources.md §C2.5 says; "
+                "sources.md §3.9's '2**-127' is wrong for this path.",
             ),
         ),
         Consumer(

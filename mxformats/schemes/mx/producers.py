@@ -145,7 +145,7 @@ def _torchao(mode: str, rule: ScaleRule, description: str, notes: tuple[str, ...
 
 _TORCHAO_FLOOR_NOTES = (
     "Byte 0x00 blocks are quantized against 2**-126 but decode to 2**-127: they come back 2x "
-    "too small (pytorch/ao#1104, formats.md §3.3).",
+    "too small (pytorch/ao#1104, sources.md §3.3).",
 )
 
 PRODUCERS: dict[str, Producer] = {
@@ -232,7 +232,7 @@ PRODUCERS: dict[str, Producer] = {
                 ),
                 pinned=(_CPU_NAN + ": +Inf in a block gives 0xF",),
                 implementation_defined=(
-                    "the GPU kernel's tl.max may skip NaN (formats.md §7.3); the torch "
+                    "the GPU kernel's tl.max may skip NaN (sources.md §7.3); the torch "
                     "reference propagates it, and this profile follows the reference",
                 ),
             )
@@ -353,7 +353,7 @@ PRODUCERS: dict[str, Producer] = {
                 "a size not divisible by 32: ValueError",
             ),
             notes=(
-                "formats.md §6.3 lists 0xFF for NaN, Inf and huge blocks: that is "
+                "sources.md §6.3 lists 0xFF for NaN, Inf and huge blocks: that is "
                 "generate_mx_scales alone; the written byte, after compress_mx_scale, is 0x7F.",
             ),
         ),
