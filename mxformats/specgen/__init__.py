@@ -278,6 +278,11 @@ ml_dtypes and torch (every known disagreement asserted), and against the committ
 - [`w4a8.md`](w4a8.md): the Quark W4A8 progressive scheme (FP8 per-tensor, then INT4
   per-channel).
 
+## Sources
+
+[`sources.md`](sources.md) (written by hand) lists the primary sources every page and vector
+cites: the OCP specifications by section, each library by release or commit, path and line.
+
 ## Codes
 
 A code is the bit pattern of one element, held in the low bits of a byte (`uint8`). Packing
