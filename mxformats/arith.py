@@ -28,6 +28,7 @@ __all__ = [
     "BF16",
     "FLOAT_DTYPES",
     "arithmetic_dtype",
+    "as_array",
     "as_float_array",
     "divide_in",
     "multiply_in",
@@ -43,6 +44,14 @@ BF16: np.dtype[Any] = np.dtype(ml_dtypes.bfloat16)
 FLOAT_DTYPES = (np.dtype(np.float16), BF16, np.dtype(np.float32), np.dtype(np.float64))
 
 
+def as_array(x: object) -> NDArray[Any]:
+    """``x`` as a numpy array in its own dtype: a torch tensor through
+    :func:`mxformats.codec.tensor_to_numpy` (bfloat16 becomes ``ml_dtypes.bfloat16`` holding the
+    same bits), anything else through ``np.asarray``."""
+    tensor = tensor_to_numpy(x)
+    return np.asarray(x) if tensor is None else tensor
+
+
 def as_float_array(x: object, what: str = "input") -> NDArray[Any]:
     """``x`` as a numpy array **in its own float dtype** (bfloat16 stays bfloat16).
 
@@ -50,8 +59,7 @@ def as_float_array(x: object, what: str = "input") -> NDArray[Any]:
     (a torch bfloat16 tensor becomes an ``ml_dtypes.bfloat16`` array holding the same bits)
     and Python floats or sequences (float64). Anything else raises TypeError.
     """
-    tensor = tensor_to_numpy(x)
-    arr = np.asarray(x) if tensor is None else tensor
+    arr = as_array(x)
     if arr.dtype not in FLOAT_DTYPES:
         raise TypeError(
             f"{what}: dtype {arr.dtype} is not one of float16, bfloat16, float32, float64"

@@ -27,8 +27,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from mxformats.arith import FLOAT_DTYPES, round_to
-from mxformats.codec import tensor_to_numpy
+from mxformats.arith import FLOAT_DTYPES, as_array, round_to
 from mxformats.formats import E2M1, Format, get_format
 from mxformats.registry import ProfileInfo, register
 from mxformats.schemes.mx.consumers import CONSUMERS, Consumer, decode_blocks, get_consumer
@@ -81,8 +80,7 @@ def _as_float_array(x: object) -> NDArray[np.generic]:
     torch tensors keep their dtype (bfloat16 becomes ``ml_dtypes.bfloat16``); Python floats and
     lists become float64. Integer data is refused.
     """
-    tensor = tensor_to_numpy(x)
-    arr = np.asarray(x) if tensor is None else tensor
+    arr = as_array(x)
     if arr.dtype not in FLOAT_DTYPES:
         raise TypeError(
             f"quantize_mx takes float16, bfloat16, float32 or float64 data, got {arr.dtype}"
