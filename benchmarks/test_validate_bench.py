@@ -108,3 +108,28 @@ def test_full_scan_peak_rss(benchmark: Any, scan_checkpoint: dict[str, Any], wor
         scan_rss_increase_mb=(peak - result["before"]["VmHWM"]) / 1e6,
         peak_rss_mb_per_worker=peak / 1e6 / workers,
     )
+
+
+@pytest.mark.parametrize("key, value", [("num_hidden_layers", 100_000_000),
+                                        ("n_routed_experts", 10**7)])
+def test_lying_config_full_size(benchmark: Any, full_size_layout: dict[str, Any],
+                                tmp_path: Path, key: str, value: int) -> None:
+    """Issue 12 item 5: the full-size layout whose config claims an absurd count is refused
+    (one CONFIG_ARCH) from the headers, without building the inventory it claims."""
+    src: Path = full_size_layout["path"]
+    lying = tmp_path / "lying"
+    lying.mkdir()
+    for f in src.iterdir():
+        if f.name != "config.json":
+            (lying / f.name).hardlink_to(f)
+    config = json.loads((src / "config.json").read_text())
+    config[key] = value
+    (lying / "config.json").write_text(json.dumps(config))
+
+    def run() -> Report:
+        return validate(lying, Options(level=Level.STRUCTURE))
+
+    report = benchmark.pedantic(run, rounds=3, iterations=1, warmup_rounds=1)
+    ids = [f.check.id for f in report.findings if f.check.id != "MODULE_SPLIT"]
+    assert ids == ["CONFIG_ARCH", "COVERAGE_SKIPPED"], ids
+    benchmark.extra_info.update(key=key, value=value, seconds_min=_min_seconds(benchmark))

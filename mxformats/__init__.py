@@ -33,8 +33,10 @@ from mxformats.formats import (
 )
 from mxformats.registry import ProfileInfo, profiles
 from mxformats.schemes.fp8 import W4A8, dequantize_fp8, dequantize_w4a8, quantize_fp8, quantize_w4a8
+from mxformats.schemes.fp8_block import FP8BlockArray, dequantize_fp8_block, quantize_fp8_block
 from mxformats.schemes.int4 import Int4Array, dequantize_int4, pack_int4, quantize_int4, unpack_int4
 from mxformats.schemes.mx import MXArray, dequantize_mx, pack_fp4, quantize_mx, unpack_fp4
+from mxformats.schemes.nvfp4 import NVFP4Array, dequantize_nvfp4, quantize_nvfp4
 
 __all__ = [
     "E2M1",
@@ -50,16 +52,20 @@ __all__ = [
     "ROUNDINGS",
     "UINT4",
     "W4A8",
+    "FP8BlockArray",
     "Format",
     "Int4Array",
     "MXArray",
+    "NVFP4Array",
     "ProfileInfo",
     "__version__",
     "bfloat16_bits_to_float32",
     "compare_profiles",
     "dequantize_fp8",
+    "dequantize_fp8_block",
     "dequantize_int4",
     "dequantize_mx",
+    "dequantize_nvfp4",
     "dequantize_w4a8",
     "e4m3fn_to_fnuz",
     "e4m3fn_to_fnuz_exact",
@@ -68,8 +74,10 @@ __all__ = [
     "pack_int4",
     "profiles",
     "quantize_fp8",
+    "quantize_fp8_block",
     "quantize_int4",
     "quantize_mx",
+    "quantize_nvfp4",
     "quantize_w4a8",
     "unpack_fp4",
     "unpack_int4",

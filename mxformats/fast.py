@@ -17,6 +17,10 @@ measured in ``docs/benchmarks.md``.
   ``compressed-tensors`` and ``quark``, whole words.
 - :func:`dequantize_int4` (:func:`mxformats.dequantize_int4`): both profiles, float32
   output.
+- :func:`quantize_fp8_block` (:func:`mxformats.schemes.fp8_block.quantize_fp8_block`): every
+  profile; the reference's own vectorised arithmetic with the element cast by :func:`encode`.
+- :func:`quantize_nvfp4` (:func:`mxformats.schemes.nvfp4.quantize_nvfp4`): both profiles; the
+  scales are the reference's, the E2M1 codes of the float32 quotients a table lookup.
 
 How (peers.md §5). A float32 value's code depends only on its top bits and on whether the rest
 is zero: the class index ``(bits >> k) | (any of the low k bits set)`` rounds to odd at
@@ -47,19 +51,24 @@ from mxformats import codec as reference_codec
 from mxformats.arith import BF16
 from mxformats.codec import tensor_to_numpy
 from mxformats.formats import E2M1, Format
+from mxformats.schemes import fp8_block as reference_fp8_block
 from mxformats.schemes import int4 as reference_int4
 from mxformats.schemes import mx as reference_mx
+from mxformats.schemes import nvfp4 as reference_nvfp4
+from mxformats.schemes.fp8_block import FP8BlockArray
 from mxformats.schemes.int4 import Int4Array
 from mxformats.schemes.mx import MXArray
 from mxformats.schemes.mx.elements import encode_elements
 from mxformats.schemes.mx.producers import get_producer
+from mxformats.schemes.nvfp4 import NVFP4Array
 
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike, DTypeLike, NDArray
 
 __all__ = [
     "QUANTIZE_PROFILES", "code_table", "decode", "dequantize_int4", "dequantize_mx",
-    "element_table", "encode", "pack_int4", "quantize_mx", "unpack_int4", "workers",
+    "element_table", "encode", "pack_int4", "quantize_fp8_block", "quantize_mx", "quantize_nvfp4",
+    "unpack_int4", "workers",
 ]
 
 #: Blocks of 32 handled per chunk: 2048 blocks = 256 KiB of float32, so a chunk's input and its
@@ -283,6 +292,52 @@ def quantize_mx(
     block_scales = np.moveaxis(scales.reshape(*moved.shape[:-1], -1), -1, ax)
     return MXArray(np.ascontiguousarray(codes), np.ascontiguousarray(block_scales), E2M1,
                        BLOCK, ax, profile)
+
+
+# -- NVFP4 quantize ------------------------------------------------------------------------
+
+#: Elements per NVFP4 block.
+NVFP4_BLOCK = 16
+
+
+def _nvfp4_codes(q: NDArray[np.float32], threads: int | None) -> NDArray[np.uint8]:
+    """:func:`mxformats.schemes.nvfp4.e2m1_codes` by lookup: the magnitude's code is the
+    ``ocp`` element table's at ``min(|q|, 6)`` (saturating), a NaN quotient is 7, and the sign
+    bit is set iff ``q < 0``."""
+    table = element_table("ocp")
+    rows = q.reshape(-1, NVFP4_BLOCK)
+    out = np.empty(rows.shape, dtype=np.uint8)
+    chunk = CHUNK_ELEMENTS // NVFP4_BLOCK
+
+    def work(lo: int, hi: int) -> None:
+        scratch = np.empty((min(chunk, hi - lo), NVFP4_BLOCK), dtype=np.uint32)
+        for start in range(lo, hi, chunk):
+            stop = min(start + chunk, hi)
+            values = rows[start:stop]
+            magnitude = np.minimum(np.abs(values), np.float32(6.0)).view(np.uint32)
+            _class_index(magnitude, _E2M1_LOW_BITS, scratch[: stop - start])
+            codes = np.take(table, magnitude, mode="clip")
+            codes[np.isnan(values)] = 7
+            codes[values < 0] |= 8
+            out[start:stop] = codes
+
+    _parallel(rows.shape[0], work, threads, chunk)
+    return out.reshape(q.shape)
+
+
+def quantize_nvfp4(
+    x: object, *, axis: int = -1, profile: str = "modelopt", global_amax: float | None = None,
+    threads: int | None = None,
+) -> NVFP4Array:
+    """:func:`mxformats.schemes.nvfp4.quantize_nvfp4`, the same bytes: the reference computes
+    the global and block scales and the float32 quotients (its checks and errors included);
+    their E2M1 codes are looked up on up to ``threads`` threads. Spec: spec/nvfp4.md."""
+    def encode(q: NDArray[np.float32]) -> NDArray[np.uint8]:
+        with np.errstate(invalid="ignore"):  # NaN quotients: ModelOpt's all-zero tensor
+            return _nvfp4_codes(q, threads)
+
+    return reference_nvfp4.quantize_nvfp4_with(encode, x, axis=axis, profile=profile,
+                                               global_amax=global_amax)
 
 
 # -- MXFP4 dequantize -----------------------------------------------------------------------
@@ -686,3 +741,30 @@ def _round_through(v: NDArray[np.float32], dtype: np.dtype[Any],
     odd += np.uint32(0x7FFF)
     bits += odd
     bits &= np.uint32(0xFFFF0000)
+
+
+# -- FP8 block quantize ---------------------------------------------------------------------------
+
+
+def quantize_fp8_block(
+    x: object,
+    *,
+    block: tuple[int, int] = (128, 128),
+    profile: str = "deepseek",
+    threads: int | None = None,
+) -> FP8BlockArray:
+    """:func:`mxformats.schemes.fp8_block.quantize_fp8_block`, the same bytes, fast.
+
+    The reference computes the scales and the scaled elements with vectorised numpy in the
+    producer's own types (float32, or the input dtype); its cost is the exact E4M3 cast of
+    every element. Here that cast is :func:`encode`'s table lookup (nearest-even, saturating),
+    which gives the codec's codes for every float32, bfloat16 and float16 value, NaN included.
+    Spec: fp8-block.md.
+    """
+
+    def table_encoder(fmt: Format, values: NDArray[Any]) -> NDArray[np.uint8]:
+        return encode(fmt, values, overflow="saturate", threads=threads)
+
+    return reference_fp8_block.quantize_fp8_block_with(
+        table_encoder, x, block=block, profile=profile
+    )

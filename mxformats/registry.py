@@ -17,7 +17,7 @@ from typing import Literal
 
 __all__ = ["ProfileInfo", "get_profile_info", "profiles", "register"]
 
-Scheme = Literal["mx", "int4", "fp8", "w4a8"]
+Scheme = Literal["mx", "int4", "fp8", "w4a8", "fp8-block", "nvfp4"]
 Kind = Literal["producer", "consumer", "activation"]
 
 
@@ -28,7 +28,7 @@ class ProfileInfo:
     Attributes:
         name: the profile name passed as ``profile=`` (unique within a scheme and kind).
         scheme: which API takes it (``mx``: quantize_mx/dequantize_mx; ``int4``; ``fp8``;
-            ``w4a8``).
+            ``w4a8``; ``fp8-block``: quantize_fp8_block/dequantize_fp8_block; ``nvfp4``).
         kind: ``producer`` (writes checkpoints), ``consumer`` (decodes them) or
             ``activation`` (a dynamic activation quantizer).
         library, version, function: the source it reproduces, e.g. ``("amd-quark", "0.13",

@@ -4,16 +4,22 @@ The layout (the safetensors format as the ``safetensors`` library writes it, ver
 
 - 8 bytes: ``N``, the header length, an unsigned little-endian 64-bit integer;
 - ``N`` bytes: a UTF-8 JSON object. Each key is a tensor name mapping to
-  ``{"dtype": "F32", "shape": [..], "data_offsets": [begin, end]}``; the optional key
+  ``{"dtype": "F32", "shape": [..], "data_offsets": [begin, end]}`` (other keys of an entry
+  are ignored, as the library's serde ``TensorInfo`` ignores them); the optional key
   ``__metadata__`` maps to an object of string values. The writer pads the JSON with spaces
   so that ``N`` is a multiple of 8;
 - the data: every tensor's bytes, little-endian, C order, at ``[begin, end)`` relative to the
-  first byte after the header. The tensors tile the data exactly (no hole, no overlap) and the
-  file ends with the last one.
+  first byte after the header. Sub-byte dtypes (``F4``, ``F6_E2M3``, ``F6_E3M2``) are packed:
+  a tensor holds ``elements × bits / 8`` bytes, which must be a whole number. The tensors tile
+  the data exactly (no hole, no overlap) and the file ends with the last one.
 
 The reader trusts nothing in a file: every rule above is checked, with exact integer
 arithmetic and a bounded header, and a violation raises :class:`TensorFileError` naming the
-file, the tensor and the byte offset. The writer produces the same bytes as
+file, the tensor and the byte offset, with a :class:`ErrorKind` saying which rule broke.
+Files are opened only when they are regular files (:func:`open_regular`): a FIFO, socket,
+device or directory raises :class:`NotRegularFileError` instead of blocking or never ending.
+
+The writer produces the same bytes as
 ``safetensors.numpy.save_file`` (tensors ordered by descending dtype rank then name, compact
 JSON, ``__metadata__`` first), except that ``__metadata__`` keys are written sorted, where the
 library writes them in Rust ``HashMap`` order, which changes from run to run.
@@ -26,10 +32,12 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import struct
 from collections.abc import Mapping
+from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import ml_dtypes
 import numpy as np
@@ -39,18 +47,34 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DTYPES",
+    "DTYPE_BITS",
     "MAX_HEADER_SIZE",
+    "MAX_JSON_SIZE",
+    "ErrorKind",
+    "NotRegularFileError",
     "TensorFileError",
+    "header_length",
+    "not_regular",
+    "open_regular",
+    "parse_header",
     "read_checkpoint_tensor",
     "read_header",
     "read_index",
+    "read_json",
     "read_safetensors",
     "read_tensor",
+    "shard_name",
+    "tensor_array",
+    "tensor_nbytes",
     "write_safetensors",
 ]
 
 #: The largest header accepted, 100,000,000 bytes (the safetensors library's own bound).
 MAX_HEADER_SIZE = 100_000_000
+
+#: The largest JSON file (config, index) :func:`read_json` reads. A real Kimi-K2 index is
+#: about 10 MB; the same bound as a header keeps a hostile file from exhausting memory.
+MAX_JSON_SIZE = MAX_HEADER_SIZE
 
 PathLike = str | os.PathLike[str]
 
@@ -78,58 +102,167 @@ DTYPES: dict[str, np.dtype[Any]] = {
     "F8_E8M0": np.dtype(ml_dtypes.float8_e8m0fnu),
 }
 
-# The order the safetensors library writes tensors in: by this rank, descending, then by name.
-# (The Rust ``Dtype`` enum order, measured with safetensors 0.8.0.)
-_RANK = {
-    name: rank
-    for rank, name in enumerate(
-        (
-            "BOOL",
-            "U8",
-            "I8",
-            "F8_E5M2",
-            "F8_E4M3",
-            "F8_E8M0",
-            "F8_E4M3FNUZ",
-            "F8_E5M2FNUZ",
-            "I16",
-            "U16",
-            "F16",
-            "BF16",
-            "I32",
-            "U32",
-            "F32",
-            "C64",
-            "F64",
-            "I64",
-            "U64",
-        )
-    )
+#: Every dtype the safetensors library (0.8.0) knows, in the order of its Rust ``Dtype`` enum
+#: (safetensors/src/tensor.rs), with the bits of one element. ``F4`` is torch's
+#: ``float4_e2m1fn_x2`` storage (two elements a byte), ``F6_*`` are MX FP6 (four elements in
+#: three bytes); they have no numpy dtype, so :data:`DTYPES` lacks them and :func:`read_tensor`
+#: returns their packed bytes. tests/test_tensorfile.py checks this table against the installed
+#: library's own list.
+DTYPE_BITS: dict[str, int] = {
+    "BOOL": 8,
+    "F4": 4,
+    "F6_E2M3": 6,
+    "F6_E3M2": 6,
+    "U8": 8,
+    "I8": 8,
+    "F8_E5M2": 8,
+    "F8_E4M3": 8,
+    "F8_E8M0": 8,
+    "F8_E4M3FNUZ": 8,
+    "F8_E5M2FNUZ": 8,
+    "I16": 16,
+    "U16": 16,
+    "F16": 16,
+    "BF16": 16,
+    "I32": 32,
+    "U32": 32,
+    "F32": 32,
+    "C64": 64,
+    "F64": 64,
+    "I64": 64,
+    "U64": 64,
 }
 
+# The order the safetensors library writes tensors in: by this rank (the enum order),
+# descending, then by name (measured with safetensors 0.8.0).
+_RANK = {name: rank for rank, name in enumerate(DTYPE_BITS)}
+
 _NAME_OF_DTYPE = {dtype: name for name, dtype in DTYPES.items()}
-_ENTRY_KEYS = {"dtype", "shape", "data_offsets"}
+_ENTRY_KEYS = ("dtype", "shape", "data_offsets")
+
+
+class ErrorKind(str, Enum):
+    """Which rule of the format a :class:`TensorFileError` reports (callers classify by it,
+    never by the message text)."""
+
+    #: the 8-byte header length: the file is shorter, or it is absurd or runs past the file
+    HEADER_LENGTH = "header-length"
+    #: the JSON header: not UTF-8, not JSON, not an object, a repeated key, a bad entry
+    #: (dtype, shape, the form of data_offsets) or bad ``__metadata__``
+    HEADER = "header"
+    #: a byte span: outside the data, not dtype × shape, overlapping, a hole, trailing bytes
+    SPAN = "span"
+    #: tensor bytes that are not values of the dtype (a BOOL byte other than 0 or 1)
+    DATA = "data"
+    #: a name that is not in the file or the index
+    NO_SUCH_TENSOR = "no-such-tensor"
+    #: ``model.safetensors.index.json`` is not an index
+    INDEX = "index"
 
 
 class TensorFileError(ValueError):
     """A safetensors file (or index) breaks the format.
 
-    Attributes: ``path`` (the file), ``tensor`` (the tensor concerned, or None), ``offset``
-    (the absolute byte offset in the file where the problem is, or None).
+    Attributes: ``kind`` (the :class:`ErrorKind`), ``path`` (the file), ``tensor`` (the tensor
+    concerned, or None), ``offset`` (the absolute byte offset in the file where the problem
+    is, or None), ``reason`` (the message without the location).
     """
 
     def __init__(
-        self, path: PathLike, message: str, *, tensor: str | None = None, offset: int | None = None
+        self,
+        path: PathLike,
+        message: str,
+        *,
+        kind: ErrorKind,
+        tensor: str | None = None,
+        offset: int | None = None,
     ) -> None:
+        self.kind = kind
         self.path = os.fspath(path)
         self.tensor = tensor
         self.offset = offset
+        self.reason = message
         where = [self.path]
         if tensor is not None:
             where.append(f"tensor {tensor!r}")
         if offset is not None:
             where.append(f"byte {offset}")
         super().__init__(f"{', '.join(where)}: {message}")
+
+
+# -- opening -----------------------------------------------------------------------------------
+
+
+class NotRegularFileError(OSError):
+    """The path exists but is not a regular file: a directory, FIFO, socket or device.
+
+    It is never read: opening a FIFO blocks until a writer comes, and a device such as
+    ``/dev/zero`` never ends. ``what`` says what it is (``"a FIFO"``, ``"a directory"``, ...).
+    """
+
+    def __init__(self, path: PathLike, what: str) -> None:
+        super().__init__(f"is {what}, not a regular file")
+        self.filename = os.fspath(path)
+        self.what = what
+
+    def __str__(self) -> str:
+        return f"{self.filename} is {self.what}, not a regular file"
+
+
+_NOT_REGULAR = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+)
+
+
+def _what(mode: int) -> str | None:
+    """None for a regular file, else what the mode says it is."""
+    if stat.S_ISREG(mode):
+        return None
+    return next((what for test, what in _NOT_REGULAR if test(mode)), "not a regular file")
+
+
+def not_regular(path: PathLike) -> str | None:
+    """None when ``path`` (symlinks followed) is a regular file, else what it is (``"a FIFO"``,
+    ``"a directory"``, ...). Raises ``FileNotFoundError`` (an ``OSError``) when it is absent."""
+    return _what(os.stat(path).st_mode)
+
+
+def _nonblocking(path: str, flags: int) -> int:
+    return os.open(path, flags | getattr(os, "O_NONBLOCK", 0))
+
+
+def open_regular(path: PathLike) -> IO[bytes]:
+    """Open ``path`` for binary reading only if it is a regular file.
+
+    Checked with ``stat`` before the open and with ``fstat`` on the opened descriptor, and
+    opened with ``O_NONBLOCK``, so a FIFO swapped in between the two cannot block either.
+    Raises :class:`NotRegularFileError` for anything else, ``FileNotFoundError`` when absent.
+    """
+    what = not_regular(path)
+    if what is not None:
+        raise NotRegularFileError(path, what)
+    f = open(path, "rb", opener=_nonblocking)  # noqa: SIM115 (returned to the caller)
+    what = _what(os.fstat(f.fileno()).st_mode)
+    if what is not None:
+        f.close()
+        raise NotRegularFileError(path, what)
+    return f
+
+
+def read_json(path: PathLike, limit: int = MAX_JSON_SIZE) -> Any:
+    """Parse a JSON file (a config, an index) that must be a regular file of at most ``limit``
+    bytes. Raises ``OSError`` (:class:`NotRegularFileError` included), ``ValueError`` for a
+    file over the limit or not UTF-8 JSON, and ``RecursionError`` for JSON nested too deeply.
+    """
+    with open_regular(path) as f:
+        raw = f.read(limit + 1)
+    if len(raw) > limit:
+        raise ValueError(f"larger than the {limit}-byte limit")
+    return json.loads(raw.decode("utf-8"))
 
 
 # -- reading ------------------------------------------------------------------------------------
@@ -140,7 +273,10 @@ def _reject_duplicate_keys(path: PathLike) -> Any:
         out: dict[str, Any] = {}
         for key, value in pairs:
             if key in out:
-                raise TensorFileError(path, "duplicate key in the header", tensor=key, offset=8)
+                raise TensorFileError(
+                    path, "duplicate key in the header", kind=ErrorKind.HEADER, tensor=key,
+                    offset=8,
+                )
             out[key] = value
         return out
 
@@ -151,21 +287,40 @@ def _is_int(v: object) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
-def _parse_entry(path: PathLike, name: str, entry: object, data_size: int) -> dict[str, Any]:
-    """Validate one tensor entry of the header; returns it with ``shape`` as a tuple."""
+def tensor_nbytes(dtype: str, shape: tuple[int, ...] | list[int], bound: int | None = None
+                  ) -> int | None:
+    """The bytes a tensor of ``dtype`` (a name of :data:`DTYPE_BITS`) and ``shape`` occupies,
+    or None when its bits are not a whole number of bytes (the library rejects such a
+    sub-byte tensor). With ``bound``, any size above it is returned as ``bound + 1`` (the
+    multiplication stops early: a hostile shape cannot make a huge integer)."""
+    bits = 0 if 0 in shape else DTYPE_BITS[dtype]
+    for d in shape:
+        if bound is not None and bits > 8 * bound:
+            return bound + 1
+        bits *= d
+    if bits % 8:
+        return None
+    nbytes = bits // 8
+    return nbytes if bound is None or nbytes <= bound else bound + 1
 
-    def fail(message: str, offset: int | None = 8) -> TensorFileError:
-        return TensorFileError(path, message, tensor=name, offset=offset)
+
+def _parse_entry(path: PathLike, name: str, entry: object, data_size: int) -> dict[str, Any]:
+    """Validate one tensor entry of the header; returns it with ``shape`` as a tuple.
+
+    Keys other than dtype, shape and data_offsets are ignored, as safetensors 0.8 does (its
+    serde ``TensorInfo`` does not deny unknown fields)."""
+
+    def fail(message: str, kind: ErrorKind = ErrorKind.HEADER) -> TensorFileError:
+        return TensorFileError(path, message, kind=kind, tensor=name, offset=8)
 
     if not isinstance(entry, dict):
         raise fail(f"the entry must be a JSON object, got {type(entry).__name__}")
-    if set(entry) != _ENTRY_KEYS:
-        raise fail(
-            f"the entry must have exactly the keys {sorted(_ENTRY_KEYS)}, got {sorted(entry)}"
-        )
+    missing = [k for k in _ENTRY_KEYS if k not in entry]
+    if missing:
+        raise fail(f"the entry lacks {', '.join(missing)}")
     dtype = entry["dtype"]
-    if not isinstance(dtype, str) or dtype not in DTYPES:
-        raise fail(f"unknown dtype {dtype!r}; known: {', '.join(DTYPES)}")
+    if not isinstance(dtype, str) or dtype not in DTYPE_BITS:
+        raise fail(f"unknown dtype {dtype!r}; known: {', '.join(DTYPE_BITS)}")
     shape = entry["shape"]
     if not isinstance(shape, list) or not all(_is_int(d) and d >= 0 for d in shape):
         raise fail(f"shape must be a list of integers >= 0, got {shape!r}")
@@ -174,19 +329,43 @@ def _parse_entry(path: PathLike, name: str, entry: object, data_size: int) -> di
         raise fail(f"data_offsets must be two integers, got {offsets!r}")
     begin, end = offsets
     if not 0 <= begin <= end <= data_size:
-        raise fail(f"data_offsets {offsets} are outside the data section [0, {data_size}]")
-    # Checked arithmetic: stop multiplying once the size is beyond anything the file holds.
-    nbytes = 0 if 0 in shape else DTYPES[dtype].itemsize
-    for d in shape:
-        nbytes *= d
-        if nbytes > data_size:
-            break
+        raise fail(
+            f"data_offsets {offsets} are outside the data section [0, {data_size}]", ErrorKind.SPAN
+        )
+    nbytes = tensor_nbytes(dtype, shape, data_size)
+    if nbytes is None:
+        raise fail(f"{dtype} {shape} is not a whole number of bytes")
     if end - begin != nbytes:
         size = "more than the whole data section" if nbytes > data_size else f"{nbytes} bytes"
         raise fail(
-            f"data_offsets {offsets} hold {end - begin} bytes but {dtype} {shape} needs {size}"
+            f"data_offsets {offsets} hold {end - begin} bytes but {dtype} {shape} needs {size}",
+            ErrorKind.SPAN,
         )
     return {"dtype": dtype, "shape": tuple(shape), "data_offsets": (begin, end)}
+
+
+def header_length(path: PathLike, prefix: bytes, file_size: int) -> int:
+    """``N``, the header length the 8 bytes ``prefix`` give, checked against
+    :data:`MAX_HEADER_SIZE` and a file of ``file_size`` bytes (kind ``HEADER_LENGTH``)."""
+
+    def fail(message: str) -> TensorFileError:
+        return TensorFileError(path, message, kind=ErrorKind.HEADER_LENGTH, offset=0)
+
+    if len(prefix) < 8:
+        raise fail(f"file is {len(prefix)} bytes, shorter than the 8-byte header length")
+    (n,) = struct.unpack("<Q", prefix[:8])
+    if n > MAX_HEADER_SIZE:
+        raise fail(f"header length {n} exceeds the limit {MAX_HEADER_SIZE}")
+    if 8 + n > file_size:
+        raise fail(f"header length {n} runs past the end of the file ({file_size} bytes)")
+    return int(n)
+
+
+def _read_prefix(path: PathLike, f: IO[bytes]) -> tuple[bytes, int]:
+    """The raw header bytes and the file size, the length checked against both bounds."""
+    file_size = os.fstat(f.fileno()).st_size
+    n = header_length(path, f.read(8), file_size)
+    return f.read(n), file_size
 
 
 def read_header(path: PathLike) -> tuple[dict[str, Any], int]:
@@ -198,54 +377,43 @@ def read_header(path: PathLike) -> tuple[dict[str, Any], int]:
     absolute offset of the data section (``8 + N``).
 
     Raises :class:`TensorFileError` when the file is shorter than 8 bytes, ``N`` exceeds
-    :data:`MAX_HEADER_SIZE` or the file, the header is not UTF-8 JSON holding an object, a key
-    repeats, an entry has an unknown dtype, a bad shape, or offsets outside the data section or
-    inconsistent with dtype × shape, two tensors overlap, a hole lies between them, or bytes
-    follow the last tensor.
+    :data:`MAX_HEADER_SIZE` or the file (kind ``HEADER_LENGTH``); the header is not UTF-8 JSON
+    holding an object, a key repeats, an entry lacks a key or has an unknown dtype, a bad shape
+    or malformed offsets (``HEADER``); offsets lie outside the data section or disagree with
+    dtype × shape, two tensors overlap, a hole lies between them, or bytes follow the last
+    tensor (``SPAN``). A path that is not a regular file raises :class:`NotRegularFileError`.
     """
-    file_size = os.path.getsize(path)
-    with open(path, "rb") as f:
-        prefix = f.read(8)
-        if len(prefix) < 8:
-            raise TensorFileError(
-                path,
-                f"file is {len(prefix)} bytes, shorter than the 8-byte header length",
-                offset=0,
-            )
-        (n,) = struct.unpack("<Q", prefix)
-        if n > MAX_HEADER_SIZE:
-            raise TensorFileError(
-                path, f"header length {n} exceeds the limit {MAX_HEADER_SIZE}", offset=0
-            )
-        if 8 + n > file_size:
-            raise TensorFileError(
-                path,
-                f"header length {n} runs past the end of the file ({file_size} bytes)",
-                offset=0,
-            )
-        raw = f.read(n)
+    with open_regular(path) as f:
+        raw, file_size = _read_prefix(path, f)
+    return parse_header(path, raw, file_size)
+
+
+def parse_header(path: PathLike, raw: bytes, file_size: int) -> tuple[dict[str, Any], int]:
+    """Validate the header JSON ``raw`` (the ``N`` bytes after the 8-byte length, as
+    :func:`header_length` bounded them) of a file of ``file_size`` bytes, by every rule
+    :func:`read_header` lists; returns what it returns. ``path`` only names the file in
+    errors: the bytes may come from anywhere (a local file, a ranged HTTP read)."""
+    n = len(raw)
+
+    def fail(message: str, offset: int = 8) -> TensorFileError:
+        return TensorFileError(path, message, kind=ErrorKind.HEADER, offset=offset)
+
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise TensorFileError(
-            path, f"header is not UTF-8 ({exc.reason})", offset=8 + exc.start
-        ) from None
+        raise fail(f"header is not UTF-8 ({exc.reason})", 8 + exc.start) from None
     try:
         parsed = json.loads(text, object_pairs_hook=_reject_duplicate_keys(path))
     except json.JSONDecodeError as exc:
         offset = 8 + len(text[: exc.pos].encode("utf-8"))
-        raise TensorFileError(
-            path, f"header is not valid JSON ({exc.msg})", offset=offset
-        ) from None
+        raise fail(f"header is not valid JSON ({exc.msg})", offset) from None
     except TensorFileError:
         raise
     except (RecursionError, ValueError) as exc:  # nested past the recursion limit; huge integer
         what = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
-        raise TensorFileError(path, f"header JSON cannot be parsed: {what}", offset=8) from None
+        raise fail(f"header JSON cannot be parsed: {what}") from None
     if not isinstance(parsed, dict):
-        raise TensorFileError(
-            path, f"header must be a JSON object, got {type(parsed).__name__}", offset=8
-        )
+        raise fail(f"header must be a JSON object, got {type(parsed).__name__}")
     data_offset = 8 + n
     data_size = file_size - data_offset
     header: dict[str, Any] = {}
@@ -253,26 +421,23 @@ def read_header(path: PathLike) -> tuple[dict[str, Any], int]:
         metadata = parsed.pop("__metadata__")
         if not isinstance(metadata, dict) or not all(isinstance(v, str) for v in metadata.values()):
             raise TensorFileError(
-                path, "__metadata__ must be an object of strings", tensor="__metadata__", offset=8
+                path, "__metadata__ must be an object of strings", kind=ErrorKind.HEADER,
+                tensor="__metadata__", offset=8,
             )
         header["__metadata__"] = metadata
     entries = {name: _parse_entry(path, name, e, data_size) for name, e in parsed.items()}
     position, previous = 0, None
     for name, entry in sorted(entries.items(), key=lambda kv: kv[1]["data_offsets"]):
         begin, end = entry["data_offsets"]
-        if begin < position:
-            raise TensorFileError(
-                path,
-                f"overlaps tensor {previous!r} (which ends at data offset {position})",
-                tensor=name,
-                offset=data_offset + begin,
+        if begin != position:
+            problem = (
+                f"overlaps tensor {previous!r} (which ends at data offset {position})"
+                if begin < position
+                else f"a hole of {begin - position} bytes precedes it"
             )
-        if begin > position:
             raise TensorFileError(
-                path,
-                f"a hole of {begin - position} bytes precedes it",
-                tensor=name,
-                offset=data_offset + position,
+                path, problem, kind=ErrorKind.SPAN, tensor=name,
+                offset=data_offset + min(begin, position),
             )
         position, previous = end, name
         header[name] = entry
@@ -280,17 +445,26 @@ def read_header(path: PathLike) -> tuple[dict[str, Any], int]:
         raise TensorFileError(
             path,
             f"{data_size - position} bytes after the last tensor are not part of any tensor",
+            kind=ErrorKind.SPAN,
             tensor=previous,
             offset=data_offset + position,
         )
     return header, data_offset
 
 
-def _array(path: PathLike, name: str, entry: dict[str, Any], raw: bytes) -> NDArray[Any]:
+def tensor_array(path: PathLike, name: str, entry: dict[str, Any], raw: bytes) -> NDArray[Any]:
+    """The tensor ``name`` as :func:`read_tensor` returns it, from its header ``entry`` (as
+    :func:`parse_header` returns it) and its data bytes ``raw`` (``path`` names the file in
+    errors)."""
+    if entry["dtype"] not in DTYPES:  # packed sub-byte dtypes: the bytes as stored
+        packed: NDArray[Any] = np.frombuffer(raw, dtype=np.uint8).copy()
+        return packed
     dtype = DTYPES[entry["dtype"]]
     array: NDArray[Any] = np.frombuffer(raw, dtype=dtype).reshape(entry["shape"]).copy()
     if entry["dtype"] == "BOOL" and np.any(np.frombuffer(raw, dtype=np.uint8) > 1):
-        raise TensorFileError(path, "BOOL tensor holds a byte other than 0 or 1", tensor=name)
+        raise TensorFileError(
+            path, "BOOL tensor holds a byte other than 0 or 1", kind=ErrorKind.DATA, tensor=name
+        )
     return array
 
 
@@ -298,32 +472,35 @@ def read_tensor(path: PathLike, name: str) -> NDArray[Any]:
     """One tensor of a safetensors file as a new (writable) numpy array.
 
     dtypes map as :data:`DTYPES` says (BF16 → ``ml_dtypes.bfloat16``, F8_E4M3 →
-    ``ml_dtypes.float8_e4m3fn``, F8_E8M0 → ``ml_dtypes.float8_e8m0fnu``, ...). The whole header
-    is validated first; a missing name raises :class:`TensorFileError`.
+    ``ml_dtypes.float8_e4m3fn``, F8_E8M0 → ``ml_dtypes.float8_e8m0fnu``, ...); the packed
+    sub-byte dtypes (F4, F6_E2M3, F6_E3M2) come back as their stored bytes, a 1-D uint8 array.
+    The whole header is validated first; a missing name raises :class:`TensorFileError`.
     """
     header, data_offset = read_header(path)
     if name == "__metadata__" or name not in header:
-        raise TensorFileError(path, "no such tensor in the file", tensor=name)
+        raise TensorFileError(
+            path, "no such tensor in the file", kind=ErrorKind.NO_SUCH_TENSOR, tensor=name
+        )
     entry = header[name]
     begin, end = entry["data_offsets"]
-    with open(path, "rb") as f:
+    with open_regular(path) as f:
         f.seek(data_offset + begin)
         raw = f.read(end - begin)
-    return _array(path, name, entry, raw)
+    return tensor_array(path, name, entry, raw)
 
 
 def read_safetensors(path: PathLike) -> dict[str, NDArray[Any]]:
     """Every tensor of a safetensors file, in file order (``__metadata__`` is not included:
     see :func:`read_header`)."""
     header, data_offset = read_header(path)
-    with open(path, "rb") as f:
+    with open_regular(path) as f:
         f.seek(data_offset)
         data = f.read()
     out: dict[str, NDArray[Any]] = {}
     for name, entry in header.items():
         if name != "__metadata__":
             begin, end = entry["data_offsets"]
-            out[name] = _array(path, name, entry, data[begin:end])
+            out[name] = tensor_array(path, name, entry, data[begin:end])
     return out
 
 
@@ -333,6 +510,7 @@ def read_safetensors(path: PathLike) -> dict[str, NDArray[Any]]:
 def read_index(folder: PathLike) -> dict[str, str]:
     """``model.safetensors.index.json``'s ``weight_map`` (tensor name → shard file name) of a
     checkpoint folder; a folder holding a single ``model.safetensors`` maps every tensor to it.
+    A ``./`` before a file name is dropped (the file it names is the same).
     """
     folder = Path(folder)
     index = folder / "model.safetensors.index.json"
@@ -341,15 +519,29 @@ def read_index(folder: PathLike) -> dict[str, str]:
         header, _ = read_header(single)
         return {name: single.name for name in header if name != "__metadata__"}
     try:
-        weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
-    except (json.JSONDecodeError, KeyError, TypeError) as exc:
-        raise TensorFileError(index, f"not a safetensors index ({exc})") from None
+        weight_map = read_json(index)["weight_map"]
+    except (ValueError, KeyError, TypeError, RecursionError) as exc:
+        raise TensorFileError(index, f"not a safetensors index ({exc})", kind=ErrorKind.INDEX
+                              ) from None
     if not isinstance(weight_map, dict) or not all(
-        isinstance(k, str) and isinstance(v, str) and "/" not in v and v not in ("", ".", "..")
-        for k, v in weight_map.items()
+        isinstance(k, str) and isinstance(v, str) for k, v in weight_map.items()
     ):
-        raise TensorFileError(index, "weight_map must map names to shard file names")
-    return dict(weight_map)
+        raise TensorFileError(
+            index, "weight_map must map names to shard file names", kind=ErrorKind.INDEX
+        )
+    out = {k: shard_name(v) for k, v in weight_map.items()}
+    if not all("/" not in v and v not in ("", ".", "..") for v in out.values()):
+        raise TensorFileError(
+            index, "weight_map must map names to shard file names", kind=ErrorKind.INDEX
+        )
+    return out
+
+
+def shard_name(entry: str) -> str:
+    """An index entry with any leading ``./`` removed: the file name it refers to."""
+    while entry.startswith("./"):
+        entry = entry[2:]
+    return entry
 
 
 def read_checkpoint_tensor(
@@ -361,6 +553,7 @@ def read_checkpoint_tensor(
         raise TensorFileError(
             Path(folder) / "model.safetensors.index.json",
             "no such tensor in the index",
+            kind=ErrorKind.NO_SUCH_TENSOR,
             tensor=name,
         )
     return read_tensor(Path(folder) / weight_map[name], name)

@@ -5,20 +5,30 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import re
+import socket
 import struct
 from pathlib import Path
+from typing import Any
 
 import ml_dtypes
 import numpy as np
 import pytest
 
+from mxformats import tensorfile
 from mxformats.tensorfile import (
+    DTYPE_BITS,
     DTYPES,
     MAX_HEADER_SIZE,
+    ErrorKind,
+    NotRegularFileError,
     TensorFileError,
+    open_regular,
     read_checkpoint_tensor,
     read_header,
     read_index,
+    read_json,
     read_safetensors,
     read_tensor,
     write_safetensors,
@@ -196,30 +206,199 @@ def test_duplicate_keys(tmp_path: Path) -> None:
     _raises(_file(tmp_path, None, b"\x00" * 8, raw=raw), "duplicate key", tensor="x")
 
 
+H, SPAN = ErrorKind.HEADER, ErrorKind.SPAN
+
+
 @pytest.mark.parametrize(
-    ("entry", "match"),
+    ("entry", "match", "kind"),
     [
-        (_entry(dtype="F4"), "unknown dtype"),
-        (_entry(dtype="float32"), "unknown dtype"),
-        ({"dtype": "F32", "shape": [2]}, "exactly the keys"),
-        ({**_entry(), "extra": 1}, "exactly the keys"),
-        (_entry(shape=[-2]), "integers >= 0"),
-        (_entry(shape=[2.0]), "integers >= 0"),
-        (_entry(shape=[True, 2]), "integers >= 0"),
-        (_entry(shape="2"), "integers >= 0"),
-        (_entry(offsets=[0]), "two integers"),
-        (_entry(offsets=[0, "8"]), "two integers"),
-        (_entry(offsets=[8, 0]), "outside the data section"),
-        (_entry(offsets=[0, 24]), "outside the data section"),
-        (_entry(offsets=[-8, 0]), "outside the data section"),
-        (_entry(offsets=[0, 2**70]), "outside the data section"),
-        (_entry(shape=[3]), "needs 12 bytes"),
-        (_entry(shape=[2**40, 2**40, 2**40]), "more than the whole data section"),
-        ([1, 2], "must be a JSON object"),
+        (_entry(dtype="F5"), "unknown dtype", H),
+        (_entry(dtype="float32"), "unknown dtype", H),
+        ({"dtype": "F32", "shape": [2]}, "lacks data_offsets", H),
+        ({"shape": [2], "data_offsets": [0, 8]}, "lacks dtype", H),
+        (_entry(shape=[-2]), "integers >= 0", H),
+        (_entry(shape=[2.0]), "integers >= 0", H),
+        (_entry(shape=[True, 2]), "integers >= 0", H),
+        (_entry(shape="2"), "integers >= 0", H),
+        (_entry(offsets=[0]), "two integers", H),
+        (_entry(offsets=[0, "8"]), "two integers", H),
+        (_entry(dtype="F4", shape=[3], offsets=[0, 2]), "not a whole number of bytes", H),
+        (_entry(offsets=[8, 0]), "outside the data section", SPAN),
+        (_entry(offsets=[0, 24]), "outside the data section", SPAN),
+        (_entry(offsets=[-8, 0]), "outside the data section", SPAN),
+        (_entry(offsets=[0, 2**70]), "outside the data section", SPAN),
+        (_entry(shape=[3]), "needs 12 bytes", SPAN),
+        (_entry(dtype="F4", shape=[2]), "needs 1 bytes", SPAN),
+        (_entry(shape=[2**40, 2**40, 2**40]), "more than the whole data section", SPAN),
+        ([1, 2], "must be a JSON object", H),
     ],
 )
-def test_bad_entries(tmp_path: Path, entry: object, match: str) -> None:
-    _raises(_file(tmp_path, {"x": entry}, b"\x00" * 16), match, tensor="x")
+def test_bad_entries(tmp_path: Path, entry: object, match: str, kind: ErrorKind) -> None:
+    path = _file(tmp_path, {"x": entry}, b"\x00" * 16)
+    _raises(path, match, tensor="x")
+    with pytest.raises(TensorFileError) as info:
+        read_header(path)
+    assert info.value.kind is kind and match in info.value.reason
+
+
+def test_error_kinds_of_the_length_and_tiling(tmp_path: Path) -> None:
+    cases: list[tuple[dict[str, Any], ErrorKind]] = [
+        ({"header": {}, "raw": b"\x05", "length": 0}, ErrorKind.HEADER_LENGTH),
+        ({"header": {}, "length": MAX_HEADER_SIZE + 1}, ErrorKind.HEADER_LENGTH),
+        ({"header": None, "raw": b'{"x": '}, ErrorKind.HEADER),
+        ({"header": {"a": _entry(offsets=[4, 12])}, "data": b"\x00" * 12}, ErrorKind.SPAN),
+        ({"header": {"a": _entry()}, "data": b"\x00" * 9}, ErrorKind.SPAN),
+    ]
+    for kw, kind in cases:
+        path = _file(tmp_path, **kw)
+        if kw.get("raw") == b"\x05":
+            path.write_bytes(b"\x05")
+        with pytest.raises(TensorFileError) as info:
+            read_header(path)
+        assert info.value.kind is kind, (kw, info.value)
+    empty = _file(tmp_path, {"x": _entry(shape=[2**40, 2**40, 0], offsets=[0, 0])})
+    assert read_header(empty)[0]["x"]["shape"] == (2**40, 2**40, 0)
+
+
+# -- the dtype table against the installed safetensors library ----------------------------------
+
+
+def _library_dtypes() -> list[str]:
+    """The dtype names the installed safetensors accepts, in its enum order: serde lists the
+    variants when a header names an unknown one."""
+    safetensors = pytest.importorskip("safetensors")
+    body = json.dumps({"x": _entry(dtype="NOT_A_DTYPE")}).encode()
+    with pytest.raises(safetensors.SafetensorError) as info:
+        safetensors.deserialize(struct.pack("<Q", len(body)) + body + b"\x00" * 8)
+    listed = re.search(r"expected one of (.*?)(?: at line|$)", str(info.value))
+    assert listed is not None, str(info.value)
+    return re.findall(r"`([A-Z0-9_]+)`", listed.group(1))
+
+
+def _library_accepts(header: dict[str, Any], data: bytes) -> bool:
+    safetensors = pytest.importorskip("safetensors")
+    body = json.dumps(header).encode()
+    try:
+        safetensors.deserialize(struct.pack("<Q", len(body)) + body + data)
+    except safetensors.SafetensorError:
+        return False
+    return True
+
+
+def test_dtype_table_is_the_librarys() -> None:
+    """Every dtype the installed safetensors knows, in its order (our writer sorts by it)."""
+    assert list(DTYPE_BITS) == _library_dtypes()
+    assert set(DTYPES) <= set(DTYPE_BITS)
+    assert all(DTYPE_BITS[name] == 8 * dtype.itemsize for name, dtype in DTYPES.items())
+
+
+@pytest.mark.parametrize("dtype", list(DTYPE_BITS))
+def test_dtype_sizes_agree_with_the_library(tmp_path: Path, dtype: str) -> None:
+    """Eight elements take exactly DTYPE_BITS bytes: accepted by both readers; one byte less
+    is refused by both (the size, both sides)."""
+    bits = DTYPE_BITS[dtype]
+    for nbytes, ok in ((bits, True), (bits - 1, False), (bits + 1, False)):
+        header = {"x": _entry(dtype=dtype, shape=[8], offsets=[0, nbytes])}
+        assert _library_accepts(header, b"\x00" * nbytes) is ok, (dtype, nbytes)
+        path = _file(tmp_path, header, b"\x00" * nbytes)
+        if ok:
+            assert read_header(path)[0]["x"]["dtype"] == dtype
+        else:
+            with pytest.raises(TensorFileError) as info:
+                read_header(path)
+            assert info.value.kind is ErrorKind.SPAN
+
+
+@pytest.mark.parametrize(("dtype", "shape"), [("F4", [3]), ("F6_E2M3", [2]), ("F6_E3M2", [5])])
+def test_sub_byte_tensors_must_fill_whole_bytes(tmp_path: Path, dtype: str,
+                                                shape: list[int]) -> None:
+    nbytes = -(-shape[0] * DTYPE_BITS[dtype] // 8)
+    header = {"x": _entry(dtype=dtype, shape=shape, offsets=[0, nbytes])}
+    assert not _library_accepts(header, b"\x00" * nbytes)
+    _raises(_file(tmp_path, header, b"\x00" * nbytes), "not a whole number of bytes")
+
+
+def test_sub_byte_tensors_read_as_their_bytes(tmp_path: Path) -> None:
+    torch = pytest.importorskip("torch")
+    from safetensors.torch import save_file
+
+    packed = torch.arange(8, dtype=torch.uint8).reshape(2, 4)
+    path = tmp_path / "f4.safetensors"
+    save_file({"x": packed.view(torch.float4_e2m1fn_x2)}, str(path))
+    header, _ = read_header(path)
+    assert header["x"]["dtype"] == "F4" and header["x"]["shape"] == (2, 8)
+    assert read_tensor(path, "x").tobytes() == bytes(range(8))
+
+
+def test_an_extra_entry_key_is_ignored_like_the_library(tmp_path: Path) -> None:
+    header = {"x": {**_entry(), "extra": {"any": [1, 2]}}}
+    assert _library_accepts(header, b"\x00" * 8)
+    parsed, _ = read_header(_file(tmp_path, header, b"\x00" * 8))
+    assert parsed["x"] == {"dtype": "F32", "shape": (2,), "data_offsets": (0, 8)}
+
+
+# -- files that are not regular files -----------------------------------------------------------
+
+
+def _specials(tmp_path: Path) -> dict[str, Path]:
+    fifo = tmp_path / "fifo.safetensors"
+    os.mkfifo(fifo)
+    sock_path = tmp_path / "sock.safetensors"
+    sock = socket.socket(socket.AF_UNIX)
+    sock.bind(str(sock_path))
+    sock.close()
+    directory = tmp_path / "dir.safetensors"
+    directory.mkdir()
+    return {"a FIFO": fifo, "a socket": sock_path, "a directory": directory,
+            "a character device": Path("/dev/zero")}
+
+
+@pytest.mark.usefixtures("no_hang")
+def test_special_files_are_never_read(tmp_path: Path) -> None:
+    for what, path in _specials(tmp_path).items():
+        for read in (read_header, open_regular, read_json,
+                     lambda p: read_tensor(p, "x"), read_safetensors):
+            with pytest.raises(NotRegularFileError, match=f"is {what}") as info:
+                read(path)
+            assert info.value.what == what and isinstance(info.value, OSError)
+    link = tmp_path / "link.json"
+    link.symlink_to(tmp_path / "fifo.safetensors")
+    with pytest.raises(NotRegularFileError, match="is a FIFO"):
+        read_json(link)
+
+
+@pytest.mark.usefixtures("no_hang")
+def test_a_fifo_swapped_in_after_the_stat_does_not_block(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The race: the stat saw a regular file, the open finds a FIFO. O_NONBLOCK keeps the
+    open from waiting for a writer, and fstat refuses what was opened."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    monkeypatch.setattr(tensorfile, "not_regular", lambda path: None)
+    with pytest.raises(NotRegularFileError, match="is a FIFO"):
+        open_regular(fifo)
+
+
+def test_json_files_are_bounded(tmp_path: Path) -> None:
+    path = tmp_path / "big.json"
+    path.write_text('{"a": "' + "x" * 100 + '"}')
+    assert read_json(path)["a"] == "x" * 100
+    with pytest.raises(ValueError, match="108-byte limit"):
+        read_json(path, limit=108)
+    assert read_json(path, limit=109)["a"] == "x" * 100
+
+
+def test_index_entries_with_a_dot_slash_name_the_same_shard(tmp_path: Path) -> None:
+    write_safetensors(tmp_path / "a.safetensors", {"x": np.arange(3, dtype=np.float32)})
+    index = {"metadata": {}, "weight_map": {"x": "./a.safetensors"}}
+    (tmp_path / "model.safetensors.index.json").write_text(json.dumps(index))
+    assert read_index(tmp_path) == {"x": "a.safetensors"}
+    assert read_checkpoint_tensor(tmp_path, "x").tolist() == [0.0, 1.0, 2.0]
+    index["weight_map"]["x"] = "sub/a.safetensors"
+    (tmp_path / "model.safetensors.index.json").write_text(json.dumps(index))
+    with pytest.raises(TensorFileError) as info:
+        read_index(tmp_path)
+    assert info.value.kind is ErrorKind.INDEX
 
 
 def test_bad_metadata(tmp_path: Path) -> None:

@@ -309,6 +309,14 @@ def test_config_and_index_unparseable(tmp_path: Path) -> None:
     assert "INDEX_PARSE" in _ids(report) and exit_code(report) == 1
 
 
+def test_config_arch_fires(tmp_path: Path) -> None:
+    """A shape key of the wrong type: no loader can build the model from it."""
+    p = _copy(MX, tmp_path / "ckpt")
+    _config(p, lambda c: c.update(hidden_size="7168"))
+    report = _run(p)
+    assert "CONFIG_ARCH" in _ids(report) and exit_code(report) == 1
+
+
 # -- corruptions: coverage -----------------------------------------------------------------------
 
 
@@ -594,15 +602,15 @@ def test_unsafe_index_entries_never_opened(tmp_path: Path, entry: str,
     index["weight_map"]["model.layers.1.mlp.gate.weight"] = entry
     _write_index(p, index)
     opened: list[str] = []
-    import mxformats.validate.files as files_mod
+    import mxformats.validate.reader as reader_mod
 
-    real = files_mod.read_header
+    real = reader_mod.read_header
 
     def spy(path: Any) -> Any:
         opened.append(os.fspath(path))
         return real(path)
 
-    monkeypatch.setattr(files_mod, "read_header", spy)
+    monkeypatch.setattr(reader_mod, "read_header", spy)
     report = _run(p)
     assert "INDEX_UNSAFE_PATH" in _ids(report)
     assert all(Path(o).resolve().is_relative_to(p.resolve()) for o in opened)
@@ -672,7 +680,7 @@ def test_cli_json_junit_and_exit_codes(tmp_path: Path, capsys: pytest.CaptureFix
     out, junit = tmp_path / "r.json", tmp_path / "r.xml"
     assert main(["validate", str(MX), "--json", str(out), "--junit", str(junit)]) == 0
     data = json.loads(out.read_text())
-    assert data["schema_version"] == 1 and data["ok"] is True and data["format"] == "quark-mxfp4"
+    assert data["schema_version"] == 2 and data["ok"] is True and data["format"] == "quark-mxfp4"
     assert isinstance(data["tool_version"], str) and isinstance(data["findings"], list)
     suite = ET.parse(junit).getroot()
     names = [c.get("name") for c in suite.iter("testcase")]

@@ -21,18 +21,25 @@ from validate_corpus import (
     INDEX,
     Case,
     Tensors,
+    add_raw_tensor,
     by_offset,
     case,
     config,
     copy_tree,
+    directory_shard,
+    dot_slash_entries,
     edit,
+    extra_entry_key,
+    fifo,
     find,
     index,
+    index_metadata,
     link_escape,
     nibble_swap,
     raw_header,
     set_tensor,
     shards,
+    socket_shard,
     write_index,
     write_raw,
 )
@@ -316,6 +323,104 @@ CASES: list[Case] = [
     case("must-pass-w4a8-weight-scale-shape-1", "w4a8", all_tensors(".weight_scale", lambda a: a.reshape(1)), 0, set(), level=SC),
     case("must-pass-ct-weight-shape-i64", "ct", all_tensors(".weight_shape", lambda a: a.astype(np.int64)), 0, set(), level=SC),
     case("must-pass-multimodal-ct-clean-copy", "ct-mm", lambda p: None, 0, set(), level=SC),
+    # -- issue 12 (files): non-regular files are reported, never opened (a FIFO blocked forever)
+    case("config-json-is-a-fifo", "mxfp4", fifo("config.json"), 1, {("FILE_NOT_REGULAR", E, None)}),
+    case("index-is-a-fifo", "w4a8", fifo(INDEX), 1, {("FILE_NOT_REGULAR", E, None)}),
+    case("shard-is-a-fifo", "ct", fifo("shard"), 1, {("FILE_NOT_REGULAR", E, None)}),
+    case("shard-is-a-socket", "mxfp4", socket_shard, 1, {("FILE_NOT_REGULAR", E, None)}),
+    case("shard-is-a-directory", "ct", directory_shard, 1, {("FILE_NOT_REGULAR", E, None)}),
+    # -- issue 12 (files): as lenient as the loaders, as strict as vLLM
+    case("must-pass-index-without-total-size", "ct", index_metadata(lambda d: d["metadata"].pop("total_size")), 0, set()),
+    case("index-without-metadata-warning-only", "mxfp4", index_metadata(lambda d: d.pop("metadata")), 0, {("INDEX_PARSE", W, None)}),
+    case("index-total-size-string-warning-only", "mxfp4", index_metadata(lambda d: d["metadata"].update(total_size="12")), 0, {("TOTAL_SIZE_MISMATCH", W, None)}),
+    case("index-dot-slash-entries", "w4a8", dot_slash_entries, 1, {("INDEX_PATH_NOT_PLAIN", E, None)}),
+    case("must-pass-header-entry-extra-key", "ct", extra_entry_key, 0, set()),
+    case("index-missing-shards-checked", "ct", lambda p: (p / INDEX).unlink(), 1, {("INDEX_MISSING", E, None)}),
+    case("f4-tensor-is-read-not-the-shard-refused", "mxfp4", add_raw_tensor("model.layers.1.mlp.gate.packed_f4", "F4", [2, 8], 8), 1, {("TENSOR_UNEXPECTED", E, "model.layers.1.mlp.gate.packed_f4")}, level=Level.FULL),
+    case("index-names-a-tensor-no-shard-holds", "bf16", index_metadata(lambda d: d["weight_map"].update({f"{BIAS}.ghost": sorted(d["weight_map"].values())[0]})), 1, {("INDEX_TENSOR_NOT_IN_SHARD", E, f"{BIAS}.ghost")}),
+]
+
+
+# -- issue 12 items 2-5 and 9 (configs, exclude entries, loader defaults) -------------------------
+# Each case below failed on main at 4521362 (a cascade, a hang, a wrong exit) unless it is marked
+# "fires" (a check no test fired before) or "must pass".
+
+
+def both(*injectors: Any) -> Any:
+    def run(p: Path) -> None:
+        for inject in injectors:
+            inject(p)
+    return run
+
+
+def vision_drop(*keys: str) -> Any:
+    return config(lambda c: [c["vision_config"].pop(k) for k in keys])
+
+
+POS_EMB = "vision_tower.patch_embed.pos_emb.weight"
+LM_O_PROJ = "language_model.model.layers.1.self_attn.o_proj"
+Q_A = "model.layers.1.self_attn.q_a_proj"
+
+
+def k25_exclude_without_prefix(c: dict[str, Any]) -> None:
+    # the classic K2.5/K2.6 mistake: K2 names in a checkpoint whose modules are language_model.*
+    q = c["quantization_config"]
+    q["exclude"] = [e.removeprefix("language_model.") for e in q["exclude"]]
+
+
+def ignore_map(fn: Any) -> Any:
+    def edit_ignore(c: dict[str, Any]) -> None:
+        q = c["quantization_config"]
+        q["ignore"] = fn(q["ignore"])
+    return config(edit_ignore)
+
+
+def attention_as(entry: str) -> Any:
+    """The exact self_attn ignore names replaced by one regex entry."""
+    return ignore_map(lambda ig: [e for e in ig if ".self_attn." not in e] + [entry])
+
+
+def exclude_drop(name: str) -> Any:
+    return config(lambda c: c["quantization_config"]["exclude"].remove(name))
+
+
+ARCH_SKIPPED = {("CONFIG_ARCH", E, None), ("COVERAGE_SKIPPED", INFO, None)}
+
+CASES += [
+    # item 2: loader defaults (vLLM KimiK25VisionConfig: init_pos_emb_height/width = 64)
+    case("vision-pos-emb-defaults-match-tensor", "ct-mm", both(vision_drop("init_pos_emb_height", "init_pos_emb_width"), set_tensor(POS_EMB, lambda a: np.zeros((64, 64, a.shape[-1]), a.dtype))), 0, set()),
+    case("vision-pos-emb-defaults-mismatch-tensor", "mxfp4-mm", vision_drop("init_pos_emb_height", "init_pos_emb_width"), 1, {("SHAPE_MISMATCH", E, POS_EMB)}),
+    case("vision-config-absent-defaults-contradict", "ct-mm", config(lambda c: c.pop("vision_config")), 1, ARCH_SKIPPED),
+    case("text-hidden-size-absent-default-contradicts", "mxfp4-mm", config(lambda c: c["text_config"].pop("hidden_size")), 1, ARCH_SKIPPED),
+    case("quantized-embedding-is-not-a-hidden-size-problem", "mxfp4", quantize_mx("model.embed_tokens"), 1, {("UNQUANTIZABLE_QUANTIZED", E, "model.embed_tokens.weight")}),
+    case("first-k-dense-absent-default-3", "mxfp4", config(lambda c: c.pop("first_k_dense_replace")), 1, {("MLP_KIND_MISMATCH", E, None)}),
+    # item 3: one root cause, one finding (plus one summary)
+    case("text-hidden-size-not-integer", "ct", config(lambda c: c.update(hidden_size="128")), 1, ARCH_SKIPPED),
+    case("vision-hidden-size-not-integer", "ct-mm", config(lambda c: c["vision_config"].update(hidden_size="x")), 1, ARCH_SKIPPED),
+    case("layer-declared-absent", "mxfp4", config(lambda c: c.update(num_hidden_layers=4)), 1, {("TENSOR_MISSING", E, "model.layers.3")}),
+    # item 5: lying counts are bounded by the headers before the inventory is built
+    case("num-hidden-layers-1e8", "mxfp4", config(lambda c: c.update(num_hidden_layers=100_000_000)), 1, ARCH_SKIPPED),
+    case("n-routed-experts-1e7", "w4a8", config(lambda c: c.update(n_routed_experts=10**7)), 1, ARCH_SKIPPED),
+    case("mtp-layers-1e8", "ct", config(lambda c: c.update(num_nextn_predict_layers=10**8)), 1, ARCH_SKIPPED),
+    case("vision-blocks-1e8", "mxfp4-mm", config(lambda c: c["vision_config"].update(num_hidden_layers=10**8)), 1, ARCH_SKIPPED),
+    # item 9
+    case("rms-norm-eps-nan", "ct", config(lambda c: c.update(rms_norm_eps=float("nan"))), 1, {("CONFIG_ARCH", E, None)}),
+    # item 4: exclude/ignore entries (near misses, invalid regexes, re.match anchoring)
+    case("k25-exclude-without-language-model-prefix", "mxfp4-mm", config(k25_exclude_without_prefix), 1, {("EXCLUDE_UNMATCHED", E, None)}),
+    case("ignore-invalid-regex", "ct", ignore_map(lambda ig: [*ig, "re:(unclosed"]), 1, {("EXCLUDE_INVALID", E, None)}),
+    case("ignore-regex-anchored-by-match", "ct", attention_as(r"re:self_attn\."), 1, {("EXCLUDE_UNMATCHED", E, None)}),
+    case("ignore-typo-warning-only", "ct", ignore_map(lambda ig: [*ig, "model.layers.1.self_attn.o_prj"]), 0, {("EXCLUDE_UNMATCHED", W, None)}),
+    case("must-pass-ignore-regex-with-leading-dot-star", "ct", attention_as(r"re:.*self_attn\."), 0, set()),
+    # checks no test fired before
+    case("fires-tensor-missing", "mxfp4", drop("model.norm.weight"), 1, {("TENSOR_MISSING", E, "model.norm.weight")}),
+    case("fires-unquant-dtype-f32", "mxfp4", set_tensor(f"{O_PROJ}.weight", lambda a: a.astype(np.float32)), 0, {("UNQUANT_DTYPE", W, f"{O_PROJ}.weight")}),
+    case("fires-quant-dtype-unusual-f16", "ct", set_tensor(SCALE, lambda a: a.astype(np.float16)), 0, {("QUANT_DTYPE_UNUSUAL", W, SCALE)}),
+    case("fires-quant-dtype", "mxfp4", set_tensor(SCALE, lambda a: a.astype(np.int8)), 1, {("QUANT_DTYPE", E, SCALE)}),
+    case("fires-tensor-unexpected", "mxfp4", add(f"{O_PROJ}.extra", np.ones(4, np.float32), f"{O_PROJ}.weight"), 1, {("TENSOR_UNEXPECTED", E, f"{O_PROJ}.extra")}),
+    case("fires-exclude-glob", "mxfp4", exclude_add("*self_attn*"), 0, {("EXCLUDE_GLOB", W, None)}),
+    case("fires-not-excluded-unquantized", "mxfp4", exclude_drop(O_PROJ), 1, {("NOT_EXCLUDED_UNQUANTIZED", E, f"{O_PROJ}.weight")}),
+    case("fires-expert-extra", "ct", config(lambda c: c.update(n_routed_experts=3)), 1, {("EXPERT_EXTRA", E, "model.layers.1.mlp.experts.3.down_proj.weight_shape"), ("EXPERT_EXTRA", E, "model.layers.2.mlp.experts.3.down_proj.weight_shape"), ("SHAPE_MISMATCH", E, "model.layers.1.mlp.gate.weight"), ("SHAPE_MISMATCH", E, BIAS), ("SHAPE_MISMATCH", E, "model.layers.2.mlp.gate.weight"), ("SHAPE_MISMATCH", E, "model.layers.2.mlp.gate.e_score_correction_bias")}),
+    case("fires-fused-pair-mismatch", "mxfp4", both(exclude_drop(Q_A), quantize_mx(Q_A)), 1, {("FUSED_PAIR_MISMATCH", E, f"{Q_A}.weight")}),
 ]
 
 
@@ -504,7 +609,7 @@ def test_cli_subprocess_no_traceback(name: str, twins: dict[str, Path], tmp_path
     assert proc.returncode == c.exit, proc.stderr
     if proc.returncode != 2 or proc.stdout.strip():
         data = json.loads(proc.stdout)
-        assert {f["check"] for f in data["findings"]} <= set(CHECKS)
+        assert {f["check"] for f in data["findings"]} <= set(_catalogue())
 
 
 @pytest.mark.parametrize("c", [pytest.param(c, id=c.name) for c in CASES[:16]])
@@ -547,3 +652,56 @@ def test_index_unsafe_paths_never_opened(twins: dict[str, Path], tmp_path: Path,
         assert all(Path(o).resolve().is_relative_to(p.resolve()) for o in opened
                    if o.endswith(".safetensors") or "passwd" in o), opened
         assert any(o.endswith(".safetensors") for o in opened)  # the spy saw the shards
+
+
+# -- issue 12 (files, output) ---------------------------------------------------------------------
+
+#: Cases whose corruption once made the validator block forever (a FIFO opened for reading).
+NEVER_BLOCK = {"config-json-is-a-fifo", "index-is-a-fifo", "shard-is-a-fifo"}
+
+
+@pytest.fixture(autouse=True)
+def _fail_instead_of_blocking(request: pytest.FixtureRequest) -> Any:
+    """A case of :data:`NEVER_BLOCK` fails after 60 s instead of hanging the suite."""
+    from conftest import fails_if_blocked
+
+    callspec = getattr(request.node, "callspec", None)
+    case_id = callspec.id if callspec is not None else ""
+    if case_id not in NEVER_BLOCK:
+        yield
+        return
+    with fails_if_blocked(60, f"{case_id}: the validator blocked on a special file"):
+        yield
+
+
+#: files and runner checks a test outside the corpus fires.
+FIRED_OUTSIDE_THE_CORPUS = {
+    "INTERNAL_ERROR": "tests/test_validate_core.py::test_check_exception_becomes_a_finding",
+    "HUB_RANGE_IGNORED": "tests/test_validate_hub.py::test_bad_answers_are_findings",
+    "HUB_READ_FAILED": "tests/test_validate_hub.py::test_bad_answers_are_findings",
+}
+
+
+def test_every_files_and_runner_check_is_fired() -> None:
+    """Each check of the files group and the runner is declared by a corpus case (whose test
+    asserts it fires) or named in :data:`FIRED_OUTSIDE_THE_CORPUS`, a test that exists."""
+    catalogue = _catalogue()
+    declared = {c.id for c in catalogue.values() if c.group in ("files", "internal")}
+    fired = {cid for c in CASES if c.xfail is None for cid, _, _ in c.findings}
+    assert declared - fired == set(FIRED_OUTSIDE_THE_CORPUS)
+    root = Path(__file__).resolve().parent.parent
+    for node in FIRED_OUTSIDE_THE_CORPUS.values():
+        path, name = node.split("::")
+        assert f"def {name}(" in (root / path).read_text(), node
+
+
+# -- issue 12: every check of the coverage and layout groups (and CONFIG_ARCH) fires ------------
+
+
+def test_every_coverage_and_layout_check_fires_in_the_corpus() -> None:
+    """Each check these groups declare is raised by some corpus case (whose exact findings
+    test_corpus_case asserts), so a check that can no longer fire turns a case red."""
+    checks = _catalogue()
+    fired = {cid for c in CASES for cid, _, _ in c.findings}
+    declared = {cid for cid, check in checks.items() if check.group in ("coverage", "layout")}
+    assert declared | {"CONFIG_ARCH"} <= fired, sorted((declared | {"CONFIG_ARCH"}) - fired)

@@ -55,9 +55,9 @@ def test_every_quantized_tensor_of_the_producers_is_reproduced(fixture: str) -> 
     assert block["modules_checked"] == block["modules_reproduced"] == modules
     assert block["tensors"] == block["identical"] == tensors
     assert block["first_mismatches"] == []
-    errs = [t["rel_error"] for t in block["per_tensor"]]
+    errs = [t["rel_error"] for t in block["per_module"]]
     assert all(0.05 < e < 0.15 for e in errs)  # 4-bit error on N(0, 0.02) weights
-    assert all(15 < t["sqnr_db"] < 25 for t in block["per_tensor"])
+    assert all(15 < t["sqnr_db"] < 25 for t in block["per_module"])
     json.dumps(block)  # the report can carry it
 
 
@@ -66,7 +66,7 @@ def test_sample_is_deterministic_and_per_layer() -> None:
     a = _block(_run(folder, sample=2))
     b = _block(_run(folder, sample=2))
     assert a == b and a["modules_checked"] == 6  # layers 0, 1, 2
-    names = [t["module"] for t in a["per_tensor"]]
+    names = [t["module"] for t in a["per_module"]]
     assert sorted({n.split(".")[2] for n in names}) == ["0", "1", "2"]
     assert reproduce.sample_modules(["x.layers.1.a", "x.layers.1.b"], 0) == []
 

@@ -160,3 +160,82 @@ def link_escape(path: Path) -> None:
     outside.mkdir()
     os.replace(path / name, outside / name)
     (path / name).symlink_to(outside / name)
+
+
+# -- issue 12 (files, output): non-regular files, lenient index and header forms ----------------
+
+
+def fifo(name: str) -> Callable[[Path], None]:
+    """Replace ``name`` (config.json, the index, a shard) by a FIFO with no writer."""
+    def run(path: Path) -> None:
+        target = path / (shards(path)[0] if name == "shard" else name)
+        target.unlink()
+        os.mkfifo(target)
+    return run
+
+
+def socket_shard(path: Path) -> None:
+    """Replace the last shard by a Unix socket (bound through a relative name: socket paths
+    are limited to about 100 bytes)."""
+    import socket
+
+    name = shards(path)[-1]
+    (path / name).unlink()
+    cwd = os.getcwd()
+    os.chdir(path)
+    try:
+        sock = socket.socket(socket.AF_UNIX)
+        sock.bind(name)
+        sock.close()
+    finally:
+        os.chdir(cwd)
+
+
+def directory_shard(path: Path) -> None:
+    name = shards(path)[0]
+    (path / name).unlink()
+    (path / name).mkdir()
+
+
+def index_metadata(fn: Callable[[dict[str, Any]], None]) -> Callable[[Path], None]:
+    def run(path: Path) -> None:
+        data = index(path)
+        fn(data)
+        write_index(path, data)
+    return run
+
+
+def dot_slash_entries(path: Path) -> None:
+    data = index(path)
+    data["weight_map"] = {t: f"./{s}" for t, s in data["weight_map"].items()}
+    write_index(path, data)
+
+
+def extra_entry_key(path: Path) -> None:
+    """Give one header entry a key safetensors 0.8 ignores (serde does not deny unknown
+    fields); the byte layout stays the same length-padded form."""
+    shard = path / shards(path)[0]
+    header, data = raw_header(shard)
+    first = by_offset(header)[0]
+    header[first]["producer_note"] = {"any": ["value", 1]}
+    write_raw(shard, header, data)
+
+
+def add_raw_tensor(name: str, dtype: str, shape: list[int], nbytes: int) -> Callable[[Path], None]:
+    """Append a tensor of any dtype safetensors knows (``F4``, ``F6_E2M3``, ...: numpy has no
+    type for them) to the last shard, by header, and map it in the index (total_size kept in
+    its convention)."""
+    def run(path: Path) -> None:
+        idx = index(path)
+        names = shards(path)
+        file_convention = idx["metadata"]["total_size"] != _sizes(path, names)[0]
+        shard = path / names[-1]
+        header, data = raw_header(shard)
+        header[name] = {"dtype": dtype, "shape": shape,
+                        "data_offsets": [len(data), len(data) + nbytes]}
+        write_raw(shard, header, data + bytes(range(nbytes)))
+        idx["weight_map"][name] = names[-1]
+        tensor, file = _sizes(path, names)
+        idx["metadata"]["total_size"] = file if file_convention else tensor
+        write_index(path, idx)
+    return run

@@ -277,6 +277,10 @@ ml_dtypes and torch (every known disagreement asserted), and against the committ
   layouts with bit diagrams, and each producer's INT4 arithmetic.
 - [`w4a8.md`](w4a8.md): the Quark W4A8 progressive scheme (FP8 per-tensor, then INT4
   per-channel).
+- [`fp8-block.md`](fp8-block.md): FP8 block scaling (E4M3, one scale per 128 × 128 tile), each
+  producer's profile, the special tiles and the divergence matrix.
+- [`nvfp4.md`](nvfp4.md): NVFP4 (E2M1, an E4M3 scale per 16, a float32 global scale), the
+  ModelOpt and compressed-tensors profiles, vLLM's readers and the divergence matrix.
 
 ## Sources
 
@@ -418,8 +422,10 @@ def profiles_page() -> str:
 
 def generate() -> dict[str, str]:
     """Every file of ``spec/``, by relative path."""
+    from mxformats.specgen import fp8_block as spec_fp8_block
     from mxformats.specgen import int4 as spec_int4
     from mxformats.specgen import mx as spec_mx
+    from mxformats.specgen import nvfp4 as spec_nvfp4
     from mxformats.specgen import research as spec_research
 
     files = {"README.md": overview(), "profiles.md": profiles_page()}
@@ -429,6 +435,8 @@ def generate() -> dict[str, str]:
         files[f"vectors/{fmt.name}/encode.json"] = encode_vectors(fmt)
     files.update(spec_mx.pages())
     files.update(spec_int4.pages())
+    files.update(spec_fp8_block.pages())
+    files.update(spec_nvfp4.pages())
     files.update(spec_research.pages())
     return files
 

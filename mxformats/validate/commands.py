@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
-import os
 import sys
 import tempfile
 from collections import Counter
-from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .findings import Level
 from .model import Options
+from .reader import HUB_PREFIX
 
 __all__ = ["add_parsers"]
 
@@ -31,34 +30,51 @@ def _positive(text: str) -> int:
     return value
 
 
-def _progress(root: Path, quiet: bool) -> tuple[Callable[[int], None] | None, Callable[[], None]]:
-    """A byte progress bar on stderr (only when it is a TTY and not ``quiet``)."""
-    if quiet or not sys.stderr.isatty():
-        return None, lambda: None
-    from rich.console import Console
-    from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
+@dataclass
+class _Progress:
+    """A byte progress bar with an ETA on stderr (only when it is a TTY and not ``quiet``):
+    ``plan`` sets the total once the headers are read, ``advance`` counts bytes read."""
 
-    total = 0
-    for dirpath, _dirs, files in os.walk(root):
-        for f in files:
-            if f.endswith(".safetensors"):
-                with contextlib.suppress(OSError):
-                    total += os.path.getsize(os.path.join(dirpath, f))
-    progress = Progress(
-        "validating",
-        BarColumn(),
-        DownloadColumn(),
-        TransferSpeedColumn(),
-        console=Console(file=sys.stderr),
-        transient=True,
-    )
-    task = progress.add_task("read", total=total or None)
-    progress.start()
+    bar: Any = None
+    task: Any = None
 
-    def advance(n: int) -> None:
-        progress.update(task, advance=n)
+    @classmethod
+    def start(cls, quiet: bool) -> _Progress:
+        if quiet or not sys.stderr.isatty():
+            return cls()
+        from rich.console import Console
+        from rich.progress import (
+            BarColumn,
+            DownloadColumn,
+            Progress,
+            TimeRemainingColumn,
+            TransferSpeedColumn,
+        )
 
-    return advance, progress.stop
+        bar = Progress(
+            "validating",
+            BarColumn(),
+            DownloadColumn(),
+            TransferSpeedColumn(),
+            TimeRemainingColumn(),
+            console=Console(file=sys.stderr),
+            transient=True,
+        )
+        task = bar.add_task("read", total=None)
+        bar.start()
+        return cls(bar, task)
+
+    def plan(self, total: int) -> None:
+        if self.bar is not None:
+            self.bar.update(self.task, total=total or None)
+
+    def advance(self, n: int) -> None:
+        if self.bar is not None:
+            self.bar.update(self.task, advance=n)
+
+    def stop(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
 
 
 def _options(args: argparse.Namespace) -> Options:
@@ -72,28 +88,52 @@ def _options(args: argparse.Namespace) -> Options:
         manifest=args.manifest,
         strict=args.strict,
         allow_symlink_root=tuple(Path(p) for p in args.allow_symlink_root or ()),
+        yes=args.yes,
     )
     if args.workers is not None:
         opts.workers = args.workers
     return opts
 
 
-def cmd_validate(args: argparse.Namespace) -> int:
-    from .report import dump_json, print_report, to_junit
-    from .runner import exit_code, validate
+def _usage_error(args: argparse.Namespace) -> str | None:
+    """What is wrong with the options that argparse cannot see, or None (exit 2 if any)."""
+    from .report import printable
 
     if args.source is not None and not Path(args.source).is_dir():
-        print(f"mxformats validate: --source {args.source} is not a directory", file=sys.stderr)
+        return f"--source {printable(str(args.source))} is not a directory"
+    if args.sample is not None and args.source is None:
+        return "--sample compares modules with --source; give --source too"
+    return None
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    from .report import dump_json, print_report, printable, to_junit
+    from .runner import exit_code, validate
+
+    problem = _usage_error(args)
+    if problem is not None:
+        print(f"mxformats validate: {problem}", file=sys.stderr)
         return 2
     opts = _options(args)
-    on_read, stop = _progress(Path(args.dir), args.quiet)
+    progress = _Progress.start(args.quiet)
+
+    def plan(total: int) -> None:
+        if opts.level is Level.FULL and args.dir.startswith(HUB_PREFIX):
+            print(f"mxformats validate: --level full reads {total:,} bytes "
+                  f"({total / 1e9:.2f} GB) of tensor data", file=sys.stderr)
+        progress.plan(total)
+
     try:
-        report = validate(args.dir, opts, on_read=on_read)
+        report = validate(args.dir, opts, on_read=progress.advance, on_plan=plan)
     finally:
-        stop()
+        progress.stop()
     human = sys.stderr if args.json == "-" else sys.stdout
     if report.fatal is not None:
-        print(f"mxformats validate: cannot validate {args.dir}: {report.fatal}", file=sys.stderr)
+        print(
+            f"mxformats validate: cannot validate {printable(args.dir)}: "
+            f"{printable(report.fatal)}",
+            file=sys.stderr,
+        )
     else:
         print_report(report, human, quiet=args.quiet)
     try:
@@ -105,7 +145,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
         if args.junit:
             Path(args.junit).write_text(to_junit(report), encoding="utf-8")
     except OSError as exc:
-        print(f"mxformats validate: cannot write a report: {exc}", file=sys.stderr)
+        print(f"mxformats validate: cannot write a report: {printable(str(exc))}",
+              file=sys.stderr)
         return 2
     return exit_code(report, args.strict)
 
@@ -167,9 +208,11 @@ def inspect_data(root: str) -> dict[str, Any]:
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
+    from .report import printable
+
     data = inspect_data(args.dir)
     if data.get("fatal") and "format" not in data:
-        print(f"mxformats inspect: {data['fatal']}", file=sys.stderr)
+        print(f"mxformats inspect: {printable(str(data['fatal']))}", file=sys.stderr)
         return 2
     if args.json:
         json.dump(data, sys.stdout, indent=2)
@@ -178,14 +221,15 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=f"mxformats inspect {args.dir}", show_header=False)
+    # Values come from config.json: no markup, no emoji codes, controls escaped.
+    table = Table(title=f"mxformats inspect {printable(args.dir)}", show_header=False)
     table.add_column("key")
     table.add_column("value")
     for key, value in data.items():
         if isinstance(value, dict):
             value = ", ".join(f"{k}: {v}" for k, v in value.items()) or "-"
-        table.add_row(key, "-" if value is None else str(value))
-    Console().print(table)
+        table.add_row(key, "-" if value is None else printable(str(value)))
+    Console(markup=False, emoji=False, highlight=False).print(table)
     return 2 if data.get("fatal") else 0
 
 
@@ -261,11 +305,16 @@ def add_parsers(commands: Any) -> None:
         help="verify a quantized Kimi-K2-class checkpoint shard by shard",
         description="Check a Quark MXFP4, Quark W4A8 or compressed-tensors INT4 checkpoint "
         "folder (configs, index, shard headers, tensor coverage and layout, scales, numbers) "
-        "before vLLM loads it. Plain BF16 and FP8-block checkpoints get the structural checks.",
+        "before vLLM loads it. Plain BF16 and FP8-block checkpoints get the structural checks. "
+        "hf://ORG/NAME[@REVISION] validates a Hugging Face repo without downloading it "
+        "(ranged reads of the headers and of what --level needs; needs mxformats[hub]; "
+        "honours HF_ENDPOINT, HF_TOKEN, HF_HOME).",
         epilog="Exit codes: 0 no errors (warnings allowed unless --strict), 1 errors found, "
-        "2 could not run (bad usage, unreadable folder, a format not verified such as NVFP4).",
+        "2 could not run (bad usage, unreadable folder, a missing or gated repo or revision, "
+        "no network, a format not verified such as NVFP4).",
     )
-    v.add_argument("dir", metavar="DIR", help="the checkpoint folder")
+    v.add_argument("dir", metavar="DIR",
+                   help="the checkpoint folder, or hf://ORG/NAME[@REVISION]")
     v.add_argument(
         "--level",
         default="scales",
@@ -297,6 +346,11 @@ def add_parsers(commands: Any) -> None:
         "--workers", type=_positive, metavar="N", help="worker threads (default min(cores, 8))"
     )
     v.add_argument("--strict", action="store_true", help="warnings fail the run too")
+    v.add_argument(
+        "--yes",
+        action="store_true",
+        help="hf:// with --level full: read more than 10 GB (the run states the byte count)",
+    )
     v.add_argument("--quiet", action="store_true", help="print only the summary line")
     v.add_argument(
         "--allow-symlink-root",

@@ -5,8 +5,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
+from .arch import TEXT_DEFAULTS, VISION_DEFAULTS, key_value
 from .findings import Finding, Level, Severity, declare
-from .model import QUANT_SUFFIXES, Checkpoint, Options
+from .model import QUANT_SUFFIXES, Architecture, Checkpoint, ExpectedModule, Options
 
 __all__ = ["run"]
 
@@ -72,6 +73,25 @@ EXPERT_EXTRA = declare(
     "A MoE layer holds an expert index >= n_routed_experts.",
     "Set n_routed_experts to the real count, or remove the extra experts.",
 )
+COVERAGE_SKIPPED = declare(
+    "COVERAGE_SKIPPED",
+    INFO,
+    S,
+    G,
+    "Tensors not compared with the config because the part of it that describes them could "
+    "not be derived (the CONFIG_ARCH finding names the key): one summary, not one per tensor.",
+    "Fix the config key CONFIG_ARCH names, then validate again.",
+)
+MLP_KIND_MISMATCH = declare(
+    "MLP_KIND_MISMATCH",
+    E,
+    S,
+    G,
+    "Layers hold a dense MLP where the config implies routed experts, or the reverse: "
+    "first_k_dense_replace disagrees with the tensors (one finding for all such layers; their MLP "
+    "tensors are not checked one by one).",
+    "Set first_k_dense_replace to the number of leading dense layers.",
+)
 MODULE_SPLIT = declare(
     "MODULE_SPLIT",
     W,
@@ -82,9 +102,62 @@ MODULE_SPLIT = declare(
     "Re-shard so each module's tensors share a file.",
 )
 
+_VISION_PREFIXES = ("vision_tower.", "mm_projector.")
 _ALLOWED = re.compile(r".*rotary_emb\.inv_freq$")
 _LAYER = re.compile(r"^(?P<pre>.*?layers\.)(?P<n>\d+)\.")
 _EXPERT = re.compile(r"^(?P<pre>.*\.mlp\.experts\.)(?P<e>\d+)\.")
+
+
+def _vision_names(ckpt: Checkpoint) -> set[str]:
+    """Modules of the vision tower and projector present in the shards."""
+    return {n for n in ckpt.modules if n.startswith(_VISION_PREFIXES)}
+
+
+def _absent_layers(ckpt: Checkpoint, a: Architecture) -> set[int]:
+    """Declared layers (MTP included) of which no tensor is present nor unavailable."""
+    present = {
+        int(m["n"])
+        for name in [*ckpt.modules, *ckpt.unavailable]
+        if name.startswith(a.prefix) and (m := _LAYER.match(name))
+    }
+    return set(range(a.layers + a.mtp_layers)) - present
+
+
+def _mlp_kind_conflicts(ckpt: Checkpoint, a: Architecture) -> tuple[list[int], list[int]]:
+    """``(dense_as_moe, moe_as_dense)``: layers the config makes MoE that hold only a dense MLP,
+    and layers it makes dense that hold only routed experts."""
+    dense: set[int] = set()
+    routed: set[int] = set()
+    for name in ckpt.modules:
+        lm = _LAYER.match(name)
+        if lm is None or not name.startswith(a.prefix):
+            continue
+        rest = name[lm.end() :]
+        if rest.startswith("mlp.experts."):
+            routed.add(int(lm["n"]))
+        elif rest in ("mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"):
+            dense.add(int(lm["n"]))
+    top = a.layers + a.mtp_layers
+    moe_layers = set(range(a.first_dense, top))
+    return (
+        sorted(n for n in dense - routed if n in moe_layers),
+        sorted(n for n in routed - dense if n < min(a.first_dense, top)),
+    )
+
+
+def _defaults_note(a: Architecture, exp: ExpectedModule) -> str:
+    """The loader defaults an implied shape may have taken (for its mismatch message)."""
+    vision = exp.kind in ("vision", "projector")
+    keys = (a.vision.defaulted if a.vision is not None else ()) if vision else a.defaulted
+    if not keys:
+        return ""
+    defaults, part, cls = (
+        (VISION_DEFAULTS, "vision_config", "KimiK25VisionConfig")
+        if vision
+        else (TEXT_DEFAULTS, a.where or "config.json", "DeepseekV3Config")
+    )
+    used = ", ".join(f"{k}={defaults[k]}" for k in keys)
+    return f" ({part} omits {', '.join(keys)}; the loader's {cls} defaults: {used})"
 
 
 def run(ckpt: Checkpoint, opts: Options) -> Iterator[Finding]:
@@ -100,7 +173,47 @@ def run(ckpt: Checkpoint, opts: Options) -> Iterator[Finding]:
                 offset=first.begin,
             )
     if a is None:
+        if ckpt.arch_problem is not None and ckpt.tensors:
+            yield Finding(
+                COVERAGE_SKIPPED,
+                f"{len(ckpt.tensors)} tensors not checked against the config because "
+                f"{ckpt.arch_problem}",
+                file="config.json",
+            )
         return
+    unchecked = _vision_names(ckpt) if a.vision_problem is not None else set()
+    if unchecked:
+        yield Finding(
+            COVERAGE_SKIPPED,
+            f"{sum(len(ckpt.modules[n].tensors) for n in unchecked)} vision tower and projector "
+            "tensors not checked against the "
+            f"config because {a.vision_problem}",
+            file="config.json",
+        )
+    dense_as_moe, moe_as_dense = _mlp_kind_conflicts(ckpt, a)
+    conflicted = set(dense_as_moe) | set(moe_as_dense)
+    if conflicted:
+        rule = key_value(
+            "first_k_dense_replace",
+            a.first_dense,
+            f"{a.where}." if a.where else "",
+            a.defaulted,
+            TEXT_DEFAULTS,
+        )
+        parts = [
+            f"layers {dense_as_moe} hold a dense MLP but the config makes them MoE"
+            if dense_as_moe
+            else "",
+            f"layers {moe_as_dense} hold routed experts but the config makes them dense"
+            if moe_as_dense
+            else "",
+        ]
+        yield Finding(
+            MLP_KIND_MISMATCH,
+            f"{'; '.join(p for p in parts if p)} ({rule}); their MLP tensors were not checked",
+            file="config.json",
+        )
+    mlp_unchecked = tuple(f"{a.prefix}layers.{n}.mlp." for n in sorted(conflicted))
     # MTP layers absent as a whole: one info each, not a missing tensor per module
     absent_mtp: set[int] = set()
     for n in range(a.layers, a.layers + a.mtp_layers):
@@ -120,11 +233,22 @@ def run(ckpt: Checkpoint, opts: Options) -> Iterator[Finding]:
             present_experts.setdefault(int(lm["n"]), set()).add(int(m["e"]))
     gaps_reported: set[tuple[int, int]] = set()
     unavailable_modules = {t.rsplit(".", 1)[0] for t in ckpt.unavailable}
+    absent_layers = _absent_layers(ckpt, a) - absent_mtp
+    for n in sorted(absent_layers):
+        count = sum(len(e.params) for e in ckpt.expected.values() if e.layer == n)
+        yield Finding(
+            TENSOR_MISSING,
+            f"layer {n} is absent: none of its {count} tensors is present "
+            f"({a.where + '.' if a.where else ''}num_hidden_layers is {a.layers})",
+            tensor=f"{a.prefix}layers.{n}",
+        )
     for exp in ckpt.expected.values():
-        if exp.layer is not None and exp.layer in absent_mtp:
+        if exp.layer is not None and exp.layer in absent_mtp | absent_layers:
             continue
-        if exp.name in unavailable_modules:
-            continue  # its shard is missing or unreadable: reported by the files group
+        if exp.name in unavailable_modules or (
+            mlp_unchecked and exp.name.startswith(mlp_unchecked)
+        ):
+            continue  # its shard is missing or unreadable (files group), or MLP_KIND_MISMATCH
         mod = ckpt.modules.get(exp.name)
         if mod is None:
             if exp.kind == "expert" and exp.layer is not None and exp.expert is not None:
@@ -158,7 +282,8 @@ def run(ckpt: Checkpoint, opts: Options) -> Iterator[Finding]:
             elif ref.shape != shape:
                 yield Finding(
                     SHAPE_MISMATCH,
-                    f"{ref.name} is {list(ref.shape)}, the config implies {list(shape)}",
+                    f"{ref.name} is {list(ref.shape)}, the config implies {list(shape)}"
+                    + _defaults_note(a, exp),
                     file=ref.file,
                     tensor=ref.name,
                     offset=ref.begin,
@@ -178,7 +303,7 @@ def run(ckpt: Checkpoint, opts: Options) -> Iterator[Finding]:
     layers_reported: set[int] = set()
     extra_reported: set[tuple[int, int]] = set()
     for name, mod in ckpt.modules.items():
-        if name in ckpt.expected:
+        if name in ckpt.expected or (mlp_unchecked and name.startswith(mlp_unchecked)):
             continue
         first = min(mod.tensors.values(), key=lambda t: (t.file, t.begin))
         lm = _LAYER.match(name)
@@ -208,6 +333,8 @@ def run(ckpt: Checkpoint, opts: Options) -> Iterator[Finding]:
                     tensor=first.name,
                     offset=first.begin,
                 )
+            continue
+        if name in unchecked:
             continue
         for ref in mod.tensors.values():
             if _ALLOWED.match(ref.name):

@@ -2,25 +2,43 @@
 
 :func:`load` builds the :class:`~mxformats.validate.model.Checkpoint` and returns the findings
 of this group with it (the other groups work on the model). Nothing is executed, nothing is
-unpickled; a shard is opened only when its path is safe (:func:`safe_path`).
+unpickled; a file is opened only when its name is safe (:func:`safe_name`) and it is a regular
+file (:func:`mxformats.tensorfile.open_regular`: a FIFO, socket, device or directory is
+reported, never read, so it cannot block or feed bytes without end). Every byte is read
+through the checkpoint's :class:`~mxformats.validate.reader.Reader`: a folder or a Hub repo.
 """
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
-from mxformats.tensorfile import DTYPES, TensorFileError, read_header
+from mxformats.tensorfile import (
+    ErrorKind,
+    NotRegularFileError,
+    TensorFileError,
+    shard_name,
+    tensor_nbytes,
+)
 
-from .arch import architecture, detect_format, expected_modules, quantization_config
+from .arch import derive, detect_format, quantization_config
 from .findings import Finding, Level, Severity, declare
 from .model import Checkpoint, Format, Module, Options, TensorRef
+from .reader import (
+    RANGE_IGNORED,
+    READ_FAILED,
+    LocalReader,
+    NotAFolder,
+    Reader,
+    ReadFailed,
+    open_reader,
+    unsafe_name,
+)
 
-__all__ = ["LoadResult", "load", "run", "safe_path"]
+__all__ = ["LoadResult", "load", "read_failed", "run", "safe_name"]
 
 E, W, INFO = Severity.ERROR, Severity.WARNING, Severity.INFO
 S = Level.STRUCTURE
@@ -39,8 +57,9 @@ CONFIG_ARCH = declare(
     E,
     S,
     G,
-    "config.json lacks a shape key the loader reads (or it is not an integer).",
-    "Restore the architecture keys (hidden_size, num_hidden_layers, ...).",
+    "config.json lacks a key the loader reads and has no default for, holds a malformed value "
+    "(not an integer, a NaN rms_norm_eps), or implies more tensors than the shards hold.",
+    "Restore the key from the producer's config (the message names it and where it sits).",
 )
 CONFIG_QUANT_CONFLICT = declare(
     "CONFIG_QUANT_CONFLICT",
@@ -71,8 +90,8 @@ INDEX_PARSE = declare(
     E,
     S,
     G,
-    "model.safetensors.index.json is not JSON with metadata.total_size and a "
-    "weight_map of names to files.",
+    "model.safetensors.index.json is not JSON with a weight_map of names to files (a warning "
+    "when only the metadata object is absent: transformers needs it, vLLM does not).",
     "Regenerate the index from the shards.",
 )
 INDEX_MISSING = declare(
@@ -80,8 +99,27 @@ INDEX_MISSING = declare(
     E,
     S,
     G,
-    "No model.safetensors.index.json and no model.safetensors.",
+    "No model.safetensors.index.json and no model.safetensors: transformers finds no weights "
+    "(vLLM would load every *.safetensors; those present were checked).",
     "Copy the index and shards completely.",
+)
+INDEX_PATH_NOT_PLAIN = declare(
+    "INDEX_PATH_NOT_PLAIN",
+    E,
+    S,
+    G,
+    "An index entry names its shard as ./NAME: transformers opens it, but vLLM keeps a shard "
+    "only when folder/ENTRY equals the path its glob found, so it skips this shard.",
+    "Write the bare file name in the index.",
+)
+FILE_NOT_REGULAR = declare(
+    "FILE_NOT_REGULAR",
+    E,
+    S,
+    G,
+    "config.json, the index or a shard is a directory, FIFO, socket or device; it was not "
+    "opened.",
+    "Replace it with the regular file it should be.",
 )
 INDEX_UNSAFE_PATH = declare(
     "INDEX_UNSAFE_PATH",
@@ -165,12 +203,32 @@ TENSOR_IN_TWO_SHARDS = declare(
     "The same tensor name is stored in two shards.",
     "Remove the duplicate.",
 )
+HUB_RANGE_IGNORED = declare(
+    RANGE_IGNORED,
+    E,
+    S,
+    G,
+    "hf:// only: the server answered a ranged read with 200 (the whole file) instead of 206; "
+    "the read was abandoned rather than download the file.",
+    "Use an endpoint (HF_ENDPOINT, proxy) that honours HTTP Range requests.",
+)
+HUB_READ_FAILED = declare(
+    READ_FAILED,
+    E,
+    S,
+    G,
+    "hf:// only: a ranged read failed after huggingface_hub's retries, or its answer was not "
+    "the range asked: an HTTP error, a dropped connection, a wrong Content-Range or "
+    "Content-Length, a file size other than the API's, a short or long body.",
+    "Run again (a network fault), or re-upload the file the finding names.",
+)
 TOTAL_SIZE_MISMATCH = declare(
     "TOTAL_SIZE_MISMATCH",
     W,
     S,
     G,
-    "metadata.total_size is neither the sum of tensor bytes nor the sum of shard file sizes.",
+    "metadata.total_size is neither the sum of tensor bytes nor the sum of shard file sizes "
+    "(or not an integer). No loader reads it; an absent one is fine.",
     "Regenerate the index.",
 )
 
@@ -187,54 +245,43 @@ class LoadResult:
     fatal: str | None = None
 
 
-def _allowed_roots(root: Path, extra: tuple[Path, ...]) -> tuple[Path, ...]:
-    roots = [root]
-    parts = root.parts
-    # Hugging Face cache: <cache>/models--org--name/snapshots/<rev>/ -> blobs/ in the same repo.
-    if (
-        len(parts) >= 3
-        and parts[-2] == "snapshots"
-        and parts[-3].startswith(("models--", "datasets--"))
-    ):
-        roots.append(root.parent.parent)
-    roots += [Path(p).resolve() for p in extra]
-    return tuple(roots)
+def safe_name(reader: Reader, name: str) -> str | None:
+    """None when ``name`` (relative, from the index) may be opened, else the id of the check
+    it breaks: ``INDEX_UNSAFE_PATH`` (absolute, ``..``) or ``SYMLINK_ESCAPE``."""
+    if unsafe_name(name):
+        return "INDEX_UNSAFE_PATH"
+    if reader.escapes(name):
+        return "SYMLINK_ESCAPE"
+    return None
 
 
-def _within(path: Path, roots: tuple[Path, ...]) -> bool:
-    return any(path == r or path.is_relative_to(r) for r in roots)
+def read_failed(exc: ReadFailed, tensor: str | None = None) -> Finding:
+    """The finding of a read the reader could not complete (a Hub read: its check)."""
+    check = HUB_RANGE_IGNORED if exc.check == RANGE_IGNORED else HUB_READ_FAILED
+    return Finding(check, exc.reason, file=exc.file, tensor=tensor)
 
 
-def safe_path(root: Path, name: str, roots: tuple[Path, ...]) -> tuple[Path | None, str | None]:
-    """``(path, None)`` when ``name`` (relative, from the index) may be opened, else
-    ``(None, (check id, reason))``-style: the second item names the problem."""
-    pure = PurePosixPath(name)
-    if pure.is_absolute() or os.path.isabs(name) or ".." in pure.parts or "\\" in name or not name:
-        return None, "INDEX_UNSAFE_PATH"
-    path = root / name
-    real = path.resolve()
-    if not _within(real, roots):
-        return None, "SYMLINK_ESCAPE"
-    return path, None
+_CHECK_OF_KIND = {
+    ErrorKind.HEADER_LENGTH: HEADER_LENGTH,
+    ErrorKind.SPAN: TENSOR_SPAN,
+}
 
 
-def _header_finding(exc: TensorFileError, file: str) -> Finding:
-    msg = str(exc).split(": ", 1)[-1]
-    if "header length" in msg or "shorter than the 8-byte" in msg:
-        check = HEADER_LENGTH
-    elif any(
-        k in msg for k in ("data_offsets", "overlaps", "hole", "after the last tensor", "bytes for")
-    ):
-        check = TENSOR_SPAN
-    else:
-        check = HEADER_INVALID
-    return Finding(check, msg, file=file, tensor=exc.tensor, offset=exc.offset)
+def _header_finding(exc: TensorFileError, file: str, remote: bool = False) -> Finding:
+    """The finding of a shard whose header :func:`read_header` refused, by the error's kind.
+    On the Hub the file size the header is checked against is the LFS size the API lists, so
+    a span that disagrees with it says so."""
+    check = _CHECK_OF_KIND.get(exc.kind, HEADER_INVALID)
+    reason = exc.reason
+    if remote and check is not HEADER_INVALID:
+        reason += " (the file size is the Hub's LFS size)"
+    return Finding(check, reason, file=file, tensor=exc.tensor, offset=exc.offset)
 
 
-def _read_json(path: Path) -> Any:
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
-
+def _not_regular(name: str, exc: NotRegularFileError) -> Finding:
+    return Finding(
+        FILE_NOT_REGULAR, f"{name} is {exc.what}, not a regular file; not opened", file=name
+    )
 
 
 def _why(exc: BaseException) -> str:
@@ -243,23 +290,59 @@ def _why(exc: BaseException) -> str:
         return "JSON nested too deeply to parse"
     return str(exc)
 
-def load(root_arg: str | os.PathLike[str], opts: Options) -> LoadResult:
-    """Read configs, the index and shard headers of ``root_arg`` (no tensor data)."""
-    root_in = Path(root_arg)
-    if not root_in.is_dir():
-        return LoadResult(None, [], f"{root_in} is not a readable directory")
-    try:
-        os.listdir(root_in)
-    except OSError as exc:
-        return LoadResult(None, [], f"{root_in} is not readable ({exc.strerror})")
-    root = root_in.resolve()
-    roots = _allowed_roots(root, opts.allow_symlink_root)
+
+def _not_plain_entries(weight_map: dict[str, str]) -> Iterator[Finding]:
+    """One finding per distinct index entry that names its shard as ``./NAME``.
+
+    transformers joins the folder and the entry and opens the file. vLLM keeps a globbed
+    shard only when ``os.path.join(folder, entry)`` equals its path, a string comparison
+    (vllm/model_executor/model_loader/weight_utils.py, ``filter_duplicate_safetensors_files``),
+    so ``folder/./NAME`` never matches ``folder/NAME`` and the shard is skipped."""
+    for entry in dict.fromkeys(weight_map.values()):
+        plain = shard_name(entry)
+        if plain != entry:
+            yield Finding(
+                INDEX_PATH_NOT_PLAIN,
+                f"index entry {entry!r} names {plain}: vLLM compares the joined path with "
+                "the files it globbed and skips this shard",
+                file=INDEX_NAME,
+            )
+
+
+def _index_metadata(index: dict[str, Any]) -> Finding | None:
+    """``metadata`` as the loaders read it. Neither reads ``total_size``: vLLM reads only
+    ``weight_map`` (vllm/model_executor/model_loader/weight_utils.py,
+    ``filter_duplicate_safetensors_files``); transformers 4.57.6 reads ``weight_map`` and
+    indexes ``index["metadata"]`` (transformers/utils/hub.py, ``get_checkpoint_shard_files``),
+    so only a missing metadata object matters, and only to transformers."""
+    meta = index.get("metadata")
+    if isinstance(meta, dict):
+        return None
+    what = "is missing" if meta is None else f"is a JSON {type(meta).__name__}"
+    return Finding(
+        INDEX_PARSE,
+        f"the metadata object {what}: transformers' get_checkpoint_shard_files fails on it "
+        "(vLLM reads only weight_map)",
+        file=INDEX_NAME,
+        severity=W,
+    )
+
+
+def load(root_arg: str | os.PathLike[str] | Reader, opts: Options) -> LoadResult:
+    """Read configs, the index and shard headers of ``root_arg`` (no tensor data): a folder,
+    ``hf://ORG/NAME[@REVISION]`` or an open :class:`~mxformats.validate.reader.Reader`."""
+    if isinstance(root_arg, Reader):
+        reader = root_arg
+    else:
+        try:
+            reader = open_reader(root_arg, opts.allow_symlink_root)
+        except NotAFolder as exc:
+            return LoadResult(None, [], str(exc))
     out: list[Finding] = []
 
     # -- config ---------------------------------------------------------------------------
     config: dict[str, Any] = {}
-    cpath, _ = safe_path(root, "config.json", roots)
-    if cpath is None:
+    if safe_name(reader, "config.json") is not None:
         out.append(
             Finding(
                 SYMLINK_ESCAPE,
@@ -269,13 +352,17 @@ def load(root_arg: str | os.PathLike[str], opts: Options) -> LoadResult:
         )
     else:
         try:
-            parsed = _read_json(cpath)
+            parsed = reader.read_json("config.json")
             if not isinstance(parsed, dict):
                 raise ValueError(f"a JSON {type(parsed).__name__}, not an object")
             config = parsed
         except FileNotFoundError:
             out.append(Finding(CONFIG_PARSE, "config.json does not exist", file="config.json"))
-        except (ValueError, UnicodeDecodeError, OSError, RecursionError) as exc:
+        except NotRegularFileError as exc:
+            out.append(_not_regular("config.json", exc))
+        except ReadFailed as exc:
+            out.append(read_failed(exc))
+        except (ValueError, OSError, RecursionError) as exc:
             out.append(
                 Finding(CONFIG_PARSE, f"config.json does not parse: {_why(exc)}",
                         file="config.json")
@@ -296,13 +383,14 @@ def load(root_arg: str | os.PathLike[str], opts: Options) -> LoadResult:
     qc = quantization_config(config)
     fmt, detail = detect_format(qc) if config else (Format.BF16, "config.json unreadable")
     ckpt = Checkpoint(
-        root=root,
+        root=reader.root if isinstance(reader, LocalReader) else Path(reader.name),
         config=config,
         text_config=text_config,
         format=fmt,
         format_detail=detail,
         quant_config=qc,
-        allowed_roots=roots,
+        allowed_roots=reader.roots if isinstance(reader, LocalReader) else (),
+        reader=reader,
     )
     if qc is not None:
         excl = (
@@ -324,26 +412,18 @@ def load(root_arg: str | os.PathLike[str], opts: Options) -> LoadResult:
                 file="config.json",
             )
         )
-    if config:
-        try:
-            ckpt.arch = architecture(config)
-            ckpt.expected = expected_modules(ckpt.arch)
-        except (KeyError, TypeError, ValueError) as exc:
-            out.append(Finding(CONFIG_ARCH, f"config.json: {exc}", file="config.json"))
-
     # -- index ----------------------------------------------------------------------------
-    ipath, _ = safe_path(root, INDEX_NAME, roots)
     weight_map: dict[str, str] = {}
     unindexed = False
-    if ipath is None:
+    if safe_name(reader, INDEX_NAME) is not None:
         out.append(
             Finding(
                 SYMLINK_ESCAPE, f"{INDEX_NAME} resolves outside the checkpoint", file=INDEX_NAME
             )
         )
-    elif ipath.exists():
+    elif reader.exists(INDEX_NAME):
         try:
-            index = _read_json(ipath)
+            index = reader.read_json(INDEX_NAME)
             ok = (
                 isinstance(index, dict)
                 and isinstance(index.get("weight_map"), dict)
@@ -355,44 +435,46 @@ def load(root_arg: str | os.PathLike[str], opts: Options) -> LoadResult:
             if not ok:
                 raise ValueError("weight_map must be an object of tensor names to file names")
             ckpt.index = index
-            weight_map = dict(index["weight_map"])
-            meta = index.get("metadata")
-            total = meta.get("total_size") if isinstance(meta, dict) else None
-            if isinstance(total, bool) or not isinstance(total, int):
-                out.append(
-                    Finding(
-                        INDEX_PARSE,
-                        "metadata.total_size is missing or not an integer",
-                        file=INDEX_NAME,
-                    )
-                )
-        except (ValueError, UnicodeDecodeError, OSError, RecursionError) as exc:
+            weight_map = {t: shard_name(f) for t, f in index["weight_map"].items()}
+            out.extend(_not_plain_entries(index["weight_map"]))
+            meta_finding = _index_metadata(index)
+            if meta_finding is not None:
+                out.append(meta_finding)
+        except NotRegularFileError as exc:
+            out.append(_not_regular(INDEX_NAME, exc))
+            unindexed = True
+        except ReadFailed as exc:
+            out.append(read_failed(exc))
+            unindexed = True
+        except (ValueError, OSError, RecursionError) as exc:
             out.append(
                 Finding(INDEX_PARSE, f"{INDEX_NAME} does not parse: {_why(exc)}", file=INDEX_NAME)
             )
             # Validate the shards that are there rather than report every tensor missing: the
             # index is the one broken file. (vLLM would refuse to load, hence the error.)
             unindexed = True
-    elif (root / "model.safetensors").exists():
-        weight_map = {}
-    else:
+    elif not reader.exists("model.safetensors"):
         out.append(
             Finding(
                 INDEX_MISSING,
-                "neither model.safetensors.index.json nor model.safetensors is present",
+                "neither model.safetensors.index.json nor model.safetensors is present; the "
+                "*.safetensors files present were checked without an index",
                 file=INDEX_NAME,
             )
         )
-    single = ckpt.index is None and (root / "model.safetensors").exists() and not unindexed
+        # vLLM loads every *.safetensors of a folder without an index
+        # (filter_duplicate_safetensors_files returns them all): check what it would load.
+        unindexed = True
+    single = ckpt.index is None and reader.exists("model.safetensors") and not unindexed
     if unindexed:
-        shards = sorted(p.name for p in root.glob("*.safetensors"))
+        shards = [f for f in reader.files() if "/" not in f and f.endswith(".safetensors")]
     else:
         shards = ["model.safetensors"] if single else list(dict.fromkeys(weight_map.values()))
 
     # -- shards ---------------------------------------------------------------------------
     safe_shards: list[str] = []
     for name in shards:
-        path, problem = safe_path(root, name, roots)
+        problem = safe_name(reader, name)
         if problem == "INDEX_UNSAFE_PATH":
             out.append(
                 Finding(
@@ -406,17 +488,22 @@ def load(root_arg: str | os.PathLike[str], opts: Options) -> LoadResult:
             out.append(
                 Finding(
                     SYMLINK_ESCAPE,
-                    f"{name} resolves to {(root / name).resolve()}, "
+                    f"{name} resolves to {reader.resolved(name)}, "
                     "outside the checkpoint; not opened",
                     file=name,
                 )
             )
             continue
-        assert path is not None
-        if not path.is_file():
+        try:
+            what = reader.not_regular(name)
+        except OSError:
             out.append(
                 Finding(SHARD_MISSING, f"shard {name} named in the index does not exist", file=name)
             )
+            continue
+        if what is not None:
+            out.append(_not_regular(name, NotRegularFileError(name, what)))
+            ckpt.unreadable.add(name)
             continue
         safe_shards.append(name)
     ckpt.shards = safe_shards
@@ -424,18 +511,25 @@ def load(root_arg: str | os.PathLike[str], opts: Options) -> LoadResult:
     seen: dict[str, str] = {}
     tensor_bytes = file_bytes = 0
     for name in safe_shards:
-        path = ckpt.path(name)
-        size = path.stat().st_size
+        size = reader.size(name)
         file_bytes += size
         try:
-            header, data_offset = read_header(path)
+            header, data_offset = reader.header(name)
         except TensorFileError as exc:
             ckpt.unreadable.add(name)
-            out.append(_header_finding(exc, name))
+            out.append(_header_finding(exc, name, reader.remote))
+            continue
+        except NotRegularFileError as exc:  # swapped in since the check above
+            ckpt.unreadable.add(name)
+            out.append(_not_regular(name, exc))
+            continue
+        except ReadFailed as exc:
+            ckpt.unreadable.add(name)
+            out.append(read_failed(exc))
             continue
         except OSError as exc:
             ckpt.unreadable.add(name)
-            out.append(Finding(HEADER_INVALID, f"cannot read: {exc.strerror}", file=name))
+            out.append(Finding(HEADER_INVALID, f"cannot read: {exc.strerror or exc}", file=name))
             continue
         for tname, entry in header.items():
             if tname == "__metadata__":
@@ -444,10 +538,7 @@ def load(root_arg: str | os.PathLike[str], opts: Options) -> LoadResult:
             ref = TensorRef(
                 tname, name, entry["dtype"], tuple(entry["shape"]), data_offset + b, data_offset + e
             )
-            n = 1
-            for d in ref.shape:
-                n *= d
-            if ref.nbytes != n * DTYPES[ref.dtype].itemsize or ref.end > size:
+            if ref.nbytes != tensor_nbytes(ref.dtype, ref.shape) or ref.end > size:
                 out.append(
                     Finding(
                         TENSOR_SPAN,
@@ -510,12 +601,17 @@ def load(root_arg: str | os.PathLike[str], opts: Options) -> LoadResult:
     if ckpt.index is not None and not unsafe and not (set(shards) - set(safe_shards)):
         meta = ckpt.index.get("metadata")
         total = meta.get("total_size") if isinstance(meta, dict) else None
-        if (
-            isinstance(total, int)
-            and not isinstance(total, bool)
-            and not ckpt.unreadable
-            and total not in (tensor_bytes, file_bytes)
-        ):
+        if total is None or ckpt.unreadable:
+            pass
+        elif isinstance(total, bool) or not isinstance(total, int):
+            out.append(
+                Finding(
+                    TOTAL_SIZE_MISMATCH,
+                    f"total_size is a JSON {type(total).__name__}, not an integer",
+                    file=INDEX_NAME,
+                )
+            )
+        elif total not in (tensor_bytes, file_bytes):
             out.append(
                 Finding(
                     TOTAL_SIZE_MISMATCH,
@@ -527,18 +623,17 @@ def load(root_arg: str | os.PathLike[str], opts: Options) -> LoadResult:
 
     # stray shards (recursive, not following symlinked folders)
     listed = set(shards)
-    for dirpath, _dirs, files in os.walk(root):
-        for f in files:
-            if not f.endswith(".safetensors"):
-                continue
-            rel = Path(dirpath, f).relative_to(root).as_posix()
-            if rel not in listed:
-                out.append(Finding(SHARD_STRAY, f"{rel} is not named in the index", file=rel))
+    for rel in reader.files():
+        if rel.endswith(".safetensors") and rel not in listed:
+            out.append(Finding(SHARD_STRAY, f"{rel} is not named in the index", file=rel))
 
     # modules
     for ref in ckpt.tensors.values():
         mod = ckpt.modules.setdefault(ref.module, Module(ref.module))
         mod.tensors[ref.param] = ref
+    # the architecture last: its inventory is bounded by what the headers hold
+    if config:
+        out += [Finding(CONFIG_ARCH, p, file="config.json") for p in derive(ckpt)]
     return LoadResult(ckpt, out, None)
 
 

@@ -3,7 +3,9 @@ and the modules vLLM builds unquantized."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+import fnmatch
+import re
+from collections.abc import Generator, Iterator, Mapping
 from typing import Any
 
 from .findings import Finding, Level, Severity, declare
@@ -12,6 +14,7 @@ from .model import (
     ExpectedModule,
     Format,
     Module,
+    NearMisses,
     Options,
     TensorRef,
 )
@@ -47,6 +50,27 @@ EXCLUDE_GLOB = declare(
     G,
     "An exclude/ignore entry is a glob; vLLM matches exact names or 're:' regexes only.",
     "Write the exact module names or a 're:' regex.",
+)
+EXCLUDE_INVALID = declare(
+    "EXCLUDE_INVALID",
+    E,
+    S,
+    G,
+    "An exclude/ignore 're:' entry is not a valid regular expression: vLLM's regex.match raises "
+    "on it when the model loads.",
+    "Fix the regex (the message quotes the parser's error).",
+)
+EXCLUDE_UNMATCHED = declare(
+    "EXCLUDE_UNMATCHED",
+    W,
+    S,
+    G,
+    "An exclude/ignore entry matches no module; the message names the module it was probably "
+    "meant for (e.g. 'model.layers.N...' in a K2.5/K2.6 checkpoint whose modules are "
+    "'language_model.model.layers.N...'). Entries that share one prefix mistake are reported "
+    "once. An error when such a module is stored BF16 and so needed the entry (vLLM builds it "
+    "quantized); those modules get no NOT_EXCLUDED_UNQUANTIZED of their own.",
+    "Write the module's full name, or a 're:' regex (vLLM anchors it at the start: re.match).",
 )
 QUANT_TENSOR_MISSING = declare(
     "QUANT_TENSOR_MISSING",
@@ -383,6 +407,105 @@ def _check_quantized(
             )
 
 
+def _is_glob(entry: str) -> bool:
+    return not entry.startswith("re:") and any(c in entry for c in "*?[")
+
+
+def _needs_entry(ckpt: Checkpoint, name: str) -> bool:
+    """Whether ``name`` is a BF16 Linear that vLLM builds with the checkpoint's scheme unless
+    the exclude/ignore list matches it (so it will not load without an entry)."""
+    exp, mod = ckpt.expected.get(name), ckpt.modules.get(name)
+    return (
+        exp is not None
+        and mod is not None
+        and not mod.quantized
+        and exp.linear
+        and exp.kind in _SCHEMED
+        and ckpt.format in (Format.QUARK_MXFP4, Format.QUARK_W4A8, Format.CT_INT4)
+        and not ckpt.is_excluded(name)
+    )
+
+
+def _exclude_entries(ckpt: Checkpoint) -> Generator[Finding, None, set[str]]:
+    """Findings on the exclude/ignore entries themselves: invalid regexes, globs, and entries
+    that match no module (with the module each was probably meant for). Returns the modules
+    whose missing entry these findings already report."""
+    matcher = ckpt.exclude_matcher
+    for entry, why in matcher.invalid:
+        yield Finding(
+            EXCLUDE_INVALID, f"exclude entry {entry!r} is not a valid regex: {why}", "config.json"
+        )
+    names = sorted(set(ckpt.expected) | set(ckpt.modules))
+    for entry in ckpt.exclude:
+        if _is_glob(entry):
+            globbed = fnmatch.filter(names, entry)
+            quark = (
+                f"; Quark's fnmatch would match {len(globbed)} modules (e.g. {globbed[0]!r})"
+                if globbed
+                else ""
+            )
+            yield Finding(
+                EXCLUDE_GLOB,
+                f"exclude entry {entry!r} is a glob: vLLM compares it as an exact name and it "
+                f"matches nothing{quark}",
+                file="config.json",
+            )
+    unmatched = [e for e in matcher.unmatched(names) if not _is_glob(e)]
+    if not unmatched:
+        return set()
+    near = NearMisses(names)
+    explained: set[str] = set()
+    groups: dict[tuple[str, str], list[tuple[str, str]]] = {}
+    for entry in unmatched:
+        miss = near.find(entry)
+        if miss is not None and miss.rewrite is not None:
+            groups.setdefault(miss.rewrite, []).append((entry, miss.module))
+            continue
+        hint = (
+            ""
+            if miss is None
+            else f"; re.search finds {miss.module!r}, but vLLM anchors the regex at the start "
+            "(re.match): prefix it with '.*'"
+            if miss.how == "search"
+            else f"; the closest module is {miss.module!r}"
+        )
+        targets = [miss.module] if miss is not None else []
+        if miss is not None and miss.how == "search":  # every module the unanchored regex finds
+            found = re.compile(entry[3:])
+            targets = [n for n in names if found.search(n)]
+        needed = [t for t in targets if _needs_entry(ckpt, t)]
+        yield _unmatched_finding(f"exclude entry {entry!r} matches no module{hint}", needed)
+        explained.update(needed)
+    for (old, new), pairs in groups.items():
+        (entry, module), n = pairs[0], len(pairs)
+        what = (
+            f"{n} exclude entries match no module"
+            if n > 1
+            else (f"exclude entry {entry!r} matches no module")
+        )
+        fix = f"with {old!r} replaced by {new!r}" if old else f"prefixed with {new!r}"
+        needed = [m for _, m in pairs if _needs_entry(ckpt, m)]
+        yield _unmatched_finding(
+            f"{what}; {fix} {'each names' if n > 1 else 'it names'} a module "
+            f"(e.g. {entry!r} -> {module!r})",
+            needed,
+        )
+        explained.update(needed)
+    return explained
+
+
+def _unmatched_finding(message: str, needed: list[str]) -> Finding:
+    if not needed:
+        return Finding(EXCLUDE_UNMATCHED, message, file="config.json")
+    return Finding(
+        EXCLUDE_UNMATCHED,
+        f"{message}: vLLM builds {len(needed)} such module(s) quantized, but they are stored "
+        f"BF16 (e.g. {needed[0]})",
+        file="config.json",
+        severity=E,
+    )
+
+
 def run(ckpt: Checkpoint, opts: Options) -> Iterator[Finding]:
     if ckpt.format == Format.UNSUPPORTED:
         return
@@ -397,16 +520,9 @@ def run(ckpt: Checkpoint, opts: Options) -> Iterator[Finding]:
                 f"export.pack_method is {method!r}, not 'reorder' (checkpoints.md §6.2 check 3)",
                 file="config.json",
             )
+    explained: set[str] = set()
     if ckpt.format in (Format.QUARK_MXFP4, Format.QUARK_W4A8, Format.CT_INT4):
-        for entry in ckpt.exclude:
-            if not entry.startswith("re:") and any(c in entry for c in "*?["):
-                yield Finding(
-                    EXCLUDE_GLOB,
-                    f"exclude entry {entry!r} is a glob: vLLM compares it "
-                    "as an exact name and it matches nothing",
-                    file="config.json",
-                )
-    numeric_fmt = ckpt.format in (Format.QUARK_MXFP4, Format.QUARK_W4A8, Format.CT_INT4)
+        explained = yield from _exclude_entries(ckpt)
     for exp in ckpt.expected.values():
         mod = ckpt.modules.get(exp.name)
         if mod is None:
@@ -447,7 +563,7 @@ def run(ckpt: Checkpoint, opts: Options) -> Iterator[Finding]:
                 tensor=w.name,
                 offset=w.begin,
             )
-        if numeric_fmt and exp.linear and exp.kind in _SCHEMED and not excluded:
+        if _needs_entry(ckpt, exp.name) and exp.name not in explained:
             why = (
                 "vLLM builds it with the MoE scheme and expects quantized tensors"
                 if exp.kind == "expert"

@@ -28,9 +28,10 @@ tensors are keyed by that last component (``weight``, ``weight_scale``, ``weight
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -41,6 +42,7 @@ import numpy as np
 from mxformats.tensorfile import DTYPES
 
 from .findings import Level
+from .reader import LocalReader, Reader, ReadFailed
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
@@ -53,6 +55,8 @@ __all__ = [
     "ExpectedModule",
     "Format",
     "Module",
+    "NearMiss",
+    "NearMisses",
     "Options",
     "TensorRef",
     "matches_exclude",
@@ -60,22 +64,97 @@ __all__ = [
 
 
 class ExcludeMatcher:
-    """vLLM's exclude/ignore matching: exact string equality, or ``re:`` + :func:`re.match`.
-    Globs (``*self_attn*``) are taken literally, as the loader does. Exact names are a set
-    lookup (a real K2 exclude list has ~550 of them, checked for ~70,000 modules)."""
+    """The loaders' exclude/ignore matching: an entry is an exact module name, or ``re:`` and a
+    regex tried with ``re.match`` (anchored at the start, not at the end). Globs
+    (``*self_attn*``) are taken literally. Sources: vLLM
+    ``model_executor/layers/quantization/quark/utils.py`` ``_is_equal_or_regex_match`` (commit
+    0a6c8da27be32d22a467948731b4ceda02264b80) for Quark ``exclude``; compressed-tensors 0.20.1
+    ``utils/match.py`` ``match_name`` for ``ignore``. Exact names are a set lookup (a real K2
+    exclude list has ~550 of them, checked for ~70,000 modules).
+
+    An invalid ``re:`` entry matches nothing here and is listed in :attr:`invalid` as
+    ``(entry, reason)``: vLLM's ``regex.match`` raises on it at load time.
+    """
 
     def __init__(self, patterns: list[str]) -> None:
+        self.patterns = list(patterns)
         self.exact = {p for p in patterns if not p.startswith("re:")}
-        self.regexes: list[re.Pattern[str]] = []
+        self.regexes: list[tuple[str, re.Pattern[str]]] = []
+        self.invalid: list[tuple[str, str]] = []
         for p in patterns:
             if p.startswith("re:"):
                 try:
-                    self.regexes.append(re.compile(p[3:]))
-                except re.error:
-                    continue
+                    self.regexes.append((p, re.compile(p[3:])))
+                except re.error as exc:
+                    self.invalid.append((p, str(exc)))
 
     def __call__(self, module: str) -> bool:
-        return module in self.exact or any(r.match(module) for r in self.regexes)
+        return module in self.exact or any(r.match(module) for _, r in self.regexes)
+
+    def unmatched(self, modules: Iterable[str]) -> list[str]:
+        """The valid entries that match none of ``modules``, in list order."""
+        names = set(modules)
+        hit = {p for p in self.exact if p in names}
+        for p, r in self.regexes:
+            if any(r.match(n) for n in names):
+                hit.add(p)
+        bad = {p for p, _ in self.invalid}
+        return [p for p in dict.fromkeys(self.patterns) if p not in hit and p not in bad]
+
+
+@dataclass(frozen=True)
+class NearMiss:
+    """The module an exclude entry that matches nothing was probably meant for.
+
+    ``rewrite`` is ``(old, new)`` when replacing the entry's leading ``old`` by ``new`` gives
+    ``module`` exactly (``("", "language_model.")`` for ``model.layers.0...`` in a K2.5
+    checkpoint); ``how`` says how it was found: ``prefix``, ``search`` (a ``re:`` entry that
+    ``re.search`` finds but ``re.match`` does not) or ``similar`` (closest by edit ratio).
+    """
+
+    module: str
+    how: str
+    rewrite: tuple[str, str] | None = None
+
+
+class NearMisses:
+    """Finds, for an entry that matches no module, the module it would have matched."""
+
+    #: candidates examined by the similarity fallback (it is quadratic in name length)
+    MAX_SIMILAR = 500
+
+    def __init__(self, modules: Iterable[str]) -> None:
+        self.modules = sorted(set(modules))
+        self._by_suffix: dict[str, str] = {}
+        for name in self.modules:
+            parts = name.split(".")
+            for k in range(1, len(parts)):
+                self._by_suffix.setdefault(".".join(parts[k:]), name)
+
+    def find(self, entry: str) -> NearMiss | None:
+        if entry.startswith("re:"):
+            return self._regex(entry[3:])
+        parts = entry.split(".")
+        # the entry names a module under a longer (or different) prefix; keep >= 2 components
+        # of the entry so that a bare "o_proj" does not match every layer's
+        for k in range(max(len(parts) - 1, 1)):
+            tail = ".".join(parts[k:])
+            found = self._by_suffix.get(tail)
+            if found is not None:
+                old = ".".join(parts[:k]) + "." if k else ""
+                return NearMiss(found, "prefix", (old, found[: len(found) - len(tail)]))
+        last = parts[-1]
+        pool = [n for n in self.modules if n.rsplit(".", 1)[-1] == last] or [
+            n for n in self.modules if n.count(".") == entry.count(".")
+        ]
+        pool = pool[: self.MAX_SIMILAR]
+        close = difflib.get_close_matches(entry, pool, n=1, cutoff=0.75)
+        return NearMiss(close[0], "similar") if close else None
+
+    def _regex(self, pattern: str) -> NearMiss | None:
+        r = re.compile(pattern)
+        found = next((n for n in self.modules if r.search(n)), None)
+        return NearMiss(found, "search") if found is not None else None
 
 
 def matches_exclude(module: str, patterns: list[str]) -> bool:
@@ -191,6 +270,21 @@ class ExpectedModule:
 
 
 @dataclass(frozen=True)
+class VisionDims:
+    """The vision tower's sizes, defaults applied (``defaulted``: the ``vision_config`` keys
+    that took one)."""
+
+    hidden: int
+    intermediate: int
+    patch: int
+    pos_height: int
+    pos_width: int
+    blocks: int
+    merge: tuple[int, int]
+    defaulted: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Architecture:
     """Shape-relevant facts from the (text) config; nothing is hard-coded."""
 
@@ -212,7 +306,14 @@ class Architecture:
     multimodal: bool
     prefix: str  # "model." or "language_model.model."
     lm_head: str  # module name: "lm_head" or "language_model.lm_head"
-    vision: dict[str, Any] | None = None
+    #: the vision tower's sizes (None: text-only, or ``vision_problem`` says why not derived)
+    vision: VisionDims | None = None
+    #: why the vision tower's inventory could not be derived (only it goes unchecked)
+    vision_problem: str | None = None
+    #: where the text keys sit: ``"text_config"`` (K2.5/K2.6) or ``""`` (the top level)
+    where: str = ""
+    #: the text keys config.json omits, which took the loader's defaults (``TEXT_DEFAULTS``)
+    defaulted: tuple[str, ...] = ()
 
 
 @dataclass
@@ -244,6 +345,9 @@ class Checkpoint:
     quant_config: dict[str, Any] | None = None
     exclude: list[str] = field(default_factory=list)
     arch: Architecture | None = None
+    #: why ``arch`` is None although config.json parsed (a key absent or malformed, a count
+    #: the shards cannot hold): the coverage group's summary cites it
+    arch_problem: str | None = None
     index: dict[str, Any] | None = None
     weight_map: dict[str, str] = field(default_factory=dict)
     shards: list[str] = field(default_factory=list)
@@ -261,15 +365,16 @@ class Checkpoint:
     _matcher: tuple[tuple[str, ...], ExcludeMatcher] | None = field(
         default=None, repr=False, compare=False
     )
+    #: what every byte is read through (None: a :class:`LocalReader` of ``root``)
+    reader: Reader | None = field(default=None, repr=False, compare=False)
+    #: tensor-data reads the reader could not complete (the runner reports them, one
+    #: finding per file)
+    read_failures: list[ReadFailed] = field(default_factory=list, repr=False, compare=False)
 
     @property
     def numeric(self) -> bool:
         """True when numeric checks apply (a verified quantized format)."""
         return self.format in NUMERIC_FORMATS
-
-    def path(self, file: str) -> Path:
-        """The on-disk path of a shard named by the index (already vetted by the loader)."""
-        return self.root / file
 
     def read(self, name: str, *, max_bytes: int | None = None) -> NDArray[Any]:
         """Read one tensor's data (numpy array of its dtype and shape; ``F8_E8M0`` as its
@@ -281,15 +386,26 @@ class Checkpoint:
             raise ValueError(f"{name}: {ref.nbytes} bytes exceeds the read bound {max_bytes}")
         dtype = DTYPES[ref.dtype]
         count = ref.nbytes // dtype.itemsize
-        with open(self.path(ref.file), "rb") as f:
-            f.seek(ref.begin)
-            raw = f.read(ref.nbytes)
-        if len(raw) != ref.nbytes:
-            raise ValueError(f"{ref.file}: {name} truncated at byte {ref.begin + len(raw)}")
-        if self.on_read is not None:
-            self.on_read(len(raw))
+        raw = self.read_bytes(ref, 0, ref.nbytes)
         arr = np.frombuffer(raw, dtype=dtype, count=count)
         return arr.reshape(ref.shape)
+
+    def read_bytes(self, ref: TensorRef, begin: int, end: int) -> bytes:
+        """Bytes ``[begin, end)`` of tensor ``ref``'s data, exactly its span's slice, through
+        :attr:`reader` (counted by :attr:`on_read`). A :class:`ReadFailed` is kept in
+        :attr:`read_failures` and re-raised; any read error is an ``OSError``."""
+        if not 0 <= begin <= end <= ref.nbytes:
+            raise ValueError(f"{ref.name}: bytes [{begin}, {end}) outside its {ref.nbytes}")
+        if self.reader is None:
+            self.reader = LocalReader(self.root, self.allowed_roots)
+        try:
+            raw = self.reader.read_range(ref.file, ref.begin + begin, ref.begin + end)
+        except ReadFailed as exc:
+            self.read_failures.append(exc)
+            raise
+        if self.on_read is not None:
+            self.on_read(len(raw))
+        return raw
 
     def module_of(self, tensor: str) -> Module | None:
         return self.modules.get(tensor.rsplit(".", 1)[0])
@@ -297,10 +413,15 @@ class Checkpoint:
     def is_excluded(self, module: str) -> bool:
         """Whether the loader (vLLM) reads ``module`` as excluded/ignored: an exact name or a
         ``re:`` regex (``re.match``), never a glob."""
+        return self.exclude_matcher(module)
+
+    @property
+    def exclude_matcher(self) -> ExcludeMatcher:
+        """The matcher of the current :attr:`exclude` list (built once per list)."""
         key = tuple(self.exclude)
         if self._matcher is None or self._matcher[0] != key:
             self._matcher = (key, ExcludeMatcher(self.exclude))
-        return self._matcher[1](module)
+        return self._matcher[1]
 
 
 @dataclass
@@ -317,6 +438,8 @@ class Options:
     workers: int = field(default_factory=lambda: min(os.cpu_count() or 1, 8))
     strict: bool = False
     allow_symlink_root: tuple[Path, ...] = ()
+    #: ``--yes``: a remote ``--level full`` may read more than 10 GB
+    yes: bool = False
 
     def at_least(self, level: Level) -> bool:
         order = {Level.STRUCTURE: 0, Level.SCALES: 1, Level.FULL: 2}

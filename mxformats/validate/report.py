@@ -1,4 +1,10 @@
-"""Render a :class:`~mxformats.validate.runner.Report`: console, JSON (versioned), JUnit XML."""
+"""Render a :class:`~mxformats.validate.runner.Report`: console, JSON (versioned), JUnit XML.
+
+Names and paths come from the checkpoint, which may be hostile: every text taken from it is
+printed through :func:`printable`, so a tensor name holding an escape sequence, an OSC title,
+a newline or rich markup (``[bold]``, ``[/]``, ``:emoji:``) is shown, never interpreted, and
+the JUnit XML stays well-formed whatever the name holds (NUL and lone surrogates included).
+"""
 
 from __future__ import annotations
 
@@ -10,21 +16,58 @@ from typing import IO, Any
 from mxformats._version import __version__
 
 from .findings import CHECKS, Finding, Severity
+from .reader import HUB_PREFIX
 from .runner import Report
 
-__all__ = ["SCHEMA_VERSION", "print_report", "to_json", "to_junit"]
+__all__ = ["SCHEMA_VERSION", "print_report", "printable", "to_json", "to_junit"]
 
-#: Bumped when a key of the JSON report changes meaning or disappears.
-SCHEMA_VERSION = 1
+#: Bumped when a key of the JSON report changes meaning or disappears. 2: the reproduction
+#: block's ``per_tensor`` is ``per_module`` (it always held one entry per module).
+SCHEMA_VERSION = 2
 
 _ORDER = {Severity.ERROR: 0, Severity.WARNING: 1, Severity.INFO: 2}
 
 
-def _where(f: Finding) -> str:
-    parts = [p for p in (f.file, f.tensor) if p]
+def printable(text: str) -> str:
+    """``text`` with every character that is not printable escaped as ``\\xNN``, ``\\uNNNN``
+    or ``\\UNNNNNNNN``: C0 and C1 controls (ESC, BEL, NUL, newline, ...), DEL, format
+    characters (bidi overrides), line and paragraph separators, surrogates and unassigned
+    code points (``str.isprintable``). What is left is printable text, valid in XML 1.0 and
+    encodable as UTF-8; a terminal has nothing in it to interpret."""
+    if text.isprintable():
+        return text
+    out = []
+    for c in text:
+        if c.isprintable():
+            out.append(c)
+        else:
+            code = ord(c)
+            out.append(
+                f"\\x{code:02x}" if code < 0x100
+                else f"\\u{code:04x}" if code < 0x10000
+                else f"\\U{code:08x}"
+            )
+    return "".join(out)
+
+
+def _remote(report: Report) -> str | None:
+    """``hf://ORG/NAME@SHA`` when the report is of a Hub repo (its findings' files are named
+    under it), else None (a local finding names the file relative to the folder)."""
+    return report.root if report.root.startswith(HUB_PREFIX) else None
+
+
+def _where(f: Finding, remote: str | None = None) -> str:
+    file = f"{remote}/{f.file}" if remote and f.file else f.file
+    parts = [p for p in (file, f.tensor) if p]
     if f.offset is not None:
         parts.append(f"byte {f.offset}")
-    return ", ".join(parts)
+    return printable(", ".join(parts))
+
+
+def _line(f: Finding, remote: str | None = None) -> str:
+    """One finding on one line: ``where: message``, escaped."""
+    where = _where(f, remote)
+    return f"{where + ': ' if where else ''}{printable(f.message)}"
 
 
 def to_json(report: Report) -> dict[str, Any]:
@@ -45,30 +88,29 @@ def to_json(report: Report) -> dict[str, Any]:
 
 
 def to_junit(report: Report) -> str:
-    """One testcase per catalogued check (those of the modules that ran), failing when it
-    produced an error (or a warning: reported as failure with type ``warning``)."""
+    """JUnit XML: one testcase per catalogued check the run really ran
+    (:meth:`Report.ran`), failing when it produced an error (or a warning: reported as a
+    failure with type ``warning``). A run that could not go on (``fatal``) lists only the
+    checks that found something and a ``RUN`` testcase in error: nothing else ran, so nothing
+    else passed. Every text is escaped (:func:`printable`); ``timestamp`` is the UTC start."""
     by_check: dict[str, list[Finding]] = defaultdict(list)
     for f in report.findings:
         by_check[f.check.id].append(f)
     suite = ET.Element(
-        "testsuite", name="mxformats validate", timestamp="", time=f"{report.seconds:.3f}"
+        "testsuite",
+        name="mxformats validate",
+        timestamp=report.started,
+        time=f"{report.seconds:.3f}",
     )
     failures = 0
-    ran = set(report.modules_run) | {"internal"}
-    group_module = {
-        "numbers": "numbers",
-        "reproduction": "reproduce",
-        "manifest": "manifest",
-        "deployment": "deployment",
-    }
     cases = 0
+    remote = _remote(report)
     for check in CHECKS.values():
-        module_ran = group_module.get(check.group, check.group) in ran
-        if not module_ran and check.id not in by_check and check.group != "internal":
+        found = by_check.get(check.id, [])
+        if not found and (report.fatal is not None or not report.ran(check)):
             continue
         cases += 1
         case = ET.SubElement(suite, "testcase", classname=f"validate.{check.group}", name=check.id)
-        found = by_check.get(check.id, [])
         bad = [f for f in found if f.effective_severity in (Severity.ERROR, Severity.WARNING)]
         if bad:
             failures += 1
@@ -76,17 +118,16 @@ def to_junit(report: Report) -> str:
             el = ET.SubElement(
                 case, "failure", type=sev.value, message=f"{len(bad)} finding(s): {check.meaning}"
             )
-            el.text = "\n".join(
-                f"{f.effective_severity.value}: {_where(f)}: {f.message}" for f in bad
-            )
+            el.text = "\n".join(f"{f.effective_severity.value}: {_line(f, remote)}"
+                                for f in bad)
         infos = [f for f in found if f.effective_severity == Severity.INFO]
         if infos:
             out = ET.SubElement(case, "system-out")
-            out.text = "\n".join(f"{_where(f)}: {f.message}" for f in infos)
+            out.text = "\n".join(_line(f, remote) for f in infos)
     if report.fatal is not None:
         cases += 1
         case = ET.SubElement(suite, "testcase", classname="validate", name="RUN")
-        ET.SubElement(case, "error", message=report.fatal)
+        ET.SubElement(case, "error", message=printable(report.fatal))
     suite.set("tests", str(cases))
     suite.set("failures", str(failures))
     suite.set("errors", "1" if report.fatal else "0")
@@ -94,17 +135,23 @@ def to_junit(report: Report) -> str:
 
 
 def print_report(report: Report, file: IO[str], *, quiet: bool = False) -> None:
-    """Findings grouped by check, then a summary table (``quiet``: the summary line only)."""
+    """Findings grouped by check, then a summary table (``quiet``: the summary line only).
+
+    The console interprets no markup and no emoji codes in any string; styles come from
+    :class:`rich.text.Text` spans around our own words only."""
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
-    console = Console(file=file, highlight=False, soft_wrap=True)
-    head = f"{report.root}: {report.format}"
-    if report.format_detail:
-        head += f" ({report.format_detail})"
+    console = Console(file=file, highlight=False, soft_wrap=True, markup=False, emoji=False)
+    root = printable(report.root)
     if report.fatal:
-        console.print(f"[bold red]cannot validate[/] {report.root}: {report.fatal}")
+        console.print(Text.assemble(("cannot validate", "bold red"),
+                                    f" {root}: {printable(report.fatal)}"))
         return
+    head = f"{root}: {report.format}"
+    if report.format_detail:
+        head += f" ({printable(report.format_detail)})"
     by_check: dict[str, list[Finding]] = defaultdict(list)
     for f in report.findings:
         by_check[f.check.id].append(f)
@@ -112,19 +159,16 @@ def print_report(report: Report, file: IO[str], *, quiet: bool = False) -> None:
         by_check.items(), key=lambda kv: (min(_ORDER[f.effective_severity] for f in kv[1]), kv[0])
     )
     if not quiet:
-        console.print(head, markup=False)
+        console.print(head)
         for cid, found in ordered:
             check = CHECKS[cid]
-            console.print(f"\n[bold]{cid}[/] ({check.group}, {len(found)}): {check.meaning}")
+            title = f" ({check.group}, {len(found)}): {check.meaning}"
+            console.print(Text.assemble("\n", (cid, "bold"), title))
             for f in found[:20]:
-                where = _where(f)
-                console.print(
-                    f"  {f.effective_severity.value:7} {where + ': ' if where else ''}{f.message}",
-                    markup=False,
-                )
+                console.print(f"  {f.effective_severity.value:7} {_line(f, _remote(report))}")
             if len(found) > 20:
                 console.print(f"  ... {len(found) - 20} more (see --json)")
-            console.print(f"  fix: {check.fix}", markup=False)
+            console.print(f"  fix: {check.fix}")
         if ordered:
             table = Table(title="summary")
             for col in ("check", "group", "severity", "count"):
@@ -134,10 +178,13 @@ def print_report(report: Report, file: IO[str], *, quiet: bool = False) -> None:
                 table.add_row(cid, CHECKS[cid].group, sev.value, str(len(found)))
             console.print(table)
     e, w, i = (report.count(s) for s in Severity)
-    verdict = "[bold green]OK[/]" if report.ok else "[bold red]FAILED[/]"
+    verdict = ("OK", "bold green") if report.ok else ("FAILED", "bold red")
     console.print(
-        f"{verdict} {report.root}: {report.format}, {e} error(s), {w} warning(s), "
-        f"{i} info, {report.seconds:.2f} s"
+        Text.assemble(
+            verdict,
+            f" {root}: {report.format}, {e} error(s), {w} warning(s), "
+            f"{i} info, {report.seconds:.2f} s",
+        )
     )
 
 

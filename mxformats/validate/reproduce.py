@@ -24,7 +24,6 @@ spread over experts and projections).
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import re
 from collections import defaultdict
@@ -40,11 +39,12 @@ from mxformats.formats import E4M3FN
 from mxformats.schemes.fp8 import dequantize_w4a8, quantize_w4a8
 from mxformats.schemes.int4 import dequantize_int4, pack_int4, quantize_int4, unpack_int4
 from mxformats.schemes.mx import dequantize_mx, quantize_mx
-from mxformats.tensorfile import TensorFileError, read_index, read_tensor
+from mxformats.tensorfile import TensorFileError, read_index, read_json
 
 from .findings import Check, Finding, Level, Severity, declare
 from .model import Format
 from .numbers import mx_scale_mode, quantized_modules, read_module
+from .reader import LocalReader
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
@@ -122,10 +122,11 @@ class Source:
 
     def __init__(self, folder: Path) -> None:
         self.folder = Path(folder)
+        self.reader = LocalReader(self.folder)  # what every tensor is read through
         self.index = read_index(self.folder)
         try:
-            config = json.loads((self.folder / "config.json").read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError):
+            config = read_json(self.folder / "config.json")  # regular files only: no FIFO
+        except (OSError, ValueError, RecursionError):
             config = {}
         qc = config.get("quantization_config") or (config.get("text_config") or {}).get(
             "quantization_config")
@@ -141,7 +142,7 @@ class Source:
         return self.kind in ("bf16", "compressed-tensors-int4", "fp8-block")
 
     def _read(self, name: str) -> NDArray[Any]:
-        return read_tensor(self.folder / self.index[name], name)
+        return self.reader.tensor(self.index[name], name)
 
     def weight(self, module: str) -> NDArray[Any] | None:
         """The BF16 weight of ``module`` as the quantizer saw it (None when absent)."""
@@ -492,7 +493,7 @@ def _summary(fmt: Format, profile: str, source: Source, results: list[ModuleResu
         "first_mismatches": [
             {"tensor": f"{r.module}.{p}", "message": m}
             for r in results for p, m in r.first_mismatch.items()][:100],
-        "per_tensor": [
+        "per_module": [
             {"module": r.module, "identical": all(r.identical.values()),
              "rel_error": r.rel_error, "sqnr_db": r.sqnr_db} for r in results],
     }
