@@ -37,6 +37,7 @@ from mxformats.schemes.fp8_block import FP8BlockArray, dequantize_fp8_block, qua
 from mxformats.schemes.int4 import Int4Array, dequantize_int4, pack_int4, quantize_int4, unpack_int4
 from mxformats.schemes.mx import MXArray, dequantize_mx, pack_fp4, quantize_mx, unpack_fp4
 from mxformats.schemes.nvfp4 import NVFP4Array, dequantize_nvfp4, quantize_nvfp4
+from mxformats.validate.descriptors import profile_for
 
 __all__ = [
     "E2M1",
@@ -72,6 +73,7 @@ __all__ = [
     "get_format",
     "pack_fp4",
     "pack_int4",
+    "profile_for",
     "profiles",
     "quantize_fp8",
     "quantize_fp8_block",

@@ -65,7 +65,7 @@ __all__ = [
     "unpack_int4",
 ]
 
-#: INT4 word layouts (8 nibbles per int32 word along ``axis``). Spec: ``int4-layouts.md``.
+#: INT4 word layouts (8 nibbles per int32 word along ``axis``), specified in ``int4-layouts.md``.
 LAYOUTS = ("compressed-tensors", "quark", "linear")
 
 #: For each layout: which element of an 8-group sits in nibble i (bits 4i..4i+3), and the offset

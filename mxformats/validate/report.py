@@ -1,4 +1,4 @@
-"""Render a :class:`~mxformats.validate.runner.Report`: console, JSON (versioned), JUnit XML.
+"""The :class:`Report` of a run and its renderings: console, JSON (versioned), JUnit XML.
 
 Names and paths come from the checkpoint, which may be hostile: every text taken from it is
 printed through :func:`printable`, so a tensor name holding an escape sequence, an OSC title,
@@ -11,19 +11,77 @@ from __future__ import annotations
 import json
 import xml.etree.ElementTree as ET
 from collections import defaultdict
-from typing import IO, Any
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import IO, TYPE_CHECKING, Any
 
 from mxformats._version import __version__
 
-from .findings import CHECKS, Finding, Severity
+from .findings import CHECKS, LEVELS, Check, Finding, Level, Severity
 from .reader import HUB_PREFIX
-from .runner import Report
 
-__all__ = ["SCHEMA_VERSION", "print_report", "printable", "to_json", "to_junit"]
+if TYPE_CHECKING:
+    from .model import Checkpoint
 
-#: Bumped when a key of the JSON report changes meaning or disappears. 2: the reproduction
+__all__ = ["SCHEMA_VERSION", "Report", "exit_code", "print_report", "printable", "to_json",
+           "to_junit"]
+
+#: Bumped when a key of the JSON report changes meaning or disappears. 2 — the reproduction
 #: block's ``per_tensor`` is ``per_module`` (it always held one entry per module).
 SCHEMA_VERSION = 2
+
+#: The check group each module declares, where the two names differ.
+_MODULE_OF_GROUP = {"reproduction": "reproduce"}
+
+
+def _now() -> str:
+    """The current UTC time as JUnit's ``timestamp`` wants it (ISO 8601, no zone)."""
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+
+
+@dataclass
+class Report:
+    """The outcome of one run.
+
+    ``modules_run``: the check modules whose checks ran (see the module docstring);
+    ``level``: the ``--level`` of the run; ``started``: UTC start time (ISO 8601)."""
+
+    root: str
+    format: str
+    format_detail: str
+    findings: list[Finding] = field(default_factory=list)
+    fatal: str | None = None
+    reproduction: dict[str, Any] | None = None
+    modules_run: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    ckpt: Checkpoint | None = field(default=None, repr=False)
+    level: Level = Level.STRUCTURE
+    started: str = field(default_factory=_now)
+
+    def ran(self, check: Check) -> bool:
+        """Whether ``check`` was run: its module ran and the run's level reaches its level
+        (``internal`` always runs)."""
+        module = _MODULE_OF_GROUP.get(check.group, check.group)
+        return (module == "internal" or module in self.modules_run) and (
+            LEVELS.index(check.level) <= LEVELS.index(self.level)
+        )
+
+    def count(self, severity: Severity) -> int:
+        return sum(f.effective_severity == severity for f in self.findings)
+
+    @property
+    def ok(self) -> bool:
+        return self.fatal is None and self.count(Severity.ERROR) == 0
+
+
+def exit_code(report: Report, strict: bool = False) -> int:
+    """0: no errors (warnings allowed unless ``strict``); 1: errors found; 2: could not run."""
+    if report.fatal is not None:
+        return 2
+    if report.count(Severity.ERROR) or (strict and report.count(Severity.WARNING)):
+        return 1
+    return 0
+
 
 _ORDER = {Severity.ERROR: 0, Severity.WARNING: 1, Severity.INFO: 2}
 
