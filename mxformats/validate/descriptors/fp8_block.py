@@ -24,20 +24,13 @@ from mxformats.schemes.fp8_block import dequantize_fp8_block, quantize_fp8_block
 
 from ..findings import Level, Severity, declare
 from ..numbers import Count, finding, scale_findings, where
-from .base import Descriptor, EnginePath, TensorSpec, cdiv
+from .base import Descriptor, TensorSpec, cdiv
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
 
     from ..findings import Finding
     from ..model import Checkpoint, CodeStats, Module
-
-#: vLLM Fp8LinearMethod / Fp8MoEMethod (block quantization; e4m3fnuz on gfx942)
-_VLLM_FP8 = ("vllm-project/vllm vllm/model_executor/layers/quantization/fp8.py @ "
-             "1436674bcb3f46f4c960d09334cf7dd1534943ca")
-#: SGLang Fp8LinearMethod / Fp8MoEMethod (the same block_n divisibility check)
-_SGLANG_FP8 = ("sgl-project/sglang python/sglang/srt/layers/quantization/fp8.py @ "
-               "d94a1535900da43cb374c2445679375e78935af6")
 
 __all__ = ["FP8BlockDescriptor", "tile_flags"]
 
@@ -96,15 +89,6 @@ class FP8BlockDescriptor(Descriptor):
     #: the same for Linear partitions (``vllm/model_executor/layers/quantization/fp8.py``,
     #: commit 1436674bcb3f46f4c960d09334cf7dd1534943ca): Kimi's 2048-wide experts allow TP ≤ 16
     tp_multiple = 128
-    engine_paths = (
-        EnginePath("vllm", "native", "FP8 block on {target}: e4m3fnuz; vLLM doubles the "
-                   "weight scales converting e4m3fn (normalize_e4m3fn_to_e4m3fnuz)",
-                   _VLLM_FP8, archs=("gfx942",)),
-        EnginePath("vllm", "native", "FP8 block on {target}: block-scaled FP8 GEMM and MoE "
-                   "(DeepGEMM / CUTLASS / Triton on CUDA, AITER on ROCm)", _VLLM_FP8),
-        EnginePath("sglang", "native", "FP8 block on {target}: block-scaled FP8 GEMM and MoE "
-                   "(DeepGEMM / Triton on CUDA, AITER on ROCm)", _SGLANG_FP8),
-    )
 
     def fingerprints(self, ckpt: Checkpoint, arrays: dict[str, dict[str, NDArray[Any]]]
                      ) -> Iterator[str]:

@@ -20,11 +20,18 @@ from typing import TYPE_CHECKING
 from mxformats.schemes.fp8_block import get_profile
 
 from ..model import CheckpointFormat
-from .base import Configs
+from .base import Configs, EnginePath
 from .fp8_block import FP8BlockDescriptor
 
 if TYPE_CHECKING:
     from ..model import Checkpoint
+
+#: vLLM Fp8LinearMethod / Fp8MoEMethod (block quantization; e4m3fnuz on gfx942)
+_VLLM_FP8 = ("vllm-project/vllm vllm/model_executor/layers/quantization/fp8.py @ "
+             "1436674bcb3f46f4c960d09334cf7dd1534943ca")
+#: SGLang Fp8LinearMethod / Fp8MoEMethod (the same block_n divisibility check)
+_SGLANG_FP8 = ("sgl-project/sglang python/sglang/srt/layers/quantization/fp8.py @ "
+               "d94a1535900da43cb374c2445679375e78935af6")
 
 __all__ = ["DESCRIPTOR"]
 
@@ -39,6 +46,15 @@ class DeepSeekFP8Block(FP8BlockDescriptor):
     #: official releases carry no modules_to_not_convert
     needs_exclude_entries = False
     profile = "deepseek"
+    engine_paths = (
+        EnginePath("vllm", "native", "FP8 block on {target}: e4m3fnuz; vLLM doubles the "
+                   "weight scales converting e4m3fn (normalize_e4m3fn_to_e4m3fnuz)",
+                   _VLLM_FP8, archs=("gfx942",)),
+        EnginePath("vllm", "native", "FP8 block on {target}: block-scaled FP8 GEMM and MoE "
+                   "(DeepGEMM / CUTLASS / Triton on CUDA, AITER on ROCm)", _VLLM_FP8),
+        EnginePath("sglang", "native", "FP8 block on {target}: block-scaled FP8 GEMM and MoE "
+                   "(DeepGEMM / Triton on CUDA, AITER on ROCm)", _SGLANG_FP8),
+    )
     amax_floor = get_profile("deepseek").amax_floor
     missing_hint = MappingProxyType({
         "weight_scale_inv": "DeepSeek's fp8_cast_bf16.py keeps the FP8 bytes of a weight whose "
