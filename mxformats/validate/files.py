@@ -21,7 +21,6 @@ from mxformats.tensorfile import (
     NotRegularFileError,
     TensorFileError,
     shard_name,
-    tensor_nbytes,
 )
 
 from .arch import derive, quantization_config
@@ -571,6 +570,7 @@ def load(root_arg: str | os.PathLike[str] | Reader, opts: Options) -> LoadResult
             ckpt.unreadable.add(name)
             out.append(Finding(HEADER_INVALID, f"cannot read: {exc.strerror or exc}", file=name))
             continue
+        indexed = not (single or unindexed)
         for tname, entry in header.items():
             if tname == "__metadata__":
                 continue
@@ -578,7 +578,9 @@ def load(root_arg: str | os.PathLike[str] | Reader, opts: Options) -> LoadResult
             ref = TensorRef(
                 tname, name, entry["dtype"], tuple(entry["shape"]), data_offset + b, data_offset + e
             )
-            if ref.nbytes != tensor_nbytes(ref.dtype, ref.shape) or ref.end > size:
+            # parse_header checked the span against dtype × shape and the file size (a
+            # TensorFileError, reported above); this guards a reader that did not
+            if ref.end > size:
                 out.append(
                     Finding(
                         TENSOR_SPAN,
@@ -588,32 +590,31 @@ def load(root_arg: str | os.PathLike[str] | Reader, opts: Options) -> LoadResult
                         offset=ref.begin,
                     )
                 )
-            tensor_bytes += ref.nbytes
-            if tname in seen:
+            tensor_bytes += e - b
+            first = seen.setdefault(tname, name)
+            if first != name:
                 out.append(
                     Finding(
                         TENSOR_IN_TWO_SHARDS,
-                        f"{tname} is stored in {seen[tname]} and {name}",
+                        f"{tname} is stored in {first} and {name}",
                         file=name,
                         tensor=tname,
                         offset=ref.begin,
                     )
                 )
-            else:
-                seen[tname] = name
-            if not (single or unindexed) and weight_map.get(tname) != name:
-                where = weight_map.get(tname)
+            mapped = weight_map.get(tname) if indexed else name
+            if mapped != name:
                 out.append(
                     Finding(
                         SHARD_TENSOR_NOT_IN_INDEX,
                         f"{name} holds {tname} but the index "
-                        + ("does not list it" if where is None else f"maps it to {where}"),
+                        + ("does not list it" if mapped is None else f"maps it to {mapped}"),
                         file=name,
                         tensor=tname,
                         offset=ref.begin,
                     )
                 )
-            if single or unindexed or weight_map.get(tname) == name or tname not in ckpt.tensors:
+            if mapped == name or tname not in ckpt.tensors:
                 ckpt.tensors[tname] = ref
     ckpt.bytes_total = file_bytes
     unsafe = set(shards) - set(safe_shards)
@@ -668,9 +669,13 @@ def load(root_arg: str | os.PathLike[str] | Reader, opts: Options) -> LoadResult
             out.append(Finding(SHARD_STRAY, f"{rel} is not named in the index", file=rel))
 
     # modules
-    for ref in ckpt.tensors.values():
-        mod = ckpt.modules.setdefault(ref.module, Module(ref.module))
-        mod.tensors[ref.param] = ref
+    modules = ckpt.modules
+    for tname, ref in ckpt.tensors.items():
+        module, _, param = tname.rpartition(".")  # TensorRef.module and .param, in one split
+        mod = modules.get(module)
+        if mod is None:
+            mod = modules[module] = Module(module)
+        mod.tensors[param] = ref
     # the architecture last: its inventory is bounded by what the headers hold
     if config:
         out += [Finding(CONFIG_ARCH, p, file="config.json") for p in derive(ckpt)]

@@ -244,7 +244,7 @@ class Module:
 
     @property
     def quantized(self) -> bool:
-        if any(p in QUANT_SUFFIXES for p in self.tensors):
+        if not QUANT_SUFFIXES.isdisjoint(self.tensors):
             return True
         w = self.tensors.get("weight")
         return (
@@ -377,7 +377,7 @@ class Checkpoint:
     allowed_roots: tuple[Path, ...] = ()
     #: called with the byte count after each :meth:`read` (the runner's progress bar)
     on_read: Callable[[int], None] | None = field(default=None, repr=False, compare=False)
-    _matcher: tuple[tuple[str, ...], ExcludeMatcher] | None = field(
+    _matcher: tuple[list[str], ExcludeMatcher] | None = field(
         default=None, repr=False, compare=False
     )
     #: what every byte is read through (None: a :class:`LocalReader` of ``root``)
@@ -434,11 +434,11 @@ class Checkpoint:
     @property
     def exclude_matcher(self) -> ExcludeMatcher:
         """The matcher of the current :attr:`exclude` list (built once per list)."""
-        key = tuple(self.exclude)
-        if self._matcher is None or self._matcher[0] != key:
+        # a list equal to the cached copy: one C-level comparison, no per-call copy
+        if self._matcher is None or self._matcher[0] != self.exclude:
             matcher = (ExcludeMatcher(self.exclude) if self.descriptor is None
                        else self.descriptor.matcher(self.exclude))
-            self._matcher = (key, matcher)
+            self._matcher = (list(self.exclude), matcher)
         return self._matcher[1]
 
 
