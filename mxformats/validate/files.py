@@ -10,6 +10,7 @@ through the checkpoint's :class:`~mxformats.validate.reader.Reader`: a folder or
 
 from __future__ import annotations
 
+import gc
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -394,7 +395,23 @@ def _contradictions(configs: Configs, chosen: Descriptor) -> list[Finding]:
 
 def load(root_arg: str | os.PathLike[str] | Reader, opts: Options) -> LoadResult:
     """Read configs, the index and shard headers of ``root_arg`` (no tensor data): a folder,
-    ``hf://ORG/NAME[@REVISION]`` or an open :class:`~mxformats.validate.reader.Reader`."""
+    ``hf://ORG/NAME[@REVISION]`` or an open :class:`~mxformats.validate.reader.Reader`.
+
+    The cyclic garbage collector is paused meanwhile: a full-size checkpoint's headers make
+    several objects per tensor (139,098 tensors for Kimi-K2.6), none of them in a cycle (so
+    reference counting still frees them), and the collections the allocations trigger walk
+    the growing graph again and again (a third of the load's time, measured with
+    benchmarks/test_validate_bench.py)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _load(root_arg, opts)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _load(root_arg: str | os.PathLike[str] | Reader, opts: Options) -> LoadResult:
     if isinstance(root_arg, Reader):
         reader = root_arg
     else:
@@ -466,15 +483,15 @@ def load(root_arg: str | os.PathLike[str] | Reader, opts: Options) -> LoadResult
             ok = (
                 isinstance(index, dict)
                 and isinstance(index.get("weight_map"), dict)
-                and all(
-                    isinstance(k, str) and isinstance(v, str)
-                    for k, v in index["weight_map"].items()
-                )
+                # JSON gives exactly str (never a subclass): one C-level pass per side
+                and set(map(type, index["weight_map"])) <= {str}
+                and set(map(type, index["weight_map"].values())) <= {str}
             )
             if not ok:
                 raise ValueError("weight_map must be an object of tensor names to file names")
             ckpt.index = index
-            weight_map = {t: shard_name(f) for t, f in index["weight_map"].items()}
+            plain = {f: shard_name(f) for f in set(index["weight_map"].values())}
+            weight_map = {t: plain[f] for t, f in index["weight_map"].items()}
             out.extend(_not_plain_entries(index["weight_map"]))
             meta_finding = _index_metadata(index)
             if meta_finding is not None:
@@ -618,14 +635,11 @@ def load(root_arg: str | os.PathLike[str] | Reader, opts: Options) -> LoadResult
                 ckpt.tensors[tname] = ref
     ckpt.bytes_total = file_bytes
     unsafe = set(shards) - set(safe_shards)
-    ckpt.unavailable = {
-        t for t, f in weight_map.items() if (f in unsafe or f in ckpt.unreadable)
-    }
+    gone = unsafe | ckpt.unreadable
+    ckpt.unavailable = {t for t, f in weight_map.items() if f in gone} if gone else set()
     for tname, shard in weight_map.items():
-        if shard in unsafe or shard in ckpt.unreadable:
-            continue
         have = ckpt.tensors.get(tname)
-        if have is None or have.file != shard:
+        if (have is None or have.file != shard) and shard not in gone:
             if seen.get(tname) == shard:
                 continue
             out.append(
