@@ -192,3 +192,28 @@ def test_browser_check_finds_a_cdn_asset(tmp_path: Path) -> None:
         "sub/page.html: loads https://cdn.example/x.css",
         "sub/page.html: loads //cdn.example/y.js",
     ]
+
+
+def test_an_attributes_entry_naming_several_fields_is_split() -> None:
+    # Napoleon writes ``library, version: text`` as one ``:ivar:`` whose first names Sphinx
+    # would read as a type and link (to every class with such a field).
+    napoleon = [
+        ":ivar library, version: the source it reproduces, e.g.",
+        '                        ``("amd-quark", "0.13")``.',
+        ":ivar description: one line.",
+    ]
+    assert mxdocs.split_shared_ivars(napoleon) == [
+        ":ivar library: the source it reproduces, e.g.",
+        '                        ``("amd-quark", "0.13")``.',
+        ":ivar version: the source it reproduces, e.g.",
+        '                        ``("amd-quark", "0.13")``.',
+        ":ivar description: one line.",
+    ]
+
+
+def test_short_references_point_at_the_defining_module() -> None:
+    runner = "mxformats.validate.runner"  # imports Report from mxformats.validate.report
+    assert mxdocs.defining_name("Report.ran", runner) == "mxformats.validate.report.Report.ran"
+    assert mxdocs.defining_name("Checkpoint", runner) == "mxformats.validate.model.Checkpoint"
+    # A type alias reports its origin's module (collections.abc): it is left to Sphinx.
+    assert mxdocs.defining_name("Encoder", "mxformats.schemes.fp8_block") is None

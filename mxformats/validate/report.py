@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 __all__ = ["SCHEMA_VERSION", "Report", "exit_code", "print_report", "printable", "to_json",
            "to_junit"]
 
-#: Bumped when a key of the JSON report changes meaning or disappears. 2: the reproduction
+#: Bumped when a key of the JSON report changes meaning or disappears. 2 — the reproduction
 #: block's ``per_tensor`` is ``per_module`` (it always held one entry per module).
 SCHEMA_VERSION = 2
 
