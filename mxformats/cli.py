@@ -14,9 +14,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from mxformats._text import code_hex, fields, hex_float, layout, short_float
 from mxformats._version import __version__
 from mxformats.formats import FORMATS, get_format
+from mxformats.text import code_hex, fields, hex_float, layout, short_float
 
 
 def _spec(args: argparse.Namespace) -> int:
