@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +42,45 @@ def test_structure_full_size(benchmark: Any, full_size_layout_of: dict[str, Any]
         shards=full_size_layout["shards"], declared_bytes=full_size_layout["declared_bytes"],
         workers=Options().workers,
         seconds_min=_min_seconds(benchmark),
+    )
+
+
+#: ``mxformats validate PATH --level structure`` in a fresh interpreter, as a user runs it
+#: (imports and the printed report included); prints the exit code and ``VmHWM`` (peak RSS).
+_CLI_SCRIPT = """
+import json, sys
+from mxformats.cli import main
+
+code = main(["validate", sys.argv[1], "--level", "structure"])
+with open("/proc/self/status") as f:
+    peak = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM:"))
+print(json.dumps({"code": code, "peak": peak}))
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="needs /proc (Linux)")
+def test_structure_full_size_process(benchmark: Any, full_size_layout: dict[str, Any]) -> None:
+    """Issue 14's acceptance measurement: ``--level structure`` on the full-size Kimi-K2.6
+    layout as a process (target: < 2 s wall, < 500 MB peak RSS). ``extra_info``: the fastest
+    round's wall seconds and the largest peak RSS."""
+    runs: list[tuple[float, int]] = []
+
+    def run() -> int:
+        start = time.perf_counter()
+        done = subprocess.run(
+            [sys.executable, "-c", _CLI_SCRIPT, str(full_size_layout["path"])],
+            check=False, capture_output=True, text=True,
+        )
+        wall = time.perf_counter() - start
+        result = json.loads(done.stdout.strip().splitlines()[-1])
+        runs.append((wall, int(result["peak"])))
+        return int(result["code"])
+
+    code = benchmark.pedantic(run, rounds=3, iterations=1)
+    assert code == 0
+    benchmark.extra_info.update(
+        tensors=full_size_layout["tensors"], shards=full_size_layout["shards"],
+        wall_s_min=min(w for w, _ in runs), peak_rss_mb_max=max(p for _, p in runs) / 1e6,
     )
 
 

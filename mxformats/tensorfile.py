@@ -270,14 +270,16 @@ def read_json(path: PathLike, limit: int = MAX_JSON_SIZE) -> Any:
 
 def _reject_duplicate_keys(path: PathLike) -> Any:
     def hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for key, value in pairs:
-            if key in out:
-                raise TensorFileError(
-                    path, "duplicate key in the header", kind=ErrorKind.HEADER, tensor=key,
-                    offset=8,
-                )
-            out[key] = value
+        out = dict(pairs)
+        if len(out) != len(pairs):  # rare: find the first repeat, as a loop over pairs would
+            seen: set[str] = set()
+            for key, _ in pairs:
+                if key in seen:
+                    raise TensorFileError(
+                        path, "duplicate key in the header", kind=ErrorKind.HEADER, tensor=key,
+                        offset=8,
+                    )
+                seen.add(key)
         return out
 
     return hook
@@ -302,6 +304,46 @@ def tensor_nbytes(dtype: str, shape: tuple[int, ...] | list[int], bound: int | N
         return None
     nbytes = bits // 8
     return nbytes if bound is None or nbytes <= bound else bound + 1
+
+
+#: Dimensions above which :func:`_entry_span` leaves an entry to :func:`_parse_entry` (its
+#: product is computed without a bound; real tensors have at most 5).
+_FAST_DIMS = 8
+
+
+def _entry_span(entry: object, data_size: int) -> tuple[str, tuple[int, ...], int, int] | None:
+    """``(dtype, shape, begin, end)`` of a header entry that satisfies every rule
+    :func:`_parse_entry` checks, else None (then :func:`_parse_entry` says which rule broke).
+
+    The fast path of the loader: exact ``type`` tests (JSON gives only ``dict``, ``list``,
+    ``str``, ``int``, ``bool``...; ``bool`` is not ``int`` here, as :func:`_is_int` wants) and
+    no per-entry objects beyond the returned tuple."""
+    if type(entry) is not dict:
+        return None
+    dtype = entry.get("dtype")
+    shape = entry.get("shape")
+    offsets = entry.get("data_offsets")
+    if (
+        type(dtype) is not str
+        or type(shape) is not list
+        or type(offsets) is not list
+        or len(offsets) != 2
+        or len(shape) > _FAST_DIMS
+    ):
+        return None
+    bits = DTYPE_BITS.get(dtype)
+    begin, end = offsets
+    if bits is None or type(begin) is not int or type(end) is not int:
+        return None
+    if not 0 <= begin <= end <= data_size:
+        return None
+    for d in shape:
+        if type(d) is not int or d < 0:
+            return None
+        bits *= d
+    if bits % 8 or end - begin != bits // 8:
+        return None
+    return dtype, tuple(shape), begin, end
 
 
 def _parse_entry(path: PathLike, name: str, entry: object, data_size: int) -> dict[str, Any]:
@@ -425,10 +467,18 @@ def parse_header(path: PathLike, raw: bytes, file_size: int) -> tuple[dict[str, 
                 tensor="__metadata__", offset=8,
             )
         header["__metadata__"] = metadata
-    entries = {name: _parse_entry(path, name, e, data_size) for name, e in parsed.items()}
+    spans: list[tuple[int, int, int, str, str, tuple[int, ...]]] = []
+    for order, (name, e) in enumerate(parsed.items()):
+        span = _entry_span(e, data_size)
+        if span is None:  # some rule is broken: the full check raises the error naming it
+            checked = _parse_entry(path, name, e, data_size)
+            span = (checked["dtype"], checked["shape"], *checked["data_offsets"])
+        dtype, shape, begin, end = span
+        # ``order`` breaks ties as a stable sort by offsets would, and keeps names uncompared
+        spans.append((begin, end, order, name, dtype, shape))
+    spans.sort()
     position, previous = 0, None
-    for name, entry in sorted(entries.items(), key=lambda kv: kv[1]["data_offsets"]):
-        begin, end = entry["data_offsets"]
+    for begin, end, _, name, dtype, shape in spans:
         if begin != position:
             problem = (
                 f"overlaps tensor {previous!r} (which ends at data offset {position})"
@@ -440,7 +490,7 @@ def parse_header(path: PathLike, raw: bytes, file_size: int) -> tuple[dict[str, 
                 offset=data_offset + min(begin, position),
             )
         position, previous = end, name
-        header[name] = entry
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": (begin, end)}
     if position != data_size:
         raise TensorFileError(
             path,

@@ -4,7 +4,6 @@ of them with one config value changed."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import shutil
 from pathlib import Path
@@ -77,7 +76,7 @@ def test_mxint4_needs_bf16_scales() -> None:
     assert ckpt is not None
     assert ct_int4.DESCRIPTOR.path_problems(ckpt, "mxint4") == []
     scale = next(n for n in ckpt.tensors if n.endswith(".weight_scale") and ".experts." in n)
-    ckpt.tensors[scale] = dataclasses.replace(ckpt.tensors[scale], dtype="F16")
+    ckpt.tensors[scale] = ckpt.tensors[scale]._replace(dtype="F16")
     assert ct_int4.DESCRIPTOR.path_problems(ckpt, "mxint4") == [
         "expert weight_scale dtype BF16/F16, not BF16"]
 

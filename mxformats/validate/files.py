@@ -10,6 +10,7 @@ through the checkpoint's :class:`~mxformats.validate.reader.Reader`: a folder or
 
 from __future__ import annotations
 
+import gc
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -21,7 +22,6 @@ from mxformats.tensorfile import (
     NotRegularFileError,
     TensorFileError,
     shard_name,
-    tensor_nbytes,
 )
 
 from .arch import derive, quantization_config
@@ -395,7 +395,23 @@ def _contradictions(configs: Configs, chosen: Descriptor) -> list[Finding]:
 
 def load(root_arg: str | os.PathLike[str] | Reader, opts: Options) -> LoadResult:
     """Read configs, the index and shard headers of ``root_arg`` (no tensor data): a folder,
-    ``hf://ORG/NAME[@REVISION]`` or an open :class:`~mxformats.validate.reader.Reader`."""
+    ``hf://ORG/NAME[@REVISION]`` or an open :class:`~mxformats.validate.reader.Reader`.
+
+    The cyclic garbage collector is paused meanwhile: a full-size checkpoint's headers make
+    several objects per tensor (139,098 tensors for Kimi-K2.6), none of them in a cycle (so
+    reference counting still frees them), and the collections the allocations trigger walk
+    the growing graph again and again (a third of the load's time, measured with
+    benchmarks/test_validate_bench.py)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _load(root_arg, opts)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _load(root_arg: str | os.PathLike[str] | Reader, opts: Options) -> LoadResult:
     if isinstance(root_arg, Reader):
         reader = root_arg
     else:
@@ -467,15 +483,15 @@ def load(root_arg: str | os.PathLike[str] | Reader, opts: Options) -> LoadResult
             ok = (
                 isinstance(index, dict)
                 and isinstance(index.get("weight_map"), dict)
-                and all(
-                    isinstance(k, str) and isinstance(v, str)
-                    for k, v in index["weight_map"].items()
-                )
+                # JSON gives exactly str (never a subclass): one C-level pass per side
+                and set(map(type, index["weight_map"])) <= {str}
+                and set(map(type, index["weight_map"].values())) <= {str}
             )
             if not ok:
                 raise ValueError("weight_map must be an object of tensor names to file names")
             ckpt.index = index
-            weight_map = {t: shard_name(f) for t, f in index["weight_map"].items()}
+            plain = {f: shard_name(f) for f in set(index["weight_map"].values())}
+            weight_map = {t: plain[f] for t, f in index["weight_map"].items()}
             out.extend(_not_plain_entries(index["weight_map"]))
             meta_finding = _index_metadata(index)
             if meta_finding is not None:
@@ -571,6 +587,7 @@ def load(root_arg: str | os.PathLike[str] | Reader, opts: Options) -> LoadResult
             ckpt.unreadable.add(name)
             out.append(Finding(HEADER_INVALID, f"cannot read: {exc.strerror or exc}", file=name))
             continue
+        indexed = not (single or unindexed)
         for tname, entry in header.items():
             if tname == "__metadata__":
                 continue
@@ -578,7 +595,9 @@ def load(root_arg: str | os.PathLike[str] | Reader, opts: Options) -> LoadResult
             ref = TensorRef(
                 tname, name, entry["dtype"], tuple(entry["shape"]), data_offset + b, data_offset + e
             )
-            if ref.nbytes != tensor_nbytes(ref.dtype, ref.shape) or ref.end > size:
+            # parse_header checked the span against dtype × shape and the file size (a
+            # TensorFileError, reported above); this guards a reader that did not
+            if ref.end > size:
                 out.append(
                     Finding(
                         TENSOR_SPAN,
@@ -588,43 +607,39 @@ def load(root_arg: str | os.PathLike[str] | Reader, opts: Options) -> LoadResult
                         offset=ref.begin,
                     )
                 )
-            tensor_bytes += ref.nbytes
-            if tname in seen:
+            tensor_bytes += e - b
+            first = seen.setdefault(tname, name)
+            if first != name:
                 out.append(
                     Finding(
                         TENSOR_IN_TWO_SHARDS,
-                        f"{tname} is stored in {seen[tname]} and {name}",
+                        f"{tname} is stored in {first} and {name}",
                         file=name,
                         tensor=tname,
                         offset=ref.begin,
                     )
                 )
-            else:
-                seen[tname] = name
-            if not (single or unindexed) and weight_map.get(tname) != name:
-                where = weight_map.get(tname)
+            mapped = weight_map.get(tname) if indexed else name
+            if mapped != name:
                 out.append(
                     Finding(
                         SHARD_TENSOR_NOT_IN_INDEX,
                         f"{name} holds {tname} but the index "
-                        + ("does not list it" if where is None else f"maps it to {where}"),
+                        + ("does not list it" if mapped is None else f"maps it to {mapped}"),
                         file=name,
                         tensor=tname,
                         offset=ref.begin,
                     )
                 )
-            if single or unindexed or weight_map.get(tname) == name or tname not in ckpt.tensors:
+            if mapped == name or tname not in ckpt.tensors:
                 ckpt.tensors[tname] = ref
     ckpt.bytes_total = file_bytes
     unsafe = set(shards) - set(safe_shards)
-    ckpt.unavailable = {
-        t for t, f in weight_map.items() if (f in unsafe or f in ckpt.unreadable)
-    }
+    gone = unsafe | ckpt.unreadable
+    ckpt.unavailable = {t for t, f in weight_map.items() if f in gone} if gone else set()
     for tname, shard in weight_map.items():
-        if shard in unsafe or shard in ckpt.unreadable:
-            continue
         have = ckpt.tensors.get(tname)
-        if have is None or have.file != shard:
+        if (have is None or have.file != shard) and shard not in gone:
             if seen.get(tname) == shard:
                 continue
             out.append(
@@ -668,9 +683,13 @@ def load(root_arg: str | os.PathLike[str] | Reader, opts: Options) -> LoadResult
             out.append(Finding(SHARD_STRAY, f"{rel} is not named in the index", file=rel))
 
     # modules
-    for ref in ckpt.tensors.values():
-        mod = ckpt.modules.setdefault(ref.module, Module(ref.module))
-        mod.tensors[ref.param] = ref
+    modules = ckpt.modules
+    for tname, ref in ckpt.tensors.items():
+        module, _, param = tname.rpartition(".")  # TensorRef.module and .param, in one split
+        mod = modules.get(module)
+        if mod is None:
+            mod = modules[module] = Module(module)
+        mod.tensors[param] = ref
     # the architecture last: its inventory is bounded by what the headers hold
     if config:
         out += [Finding(CONFIG_ARCH, p, file="config.json") for p in derive(ckpt)]

@@ -379,11 +379,12 @@ def run(ckpt: Checkpoint, opts: Options) -> Iterator[Finding]:
     explained: set[str] = set()
     if desc.needs_exclude_entries or ckpt.exclude:
         explained = yield from _exclude_entries(ckpt)
+    is_excluded = ckpt.exclude_matcher  # once: ckpt.exclude does not change during the run
     for exp in ckpt.expected.values():
         mod = ckpt.modules.get(exp.name)
         if mod is None:
             continue
-        excluded = ckpt.is_excluded(exp.name)
+        excluded = is_excluded(exp.name)
         first = _anchor(mod)
         if mod.quantized:
             why = _why(ckpt, exp)
