@@ -1,4 +1,5 @@
-"""Render a :class:`~mxformats.validate.runner.Report`: console, JSON (versioned), JUnit XML.
+"""Render a :class:`~mxformats.validate.runner.Report`: console, JSON (versioned), JUnit XML,
+GitHub Actions annotations.
 
 Names and paths come from the checkpoint, which may be hostile: every text taken from it is
 printed through :func:`printable`, so a tensor name holding an escape sequence, an OSC title,
@@ -9,16 +10,21 @@ the JUnit XML stays well-formed whatever the name holds (NUL and lone surrogates
 from __future__ import annotations
 
 import json
+import os
 import xml.etree.ElementTree as ET
 from collections import defaultdict
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from mxformats._version import __version__
+from mxformats.output import SEVERITY_STYLES, check_url, github_annotation, make_console
 
 from .findings import CHECKS, Finding, Severity
 from .runner import Report
 
-__all__ = ["SCHEMA_VERSION", "print_report", "printable", "to_json", "to_junit"]
+if TYPE_CHECKING:
+    from rich.console import Console
+
+__all__ = ["SCHEMA_VERSION", "print_report", "printable", "to_github", "to_json", "to_junit"]
 
 #: Bumped when a key of the JSON report changes meaning or disappears. 2: the reproduction
 #: block's ``per_tensor`` is ``per_module`` (it always held one entry per module).
@@ -124,16 +130,50 @@ def to_junit(report: Report) -> str:
     return ET.tostring(suite, encoding="unicode", xml_declaration=True)
 
 
-def print_report(report: Report, file: IO[str], *, quiet: bool = False) -> None:
-    """Findings grouped by check, then a summary table (``quiet``: the summary line only).
+def to_github(report: Report) -> str:
+    """GitHub Actions annotations: one per error and warning (``file`` is the shard's path,
+    ``title`` the check ID), infos as one notice per check, then a notice with the verdict."""
+    lines = []
+    infos: dict[str, int] = defaultdict(int)
+    for f in report.findings:
+        sev = f.effective_severity
+        if sev == Severity.INFO:
+            infos[f.check.id] += 1
+            continue
+        path = os.path.join(report.root, f.file) if f.file else None
+        lines.append(github_annotation(
+            sev.value, f"{_line(f)} (fix: {f.check.fix})", title=f.check.id,
+            file=printable(path) if path else None))
+    lines += [github_annotation("notice", f"{n} finding(s): {CHECKS[cid].meaning}", title=cid)
+              for cid, n in infos.items()]
+    lines.append(github_annotation("error" if not report.ok else "notice", _verdict(report)[1],
+                                   title="mxformats validate"))
+    return "\n".join(lines) + "\n"
 
-    The console interprets no markup and no emoji codes in any string; styles come from
-    :class:`rich.text.Text` spans around our own words only."""
-    from rich.console import Console
+
+def _verdict(report: Report) -> tuple[str, str]:
+    """The verdict word and the one-line summary after it."""
+    e, w, i = (report.count(s) for s in Severity)
+    root = printable(report.root)
+    if report.fatal:
+        return "FAILED", f"{root}: cannot validate: {printable(report.fatal)}"
+    return ("OK" if report.ok else "FAILED",
+            f"{root}: {report.format}, {e} error(s), {w} warning(s), {i} info, "
+            f"{report.seconds:.2f} s")
+
+
+def print_report(report: Report, file: IO[str], *, quiet: bool = False,
+                 console: Console | None = None) -> None:
+    """Findings grouped by check, then a summary table and the verdict line. ``quiet``, or a
+    run with no error and no warning: the verdict line alone (the infos are in the JSON).
+
+    ``console`` (default: one on ``file`` coloured when it is a terminal) must interpret no
+    markup and no emoji codes (:func:`mxformats.output.make_console`); styles come from
+    :class:`rich.text.Text` spans around our own words only: errors red, warnings yellow."""
     from rich.table import Table
     from rich.text import Text
 
-    console = Console(file=file, highlight=False, soft_wrap=True, markup=False, emoji=False)
+    console = console or make_console(file)
     root = printable(report.root)
     if report.fatal:
         console.print(Text.assemble(("cannot validate", "bold red"),
@@ -148,34 +188,33 @@ def print_report(report: Report, file: IO[str], *, quiet: bool = False) -> None:
     ordered = sorted(
         by_check.items(), key=lambda kv: (min(_ORDER[f.effective_severity] for f in kv[1]), kv[0])
     )
-    if not quiet:
+    bad = report.count(Severity.ERROR) + report.count(Severity.WARNING)
+    if not quiet and bad:
         console.print(head)
         for cid, found in ordered:
             check = CHECKS[cid]
             title = f" ({check.group}, {len(found)}): {check.meaning}"
             console.print(Text.assemble("\n", (cid, "bold"), title))
             for f in found[:20]:
-                console.print(f"  {f.effective_severity.value:7} {_line(f)}")
+                sev = f.effective_severity.value
+                console.print(Text.assemble("  ", (f"{sev:7}", SEVERITY_STYLES[sev]),
+                                            f" {_line(f)}"))
             if len(found) > 20:
-                console.print(f"  ... {len(found) - 20} more (see --json)")
-            console.print(f"  fix: {check.fix}")
-        if ordered:
-            table = Table(title="summary")
-            for col in ("check", "group", "severity", "count"):
-                table.add_column(col)
-            for cid, found in ordered:
-                sev = min((f.effective_severity for f in found), key=_ORDER.__getitem__)
-                table.add_row(cid, CHECKS[cid].group, sev.value, str(len(found)))
-            console.print(table)
-    e, w, i = (report.count(s) for s in Severity)
-    verdict = ("OK", "bold green") if report.ok else ("FAILED", "bold red")
-    console.print(
-        Text.assemble(
-            verdict,
-            f" {root}: {report.format}, {e} error(s), {w} warning(s), "
-            f"{i} info, {report.seconds:.2f} s",
-        )
-    )
+                console.print(f"  ... {len(found) - 20} more (see --format json)")
+            if check.fix:
+                console.print(f"  fix: {check.fix}")
+            console.print(f"  docs: {check_url(cid)}")
+        table = Table(title="summary")
+        for col in ("check", "group", "severity", "count"):
+            table.add_column(col)
+        for cid, found in ordered:
+            sev = min((f.effective_severity for f in found), key=_ORDER.__getitem__)
+            table.add_row(cid, CHECKS[cid].group, Text(sev.value, SEVERITY_STYLES[sev.value]),
+                          str(len(found)))
+        console.print(table)
+    word, summary = _verdict(report)
+    console.print(Text.assemble((word, "bold green" if report.ok else "bold red"),
+                                f" {summary}"))
 
 
 def dump_json(report: Report, fp: IO[str]) -> None:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from .findings import LEVELS, Check, Finding, Level, Severity, declare
+from .findings import CHECKS, LEVELS, Check, Finding, Level, Severity, declare
 from .model import Checkpoint, Format, Module, Options
 
 __all__ = ["CHECK_MODULES", "INTERNAL_ERROR", "Report", "exit_code", "for_each_module", "validate"]
@@ -67,7 +67,8 @@ class Report:
     """The outcome of one run.
 
     ``modules_run``: the check modules whose checks ran (see the module docstring);
-    ``level``: the ``--level`` of the run; ``started``: UTC start time (ISO 8601)."""
+    ``level``: the ``--level`` of the run; ``started``: UTC start time (ISO 8601);
+    ``excluded``: the check IDs ``--select``/``--ignore`` left out (:meth:`restrict`)."""
 
     root: str
     format: str
@@ -80,14 +81,25 @@ class Report:
     ckpt: Checkpoint | None = field(default=None, repr=False)
     level: Level = Level.STRUCTURE
     started: str = field(default_factory=_now)
+    excluded: frozenset[str] = frozenset()
 
     def ran(self, check: Check) -> bool:
         """Whether ``check`` was run: its module ran and the run's level reaches its level
         (``internal`` always runs)."""
+        if check.id in self.excluded:
+            return False
         module = _MODULE_OF_GROUP.get(check.group, check.group)
         return (module == "internal" or module in self.modules_run) and (
             LEVELS.index(check.level) <= LEVELS.index(self.level)
         )
+
+    def restrict(self, select: frozenset[str] = frozenset(),
+                 ignore: frozenset[str] = frozenset()) -> None:
+        """Keep only the findings of the check IDs in ``select`` (all when it is empty) and not in
+        ``ignore`` (``--select``/``--ignore``); a check left out no longer counts as run."""
+        self.excluded = frozenset(
+            cid for cid in CHECKS if (select and cid not in select) or cid in ignore)
+        self.findings = [f for f in self.findings if f.check.id not in self.excluded]
 
     def count(self, severity: Severity) -> int:
         return sum(f.effective_severity == severity for f in self.findings)
