@@ -307,19 +307,6 @@ def build_parser() -> argparse.ArgumentParser:
     from mxformats.validate.commands import add_parsers
 
     add_parsers(commands)  # validate first: the main job
-    spec = commands.add_parser(
-        "spec",
-        help="print a format's code table",
-        description="Print every code of a format with its fields and exact value, "
-        "or list the formats when no name is given.",
-    )
-    spec.add_argument(
-        "format", nargs="?", metavar="FORMAT",
-        help=f"one of: {', '.join(FORMATS)}, or its torch, ml_dtypes or safetensors name "
-        "(float8_e4m3fn, F8_E4M3), in any case",
-    )
-    spec.set_defaults(handler=_spec)
-
     diff = commands.add_parser(
         "diff",
         help="quantize one block with every MX producer profile and compare the bytes",
@@ -392,6 +379,19 @@ def build_parser() -> argparse.ArgumentParser:
                        help="pass torch tensors on this device (cpu, cuda) instead of numpy")
     add_output_arguments(check, json_alias=None)
     check.set_defaults(handler=_check)
+
+    spec = commands.add_parser(
+        "spec",
+        help="print a format's code table",
+        description="Print every code of a format with its fields and exact value, "
+        "or list the formats when no name is given.",
+    )
+    spec.add_argument(
+        "format", nargs="?", metavar="FORMAT",
+        help=f"one of: {', '.join(FORMATS)}, or its torch, ml_dtypes or safetensors name "
+        "(float8_e4m3fn, F8_E4M3), in any case",
+    )
+    spec.set_defaults(handler=_spec)
     return parser
 
 

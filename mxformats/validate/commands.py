@@ -150,7 +150,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return output.emit("validate", {
         "text": text,
         "json": lambda fp: dump_json(report, fp),
-        "junit": lambda fp: fp.write(to_junit(report)),
+        "junit": lambda fp: fp.write(to_junit(report) + "\n"),
         "github": lambda fp: fp.write(to_github(report)),
     }, exit_code(report, args.strict))
 
