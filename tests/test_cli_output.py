@@ -257,3 +257,11 @@ def test_a_closed_pipe_exits_quietly(tmp_path: Path) -> None:
                           check=True)
     assert done.stdout.strip() == "141"
     assert (tmp_path / "err").read_text() == ""
+
+
+def test_project_urls_name_the_docs() -> None:
+    import tomllib
+
+    urls = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["urls"]
+    assert urls["Documentation"] == DOCS_URL
+    assert urls["Check catalogue"] == check_url("").removesuffix("#")
