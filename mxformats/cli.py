@@ -330,7 +330,7 @@ def build_parser() -> argparse.ArgumentParser:
                       help="producer profiles to compare (default: all; ocp is always shown)")
     diff.add_argument("--consumer", metavar="PROFILE",
                       help="decode every result with this consumer profile (default: the "
-                      "consumer named like the producer, else ocp)")
+                      "producer's default consumer: mxformats.pairing)")
     diff.add_argument("--dtype", default="float32", type=_dtype_argument, metavar="DTYPE",
                       help="input dtype given to the producers: float32 (default), bfloat16, "
                       "float16, float64 (or bf16, torch.bfloat16, ...); a producer that does "

@@ -279,12 +279,6 @@ def _mx_producers() -> list[str]:
     return [p.name for p in profiles() if p.scheme == "mx" and p.kind == "producer"]
 
 
-def _mx_consumers() -> list[str]:
-    from mxformats.profiles import profiles
-
-    return [p.name for p in profiles() if p.scheme == "mx" and p.kind == "consumer"]
-
-
 def _load(block: ArrayLike | Path) -> NDArray[np.float64]:
     from mxformats.codec import as_float64
 
@@ -336,8 +330,7 @@ def compare_profiles(
         profiles: producer profiles to compare (default: every registered MX producer). The
             baseline ``"ocp"`` is always included, first.
         consumer: the consumer profile that decodes every result; default None decodes each
-            producer's bytes with the consumer of the same name where one exists, else
-            ``"ocp"``.
+            producer's bytes with its default consumer (:mod:`mxformats.pairing`).
         block_size: elements per block.
         dtype: the input dtype given to the producers (``"float32"``, ``"bfloat16"``,
             ``"float16"``, ``"float64"``): producers that compute in the input's dtype may
@@ -359,6 +352,7 @@ def compare_profiles(
     (torchao-ceil) moves the scale up one step instead. ``print(c)`` shows it as a table.
     """
     from mxformats.mx import dequantize_mx, get_producer, quantize_mx
+    from mxformats.pairing import default_consumer
     from mxformats.profiles import get_profile_info
 
     elem = get_format(elem)
@@ -375,7 +369,6 @@ def compare_profiles(
     if consumer is not None:
         get_profile_info("mx", "consumer", consumer)
     names = [BASELINE, *(n for n in dict.fromkeys(names) if n != BASELINE)]
-    consumers = set(_mx_consumers())
 
     rows = _load(block)
     shown = rows.shape[-1]
@@ -389,7 +382,7 @@ def compare_profiles(
     results = []
     baseline: ProfileResult | None = None
     for name in names:
-        decoder = consumer or (name if name in consumers else BASELINE)
+        decoder = consumer or default_consumer("mx", name)
         given = _input_dtype(dtype, get_producer(name).dtypes)
         x_given = x
         if given != dtype:

@@ -32,6 +32,7 @@ from mxformats._mx_consumers import CONSUMERS, Consumer, decode_blocks, get_cons
 from mxformats._mx_elements import encode_elements, scaled
 from mxformats._mx_producers import PRODUCERS, Producer, get_producer
 from mxformats.codec import tensor_to_numpy
+from mxformats.pairing import consumer_for
 from mxformats.formats import E2M1, Format, get_format
 from mxformats.profiles import ProfileInfo, register
 
@@ -210,10 +211,14 @@ def dequantize_mx(
     *,
     block_size: int = 32,
     axis: int = -1,
-    profile: str = "ocp",
+    profile: str | None = None,
     dtype: DTypeLike = np.float32,
 ) -> NDArray[np.generic]:
     """Decode MX blocks exactly as the consumer ``profile`` does (an MXArray may be passed).
+
+    ``profile``: a consumer profile, or a producer profile, which decodes with that producer's
+    default consumer (:mod:`mxformats.pairing`; ``"quark"`` -> ``"quark-hip-bf16"``). None: the
+    MXArray's own producer's default consumer, else ``"ocp"``.
 
     ``codes``: packed E2M1 bytes (two per byte along ``axis``, element 2k low) or one code per
     byte; ``scales``: E8M0 bytes, the codes' logical shape with ``axis`` divided by
@@ -228,8 +233,10 @@ def dequantize_mx(
         codes, scales, elem, block_size, axis = (
             mx.codes, mx.scales, mx.elem, mx.block_size, mx.axis
         )
+        profile = mx.profile if profile is None else profile
     if scales is None:
         raise ValueError("dequantize_mx needs the scales")
+    profile = "ocp" if profile is None else consumer_for("mx", profile)
     consumer = get_consumer(profile)
     fmt = _check_elem(elem, consumer.elements, f"consumer profile {profile!r}")
     out = np.dtype(dtype)

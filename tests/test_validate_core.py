@@ -752,7 +752,7 @@ def test_catalogue_renders_every_check() -> None:
 
     page = render_markdown()
     for cid in CHECKS:
-        assert f"| `{cid}` |" in page
+        assert f"| <a id=\"{cid}\" href=\"#{cid}\"><code>{cid}</code></a> |" in page
     doc = (Path(__file__).resolve().parent.parent / "docs" / "validate-checks.md").read_text()
     assert doc == page, "stale: run python -m mxformats.validate.catalogue"
 
