@@ -73,7 +73,8 @@ class Format:
         kind: ``float`` (sign, exponent, mantissa), ``int`` (an integer, two's complement when
             ``signed``) or ``exponent`` (E8M0: a biased power of two, no sign, no mantissa).
         bits: width of a code. Codes are held in the low bits of a uint8.
-        ebits, mbits: exponent and mantissa field widths (0 for integers).
+        ebits: exponent field width (0 for integers).
+        mbits: mantissa field width (0 for integers).
         bias: exponent bias; value of an E8M0 code ``b`` is ``2**(b - bias)``.
         signed: a sign bit (floats) or two's complement (integers).
         specials: how NaN, Inf and zero are encoded (see the ``Specials`` comment above).
@@ -461,8 +462,8 @@ FORMATS: dict[str, Format] = {
 }
 
 
-#: The native dtype of each format in torch, ml_dtypes and safetensors (None: none exists).
-#: torch's ``float4_e2m1fn_x2`` holds two E2M1 codes a byte, low nibble first (as
+#: Format name -> its native dtype names in torch, ml_dtypes and safetensors, None where
+#: none exists. torch's ``float4_e2m1fn_x2`` holds two E2M1 codes a byte, low nibble first (as
 #: :func:`mxformats.pack_fp4`); torch's ``int4``/``uint4`` are shell dtypes without a defined
 #: layout, so INT4 has none. safetensors names: the ``Dtype`` enum of safetensors 0.8
 #: (huggingface/safetensors, ``safetensors/src/tensor.rs``).

@@ -177,7 +177,7 @@ class Output:
 
 def make_console(file: IO[str], color: str = "auto") -> Console:
     """A rich console that interprets no markup, no emoji codes and highlights nothing
-    (styles come only from our own :class:`rich.text.Text` spans), coloured per ``color``:
+    (styles come only from our own rich ``Text`` spans), coloured per ``color``:
     ``always`` even off a terminal and despite ``NO_COLOR``, ``never`` not at all, ``auto``
     on a terminal unless ``NO_COLOR`` is set (rich also honours ``FORCE_COLOR``)."""
     from rich.console import Console

@@ -28,7 +28,7 @@ from mxformats.profiles import get_profile_info, profiles
 __all__ = ["DEFAULT_CONSUMERS", "consumer_for", "default_consumer"]
 
 #: (scheme, producer profile) -> consumer profile of the same scheme. A producer that is not
-#: listed has the scheme's exact decoder, :data:`EXACT_CONSUMER`.
+#: listed has the scheme's exact decoder (``EXACT_CONSUMER``).
 DEFAULT_CONSUMERS: dict[tuple[str, str], str] = {
     ("mx", "quark"): "quark-hip-bf16",
     ("mx", "quark-triton"): "quark-triton",

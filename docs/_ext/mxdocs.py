@@ -307,8 +307,10 @@ VALIDATOR_RUNS: dict[str, tuple[list[str], int]] = {
     "validate-broken.txt": (
         ["validate", "broken-k25-mxfp4-bare-lm-head", "--level", "full"], 1),
     "validate-broken.json": (
-        ["validate", "broken-k25-mxfp4-bare-lm-head", "--level", "full", "--quiet", "--json",
-         "-"], 1),
+        ["validate", "broken-k25-mxfp4-bare-lm-head", "--level", "full", "--format", "json"], 1),
+    "validate-broken.github.txt": (
+        ["validate", "broken-k25-mxfp4-bare-lm-head", "--level", "full", "--format", "github"],
+        1),
 }
 
 

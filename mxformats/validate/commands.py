@@ -158,6 +158,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 def inspect_data(root: str) -> dict[str, Any]:
     """What ``mxformats inspect`` prints, as data (None fields when not known)."""
     from .files import load
+    from .identify import profiles_of
 
     loaded = load(root, Options(level=Level.STRUCTURE))
     ckpt = loaded.ckpt
@@ -186,6 +187,7 @@ def inspect_data(root: str) -> dict[str, Any]:
     return {
         "format": ckpt.format.value,
         "format_detail": ckpt.format_detail,
+        **profiles_of(ckpt.format),
         "producer": ", ".join(producer) or None,
         "fatal": loaded.fatal,
         "architecture": (ckpt.config.get("architectures") or [None])[0],

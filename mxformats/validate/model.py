@@ -58,6 +58,7 @@ __all__ = [
     "NearMisses",
     "Options",
     "TensorRef",
+    "VisionDims",
     "matches_exclude",
 ]
 
@@ -305,11 +306,11 @@ class Architecture:
     multimodal: bool
     prefix: str  # "model." or "language_model.model."
     lm_head: str  # module name: "lm_head" or "language_model.lm_head"
-    #: the vision tower's sizes (None: text-only, or ``vision_problem`` says why not derived)
+    #: The vision tower's sizes, or None (text-only, or ``vision_problem`` says why not).
     vision: VisionDims | None = None
     #: why the vision tower's inventory could not be derived (only it goes unchecked)
     vision_problem: str | None = None
-    #: where the text keys sit: ``"text_config"`` (K2.5/K2.6) or ``""`` (the top level)
+    #: Where the text keys sit, ``"text_config"`` (K2.5/K2.6) or ``""`` (the top level).
     where: str = ""
     #: the text keys config.json omits, which took the loader's defaults (``TEXT_DEFAULTS``)
     defaulted: tuple[str, ...] = ()

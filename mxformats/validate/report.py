@@ -26,8 +26,9 @@ if TYPE_CHECKING:
 
 __all__ = ["SCHEMA_VERSION", "print_report", "printable", "to_github", "to_json", "to_junit"]
 
-#: Bumped when a key of the JSON report changes meaning or disappears. 2: the reproduction
-#: block's ``per_tensor`` is ``per_module`` (it always held one entry per module).
+#: The JSON report's layout version, bumped when a key changes meaning or disappears. Version
+#: 2 renamed the reproduction block's ``per_tensor`` to ``per_module`` (it always held one
+#: entry per module).
 SCHEMA_VERSION = 2
 
 _ORDER = {Severity.ERROR: 0, Severity.WARNING: 1, Severity.INFO: 2}
@@ -87,7 +88,7 @@ def to_json(report: Report) -> dict[str, Any]:
 
 def to_junit(report: Report) -> str:
     """JUnit XML: one testcase per catalogued check the run really ran
-    (:meth:`Report.ran`), failing when it produced an error (or a warning: reported as a
+    (:meth:`~mxformats.validate.runner.Report.ran`), failing when it produced an error (or a warning: reported as a
     failure with type ``warning``). A run that could not go on (``fatal``) lists only the
     checks that found something and a ``RUN`` testcase in error: nothing else ran, so nothing
     else passed. Every text is escaped (:func:`printable`); ``timestamp`` is the UTC start."""
@@ -168,8 +169,8 @@ def print_report(report: Report, file: IO[str], *, quiet: bool = False,
     run with no error and no warning: the verdict line alone (the infos are in the JSON).
 
     ``console`` (default: one on ``file`` coloured when it is a terminal) must interpret no
-    markup and no emoji codes (:func:`mxformats.output.make_console`); styles come from
-    :class:`rich.text.Text` spans around our own words only: errors red, warnings yellow."""
+    markup and no emoji codes (:func:`mxformats.output.make_console`); styles come from rich
+    ``Text`` spans around our own words only: errors red, warnings yellow."""
     from rich.table import Table
     from rich.text import Text
 
