@@ -26,6 +26,7 @@ import pytest
 
 from mxformats import fast, int4, mx
 from mxformats.formats import E2M1, E4M3FN
+from mxformats.schemes import fp8_block
 
 ELEMENTS = int(os.environ.get("MXF_BENCH_ELEMENTS", 1 << 26))
 COLUMNS = 4096
@@ -299,3 +300,53 @@ def test_int4_dequantize_compressed_tensors(benchmark: Any, data: dict[str, Any]
               False, slow=True)
     assert same_bits(out.to(torch.float32).numpy(),
                      fast.dequantize_int4(data["q"], data["int4_scales"]))
+
+
+# -- FP8 block quantize (128 × 128 tiles, profile deepseek) ---------------------------------------
+
+FP8_TILE = 128
+
+
+def test_fp8_block_quantize_fast(benchmark: Any, data: dict[str, Any]) -> None:
+    result = run(benchmark, lambda: fast.quantize_fp8_block(data["x"], profile="deepseek"),
+                 "FP8 block quantize", "mxformats.fast (deepseek)", True)
+    want = fp8_block.quantize_fp8_block(head(data["x"]), profile="deepseek")
+    rows = want.codes.shape[0]
+    assert same_bits(result.codes[:rows], want.codes)
+    assert same_bits(result.scales[: rows // FP8_TILE], want.scales)
+
+
+def test_fp8_block_quantize_torch(benchmark: Any, data: dict[str, Any],
+                                  peers: dict[str, Any]) -> None:
+    """DeepGEMM's ``per_block_cast_to_fp8`` (tests/test_core.py@f0314fa), eager torch: the
+    float32 amax per tile, ``x * (448 / amax)``, the FP8 cast."""
+    torch = peers["torch"]
+    x = data["x_t"]
+
+    def cast() -> tuple[Any, Any]:
+        view = x.view(-1, FP8_TILE, x.size(1) // FP8_TILE, FP8_TILE)
+        amax = view.abs().float().amax(dim=(1, 3), keepdim=True).clamp(1e-4)
+        codes = (view * (448.0 / amax)).to(torch.float8_e4m3fn).view_as(x)
+        return codes, (amax / 448.0).view(view.size(0), view.size(2))
+
+    codes, scales = run(benchmark, cast, "FP8 block quantize",
+                        f"torch per_block_cast_to_fp8 ({torch.get_num_threads()} threads)", False)
+    ours = fast.quantize_fp8_block(data["x"], profile="deepseek")
+    assert same_bits(torch_bytes(codes), ours.codes) and same_bits(scales.numpy(), ours.scales)
+
+
+def test_fp8_block_quantize_ml_dtypes(benchmark: Any, data: dict[str, Any]) -> None:
+    """The same formula in numpy with ml_dtypes' FP8 cast."""
+    x = data["x"]
+
+    def cast() -> tuple[Any, Any]:
+        tiles = x.reshape(x.shape[0] // FP8_TILE, FP8_TILE, -1, FP8_TILE)
+        amax = np.maximum(np.abs(tiles).max(axis=(1, 3)), np.float32(1e-4))
+        factor = (np.float32(1) / amax) * np.float32(448)
+        codes = (tiles * factor[:, None, :, None]).astype(ml_dtypes.float8_e4m3fn)
+        return codes.reshape(x.shape).view(np.uint8), amax / np.float32(448)
+
+    codes, scales = run(benchmark, cast, "FP8 block quantize",
+                        "numpy + ml_dtypes astype float8_e4m3fn", False, slow=True)
+    ours = fast.quantize_fp8_block(x, profile="deepseek")
+    assert same_bits(codes, ours.codes) and same_bits(scales, ours.scales)

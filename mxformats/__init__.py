@@ -35,6 +35,7 @@ from mxformats.fp8 import W4A8, dequantize_fp8, dequantize_w4a8, quantize_fp8, q
 from mxformats.int4 import Int4Array, dequantize_int4, pack_int4, quantize_int4, unpack_int4
 from mxformats.mx import MXArray, dequantize_mx, pack_fp4, quantize_mx, unpack_fp4
 from mxformats.profiles import ProfileInfo, profiles
+from mxformats.schemes.fp8_block import FP8BlockArray, dequantize_fp8_block, quantize_fp8_block
 
 __all__ = [
     "E2M1",
@@ -50,6 +51,7 @@ __all__ = [
     "ROUNDINGS",
     "UINT4",
     "W4A8",
+    "FP8BlockArray",
     "Format",
     "Int4Array",
     "MXArray",
@@ -58,6 +60,7 @@ __all__ = [
     "bfloat16_bits_to_float32",
     "compare_profiles",
     "dequantize_fp8",
+    "dequantize_fp8_block",
     "dequantize_int4",
     "dequantize_mx",
     "dequantize_w4a8",
@@ -68,6 +71,7 @@ __all__ = [
     "pack_int4",
     "profiles",
     "quantize_fp8",
+    "quantize_fp8_block",
     "quantize_int4",
     "quantize_mx",
     "quantize_w4a8",

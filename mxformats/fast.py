@@ -17,6 +17,8 @@ measured in ``docs/benchmarks.md``.
   ``compressed-tensors`` and ``quark``, whole words.
 - :func:`dequantize_int4` (:func:`mxformats.int4.dequantize_int4`): both profiles, float32
   output.
+- :func:`quantize_fp8_block` (:func:`mxformats.schemes.fp8_block.quantize_fp8_block`): every
+  profile; the reference's own vectorised arithmetic with the element cast by :func:`encode`.
 
 How (peers.md §5). A float32 value's code depends only on its top bits and on whether the rest
 is zero: the class index ``(bits >> k) | (any of the low k bits set)`` rounds to odd at
@@ -53,13 +55,16 @@ from mxformats.codec import tensor_to_numpy
 from mxformats.formats import E2M1, Format
 from mxformats.int4 import Int4Array
 from mxformats.mx import MXArray
+from mxformats.schemes import fp8_block as _fp8_block
+from mxformats.schemes.fp8_block import FP8BlockArray
 
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike, DTypeLike, NDArray
 
 __all__ = [
     "QUANTIZE_PROFILES", "code_table", "decode", "dequantize_int4", "dequantize_mx",
-    "element_table", "encode", "pack_int4", "quantize_mx", "unpack_int4", "workers",
+    "element_table", "encode", "pack_int4", "quantize_fp8_block", "quantize_mx", "unpack_int4",
+    "workers",
 ]
 
 #: Blocks of 32 handled per chunk: 2048 blocks = 256 KiB of float32, so a chunk's input and its
@@ -684,3 +689,28 @@ def _round_through(v: NDArray[np.float32], dtype: np.dtype[Any],
     odd += np.uint32(0x7FFF)
     bits += odd
     bits &= np.uint32(0xFFFF0000)
+
+
+# -- FP8 block quantize ---------------------------------------------------------------------------
+
+
+def quantize_fp8_block(
+    x: object,
+    *,
+    block: tuple[int, int] = (128, 128),
+    profile: str = "deepseek",
+    threads: int | None = None,
+) -> FP8BlockArray:
+    """:func:`mxformats.schemes.fp8_block.quantize_fp8_block`, the same bytes, fast.
+
+    The reference computes the scales and the scaled elements with vectorised numpy in the
+    producer's own types (float32, or the input dtype); its cost is the exact E4M3 cast of
+    every element. Here that cast is :func:`encode`'s table lookup (nearest-even, saturating),
+    which gives the codec's codes for every float32, bfloat16 and float16 value, NaN included.
+    Spec: fp8-block.md.
+    """
+
+    def table_encoder(fmt: Format, values: NDArray[Any]) -> NDArray[np.uint8]:
+        return encode(fmt, values, overflow="saturate", threads=threads)
+
+    return _fp8_block.quantize_fp8_block_with(table_encoder, x, block=block, profile=profile)

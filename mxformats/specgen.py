@@ -277,6 +277,8 @@ ml_dtypes and torch (every known disagreement asserted), and against the committ
   layouts with bit diagrams, and each producer's INT4 arithmetic.
 - [`w4a8.md`](w4a8.md): the Quark W4A8 progressive scheme (FP8 per-tensor, then INT4
   per-channel).
+- [`fp8-block.md`](fp8-block.md): FP8 block scaling (E4M3, one scale per 128 × 128 tile), each
+  producer's profile, the special tiles and the divergence matrix.
 
 ## Codes
 
@@ -413,7 +415,7 @@ def profiles_page() -> str:
 
 def generate() -> dict[str, str]:
     """Every file of ``spec/``, by relative path."""
-    from mxformats import _spec_int4, _spec_mx, _spec_research
+    from mxformats import _spec_fp8_block, _spec_int4, _spec_mx, _spec_research
 
     files = {"README.md": overview(), "profiles.md": profiles_page()}
     for fmt in FORMATS.values():
@@ -422,6 +424,7 @@ def generate() -> dict[str, str]:
         files[f"vectors/{fmt.name}/encode.json"] = encode_vectors(fmt)
     files.update(_spec_mx.pages())
     files.update(_spec_int4.pages())
+    files.update(_spec_fp8_block.pages())
     files.update(_spec_research.pages())
     return files
 

@@ -20,6 +20,7 @@ from conftest import requires
 
 from mxformats import codec, fast, int4, mx
 from mxformats.formats import E2M1, E4M3FN, E4M3FNUZ, E5M2, E8M0, Format
+from mxformats.schemes import fp8_block
 from mxformats.testing import check_dequantizer, check_int4_quantizer, check_quantizer
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
@@ -435,3 +436,40 @@ def test_empty_inputs(name: str) -> None:
 def test_core_import_stays_without_torch() -> None:
     code = "import sys, mxformats.fast; sys.exit('torch' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
+
+
+# -- FP8 block quantize -----------------------------------------------------------------------
+
+
+def _fp8_block_input(dtype: np.dtype[Any]) -> np.ndarray[Any, Any]:
+    """A 300 × 200 weight (ragged in 128-tiles): rows at exponents from 2^-40 to 2^40, NaN,
+    ±Inf and -0.0 sprinkled, and for 16-bit types some rows of random bit patterns."""
+    rng = np.random.default_rng(31)
+    x = rng.standard_normal((300, 200)) * np.exp2(rng.integers(-40, 40, (300, 1)))
+    pick = rng.random(x.shape)
+    x = np.where(pick < 0.001, np.nan, np.where(pick < 0.002, np.inf, x))
+    x = np.where(pick > 0.999, -np.inf, np.where(pick > 0.995, -0.0, x))
+    with np.errstate(over="ignore", invalid="ignore"):
+        a = x.astype(dtype)
+        if dtype.itemsize == 2:
+            a[::37] = rng.integers(0, 1 << 16, a[::37].shape, dtype=np.uint16).view(dtype)
+    return a
+
+
+@pytest.mark.parametrize("dtype", FLOAT_INPUTS, ids=str)
+@pytest.mark.parametrize("profile", sorted(fp8_block.PROFILES))
+def test_fp8_block_quantize_is_the_reference(profile: str, dtype: np.dtype[Any],
+                                             small_chunks: None) -> None:
+    x = _fp8_block_input(dtype)
+    for block in ((128, 128), (7, 5)):
+        got = fast.quantize_fp8_block(x, block=block, profile=profile, threads=2)
+        want = fp8_block.quantize_fp8_block(x, block=block, profile=profile)
+        assert got.codes.tobytes() == want.codes.tobytes(), (profile, block)
+        assert got.scales.dtype == want.scales.dtype and got.scales.shape == want.scales.shape
+        assert got.scales.tobytes() == want.scales.tobytes(), (profile, block)
+
+
+def test_fp8_block_quantize_refuses_what_the_reference_refuses() -> None:
+    for bad in (np.zeros(8, dtype=np.float32), np.zeros((2, 2), dtype=np.float64)):
+        with pytest.raises(ValueError):
+            fast.quantize_fp8_block(bad)

@@ -4,30 +4,15 @@ real producers, see tests/data/producers/PROVENANCE.md)."""
 
 from __future__ import annotations
 
-from functools import cache
-from pathlib import Path
-
 import ml_dtypes
 import numpy as np
 import pytest
+from producer_fixtures import PRODUCERS, checkpoint
 
 from mxformats import pack_int4, quantize_int4, quantize_w4a8
-from mxformats.tensorfile import read_index, read_safetensors
+from mxformats.tensorfile import read_index
 
-PRODUCERS = Path(__file__).resolve().parent / "data" / "producers"
 SRC, CT, W4A8 = "src-bf16", "kimi-k2-int4-compressed-tensors", "kimi-k2-w4a8-quark"
-
-
-@cache
-def checkpoint(name: str) -> dict[str, np.ndarray]:
-    """Every tensor of a checkpoint, found through its index (a module may span shards)."""
-    folder = PRODUCERS / name
-    index = read_index(folder)
-    tensors: dict[str, np.ndarray] = {}
-    for shard in sorted(set(index.values())):
-        tensors.update(read_safetensors(folder / shard))
-    assert set(tensors) == set(index), f"{name}: index and shards disagree"
-    return tensors
 
 
 def _quantized_modules(name: str, suffix: str) -> list[str]:

@@ -43,6 +43,13 @@ LIVE = {
     ("int4", "consumer", "quark"): "test_quark (dequantize_int_per_*_affine)",
     ("w4a8", "producer", "quark"): "test_quark",
     ("fp8", "producer", "static"): "test_quark (FP8 per-tensor export, E4M3FN and E5M2)",
+    ("fp8-block", "producer", "compressed-tensors"): "test_fp8_block_interop (quantize, FP8_BLOCK)",
+    # No installable producer writes DeepSeek-style FP8 blocks: DeepGEMM's formula, in torch.
+    ("fp8-block", "producer", "deepseek"): "test_fp8_block_interop (per_block_cast_to_fp8, torch)",
+    ("fp8-block", "producer", "deepgemm"): "test_fp8_block_interop (per_block_cast_to_fp8, torch)",
+    ("fp8-block", "producer", "ue8m0"): "test_fp8_block_interop (per_block_cast_to_fp8, torch)",
+    ("fp8-block", "producer", "deepseek-fnuz"): "test_fp8_block_interop (+ vLLM FNUZ normalize, torch)",
+    ("fp8-block", "consumer", "vllm"): "test_fp8_block_interop (vLLM scaled_dequantize, torch)",
 }
 
 GPU = "a GPU kernel (Triton/HIP/CUDA); not executable on the CPU"
