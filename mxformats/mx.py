@@ -32,8 +32,8 @@ from mxformats._mx_consumers import CONSUMERS, Consumer, decode_blocks, get_cons
 from mxformats._mx_elements import encode_elements, scaled
 from mxformats._mx_producers import PRODUCERS, Producer, get_producer
 from mxformats.codec import tensor_to_numpy
-from mxformats.pairing import consumer_for
 from mxformats.formats import E2M1, Format, get_format
+from mxformats.pairing import consumer_for
 from mxformats.profiles import ProfileInfo, register
 
 if TYPE_CHECKING:

@@ -694,7 +694,8 @@ def test_cli_json_junit_and_exit_codes(tmp_path: Path, capsys: pytest.CaptureFix
     data = json.loads(capsys.readouterr().out)
     assert data["ok"] is False
     f = next(f for f in data["findings"] if f["check"] == "QUANT_TENSOR_MISSING")
-    assert set(f) == {"check", "severity", "file", "tensor", "offset", "message"}
+    assert set(f) == {"check", "severity", "file", "tensor", "offset", "message", "url",
+                      "meaning", "fix"}
     assert f["severity"] == "error" and f["tensor"] == f"{EXPERT}.weight_scale"
     assert main(["validate", str(p), "--junit", str(junit), "--quiet"]) == 1
     failed = [c for c in ET.parse(junit).getroot().iter("testcase") if c.find("failure") is not None]

@@ -88,10 +88,11 @@ def to_json(report: Report) -> dict[str, Any]:
 
 def to_junit(report: Report) -> str:
     """JUnit XML: one testcase per catalogued check the run really ran
-    (:meth:`~mxformats.validate.runner.Report.ran`), failing when it produced an error (or a warning: reported as a
-    failure with type ``warning``). A run that could not go on (``fatal``) lists only the
-    checks that found something and a ``RUN`` testcase in error: nothing else ran, so nothing
-    else passed. Every text is escaped (:func:`printable`); ``timestamp`` is the UTC start."""
+    (:meth:`~mxformats.validate.runner.Report.ran`), failing when it produced an error (or a
+    warning: reported as a failure with type ``warning``). A run that could not go on
+    (``fatal``) lists only the checks that found something and a ``RUN`` testcase in error:
+    nothing else ran, so nothing else passed. Every text is escaped (:func:`printable`);
+    ``timestamp`` is the UTC start."""
     by_check: dict[str, list[Finding]] = defaultdict(list)
     for f in report.findings:
         by_check[f.check.id].append(f)
