@@ -12,7 +12,8 @@ the DOM under the screenshots folder:
 - ``search.html?q=E8M0``: the search results, which must list the E8M0 page;
 - ``search.html?q=mxfp4``: the search results, which must list the MX and profiles pages;
 - ``publishing.html``, ``which-format.html``, ``glossary.html``: the users' pages (issue 17);
-- ``validate-checks.html#SHARD_MISSING``: a check ID's anchor, where JSON findings link.
+- ``validate-checks.html#SHARD_MISSING``: a check ID's anchor, where JSON findings link;
+- ``spec/mx.html``: the divergence matrix at full width, its differing cells highlighted.
 
 Any console error, uncaught exception, failed load or request to a host other than the local
 server fails the check, and so does a ``<script>`` or stylesheet in any page that points at
@@ -116,6 +117,14 @@ PAGES = (
         ".filter(t => ['producer', 'consumer', 'profile', 'E8M0', 'block', 'group']"
         ".some(w => t.startsWith(w))).length >= 6",
         "the glossary and its six terms",
+    ),
+    PageCheck(
+        "mx-matrix", "spec/mx.html",
+        "document.querySelector('.bd-article-container').getBoundingClientRect().width > 1100"
+        " && [...document.querySelectorAll('td strong')].some(b => getComputedStyle(b).color"
+        " !== getComputedStyle(b.closest('td')).color)"
+        " && document.body.innerText.includes('Bold: other bytes than ocp writes')",
+        "the divergence matrix at full width, cells differing from ocp highlighted, a legend",
     ),
     PageCheck(
         "catalogue-anchor", "validate-checks.html#SHARD_MISSING",

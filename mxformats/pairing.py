@@ -16,9 +16,11 @@ them, or the producer library's own dequantizer where no engine reads them:
 - ``compressed-tensors`` (MX and INT4): compressed-tensors' own ``decompress``.
 - ``triton-round-up``/``triton-round-down``: triton_kernels' ``upcast_from_mxfp``: ``triton``.
 - ``quark`` (W4A8): vLLM's ``QuarkW4A8Fp8MoEMethod``; (INT4) Quark's own dequantizer.
-- the others (``ocp``, torchao, microxcaling, vLLM's activation quantizer): the exact decoder of
-  the spec, ``ocp`` (torchao's ``to_dtype`` multiplies by the exact ``2**(b - 127)`` in
-  float32, torchao 0.18.0 ``torchao/prototype/mx_formats/mx_tensor.py``, ``get_fp_scale``).
+- FP8 block (every producer): vLLM's ``scaled_dequantize``, ``vllm``.
+- the other MX producers (``ocp``, torchao, microxcaling, vLLM's activation quantizer): the
+  exact decoder of the spec, ``ocp`` (torchao's ``to_dtype`` multiplies by the exact
+  ``2**(b - 127)`` in float32: torchao 0.18.0 ``torchao/prototype/mx_formats/mx_tensor.py``,
+  ``get_fp_scale``).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from mxformats.profiles import get_profile_info, profiles
 __all__ = ["DEFAULT_CONSUMERS", "consumer_for", "default_consumer"]
 
 #: (scheme, producer profile) -> consumer profile of the same scheme. A producer that is not
-#: listed has the scheme's exact decoder (``EXACT_CONSUMER``).
+#: listed has its scheme's consumer (``SCHEME_CONSUMER``).
 DEFAULT_CONSUMERS: dict[tuple[str, str], str] = {
     ("mx", "quark"): "quark-hip-bf16",
     ("mx", "quark-triton"): "quark-triton",
@@ -40,8 +42,9 @@ DEFAULT_CONSUMERS: dict[tuple[str, str], str] = {
     ("w4a8", "quark"): "vllm",
 }
 
-#: The consumer of a scheme's unlisted producers: the spec's exact decoder.
-EXACT_CONSUMER = {"mx": "ocp"}
+#: The consumer of a scheme's unlisted producers: MX's exact decoder of the spec; for FP8
+#: block, vLLM's ``scaled_dequantize`` reads every producer's checkpoints.
+SCHEME_CONSUMER = {"mx": "ocp", "fp8-block": "vllm"}
 
 
 def default_consumer(scheme: str, producer: str) -> str:
@@ -49,7 +52,7 @@ def default_consumer(scheme: str, producer: str) -> str:
     or a scheme without an exact decoder and no entry in :data:`DEFAULT_CONSUMERS`)."""
     get_profile_info(scheme, "producer", producer)
     try:
-        return DEFAULT_CONSUMERS.get((scheme, producer)) or EXACT_CONSUMER[scheme]
+        return DEFAULT_CONSUMERS.get((scheme, producer)) or SCHEME_CONSUMER[scheme]
     except KeyError:
         raise ValueError(f"{scheme} producer {producer!r} has no default consumer") from None
 
@@ -73,7 +76,7 @@ def render_markdown() -> str:
     """The table as ``spec/profiles.md`` prints it: one row per producer profile."""
     lines = ["| scheme | producer | default consumer |", "|---|---|---|"]
     for p in profiles():
-        if p.kind != "producer" or (p.scheme not in EXACT_CONSUMER
+        if p.kind != "producer" or (p.scheme not in SCHEME_CONSUMER
                                     and (p.scheme, p.name) not in DEFAULT_CONSUMERS):
             continue
         lines.append(f"| {p.scheme} | `{p.name}` | `{default_consumer(p.scheme, p.name)}` |")
