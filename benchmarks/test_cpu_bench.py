@@ -24,7 +24,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from mxformats import fast, int4, mx
+from mxformats import fast, int4, mx, quantize_nvfp4
 from mxformats.formats import E2M1, E4M3FN
 from mxformats.schemes import fp8_block
 
@@ -43,15 +43,20 @@ def _peers() -> dict[str, Any]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         import torch
+        from compressed_tensors.compressors.nvfp4.base import NVFP4PackedCompressor
         from compressed_tensors.compressors.pack_quantized import helpers as ct_helpers
-        from compressed_tensors.quantization import QuantizationArgs
+        from compressed_tensors.quantization import QuantizationArgs, QuantizationScheme
         from compressed_tensors.quantization.lifecycle.forward import dequantize
+        from compressed_tensors.quantization.quant_scheme import NVFP4
+        from compressed_tensors.quantization.utils import helpers as ct_qparams
         from quark.torch.utils.pack import Pack_4_bits
         from torchao.prototype.mx_formats import mx_tensor
 
     return {"torch": torch, "to_mx": mx_tensor.to_mx, "to_dtype": mx_tensor.to_dtype,
             "ct_pack": ct_helpers.pack_to_int32, "ct_unpack": ct_helpers.unpack_from_int32,
-            "ct_dequantize": dequantize, "ct_args": QuantizationArgs, "quark_pack": Pack_4_bits}
+            "ct_dequantize": dequantize, "ct_args": QuantizationArgs, "quark_pack": Pack_4_bits,
+            "ct_nvfp4": NVFP4PackedCompressor, "ct_qparams": ct_qparams,
+            "ct_nvfp4_scheme": QuantizationScheme(targets=["Linear"], weights=NVFP4["weights"])}
 
 
 @pytest.fixture(scope="module")
@@ -70,8 +75,10 @@ def data(peers: dict[str, Any]) -> Iterator[dict[str, Any]]:
     q = rng.integers(-8, 8, size=x.shape, dtype=np.int8)
     with np.errstate(over="ignore"):
         int4_scales = (np.abs(x[:, ::32]) / np.float32(7.5)).astype(ml_dtypes.bfloat16)
+    x_bf16 = x.astype(ml_dtypes.bfloat16)
     yield {
         "x": x, "x_t": torch.from_numpy(x), "mxfp4": mxfp4,
+        "x_bf16": x_bf16, "x_bf16_t": torch.from_numpy(x_bf16.view(np.int16)).view(torch.bfloat16),
         "fp8_input": fp8_input, "fp8_input_t": torch.from_numpy(fp8_input),
         "fp8_codes": fast.encode(E4M3FN, fp8_input),
         "q": q, "q_t": torch.from_numpy(q),
@@ -350,3 +357,38 @@ def test_fp8_block_quantize_ml_dtypes(benchmark: Any, data: dict[str, Any]) -> N
                         "numpy + ml_dtypes astype float8_e4m3fn", False, slow=True)
     ours = fast.quantize_fp8_block(x, profile="deepseek")
     assert same_bits(codes, ours.codes) and same_bits(scales, ours.scales)
+# -- NVFP4 --------------------------------------------------------------------------------------
+
+NVFP4_OP = "NVFP4 quantize (compressed-tensors, bfloat16 in)"
+
+
+def test_nvfp4_quantize_fast(benchmark: Any, data: dict[str, Any]) -> None:
+    x = data["x_bf16"]
+    out = run(benchmark, lambda: fast.quantize_nvfp4(x, profile="compressed-tensors"), NVFP4_OP,
+              "mxformats.fast quantize_nvfp4", True, slow=True)
+    amax = float(np.abs(x.astype(np.float32)).max())  # the whole tensor's global scale
+    want = quantize_nvfp4(head(x), profile="compressed-tensors", global_amax=amax)
+    assert same_bits(head(out.packed()), want.packed())
+    assert same_bits(head(out.scales), want.scales)
+
+
+def test_nvfp4_quantize_compressed_tensors(benchmark: Any, data: dict[str, Any],
+                                           peers: dict[str, Any]) -> None:
+    """llm-compressor's weight path: ``generate_gparam`` on the tensor, ``calculate_qparams``
+    on the groups' min/max (the observer), ``NVFP4PackedCompressor.compress``."""
+    helpers, scheme = peers["ct_qparams"], peers["ct_nvfp4_scheme"]
+    t = data["x_bf16_t"]
+
+    def compress() -> Any:
+        global_scale = helpers.generate_gparam(t.amin(), t.amax())
+        groups = t.unflatten(-1, (-1, 16))
+        scale, _ = helpers.calculate_qparams(groups.amin(-1), groups.amax(-1), scheme.weights,
+                                             global_scale=global_scale)
+        state = {"weight": t, "weight_scale": scale, "weight_global_scale": global_scale}
+        return peers["ct_nvfp4"].compress(state, scheme)
+
+    out = run(benchmark, compress, NVFP4_OP, "compressed-tensors NVFP4PackedCompressor", False,
+              slow=True)
+    ours = fast.quantize_nvfp4(head(data["x_bf16"]), profile="compressed-tensors",
+                               global_amax=float(np.abs(data["x"]).max().astype(ml_dtypes.bfloat16)))
+    assert same_bits(head(torch_bytes(out["weight_packed"])), ours.packed())

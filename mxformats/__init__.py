@@ -36,6 +36,7 @@ from mxformats.int4 import Int4Array, dequantize_int4, pack_int4, quantize_int4,
 from mxformats.mx import MXArray, dequantize_mx, pack_fp4, quantize_mx, unpack_fp4
 from mxformats.profiles import ProfileInfo, profiles
 from mxformats.schemes.fp8_block import FP8BlockArray, dequantize_fp8_block, quantize_fp8_block
+from mxformats.schemes.nvfp4 import NVFP4Array, dequantize_nvfp4, quantize_nvfp4
 
 __all__ = [
     "E2M1",
@@ -55,6 +56,7 @@ __all__ = [
     "Format",
     "Int4Array",
     "MXArray",
+    "NVFP4Array",
     "ProfileInfo",
     "__version__",
     "bfloat16_bits_to_float32",
@@ -63,6 +65,7 @@ __all__ = [
     "dequantize_fp8_block",
     "dequantize_int4",
     "dequantize_mx",
+    "dequantize_nvfp4",
     "dequantize_w4a8",
     "e4m3fn_to_fnuz",
     "e4m3fn_to_fnuz_exact",
@@ -74,6 +77,7 @@ __all__ = [
     "quantize_fp8_block",
     "quantize_int4",
     "quantize_mx",
+    "quantize_nvfp4",
     "quantize_w4a8",
     "unpack_fp4",
     "unpack_int4",

@@ -19,6 +19,8 @@ measured in ``docs/benchmarks.md``.
   output.
 - :func:`quantize_fp8_block` (:func:`mxformats.schemes.fp8_block.quantize_fp8_block`): every
   profile; the reference's own vectorised arithmetic with the element cast by :func:`encode`.
+- :func:`quantize_nvfp4` (:func:`mxformats.schemes.nvfp4.quantize_nvfp4`): both profiles; the
+  scales are the reference's, the E2M1 codes of the float32 quotients a table lookup.
 
 How (peers.md §5). A float32 value's code depends only on its top bits and on whether the rest
 is zero: the class index ``(bits >> k) | (any of the low k bits set)`` rounds to odd at
@@ -56,15 +58,17 @@ from mxformats.formats import E2M1, Format
 from mxformats.int4 import Int4Array
 from mxformats.mx import MXArray
 from mxformats.schemes import fp8_block as _fp8_block
+from mxformats.schemes import nvfp4 as _nvfp4
 from mxformats.schemes.fp8_block import FP8BlockArray
+from mxformats.schemes.nvfp4 import NVFP4Array
 
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike, DTypeLike, NDArray
 
 __all__ = [
     "QUANTIZE_PROFILES", "code_table", "decode", "dequantize_int4", "dequantize_mx",
-    "element_table", "encode", "pack_int4", "quantize_fp8_block", "quantize_mx", "unpack_int4",
-    "workers",
+    "element_table", "encode", "pack_int4", "quantize_fp8_block", "quantize_mx", "quantize_nvfp4",
+    "unpack_int4", "workers",
 ]
 
 #: Blocks of 32 handled per chunk: 2048 blocks = 256 KiB of float32, so a chunk's input and its
@@ -289,6 +293,52 @@ def quantize_mx(
     block_scales = np.moveaxis(scales.reshape(*moved.shape[:-1], -1), -1, ax)
     return MXArray(np.ascontiguousarray(codes), np.ascontiguousarray(block_scales), E2M1,
                        BLOCK, ax, profile)
+
+
+# -- NVFP4 quantize ------------------------------------------------------------------------
+
+#: Elements per NVFP4 block.
+NVFP4_BLOCK = 16
+
+
+def _nvfp4_codes(q: NDArray[np.float32], threads: int | None) -> NDArray[np.uint8]:
+    """:func:`mxformats.schemes.nvfp4.e2m1_codes` by lookup: the magnitude's code is the
+    ``ocp`` element table's at ``min(|q|, 6)`` (saturating), a NaN quotient is 7, and the sign
+    bit is set iff ``q < 0``."""
+    table = element_table("ocp")
+    rows = q.reshape(-1, NVFP4_BLOCK)
+    out = np.empty(rows.shape, dtype=np.uint8)
+    chunk = CHUNK_ELEMENTS // NVFP4_BLOCK
+
+    def work(lo: int, hi: int) -> None:
+        scratch = np.empty((min(chunk, hi - lo), NVFP4_BLOCK), dtype=np.uint32)
+        for start in range(lo, hi, chunk):
+            stop = min(start + chunk, hi)
+            values = rows[start:stop]
+            magnitude = np.minimum(np.abs(values), np.float32(6.0)).view(np.uint32)
+            _class_index(magnitude, _E2M1_LOW_BITS, scratch[: stop - start])
+            codes = np.take(table, magnitude, mode="clip")
+            codes[np.isnan(values)] = 7
+            codes[values < 0] |= 8
+            out[start:stop] = codes
+
+    _parallel(rows.shape[0], work, threads, chunk)
+    return out.reshape(q.shape)
+
+
+def quantize_nvfp4(
+    x: object, *, axis: int = -1, profile: str = "modelopt", global_amax: float | None = None,
+    threads: int | None = None,
+) -> NVFP4Array:
+    """:func:`mxformats.schemes.nvfp4.quantize_nvfp4`, the same bytes: the reference computes
+    the global and block scales and the float32 quotients (its checks and errors included);
+    their E2M1 codes are looked up on up to ``threads`` threads. Spec: spec/nvfp4.md."""
+    def encode(q: NDArray[np.float32]) -> NDArray[np.uint8]:
+        with np.errstate(invalid="ignore"):  # NaN quotients: ModelOpt's all-zero tensor
+            return _nvfp4_codes(q, threads)
+
+    return _nvfp4.quantize_nvfp4_with(encode, x, axis=axis, profile=profile,
+                                      global_amax=global_amax)
 
 
 # -- MXFP4 dequantize -----------------------------------------------------------------------

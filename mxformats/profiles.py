@@ -16,7 +16,7 @@ from typing import Literal
 
 __all__ = ["ProfileInfo", "get_profile_info", "profiles", "register"]
 
-Scheme = Literal["mx", "int4", "fp8", "w4a8", "fp8-block"]
+Scheme = Literal["mx", "int4", "fp8", "w4a8", "fp8-block", "nvfp4"]
 Kind = Literal["producer", "consumer", "activation"]
 
 
@@ -27,7 +27,7 @@ class ProfileInfo:
     Attributes:
         name: the profile name passed as ``profile=`` (unique within a scheme and kind).
         scheme: which API takes it (``mx``: quantize_mx/dequantize_mx; ``int4``; ``fp8``;
-            ``w4a8``; ``fp8-block``: quantize_fp8_block/dequantize_fp8_block).
+            ``w4a8``; ``fp8-block``: quantize_fp8_block/dequantize_fp8_block; ``nvfp4``).
         kind: ``producer`` (writes checkpoints), ``consumer`` (decodes them) or
             ``activation`` (a dynamic activation quantizer).
         library, version, function: the source it reproduces, e.g. ``("amd-quark", "0.13",
@@ -59,7 +59,7 @@ def register(info: ProfileInfo) -> ProfileInfo:
 def _load_schemes() -> None:
     # Importing the scheme modules registers their profiles.
     from mxformats import fp8, int4, mx  # noqa: F401
-    from mxformats.schemes import fp8_block  # noqa: F401
+    from mxformats.schemes import fp8_block, nvfp4  # noqa: F401
 
 
 def profiles() -> list[ProfileInfo]:

@@ -279,6 +279,8 @@ ml_dtypes and torch (every known disagreement asserted), and against the committ
   per-channel).
 - [`fp8-block.md`](fp8-block.md): FP8 block scaling (E4M3, one scale per 128 × 128 tile), each
   producer's profile, the special tiles and the divergence matrix.
+- [`nvfp4.md`](nvfp4.md): NVFP4 (E2M1, an E4M3 scale per 16, a float32 global scale), the
+  ModelOpt and compressed-tensors profiles, vLLM's readers and the divergence matrix.
 
 ## Codes
 
@@ -424,7 +426,7 @@ def profiles_page() -> str:
 
 def generate() -> dict[str, str]:
     """Every file of ``spec/``, by relative path."""
-    from mxformats import _spec_fp8_block, _spec_int4, _spec_mx, _spec_research
+    from mxformats import _spec_fp8_block, _spec_int4, _spec_mx, _spec_nvfp4, _spec_research
 
     files = {"README.md": overview(), "profiles.md": profiles_page()}
     for fmt in FORMATS.values():
@@ -434,6 +436,7 @@ def generate() -> dict[str, str]:
     files.update(_spec_mx.pages())
     files.update(_spec_int4.pages())
     files.update(_spec_fp8_block.pages())
+    files.update(_spec_nvfp4.pages())
     files.update(_spec_research.pages())
     return files
 

@@ -20,7 +20,7 @@ from conftest import requires
 
 from mxformats import codec, fast, int4, mx
 from mxformats.formats import E2M1, E4M3FN, E4M3FNUZ, E5M2, E8M0, Format
-from mxformats.schemes import fp8_block
+from mxformats.schemes import fp8_block, nvfp4
 from mxformats.testing import check_dequantizer, check_int4_quantizer, check_quantizer
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
@@ -473,3 +473,39 @@ def test_fp8_block_quantize_refuses_what_the_reference_refuses() -> None:
     for bad in (np.zeros(8, dtype=np.float32), np.zeros((2, 2), dtype=np.float64)):
         with pytest.raises(ValueError):
             fast.quantize_fp8_block(bad)
+# -- NVFP4 ------------------------------------------------------------------------------------
+
+
+def test_nvfp4_codes_of_every_bfloat16_pattern_and_float32_class() -> None:
+    """The lookup against the reference's E2M1 rounding on every bfloat16 bit pattern (NaN,
+    ±Inf, ±0, subnormals, values past 6) and one member of every float32 class the table is
+    built on, as float32 quotients."""
+    patterns = np.arange(1 << 16, dtype=np.uint32) << 16
+    members = np.arange(1 << (32 - fast._E2M1_LOW_BITS), dtype=np.uint32) << fast._E2M1_LOW_BITS
+    q = np.concatenate([patterns, members]).view(np.float32)
+    q = q[: q.size // 16 * 16].reshape(-1, 16)
+    with np.errstate(invalid="ignore"):  # widening the signalling NaN patterns
+        want = nvfp4.e2m1_codes(q)
+    assert fast._nvfp4_codes(q, threads=2).tobytes() == want.tobytes()
+
+
+@pytest.mark.usefixtures("small_chunks")
+@pytest.mark.parametrize("dtype", FLOAT_INPUTS, ids=str)
+@pytest.mark.parametrize("profile", sorted(nvfp4.PRODUCERS))
+def test_fast_quantize_nvfp4_is_the_reference(profile: str, dtype: np.dtype) -> None:
+    rng = np.random.default_rng(7)
+    scale = np.exp2(rng.integers(-30, 10, size=(64, 1)))
+    x = (rng.standard_normal((64, 512)) * scale).astype(dtype)
+    x[3, :16] = 0
+    x[5, 16:32] = -0.0
+    for data, amax in ((x, None), (x, float(np.abs(x.astype(np.float32)).max()) * 3),
+                       (np.zeros((4, 32), dtype), None), (x.T.copy(), None)):
+        axis = 0 if data.shape == x.T.shape else -1
+        want = nvfp4.quantize_nvfp4(data, axis=axis, profile=profile, global_amax=amax)
+        got = fast.quantize_nvfp4(data, axis=axis, profile=profile, global_amax=amax, threads=3)
+        assert got.codes.tobytes() == want.codes.tobytes()
+        assert got.scales.tobytes() == want.scales.tobytes()
+        assert got.global_scale.tobytes() == want.global_scale.tobytes()
+    x[7, 9] = np.nan
+    with pytest.raises(ValueError, match="NaN or ±Inf"):
+        fast.quantize_nvfp4(x, profile=profile)

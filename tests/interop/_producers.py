@@ -197,6 +197,105 @@ def ct_int4(x: np.ndarray, group_size: int = 32) -> dict[str, np.ndarray]:
     }
 
 
+def ct_nvfp4(x: np.ndarray, global_amax: float | None = None) -> dict[str, np.ndarray]:
+    """compressed-tensors ``nvfp4-pack-quantized``, as llm-compressor ``oneshot`` writes a weight.
+
+    The global scale: ``generate_gparam`` (quantization/utils/helpers.py L324) on the weight's
+    min/max in its dtype (llm-compressor's observer; ``global_amax`` replaces both by
+    ``∓global_amax`` in that dtype, as a fused gate/up pair shares one). Then
+    ``calculate_qparams`` (helpers.py L52) with that ``global_scale`` on the group min/max, and
+    ``NVFP4PackedCompressor.compress`` (compressors/nvfp4/base.py: ``quantize_and_pack_fp4`` →
+    on CPU ``quantize`` + ``pack_fp4_to_uint8``; ``_compress_scale`` → float8_e4m3fn).
+    Returns ``weight_packed``, ``weight_scale`` (bytes) and ``weight_global_scale``; ``x`` 2-D.
+    """
+    import torch
+    from compressed_tensors.compressors.nvfp4.base import NVFP4PackedCompressor
+    from compressed_tensors.quantization import QuantizationScheme
+    from compressed_tensors.quantization.quant_scheme import NVFP4
+    from compressed_tensors.quantization.utils.helpers import calculate_qparams, generate_gparam
+
+    scheme = QuantizationScheme(targets=["Linear"], weights=NVFP4["weights"])
+    t = to_torch(x)
+    if global_amax is None:
+        lo_all, hi_all = torch.amin(t), torch.amax(t)
+    else:
+        hi_all = torch.tensor(global_amax, dtype=t.dtype)
+        lo_all = -hi_all
+    global_scale = generate_gparam(lo_all, hi_all)
+    lo, hi = _ct_group_min_max(t, scheme.weights.group_size)
+    scale, _ = calculate_qparams(lo, hi, scheme.weights, global_scale=global_scale)
+    out = NVFP4PackedCompressor.compress(
+        {"weight": t, "weight_scale": scale, "weight_global_scale": global_scale}, scheme
+    )
+    return {
+        "weight_packed": as_bytes(out["weight_packed"]),
+        "weight_scale": as_bytes(out["weight_scale"]),
+        "weight_global_scale": from_torch(out["weight_global_scale"]),
+    }
+
+
+def ct_nvfp4_decompress(weights: dict[str, np.ndarray]) -> np.ndarray:
+    """compressed-tensors' own NVFP4 reader, ``NVFP4PackedCompressor.decompress``
+    (compressors/nvfp4/base.py: ``unpack_fp4_from_uint8`` to bfloat16, the E4M3 scales to
+    bfloat16, then forward_helpers.py ``_dequantize``: ``scale / global_scale`` in float32,
+    ``x_q * scale``, cast to bfloat16). ``weights``: :func:`ct_nvfp4`'s output."""
+    import torch
+    from compressed_tensors.compressors.nvfp4.base import NVFP4PackedCompressor
+    from compressed_tensors.quantization import QuantizationScheme
+    from compressed_tensors.quantization.quant_scheme import NVFP4
+
+    scheme = QuantizationScheme(targets=["Linear"], weights=NVFP4["weights"])
+    state = {
+        "weight_packed": torch.from_numpy(weights["weight_packed"].copy()),
+        "weight_scale": torch.from_numpy(weights["weight_scale"].copy()).view(torch.float8_e4m3fn),
+        "weight_global_scale": torch.from_numpy(weights["weight_global_scale"].copy()),
+    }
+    return from_torch(NVFP4PackedCompressor.decompress(state, scheme)["weight"])
+
+
+# -- nvidia-modelopt 0.47.0 ---------------------------------------------------------------------
+
+
+def modelopt_nvfp4(x: np.ndarray, global_amax: Any = None) -> dict[str, np.ndarray]:
+    """ModelOpt NVFP4 weight export: ``weight``, ``weight_scale`` (bytes), ``weight_scale_2``.
+
+    export/quant_utils.py: ``get_weights_scaling_factor_2_from_quantizer`` (the quantizer's
+    ``_amax``: ``global_amax``, or max|x| as the max calibrator records it), then
+    ``NVFP4QTensor.get_weights_scaling_factor`` and ``to_quantized_weight`` →
+    ``NVFP4QTensor.quantize`` (qtensor/nvfp4_tensor.py) with those scales.
+
+    ``x`` is one 2-D weight, or a stack ``(T, rows, cols)`` of T weights, each with its own
+    ``weight_scale_2`` (``global_amax``: None or an array of shape ``(T,)``). The stack goes
+    through one call with ``(T, 1, 1)`` global scales: every step of ModelOpt's arithmetic is
+    elementwise, so broadcasting computes exactly what T calls do, and ``torch.searchsorted``
+    costs about 18 ms a call on the CPU whatever the size.
+    """
+    import warnings
+    from types import SimpleNamespace
+
+    import torch
+
+    with warnings.catch_warnings():  # its package __init__ warns (torch.jit.script, CUDA)
+        warnings.simplefilter("ignore")
+        from modelopt.torch.quantization.qtensor.nvfp4_tensor import NVFP4QTensor
+
+    t = to_torch(x)
+    if global_amax is None:
+        amax = t.abs().amax(dim=(-2, -1), keepdim=True)
+    else:
+        amax = torch.tensor(np.asarray(global_amax, dtype=np.float64), dtype=torch.float32)
+        amax = amax.to(t.dtype).reshape(*t.shape[:-2], 1, 1)
+    quantizer = SimpleNamespace(_amax=amax.float(), block_sizes={-1: 16})
+    scale_2 = NVFP4QTensor.get_weights_scaling_factor_2_from_quantizer(quantizer)
+    scale, _ = NVFP4QTensor.get_weights_scaling_factor(t, 16, scale_2)
+    packed, _, _ = NVFP4QTensor.quantize(t, 16, scale, scale_2)
+    return {
+        "weight": as_bytes(packed._quantized_data),
+        "weight_scale": as_bytes(scale),
+        "weight_scale_2": from_torch(scale_2).reshape(x.shape[:-2]),
+    }
+
+
 # -- AMD Quark 0.13 -----------------------------------------------------------------------------
 
 #: The weight configs Quark recorded in the producer fixtures' config.json

@@ -50,6 +50,10 @@ LIVE = {
     ("fp8-block", "producer", "ue8m0"): "test_fp8_block_interop (per_block_cast_to_fp8, torch)",
     ("fp8-block", "producer", "deepseek-fnuz"): "test_fp8_block_interop (+ vLLM FNUZ normalize, torch)",
     ("fp8-block", "consumer", "vllm"): "test_fp8_block_interop (vLLM scaled_dequantize, torch)",
+    ("nvfp4", "producer", "modelopt"): "test_nvfp4_interop",
+    ("nvfp4", "producer", "compressed-tensors"): "test_nvfp4_interop",
+    ("nvfp4", "consumer", "vllm-compressed-tensors-emulation"): (
+        "test_nvfp4_interop (compressed-tensors NVFP4PackedCompressor.decompress: the same division)"),
 }
 
 GPU = "a GPU kernel (Triton/HIP/CUDA); not executable on the CPU"
@@ -83,9 +87,15 @@ VECTORS = {
                                             "w4a8/fp8_per_tensor.json"),
     ("w4a8", "consumer", "vllm"): ("vLLM QuarkW4A8Fp8MoEMethod (ROCm AITER): " + GPU,
                                    "w4a8/dequantize.json"),
+    ("nvfp4", "consumer", "vllm-modelopt"): ("vLLM ModelOptNvFp4LinearMethod (CUTLASS/FlashInfer "
+                                             "alpha): " + GPU, "nvfp4/vllm-modelopt.json"),
+    ("nvfp4", "consumer", "vllm-compressed-tensors"): (
+        "vLLM CompressedTensorsW4A4Fp4 (CUTLASS/FlashInfer alpha): " + GPU,
+        "nvfp4/vllm-compressed-tensors.json"),
 }
 
-PINS = {"torchao": "0.18.0", "compressed-tensors": "0.20.1", "amd-quark": "0.13"}
+PINS = {"torchao": "0.18.0", "compressed-tensors": "0.20.1", "amd-quark": "0.13",
+        "nvidia-modelopt": "0.47.0"}
 
 
 def test_every_profile_is_accounted_for() -> None:
@@ -116,7 +126,7 @@ def test_pinned_versions_are_installed() -> None:
         assert f'"{name}=={version}"' in extra.group(1), name
         assert re.search(rf"^{re.escape(name)}=={re.escape(version)}$", constraints, re.M), name
         requires({"torchao": "torchao", "compressed-tensors": "compressed_tensors",
-                  "amd-quark": "quark"}[name])
+                  "amd-quark": "quark", "nvidia-modelopt": "modelopt"}[name])
         assert metadata.version(name) == version, (name, metadata.version(name))
 
 
