@@ -54,7 +54,8 @@ from mxformats import mx as _mx
 from mxformats._mx_elements import encode_elements
 from mxformats._mx_producers import get_producer
 from mxformats.codec import tensor_to_numpy
-from mxformats.formats import E2M1, Format
+from mxformats.containers import containers
+from mxformats.formats import E2M1, E8M0, Format
 from mxformats.int4 import Int4Array
 from mxformats.mx import MXArray
 from mxformats.schemes import fp8_block as _fp8_block
@@ -247,6 +248,7 @@ def _quantize_rows(
         np.copyto(packed[start:stop], pairs, casting="unsafe")
 
 
+@containers()
 def quantize_mx(
     x: object, elem: Format = E2M1, *, block_size: int = 32, axis: int = -1, profile: str = "ocp",
     threads: int | None = None,
@@ -326,6 +328,7 @@ def _nvfp4_codes(q: NDArray[np.float32], threads: int | None) -> NDArray[np.uint
     return out.reshape(q.shape)
 
 
+@containers()
 def quantize_nvfp4(
     x: object, *, axis: int = -1, profile: str = "modelopt", global_amax: float | None = None,
     threads: int | None = None,
@@ -371,6 +374,7 @@ def _scale_rows(
         out[start:stop] *= factor[start:stop, None]
 
 
+@containers(codes={"codes": "elem", "scales": E8M0})
 def dequantize_mx(
     codes: ArrayLike | MXArray,
     scales: ArrayLike | None = None,
@@ -472,6 +476,7 @@ def _encode_chunks(
         np.take(table, index[:n], out=out[start:stop], mode="clip")
 
 
+@containers()
 def encode(
     fmt: Format,
     x: object,
@@ -523,6 +528,7 @@ def _decode_chunks(codes: NDArray[np.uint8], table: NDArray[Any], out: NDArray[A
         np.take(table, index[:n], out=out[start:stop], mode="clip")
 
 
+@containers(codes={"codes": "fmt"}, unpack_x2=True)
 def decode(fmt: Format, codes: ArrayLike, dtype: DTypeLike = np.float32,
            threads: int | None = None) -> NDArray[np.generic]:
     """:func:`mxformats.codec.decode` (``Format.decode``), the same values, fast for 8-bit
@@ -547,6 +553,7 @@ def decode(fmt: Format, codes: ArrayLike, dtype: DTypeLike = np.float32,
 _LAYOUTS = ("compressed-tensors", "quark")
 
 
+@containers()
 def pack_int4(
     q: ArrayLike, *, layout: str = "compressed-tensors", axis: int = -1
 ) -> NDArray[np.int32]:
@@ -616,6 +623,7 @@ def _unpack_words(
         out[start:stop] |= np.take(tables[1], index[:n], mode="clip")
 
 
+@containers()
 def unpack_int4(
     packed: ArrayLike,
     *,
@@ -652,6 +660,7 @@ def unpack_int4(
     return np.moveaxis(values, -1, ax)
 
 
+@containers()
 def dequantize_int4(
     q: ArrayLike | Int4Array,
     scales: ArrayLike | None = None,
@@ -744,6 +753,7 @@ def _round_through(v: NDArray[np.float32], dtype: np.dtype[Any],
 # -- FP8 block quantize ---------------------------------------------------------------------------
 
 
+@containers()
 def quantize_fp8_block(
     x: object,
     *,

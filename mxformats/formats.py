@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any, Literal
 import ml_dtypes
 import numpy as np
 
+from mxformats.containers import containers
+
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike, DTypeLike, NDArray
 
@@ -230,6 +232,7 @@ class Format:
 
     # -- the codec ----------------------------------------------------------------------------
 
+    @containers(codes={"codes": "self"}, unpack_x2=True)
     def decode(self, codes: ArrayLike, dtype: DTypeLike = np.float32) -> NDArray[np.generic]:
         """Decode codes (integers in ``0 .. 2**bits - 1``, low bits of a uint8) to values.
 
@@ -242,6 +245,7 @@ class Format:
 
         return decode(self, codes, dtype)
 
+    @containers()
     def encode(
         self,
         x: object,

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from mxformats.containers import containers
 from mxformats.formats import E4M3FN, E4M3FNUZ, E5M2, Format
 from mxformats.int4 import (
     as_float_array,
@@ -164,6 +165,7 @@ def _vllm_dynamic(
     return fmt.encode(clamped), _scalar_f32(scale)
 
 
+@containers()
 def quantize_fp8(
     x: object, fmt: Format = E4M3FN, *, profile: str = "static"
 ) -> tuple[NDArray[np.uint8], NDArray[np.float32]]:
@@ -189,6 +191,7 @@ def quantize_fp8(
     return _vllm_dynamic(arr, fmt, _fp8_max(fmt, profile))
 
 
+@containers(codes={"codes": "fmt"})
 def dequantize_fp8(
     codes: ArrayLike, scale: ArrayLike, fmt: Format = E4M3FN, *, dtype: DTypeLike = np.float32
 ) -> NDArray[np.generic]:
@@ -225,6 +228,7 @@ class W4A8:
         yield self.weight_scale_2
 
 
+@containers()
 def quantize_w4a8(w: object, *, profile: str = "quark") -> W4A8:
     """The Quark ProgressiveSpec weight tensors for a 2-D weight ``w`` ``[O, I]``.
 
@@ -251,6 +255,7 @@ def quantize_w4a8(w: object, *, profile: str = "quark") -> W4A8:
     )
 
 
+@containers()
 def dequantize_w4a8(
     weight: ArrayLike | W4A8,
     weight_scale: ArrayLike | None = None,

@@ -40,6 +40,7 @@ import ml_dtypes
 import numpy as np
 
 from mxformats.codec import tensor_to_numpy
+from mxformats.containers import containers
 from mxformats.profiles import Kind, ProfileInfo, register
 
 if TYPE_CHECKING:
@@ -271,6 +272,7 @@ def _quark(g: NDArray[Any]) -> tuple[NDArray[np.int8], NDArray[np.float32]]:
     return q.astype(np.int8), scale
 
 
+@containers()
 def quantize_int4(
     x: object, *, group_size: int | None = 32, axis: int = -1, profile: str = "compressed-tensors"
 ) -> Int4Array:
@@ -332,6 +334,7 @@ class Int4Array:
         yield self.scales
 
 
+@containers()
 def dequantize_int4(
     q: ArrayLike | Int4Array,
     scales: ArrayLike | None = None,
@@ -381,6 +384,7 @@ def _check_layout(layout: str) -> None:
         raise ValueError(f"unknown int4 layout {layout!r}; valid: {', '.join(LAYOUTS)}")
 
 
+@containers()
 def pack_int4(
     q: ArrayLike, *, layout: str = "compressed-tensors", axis: int = -1
 ) -> NDArray[np.int32]:
@@ -411,6 +415,7 @@ def pack_int4(
     return np.moveaxis(packed.view(np.int32), -1, ax)
 
 
+@containers()
 def unpack_int4(
     packed: ArrayLike,
     *,

@@ -32,7 +32,8 @@ from mxformats._mx_consumers import CONSUMERS, Consumer, decode_blocks, get_cons
 from mxformats._mx_elements import encode_elements, scaled
 from mxformats._mx_producers import PRODUCERS, Producer, get_producer
 from mxformats.codec import tensor_to_numpy
-from mxformats.formats import E2M1, Format, get_format
+from mxformats.containers import containers
+from mxformats.formats import E2M1, E8M0, Format, get_format
 from mxformats.pairing import consumer_for
 from mxformats.profiles import ProfileInfo, register
 
@@ -142,6 +143,7 @@ def _check_shape(producer: Producer, n: int, elem: Format, block_size: int) -> N
 # -- quantize -------------------------------------------------------------------------------
 
 
+@containers()
 def quantize_mx(
     x: object, elem: Format = E2M1, *, block_size: int = 32, axis: int = -1, profile: str = "ocp"
 ) -> MXArray:
@@ -204,6 +206,7 @@ def _arithmetic_dtype(consumer: Consumer, out: np.dtype[np.generic]) -> np.dtype
     )
 
 
+@containers(codes={"codes": "elem", "scales": E8M0})
 def dequantize_mx(
     codes: ArrayLike | MXArray,
     scales: ArrayLike | None = None,
@@ -274,6 +277,7 @@ def _integer_array(a: ArrayLike, what: str) -> NDArray[np.integer]:
 # -- packing --------------------------------------------------------------------------------
 
 
+@containers()
 def pack_fp4(codes: ArrayLike, axis: int = -1) -> NDArray[np.uint8]:
     """Pack 4-bit codes two per byte along ``axis``, element 2k in the low nibble.
 
@@ -291,6 +295,7 @@ def pack_fp4(codes: ArrayLike, axis: int = -1) -> NDArray[np.uint8]:
     return np.ascontiguousarray(np.moveaxis(packed, -1, ax))
 
 
+@containers(codes={"packed": E2M1})
 def unpack_fp4(packed: ArrayLike, axis: int = -1) -> NDArray[np.uint8]:
     """Inverse of :func:`pack_fp4`: each byte gives its low nibble, then its high nibble."""
     p = _integer_array(packed, "packed codes")

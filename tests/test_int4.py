@@ -17,6 +17,7 @@ from hypothesis.extra import numpy as hnp
 from test_int4_oracle import bits_of, fractions, round_fraction, round_half_even_int
 
 from mxformats import INT4, Int4Array, dequantize_int4, pack_int4, quantize_int4, unpack_int4
+from mxformats.codec import tensor_to_numpy
 from mxformats.int4 import LAYOUTS, NIBBLE_ORDER, round_once
 from mxformats.profiles import get_profile_info
 from mxformats.specgen import SCHEMA_VERSION
@@ -253,9 +254,12 @@ def test_torch_bfloat16_input_equals_numpy_bfloat16() -> None:
     x = rng.standard_normal((4, 64)).astype(np.float32)
     t = torch.from_numpy(x).to(torch.bfloat16)
     for profile in ("compressed-tensors", "quark"):
-        a = quantize_int4(t, profile=profile)
+        a = quantize_int4(t, profile=profile)  # torch in, torch out (issue 17)
         b = quantize_int4(x.astype(BF16), profile=profile)
-        assert np.array_equal(a.q, b.q) and a.scales.tobytes() == b.scales.tobytes()
+        assert isinstance(a.q, torch.Tensor) and a.scales.dtype == (
+            torch.bfloat16 if profile == "compressed-tensors" else torch.float32)
+        assert np.array_equal(tensor_to_numpy(a.q), b.q)
+        assert tensor_to_numpy(a.scales).tobytes() == b.scales.tobytes()
 
 
 def test_torch_emulation_of_compressed_tensors() -> None:
@@ -269,8 +273,8 @@ def test_torch_emulation_of_compressed_tensors() -> None:
         scale = g.abs().amax(-1) / (torch.tensor(15.0).to(torch.bfloat16) / 2)
         q = torch.round(torch.clamp(g / scale[..., None], -8, 7)).reshape(8, 64)
         ours = quantize_int4(w, profile="compressed-tensors")
-        assert np.array_equal(ours.q, q.to(torch.int8).numpy())
-        assert ours.scales.tobytes() == scale.view(torch.int16).numpy().tobytes()
+        assert torch.equal(ours.q, q.to(torch.int8))
+        assert torch.equal(ours.scales.view(torch.int16), scale.view(torch.int16))
 
 
 # -- input classes ------------------------------------------------------------------------------

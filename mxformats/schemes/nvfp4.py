@@ -57,6 +57,7 @@ import ml_dtypes
 import numpy as np
 from numpy.lib.array_utils import normalize_axis_index
 
+from mxformats.containers import containers
 from mxformats.formats import E2M1, E4M3FN
 from mxformats.int4 import as_float_array, check_group_scales, divide_in, round_once
 from mxformats.mx import pack_fp4, unpack_fp4
@@ -369,6 +370,7 @@ def e2m1_codes(q: NDArray[Any]) -> NDArray[np.uint8]:
     return (magnitude | np.where(q < 0, 8, 0)).astype(np.uint8)
 
 
+@containers()
 def quantize_nvfp4(
     x: object, *, axis: int = -1, profile: str = "modelopt", global_amax: float | None = None
 ) -> NVFP4Array:
@@ -438,6 +440,7 @@ def quantize_nvfp4_with(
 # -- dequantize -------------------------------------------------------------------------------
 
 
+@containers(codes={"scales": E4M3FN})
 def dequantize_nvfp4(
     codes: ArrayLike | NVFP4Array,
     scales: ArrayLike | None = None,
