@@ -41,6 +41,7 @@ import numpy as np
 
 from mxformats.codec import tensor_to_numpy
 from mxformats.containers import containers
+from mxformats.pairing import consumer_for
 from mxformats.profiles import Kind, ProfileInfo, register
 
 if TYPE_CHECKING:
@@ -341,25 +342,28 @@ def dequantize_int4(
     *,
     group_size: int | None = 32,
     axis: int = -1,
-    profile: str = "compressed-tensors",
+    profile: str | None = None,
     dtype: DTypeLike = np.float32,
 ) -> NDArray[np.generic]:
     """``q × scale`` as the consumer of ``profile`` computes it, then cast to ``dtype``.
 
+    ``profile``: a consumer, or a producer (its default consumer, :mod:`mxformats.pairing`);
+    None: the Int4Array's own producer's, else ``compressed-tensors``.
+
     compressed-tensors (``dequantize``: ``q.to(scale.dtype) * scale``): the product is rounded
     to the scale's dtype (bfloat16 for BF16 checkpoints), then to ``dtype``. Quark
     (``dequantize_int_per_*_affine``): the product in float32, then ``dtype``. An
-    :class:`Int4Array` supplies ``scales``, ``group_size``, ``axis`` and ``profile``.
+    :class:`Int4Array` supplies ``scales``, ``group_size``, ``axis`` and its profile.
     Spec: ``int4-schemes.md``, "Dequantization".
     """
     if isinstance(q, Int4Array):
         result = q
         q, scales = result.q, result.scales
-        group_size, axis, profile = result.group_size, result.axis, result.profile
+        group_size, axis = result.group_size, result.axis
+        profile = result.profile if profile is None else profile
     if scales is None:
         raise TypeError("dequantize_int4 needs scales (or an Int4Array)")
-    if profile not in PROFILES:
-        raise ValueError(f"unknown int4 consumer profile {profile!r}; valid: {', '.join(PROFILES)}")
+    profile = consumer_for("int4", profile or "compressed-tensors")
     _check_group_size(group_size)
     values = np.asarray(q)
     if values.dtype.kind not in "iu" or np.any((values < QMIN) | (values > QMAX)):

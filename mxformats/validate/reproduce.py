@@ -244,17 +244,20 @@ def produce(fmt: Format, w: NDArray[Any]) -> dict[str, NDArray[Any]]:
             "weight_scale": q.scales, "weight_shape": np.array(w.shape, dtype=np.int64)}
 
 
-def dequantize(fmt: Format, arrays: dict[str, NDArray[Any]], cols: int) -> NDArray[np.float64]:
-    """The checkpoint module's weight as its consumer decodes it (float64 view)."""
+def dequantize(fmt: Format, arrays: dict[str, NDArray[Any]], cols: int, *,
+               consumer: str | None = None) -> NDArray[np.float64]:
+    """The checkpoint module's weight as its consumer decodes it (float64 view): ``consumer``
+    (an MX or INT4 consumer profile; W4A8 has one, vLLM's), by default MX's exact decoder
+    ``ocp`` and compressed-tensors' own."""
     if fmt is Format.QUARK_MXFP4:
-        d = dequantize_mx(arrays["weight"], arrays["weight_scale"], profile="ocp")
+        d = dequantize_mx(arrays["weight"], arrays["weight_scale"], profile=consumer or "ocp")
     elif fmt is Format.QUARK_W4A8:
         w = arrays["weight"]
         d = dequantize_w4a8(w, arrays["weight_scale"], arrays["weight_scale_2"])[..., :cols]
     else:
         q = unpack_int4(arrays["weight_packed"], layout="compressed-tensors", size=cols)
         d = dequantize_int4(q, arrays["weight_scale"], group_size=32,
-                            profile="compressed-tensors")
+                            profile=consumer or "compressed-tensors")
     return np.asarray(d, dtype=np.float64)
 
 
