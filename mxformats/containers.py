@@ -89,12 +89,17 @@ def numpy_dtype(dtype: Any) -> np.dtype[Any]:
         raise TypeError(f"{dtype!r} is not a dtype numpy, ml_dtypes or torch knows") from None
 
 
+def _is_ml_dtypes(dtype: np.dtype[Any]) -> bool:
+    """An ml_dtypes type (numpy files most under kind ``V``, but float8_e5m2 under ``f``)."""
+    return dtype.type.__module__.startswith("ml_dtypes")
+
+
 def _native_format(array: np.ndarray[Any, Any], torch_name: str | None) -> str | None:
     """The format whose codes ``array`` holds natively (by its torch or ml_dtypes dtype)."""
     by_torch, by_ml = _code_dtypes()
     if torch_name is not None:
         return by_torch.get(torch_name)
-    return by_ml.get(array.dtype.name) if array.dtype.kind == "V" else None
+    return by_ml.get(array.dtype.name) if _is_ml_dtypes(array.dtype) else None
 
 
 def native_codes(x: object, fmt: Format | None = None, *, unpack_x2: bool = False) -> Any:
@@ -163,7 +168,7 @@ def to_torch(x: Any, device: Any) -> Any:
     if isinstance(x, np.ndarray):
         torch = _torch()
         a = np.ascontiguousarray(x)
-        if a.dtype.kind == "V":  # an ml_dtypes type: through its bytes
+        if _is_ml_dtypes(a.dtype):  # through its bytes
             raw = torch.from_numpy(a.view(np.int16 if a.dtype.itemsize == 2 else np.uint8).copy())
             name = a.dtype.name
             return (raw.view(getattr(torch, name)) if name in _TORCH_TWINS else raw).to(device)
