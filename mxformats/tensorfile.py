@@ -52,8 +52,10 @@ __all__ = [
     "ErrorKind",
     "NotRegularFileError",
     "TensorFileError",
+    "header_length",
     "not_regular",
     "open_regular",
+    "parse_header",
     "read_checkpoint_tensor",
     "read_header",
     "read_index",
@@ -61,6 +63,7 @@ __all__ = [
     "read_safetensors",
     "read_tensor",
     "shard_name",
+    "tensor_array",
     "tensor_nbytes",
     "write_safetensors",
 ]
@@ -338,21 +341,27 @@ def _parse_entry(path: PathLike, name: str, entry: object, data_size: int) -> di
     return {"dtype": dtype, "shape": tuple(shape), "data_offsets": (begin, end)}
 
 
-def _read_prefix(path: PathLike, f: IO[bytes]) -> tuple[bytes, int]:
-    """The raw header bytes and the file size, the length checked against both bounds."""
-    file_size = os.fstat(f.fileno()).st_size
-    prefix = f.read(8)
+def header_length(path: PathLike, prefix: bytes, file_size: int) -> int:
+    """``N``, the header length the 8 bytes ``prefix`` give, checked against
+    :data:`MAX_HEADER_SIZE` and a file of ``file_size`` bytes (kind ``HEADER_LENGTH``)."""
 
     def fail(message: str) -> TensorFileError:
         return TensorFileError(path, message, kind=ErrorKind.HEADER_LENGTH, offset=0)
 
     if len(prefix) < 8:
         raise fail(f"file is {len(prefix)} bytes, shorter than the 8-byte header length")
-    (n,) = struct.unpack("<Q", prefix)
+    (n,) = struct.unpack("<Q", prefix[:8])
     if n > MAX_HEADER_SIZE:
         raise fail(f"header length {n} exceeds the limit {MAX_HEADER_SIZE}")
     if 8 + n > file_size:
         raise fail(f"header length {n} runs past the end of the file ({file_size} bytes)")
+    return int(n)
+
+
+def _read_prefix(path: PathLike, f: IO[bytes]) -> tuple[bytes, int]:
+    """The raw header bytes and the file size, the length checked against both bounds."""
+    file_size = os.fstat(f.fileno()).st_size
+    n = header_length(path, f.read(8), file_size)
     return f.read(n), file_size
 
 
@@ -373,6 +382,14 @@ def read_header(path: PathLike) -> tuple[dict[str, Any], int]:
     """
     with open_regular(path) as f:
         raw, file_size = _read_prefix(path, f)
+    return parse_header(path, raw, file_size)
+
+
+def parse_header(path: PathLike, raw: bytes, file_size: int) -> tuple[dict[str, Any], int]:
+    """Validate the header JSON ``raw`` (the ``N`` bytes after the 8-byte length, as
+    :func:`header_length` bounded them) of a file of ``file_size`` bytes, by every rule
+    :func:`read_header` lists; returns what it returns. ``path`` only names the file in
+    errors: the bytes may come from anywhere (a local file, a ranged HTTP read)."""
     n = len(raw)
 
     def fail(message: str, offset: int = 8) -> TensorFileError:
@@ -432,7 +449,10 @@ def read_header(path: PathLike) -> tuple[dict[str, Any], int]:
     return header, data_offset
 
 
-def _array(path: PathLike, name: str, entry: dict[str, Any], raw: bytes) -> NDArray[Any]:
+def tensor_array(path: PathLike, name: str, entry: dict[str, Any], raw: bytes) -> NDArray[Any]:
+    """The tensor ``name`` as :func:`read_tensor` returns it, from its header ``entry`` (as
+    :func:`parse_header` returns it) and its data bytes ``raw`` (``path`` names the file in
+    errors)."""
     if entry["dtype"] not in DTYPES:  # packed sub-byte dtypes: the bytes as stored
         packed: NDArray[Any] = np.frombuffer(raw, dtype=np.uint8).copy()
         return packed
@@ -463,7 +483,7 @@ def read_tensor(path: PathLike, name: str) -> NDArray[Any]:
     with open_regular(path) as f:
         f.seek(data_offset + begin)
         raw = f.read(end - begin)
-    return _array(path, name, entry, raw)
+    return tensor_array(path, name, entry, raw)
 
 
 def read_safetensors(path: PathLike) -> dict[str, NDArray[Any]]:
@@ -477,7 +497,7 @@ def read_safetensors(path: PathLike) -> dict[str, NDArray[Any]]:
     for name, entry in header.items():
         if name != "__metadata__":
             begin, end = entry["data_offsets"]
-            out[name] = _array(path, name, entry, data[begin:end])
+            out[name] = tensor_array(path, name, entry, data[begin:end])
     return out
 
 

@@ -353,7 +353,7 @@ def test_dequantize_refusals() -> None:
         dequantize_int4(q)
     with pytest.raises(ValueError, match=r"\[-8, 7\]"):
         dequantize_int4(q + 9, np.ones((2, 2), np.float32))
-    with pytest.raises(ValueError, match="unknown int4 profile .x.; consumers: "):
+    with pytest.raises(ValueError, match="unknown int4 profile 'x'; consumers: "):
         dequantize_int4(q, np.ones((2, 2), np.float32), profile="x")
 
 

@@ -602,15 +602,15 @@ def test_unsafe_index_entries_never_opened(tmp_path: Path, entry: str,
     index["weight_map"]["model.layers.1.mlp.gate.weight"] = entry
     _write_index(p, index)
     opened: list[str] = []
-    import mxformats.validate.files as files_mod
+    import mxformats.validate.reader as reader_mod
 
-    real = files_mod.read_header
+    real = reader_mod.read_header
 
     def spy(path: Any) -> Any:
         opened.append(os.fspath(path))
         return real(path)
 
-    monkeypatch.setattr(files_mod, "read_header", spy)
+    monkeypatch.setattr(reader_mod, "read_header", spy)
     report = _run(p)
     assert "INDEX_UNSAFE_PATH" in _ids(report)
     assert all(Path(o).resolve().is_relative_to(p.resolve()) for o in opened)

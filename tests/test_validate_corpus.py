@@ -677,6 +677,8 @@ def _fail_instead_of_blocking(request: pytest.FixtureRequest) -> Any:
 #: files and runner checks a test outside the corpus fires.
 FIRED_OUTSIDE_THE_CORPUS = {
     "INTERNAL_ERROR": "tests/test_validate_core.py::test_check_exception_becomes_a_finding",
+    "HUB_RANGE_IGNORED": "tests/test_validate_hub.py::test_bad_answers_are_findings",
+    "HUB_READ_FAILED": "tests/test_validate_hub.py::test_bad_answers_are_findings",
 }
 
 

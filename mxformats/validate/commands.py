@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
-import os
 import sys
 import tempfile
 from collections import Counter
-from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
@@ -17,6 +15,7 @@ from mxformats.output import add_output_arguments, check_url
 
 from .findings import Level
 from .model import Options
+from .reader import HUB_PREFIX
 
 __all__ = ["add_parsers"]
 
@@ -33,41 +32,51 @@ def _positive(text: str) -> int:
     return value
 
 
-def _progress(root: Path, quiet: bool) -> tuple[Callable[[int], None] | None, Callable[[], None]]:
-    """A byte progress bar on stderr (only when it is a TTY and not ``quiet``)."""
-    if quiet or not sys.stderr.isatty():
-        return None, lambda: None
-    from rich.console import Console
-    from rich.progress import (
-        BarColumn,
-        DownloadColumn,
-        Progress,
-        TimeRemainingColumn,
-        TransferSpeedColumn,
-    )
+@dataclass
+class _Progress:
+    """A byte progress bar with an ETA on stderr (only when it is a TTY and not ``quiet``):
+    ``plan`` sets the total once the headers are read, ``advance`` counts bytes read."""
 
-    total = 0
-    for dirpath, _dirs, files in os.walk(root):
-        for f in files:
-            if f.endswith(".safetensors"):
-                with contextlib.suppress(OSError):
-                    total += os.path.getsize(os.path.join(dirpath, f))
-    progress = Progress(
-        "validating",
-        BarColumn(),
-        DownloadColumn(),
-        TransferSpeedColumn(),
-        TimeRemainingColumn(),
-        console=Console(file=sys.stderr),
-        transient=True,
-    )
-    task = progress.add_task("read", total=total or None)
-    progress.start()
+    bar: Any = None
+    task: Any = None
 
-    def advance(n: int) -> None:
-        progress.update(task, advance=n)
+    @classmethod
+    def start(cls, quiet: bool) -> _Progress:
+        if quiet or not sys.stderr.isatty():
+            return cls()
+        from rich.console import Console
+        from rich.progress import (
+            BarColumn,
+            DownloadColumn,
+            Progress,
+            TimeRemainingColumn,
+            TransferSpeedColumn,
+        )
 
-    return advance, progress.stop
+        bar = Progress(
+            "validating",
+            BarColumn(),
+            DownloadColumn(),
+            TransferSpeedColumn(),
+            TimeRemainingColumn(),
+            console=Console(file=sys.stderr),
+            transient=True,
+        )
+        task = bar.add_task("read", total=None)
+        bar.start()
+        return cls(bar, task)
+
+    def plan(self, total: int) -> None:
+        if self.bar is not None:
+            self.bar.update(self.task, total=total or None)
+
+    def advance(self, n: int) -> None:
+        if self.bar is not None:
+            self.bar.update(self.task, advance=n)
+
+    def stop(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
 
 
 def _options(args: argparse.Namespace) -> Options:
@@ -81,6 +90,7 @@ def _options(args: argparse.Namespace) -> Options:
         manifest=args.manifest,
         strict=args.strict,
         allow_symlink_root=tuple(Path(p) for p in args.allow_symlink_root or ()),
+        yes=args.yes,
     )
     if args.workers is not None:
         opts.workers = args.workers
@@ -130,11 +140,18 @@ def cmd_validate(args: argparse.Namespace) -> int:
         print(f"mxformats validate: {problem}", file=sys.stderr)
         return 2
     opts = _options(args)
-    on_read, stop = _progress(Path(args.dir), args.quiet)
+    progress = _Progress.start(args.quiet)
+
+    def plan(total: int) -> None:
+        if opts.level is Level.FULL and args.dir.startswith(HUB_PREFIX):
+            print(f"mxformats validate: --level full reads {total:,} bytes "
+                  f"({total / 1e9:.2f} GB) of tensor data", file=sys.stderr)
+        progress.plan(total)
+
     try:
-        report = validate(args.dir, opts, on_read=on_read)
+        report = validate(args.dir, opts, on_read=progress.advance, on_plan=plan)
     finally:
-        stop()
+        progress.stop()
     report.restrict(select, ignore)
     if report.fatal is not None:
         print(
@@ -338,13 +355,18 @@ def add_parsers(commands: Any) -> None:
         help="verify a quantized Kimi-K2-class checkpoint shard by shard",
         description="Check a Quark MXFP4, Quark W4A8 or compressed-tensors INT4 checkpoint "
         "folder (configs, index, shard headers, tensor coverage and layout, scales, numbers) "
-        "before vLLM loads it. Plain BF16 and FP8-block checkpoints get the structural checks.",
+        "before vLLM loads it. Plain BF16 and FP8-block checkpoints get the structural checks. "
+        "hf://ORG/NAME[@REVISION] validates a Hugging Face repo without downloading it "
+        "(ranged reads of the headers and of what --level needs; needs mxformats[hub]; "
+        "honours HF_ENDPOINT, HF_TOKEN, HF_HOME).",
         epilog="Exit codes: 0 no errors (warnings allowed unless --strict), 1 errors found, "
-        "2 could not run (bad usage, unreadable folder, a format not verified such as NVFP4). "
+        "2 could not run (bad usage, unreadable folder, a missing or gated repo or revision, "
+        "no network, a format not verified such as NVFP4). "
         "Every JSON finding carries its check's catalogue url, meaning and fix. "
         f"The checks: {check_url('')}",
     )
-    v.add_argument("dir", metavar="DIR", help="the checkpoint folder")
+    v.add_argument("dir", metavar="DIR",
+                   help="the checkpoint folder, or hf://ORG/NAME[@REVISION]")
     v.add_argument(
         "--level",
         default="scales",
@@ -378,6 +400,11 @@ def add_parsers(commands: Any) -> None:
         "--workers", type=_positive, metavar="N", help="worker threads (default min(cores, 8))"
     )
     v.add_argument("--strict", action="store_true", help="warnings fail the run too")
+    v.add_argument(
+        "--yes",
+        action="store_true",
+        help="hf:// with --level full: read more than 10 GB (the run states the byte count)",
+    )
     v.add_argument(
         "--allow-symlink-root",
         action="append",

@@ -2,9 +2,10 @@
 
 :func:`load` builds the :class:`~mxformats.validate.model.Checkpoint` and returns the findings
 of this group with it (the other groups work on the model). Nothing is executed, nothing is
-unpickled; a file is opened only when its path is safe (:func:`safe_path`) and it is a regular
+unpickled; a file is opened only when its name is safe (:func:`safe_name`) and it is a regular
 file (:func:`mxformats.tensorfile.open_regular`: a FIFO, socket, device or directory is
-reported, never read, so it cannot block or feed bytes without end).
+reported, never read, so it cannot block or feed bytes without end). Every byte is read
+through the checkpoint's :class:`~mxformats.validate.reader.Reader`: a folder or a Hub repo.
 """
 
 from __future__ import annotations
@@ -12,16 +13,13 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
 from mxformats.tensorfile import (
     ErrorKind,
     NotRegularFileError,
     TensorFileError,
-    not_regular,
-    read_header,
-    read_json,
     shard_name,
     tensor_nbytes,
 )
@@ -29,8 +27,18 @@ from mxformats.tensorfile import (
 from .arch import derive, detect_format, quantization_config
 from .findings import Finding, Level, Severity, declare
 from .model import Checkpoint, Format, Module, Options, TensorRef
+from .reader import (
+    RANGE_IGNORED,
+    READ_FAILED,
+    LocalReader,
+    NotAFolder,
+    Reader,
+    ReadFailed,
+    open_reader,
+    unsafe_name,
+)
 
-__all__ = ["LoadResult", "load", "run", "safe_path"]
+__all__ = ["LoadResult", "load", "read_failed", "run", "safe_name"]
 
 E, W, INFO = Severity.ERROR, Severity.WARNING, Severity.INFO
 S = Level.STRUCTURE
@@ -195,6 +203,25 @@ TENSOR_IN_TWO_SHARDS = declare(
     "The same tensor name is stored in two shards.",
     "Remove the duplicate.",
 )
+HUB_RANGE_IGNORED = declare(
+    RANGE_IGNORED,
+    E,
+    S,
+    G,
+    "hf:// only: the server answered a ranged read with 200 (the whole file) instead of 206; "
+    "the read was abandoned rather than download the file.",
+    "Use an endpoint (HF_ENDPOINT, proxy) that honours HTTP Range requests.",
+)
+HUB_READ_FAILED = declare(
+    READ_FAILED,
+    E,
+    S,
+    G,
+    "hf:// only: a ranged read failed after huggingface_hub's retries, or its answer was not "
+    "the range asked: an HTTP error, a dropped connection, a wrong Content-Range or "
+    "Content-Length, a file size other than the API's, a short or long body.",
+    "Run again (a network fault), or re-upload the file the finding names.",
+)
 TOTAL_SIZE_MISMATCH = declare(
     "TOTAL_SIZE_MISMATCH",
     W,
@@ -218,35 +245,20 @@ class LoadResult:
     fatal: str | None = None
 
 
-def _allowed_roots(root: Path, extra: tuple[Path, ...]) -> tuple[Path, ...]:
-    roots = [root]
-    parts = root.parts
-    # Hugging Face cache: <cache>/models--org--name/snapshots/<rev>/ -> blobs/ in the same repo.
-    if (
-        len(parts) >= 3
-        and parts[-2] == "snapshots"
-        and parts[-3].startswith(("models--", "datasets--"))
-    ):
-        roots.append(root.parent.parent)
-    roots += [Path(p).resolve() for p in extra]
-    return tuple(roots)
+def safe_name(reader: Reader, name: str) -> str | None:
+    """None when ``name`` (relative, from the index) may be opened, else the id of the check
+    it breaks: ``INDEX_UNSAFE_PATH`` (absolute, ``..``) or ``SYMLINK_ESCAPE``."""
+    if unsafe_name(name):
+        return "INDEX_UNSAFE_PATH"
+    if reader.escapes(name):
+        return "SYMLINK_ESCAPE"
+    return None
 
 
-def _within(path: Path, roots: tuple[Path, ...]) -> bool:
-    return any(path == r or path.is_relative_to(r) for r in roots)
-
-
-def safe_path(root: Path, name: str, roots: tuple[Path, ...]) -> tuple[Path | None, str | None]:
-    """``(path, None)`` when ``name`` (relative, from the index) may be opened, else
-    ``(None, (check id, reason))``-style: the second item names the problem."""
-    pure = PurePosixPath(name)
-    if pure.is_absolute() or os.path.isabs(name) or ".." in pure.parts or "\\" in name or not name:
-        return None, "INDEX_UNSAFE_PATH"
-    path = root / name
-    real = path.resolve()
-    if not _within(real, roots):
-        return None, "SYMLINK_ESCAPE"
-    return path, None
+def read_failed(exc: ReadFailed, tensor: str | None = None) -> Finding:
+    """The finding of a read the reader could not complete (a Hub read: its check)."""
+    check = HUB_RANGE_IGNORED if exc.check == RANGE_IGNORED else HUB_READ_FAILED
+    return Finding(check, exc.reason, file=exc.file, tensor=tensor)
 
 
 _CHECK_OF_KIND = {
@@ -255,10 +267,15 @@ _CHECK_OF_KIND = {
 }
 
 
-def _header_finding(exc: TensorFileError, file: str) -> Finding:
-    """The finding of a shard whose header :func:`read_header` refused, by the error's kind."""
+def _header_finding(exc: TensorFileError, file: str, remote: bool = False) -> Finding:
+    """The finding of a shard whose header :func:`read_header` refused, by the error's kind.
+    On the Hub the file size the header is checked against is the LFS size the API lists, so
+    a span that disagrees with it says so."""
     check = _CHECK_OF_KIND.get(exc.kind, HEADER_INVALID)
-    return Finding(check, exc.reason, file=file, tensor=exc.tensor, offset=exc.offset)
+    reason = exc.reason
+    if remote and check is not HEADER_INVALID:
+        reason += " (the file size is the Hub's LFS size)"
+    return Finding(check, reason, file=file, tensor=exc.tensor, offset=exc.offset)
 
 
 def _not_regular(name: str, exc: NotRegularFileError) -> Finding:
@@ -311,23 +328,21 @@ def _index_metadata(index: dict[str, Any]) -> Finding | None:
     )
 
 
-def load(root_arg: str | os.PathLike[str], opts: Options) -> LoadResult:
-    """Read configs, the index and shard headers of ``root_arg`` (no tensor data)."""
-    root_in = Path(root_arg)
-    if not root_in.is_dir():
-        return LoadResult(None, [], f"{root_in} is not a readable directory")
-    try:
-        os.listdir(root_in)
-    except OSError as exc:
-        return LoadResult(None, [], f"{root_in} is not readable ({exc.strerror})")
-    root = root_in.resolve()
-    roots = _allowed_roots(root, opts.allow_symlink_root)
+def load(root_arg: str | os.PathLike[str] | Reader, opts: Options) -> LoadResult:
+    """Read configs, the index and shard headers of ``root_arg`` (no tensor data): a folder,
+    ``hf://ORG/NAME[@REVISION]`` or an open :class:`~mxformats.validate.reader.Reader`."""
+    if isinstance(root_arg, Reader):
+        reader = root_arg
+    else:
+        try:
+            reader = open_reader(root_arg, opts.allow_symlink_root)
+        except NotAFolder as exc:
+            return LoadResult(None, [], str(exc))
     out: list[Finding] = []
 
     # -- config ---------------------------------------------------------------------------
     config: dict[str, Any] = {}
-    cpath, _ = safe_path(root, "config.json", roots)
-    if cpath is None:
+    if safe_name(reader, "config.json") is not None:
         out.append(
             Finding(
                 SYMLINK_ESCAPE,
@@ -337,7 +352,7 @@ def load(root_arg: str | os.PathLike[str], opts: Options) -> LoadResult:
         )
     else:
         try:
-            parsed = read_json(cpath)
+            parsed = reader.read_json("config.json")
             if not isinstance(parsed, dict):
                 raise ValueError(f"a JSON {type(parsed).__name__}, not an object")
             config = parsed
@@ -345,6 +360,8 @@ def load(root_arg: str | os.PathLike[str], opts: Options) -> LoadResult:
             out.append(Finding(CONFIG_PARSE, "config.json does not exist", file="config.json"))
         except NotRegularFileError as exc:
             out.append(_not_regular("config.json", exc))
+        except ReadFailed as exc:
+            out.append(read_failed(exc))
         except (ValueError, OSError, RecursionError) as exc:
             out.append(
                 Finding(CONFIG_PARSE, f"config.json does not parse: {_why(exc)}",
@@ -366,13 +383,14 @@ def load(root_arg: str | os.PathLike[str], opts: Options) -> LoadResult:
     qc = quantization_config(config)
     fmt, detail = detect_format(qc) if config else (Format.BF16, "config.json unreadable")
     ckpt = Checkpoint(
-        root=root,
+        root=reader.root if isinstance(reader, LocalReader) else Path(reader.name),
         config=config,
         text_config=text_config,
         format=fmt,
         format_detail=detail,
         quant_config=qc,
-        allowed_roots=roots,
+        allowed_roots=reader.roots if isinstance(reader, LocalReader) else (),
+        reader=reader,
     )
     if qc is not None:
         excl = (
@@ -395,18 +413,17 @@ def load(root_arg: str | os.PathLike[str], opts: Options) -> LoadResult:
             )
         )
     # -- index ----------------------------------------------------------------------------
-    ipath, _ = safe_path(root, INDEX_NAME, roots)
     weight_map: dict[str, str] = {}
     unindexed = False
-    if ipath is None:
+    if safe_name(reader, INDEX_NAME) is not None:
         out.append(
             Finding(
                 SYMLINK_ESCAPE, f"{INDEX_NAME} resolves outside the checkpoint", file=INDEX_NAME
             )
         )
-    elif ipath.exists():
+    elif reader.exists(INDEX_NAME):
         try:
-            index = read_json(ipath)
+            index = reader.read_json(INDEX_NAME)
             ok = (
                 isinstance(index, dict)
                 and isinstance(index.get("weight_map"), dict)
@@ -426,6 +443,9 @@ def load(root_arg: str | os.PathLike[str], opts: Options) -> LoadResult:
         except NotRegularFileError as exc:
             out.append(_not_regular(INDEX_NAME, exc))
             unindexed = True
+        except ReadFailed as exc:
+            out.append(read_failed(exc))
+            unindexed = True
         except (ValueError, OSError, RecursionError) as exc:
             out.append(
                 Finding(INDEX_PARSE, f"{INDEX_NAME} does not parse: {_why(exc)}", file=INDEX_NAME)
@@ -433,7 +453,7 @@ def load(root_arg: str | os.PathLike[str], opts: Options) -> LoadResult:
             # Validate the shards that are there rather than report every tensor missing: the
             # index is the one broken file. (vLLM would refuse to load, hence the error.)
             unindexed = True
-    elif not (root / "model.safetensors").exists():
+    elif not reader.exists("model.safetensors"):
         out.append(
             Finding(
                 INDEX_MISSING,
@@ -445,16 +465,16 @@ def load(root_arg: str | os.PathLike[str], opts: Options) -> LoadResult:
         # vLLM loads every *.safetensors of a folder without an index
         # (filter_duplicate_safetensors_files returns them all): check what it would load.
         unindexed = True
-    single = ckpt.index is None and (root / "model.safetensors").exists() and not unindexed
+    single = ckpt.index is None and reader.exists("model.safetensors") and not unindexed
     if unindexed:
-        shards = sorted(p.name for p in root.glob("*.safetensors"))
+        shards = [f for f in reader.files() if "/" not in f and f.endswith(".safetensors")]
     else:
         shards = ["model.safetensors"] if single else list(dict.fromkeys(weight_map.values()))
 
     # -- shards ---------------------------------------------------------------------------
     safe_shards: list[str] = []
     for name in shards:
-        path, problem = safe_path(root, name, roots)
+        problem = safe_name(reader, name)
         if problem == "INDEX_UNSAFE_PATH":
             out.append(
                 Finding(
@@ -468,22 +488,21 @@ def load(root_arg: str | os.PathLike[str], opts: Options) -> LoadResult:
             out.append(
                 Finding(
                     SYMLINK_ESCAPE,
-                    f"{name} resolves to {(root / name).resolve()}, "
+                    f"{name} resolves to {reader.resolved(name)}, "
                     "outside the checkpoint; not opened",
                     file=name,
                 )
             )
             continue
-        assert path is not None
         try:
-            what = not_regular(path)
+            what = reader.not_regular(name)
         except OSError:
             out.append(
                 Finding(SHARD_MISSING, f"shard {name} named in the index does not exist", file=name)
             )
             continue
         if what is not None:
-            out.append(_not_regular(name, NotRegularFileError(path, what)))
+            out.append(_not_regular(name, NotRegularFileError(name, what)))
             ckpt.unreadable.add(name)
             continue
         safe_shards.append(name)
@@ -492,22 +511,25 @@ def load(root_arg: str | os.PathLike[str], opts: Options) -> LoadResult:
     seen: dict[str, str] = {}
     tensor_bytes = file_bytes = 0
     for name in safe_shards:
-        path = ckpt.path(name)
-        size = path.stat().st_size
+        size = reader.size(name)
         file_bytes += size
         try:
-            header, data_offset = read_header(path)
+            header, data_offset = reader.header(name)
         except TensorFileError as exc:
             ckpt.unreadable.add(name)
-            out.append(_header_finding(exc, name))
+            out.append(_header_finding(exc, name, reader.remote))
             continue
         except NotRegularFileError as exc:  # swapped in since the check above
             ckpt.unreadable.add(name)
             out.append(_not_regular(name, exc))
             continue
+        except ReadFailed as exc:
+            ckpt.unreadable.add(name)
+            out.append(read_failed(exc))
+            continue
         except OSError as exc:
             ckpt.unreadable.add(name)
-            out.append(Finding(HEADER_INVALID, f"cannot read: {exc.strerror}", file=name))
+            out.append(Finding(HEADER_INVALID, f"cannot read: {exc.strerror or exc}", file=name))
             continue
         for tname, entry in header.items():
             if tname == "__metadata__":
@@ -601,13 +623,9 @@ def load(root_arg: str | os.PathLike[str], opts: Options) -> LoadResult:
 
     # stray shards (recursive, not following symlinked folders)
     listed = set(shards)
-    for dirpath, _dirs, files in os.walk(root):
-        for f in files:
-            if not f.endswith(".safetensors"):
-                continue
-            rel = Path(dirpath, f).relative_to(root).as_posix()
-            if rel not in listed:
-                out.append(Finding(SHARD_STRAY, f"{rel} is not named in the index", file=rel))
+    for rel in reader.files():
+        if rel.endswith(".safetensors") and rel not in listed:
+            out.append(Finding(SHARD_STRAY, f"{rel} is not named in the index", file=rel))
 
     # modules
     for ref in ckpt.tensors.values():

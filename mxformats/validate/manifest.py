@@ -1,32 +1,34 @@
 """``--manifest FILE``: sha256 per shard, written on the first run and verified on later ones.
 
 Bit rot is invisible to format checks (every FP4 and INT4 code is legal); a manifest catches
-it. The file is JSON: ``{"schema": "mxformats-manifest/1", "files": {name: {"size": int,
-"sha256": hex}}}`` with names relative to the checkpoint folder (the index's shards, plus
-``config.json`` and the index).
+it. Sizes and digests come from the checkpoint's reader: a local file is hashed; on
+``hf://`` an LFS file's sha256 is the one the Hub lists (nothing is downloaded), and only the
+small non-LFS files (config, index) are read and hashed. The file is JSON:
+``{"schema": "mxformats-manifest/1", "files": {name: {"size": int, "sha256": hex}}}`` with
+names relative to the checkpoint folder (the index's shards, plus ``config.json`` and the
+index).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mxformats.tensorfile import open_regular, read_json
+from mxformats.tensorfile import read_json
 
 from .findings import Finding, Level, Severity, declare
+from .reader import LocalReader, Reader, ReadFailed
 
 if TYPE_CHECKING:
     from .model import Checkpoint, Options
 
-__all__ = ["SCHEMA", "read_manifest", "run", "sha256_file", "write_manifest"]
+__all__ = ["SCHEMA", "compute", "read_manifest", "run", "write_manifest"]
 
 SCHEMA = "mxformats-manifest/1"
 _G = "manifest"
 _L = Level.STRUCTURE
-_CHUNK = 8 << 20
 
 MANIFEST_WRITTEN = declare(
     "MANIFEST_WRITTEN", Severity.INFO, _L, _G,
@@ -51,32 +53,29 @@ MANIFEST_UNREADABLE = declare(
     "Fix or delete the manifest file.")
 
 
-def sha256_file(path: Path) -> str:
-    """Hex sha256 of a regular file, read in 8 MiB chunks (a FIFO or device raises
-    :class:`~mxformats.tensorfile.NotRegularFileError`, an ``OSError``, and is never read)."""
-    h = hashlib.sha256()
-    with open_regular(path) as f:
-        while chunk := f.read(_CHUNK):
-            h.update(chunk)
-    return h.hexdigest()
+def _reader(ckpt: Checkpoint) -> Reader:
+    return ckpt.reader or LocalReader(ckpt.root, ckpt.allowed_roots)
+
+
+def _is_file(reader: Reader, name: str) -> bool:
+    """Whether ``name`` is a regular file of the checkpoint (missing or a FIFO: no)."""
+    try:
+        return reader.not_regular(name) is None
+    except OSError:
+        return False
 
 
 def _files(ckpt: Checkpoint) -> list[str]:
-    names = list(dict.fromkeys(ckpt.shards))
-    for extra in ("config.json", "model.safetensors.index.json"):
-        if (ckpt.root / extra).is_file():
-            names.append(extra)
-    return sorted(n for n in names if n not in ckpt.unreadable or (ckpt.root / n).is_file())
+    reader = _reader(ckpt)
+    names = [*dict.fromkeys(ckpt.shards), "config.json", "model.safetensors.index.json"]
+    return sorted(n for n in dict.fromkeys(names) if _is_file(reader, n))
 
 
 def compute(ckpt: Checkpoint) -> dict[str, dict[str, Any]]:
     """``{name: {"size", "sha256"}}`` for the checkpoint's files that exist."""
-    out: dict[str, dict[str, Any]] = {}
-    for name in _files(ckpt):
-        path = ckpt.path(name)
-        if path.is_file():
-            out[name] = {"size": path.stat().st_size, "sha256": sha256_file(path)}
-    return out
+    reader = _reader(ckpt)
+    return {name: {"size": reader.size(name), "sha256": reader.sha256(name)}
+            for name in _files(ckpt)}
 
 
 def write_manifest(path: Path, files: dict[str, dict[str, Any]]) -> None:
@@ -106,7 +105,11 @@ def run(ckpt: Checkpoint, opts: Options) -> Iterator[Finding]:
         return
     path = Path(opts.manifest)
     if not path.exists():
-        files = compute(ckpt)
+        try:
+            files = compute(ckpt)
+        except ReadFailed as exc:
+            yield Finding(MANIFEST_UNREADABLE, f"{path}: not written: {exc}", exc.file)
+            return
         try:
             write_manifest(path, files)
         except OSError as exc:
@@ -119,20 +122,24 @@ def run(ckpt: Checkpoint, opts: Options) -> Iterator[Finding]:
     except ValueError as exc:
         yield Finding(MANIFEST_UNREADABLE, f"{path}: {exc}")
         return
+    reader = _reader(ckpt)
     present = set(_files(ckpt))
     for name in sorted(expected):
         want = expected[name]
-        file = ckpt.path(name)
-        if "/" in name or name.startswith("..") or not file.is_file():
+        if "/" in name or name.startswith("..") or not _is_file(reader, name):
             yield Finding(MANIFEST_MISSING_FILE, f"{name}: listed in the manifest, not found",
                           name)
             continue
-        size = file.stat().st_size
+        size = reader.size(name)
         if size != want["size"]:
             yield Finding(MANIFEST_MISMATCH, f"{name}: size {size}, manifest says "
                           f"{want['size']}", name)
             continue
-        digest = sha256_file(file)
+        try:
+            digest = reader.sha256(name)
+        except ReadFailed as exc:
+            ckpt.read_failures.append(exc)
+            continue
         if digest != want["sha256"]:
             yield Finding(MANIFEST_MISMATCH, f"{name}: sha256 {digest[:16]}…, manifest says "
                           f"{want['sha256'][:16]}…", name)

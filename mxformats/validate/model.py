@@ -39,9 +39,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from mxformats.tensorfile import DTYPES, open_regular
+from mxformats.tensorfile import DTYPES
 
 from .findings import Level
+from .reader import LocalReader, Reader, ReadFailed
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
@@ -365,15 +366,16 @@ class Checkpoint:
     _matcher: tuple[tuple[str, ...], ExcludeMatcher] | None = field(
         default=None, repr=False, compare=False
     )
+    #: what every byte is read through (None: a :class:`LocalReader` of ``root``)
+    reader: Reader | None = field(default=None, repr=False, compare=False)
+    #: tensor-data reads the reader could not complete (the runner reports them, one
+    #: finding per file)
+    read_failures: list[ReadFailed] = field(default_factory=list, repr=False, compare=False)
 
     @property
     def numeric(self) -> bool:
         """True when numeric checks apply (a verified quantized format)."""
         return self.format in NUMERIC_FORMATS
-
-    def path(self, file: str) -> Path:
-        """The on-disk path of a shard named by the index (already vetted by the loader)."""
-        return self.root / file
 
     def read(self, name: str, *, max_bytes: int | None = None) -> NDArray[Any]:
         """Read one tensor's data (numpy array of its dtype and shape; ``F8_E8M0`` as its
@@ -385,15 +387,26 @@ class Checkpoint:
             raise ValueError(f"{name}: {ref.nbytes} bytes exceeds the read bound {max_bytes}")
         dtype = DTYPES[ref.dtype]
         count = ref.nbytes // dtype.itemsize
-        with open_regular(self.path(ref.file)) as f:  # a FIFO swapped in cannot block
-            f.seek(ref.begin)
-            raw = f.read(ref.nbytes)
-        if len(raw) != ref.nbytes:
-            raise ValueError(f"{ref.file}: {name} truncated at byte {ref.begin + len(raw)}")
-        if self.on_read is not None:
-            self.on_read(len(raw))
+        raw = self.read_bytes(ref, 0, ref.nbytes)
         arr = np.frombuffer(raw, dtype=dtype, count=count)
         return arr.reshape(ref.shape)
+
+    def read_bytes(self, ref: TensorRef, begin: int, end: int) -> bytes:
+        """Bytes ``[begin, end)`` of tensor ``ref``'s data, exactly its span's slice, through
+        :attr:`reader` (counted by :attr:`on_read`). A :class:`ReadFailed` is kept in
+        :attr:`read_failures` and re-raised; any read error is an ``OSError``."""
+        if not 0 <= begin <= end <= ref.nbytes:
+            raise ValueError(f"{ref.name}: bytes [{begin}, {end}) outside its {ref.nbytes}")
+        if self.reader is None:
+            self.reader = LocalReader(self.root, self.allowed_roots)
+        try:
+            raw = self.reader.read_range(ref.file, ref.begin + begin, ref.begin + end)
+        except ReadFailed as exc:
+            self.read_failures.append(exc)
+            raise
+        if self.on_read is not None:
+            self.on_read(len(raw))
+        return raw
 
     def module_of(self, tensor: str) -> Module | None:
         return self.modules.get(tensor.rsplit(".", 1)[0])
@@ -426,6 +439,8 @@ class Options:
     workers: int = field(default_factory=lambda: min(os.cpu_count() or 1, 8))
     strict: bool = False
     allow_symlink_root: tuple[Path, ...] = ()
+    #: ``--yes``: a remote ``--level full`` may read more than 10 GB
+    yes: bool = False
 
     def at_least(self, level: Level) -> bool:
         order = {Level.STRUCTURE: 0, Level.SCALES: 1, Level.FULL: 2}

@@ -1,8 +1,9 @@
 """Numeric checks: scale bytes and values, NaN/Inf, scale tightness, codes and per-expert stats.
 
 Level ``scales`` reads every scale tensor and every small tensor (router biases, norms);
-level ``full`` reads every byte, module by module and in bounded chunks (``np.memmap`` of a
-tensor's span), and adds the checks that need the codes.
+level ``full`` reads every byte, module by module and in bounded chunks (ranged reads of a
+tensor's span through the checkpoint's reader: a folder or a Hub repo), and adds the checks
+that need the codes.
 
 The checks are first pure functions over numpy arrays (``e8m0_stats``, ``mx_tightness``, ...),
 then wired into :func:`run`.
@@ -446,16 +447,15 @@ def read_module(ckpt: Checkpoint, module: Module, params: tuple[str, ...]
 
 def iter_chunks(ckpt: Checkpoint, ref: TensorRef, chunk_bytes: int = CHUNK_BYTES
                 ) -> Iterator[tuple[int, NDArray[Any]]]:
-    """(first element index, 1-D chunk) over a tensor's span through ``np.memmap``."""
+    """(first element index, 1-D chunk) over a tensor's span, each chunk one read of at most
+    ``chunk_bytes`` through the checkpoint's reader (:meth:`Checkpoint.read_bytes`)."""
     dtype = DTYPES[ref.dtype]
     count = ref.nbytes // dtype.itemsize
-    if count == 0:
-        return
-    mm = np.memmap(ckpt.path(ref.file), dtype=dtype, mode="r", offset=ref.begin, shape=(count,))
     step = max(1, chunk_bytes // dtype.itemsize)
     for start in range(0, count, step):
-        yield start, np.array(mm[start:start + step])
-    del mm
+        stop = min(count, start + step)
+        raw = ckpt.read_bytes(ref, start * dtype.itemsize, stop * dtype.itemsize)
+        yield start, np.frombuffer(raw, dtype=dtype)
 
 
 def _scale_findings(ckpt: Checkpoint, module: Module,

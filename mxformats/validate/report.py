@@ -19,6 +19,7 @@ from mxformats._version import __version__
 from mxformats.output import SEVERITY_STYLES, check_url, github_annotation, make_console
 
 from .findings import CHECKS, Finding, Severity
+from .reader import HUB_PREFIX
 from .runner import Report
 
 if TYPE_CHECKING:
@@ -56,16 +57,23 @@ def printable(text: str) -> str:
     return "".join(out)
 
 
-def _where(f: Finding) -> str:
-    parts = [p for p in (f.file, f.tensor) if p]
+def _remote(report: Report) -> str | None:
+    """``hf://ORG/NAME@SHA`` when the report is of a Hub repo (its findings' files are named
+    under it), else None (a local finding names the file relative to the folder)."""
+    return report.root if report.root.startswith(HUB_PREFIX) else None
+
+
+def _where(f: Finding, remote: str | None = None) -> str:
+    file = f"{remote}/{f.file}" if remote and f.file else f.file
+    parts = [p for p in (file, f.tensor) if p]
     if f.offset is not None:
         parts.append(f"byte {f.offset}")
     return printable(", ".join(parts))
 
 
-def _line(f: Finding) -> str:
+def _line(f: Finding, remote: str | None = None) -> str:
     """One finding on one line: ``where: message``, escaped."""
-    where = _where(f)
+    where = _where(f, remote)
     return f"{where + ': ' if where else ''}{printable(f.message)}"
 
 
@@ -104,6 +112,7 @@ def to_junit(report: Report) -> str:
     )
     failures = 0
     cases = 0
+    remote = _remote(report)
     for check in CHECKS.values():
         found = by_check.get(check.id, [])
         if not found and (report.fatal is not None or not report.ran(check)):
@@ -117,11 +126,12 @@ def to_junit(report: Report) -> str:
             el = ET.SubElement(
                 case, "failure", type=sev.value, message=f"{len(bad)} finding(s): {check.meaning}"
             )
-            el.text = "\n".join(f"{f.effective_severity.value}: {_line(f)}" for f in bad)
+            el.text = "\n".join(f"{f.effective_severity.value}: {_line(f, remote)}"
+                                for f in bad)
         infos = [f for f in found if f.effective_severity == Severity.INFO]
         if infos:
             out = ET.SubElement(case, "system-out")
-            out.text = "\n".join(_line(f) for f in infos)
+            out.text = "\n".join(_line(f, remote) for f in infos)
     if report.fatal is not None:
         cases += 1
         case = ET.SubElement(suite, "testcase", classname="validate", name="RUN")
@@ -144,7 +154,7 @@ def to_github(report: Report) -> str:
             continue
         path = os.path.join(report.root, f.file) if f.file else None
         lines.append(github_annotation(
-            sev.value, f"{_line(f)} (fix: {f.check.fix})", title=f.check.id,
+            sev.value, f"{_line(f, _remote(report))} (fix: {f.check.fix})", title=f.check.id,
             file=printable(path) if path else None))
     lines += [github_annotation("notice", f"{n} finding(s): {CHECKS[cid].meaning}", title=cid)
               for cid, n in infos.items()]
@@ -200,7 +210,7 @@ def print_report(report: Report, file: IO[str], *, quiet: bool = False,
             for f in found[:20]:
                 sev = f.effective_severity.value
                 console.print(Text.assemble("  ", (f"{sev:7}", SEVERITY_STYLES[sev]),
-                                            f" {_line(f)}"))
+                                            f" {_line(f, _remote(report))}"))
             if len(found) > 20:
                 console.print(f"  ... {len(found) - 20} more (see --format json)")
             if check.fix:

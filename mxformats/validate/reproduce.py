@@ -39,11 +39,12 @@ from mxformats.formats import E4M3FN
 from mxformats.fp8 import dequantize_w4a8, quantize_w4a8
 from mxformats.int4 import dequantize_int4, pack_int4, quantize_int4, unpack_int4
 from mxformats.mx import dequantize_mx, quantize_mx
-from mxformats.tensorfile import TensorFileError, read_index, read_json, read_tensor
+from mxformats.tensorfile import TensorFileError, read_index, read_json
 
 from .findings import Check, Finding, Level, Severity, declare
 from .model import Format
 from .numbers import mx_scale_mode, quantized_modules, read_module
+from .reader import LocalReader
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
@@ -121,6 +122,7 @@ class Source:
 
     def __init__(self, folder: Path) -> None:
         self.folder = Path(folder)
+        self.reader = LocalReader(self.folder)  # what every tensor is read through
         self.index = read_index(self.folder)
         try:
             config = read_json(self.folder / "config.json")  # regular files only: no FIFO
@@ -140,7 +142,7 @@ class Source:
         return self.kind in ("bf16", "compressed-tensors-int4", "fp8-block")
 
     def _read(self, name: str) -> NDArray[Any]:
-        return read_tensor(self.folder / self.index[name], name)
+        return self.reader.tensor(self.index[name], name)
 
     def weight(self, module: str) -> NDArray[Any] | None:
         """The BF16 weight of ``module`` as the quantizer saw it (None when absent)."""

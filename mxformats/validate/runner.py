@@ -18,14 +18,24 @@ import time
 import traceback
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any
 
 from .findings import CHECKS, LEVELS, Check, Finding, Level, Severity, declare
 from .model import Checkpoint, Format, Module, Options
+from .reader import NotAFolder, ReadFailed, open_reader
 
-__all__ = ["CHECK_MODULES", "INTERNAL_ERROR", "Report", "exit_code", "for_each_module", "validate"]
+__all__ = [
+    "CHECK_MODULES",
+    "CONFIRM_BYTES",
+    "INTERNAL_ERROR",
+    "Report",
+    "exit_code",
+    "for_each_module",
+    "planned_bytes",
+    "validate",
+]
 
 CHECK_MODULES = ("files", "coverage", "layout", "numbers", "reproduce", "manifest", "deployment")
 _OPTIONAL = {"numbers", "reproduce", "manifest", "deployment"}
@@ -162,15 +172,63 @@ def for_each_module(
             yield from found
 
 
+#: ``--level full`` on a remote checkpoint reads more than this only with ``--yes``.
+CONFIRM_BYTES = 10 * 10**9
+
+
+def planned_bytes(ckpt: Checkpoint, opts: Options) -> int:
+    """The tensor bytes the run's level reads: ``full`` every tensor, ``scales`` the scale
+    tensors of the quantized modules, ``structure`` none (headers only)."""
+    if not ckpt.numeric or not opts.at_least(Level.SCALES):
+        return 0
+    if opts.at_least(Level.FULL):
+        return sum(t.nbytes for t in ckpt.tensors.values())
+    return sum(t.nbytes for m in ckpt.modules.values() if m.quantized
+               for p, t in m.tensors.items() if p.endswith("_scale") or p.endswith("_scale_2"))
+
+
+def _read_failures(ckpt: Checkpoint) -> Iterator[Finding]:
+    """One finding per file whose tensor reads failed (the first failure, and how many
+    more); reads not even attempted because the server had stopped answering are counted in
+    the finding of the failure that stopped it."""
+    from .files import read_failed
+
+    by_file: dict[str, list[ReadFailed]] = {}
+    for exc in ckpt.read_failures:
+        if not exc.follow_on:
+            by_file.setdefault(exc.file, []).append(exc)
+    skipped = sum(exc.follow_on for exc in ckpt.read_failures)
+    for i, found in enumerate(by_file.values()):
+        f = read_failed(found[0])
+        more = [f"{len(found) - 1} more failed read(s) of this file"] if len(found) > 1 else []
+        if skipped and i == len(by_file) - 1:
+            more.append(f"{skipped} later read(s) not made: the server stopped answering")
+        if more:
+            f = replace(f, message=f"{f.message} ({'; '.join(more)})")
+        yield f
+
+
 def validate(
-    root: str | os.PathLike[str], opts: Options, on_read: Callable[[int], None] | None = None
+    root: str | os.PathLike[str],
+    opts: Options,
+    on_read: Callable[[int], None] | None = None,
+    on_plan: Callable[[int], None] | None = None,
 ) -> Report:
-    """Validate the checkpoint folder ``root``."""
+    """Validate the checkpoint ``root``: a folder or ``hf://ORG/NAME[@REVISION]``.
+
+    ``on_plan`` is called once the headers are read with the tensor bytes the level will
+    read (:func:`planned_bytes`), ``on_read`` with the byte count of every read. A remote
+    ``--level full`` of more than :data:`CONFIRM_BYTES` stops (exit 2) unless ``opts.yes``."""
     from . import files
 
     start = time.perf_counter()
     try:
-        loaded = files.load(root, opts)
+        reader = open_reader(root, opts.allow_symlink_root)
+        loaded = files.load(reader, opts)
+    except NotAFolder as exc:
+        report = Report(os.fspath(root), "unknown", "", fatal=str(exc), level=opts.level)
+        report.seconds = time.perf_counter() - start
+        return report
     except Exception as exc:
         report = Report(os.fspath(root), "unknown", "", [_internal("loading", exc)],
                         level=opts.level)
@@ -178,7 +236,7 @@ def validate(
         return report
     ckpt = loaded.ckpt
     report = Report(
-        os.fspath(root),
+        reader.name if reader.remote else os.fspath(root),
         ckpt.format.value if ckpt else "unknown",
         ckpt.format_detail if ckpt else "",
         list(loaded.findings),
@@ -191,6 +249,14 @@ def validate(
         report.seconds = time.perf_counter() - start
         return report
     ckpt.on_read = on_read
+    need = planned_bytes(ckpt, opts)
+    if on_plan is not None:
+        on_plan(need)
+    if reader.remote and opts.at_least(Level.FULL) and need > CONFIRM_BYTES and not opts.yes:
+        report.fatal = (f"--level full reads {need:,} bytes ({need / 1e9:.1f} GB) from "
+                        f"{reader.name}; pass --yes to read them")
+        report.seconds = time.perf_counter() - start
+        return report
     for name in CHECK_MODULES[1:]:
         try:
             module = importlib.import_module(f"{__package__}.{name}")
@@ -213,6 +279,7 @@ def validate(
             report.findings.append(_internal(f"check module {name}", exc))
             continue
         report.findings.extend(_guarded(name, produced or ()))
+    report.findings.extend(_read_failures(ckpt))
     for f in report.findings:
         block = f.extra.get("reproduction")
         if isinstance(block, dict):

@@ -1,0 +1,267 @@
+"""``hf://ORG/NAME[@REVISION]``: a Hugging Face model repository read without downloading it.
+
+:class:`HubReader` implements :class:`~mxformats.validate.reader.Reader` with
+``huggingface_hub`` (the ``hub`` extra), which honours ``HF_ENDPOINT``, ``HF_TOKEN``,
+``HF_HOME`` and ``HF_HUB_OFFLINE`` as its users expect:
+
+- one ``model_info(revision, files_metadata=True)`` call (``GET
+  /api/models/ORG/NAME/revision/REV?blobs=true``) pins the revision to the commit SHA it
+  answers and lists every file with its size and, for an LFS file, its sha256;
+- every byte is a ranged ``GET /ORG/NAME/resolve/SHA/FILE`` with ``Range: bytes=B-E``,
+  through ``huggingface_hub.utils.http_backoff`` (its retries with backoff on connection
+  errors and 5xx) and a timeout (``HF_HUB_DOWNLOAD_TIMEOUT``). The answer must be 206 with
+  ``Content-Range: bytes B-E/SIZE`` for that SIZE the API listed and exactly ``E - B + 1``
+  bytes: a 200 (Range ignored) is never read, and a body is read in bounded chunks and
+  abandoned at the first byte past the range. Nothing is written to disk.
+
+The Hub's answers are untrusted input: every deviation raises
+:class:`~mxformats.validate.reader.ReadFailed`, which the checks report as a finding
+(``HUB_RANGE_IGNORED``, ``HUB_READ_FAILED``, declared with the other files checks), never a crash.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+from urllib.parse import quote
+
+from .reader import HUB_PREFIX, RANGE_IGNORED, READ_FAILED, NotAFolder, Reader, ReadFailed
+
+if TYPE_CHECKING:
+    import requests
+
+__all__ = ["HubReader", "open_hub", "parse_hub"]
+
+#: Retries huggingface_hub's http_backoff makes on a connection error or a 5xx (waits 0.5 s,
+#: then 1 s): a dead server costs seconds, not the default's 23.
+_RETRIES = 2
+_BASE_WAIT_S = 0.5
+#: The largest piece read from a socket at once: a body never holds more than its range
+#: plus this.
+_PIECE = 1 << 20
+
+_REPO_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+@dataclass(frozen=True)
+class HubFile:
+    """One file of the pinned commit as the API lists it."""
+
+    size: int
+    lfs_sha256: str | None
+
+
+def parse_hub(text: str) -> tuple[str, str | None]:
+    """``("ORG/NAME", revision or None)`` of ``hf://ORG/NAME[@REVISION]``; :class:`NotAFolder`
+    when it is not that form."""
+    body = text[len(HUB_PREFIX):]
+    repo_id, _, revision = body.partition("@")
+    repo_id = repo_id.rstrip("/")
+    if not _REPO_ID.fullmatch(repo_id) or ".." in repo_id or (revision == "" and "@" in body):
+        raise NotAFolder(f"{text} is not hf://ORG/NAME[@REVISION]")
+    return repo_id, revision or None
+
+
+def _reason(exc: BaseException) -> str:
+    """The Hub's own words for an error: its X-Error-Message / error body when it sent one."""
+    server = getattr(exc, "server_message", None)
+    status = getattr(getattr(exc, "response", None), "status_code", None)
+    head = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    if server:
+        return f"{head} {server.strip()}" if status is None else f"HTTP {status}: {server.strip()}"
+    return head
+
+
+def open_hub(text: str) -> HubReader:
+    """Pin ``hf://ORG/NAME[@REVISION]`` to its commit and list its files; :class:`NotAFolder`
+    with the Hub's reason for a missing or gated repo or revision, offline mode or no
+    network (the CLI exits 2)."""
+    repo_id, revision = parse_hub(text)
+    try:
+        import requests
+        from huggingface_hub import HfApi, constants
+        from huggingface_hub.errors import (
+            GatedRepoError,
+            HfHubHTTPError,
+            OfflineModeIsEnabled,
+            RepositoryNotFoundError,
+            RevisionNotFoundError,
+        )
+        from huggingface_hub.utils import build_hf_headers
+    except ImportError:
+        raise NotAFolder(
+            f"{text}: reading the Hub needs huggingface_hub: pip install 'mxformats[hub]'"
+        ) from None
+    if constants.HF_HUB_OFFLINE:
+        raise NotAFolder(f"{text}: HF_HUB_OFFLINE is set; hf:// reads the Hub over the network")
+    api = HfApi(endpoint=os.environ.get("HF_ENDPOINT") or constants.ENDPOINT)
+    what = f"revision {revision!r} of {repo_id}" if revision else repo_id
+    try:
+        info = api.model_info(
+            repo_id, revision=revision, files_metadata=True,
+            timeout=constants.DEFAULT_REQUEST_TIMEOUT,
+        )
+    except GatedRepoError as exc:
+        raise NotAFolder(f"{repo_id} is gated: {_reason(exc)}") from None
+    except RevisionNotFoundError as exc:
+        raise NotAFolder(f"{what} does not exist: {_reason(exc)}") from None
+    except RepositoryNotFoundError as exc:
+        raise NotAFolder(f"{repo_id} does not exist or is private: {_reason(exc)}") from None
+    except OfflineModeIsEnabled as exc:
+        raise NotAFolder(f"{text}: {exc}") from None
+    except HfHubHTTPError as exc:
+        raise NotAFolder(f"{what}: the Hub refused: {_reason(exc)}") from None
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:  # not JSON, or not info
+        raise NotAFolder(f"{what}: the Hub's answer is not a model's info: {_reason(exc)}"
+                         ) from None
+    except requests.RequestException as exc:
+        raise NotAFolder(f"{what}: cannot reach the Hub at {api.endpoint}: {_reason(exc)}"
+                         ) from None
+    sha = info.sha
+    if not isinstance(sha, str) or not re.fullmatch(r"[0-9a-f]{40}", sha):
+        raise NotAFolder(f"{what}: the Hub did not name the commit (sha {sha!r})")
+    files: dict[str, HubFile] = {}
+    for sibling in info.siblings or ():
+        size = sibling.size if sibling.lfs is None else sibling.lfs.size
+        if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+            raise NotAFolder(f"{what}: the Hub lists {sibling.rfilename!r} without a size")
+        files[sibling.rfilename] = HubFile(size, sibling.lfs.sha256 if sibling.lfs else None)
+    headers = build_hf_headers()  # HF_TOKEN and the user agent, as the client sends them
+    return HubReader(repo_id, sha, api.endpoint, files, headers)
+
+
+class HubReader(Reader):
+    """A Hub repository at one commit ``sha``: ``files`` as the API listed them, bytes by
+    ranged reads of ``ENDPOINT/ORG/NAME/resolve/SHA/FILE``."""
+
+    remote = True
+
+    def __init__(self, repo_id: str, sha: str, endpoint: str, files: dict[str, HubFile],
+                 headers: dict[str, str]) -> None:
+        self.repo_id = repo_id
+        self.sha = sha
+        self.endpoint = endpoint.rstrip("/")
+        self.listing = files
+        self.headers = headers
+        self.name = f"{HUB_PREFIX}{repo_id}@{sha}"
+        #: why the server stopped answering (a connection failure that outlived
+        #: huggingface_hub's retries): every later read fails at once, so a dead server
+        #: costs one round of retries, not one per tensor
+        self.unreachable: str | None = None
+
+    def _file(self, name: str) -> HubFile:
+        try:
+            return self.listing[name]
+        except KeyError:
+            raise FileNotFoundError(f"{name} is not in {self.name}") from None
+
+    def escapes(self, name: str) -> bool:
+        return False  # a repo has no symlinks out of it
+
+    def not_regular(self, name: str) -> str | None:
+        self._file(name)
+        return None
+
+    def files(self) -> list[str]:
+        return sorted(self.listing)
+
+    def size(self, name: str) -> int:
+        return self._file(name).size
+
+    def url(self, name: str) -> str:
+        """The resolve URL of ``name`` at the pinned commit."""
+        return f"{self.endpoint}/{self.repo_id}/resolve/{self.sha}/{quote(name)}"
+
+    def read_range(self, name: str, begin: int, end: int) -> bytes:
+        size = self._file(name).size
+        if not 0 <= begin <= end <= size:
+            raise OSError(f"{name}: bytes [{begin}, {end}) are outside its {size} bytes")
+        if begin == end:
+            return b""
+        import requests
+        from huggingface_hub import constants
+        from huggingface_hub.utils import http_backoff
+
+        where = f"{self.name}/{name} bytes [{begin}, {end})"
+        if self.unreachable is not None:
+            raise ReadFailed(READ_FAILED, name, f"{where}: not read ({self.unreachable})",
+                             follow_on=True)
+        headers = {**self.headers, "Range": f"bytes={begin}-{end - 1}",
+                   "Accept-Encoding": "identity"}
+        try:
+            response = http_backoff(
+                "GET", self.url(name), headers=headers, stream=True,
+                timeout=constants.HF_HUB_DOWNLOAD_TIMEOUT, max_retries=_RETRIES,
+                base_wait_time=_BASE_WAIT_S,
+            )
+        except requests.RequestException as exc:
+            self.unreachable = f"the Hub stopped answering: {_reason(exc)}"
+            raise ReadFailed(READ_FAILED, name, f"{where}: {_reason(exc)}") from None
+        with response:
+            self._check_answer(response, name, where, begin, end, size)
+            return self._body(response, name, where, end - begin)
+
+    def _check_answer(self, response: requests.Response, name: str, where: str, begin: int,
+                      end: int, size: int) -> None:
+        """Raise :class:`ReadFailed` unless the status and headers announce exactly the
+        range asked, of a file of the listed ``size``."""
+        status = response.status_code
+        if status == 200:
+            raise ReadFailed(RANGE_IGNORED, name,
+                             f"{where}: the server answered 200 (the whole file), not 206; "
+                             "not read")
+        if status != 206:
+            from huggingface_hub.errors import HfHubHTTPError
+            from huggingface_hub.utils import hf_raise_for_status
+
+            reason = f"HTTP {status}"
+            try:
+                hf_raise_for_status(response)
+            except HfHubHTTPError as exc:
+                reason = _reason(exc)
+            raise ReadFailed(READ_FAILED, name, f"{where}: {reason}")
+        want_range = f"bytes {begin}-{end - 1}/{size}"
+        got_range = response.headers.get("Content-Range")
+        if got_range != want_range:
+            raise ReadFailed(READ_FAILED, name,
+                             f"{where}: Content-Range {got_range!r}, expected {want_range!r} "
+                             "(the range asked, of the size the API listed)")
+        length = response.headers.get("Content-Length")
+        if length is not None and length.strip() != str(end - begin):
+            raise ReadFailed(READ_FAILED, name,
+                             f"{where}: Content-Length {length!r} for a {end - begin}-byte range")
+
+    def _body(self, response: requests.Response, name: str, where: str, n: int) -> bytes:
+        """Exactly ``n`` body bytes, read in pieces of at most :data:`_PIECE`; one byte more
+        than ``n`` ends the read."""
+        import requests
+        import urllib3
+
+        out = bytearray()
+        try:
+            while len(out) <= n:
+                piece = response.raw.read(min(_PIECE, n + 1 - len(out)), decode_content=False)
+                if not piece:
+                    break
+                out += piece
+        except (urllib3.exceptions.HTTPError, requests.RequestException, OSError) as exc:
+            raise ReadFailed(READ_FAILED, name,
+                             f"{where}: the connection failed after {len(out)} bytes "
+                             f"({type(exc).__name__})") from None
+        if len(out) != n:
+            what = "more than" if len(out) > n else f"{len(out)} bytes of"
+            raise ReadFailed(READ_FAILED, name, f"{where}: the body held {what} the "
+                             f"{n} bytes asked")
+        return bytes(out)
+
+    def sha256(self, name: str) -> str:
+        """The LFS sha256 the Hub lists (nothing downloaded); a small non-LFS file (config,
+        index: the Hub lists only its git SHA-1) is read and hashed."""
+        entry = self._file(name)
+        if entry.lfs_sha256 is not None:
+            return entry.lfs_sha256
+        import hashlib
+
+        return hashlib.sha256(self.read_range(name, 0, entry.size)).hexdigest()

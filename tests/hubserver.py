@@ -1,0 +1,305 @@
+"""A Hugging Face Hub on 127.0.0.1: checkpoint folders served over the HTTP API that
+``huggingface_hub`` 0.36 speaks, for the ``hf://`` tests (a real server and the real client,
+no mock object).
+
+What it answers (the routes and fields the client reads, huggingface_hub 0.36.2):
+
+- ``GET /api/models/ORG/NAME[/revision/REV][?blobs=true]``: ``{"id", "sha", "siblings"}``,
+  each sibling ``{"rfilename"}`` plus, with ``blobs``, ``"size"``, ``"blobId"`` and for an
+  LFS file (``*.safetensors``) ``"lfs": {"size", "sha256", "pointerSize"}``
+  (``HfApi.model_info``, ``ModelInfo.__init__``);
+- ``GET /api/models/ORG/NAME/tree/REV[/PATH]``: ``[{"type": "file", "path", "size", "oid",
+  "lfs": {"oid", "size", "pointerSize"}}]`` (``HfApi.list_repo_tree``, ``RepoFile``);
+- ``POST /api/models/ORG/NAME/paths-info/REV`` (form ``paths``): the same entries
+  (``HfApi.get_paths_info``);
+- ``GET``/``HEAD /ORG/NAME/resolve/REV/FILE`` with an optional ``Range: bytes=B-E``: 206 with
+  ``Content-Range`` (or 200 without Range), ``ETag``, ``X-Repo-Commit`` and for LFS
+  ``X-Linked-Etag``/``X-Linked-Size`` (``hf_hub_download``, ``get_hf_file_metadata``);
+- errors as the Hub sends them: 404 + ``X-Error-Code: RepoNotFound``, ``RevisionNotFound``
+  or ``EntryNotFound``, 403 + ``GatedRepo``, each with ``X-Error-Message``
+  (``huggingface_hub.utils.hf_raise_for_status``).
+
+A repo is ``{revision name or sha: folder}``; a revision's sha is derived from its folder's
+name. ``faults`` makes the server misbehave for one file name: ``"ignore-range"`` (200 with
+the whole file), ``"drop"`` (the connection closes halfway through the body),
+``"lying-length"`` (Content-Length one more than is sent, then close), ``"wrong-range"`` (a
+Content-Range one byte off), ``"hang-up"`` (the connection closes before any answer); the
+name ``"*"`` applies a fault to every file; ``faults["api"] = "not-json"`` makes the model
+info an HTML page. The server counts
+the body bytes it sends (``sent``, per file) and logs every request (``log``).
+Only 127.0.0.1, one ephemeral port, a daemon thread; every loop is bounded by a file size.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import threading
+from collections import Counter
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
+
+__all__ = ["HubServer", "Repo"]
+
+_PIECE = 1 << 20
+_RANGE = re.compile(r"bytes=(\d+)-(\d+)$")
+
+
+def _git_sha(text: str) -> str:
+    return hashlib.sha1(text.encode()).hexdigest()
+
+
+@dataclass
+class Repo:
+    """A repo: revision name -> folder (each folder is one commit); ``gated`` refuses all;
+    ``hash_lfs``: the real sha256 of each LFS file (False: a stand-in, for sparse files)."""
+
+    revisions: dict[str, Path]
+    gated: bool = False
+    hash_lfs: bool = True
+    _sha256: dict[Path, str] = field(default_factory=dict)
+
+    def commit(self, revision: str) -> tuple[str, Path] | None:
+        """``(sha, folder)`` of a revision name or of a sha."""
+        for name, folder in self.revisions.items():
+            sha = _git_sha(str(folder.resolve()))
+            if revision in (name, sha):
+                return sha, folder
+        return None
+
+    def sha256(self, path: Path) -> str:
+        if path not in self._sha256:
+            if self.hash_lfs:
+                h = hashlib.sha256()
+                with open(path, "rb") as f:
+                    while chunk := f.read(_PIECE):
+                        h.update(chunk)
+                self._sha256[path] = h.hexdigest()
+            else:
+                self._sha256[path] = hashlib.sha256(str(path).encode()).hexdigest()
+        return self._sha256[path]
+
+
+class HubServer:
+    """The server; ``endpoint`` is its URL (``HF_ENDPOINT``). Use as a context manager."""
+
+    def __init__(self, repos: dict[str, Repo]) -> None:
+        self.repos = repos
+        self.faults: dict[str, str] = {}
+        self.sent: Counter[str] = Counter()
+        self.log: list[tuple[str, str, str | None]] = []
+        self.lock = threading.Lock()
+        hub = self
+
+        class Handler(_Handler):
+            server_hub = hub
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.endpoint = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def __enter__(self) -> HubServer:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self.thread.join(timeout=10)
+
+    def bytes_sent(self, suffix: str = ".safetensors") -> int:
+        """Body bytes sent of files whose name ends with ``suffix``."""
+        return sum(n for name, n in self.sent.items() if name.endswith(suffix))
+
+    def reset(self) -> None:
+        with self.lock:
+            self.sent.clear()
+            self.log.clear()
+
+
+def _files(folder: Path) -> list[str]:
+    return sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # headers and body go out at once (no 40 ms ACK stall)
+    server_hub: HubServer
+
+    def log_message(self, format: str, *args: Any) -> None:  # quiet
+        return
+
+    # -- answers ----------------------------------------------------------------------------
+
+    def _send(self, status: int, body: bytes = b"", headers: dict[str, str] | None = None,
+              ctype: str = "application/json") -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def _json(self, data: Any) -> None:
+        self._send(200, json.dumps(data).encode())
+
+    def _error(self, status: int, code: str, message: str) -> None:
+        body = json.dumps({"error": message}).encode()
+        self._send(status, body, {"X-Error-Code": code, "X-Error-Message": message})
+
+    def _repo(self, repo_id: str, revision: str) -> tuple[Repo, str, Path] | None:
+        repo = self.server_hub.repos.get(repo_id)
+        if repo is None:
+            self._error(404, "RepoNotFound", "Repository not found")
+            return None
+        if repo.gated:
+            self._error(403, "GatedRepo", f"Access to model {repo_id} is restricted. You must "
+                        "have access to it and be authenticated to access it. Please log in.")
+            return None
+        found = repo.commit(unquote(revision))
+        if found is None:
+            self._error(404, "RevisionNotFound", f"Invalid rev id: {unquote(revision)}")
+            return None
+        return repo, *found
+
+    def _entry(self, repo: Repo, folder: Path, name: str, tree: bool) -> dict[str, Any]:
+        path = folder / name
+        size = path.stat().st_size
+        entry: dict[str, Any] = {"size": size}
+        lfs = name.endswith(".safetensors")
+        if tree:
+            entry.update(type="file", path=name, oid=_git_sha(name))
+            if lfs:
+                entry["lfs"] = {"oid": repo.sha256(path), "size": size, "pointerSize": 134}
+        else:
+            entry.update(rfilename=name, blobId=_git_sha(name))
+            if lfs:
+                entry["lfs"] = {"sha256": repo.sha256(path), "size": size, "pointerSize": 134}
+        return entry
+
+    # -- routes -----------------------------------------------------------------------------
+
+    def do_HEAD(self) -> None:
+        self.do_GET()
+
+    def do_GET(self) -> None:
+        url = urlsplit(self.path)
+        hub = self.server_hub
+        with hub.lock:
+            hub.log.append((self.command, url.path, self.headers.get("Range")))
+        parts = url.path.strip("/").split("/")
+        query = parse_qs(url.query)
+        if parts[:2] == ["api", "models"] and len(parts) >= 4:
+            repo_id = "/".join(parts[2:4])
+            rest = parts[4:]
+            if not rest or rest[0] == "revision":
+                found = self._repo(repo_id, rest[1] if len(rest) > 1 else "main")
+                if found is None:
+                    return
+                repo, sha, folder = found
+                if hub.faults.get("api") == "not-json":
+                    self._send(200, b"<html>a captive portal</html>", ctype="text/html")
+                    return
+                blobs = query.get("blobs", ["false"])[0].lower() == "true"
+                siblings = [self._entry(repo, folder, n, tree=False) if blobs
+                            else {"rfilename": n} for n in _files(folder)]
+                self._json({"id": repo_id, "modelId": repo_id, "sha": sha,
+                            "private": False, "siblings": siblings})
+                return
+            if rest[0] == "tree" and len(rest) >= 2:
+                found = self._repo(repo_id, rest[1])
+                if found is None:
+                    return
+                repo, _sha, folder = found
+                prefix = unquote("/".join(rest[2:]))
+                names = [n for n in _files(folder) if n.startswith(prefix)]
+                self._json([self._entry(repo, folder, n, tree=True) for n in names])
+                return
+        if len(parts) >= 5 and parts[2] == "resolve":
+            self._resolve("/".join(parts[:2]), parts[3], unquote("/".join(parts[4:])))
+            return
+        self._error(404, "EntryNotFound", "Not found")
+
+    def do_POST(self) -> None:
+        url = urlsplit(self.path)
+        parts = url.path.strip("/").split("/")
+        length = min(int(self.headers.get("Content-Length") or 0), 1 << 20)
+        form = parse_qs(self.rfile.read(length).decode())
+        if parts[:2] == ["api", "models"] and len(parts) == 6 and parts[4] == "paths-info":
+            found = self._repo("/".join(parts[2:4]), parts[5])
+            if found is None:
+                return
+            repo, _sha, folder = found
+            names = [n for n in form.get("paths", []) if (folder / n).is_file()]
+            self._json([self._entry(repo, folder, n, tree=True) for n in names])
+            return
+        self._error(404, "EntryNotFound", "Not found")
+
+    def _resolve(self, repo_id: str, revision: str, name: str) -> None:
+        found = self._repo(repo_id, revision)
+        if found is None:
+            return
+        _repo, sha, folder = found
+        path = folder / name
+        if name not in _files(folder):
+            self._error(404, "EntryNotFound", f"{name} does not exist at {revision}")
+            return
+        size = path.stat().st_size
+        etag = f'"{_git_sha(name + sha)}"'
+        headers = {"ETag": etag, "X-Repo-Commit": sha, "Accept-Ranges": "bytes"}
+        if name.endswith(".safetensors"):
+            headers.update({"X-Linked-Etag": etag, "X-Linked-Size": str(size)})
+        fault = self.server_hub.faults.get(name, self.server_hub.faults.get("*"))
+        if fault == "hang-up":  # the connection closes before any answer
+            self.close_connection = True
+            return
+        match = _RANGE.match(self.headers.get("Range") or "")
+        if match is None or fault == "ignore-range":
+            begin, end, status = 0, size, 200
+        else:
+            begin, end, status = int(match[1]), min(int(match[2]) + 1, size), 206
+            if begin >= size:
+                self._send(416, b"", {"Content-Range": f"bytes */{size}"})
+                return
+            shift = 1 if fault == "wrong-range" else 0
+            headers["Content-Range"] = f"bytes {begin + shift}-{end - 1 + shift}/{size}"
+        length = end - begin
+        announced = length + 1 if fault == "lying-length" else length
+        self.send_response(status)
+        self.send_header("Content-Type", "application/octet-stream")
+        self.send_header("Content-Length", str(announced))
+        for k, v in headers.items():
+            self.send_header(k, v)
+        self.end_headers()
+        if self.command == "HEAD":
+            return
+        self._stream(path, name, begin, begin + length // 2 if fault == "drop" else end)
+        if fault in ("drop", "lying-length"):
+            self.close_connection = True
+
+    def _stream(self, path: Path, name: str, begin: int, stop: int) -> None:
+        """Send bytes ``[begin, stop)`` of ``path`` in pieces, counting each one sent; a client
+        that hangs up ends it."""
+        hub = self.server_hub
+        with open(path, "rb") as f:
+            f.seek(begin)
+            left = stop - begin
+            while left > 0:
+                piece = f.read(min(_PIECE, left))
+                if not piece:
+                    break
+                try:
+                    self.wfile.write(piece)
+                except (BrokenPipeError, ConnectionResetError):
+                    self.close_connection = True
+                    return
+                left -= len(piece)
+                with hub.lock:
+                    hub.sent[name] += len(piece)

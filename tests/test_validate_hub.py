@@ -1,0 +1,344 @@
+"""``mxformats validate hf://ORG/NAME[@REVISION]`` against a real HTTP server on 127.0.0.1
+(tests/hubserver.py) with the real huggingface_hub client: the server first is checked
+against the client, then the validator is run through it and compared with local runs."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import test_validate_corpus as corpus
+from conftest import requires
+from hubserver import HubServer, Repo
+from validate_corpus import copy_tree
+
+from mxformats.testing import make_kimi_checkpoint
+from mxformats.testing.sparse import KIMI_K26_TEXT, write_full_size_layout
+from mxformats.validate.findings import Level
+from mxformats.validate.model import Options
+from mxformats.validate.runner import CONFIRM_BYTES, Report, exit_code, validate
+
+hub = requires("huggingface_hub")
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARD = "model-00001-of-00002.safetensors"
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[HubServer]:
+    with HubServer({}) as s:
+        yield s
+
+
+@pytest.fixture(scope="session")
+def twins(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The corpus' clean twins this module uses, in the corpus' session cache."""
+    root = tmp_path_factory.mktemp("hub-twins")
+    for name in sorted({_BY_NAME[n].base for n in REMOTE_CASES} | {"bf16"}):
+        if name not in corpus.TWINS or not corpus.TWINS[name].exists():
+            fmt, kw = corpus.BASES[name]
+            corpus.TWINS[name] = make_kimi_checkpoint(root / name, fmt, **kw)
+    return corpus.TWINS
+
+
+@pytest.fixture(autouse=True)
+def _hub_env(server: HubServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test talks to the local server only, with a private HF_HOME; faults and counters
+    start clean."""
+    monkeypatch.setenv("HF_ENDPOINT", server.endpoint)
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    server.faults.clear()
+    server.reset()
+
+
+def serve(server: HubServer, name: str, folder: Path, **kw: Any) -> str:
+    """Serve ``folder`` as repo ``test/NAME`` (branch main); returns its ``hf://`` name."""
+    server.repos[f"test/{name}"] = Repo({"main": folder}, **kw)
+    return f"hf://test/{name}"
+
+
+def run(target: str | Path, level: Level = Level.STRUCTURE, **kw: Any) -> Report:
+    return validate(target, Options(level=level, workers=1, **kw))
+
+
+def keys(report: Report) -> set[tuple[str, str, str | None, str | None]]:
+    return {(f.check.id, f.effective_severity.value, f.tensor, f.file)
+            for f in report.findings}
+
+
+# -- the server speaks the API as the real client uses it ------------------------------------
+
+
+def test_server_answers_the_real_client(server: HubServer, twins: dict[str, Path],
+                                        tmp_path: Path) -> None:
+    from huggingface_hub import HfApi, hf_hub_download
+    from huggingface_hub.errors import (
+        EntryNotFoundError,
+        GatedRepoError,
+        RepositoryNotFoundError,
+        RevisionNotFoundError,
+    )
+
+    folder = twins["mxfp4"]
+    serve(server, "api", folder)
+    api = HfApi(endpoint=server.endpoint)
+    info = api.model_info("test/api", files_metadata=True)
+    shard = folder / SHARD
+    digest = hashlib.sha256(shard.read_bytes()).hexdigest()
+    by_name = {s.rfilename: s for s in info.siblings or ()}
+    assert info.sha is not None and len(info.sha) == 40
+    assert set(by_name) == {p.name for p in folder.iterdir()}
+    assert by_name[SHARD].lfs is not None and by_name[SHARD].lfs.sha256 == digest
+    assert by_name[SHARD].lfs.size == shard.stat().st_size
+    assert by_name["config.json"].lfs is None
+    tree = {f.path: f for f in api.list_repo_tree("test/api", revision=info.sha, recursive=True)}
+    assert set(tree) == set(by_name)
+    assert tree[SHARD].lfs is not None and tree[SHARD].lfs.sha256 == digest
+    (entry,) = api.get_paths_info("test/api", [SHARD], revision="main")
+    assert entry.size == shard.stat().st_size
+    got = hf_hub_download("test/api", SHARD, revision=info.sha, endpoint=server.endpoint,
+                          cache_dir=tmp_path / "cache")
+    assert Path(got).read_bytes() == shard.read_bytes()
+    server.repos["test/gated"] = Repo({"main": folder}, gated=True)
+    with pytest.raises(GatedRepoError, match="restricted"):
+        api.model_info("test/gated")
+    with pytest.raises(RepositoryNotFoundError):
+        api.model_info("test/absent")
+    with pytest.raises(RevisionNotFoundError, match="Invalid rev id"):
+        api.model_info("test/api", revision="v9")
+    with pytest.raises(EntryNotFoundError):
+        hf_hub_download("test/api", "absent.json", endpoint=server.endpoint,
+                        cache_dir=tmp_path / "cache")
+
+
+# -- the same verdicts as a local run -------------------------------------------------------
+
+#: Corpus cases run remotely: every files check a Hub repo can hold, and scale, layout,
+#: numbers and --source cases (the special-file and symlink cases have no Hub equivalent).
+REMOTE_CASES = (
+    "truncated-shard", "header-length-absurd", "header-not-utf8", "overlapping-spans",
+    "hole-between-tensors", "tensor-in-two-shards", "index-points-to-missing-shard",
+    "stray-shard", "index-dotdot-path", "bad-total-size", "index-missing-shards-checked",
+    "index-dot-slash-entries", "missing-weight-scale", "wrong-group-size-scale-shape",
+    "quantized-lm-head-multimodal", "e8m0-nan-byte-0xff", "ct-scale-nan",
+    "w4a8-scale-2-above-bound", "nvfp4-config-exit-2", "f4-tensor-is-read-not-the-shard-refused",
+    "swapped-nibble-order",
+)
+_BY_NAME = {c.name: c for c in corpus.CASES}
+
+
+@pytest.mark.parametrize("name", REMOTE_CASES)
+def test_remote_corruption_gives_the_local_verdict(name: str, server: HubServer,
+                                                   twins: dict[str, Path],
+                                                   tmp_path: Path) -> None:
+    c = _BY_NAME[name]
+    folder = corpus.build(c, tmp_path)
+    local = validate(folder, corpus.options(c))
+    remote = validate(serve(server, name, folder), corpus.options(c))
+    assert remote.root.startswith(f"hf://test/{name}@")
+    assert keys(remote) == keys(local), [f.to_json() for f in remote.findings]
+    assert exit_code(remote) == exit_code(local) == c.exit
+    assert remote.fatal == local.fatal
+    if name == "truncated-shard":  # the LFS size disagrees with the header's span
+        (span,) = [f for f in remote.findings if f.check.id == "TENSOR_SPAN"]
+        assert "the Hub's LFS size" in span.message
+
+
+def test_revision_pinned_to_one_commit(server: HubServer, twins: dict[str, Path]) -> None:
+    """Every read names the commit the API answered for ``main``, never the branch."""
+    target = serve(server, "pinned", twins["mxfp4"])
+    report = run(f"{target}@main", Level.SCALES)
+    assert exit_code(report) == 0, [f.to_json() for f in report.findings]
+    sha = report.root.rsplit("@", 1)[1]
+    resolves = [path for _, path, _ in server.log if "/resolve/" in path]
+    assert resolves and all(f"/resolve/{sha}/" in path for path in resolves)
+    assert all(rng is not None for _, path, rng in server.log if "/resolve/" in path)
+
+
+# -- what it costs ----------------------------------------------------------------------------
+
+#: Kimi-K2.6's dims, cut to 3 layers × 8 experts and a small vocabulary (a sparse layout).
+SMALL_K26 = {**KIMI_K26_TEXT, "num_hidden_layers": 3, "n_routed_experts": 8,
+             "vocab_size": 4096}
+
+
+@pytest.fixture(scope="module")
+def sparse_mxfp4(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    return write_full_size_layout(tmp_path_factory.mktemp("sparse"), shards=4, text=SMALL_K26)
+
+
+@pytest.mark.parametrize(("level", "limit"), [(Level.STRUCTURE, 0.05), (Level.SCALES, 0.25)])
+def test_bytes_read_per_level(level: Level, limit: float, server: HubServer,
+                              sparse_mxfp4: dict[str, Any]) -> None:
+    target = serve(server, "sparse", sparse_mxfp4["path"], hash_lfs=False)
+    report = run(target, level)
+    assert report.fatal is None
+    assert ("numbers" in report.modules_run) == (level is Level.SCALES)
+    sent = server.bytes_sent()
+    assert 0 < sent < limit * sparse_mxfp4["declared_bytes"], (sent, level)
+
+
+def test_full_level_over_10_gb_needs_yes(server: HubServer, tmp_path: Path) -> None:
+    """A sparse layout of 61 Kimi-size layers × 24 experts (33 GB declared): --level full
+    states the bytes and stops before reading data; --yes is what lets it go on."""
+    text = {**SMALL_K26, "num_hidden_layers": 61, "n_routed_experts": 24}
+    layout = write_full_size_layout(tmp_path / "big", shards=4, text=text)
+    target = serve(server, "big", layout["path"], hash_lfs=False)
+    report = run(target, Level.FULL)
+    assert layout["declared_bytes"] > CONFIRM_BYTES
+    assert exit_code(report) == 2 and report.fatal is not None, report.findings
+    assert "pass --yes" in report.fatal and " GB) from hf://test/big@" in report.fatal
+    assert server.bytes_sent() < 0.001 * layout["declared_bytes"]  # headers only
+
+
+# -- a bad network is a finding, never a crash or a hang ----------------------------------------
+
+
+@pytest.mark.parametrize(("fault", "check"), [
+    ("ignore-range", "HUB_RANGE_IGNORED"),
+    ("drop", "HUB_READ_FAILED"),
+    ("lying-length", "HUB_READ_FAILED"),
+    ("wrong-range", "HUB_READ_FAILED"),
+])
+def test_bad_answers_are_findings(fault: str, check: str, server: HubServer,
+                                  twins: dict[str, Path], tmp_path: Path,
+                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    target = serve(server, f"fault-{fault}", twins["mxfp4"])
+    server.faults[SHARD] = fault
+    monkeypatch.chdir(tmp_path)
+    report = run(target, Level.SCALES)
+    assert list(tmp_path.rglob("*")) == [], "a file was written (HF_HOME, cwd)"
+    found = [f for f in report.findings if f.check.id == check]
+    assert len(found) == 1 and found[0].file == SHARD, [f.to_json() for f in report.findings]
+    assert exit_code(report) == 1
+    assert "INTERNAL_ERROR" not in {f.check.id for f in report.findings}
+
+
+def test_failed_scale_read_is_one_finding(server: HubServer, twins: dict[str, Path],
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """A connection that drops on every data read (headers fine): one finding for the file,
+    never silence (the scales of that shard were not checked)."""
+    from mxformats.validate import hub as hub_mod
+
+    target = serve(server, "drop-data", twins["mxfp4"])
+    real = hub_mod.HubReader.read_range
+
+    def after_headers(self: Any, name: str, begin: int, end: int) -> bytes:
+        if name == SHARD and begin > 8:  # header reads are [0, 8) and [8, 8 + N)
+            server.faults[SHARD] = "drop"
+        return real(self, name, begin, end)
+
+    monkeypatch.setattr(hub_mod.HubReader, "read_range", after_headers)
+    report = run(target, Level.SCALES)
+    found = [f for f in report.findings if f.check.id == "HUB_READ_FAILED"]
+    assert len(found) == 1 and found[0].file == SHARD, [f.to_json() for f in report.findings]
+    assert exit_code(report) == 1
+
+
+def test_server_gone_mid_run_is_one_finding(server: HubServer, twins: dict[str, Path],
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """The server hangs up on every read once the headers are in: one finding for the whole
+    run, and no read after the first one's retries (a dead server is never a hang)."""
+    from mxformats.validate import hub as hub_mod
+
+    target = serve(server, "gone", twins["mxfp4"])
+    real = hub_mod.HubReader.read_range
+
+    def after_headers(self: Any, name: str, begin: int, end: int) -> bytes:
+        if begin > 8:
+            server.faults["*"] = "hang-up"
+        return real(self, name, begin, end)
+
+    monkeypatch.setattr(hub_mod.HubReader, "read_range", after_headers)
+    report = run(target, Level.SCALES)
+    found = [f for f in report.findings if f.check.id == "HUB_READ_FAILED"]
+    assert len(found) == 1 and "not made: the server stopped answering" in found[0].message, [
+        f.to_json() for f in report.findings]
+    assert exit_code(report) == 1
+    hung_up = [p for _, p, rng in server.log if "/resolve/" in p and rng != "bytes=0-7"]
+    # config, index, 2 headers; then one data read and its 2 retries, and nothing more
+    assert len(hung_up) == 4 + 1 + 2, hung_up
+
+
+# -- the manifest against the Hub's LFS sha256 ----------------------------------------------------
+
+
+def test_manifest_verified_without_downloading(server: HubServer, twins: dict[str, Path],
+                                               tmp_path: Path) -> None:
+    folder = copy_tree(twins["mxfp4"], tmp_path / "m")
+    manifest = tmp_path / "manifest.json"
+    assert exit_code(run(folder, manifest=manifest)) == 0  # written locally
+    target = serve(server, "manifest", folder)
+    ok = run(target, manifest=manifest)
+    assert exit_code(ok) == 0 and not keys(ok), [f.to_json() for f in ok.findings]
+    headers = server.bytes_sent()
+    assert headers < 0.05 * sum(p.stat().st_size for p in folder.glob("*.safetensors"))
+    raw = bytearray((folder / SHARD).read_bytes())
+    raw[-1] ^= 1  # bit rot in the data: the format checks cannot see it
+    (folder / SHARD).write_bytes(bytes(raw))
+    server.repos["test/manifest"] = Repo({"main": folder})  # new LFS sha256
+    server.reset()
+    bad = run(target, manifest=manifest)
+    assert {(f.check.id, f.file) for f in bad.findings} == {("MANIFEST_MISMATCH", SHARD)}
+    assert exit_code(bad) == 1 and server.bytes_sent() == headers
+
+
+# -- could not run: exit 2 with the Hub's reason ------------------------------------------------
+
+
+@pytest.mark.parametrize(("target", "reason"), [
+    ("hf://test/absent", "does not exist"),
+    ("hf://test/gated2", "gated"),
+    ("hf://test/base@v9", "Invalid rev id: v9"),
+    ("hf://not a repo", "is not hf://ORG/NAME"),
+])
+def test_missing_or_gated_exit_2(target: str, reason: str, server: HubServer,
+                                 twins: dict[str, Path]) -> None:
+    server.repos["test/gated2"] = Repo({"main": twins["mxfp4"]}, gated=True)
+    serve(server, "base", twins["mxfp4"])
+    report = run(target)
+    assert exit_code(report) == 2 and report.fatal is not None and reason in report.fatal
+
+
+def test_model_info_not_json_exit_2(server: HubServer, twins: dict[str, Path]) -> None:
+    target = serve(server, "portal", twins["mxfp4"])
+    server.faults["api"] = "not-json"
+    report = run(target)
+    assert exit_code(report) == 2 and report.fatal is not None
+    assert "the Hub's answer is not a model's info" in report.fatal
+
+
+def _cli(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    full = {**os.environ, **env}
+    return subprocess.run([sys.executable, "-m", "mxformats.cli", "validate", *args],
+                          capture_output=True, text=True, timeout=120, env=full, check=False)
+
+
+@pytest.mark.parametrize(("env", "reason"), [
+    ({"HF_HUB_OFFLINE": "1"}, "HF_HUB_OFFLINE"),
+    ({"HF_ENDPOINT": "http://127.0.0.1:9"}, "cannot reach the Hub"),  # nothing listens
+])
+def test_offline_or_no_network_exit_2(env: dict[str, str], reason: str, server: HubServer,
+                                      twins: dict[str, Path]) -> None:
+    serve(server, "net", twins["mxfp4"])
+    done = _cli(["hf://test/net", "--level", "structure"], env)
+    assert done.returncode == 2, done.stderr
+    assert reason in done.stderr and "Traceback" not in done.stderr
+
+
+def test_cli_remote_json_names_the_commit(server: HubServer, twins: dict[str, Path]) -> None:
+    serve(server, "cli", twins["mxfp4"])
+    done = _cli(["hf://test/cli", "--level", "scales", "--json", "-"], {})
+    assert done.returncode == 0, done.stderr
+    import json
+
+    report = json.loads(done.stdout)
+    assert report["checkpoint"].startswith("hf://test/cli@") and len(
+        report["checkpoint"].rsplit("@", 1)[1]) == 40
