@@ -188,6 +188,13 @@ def test_diff_junit_fails_the_differing_profiles(capsys: pytest.CaptureFixture[s
     assert failed == {"torchao-ceil"} and suite.get("tests") == "3"
 
 
+def test_inspect_names_the_producer_and_its_consumer(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["inspect", str(MX), "--format", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["producer_profile"] == "mx:quark"
+    assert data["consumer_profile"] == "mx:quark-hip-bf16"
+
+
 def test_quiet_prints_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     for argv in (["diff", *BLOCK, "-q"], ["inspect", str(MX), "-q"],
                  ["check", "mxformats:quantize_mx", "--max-examples", "2", "-q"]):
