@@ -199,3 +199,16 @@ def test_browser_check_finds_a_cdn_asset(tmp_path: Path) -> None:
         "sub/page.html: loads https://cdn.example/x.css",
         "sub/page.html: loads //cdn.example/y.js",
     ]
+
+
+def test_napoleon_shared_fields_and_prose_prefixes_are_repaired() -> None:
+    """``ebits, mbits: ...`` rendered as ``mbits (*ebits,*)`` and ``#: prose: more`` rendered
+    with ``prose`` as a type (issue 17): the docs extension splits and restores them."""
+    lines = ["Attributes:", "    ebits, mbits: field widths,", "        two lines.", "    x: y"]
+    assert mxdocs.split_shared_fields(lines) == [
+        "Attributes:", "    ebits: field widths,", "        two lines.",
+        "    mbits: field widths,", "        two lines.", "    x: y"]
+    assert mxdocs.restore_prose_prefix(["more text", "", ":type: the sizes"]) == [
+        "the sizes: more text"]
+    assert mxdocs.restore_prose_prefix(["text", "", ":type: str | None"]) == [
+        "text", "", ":type: str | None"]

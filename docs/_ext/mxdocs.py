@@ -434,7 +434,63 @@ def _on_builder_inited(app: Any) -> None:
     generate()
 
 
+#: A Google-style field naming several attributes at once (``ebits, mbits: widths``).
+_SHARED_FIELD = re.compile(r"^(\s+)([A-Za-z_]\w*(?:, [A-Za-z_]\w*)+): (.*)$")
+#: What napoleon took for an attribute's type but is prose (``#: the sizes: ...``): words with
+#: spaces, no ``|`` or brackets of a type expression.
+_PROSE_TYPE = re.compile(r"^:type: ([A-Za-z][\w'.,() -]* [\w'.,() -]*)$")
+
+
+def split_shared_fields(lines: list[str]) -> list[str]:
+    """``a, b: text`` as ``a: text`` and ``b: text``, each with the continuation lines.
+
+    napoleon reads ``ebits, mbits: text`` in an ``Attributes:`` section as one field and
+    Sphinx then renders it as ``mbits (*ebits,*)``: attribute ``mbits`` of type ``ebits,``."""
+    out: list[str] = []
+    i = 0
+    while i < len(lines):
+        m = _SHARED_FIELD.match(lines[i])
+        i += 1
+        if m is None:
+            out.append(lines[i - 1])
+            continue
+        indent, names, text = m.groups()
+        more = []
+        while i < len(lines) and lines[i].startswith(indent + " ") and lines[i].strip():
+            more.append(lines[i])
+            i += 1
+        for name in names.split(", "):
+            out += [f"{indent}{name}: {text}", *more]
+    return out
+
+
+def restore_prose_prefix(lines: list[str]) -> list[str]:
+    """Undo napoleon's reading of an attribute comment ``prose: more`` as type ``prose``."""
+    for k, line in enumerate(lines):
+        m = _PROSE_TYPE.match(line)
+        if m and lines:
+            rest = [x for j, x in enumerate(lines) if j != k]
+            while rest and not rest[-1].strip():
+                rest.pop()
+            return [f"{m.group(1)}: {rest[0]}", *rest[1:]] if rest else [m.group(1)]
+    return lines
+
+
+def _before_napoleon(app: Any, what: str, name: str, obj: Any, options: Any,
+                     lines: list[str]) -> None:
+    lines[:] = split_shared_fields(lines)
+
+
+def _after_napoleon(app: Any, what: str, name: str, obj: Any, options: Any,
+                    lines: list[str]) -> None:
+    if what in ("attribute", "data", "property"):
+        lines[:] = restore_prose_prefix(lines)
+
+
 def setup(app: Any) -> dict[str, Any]:
+    # Around napoleon (priority 500), which turns the Google sections into fields.
+    app.connect("autodoc-process-docstring", _before_napoleon, priority=400)
+    app.connect("autodoc-process-docstring", _after_napoleon, priority=600)
     app.connect("builder-inited", _on_builder_inited)
     app.connect("include-read", _on_include_read)
     app.connect("doctree-read", _on_doctree_read)

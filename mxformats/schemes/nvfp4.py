@@ -2,8 +2,8 @@
 
 "NVFP4" is not one function. The two producers that write the Kimi NVFP4 checkpoints store the
 global scale in inverse forms, compute in different types and treat zero blocks differently;
-each is one :class:`NVFP4Producer` record in :data:`PRODUCERS`, and each reader one
-:class:`NVFP4Consumer` in :data:`CONSUMERS`. Spec: ``spec/nvfp4.md`` and
+each is one :class:`NVFP4Producer` record in ``PRODUCERS``, and each reader one
+:class:`NVFP4Consumer` in ``CONSUMERS``. Spec: ``spec/nvfp4.md`` and
 ``spec/vectors/nvfp4/<profile>.json``.
 
 Producers (``quantize_nvfp4(x, profile=...)``), with ``amax = max|x|`` over the tensor (or

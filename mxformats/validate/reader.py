@@ -3,10 +3,10 @@
 A :class:`Reader` answers four questions about the files of one checkpoint (the file list,
 a file's size, a byte range of a file, and a file's sha256) plus the two derived ones the
 loader needs (a safetensors header, a small JSON file). :class:`LocalReader` reads a folder;
-:class:`mxformats.validate.hub.HubReader` reads a Hugging Face repository pinned to one
+``mxformats.validate.hub.HubReader`` reads a Hugging Face repository pinned to one
 commit. Every check (the loader in :mod:`~mxformats.validate.files`,
 :meth:`~mxformats.validate.model.Checkpoint.read`, the chunked scans of
-:mod:`~mxformats.validate.numbers`, :mod:`~mxformats.validate.manifest`) calls these methods
+``validate.numbers``, ``validate.manifest``) calls these methods
 and nothing else, so no check has a second copy for ``hf://``.
 
 The safetensors header is parsed by :func:`mxformats.tensorfile.parse_header` whatever the
