@@ -9,6 +9,12 @@ Optional dependencies (torch, triton, ...) are reached through ``requires``::
 Locally a missing optional module skips the test, with the reason printed by ``-ra``.
 In CI (env ``CI=true``) a missing optional dependency is a failure, never a skip, and
 any skipped test at all turns the run red (see ``pytest_sessionfinish``).
+
+Hypothesis runs under the profile ``ci`` when ``CI=true`` (or ``HYPOTHESIS_PROFILE=ci``):
+derandomized (examples derived from each test's name, not from luck), no example database, no
+deadline. A test's own ``@settings(max_examples=...)`` still fixes its count, so a mutant is
+killed by the same examples on every run. ``tests/mutants/run.py`` selects ``mutants``: the
+same, without shrinking a failure.
 """
 
 from __future__ import annotations
@@ -22,8 +28,31 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, Phase, settings
 
 IN_CI = os.environ.get("CI") == "true"
+
+settings.register_profile(
+    "ci",
+    derandomize=True,
+    database=None,
+    deadline=None,
+    max_examples=100,
+    print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+# The mutant runner's: the same examples as "ci", without shrinking (a mutant only has to make
+# a test fail; shrinking the failing example is wasted time there).
+settings.register_profile(
+    "mutants",
+    settings.get_profile("ci"),
+    phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.target],
+)
+# Loaded here, before any test module is imported: a test's @settings(...) inherits every
+# setting it does not name from the profile active when it is decorated.
+_PROFILE = os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if IN_CI else None)
+if _PROFILE:
+    settings.load_profile(_PROFILE)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

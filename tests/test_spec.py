@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from oracle import oracle_decode, oracle_encode
+from peers import MD, MD_E8M0_CHARACTERISED
 
 from mxformats import FORMATS, _text, specgen
 
@@ -173,8 +174,10 @@ def test_research_element_vectors_23_to_38() -> None:
                 documented += 1
                 continue
             if "library" in target:
+                # Recorded with 0.6.0 from float32 inputs, which 0.5.1 to 0.7.0 all cast
+                # alike (measured; the differences are keyed in tests/peers.py).
                 assert target == {"library": "ml_dtypes", "version": "0.6.0"}
-                assert ml_dtypes.__version__ == "0.6.0"
+                assert MD_E8M0_CHARACTERISED, MD
                 got = np.array([x], np.float32).astype(ml_types[fmt.name]).view(np.uint8)[0]
                 assert _text.code_hex(fmt, int(got)) == want, (case["id"], target)
             elif want == "error":

@@ -34,11 +34,20 @@ def _weight(case: dict) -> np.ndarray:
 
 
 def test_w4a8_vectors() -> None:
+    """Each vector equals Quark's arithmetic written with torch ops (``_quark_in_torch``, the
+    independent oracle) and mxformats' result."""
+    torch = requires("torch")
     cases = _cases()
     assert len(cases) >= 3
     for case in cases:
         assert case["target"] == {"profile": "quark", "scheme": "w4a8"}
         w = _weight(case)
+        t = torch.from_numpy(w.view(np.int16).copy()).view(torch.bfloat16)
+        w1, packed, s1, s2 = _quark_in_torch(torch, t)
+        assert [f"0x{int(c):02X}" for c in w1.reshape(-1)] == case["w1_codes"], case["id"]
+        assert [f"0x{int(v) & 0xFFFFFFFF:08X}" for v in packed.reshape(-1)] == case["weight"]
+        assert float(s1) == float.fromhex(case["weight_scale"]), case["id"]
+        assert s2.tolist() == [float.fromhex(v) for v in case["weight_scale_2"]], case["id"]
         result = quantize_w4a8(w)
         codes, _ = quantize_fp8(w, E4M3FN, profile="static")
         assert [f"0x{int(c):02X}" for c in codes.reshape(-1)] == case["w1_codes"], case["id"]
@@ -60,20 +69,27 @@ def test_double_rounding_vector() -> None:
     assert not np.array_equal(once, twice)
 
 
-def _quark_in_torch(torch: object, w: object) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Quark 0.13 file2file _progressive_quantize_weight's arithmetic with torch ops."""
+def _quark_in_torch(
+    torch: object, w: object
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Quark 0.13 file2file _progressive_quantize_weight's arithmetic with torch ops: the FP8
+    codes of the first step, the packed words, weight_scale and weight_scale_2. A row that is
+    not a whole number of words is padded with 0 nibbles (spec/int4-layouts.md, "Padding")."""
     t = torch  # type: ignore[assignment]
     s1 = w.abs().max().to(t.float32) / 448.0  # type: ignore[attr-defined]
     s1 = s1 if s1 != 0 else t.tensor(2.0**-23)
-    w1 = t.clamp(w / s1, -448, 448).to(t.float8_e4m3fn).float()  # type: ignore[attr-defined]
+    fp8 = t.clamp(w / s1, -448, 448).to(t.float8_e4m3fn)  # type: ignore[attr-defined]
+    w1 = fp8.float()
     s2 = t.clamp(w1.abs().amax(dim=1) / 7.5, min=2.0**-23)
     q = t.round(w1 * (1.0 / s2)[:, None]).clamp(-8, 7).to(t.int64)
     order = [0, 2, 4, 6, 1, 3, 5, 7]
     o, i = q.shape
-    nib = (q & 0xF).reshape(o, i // 8, 8)[..., order]
+    q = t.nn.functional.pad(q, (0, -i % 8))  # type: ignore[attr-defined]
+    nib = (q & 0xF).reshape(o, -1, 8)[..., order]
     words = sum(nib[..., k] << (4 * k) for k in range(8)).to(t.int64)
     packed = (words & 0xFFFFFFFF).numpy().astype(np.uint32).view(np.int32)
-    return packed, s1.numpy().astype(np.float32), s2.numpy().astype(np.float32)
+    codes = fp8.view(t.uint8).numpy()  # type: ignore[attr-defined]
+    return codes, packed, s1.numpy().astype(np.float32), s2.numpy().astype(np.float32)
 
 
 def test_torch_emulation_of_quark() -> None:
@@ -85,7 +101,7 @@ def test_torch_emulation_of_quark() -> None:
             if k == 0:
                 w[2] = 0
             w = w.to(dtype)
-            packed, s1, s2 = _quark_in_torch(torch, w)
+            _, packed, s1, s2 = _quark_in_torch(torch, w)
             result = quantize_w4a8(w)
             assert tensor_to_numpy(result.weight).tobytes() == packed.tobytes()
             assert tensor_to_numpy(result.weight_scale).tobytes() == s1.tobytes()

@@ -166,7 +166,7 @@ def test_random_blocks(profile: str, elem: str) -> None:
 def _hypothesis_test(elem: str, dtype: str):  # type: ignore[no-untyped-def]
     fmt = get_format(elem)
 
-    @settings(max_examples=25, deadline=None, derandomize=False,
+    @settings(max_examples=25, deadline=None,
               suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
     @given(blocks=st.lists(blocks_strategy(fmt, dtype=dtype), min_size=1, max_size=3),
            profile=st.sampled_from(PROFILES))

@@ -11,7 +11,13 @@ the copy as working directory and first on ``PYTHONPATH``, and a ``sitecustomize
 maps ``mxformats`` and ``mxformats.kernels`` to the copy, ahead of any installed (editable)
 mxformats. A sanity step checks that the copy's files are the ones imported.
 
-Usage: ``python tests/mutants/run.py [--list] [NAME ...]`` (NAME: patch file stem).
+Runs go to ``--jobs`` worker processes at once (default: the usable cores): every distinct
+baseline selection once, and every mutant in its own copy. Each pytest run gets its own
+``--basetemp`` and the Hypothesis profile ``mutants`` (``tests/conftest.py``: derandomized,
+no shrinking), so a mutant is killed by the same examples on every run. The summary counts distinct patches
+caught (every selection red) and (patch, selection) pairs.
+
+Usage: ``python tests/mutants/run.py [--list] [--jobs N] [NAME ...]`` (NAME: patch file stem).
 Exit status: 0 all caught; 1 a mutant survived, a patch did not apply, a baseline was not
 green or a pytest run errored; 2 usage error.
 """
@@ -19,13 +25,16 @@ green or a pytest run errored; 2 usage error.
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import shlex
 import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -116,6 +125,7 @@ def env_for(copy: Path) -> dict[str, str]:
     env["PYTHONPATH"] = os.pathsep.join(extra)
     env["MXFORMATS_ROOT"] = str(copy)
     env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env["HYPOTHESIS_PROFILE"] = "mutants"
     return env
 
 
@@ -154,8 +164,27 @@ def apply_patch(copy: Path, patch: Path) -> str | None:
     return None
 
 
+_run_ids = itertools.count()
+_run_ids_lock = threading.Lock()
+
+
 def run_pytest(copy: Path, selection: list[str], timeout: float) -> tuple[int, str]:
-    cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *selection]
+    """Run one selection in ``copy``; its own ``--basetemp``, so concurrent runs never share
+    (or clean up) each other's temporary folders."""
+    with _run_ids_lock:
+        basetemp = copy.parent / "_tmp" / str(next(_run_ids))
+    basetemp.parent.mkdir(exist_ok=True)  # pytest makes basetemp itself, not its parents
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-x",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        f"--basetemp={basetemp}",
+        *selection,
+    ]
     try:
         out = subprocess.run(
             cmd,
@@ -183,37 +212,46 @@ def describe(rc: int) -> str:
     return PYTEST_EXIT.get(rc, "timeout" if rc == -1 else f"exit {rc}")
 
 
-def check_mutant(
-    mutant: Mutant,
-    pristine: Path,
-    work: Path,
-    timeout: float,
-    baselines: dict[str, tuple[int, str]],
-) -> list[Row]:
-    rows = []
+def run_mutant(
+    mutant: Mutant, work: Path, timeout: float, keep: bool
+) -> str | list[tuple[int, str]]:
+    """Apply the patch in a fresh copy and run each selection there: the patch error, or one
+    ``(exit code, log)`` per selection. The copy is removed afterwards unless ``keep``."""
     copy = work / mutant.name
     copy_repo(copy)
-    error = apply_patch(copy, mutant.path)
-    if error is not None:
-        return [Row(mutant.name, "-", "PATCH FAILED", False, [error])]
-    for selection in mutant.must_fail:
+    try:
+        error = apply_patch(copy, mutant.path)
+        if error is not None:
+            return error
+        return [run_pytest(copy, selection, timeout) for selection in mutant.must_fail]
+    finally:
+        if not keep:
+            shutil.rmtree(copy, ignore_errors=True)
+
+
+def judge(
+    mutant: Mutant,
+    runs: str | list[tuple[int, str]],
+    baselines: dict[str, tuple[int, str]],
+) -> list[Row]:
+    """One row per selection: caught only when its baseline is green and the mutant red."""
+    if isinstance(runs, str):
+        return [Row(mutant.name, "-", "PATCH FAILED", False, [runs])]
+    rows = []
+    for selection, (rc, log) in zip(mutant.must_fail, runs, strict=True):
         label = show(selection)
-        if label not in baselines:  # several mutants may name the same tests
-            baselines[label] = run_pytest(pristine, selection, timeout)
-        rc, log = baselines[label]
-        if rc != PYTEST_OK:
+        base_rc, base_log = baselines[label]
+        if base_rc != PYTEST_OK:
             rows.append(
                 Row(
                     mutant.name,
                     label,
                     "BASELINE RED",
                     False,
-                    [f"unpatched run: {describe(rc)}", tail(log)],
+                    [f"unpatched run: {describe(base_rc)}", tail(base_log)],
                 )
             )
-            continue
-        rc, log = run_pytest(copy, selection, timeout)
-        if rc == PYTEST_FAILED:
+        elif rc == PYTEST_FAILED:
             rows.append(Row(mutant.name, label, "yes", True))
         elif rc == PYTEST_OK:
             rows.append(Row(mutant.name, label, "NO (survived)", False))
@@ -221,6 +259,53 @@ def check_mutant(
             rows.append(
                 Row(mutant.name, label, "ERROR", False, [f"mutant run: {describe(rc)}", tail(log)])
             )
+    return rows
+
+
+def check_all(
+    mutants: list[Mutant], pristine: Path, work: Path, timeout: float, jobs: int, keep: bool
+) -> list[Row]:
+    """Every distinct baseline selection once and every mutant, ``jobs`` pytest runs at once.
+
+    Baselines are queued first, so a mutant's verdict never waits on a baseline that has not
+    started; a mutant's runs do not wait for its baselines at all (they are judged together
+    at the end). Progress lines are printed as mutants finish."""
+    selections = {show(sel): sel for m in mutants for sel in m.must_fail}
+    start = time.monotonic()
+
+    def mutant_task(mutant: Mutant) -> str | list[tuple[int, str]]:
+        began = time.monotonic()
+        runs = run_mutant(mutant, work, timeout, keep)
+        verdicts = (
+            "PATCH FAILED"
+            if isinstance(runs, str)
+            else ", ".join(
+                {PYTEST_FAILED: "red", PYTEST_OK: "green"}.get(rc, describe(rc)) for rc, _ in runs
+            )
+        )
+        print(
+            f"[{time.monotonic() - start:6.0f}s] {mutant.name}: {mutant.description} "
+            f"[mutant runs: {verdicts}] ({time.monotonic() - began:.1f}s)",
+            flush=True,
+        )
+        return runs
+
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        base_futures = {
+            label: pool.submit(run_pytest, pristine, sel, timeout)
+            for label, sel in selections.items()
+        }
+        mutant_futures = [(m, pool.submit(mutant_task, m)) for m in mutants]
+        baselines = {label: f.result() for label, f in base_futures.items()}
+        red = [label for label, (rc, _) in baselines.items() if rc != PYTEST_OK]
+        print(
+            f"[{time.monotonic() - start:6.0f}s] baselines: "
+            f"{len(baselines) - len(red)}/{len(baselines)} distinct selections green",
+            flush=True,
+        )
+        rows: list[Row] = []
+        for m, f in mutant_futures:
+            rows += judge(m, f.result(), baselines)
     return rows
 
 
@@ -243,6 +328,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--list", action="store_true", help="list mutants and exit")
     parser.add_argument("--timeout", type=float, default=900, help="seconds per pytest run")
     parser.add_argument("--keep", action="store_true", help="keep the temporary copies")
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=len(os.sched_getaffinity(0)),
+        help="pytest runs at once (default: the usable cores)",
+    )
     args = parser.parse_args(argv)
 
     try:
@@ -273,17 +364,9 @@ def main(argv: list[str] | None = None) -> int:
         copy_repo(pristine)
         check_imports(pristine)
         print(f"sanity: mxformats and mxformats.kernels import from the copy under {work}")
-        rows: list[Row] = []
-        baselines: dict[str, tuple[int, str]] = {}
-        for m in mutants:
-            start = time.monotonic()
-            new = check_mutant(m, pristine, work, args.timeout, baselines)
-            print(
-                f"{m.name}: {m.description} "
-                f"[{', '.join(r.caught for r in new)}] ({time.monotonic() - start:.1f}s)",
-                flush=True,
-            )
-            rows += new
+        start = time.monotonic()
+        rows = check_all(mutants, pristine, work, args.timeout, max(1, args.jobs), args.keep)
+        elapsed = time.monotonic() - start
     finally:
         if args.keep:
             print(f"kept copies under {work}")
@@ -298,7 +381,13 @@ def main(argv: list[str] | None = None) -> int:
             for note in r.notes:
                 print(note)
     bad = [r for r in rows if not r.ok]
-    print(f"\n{len(rows) - len(bad)}/{len(rows)} caught" + (f", {len(bad)} not" if bad else ""))
+    caught = {m.name for m in mutants} - {r.mutant for r in bad}
+    print(
+        f"\n{len(caught)}/{len(mutants)} distinct patches caught (every selection red)"
+        + (f", {len(mutants) - len(caught)} not" if bad else "")
+        + f"; {len(rows) - len(bad)}/{len(rows)} (patch, selection) pairs"
+        + f"; {elapsed:.0f}s with --jobs {max(1, args.jobs)}"
+    )
     return 1 if bad else 0
 
 
