@@ -208,6 +208,8 @@ def containers(
 
         @functools.wraps(fn)
         def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+            from mxformats.formats import Format, get_format  # it imports this module
+
             bound = signature.bind(*args, **kwargs)
             bound.apply_defaults()
             arguments = bound.arguments
@@ -215,8 +217,6 @@ def containers(
             if arguments.get("dtype") is not None:
                 arguments["dtype"] = numpy_dtype(arguments["dtype"])
             for name, where in (codes or {}).items():
-                from mxformats.formats import Format, get_format
-
                 named = where if isinstance(where, Format) else arguments.get(where)
                 fmt = named if isinstance(named, Format) else (
                     get_format(named) if isinstance(named, str) else None)

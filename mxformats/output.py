@@ -32,6 +32,7 @@ __all__ = [
     "COLORS",
     "DOCS_URL",
     "FORMATS",
+    "SEVERITY_STYLES",
     "JUnitCase",
     "Output",
     "Sink",
@@ -133,11 +134,6 @@ class Output:
             else:
                 raise UsageError("two reports cannot both go to stdout: give -o FILE")
         return cls((main, *aliases), args.quiet, args.color, text_to_stderr)
-
-    @property
-    def text(self) -> bool:
-        """Whether a text report is asked for."""
-        return any(s.format == "text" for s in self.sinks)
 
     def write(self, renderers: Mapping[str, Callable[[IO[str]], object]]) -> None:
         """Write every report with ``renderers[format](stream)``; the text renderer gets a
