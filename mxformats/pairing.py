@@ -17,6 +17,8 @@ them, or the producer library's own dequantizer where no engine reads them:
 - ``triton-round-up``/``triton-round-down``: triton_kernels' ``upcast_from_mxfp``: ``triton``.
 - ``quark`` (W4A8): vLLM's ``QuarkW4A8Fp8MoEMethod``; (INT4) Quark's own dequantizer.
 - FP8 block (every producer): vLLM's ``scaled_dequantize``, ``vllm``.
+- NVFP4: the table of :mod:`mxformats.schemes.nvfp4` (``modelopt`` -> ``vllm-modelopt``,
+  ``compressed-tensors`` -> ``vllm-compressed-tensors``).
 - the other MX producers (``ocp``, torchao, microxcaling, vLLM's activation quantizer): the
   exact decoder of the spec, ``ocp`` (torchao's ``to_dtype`` multiplies by the exact
   ``2**(b - 127)`` in float32: torchao 0.18.0 ``torchao/prototype/mx_formats/mx_tensor.py``,
@@ -47,12 +49,20 @@ DEFAULT_CONSUMERS: dict[tuple[str, str], str] = {
 SCHEME_CONSUMER = {"mx": "ocp", "fp8-block": "vllm"}
 
 
+def _defaults() -> dict[tuple[str, str], str]:
+    """:data:`DEFAULT_CONSUMERS` and the NVFP4 module's own table (it pairs its producers with
+    vLLM's NVFP4 schemes, ``mxformats.schemes.nvfp4.DEFAULT_CONSUMER``)."""
+    from mxformats.schemes.nvfp4 import DEFAULT_CONSUMER
+
+    return {**DEFAULT_CONSUMERS, **{("nvfp4", p): c for p, c in DEFAULT_CONSUMER.items()}}
+
+
 def default_consumer(scheme: str, producer: str) -> str:
     """The consumer that decodes what ``producer`` writes (ValueError for an unknown producer,
     or a scheme without an exact decoder and no entry in :data:`DEFAULT_CONSUMERS`)."""
     get_profile_info(scheme, "producer", producer)
     try:
-        return DEFAULT_CONSUMERS.get((scheme, producer)) or SCHEME_CONSUMER[scheme]
+        return _defaults().get((scheme, producer)) or SCHEME_CONSUMER[scheme]
     except KeyError:
         raise ValueError(f"{scheme} producer {producer!r} has no default consumer") from None
 
@@ -77,7 +87,7 @@ def render_markdown() -> str:
     lines = ["| scheme | producer | default consumer |", "|---|---|---|"]
     for p in profiles():
         if p.kind != "producer" or (p.scheme not in SCHEME_CONSUMER
-                                    and (p.scheme, p.name) not in DEFAULT_CONSUMERS):
+                                    and (p.scheme, p.name) not in _defaults()):
             continue
         lines.append(f"| {p.scheme} | `{p.name}` | `{default_consumer(p.scheme, p.name)}` |")
     return "\n".join(lines) + "\n"
