@@ -205,9 +205,13 @@ def containers(
 
     def decorate(fn: Callable[P, R]) -> Callable[P, R]:
         signature = inspect.signature(fn)
+        # Without torch loaded, no dtype= and no code arguments there is nothing to convert.
+        converts = bool(codes) or "dtype" in signature.parameters
 
         @functools.wraps(fn)
         def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+            if not converts and "torch" not in sys.modules:
+                return fn(*args, **kwargs)
             from mxformats.formats import Format, get_format  # it imports this module
 
             bound = signature.bind(*args, **kwargs)
