@@ -38,6 +38,7 @@ from mxformats.mx import MXArray, dequantize_mx, pack_fp4, quantize_mx, unpack_f
 from mxformats.profiles import ProfileInfo, profiles
 from mxformats.schemes.fp8_block import FP8BlockArray, dequantize_fp8_block, quantize_fp8_block
 from mxformats.schemes.nvfp4 import NVFP4Array, dequantize_nvfp4, quantize_nvfp4
+from mxformats.validate.descriptors import profile_for
 
 __all__ = [
     "E2M1",
@@ -73,6 +74,7 @@ __all__ = [
     "get_format",
     "pack_fp4",
     "pack_int4",
+    "profile_for",
     "profiles",
     "quantize_fp8",
     "quantize_fp8_block",

@@ -3,8 +3,7 @@
 Built on the validator's reader: :func:`mxformats.validate.files.load` reads the config, the
 index and the shard headers (strictly, as ``mxformats validate`` does, with the same format
 detection), :meth:`~mxformats.validate.model.Checkpoint.read` reads the module's tensors, and
-the module is decoded with the consumer that reads what the config's producer writes
-(:mod:`mxformats.pairing`), unless a consumer is named.
+the format's descriptor (:mod:`mxformats.validate.descriptors`) decodes them.
 """
 
 from __future__ import annotations
@@ -24,27 +23,23 @@ __all__ = ["read_tensor"]
 
 
 def read_tensor(
-    path: str | os.PathLike[str], name: str, *, consumer: str | None = None,
-    dtype: DTypeLike = np.float32,
+    path: str | os.PathLike[str], name: str, *, dtype: DTypeLike = np.float32,
 ) -> NDArray[Any]:
     """The values of tensor ``name`` in the checkpoint at ``path`` (its folder, or one of its
     ``.safetensors`` files), decoded with its scales.
 
     ``name``: a quantized module's weight (``...experts.0.down_proj.weight``) or the module
-    (``...down_proj``): its codes are decoded with its scales, as the consumer of the producer
-    profile the ``quantization_config`` names does (Quark MXFP4 -> ``quark-hip-bf16``,
-    compressed-tensors INT4 -> ``compressed-tensors``, Quark W4A8 -> vLLM's folded scales,
-    FP8 block -> vLLM's ``scaled_dequantize``), or as ``consumer`` does. Any other tensor (a
-    BF16 weight, a scale itself) is returned as stored. ``dtype`` (numpy, ml_dtypes or torch
-    spelling) is the decoded values' type. ValueError when the folder cannot be read, KeyError
-    for a tensor it does not hold."""
-    from mxformats.pairing import consumer_for
-
+    (``...down_proj``): its codes are decoded with its scales as the validator's descriptor of
+    the format the ``quantization_config`` names decodes them (the consumer ``--source``
+    measures against: Quark MXFP4 by the exact ``ocp`` decoder, compressed-tensors INT4 by
+    compressed-tensors', Quark W4A8 by vLLM's folded scales, FP8 block by vLLM's
+    ``scaled_dequantize``, NVFP4 by its vLLM scheme). Any other tensor (a BF16 weight, a scale
+    itself) is returned as stored. ``dtype`` (numpy, ml_dtypes or torch spelling) is the
+    decoded values' type. ValueError when the folder cannot be read or its format has no
+    decoder, KeyError for a tensor it does not hold."""
     from .validate.files import load
     from .validate.findings import Level
-    from .validate.identify import SCHEMES
-    from .validate.model import Format, Options
-    from .validate.reproduce import PROFILES, dequantize
+    from .validate.model import Options
 
     root = Path(path)
     loaded = load(root.parent if root.is_file() else root, Options(level=Level.STRUCTURE))
@@ -58,23 +53,18 @@ def read_tensor(
         if name not in ckpt.tensors:
             raise KeyError(f"{name!r} is not a tensor or module of {path}")
         return ckpt.read(name)  # stored as is: a BF16 weight, a scale
+    if ckpt.descriptor is None:
+        raise ValueError(f"{name}: the checkpoint's format has no decoder")
+    descriptor = ckpt.descriptor.for_module(ckpt, module_name)
     arrays = {p: ckpt.read(f"{module_name}.{p}") for p in module.tensors}
-    out = numpy_dtype(dtype)
-    if ckpt.format is Format.FP8_BLOCK:
-        from mxformats.schemes.fp8_block import dequantize_fp8_block
-
-        block = (ckpt.quant_config or {}).get("weight_block_size") or (128, 128)
-        return dequantize_fp8_block(arrays["weight"].view(np.uint8), arrays["weight_scale_inv"],
-                                    block=tuple(block), profile="deepseek", dtype=out)
-    if ckpt.format not in PROFILES:
-        raise ValueError(f"{name}: the checkpoint's format {ckpt.format.value} is not one "
-                         "mxformats decodes")
-    scheme, producer = SCHEMES[ckpt.format], PROFILES[ckpt.format]
-    chosen = consumer_for(scheme, consumer or producer)
+    codes = arrays[descriptor.weight_param]
     if "weight_shape" in arrays:
         cols = int(arrays["weight_shape"].reshape(-1)[-1])
-    else:
-        cols = arrays["weight"].shape[-1] * (8 if arrays["weight"].dtype == np.int32 else 2)
-    values = dequantize(ckpt.format, arrays, cols,
-                        consumer=None if scheme == "w4a8" else chosen)
-    return values.astype(out)
+    else:  # packed INT32 words hold eight codes, packed bytes two (FP8 bytes: one)
+        cols = codes.shape[-1] * {4: 8, 1: 2 if codes.dtype == np.uint8 else 1}.get(
+            codes.dtype.itemsize, 1)
+    try:
+        values = descriptor.dequantize(arrays, cols)
+    except NotImplementedError as exc:
+        raise ValueError(f"{name}: {exc}") from None
+    return np.asarray(values).astype(numpy_dtype(dtype))

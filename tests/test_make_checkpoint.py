@@ -38,6 +38,17 @@ FOLDER = {
     "compressed-tensors-int4": "kimi-k2-int4-compressed-tensors",
 }
 QUANTIZED = list(FOLDER)
+#: The FP8 block formats: every tensor of the producer fixture is reproduced (the config and
+#: index text are this generator's own).
+FP8_FOLDER = {
+    "fp8-block-deepseek": "kimi-k2-fp8-block-deepseek",
+    "compressed-tensors-fp8-block": "kimi-k2-fp8-block-compressed-tensors",
+}
+#: The NVFP4 formats: every tensor but the calibrated activation scales is the producer's.
+NVFP4_FOLDER = {
+    "modelopt-nvfp4": "kimi-k2-nvfp4-modelopt",
+    "compressed-tensors-nvfp4": "kimi-k2-nvfp4-compressed-tensors",
+}
 #: The shard size the producer fixtures were saved with (save_pretrained(max_shard_size="1MB")).
 FIXTURE_SHARD_SIZE = 1_000_000
 #: Tiny dimensions that keep hundreds of experts fast (multiples of 32 where MXFP4 needs them).
@@ -161,6 +172,42 @@ def test_reproduces_producer_checkpoint_byte_for_byte(tmp_path: Path, fmt: str) 
         assert got[name].tobytes() == array.tobytes(), f"{fmt}: {name} differs from the producer"
     for f in sorted(p.name for p in ref.iterdir()):
         assert (out / f).read_bytes() == (ref / f).read_bytes(), f"{fmt}: {f} differs"
+
+
+@pytest.mark.parametrize("fmt", sorted(FP8_FOLDER))
+def test_reproduces_fp8_block_producer_tensors(tmp_path: Path, fmt: str) -> None:
+    """From the producers' source, every FP8 block shard holds the producer's tensors, in its
+    order, byte for byte; the config declares the producer's quantization_config."""
+    out = make(tmp_path, fmt, source=SOURCE, max_shard_size=FIXTURE_SHARD_SIZE)
+    ref = PRODUCERS / FP8_FOLDER[fmt]
+    for shard in sorted(p.name for p in ref.glob("*.safetensors")):
+        got, want = read_safetensors(out / shard), read_safetensors(ref / shard)
+        assert list(got) == list(want), shard
+        for name, array in want.items():
+            assert got[name].dtype == array.dtype, name
+            assert got[name].tobytes() == array.tobytes(), f"{fmt}: {name} differs"
+    assert config(out)["quantization_config"] == config(ref)["quantization_config"]
+
+
+@pytest.mark.parametrize("fmt", sorted(NVFP4_FOLDER))
+def test_reproduces_nvfp4_producer_tensors(tmp_path: Path, fmt: str) -> None:
+    """From the producers' source, the NVFP4 checkpoint holds the producer's tensors (names,
+    dtypes, shapes), and every one but the activation scales (calibrated by the producer, a
+    fixed stand-in here) byte for byte; the config declares the producer's
+    quantization_config (ModelOpt: and its hf_quant_config.json)."""
+    out = make(tmp_path, fmt, source=SOURCE, max_shard_size=FIXTURE_SHARD_SIZE)
+    ref = PRODUCERS / NVFP4_FOLDER[fmt]
+    got, want = tensors(out), tensors(ref)
+    assert sorted(got) == sorted(want)
+    for name, array in want.items():
+        assert got[name].dtype == array.dtype and got[name].shape == array.shape, name
+        if not name.endswith(("input_scale", "input_global_scale")):
+            assert got[name].tobytes() == array.tobytes(), f"{fmt}: {name} differs"
+    assert config(out)["quantization_config"]["quant_method"] == \
+        config(ref)["quantization_config"]["quant_method"]
+    if fmt == "modelopt-nvfp4":
+        hf = json.loads((out / "hf_quant_config.json").read_text())
+        assert hf["quantization"]["quant_algo"] == "NVFP4"
 
 
 # -- 2. structure of generated checkpoints ---------------------------------------------------------
@@ -494,7 +541,7 @@ def test_rejects_bad_requests(tmp_path: Path) -> None:
         make(tmp_path, "bf16", "full")
     with pytest.raises(ValueError, match="architecture"):
         make(tmp_path, "quark-mxfp4", "wrong", source=PRODUCERS / FOLDER["quark-mxfp4"])
-    assert set(CHECKPOINT_FORMATS) == {*QUANTIZED, "bf16"}
+    assert set(CHECKPOINT_FORMATS) == {*QUANTIZED, *FP8_FOLDER, *NVFP4_FOLDER, "bf16"}
 
 
 # -- 8. numerics ---------------------------------------------------------------------------------------

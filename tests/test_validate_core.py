@@ -27,20 +27,11 @@ from mxformats.validate import coverage
 from mxformats.validate.commands import demo, inspect_data
 from mxformats.validate.files import load
 from mxformats.validate.findings import CHECKS, Level, Severity
-from mxformats.validate.model import Format, Options
+from mxformats.validate.model import CheckpointFormat, Options
 from mxformats.validate.runner import Report, exit_code, validate
 
 PRODUCERS = Path(__file__).resolve().parent / "data" / "producers"
-#: Producer fixtures whose format the validator does not verify yet (NVFP4, compressed-tensors
-#: FP8_BLOCK): each must be refused with exit 2, never reported OK.
-NOT_YET_VERIFIED = {
-    "kimi-k2-nvfp4-compressed-tensors",
-    "kimi-k2-nvfp4-modelopt",
-    "kimi-k2-fp8-block-compressed-tensors",
-}
-PRODUCER_DIRS = sorted(
-    p.name for p in PRODUCERS.iterdir() if p.is_dir() and p.name not in NOT_YET_VERIFIED
-)
+PRODUCER_DIRS = sorted(p.name for p in PRODUCERS.iterdir() if p.is_dir())
 CORE = {"files", "coverage", "layout", "internal"}
 INDEX = "model.safetensors.index.json"
 
@@ -143,16 +134,13 @@ def test_producer_checkpoints_pass(name: str, level: Level) -> None:
     assert not [f for f in report.findings if f.check.id == "INTERNAL_ERROR"]
 
 
-@pytest.mark.parametrize("name", sorted(NOT_YET_VERIFIED))
-def test_unverified_producer_formats_are_refused(name: str) -> None:
-    report = _run(PRODUCERS / name, Level.SCALES)
-    assert exit_code(report) == 2
-    assert [f.check.id for f in report.findings] == ["FORMAT_UNSUPPORTED"]
-
-
 def test_producer_formats_detected() -> None:
-    want = {MX: Format.QUARK_MXFP4, W4A8: Format.QUARK_W4A8, CT: Format.CT_INT4,
-            BF16: Format.BF16}
+    want = {MX: CheckpointFormat.QUARK_MXFP4, W4A8: CheckpointFormat.QUARK_W4A8,
+            CT: CheckpointFormat.CT_INT4, BF16: CheckpointFormat.BF16,
+            PRODUCERS / "kimi-k2-nvfp4-modelopt": CheckpointFormat.MODELOPT_NVFP4,
+            PRODUCERS / "kimi-k2-nvfp4-compressed-tensors": CheckpointFormat.CT_NVFP4,
+            PRODUCERS / "kimi-k2-fp8-block-compressed-tensors": CheckpointFormat.CT_FP8_BLOCK,
+            PRODUCERS / "kimi-k2-fp8-block-deepseek": CheckpointFormat.FP8_BLOCK}
     for path, fmt in want.items():
         loaded = load(path, Options())
         assert loaded.ckpt is not None and loaded.ckpt.format == fmt
@@ -564,13 +552,13 @@ def _nvfp4(c: dict[str, Any]) -> None:
     w.update(group_size=16, scale_format="fp8_e4m3")
 
 
-def _ct_nvfp4(c: dict[str, Any]) -> None:
+def _ct_int8(c: dict[str, Any]) -> None:
     qc = c["quantization_config"]
-    qc["format"] = "nvfp4-pack-quantized"
-    qc["config_groups"]["group_0"]["weights"].update(type="float", group_size=16)
+    qc["format"] = "int-quantized"
+    qc["config_groups"]["group_0"]["weights"].update(num_bits=8, strategy="channel")
 
 
-@pytest.mark.parametrize(("src", "fn"), [(MX, _nvfp4), (CT, _ct_nvfp4)], ids=["quark", "ct"])
+@pytest.mark.parametrize(("src", "fn"), [(MX, _nvfp4), (CT, _ct_int8)], ids=["quark", "ct"])
 def test_unverified_format_exits_2(tmp_path: Path, src: Path, fn: Callable[..., None],
                                    capsys: pytest.CaptureFixture[str]) -> None:
     p = _copy(src, tmp_path / "ckpt")
@@ -588,7 +576,7 @@ def test_fp8_block_recognised(tmp_path: Path) -> None:
         "weight_block_size": [128, 128]}))
     report = _run(p)
     assert report.format == "fp8-block" and exit_code(report) == 0
-    assert _ids(report) == {"FORMAT_NOT_NUMERIC"}
+    assert _ids(report) == set()  # verified numbers now: no FORMAT_NOT_NUMERIC
 
 
 # -- path safety ---------------------------------------------------------------------------------

@@ -10,15 +10,21 @@ import shutil
 import struct
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 import pytest
 from validate_corpus import (
     BASES,
     EXPERT,
     INDEX,
+    MIXED,
+    MODELOPT_FP8,
+    MODELOPT_MIXED,
+    PRODUCER,
     Case,
     Tensors,
     add_raw_tensor,
@@ -28,13 +34,18 @@ from validate_corpus import (
     copy_tree,
     directory_shard,
     dot_slash_entries,
+    drop_tensor,
     edit,
     extra_entry_key,
     fifo,
     find,
     index,
     index_metadata,
+    json_file,
     link_escape,
+    make_mixed_ct,
+    make_modelopt_fp8_block,
+    make_modelopt_mixed,
     nibble_swap,
     raw_header,
     set_tensor,
@@ -45,9 +56,10 @@ from validate_corpus import (
 )
 
 from mxformats.testing.checkpoints import make_kimi_checkpoint
+from mxformats.validate.catalogue import load_all
 from mxformats.validate.findings import CHECKS, Level
 from mxformats.validate.model import Options
-from mxformats.validate.runner import CHECK_MODULES, Report, exit_code, validate
+from mxformats.validate.runner import Report, exit_code, validate
 
 E, W, INFO = "error", "warning", "info"
 SC = Level.SCALES
@@ -318,7 +330,7 @@ CASES: list[Case] = [
     # -- formats --
     case("nvfp4-config-exit-2", "mxfp4", config(nvfp4), 2, {("FORMAT_UNSUPPORTED", E, None)}),
     case("plain-bf16", "mxfp4", replace_with_bf16_source, 0, {("FORMAT_NOT_NUMERIC", INFO, None)}),
-    case("fp8-block-config", "bf16", config(lambda c: c.update(quantization_config={"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic", "weight_block_size": [128, 128]})), 0, set(), removed=frozenset()),
+    case("fp8-block-config", "bf16", config(lambda c: c.update(quantization_config={"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic", "weight_block_size": [128, 128]})), 0, set(), removed=frozenset({("FORMAT_NOT_NUMERIC", INFO, None)})),
     # -- must pass --
     case("must-pass-w4a8-weight-scale-shape-1", "w4a8", all_tensors(".weight_scale", lambda a: a.reshape(1)), 0, set(), level=SC),
     case("must-pass-ct-weight-shape-i64", "ct", all_tensors(".weight_shape", lambda a: a.astype(np.int64)), 0, set(), level=SC),
@@ -502,6 +514,155 @@ CASES += [
 ]
 
 
+# -- issue 14: the FP8 block and NVFP4 descriptors -------------------------------------------------
+
+MO_EXPERT = "model.layers.2.mlp.experts.1"
+DENSE_GATE = "model.layers.0.mlp.gate_proj"  # [256, 128]: a 2x1 scale grid
+FP8_W = f"{EXPERT}.weight"
+
+
+def _fp8_pow2_but(keep: str) -> Callable[[Path], None]:
+    """Declare ue8m0 scales and round every weight_scale_inv up to a power of two, but
+    ``keep``'s."""
+    def run(path: Path) -> None:
+        config(lambda c: c["quantization_config"].update(scale_fmt="ue8m0"))(path)
+
+        def inner(data: Tensors) -> None:
+            for tensors in data.values():
+                for name, a in tensors.items():
+                    if name.endswith(".weight_scale_inv") and name != keep:
+                        tensors[name] = np.exp2(np.ceil(np.log2(a))).astype(np.float32)
+        edit(path, inner)
+    return run
+
+
+def _fp8_bytes(value: int) -> Callable[[Any], Any]:
+    """Every code of an FP8 weight set to the byte ``value``."""
+    return lambda a: np.full(a.shape, value, np.uint8).view(a.dtype)
+
+
+def _first_code_flipped(a: Any) -> Any:
+    """The lowest mantissa bit of element [0, 0] flipped (never a NaN: 0x7E is not touched)."""
+    codes = a.view(np.uint8).copy()
+    codes[0, 0] ^= 1 if codes[0, 0] & 0x7F != 0x7E else 2
+    return codes.view(a.dtype)
+
+
+def _modelopt_exclude(old: str, new: str) -> Callable[[Path], None]:
+    """Replace exclude entry ``old`` by ``new`` in both ModelOpt config forms."""
+    def swap(entries: list[str]) -> None:
+        entries[entries.index(old)] = new
+
+    def run(path: Path) -> None:
+        config(lambda c: swap(c["quantization_config"]["ignore"]))(path)
+        json_file("hf_quant_config.json", lambda d: swap(d["quantization"]["exclude_modules"]))(path)
+    return run
+
+
+def _never_minus_8(path: Path) -> None:
+    """Every INT4 code -8 (compressed-tensors nibble 0, stored q+8) turned into -7, in every
+    weight_packed: what a QAT checkpoint that never uses -8 looks like (groups stay tight)."""
+    def inner(data: Tensors) -> None:
+        for tensors in data.values():
+            for name in [n for n in tensors if n.endswith(".weight_packed")]:
+                b = tensors[name].view(np.uint8).copy()
+                b = np.where(b & 0x0F == 0, b | 0x01, b)
+                b = np.where(b & 0xF0 == 0, b | 0x10, b)
+                tensors[name] = b.view(np.int32).reshape(tensors[name].shape)
+    edit(path, inner)
+
+
+def _mixed_table(fn: Callable[[dict[str, Any]], None]) -> Callable[[Path], None]:
+    """Edit the quantized_layers table of both ModelOpt config forms alike."""
+    def run(path: Path) -> None:
+        config(lambda c: fn(c["quantization_config"]["quantized_layers"]))(path)
+        json_file("hf_quant_config.json", lambda d: fn(d["quantization"]["quantized_layers"]))(path)
+    return run
+
+
+def _mixed_algo(layer: str, algo: str) -> Callable[[Path], None]:
+    return _mixed_table(lambda t: t[layer].update(quant_algo=algo))
+
+
+def _hf_quant(fn: Callable[[dict[str, Any]], None]) -> Callable[[Path], None]:
+    return json_file("hf_quant_config.json", lambda d: fn(d["quantization"]))
+
+
+def _nvfp4_lm_head_scales(path: Path) -> None:
+    def inner(data: Tensors) -> None:
+        data[find(data, "lm_head.weight")]["lm_head.weight_scale"] = \
+            np.full((640, 8), 0x38, np.uint8).view(ml_dtypes.float8_e4m3fn)
+    edit(path, inner)
+
+
+CASES += [
+    # DeepSeek FP8 block (K2-Instruct layout)
+    case("fp8-block-clean-full-source", "fp8", lambda p: None, 0, set(), level=Level.FULL, source=True),
+    case("fp8-block-scale-inv-missing-fp8-cast-bf16", "fp8", drop_tensor(f"{EXPERT}.weight_scale_inv"), 1, {("QUANT_TENSOR_MISSING", E, f"{EXPERT}.weight_scale_inv")}),
+    case("fp8-block-scale-inv-nan", "fp8", set_tensor(f"{EXPERT}.weight_scale_inv", lambda a: np.full_like(a, np.nan)), 1, {("SCALE_NONFINITE", E, f"{EXPERT}.weight_scale_inv")}, level=Level.SCALES),
+    case("fp8-block-scale-inv-negative", "fp8", set_tensor(f"{EXPERT}.weight_scale_inv", lambda a: -a), 1, {("SCALE_NEGATIVE", E, f"{EXPERT}.weight_scale_inv")}, level=Level.SCALES),
+    case("fp8-block-tile-not-tight", "fp8", set_tensor(FP8_W, _fp8_bytes(0x38)), 1, {("FP8_TILE_NOT_TIGHT", E, FP8_W)}, level=Level.FULL),
+    case("fp8-block-zero-tile-foreign-scale", "fp8", set_tensor(FP8_W, _fp8_bytes(0)), 0, {("FP8_ZERO_TILE_SCALE", W, f"{EXPERT}.weight_scale_inv")}, level=Level.FULL),
+    case("fp8-block-ue8m0-not-power-of-two", "fp8", _fp8_pow2_but(f"{EXPERT}.weight_scale_inv"), 1, {("FP8_SCALE_NOT_POW2", E, f"{EXPERT}.weight_scale_inv")}, level=Level.SCALES),
+    case("fp8-block-code-flipped-source", "fp8", set_tensor(FP8_W, _first_code_flipped), 1, {("REPRO_MISMATCH", E, FP8_W)}, source=True),
+    case("fp8-block-size-64", "fp8", config(lambda c: c["quantization_config"].update(fmt="e5m2")), 1, {("CONFIG_QUANT", E, None)}),
+    # compressed-tensors FP8_BLOCK (model_free_ptq)
+    case("ct-fp8-block-clean-full-source", "ct-fp8", lambda p: None, 0, set(), level=Level.FULL, source=True),
+    case("ct-fp8-block-scale-f32", "ct-fp8", set_tensor(f"{EXPERT}.weight_scale", lambda a: a.astype(np.float32)), 1, {("QUANT_DTYPE", E, f"{EXPERT}.weight_scale")}),
+    case("ct-fp8-block-zero-tile-foreign-scale", "ct-fp8", set_tensor(FP8_W, _fp8_bytes(0)), 0, {("FP8_ZERO_TILE_SCALE", W, f"{EXPERT}.weight_scale")}, level=Level.FULL),
+    case("ct-fp8-block-tile-just-below-256", "ct-fp8", set_tensor(FP8_W, _fp8_bytes(0x77)), 1, {("FP8_TILE_NOT_TIGHT", E, FP8_W)}, level=Level.FULL),
+    case("ct-fp8-block-scale-missing", "ct-fp8", drop_tensor(f"{EXPERT}.weight_scale"), 1, {("QUANT_TENSOR_MISSING", E, f"{EXPERT}.weight_scale")}),
+    case("ct-fp8-block-k25-clean-full-source", "ct-fp8-mm", lambda p: None, 0, set(), level=Level.FULL, source=True),
+    # NVFP4, ModelOpt: both config forms, and what contradicts
+    case("nvfp4-modelopt-clean-full-source", "nvfp4-mo", lambda p: None, 0, set(), level=Level.FULL, source=True),
+    case("nvfp4-modelopt-scale-byte-changed-source", "nvfp4-mo", set_tensor(f"{MO_EXPERT}.down_proj.weight_scale", lambda a: _first_code_flipped(a)), 1, {("REPRO_MISMATCH", E, f"{MO_EXPERT}.down_proj.weight_scale")}, source=True),
+    case("nvfp4-modelopt-hf-quant-config-only", "nvfp4-mo", config(lambda c: c.pop("quantization_config")), 0, set(), level=Level.FULL),
+    case("nvfp4-modelopt-flat-config-only", "nvfp4-mo", lambda p: (p / "hf_quant_config.json").unlink(), 0, set(), level=Level.FULL),
+    case("nvfp4-modelopt-algo-contradiction", "nvfp4-mo", _hf_quant(lambda q: q.update(quant_algo="FP8")), 1, {("CONFIG_QUANT_CONTRADICTION", E, None)}),
+    case("nvfp4-modelopt-exclude-contradiction", "nvfp4-mo", _hf_quant(lambda q: q["exclude_modules"].remove("lm_head")), 1, {("CONFIG_QUANT_CONTRADICTION", E, None)}),
+    case("nvfp4-modelopt-block-scale-nan", "nvfp4-mo", set_tensor(f"{MO_EXPERT}.down_proj.weight_scale", lambda a: np.full(a.shape, 0x7F, np.uint8).view(a.dtype)), 1, {("NVFP4_BLOCK_SCALE", E, f"{MO_EXPERT}.down_proj.weight_scale")}, level=Level.SCALES),
+    case("nvfp4-modelopt-global-in-ct-convention", "nvfp4-mo", set_tensor(f"{MO_EXPERT}.down_proj.weight_scale_2", lambda a: (1 / a).astype(np.float32)), 1, {("NVFP4_GLOBAL_CONVENTION", E, f"{MO_EXPERT}.down_proj.weight_scale_2")}, level=Level.SCALES),
+    case("nvfp4-modelopt-gate-up-scale-2-differ", "nvfp4-mo", set_tensor(f"{MO_EXPERT}.up_proj.weight_scale_2", lambda a: (a * 2).astype(np.float32)), 0, {("NVFP4_GATE_UP_SCALE", W, f"{MO_EXPERT}.up_proj.weight_scale_2")}, level=Level.SCALES),
+    case("nvfp4-modelopt-block-not-tight", "nvfp4-mo", set_tensor(f"{MO_EXPERT}.down_proj.weight", lambda a: np.full_like(a, 0x11)), 1, {("NVFP4_BLOCK_NOT_TIGHT", E, f"{MO_EXPERT}.down_proj.weight")}, level=Level.FULL),
+    case("nvfp4-modelopt-scale-2-missing", "nvfp4-mo", drop_tensor(f"{MO_EXPERT}.down_proj.weight_scale_2"), 1, {("QUANT_TENSOR_MISSING", E, f"{MO_EXPERT}.down_proj.weight_scale_2")}),
+    case("nvfp4-modelopt-excluded-lm-head-with-scales", "nvfp4-mo", _nvfp4_lm_head_scales, 1, {("UNQUANTIZABLE_QUANTIZED", E, "lm_head.weight")}),
+    case("nvfp4-modelopt-k25-clean-full-source", "nvfp4-mo-mm", lambda p: None, 0, set(), level=Level.FULL, source=True),
+    # the K2 exclude prefix in a K2.5 checkpoint: the dense layer's BF16 MLP is built NVFP4
+    case("nvfp4-modelopt-k25-exclude-without-model-prefix", "nvfp4-mo-mm", _modelopt_exclude("language_model.model.layers.0.mlp*", "language_model.layers.0.mlp*"), 1,
+         {("EXCLUDE_UNMATCHED", W, None)} | {("NOT_EXCLUDED_UNQUANTIZED", E, f"language_model.model.layers.0.mlp.{p}.weight") for p in ("gate_proj", "up_proj", "down_proj")}),
+    # NVFP4, compressed-tensors
+    case("nvfp4-ct-k25-clean-full-source", "nvfp4-ct-mm", lambda p: None, 0, set(), level=Level.FULL, source=True),
+    case("plain-bf16-with-a-quantized-module", "bf16", quantize_mx(EXPERT), 1, {("UNQUANTIZABLE_QUANTIZED", E, FP8_W)}),
+    # ModelOpt FP8_PB_WO: the 4-D weight_scale, or a 2-D one
+    case("modelopt-fp8-block-clean-full", "mo-fp8", lambda p: None, 0, set(), level=Level.FULL),
+    case("modelopt-fp8-block-2d-scale", "mo-fp8", set_tensor(f"{EXPERT}.weight_scale", lambda a: a.reshape(a.shape[0], a.shape[2])), 0, set(), level=Level.FULL),
+    case("modelopt-fp8-block-scale-transposed-4d", "mo-fp8", set_tensor(f"{DENSE_GATE}.weight_scale", lambda a: a.reshape(1, a.shape[0], 1, a.shape[2])), 1, {("QUANT_SHAPE", E, f"{DENSE_GATE}.weight_scale")}),
+    case("modelopt-fp8-block-scales-algo-not-in-vllm", "mo-fp8", config(lambda c: c["quantization_config"].update(quant_algo="FP8_BLOCK_SCALES")), 1, {("CONFIG_QUANT", E, None)}),
+    case("modelopt-fp8-block-tile-not-tight", "mo-fp8", set_tensor(FP8_W, _fp8_bytes(0x38)), 1, {("FP8_TILE_NOT_TIGHT", E, FP8_W)}, level=Level.FULL),
+    case("ct-int4-never-minus-8-qat-fingerprint", "ct", _never_minus_8, 0, {("FINGERPRINT", INFO, None)}, level=Level.FULL),
+    # ModelOpt MIXED_PRECISION: a quant_algo per layer
+    case("modelopt-mixed-clean-full-source", "mo-mixed", lambda p: None, 0, set(), level=Level.FULL, source=True),
+    case("modelopt-mixed-layer-algo-not-dispatched", "mo-mixed", _mixed_algo(f"{MO_EXPERT}.down_proj", "FP8_PB_WO"), 1,
+         {("CONFIG_QUANT", E, None), ("QUANT_DTYPE", E, f"{MO_EXPERT}.down_proj.weight"), ("QUANT_SHAPE", E, f"{MO_EXPERT}.down_proj.weight"),
+          ("QUANT_DTYPE", E, f"{MO_EXPERT}.down_proj.weight_scale"), ("QUANT_SHAPE", E, f"{MO_EXPERT}.down_proj.weight_scale"),
+          ("QUANT_TENSOR_UNEXPECTED", E, f"{MO_EXPERT}.down_proj.weight_scale_2"), ("QUANT_TENSOR_UNEXPECTED", E, f"{MO_EXPERT}.down_proj.input_scale")}),
+    case("modelopt-mixed-empty-table", "mo-mixed", _mixed_table(lambda t: t.clear()), 1, {("CONFIG_QUANT", E, None)}),
+    # mixed precision: each module against its own group's scheme
+    case("ct-mixed-clean-full-source", "ct-mixed", lambda p: None, 0, set(), level=Level.FULL, source=True),
+    case("ct-mixed-int4-module-named-by-the-nvfp4-group", "ct-mixed", config(lambda c: c["quantization_config"]["config_groups"]["group_1"]["targets"].insert(0, EXPERT)), 1,
+         {("QUANT_DTYPE", E, f"{EXPERT}.weight_packed"), ("QUANT_SHAPE", E, f"{EXPERT}.weight_packed"), ("QUANT_SHAPE", E, f"{EXPERT}.weight_scale"), ("QUANT_DTYPE", E, f"{EXPERT}.weight_scale"),
+          ("QUANT_TENSOR_MISSING", E, f"{EXPERT}.weight_global_scale"), ("QUANT_TENSOR_MISSING", E, f"{EXPERT}.input_global_scale"), ("QUANT_TENSOR_UNEXPECTED", E, f"{EXPERT}.weight_shape")}),
+    case("ct-mixed-group-scheme-unverified", "ct-mixed", config(lambda c: c["quantization_config"]["config_groups"]["group_1"]["weights"].update(num_bits=8, type="int")), 2, {("FORMAT_UNSUPPORTED", E, None)}),
+    case("nvfp4-ct-clean-full-source", "nvfp4-ct", lambda p: None, 0, set(), level=Level.FULL, source=True),
+    case("nvfp4-ct-global-changed-source", "nvfp4-ct", set_tensor(f"{MO_EXPERT}.down_proj.weight_global_scale", lambda a: np.nextafter(a, np.float32(np.inf))), 1, {("REPRO_MISMATCH", E, f"{MO_EXPERT}.down_proj.weight_global_scale")}, source=True),
+    case("nvfp4-ct-global-in-modelopt-convention", "nvfp4-ct", set_tensor(f"{MO_EXPERT}.down_proj.weight_global_scale", lambda a: (1 / a).astype(np.float32)), 1, {("NVFP4_GLOBAL_CONVENTION", E, f"{MO_EXPERT}.down_proj.weight_global_scale")}, level=Level.SCALES),
+    case("nvfp4-ct-gate-up-global-differ-info", "nvfp4-ct", set_tensor(f"{MO_EXPERT}.up_proj.weight_global_scale", lambda a: (a * 2).astype(np.float32)), 0, {("NVFP4_GATE_UP_SCALE", INFO, f"{MO_EXPERT}.up_proj.weight_global_scale")}, level=Level.SCALES),
+    case("nvfp4-ct-block-scale-zero", "nvfp4-ct", set_tensor(f"{MO_EXPERT}.down_proj.weight_scale", lambda a: np.zeros(a.shape, np.uint8).view(a.dtype)), 1, {("NVFP4_BLOCK_SCALE", E, f"{MO_EXPERT}.down_proj.weight_scale")}, level=Level.SCALES),
+    case("nvfp4-ct-input-global-scale-missing", "nvfp4-ct", drop_tensor(f"{MO_EXPERT}.down_proj.input_global_scale"), 1, {("QUANT_TENSOR_MISSING", E, f"{MO_EXPERT}.down_proj.input_global_scale")}),
+    case("nvfp4-ct-block-not-tight", "nvfp4-ct", set_tensor(f"{MO_EXPERT}.down_proj.weight_packed", lambda a: np.full_like(a, 0x22)), 1, {("NVFP4_BLOCK_NOT_TIGHT", E, f"{MO_EXPERT}.down_proj.weight_packed")}, level=Level.FULL),
+]
+
+
 # -- running -------------------------------------------------------------------------------------
 
 
@@ -530,6 +691,16 @@ def twins(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     for name in sorted({c.base for c in CASES} | {"bf16"}):
         if name not in TWINS or not TWINS[name].exists():
             fmt, kw = BASES[name]
+            built = {MIXED: make_mixed_ct, MODELOPT_FP8: make_modelopt_fp8_block,
+                     MODELOPT_MIXED: make_modelopt_mixed}
+            if fmt in built:
+                TWINS[name] = built[fmt](root / name)
+                continue
+            if fmt.startswith(PRODUCER):
+                fixtures = Path(__file__).resolve().parent / "data" / "producers"
+                TWINS[name] = copy_tree(fixtures / fmt.removeprefix(PRODUCER), root / name)
+                copy_tree(fixtures / "src-bf16", root / f"{name}-bf16")
+                continue
             TWINS[name] = make_kimi_checkpoint(root / name, fmt, **kw)
     return TWINS
 
@@ -558,11 +729,7 @@ def _param(c: Case) -> Any:
 
 def _catalogue() -> dict[str, Any]:
     """The full catalogue: checks are declared when their module is imported."""
-    import importlib
-
-    for name in CHECK_MODULES:
-        importlib.import_module(f"mxformats.validate.{name}")
-    return CHECKS
+    return load_all()
 
 
 def test_corpus_is_large_and_unique() -> None:

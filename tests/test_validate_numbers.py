@@ -18,9 +18,21 @@ from mxformats.int4 import pack_int4, quantize_int4, unpack_int4
 from mxformats.mx import quantize_mx
 from mxformats.testing.checkpoints import make_kimi_checkpoint
 from mxformats.validate import deployment, manifest, numbers
+from mxformats.validate.descriptors import (
+    ct_int4,
+    fp8_block_deepseek,
+    nvfp4_ct,
+    nvfp4_modelopt,
+)
 from mxformats.validate.files import load
 from mxformats.validate.findings import Finding, Level
-from mxformats.validate.model import Checkpoint, Format, Options
+from mxformats.validate.model import Checkpoint, CheckpointFormat, Options
+
+CT_INT4 = CheckpointFormat.CT_INT4
+#: The packed layout of each 4-bit format.
+PACKING: dict[CheckpointFormat, numbers.Packing] = {
+    CheckpointFormat.QUARK_MXFP4: "mx-fp4", CheckpointFormat.QUARK_W4A8: "int4-row",
+    CT_INT4: "int4-group"}
 
 PRODUCERS = Path(__file__).resolve().parent / "data" / "producers"
 MXFP4, W4A8, CT = "kimi-k2-mxfp4-quark", "kimi-k2-w4a8-quark", "kimi-k2-int4-compressed-tensors"
@@ -277,18 +289,53 @@ def test_deployment_targets() -> None:
 
 
 def test_deployment_pure_core_uses_config_dims() -> None:
-    ok = deployment.deployment_problems(Format.CT_INT4, "h200", 8, 1, experts=288,
+    ok = deployment.deployment_problems(ct_int4.DESCRIPTOR, "h200", 8, 1, experts=288,
                                         moe_intermediate=2048, intermediate=18432, heads=64)
     assert ok == []
-    bad = deployment.deployment_problems(Format.CT_INT4, None, 128, 1, experts=288,
+    bad = deployment.deployment_problems(ct_int4.DESCRIPTOR, None, 128, 1, experts=288,
                                          moe_intermediate=2048, intermediate=18432, heads=64)
     assert [c for c, _ in bad] == ["DEPLOY_TP_DIVISIBILITY"] * 2
-    assert deployment.deployment_problems(Format.CT_INT4, None, 1, 32, experts=288,
+    assert deployment.deployment_problems(ct_int4.DESCRIPTOR, None, 1, 32, experts=288,
                                           moe_intermediate=2048, intermediate=18432,
                                           heads=64) == []
-    assert deployment.deployment_problems(Format.CT_INT4, None, 1, 7, experts=288,
+    assert deployment.deployment_problems(ct_int4.DESCRIPTOR, None, 1, 7, experts=288,
                                           moe_intermediate=2048, intermediate=18432,
                                           heads=64)[0][0] == "DEPLOY_EP_DIVISIBILITY"
+
+
+@pytest.mark.parametrize(("desc", "widest"), [(fp8_block_deepseek.DESCRIPTOR, 16),
+                                              (nvfp4_modelopt.DESCRIPTOR, 128)],
+                         ids=["fp8-block", "nvfp4"])
+def test_block_formats_admit_tp_up_to_their_block(desc: Any, widest: int) -> None:
+    """Kimi's 2048-wide experts: FP8 128-blocks admit TP <= 16 (2048/16 = 128), NVFP4's
+    16-element blocks TP <= 128; one step further, each partition cuts a block."""
+    def problems(tp: int) -> list[str]:
+        return [c for c, _ in deployment.deployment_problems(
+            desc, None, tp, 1, experts=384, moe_intermediate=2048, intermediate=18432,
+            heads=1024)]
+    assert problems(widest) == []
+    assert problems(2 * widest) == ["DEPLOY_TP_DIVISIBILITY"]
+
+
+def test_preflight_admissible_tp_and_kernels() -> None:
+    """Kimi-K2's sizes (384 experts of 2048, dense 18432, 64 heads): FP8 block admits TP up to
+    16, NVFP4 and INT4 g32 up to 64 (heads stop there); the kernel table per target."""
+    kimi = dict(experts=384, moe_intermediate=2048, intermediate=18432, heads=64)
+    assert deployment.admissible_tp(fp8_block_deepseek.DESCRIPTOR, **kimi) == [1, 2, 4, 8, 16]
+    assert deployment.admissible_tp(nvfp4_ct.DESCRIPTOR, **kimi) == list(deployment.TP_SIZES)
+    assert deployment.admissible_tp(ct_int4.DESCRIPTOR, **kimi) == list(deployment.TP_SIZES)
+    assert deployment.kernel_table(nvfp4_modelopt.DESCRIPTOR) == {
+        "mi300x": "emulated", "mi355x": "emulated", "h200": "emulated", "b200": "native"}
+    assert deployment.kernel_table(fp8_block_deepseek.DESCRIPTOR)["h200"] == "-"
+
+
+def test_nvfp4_kernels_only_on_sm100() -> None:
+    def kinds(target: str) -> list[str]:
+        return [c for c, _ in deployment.deployment_problems(
+            nvfp4_ct.DESCRIPTOR, target, 1, 1, experts=4, moe_intermediate=2048,
+            intermediate=4096, heads=8)]
+    assert kinds("b200") == ["DEPLOY_NOTE"]
+    assert kinds("h200") == kinds("mi300x") == ["DEPLOY_SLOW_PATH"]
 
 
 def test_fnuz_scales_must_survive_doubling(tmp_path: Path) -> None:
@@ -345,21 +392,22 @@ def test_word_path_agrees_with_the_byte_table_path(fixture: str) -> None:
     for module in numbers.quantized_modules(ckpt):
         arrays = numbers.read_module(ckpt, module, tuple(module.tensors))
         assert arrays is not None
-        wp = "weight_packed" if ckpt.format is Format.CT_INT4 else "weight"
+        wp = "weight_packed" if ckpt.format is CT_INT4 else "weight"
         for variant in range(3):
             a = dict(arrays)
             if variant == 1:  # shrink a random subset of rows' codes towards zero
                 w = a[wp].copy().view(np.uint8)
                 rows = rng.random(w.shape[0]) < 0.3
-                if ckpt.format is Format.CT_INT4:  # offset binary: keep q in [-4, 3]
+                if ckpt.format is CT_INT4:  # offset binary: keep q in [-4, 3]
                     w[rows] = (w[rows] & 0x33) | 0x44
                 else:
                     w[rows] &= 0x33
                 a[wp] = w.view(a[wp].dtype)
             if variant == 2:
                 a[wp] = np.zeros_like(a[wp])
-            fast = numbers.module_stats(ckpt.format, a)
-            slow = numbers._module_stats_slow(ckpt.format, a, 4.0)
+            packing = PACKING[ckpt.format]
+            fast = numbers.module_stats(packing, a)
+            slow = numbers._module_stats_slow(packing, a, 4.0)
             _, f_bad, f_sq, f_n, f_zero, f_single = fast
             _, s_bad, s_sq, s_n, s_zero, s_single = slow
             assert (f_bad, f_zero, f_single, f_n) == (s_bad, s_zero, s_single, s_n), module.name
@@ -392,7 +440,7 @@ def _mx_blocks() -> tuple[np.ndarray, np.ndarray]:
     return (codes[:, 0::2] | (codes[:, 1::2] << 4)).astype(np.uint8), codes
 
 
-def _both_paths(fmt: Format, arrays: dict[str, Any], bound: float = 4.0
+def _both_paths(fmt: numbers.Packing, arrays: dict[str, Any], bound: float = 4.0
                 ) -> tuple[numbers.Count, numbers.Count]:
     return (numbers.module_stats(fmt, arrays, bound)[1],
             numbers._module_stats_slow(fmt, arrays, bound)[1])
@@ -408,13 +456,13 @@ def test_mx_tightness_one_code_below_each_bound_on_both_paths(bound: float) -> N
     expected = (block_max > 0) & (block_max < bound)
     below = float(np.max(block_max[block_max < bound]))  # one code below the bound
     assert below < bound and bound in block_max and np.any(block_max == below)
-    fast, slow = _both_paths(Format.QUARK_MXFP4, {"weight": packed, "weight_scale": scales}, bound)
+    fast, slow = _both_paths("mx-fp4", {"weight": packed, "weight_scale": scales}, bound)
     want = numbers.Count.of(expected)
     assert fast == slow == want, (bound, fast, slow, want)
     # the exponent clamp: bytes 1 and 254 exempt, 2 and 253 checked (both sides)
     for byte, exempt in ((1, True), (2, False), (253, False), (254, True)):
         clamp = np.full_like(scales, byte)
-        fast, slow = _both_paths(Format.QUARK_MXFP4, {"weight": packed, "weight_scale": clamp},
+        fast, slow = _both_paths("mx-fp4", {"weight": packed, "weight_scale": clamp},
                                  bound)
         assert fast == slow == (numbers.Count(0) if exempt else want), (bound, byte)
 
@@ -441,13 +489,13 @@ def test_int4_tightness_at_six_seven_and_minus_eight_on_both_paths() -> None:
     scales = np.full((q.shape[0], 4), 0.01, np.float32)
     arrays = {"weight_packed": pack_int4(q, layout="compressed-tensors"),
               "weight_scale": scales, "weight_shape": np.array(q.shape, np.int64)}
-    fast, slow = _both_paths(Format.CT_INT4, arrays)
+    fast, slow = _both_paths("int4-group", arrays)
     assert fast == slow == want and want.n > 0
     # groups whose scale sits at Quark's float32-eps floor are exempt; just above, checked
     eps = np.float32(np.finfo(np.float32).eps)
     for s, exempt in ((eps, True), (np.nextafter(eps, np.float32(1)), False)):
         arrays["weight_scale"] = np.full_like(scales, s)
-        fast, slow = _both_paths(Format.CT_INT4, arrays)
+        fast, slow = _both_paths("int4-group", arrays)
         assert fast == slow == (numbers.Count(0) if exempt else want), s
 
 
@@ -458,13 +506,13 @@ def test_w4a8_row_tightness_at_six_seven_and_minus_eight_on_both_paths() -> None
     want = numbers.Count.of((top > 0) & (top < 7))
     arrays = {"weight": pack_int4(q, layout="quark"), "weight_scale": np.float32(1e-3),
               "weight_scale_2": np.full(q.shape[0], 10.0, np.float32)}
-    fast, slow = _both_paths(Format.QUARK_W4A8, arrays)
+    fast, slow = _both_paths("int4-row", arrays)
     assert fast == slow == want and want.n > 0
     assert numbers.w4a8_row_tightness(q, arrays["weight_scale_2"]) == want
     floor = np.float32(np.finfo(np.float32).eps)
     for s, exempt in ((floor, True), (np.float32(floor * (1 + 1e-5)), False)):
         arrays["weight_scale_2"] = np.full(q.shape[0], s, np.float32)
-        fast, slow = _both_paths(Format.QUARK_W4A8, arrays)
+        fast, slow = _both_paths("int4-row", arrays)
         assert fast == slow == (numbers.Count(0) if exempt else want), s
 
 

@@ -18,14 +18,21 @@ import pytest
 from mxformats.int4 import unpack_int4
 from mxformats.tensorfile import read_checkpoint_tensor
 from mxformats.validate import reproduce
+from mxformats.validate.descriptors import DESCRIPTORS, Descriptor, quark_mxfp4
 from mxformats.validate.files import load
 from mxformats.validate.findings import Finding, Severity
 from mxformats.validate.model import Checkpoint, Options
 
 PRODUCERS = Path(__file__).resolve().parent / "data" / "producers"
 SRC = PRODUCERS / "src-bf16"
-FIXTURES = {"kimi-k2-mxfp4-quark": (27, 54), "kimi-k2-w4a8-quark": (24, 72),
-            "kimi-k2-int4-compressed-tensors": (24, 72)}
+#: fixture -> (quantized modules, quantized tensors, relative error range of the format)
+FIXTURES = {"kimi-k2-mxfp4-quark": (27, 54, (0.05, 0.15)),
+            "kimi-k2-w4a8-quark": (24, 72, (0.05, 0.15)),
+            "kimi-k2-int4-compressed-tensors": (24, 72, (0.05, 0.15)),
+            "kimi-k2-fp8-block-deepseek": (48, 96, (0.01, 0.05)),
+            "kimi-k2-fp8-block-compressed-tensors": (42, 84, (0.01, 0.05)),
+            "kimi-k2-nvfp4-modelopt": (24, 72, (0.05, 0.15)),
+            "kimi-k2-nvfp4-compressed-tensors": (24, 72, (0.05, 0.15))}
 
 
 def _load(folder: Path) -> Checkpoint:
@@ -51,13 +58,12 @@ def test_every_quantized_tensor_of_the_producers_is_reproduced(fixture: str) -> 
     findings = _run(PRODUCERS / fixture)
     assert [f.check.id for f in findings] == ["REPRO_SUMMARY"]
     block = _block(findings)
-    modules, tensors = FIXTURES[fixture]
+    modules, tensors, (low, high) = FIXTURES[fixture]
     assert block["modules_checked"] == block["modules_reproduced"] == modules
     assert block["tensors"] == block["identical"] == tensors
     assert block["first_mismatches"] == []
     errs = [t["rel_error"] for t in block["per_module"]]
-    assert all(0.05 < e < 0.15 for e in errs)  # 4-bit error on N(0, 0.02) weights
-    assert all(15 < t["sqnr_db"] < 25 for t in block["per_module"])
+    assert all(low < e < high for e in errs)  # 4-bit or FP8 error on N(0, 0.02) weights
     json.dumps(block)  # the report can carry it
 
 
@@ -152,9 +158,8 @@ def test_compressed_tensors_source_is_decompressed_as_the_producer_does() -> Non
     # BF16 modules of a compressed-tensors source are read as they are
     assert source.weight("model.layers.0.mlp.gate_proj") is not None
     # what Quark makes of the decompressed weight round-trips through the comparison
-    res = reproduce.reproduce_module(
-        reproduce.Format.QUARK_MXFP4, module, w,
-        reproduce.produce(reproduce.Format.QUARK_MXFP4, w))
+    res = reproduce.reproduce_module(quark_mxfp4.DESCRIPTOR, module, w,
+                                     quark_mxfp4.DESCRIPTOR.produce(w))
     assert all(res.identical.values()) and res.rel_error < 0.15
 
 
@@ -233,15 +238,16 @@ def _result(rel_error: float, correlation: float = 0.99, reproduced: bool = Fals
                                   rel_error=rel_error, sqnr_db=0.0, correlation=correlation)
 
 
-@pytest.mark.parametrize("fmt", sorted(reproduce.PROFILES, key=str))
-def test_numeric_verdict_on_both_sides_of_each_bound(fmt: reproduce.Format) -> None:
+@pytest.mark.parametrize("fmt", [d for d in DESCRIPTORS if d.profile is not None],
+                         ids=lambda d: d.format.value)
+def test_numeric_verdict_on_both_sides_of_each_bound(fmt: Descriptor) -> None:
     """Below the family threshold nothing; above it a warning up to ERROR_LIMIT and an error
     beyond (or not finite); info where the profile reproduced the bytes; correlation 0.9."""
     def verdict(r: reproduce.ModuleResult) -> tuple[str, Severity] | None:
         v = reproduce._numeric_verdict(fmt, r)
         return None if v is None else (v[0].id, v[1])
 
-    t, limit = reproduce.ERROR_THRESHOLD[fmt], reproduce.ERROR_LIMIT
+    t, limit = fmt.error_threshold, reproduce.ERROR_LIMIT
     high = "REPRO_ERROR_HIGH"
     assert verdict(_result(t)) is None
     assert verdict(_result(np.nextafter(t, 1.0))) == (high, Severity.WARNING)
@@ -250,23 +256,23 @@ def test_numeric_verdict_on_both_sides_of_each_bound(fmt: reproduce.Format) -> N
     assert verdict(_result(math.inf)) == (high, Severity.ERROR)
     assert verdict(_result(math.nan)) is None  # not decoded: the mismatch error says why
     assert verdict(_result(1.0, reproduced=True)) == (high, Severity.INFO)
-    assert verdict(_result(0.1, correlation=0.9)) is None
-    low = verdict(_result(0.1, correlation=float(np.nextafter(0.9, 0.0))))
+    assert verdict(_result(t / 2, correlation=0.9)) is None
+    low = verdict(_result(t / 2, correlation=float(np.nextafter(0.9, 0.0))))
     assert low == ("REPRO_UNCORRELATED", Severity.ERROR)
-    assert verdict(_result(0.1, correlation=math.nan)) is None  # a constant source
+    assert verdict(_result(t / 2, correlation=math.nan)) is None  # a constant source
 
 
 def test_a_zeroed_module_is_uncorrelated_not_nan() -> None:
     """np.corrcoef of a constant is NaN, and NaN < 0.9 is false: a zeroed expert passed."""
     w = np.random.default_rng(0).standard_normal((64, 64)).astype(ml_dtypes.bfloat16)
-    fmt = reproduce.Format.QUARK_MXFP4
-    arrays = reproduce.produce(fmt, w)
+    fmt = quark_mxfp4.DESCRIPTOR
+    arrays = fmt.produce(w)
     arrays["weight"] = np.zeros_like(arrays["weight"])
     r = reproduce.reproduce_module(fmt, "m", w, arrays)
     assert r.correlation == 0.0 and not r.identical["weight"]
     assert reproduce._numeric_verdict(fmt, r) is not None
     # NaN decoded (scale 0xFF): no statistic, an error
-    arrays = reproduce.produce(fmt, w)
+    arrays = fmt.produce(w)
     arrays["weight_scale"] = np.full_like(arrays["weight_scale"], 0xFF)
     r = reproduce.reproduce_module(fmt, "m", w, arrays)
     assert r.rel_error == math.inf
@@ -274,7 +280,7 @@ def test_a_zeroed_module_is_uncorrelated_not_nan() -> None:
     assert v is not None and v[1] is Severity.ERROR
     # a zero source: no correlation to judge, the error decides
     zero = np.zeros((32, 64), ml_dtypes.bfloat16)
-    r = reproduce.reproduce_module(fmt, "m", zero, reproduce.produce(fmt, zero))
+    r = reproduce.reproduce_module(fmt, "m", zero, fmt.produce(zero))
     assert math.isnan(r.correlation) and r.rel_error == 0.0
 
 

@@ -28,6 +28,12 @@ EXPERT = "model.layers.1.mlp.experts.1.gate_proj"
 Tensors = dict[str, dict[str, Any]]
 Finding = tuple[str, str, "str | None"]
 
+#: A base whose fmt starts with this is a copy of that producer fixture (tests/data/producers).
+PRODUCER = "producer:"
+#: The bases built by :func:`make_mixed_ct` and :func:`make_modelopt_fp8_block`.
+MIXED = "mixed:compressed-tensors"
+MODELOPT_FP8 = "modelopt:fp8-pb-wo"
+MODELOPT_MIXED = "modelopt:mixed-precision"
 #: base name -> (make_kimi_checkpoint fmt, keyword arguments)
 BASES: dict[str, tuple[str, dict[str, Any]]] = {
     "mxfp4": ("quark-mxfp4", {}),
@@ -36,6 +42,19 @@ BASES: dict[str, tuple[str, dict[str, Any]]] = {
     "bf16": ("bf16", {}),
     "mxfp4-mm": ("quark-mxfp4", {"multimodal": True}),
     "ct-mm": ("compressed-tensors-int4", {"multimodal": True}),
+    "fp8": ("fp8-block-deepseek", {}),
+    "ct-fp8": ("compressed-tensors-fp8-block", {}),
+    "ct-fp8-mm": ("compressed-tensors-fp8-block", {"multimodal": True}),
+    # NVFP4 K2: the producer fixtures themselves (their BF16 source is src-bf16)
+    "nvfp4-mo": (PRODUCER + "kimi-k2-nvfp4-modelopt", {}),
+    "nvfp4-ct": (PRODUCER + "kimi-k2-nvfp4-compressed-tensors", {}),
+    "nvfp4-mo-mm": ("modelopt-nvfp4", {"multimodal": True}),
+    "nvfp4-ct-mm": ("compressed-tensors-nvfp4", {"multimodal": True}),
+    # compressed-tensors mixed precision: layer 1's experts INT4, layer 2's NVFP4
+    "ct-mixed": (MIXED, {}),
+    # ModelOpt FP8_PB_WO (made from the DeepSeek layout; no producer fixture)
+    "mo-fp8": (MODELOPT_FP8, {}),
+    "mo-mixed": (MODELOPT_MIXED, {}),
 }
 
 
@@ -124,6 +143,22 @@ def config(fn: Callable[[dict[str, Any]], None]) -> Callable[[Path], None]:
         cfg = json.loads((path / "config.json").read_text())
         fn(cfg)
         (path / "config.json").write_text(json.dumps(cfg, indent=2))
+    return run
+
+
+def json_file(name: str, fn: Callable[[dict[str, Any]], None]) -> Callable[[Path], None]:
+    """An injector editing the JSON object file ``name`` (hf_quant_config.json...)."""
+    def run(path: Path) -> None:
+        data = json.loads((path / name).read_text())
+        fn(data)
+        (path / name).write_text(json.dumps(data, indent=2))
+    return run
+
+
+def drop_tensor(name: str) -> Callable[[Path], None]:
+    """An injector deleting tensor ``name`` (the index follows)."""
+    def run(path: Path) -> None:
+        edit(path, lambda data: data[find(data, name)].pop(name))
     return run
 
 
@@ -239,3 +274,78 @@ def add_raw_tensor(name: str, dtype: str, shape: list[int], nbytes: int) -> Call
         idx["metadata"]["total_size"] = file if file_convention else tensor
         write_index(path, idx)
     return run
+
+
+def make_mixed_ct(path: Path) -> Path:
+    """A compressed-tensors ``mixed-precision`` checkpoint: layer 1's routed experts INT4 g32,
+    layer 2's NVFP4, one config group each (what llm-compressor writes for a recipe with two
+    schemes); its BF16 twin is ``<path>-bf16``, as for the generated bases."""
+    from mxformats.testing.checkpoints import make_kimi_checkpoint
+
+    int4 = make_kimi_checkpoint(path.with_name(path.name + "-int4"), "compressed-tensors-int4",
+                                source_out=path.with_name(path.name + "-bf16"))
+    nvfp4 = make_kimi_checkpoint(path.with_name(path.name + "-nvfp4"),
+                                 "compressed-tensors-nvfp4",
+                                 source=path.with_name(path.name + "-bf16"))
+    layer2 = "model.layers.2.mlp.experts."
+    tensors: dict[str, Any] = {}
+    for folder, keep in ((int4, lambda n: not n.startswith(layer2)),
+                         (nvfp4, lambda n: n.startswith(layer2))):
+        for shard in shards(folder):
+            tensors.update({n: a for n, a in read_safetensors(folder / shard).items() if keep(n)})
+    path.mkdir()
+    write_safetensors(path / "model.safetensors", dict(sorted(tensors.items())))
+    cfg = json.loads((int4 / "config.json").read_text())
+    qc = cfg["quantization_config"]
+    int4_group = qc["config_groups"]["group_0"]
+    nvfp4_group = json.loads((nvfp4 / "config.json").read_text())[
+        "quantization_config"]["config_groups"]["group_0"]
+    int4_group["targets"] = [r"re:.*layers\.1\.mlp\.experts\..*"]
+    nvfp4_group["targets"] = [r"re:.*layers\.2\.mlp\.experts\..*"]
+    qc["config_groups"] = {"group_0": int4_group, "group_1": nvfp4_group}
+    qc["format"] = "mixed-precision"
+    (path / "config.json").write_text(json.dumps(cfg, indent=2))
+    return path
+
+
+def make_modelopt_fp8_block(path: Path) -> Path:
+    """A ModelOpt ``FP8_PB_WO`` checkpoint: the DeepSeek FP8 block layout of an architecture
+    whose quantized Linears are multiples of 128 (attention left BF16), each
+    ``weight_scale_inv`` stored as ModelOpt's ``weight_scale`` ``[O/128, 1, I/128, 1]``, a flat
+    ``quant_method: modelopt`` config with wildcard ``ignore`` entries."""
+    from mxformats.testing.checkpoints import make_kimi_checkpoint
+
+    ignore = ["lm_head", "*.gate", "*embed*", "*norm*", "*self_attn*"]
+    make_kimi_checkpoint(path, "fp8-block-deepseek", hidden=128, moe_intermediate=128,
+                         intermediate=256, exclude=ignore)
+
+    def to_modelopt(data: Tensors) -> None:
+        for tensors in data.values():
+            for name in [n for n in tensors if n.endswith(".weight_scale_inv")]:
+                s = tensors.pop(name)
+                tensors[name.removesuffix("_inv")] = s.reshape(s.shape[0], 1, s.shape[1], 1)
+    edit(path, to_modelopt)
+    cfg = json.loads((path / "config.json").read_text())
+    cfg["quantization_config"] = {"quant_method": "modelopt", "quant_algo": "FP8_PB_WO",
+                                  "ignore": ignore,
+                                  "producer": {"name": "modelopt", "version": "0.47.0"}}
+    (path / "config.json").write_text(json.dumps(cfg, indent=2))
+    return path
+
+
+def make_modelopt_mixed(path: Path) -> Path:
+    """A ModelOpt ``MIXED_PRECISION`` checkpoint: the NVFP4 experts-only export with both
+    config forms declaring ``quant_algo: MIXED_PRECISION`` and a ``quantized_layers`` entry
+    ``NVFP4`` per quantized module."""
+    from mxformats.testing.checkpoints import make_kimi_checkpoint
+
+    make_kimi_checkpoint(path, "modelopt-nvfp4")
+    layers = {name.removesuffix(".weight_scale_2"): {"quant_algo": "NVFP4", "group_size": 16}
+              for name in index(path)["weight_map"] if name.endswith(".weight_scale_2")}
+    cfg = json.loads((path / "config.json").read_text())
+    cfg["quantization_config"].update(quant_algo="MIXED_PRECISION", quantized_layers=layers)
+    (path / "config.json").write_text(json.dumps(cfg, indent=2))
+    hf = json.loads((path / "hf_quant_config.json").read_text())
+    hf["quantization"].update(quant_algo="MIXED_PRECISION", quantized_layers=layers)
+    (path / "hf_quant_config.json").write_text(json.dumps(hf, indent=2))
+    return path

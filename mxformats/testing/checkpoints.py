@@ -21,6 +21,22 @@ the real Kimi-K2 / K2.5 / K2.6 quantized releases, quantized with the matching
                                ``quantize_int4(profile="compressed-tensors")``
 ``"bf16"``                     the BF16 source itself (what transformers ``save_pretrained``
                                writes)
+``"fp8-block-deepseek"``       the official DeepSeek-V3 / Kimi-K2-Instruct FP8 layout (DeepGEMM
+                               ``per_block_cast_to_fp8``, file to file): ``weight`` F8_E4M3
+                               ``[O, I]`` + ``weight_scale_inv`` F32 ``[ceil(O/128),
+                               ceil(I/128)]``; ``quantize_fp8_block(profile="deepseek")``
+``"compressed-tensors-fp8-``   llm-compressor ``model_free_ptq(scheme="FP8_BLOCK")``, file to
+``block"``                     file: ``weight`` F8_E4M3 + ``weight_scale`` BF16 on the ceil grid;
+                               ``quantize_fp8_block(profile="compressed-tensors")``
+``"modelopt-nvfp4"``           ModelOpt ``NVFP4_EXPERTS_ONLY_CFG`` + ``export_hf_checkpoint``:
+                               ``weight`` U8 ``[O, I/2]`` + ``weight_scale`` F8_E4M3 ``[O, I/16]``
+                               + ``weight_scale_2`` F32 ``[]`` + ``input_scale`` F32 ``[]``; both
+                               config forms (``hf_quant_config.json`` and a flat
+                               ``quantization_config``); ``quantize_nvfp4(profile="modelopt")``
+``"compressed-tensors-``       llm-compressor ``oneshot`` ``scheme="NVFP4"``: ``weight_packed``
+``nvfp4"``                     U8 + ``weight_scale`` F8_E4M3 + ``weight_global_scale`` F32
+                               ``[1]`` + ``input_global_scale`` F32 ``[1]``;
+                               ``quantize_nvfp4(profile="compressed-tensors")``
 =============================  =================================================================
 
 The reference is the set of real producer checkpoints in ``tests/data/producers/`` (README
@@ -96,6 +112,8 @@ from mxformats import fp8 as _fp8
 from mxformats import int4 as _int4
 from mxformats import mx as _mx
 from mxformats import tensorfile
+from mxformats.schemes.fp8_block import quantize_fp8_block
+from mxformats.schemes.nvfp4 import quantize_nvfp4
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
@@ -108,7 +126,19 @@ __all__ = [
 ]
 
 #: The values ``make_kimi_checkpoint(fmt=...)`` accepts.
-CHECKPOINT_FORMATS = ("quark-mxfp4", "quark-w4a8", "compressed-tensors-int4", "bf16")
+CHECKPOINT_FORMATS = ("quark-mxfp4", "quark-w4a8", "compressed-tensors-int4", "bf16",
+                      "fp8-block-deepseek", "compressed-tensors-fp8-block", "modelopt-nvfp4",
+                      "compressed-tensors-nvfp4")
+#: The NVFP4 formats: quantize_nvfp4 profile and (packed, global, input scale) names.
+_NVFP4 = {"modelopt-nvfp4": ("modelopt", "weight", "weight_scale_2", "input_scale"),
+          "compressed-tensors-nvfp4": ("compressed-tensors", "weight_packed",
+                                       "weight_global_scale", "input_global_scale")}
+#: The activation amax the generated NVFP4 input scales stand for (the producers calibrate;
+#: a generated checkpoint has no activations): input scale = amax / (6 * 448).
+_NVFP4_INPUT_AMAX = 1.0
+#: The file-to-file FP8 block formats: profile of :func:`quantize_fp8_block` and scale name.
+_FP8_BLOCK = {"fp8-block-deepseek": ("deepseek", "_scale_inv"),
+              "compressed-tensors-fp8-block": ("compressed-tensors", "_scale")}
 
 PathLike = str | os.PathLike[str]
 
@@ -439,6 +469,21 @@ def default_recipe(
         out = ["re:.*lm_head" if multimodal else "lm_head", "re:.*self_attn.*", "re:.*mlp.gate$",
                "re:.*shared_experts.*"]
         out += [f"re:{p}layers.{i}.mlp.*" for i in range(first_dense)]
+    elif fmt == "compressed-tensors-nvfp4":
+        out = ["re:.*lm_head" if multimodal else "lm_head", "re:.*self_attn.*",
+               r"re:.*mlp\.gate$", "re:.*shared_experts.*"]
+        out += [f"re:{p}layers.{i}.mlp.*" for i in range(first_dense)]
+    elif fmt == "modelopt-nvfp4":
+        # NVFP4_EXPERTS_ONLY_CFG: routed experts only, the rest as ModelOpt lists it
+        out = ["*lm_head" if multimodal else "lm_head", f"{p}embed_tokens", "*self_attn*",
+               "*mlp.gate", "*shared_experts*"]
+        out += [f"{p}layers.{i}.mlp*" for i in range(first_dense)]
+    elif fmt == "fp8-block-deepseek":
+        out = ["*lm_head" if multimodal else "lm_head", "*.gate", "*embed*", "*norm*"]
+    elif fmt == "compressed-tensors-fp8-block":
+        # upstream examples/model_free_ptq/kimi_k2_thinking_fp8_block.py
+        out = ["re:.*gate$", "re:.*lm_head" if multimodal else "lm_head",
+               r"re:.*kv_a_proj_with_mqa$", r"re:.*q_a_proj$", f"{p}embed_tokens"]
     else:
         raise ValueError(f"fmt {fmt!r} has no recipe; one of {CHECKPOINT_FORMATS[:3]}")
     if multimodal:
@@ -594,6 +639,63 @@ def _ct_quantization_config(ignore: list[str]) -> dict[str, Any]:
         "transform_config": {},
         "version": _CT_VERSION,
     }
+
+
+def _fp8_block_quantization_config(fmt: str, ignore: list[str]) -> dict[str, Any]:
+    """The producer fixtures' FP8 block configs (tests/data/producers)."""
+    if fmt == "fp8-block-deepseek":
+        return {"activation_scheme": "dynamic", "fmt": "e4m3", "quant_method": "fp8",
+                "weight_block_size": [128, 128]}
+    spec: dict[str, Any] = {"actorder": None, "block_structure": None, "dynamic": False,
+            "group_size": None,
+            "num_bits": 8, "observer": None, "observer_kwargs": {}, "scale_dtype": None,
+            "strategy": "block", "symmetric": True, "type": "float", "zp_dtype": None}
+    inputs = dict(spec, dynamic=True, group_size=128, strategy="group")
+    return {
+        "config_groups": {"FP8_BLOCK": {
+            "format": "float-quantized", "input_activations": inputs, "output_activations": None,
+            "targets": ["Linear"], "weights": dict(spec, block_structure=[128, 128])}},
+        "format": "float-quantized",
+        "global_compression_ratio": None,
+        "ignore": ignore,
+        "kv_cache_scheme": None,
+        "quant_method": "compressed-tensors",
+        "quantization_status": "compressed",
+        "transform_config": {},
+        "version": _CT_VERSION,
+    }
+
+
+def _modelopt_quantization_config(exclude: list[str]) -> dict[str, Any]:
+    """ModelOpt 0.47's flat config.json form (the producer fixture's)."""
+    fp4 = {"dynamic": False, "num_bits": 4, "type": "float", "group_size": 16}
+    return {"config_groups": {"group_0": {"input_activations": dict(fp4), "weights": dict(fp4),
+                                          "targets": ["Linear"]}},
+            "ignore": exclude, "quant_algo": "NVFP4",
+            "producer": {"name": "modelopt", "version": "0.47.0"}, "quant_method": "modelopt"}
+
+
+def _modelopt_hf_quant_config(exclude: list[str]) -> dict[str, Any]:
+    """ModelOpt 0.47's ``hf_quant_config.json``."""
+    return {"producer": {"name": "modelopt", "version": "0.47.0"},
+            "quantization": {"quant_algo": "NVFP4", "kv_cache_quant_algo": None,
+                             "group_size": 16, "exclude_modules": exclude}}
+
+
+def _ct_nvfp4_quantization_config(ignore: list[str]) -> dict[str, Any]:
+    """llm-compressor's ``scheme="NVFP4"`` config (the producer fixture's)."""
+    fp4: dict[str, Any] = {
+        "actorder": None, "block_structure": None, "dynamic": False, "group_size": 16,
+        "num_bits": 4, "observer": "memoryless_minmax", "observer_kwargs": {},
+        "scale_dtype": "torch.float8_e4m3fn", "strategy": "tensor_group", "symmetric": True,
+        "type": "float", "zp_dtype": None}
+    config = _ct_quantization_config(ignore)
+    config["format"] = "nvfp4-pack-quantized"
+    config["config_groups"] = {"group_0": {
+        "format": "nvfp4-pack-quantized",
+        "input_activations": dict(fp4, dynamic="local", observer="static_minmax"),
+        "output_activations": None, "targets": ["Linear"], "weights": fp4}}
+    return config
 
 
 def _yaml_scalar(item: str) -> str:
@@ -771,8 +873,13 @@ def _write_bf16(
     (folder / _CONFIG).write_text(json.dumps(cfg, indent=2, sort_keys=True), encoding="utf-8")
 
 
-def _quantize_quark(fmt: str, weight: NDArray[Any]) -> dict[str, NDArray[Any]]:
-    """Quark's tensors for one Linear weight: suffix ("", "_scale", "_scale_2") -> array."""
+def _quantize_file_to_file(fmt: str, weight: NDArray[Any]) -> dict[str, NDArray[Any]]:
+    """The tensors a file-to-file producer writes for one Linear weight: suffix ("",
+    "_scale", "_scale_2", "_scale_inv") -> array."""
+    if fmt in _FP8_BLOCK:
+        profile, scale = _FP8_BLOCK[fmt]
+        codes, scales = quantize_fp8_block(weight, block=(128, 128), profile=profile)
+        return {"": codes.view(ml_dtypes.float8_e4m3fn), scale: np.asarray(scales)}
     if fmt == "quark-mxfp4":
         mx = _mx.quantize_mx(weight, block_size=_GROUP, axis=-1, profile="quark")
         return {"": np.asarray(mx.codes, np.uint8), "_scale": np.asarray(mx.scales, np.uint8)}
@@ -782,6 +889,32 @@ def _quantize_quark(fmt: str, weight: NDArray[Any]) -> dict[str, NDArray[Any]]:
         "_scale": np.asarray(w4a8.weight_scale, np.float32).reshape(()),
         "_scale_2": np.asarray(w4a8.weight_scale_2, np.float32),
     }
+
+
+def _quantize_nvfp4(fmt: str, weight: NDArray[Any],
+                    global_amax: float | None) -> dict[str, NDArray[Any]]:
+    """An NVFP4 producer's tensors for one Linear weight (``global_amax``: the fused gate/up
+    maximum both producers share), in its state-dict order."""
+    profile, packed, global_name, input_name = _NVFP4[fmt]
+    r = quantize_nvfp4(weight, profile=profile, global_amax=global_amax)
+    stand_in = np.float32(_NVFP4_INPUT_AMAX / (6 * 448))
+    input_scale = np.float32(1 / stand_in) if profile == "compressed-tensors" else stand_in
+    return {
+        global_name: r.global_scale,
+        input_name: np.full(r.global_scale.shape, input_scale, np.float32),
+        packed: r.packed(),
+        "weight_scale": r.scales.view(ml_dtypes.float8_e4m3fn),
+    }
+
+
+def _fused_amax(source: Mapping[str, NDArray[Any]], module: str) -> float | None:
+    """The larger amax of an expert's gate_proj and up_proj (ModelOpt
+    ``sync_moe_gate_up_amax``; llm-compressor's fused global scale), None for other modules."""
+    parent, _, projection = module.rpartition(".")
+    if ".experts." not in module or projection not in ("gate_proj", "up_proj"):
+        return None
+    return max(float(np.max(np.abs(np.asarray(source[f"{parent}.{p}.weight"], np.float32))))
+               for p in ("gate_proj", "up_proj"))
 
 
 def _quantize_ct(weight: NDArray[Any]) -> dict[str, NDArray[Any]]:
@@ -814,11 +947,17 @@ def _remove_quantization_config(cfg: dict[str, Any]) -> None:
             _remove_quantization_config(value)
 
 
-def _write_quark(
+def _write_file_to_file(
     out: Path, fmt: str, source: Path, cfg: dict[str, Any], files: Mapping[str, Mapping[str, Any]],
     patterns: Sequence[str],
 ) -> None:
+    """Quark, DeepSeek FP8 and ``model_free_ptq``: every source shard becomes an output shard
+    of the same name. Quark matches its exclude patterns with fnmatch, llm-compressor its
+    ignore list as compressed-tensors does (the config keeps the recipe's list); the FP8 config
+    sits at the top level in both layouts (as ``model_free_ptq`` writes it)."""
     _copy_side_files(source, out)
+    matches = ((lambda m: _ct_matches(m, patterns)) if fmt.startswith("compressed")
+               else (lambda m: any(fnmatch.fnmatch(m, p) for p in patterns)))
     excluded: set[str] = set()
     weight_map: dict[str, str] = {}
     for fname, tensors in files.items():
@@ -829,10 +968,10 @@ def _write_quark(
             if not _quark_is_linear_weight(name, array.ndim):
                 continue
             module = name.removesuffix(".weight")
-            if any(fnmatch.fnmatch(module, p) for p in patterns):
+            if matches(module):
                 excluded.add(module)
                 continue
-            for suffix, value in _quantize_quark(fmt, array).items():
+            for suffix, value in _quantize_file_to_file(fmt, array).items():
                 result[name + suffix] = value
                 weight_map[name + suffix] = fname
         tensorfile.write_safetensors(out / fname, result)
@@ -841,15 +980,26 @@ def _write_quark(
     (out / _INDEX).write_text(json.dumps(index, ensure_ascii=False, indent=4), encoding="utf-8")
     config = copy.deepcopy(cfg)
     _remove_quantization_config(config)
-    config["quantization_config"] = _quark_quantization_config(fmt, sorted(excluded))
+    config["quantization_config"] = (
+        _fp8_block_quantization_config(fmt, list(patterns)) if fmt in _FP8_BLOCK
+        else _quark_quantization_config(fmt, sorted(excluded)))
     (out / _CONFIG).write_text(json.dumps(config, ensure_ascii=False, indent=4), encoding="utf-8")
 
 
 def _write_ct(
-    out: Path, cfg: dict[str, Any], files: Mapping[str, Mapping[str, Any]], patterns: Sequence[str],
-    max_shard_size: int | None,
-    shards: int,
+    out: Path, fmt: str, cfg: dict[str, Any], files: Mapping[str, Mapping[str, Any]],
+    patterns: Sequence[str], max_shard_size: int | None, shards: int,
 ) -> None:
+    """A transformers ``save_pretrained`` of the quantized model (llm-compressor ``oneshot``,
+    ModelOpt ``export_hf_checkpoint``): module order, re-sharded. ModelOpt's recipe patterns
+    are fnmatch wildcards, written as the config's exclude list (both config forms)."""
+    modelopt = fmt == "modelopt-nvfp4"
+
+    def skipped(name: str) -> bool:
+        if modelopt:
+            return any(fnmatch.fnmatch(name, p) for p in patterns)
+        return _ct_matches(name, patterns)
+
     source: dict[str, NDArray[Any]] = {}
     for tensors in files.values():
         source.update(tensors)
@@ -857,11 +1007,13 @@ def _write_ct(
     ignore: list[str] = []
     buffers = 0
     for module in _architecture(cfg):
-        if module.linear and _ct_matches(module.name, patterns):
+        if module.linear and skipped(module.name):
             ignore.append(module.name)
-        if module.linear and not _ct_matches(module.name, patterns):
+        if module.linear and not skipped(module.name):
             weight = source[f"{module.name}.weight"]
-            for suffix, value in _quantize_ct(weight).items():
+            tensors = (_quantize_nvfp4(fmt, weight, _fused_amax(source, module.name))
+                       if fmt in _NVFP4 else _quantize_ct(weight))
+            for suffix, value in tensors.items():
                 result[f"{module.name}.{suffix}"] = value
             params = [p for p in module.params if not p.name.endswith(".weight")]
         else:
@@ -876,10 +1028,17 @@ def _write_ct(
     _write_sharded(out, result, order, capacity,
                    {"total_parameters": elements, "total_size": sum(sizes)}, trailing_newline=True)
     config = copy.deepcopy(cfg)
-    target = config["text_config"] if _is_multimodal(config) else config
-    target["quantization_config"] = _ct_quantization_config(ignore)
+    if modelopt:
+        config["quantization_config"] = _modelopt_quantization_config(list(patterns))
+        (out / "hf_quant_config.json").write_text(json.dumps(
+            _modelopt_hf_quant_config(list(patterns)), indent=4), encoding="utf-8")
+    else:
+        target = config["text_config"] if _is_multimodal(config) else config
+        target["quantization_config"] = (_ct_nvfp4_quantization_config(ignore) if fmt in _NVFP4
+                                         else _ct_quantization_config(ignore))
     (out / _CONFIG).write_text(json.dumps(config, indent=2, sort_keys=True), encoding="utf-8")
-    (out / "recipe.yaml").write_text(_ct_recipe_yaml(patterns), encoding="utf-8")
+    if fmt == "compressed-tensors-int4":
+        (out / "recipe.yaml").write_text(_ct_recipe_yaml(patterns), encoding="utf-8")
 
 
 def _check_source(
@@ -1052,8 +1211,8 @@ def _quantize_folder(
         patterns = default_recipe(fmt, multimodal=_is_multimodal(cfg),
                                   first_dense=int(text["first_k_dense_replace"]),
                                   nextn=int(text.get("num_nextn_predict_layers") or 0))
-    if fmt.startswith("quark"):
-        _write_quark(out, fmt, source, cfg, files, patterns)
+    if fmt.startswith("quark") or fmt in _FP8_BLOCK:
+        _write_file_to_file(out, fmt, source, cfg, files, patterns)
     else:
-        _write_ct(out, cfg, files, patterns, max_shard_size, len(files))
+        _write_ct(out, fmt, cfg, files, patterns, max_shard_size, len(files))
     return out

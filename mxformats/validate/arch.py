@@ -1,4 +1,5 @@
-"""Format detection and the module inventory a config implies (never hard-coded sizes)."""
+"""The module inventory a config implies (never hard-coded sizes); format detection is the
+descriptors' (:mod:`mxformats.validate.descriptors`)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,6 @@ from .model import (
     Architecture,
     Checkpoint,
     ExpectedModule,
-    Format,
     TensorRef,
     VisionDims,
 )
@@ -24,7 +24,6 @@ __all__ = [
     "architecture",
     "config_value_problems",
     "derive",
-    "detect_format",
     "expected_modules",
     "implied_size",
     "inventory_problems",
@@ -43,56 +42,6 @@ def quantization_config(config: Mapping[str, Any]) -> dict[str, Any] | None:
     if isinstance(text, dict) and isinstance(text.get("quantization_config"), dict):
         return dict(text["quantization_config"])
     return None
-
-
-def detect_format(qc: Mapping[str, Any] | None) -> tuple[Format, str]:
-    """``(format, detail)`` from a quantization config; UNSUPPORTED names what it saw."""
-    if qc is None:
-        return Format.BF16, "no quantization_config: plain (BF16) checkpoint"
-    method = qc.get("quant_method")
-    if method == "quark":
-        g = qc.get("global_quant_config")
-        w = g.get("weight") if isinstance(g, dict) else None
-        if isinstance(w, list):
-            dtypes = [s.get("dtype") if isinstance(s, dict) else None for s in w]
-            if dtypes == ["fp8_e4m3", "int4"]:
-                return Format.QUARK_W4A8, "AMD Quark W4A8 (FP8 per-tensor -> INT4 per-channel)"
-            return (
-                Format.UNSUPPORTED,
-                f"Quark two-stage weight {dtypes} (e.g. NVFP4) is not verified",
-            )
-        if isinstance(w, dict):
-            if w.get("dtype") == "fp4" and w.get("scale_format") == "e8m0":
-                return Format.QUARK_MXFP4, "AMD Quark MXFP4 (OCP MX, E8M0 scales)"
-            return (
-                Format.UNSUPPORTED,
-                f"Quark weight dtype {w.get('dtype')!r} / scale {w.get('scale_format')!r} "
-                "is not verified by mxformats validate",
-            )
-        return Format.UNSUPPORTED, "Quark config without a global_quant_config.weight"
-    if method == "compressed-tensors":
-        groups = qc.get("config_groups")
-        fmt = qc.get("format")
-        if isinstance(groups, dict):
-            for group in groups.values():
-                w = group.get("weights") if isinstance(group, dict) else None
-                if not isinstance(w, dict):
-                    continue
-                if (
-                    w.get("type") == "float"
-                    or "fp4" in str(fmt)
-                    or "fp4" in str(group.get("format"))
-                ):
-                    return (
-                        Format.UNSUPPORTED,
-                        f"compressed-tensors {fmt!r} float weights (e.g. NVFP4) are not verified",
-                    )
-                if w.get("type") == "int" and w.get("num_bits") == 4:
-                    return Format.CT_INT4, "compressed-tensors pack-quantized INT4 (llm-compressor)"
-        return Format.UNSUPPORTED, f"compressed-tensors format {fmt!r} is not verified"
-    if method == "fp8" and qc.get("weight_block_size") is not None:
-        return Format.FP8_BLOCK, "DeepSeek-style FP8 block (weight_scale_inv)"
-    return Format.UNSUPPORTED, f"quant_method {method!r} is not verified by mxformats validate"
 
 
 def _where(part: str, key: str) -> str:

@@ -174,6 +174,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 def inspect_data(root: str) -> dict[str, Any]:
     """What ``mxformats inspect`` prints, as data (None fields when not known)."""
+    from .deployment import admissible_tp, kernel_table
     from .files import load
     from .identify import profiles_of
 
@@ -201,6 +202,10 @@ def inspect_data(root: str) -> dict[str, Any]:
     per_dtype: Counter[str] = Counter()
     for t in ckpt.tensors.values():
         per_dtype[t.dtype] += t.nbytes
+    desc = ckpt.descriptor
+    tp = None if a is None or desc is None else admissible_tp(
+        desc, experts=a.experts, moe_intermediate=a.moe_intermediate,
+        intermediate=a.intermediate, heads=a.heads)
     return {
         "format": ckpt.format.value,
         "format_detail": ckpt.format_detail,
@@ -226,6 +231,8 @@ def inspect_data(root: str) -> dict[str, Any]:
         "exclude_entries": len(ckpt.exclude),
         "bytes_per_dtype": dict(sorted(per_dtype.items())),
         "bytes_total": ckpt.bytes_total,
+        "tp_admissible": None if tp is None else ", ".join(map(str, tp)) or "none",
+        "vllm_kernels": None if desc is None else kernel_table(desc),
         "problems": len(loaded.findings),
     }
 

@@ -11,6 +11,10 @@ What the loader needs (checkpoints.md §2.5, §3.4, §4.3):
 - Quark MXFP4 (``QuarkOCP_MX``) has native AITER kernels only on gfx950 (MI355X); on gfx942
   (MI300X) and CUDA it dequantizes (emulation): runs, slowly.
 - compressed-tensors WNA16 runs through Marlin on CUDA; ROCm kernels are partial (warning).
+- FP8 block needs each partition a multiple of 128; NVFP4 has FP4 tensor cores only on sm100.
+
+Each format's part (the partition multiple, the kernel per target) is its descriptor's
+(:attr:`Descriptor.tp_multiple`, :meth:`Descriptor.kernel`).
 - fnuz targets (MI300X, e4m3fnuz): vLLM doubles FP8 weight and input scales when converting
   e4m3fn to fnuz, so every float scale must stay finite when doubled.
 """
@@ -22,13 +26,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .descriptors import Descriptor, by_format
 from .findings import Finding, Level, Severity, declare
-from .model import Format
 
 if TYPE_CHECKING:
     from .model import Checkpoint, Options
 
-__all__ = ["TARGETS", "deployment_problems", "run"]
+__all__ = ["TARGETS", "TP_SIZES", "admissible_tp", "deployment_problems", "kernel_table", "run"]
 
 _G = "deployment"
 _T = Level.STRUCTURE
@@ -69,12 +73,22 @@ TARGETS: dict[str, tuple[str, str, bool]] = {
 }
 
 
-def deployment_problems(fmt: Format, target: str | None, tp: int, ep: int, *, experts: int,
-                        moe_intermediate: int, intermediate: int, heads: int,
-                        dense_quantized: bool = False) -> list[tuple[str, str]]:
-    """Pure core: ``(check id, message)`` for a format, target and parallel sizes."""
+def deployment_problems(
+    fmt: Descriptor,
+    target: str | None,
+    tp: int,
+    ep: int,
+    *,
+    experts: int,
+    moe_intermediate: int,
+    intermediate: int,
+    heads: int,
+    dense_quantized: bool = False,
+) -> list[tuple[str, str]]:
+    """Pure core: ``(check id, message)`` for a format (its descriptor), target and parallel
+    sizes."""
     out: list[tuple[str, str]] = []
-    group = {Format.QUARK_MXFP4: 32, Format.CT_INT4: 32, Format.QUARK_W4A8: 8}.get(fmt)
+    group = fmt.tp_multiple
     if tp < 1 or ep < 1:
         return [(DEPLOY_TP.id, f"parallel sizes must be >= 1 (tp={tp}, ep={ep})")]
     if heads % tp:
@@ -88,7 +102,7 @@ def deployment_problems(fmt: Format, target: str | None, tp: int, ep: int, *, ex
                         f"divisible by TP {tp}"))
         elif group and (moe_intermediate // tp) % group:
             out.append((DEPLOY_TP.id, f"moe_intermediate_size/TP = {moe_intermediate // tp} is "
-                        f"not a multiple of {group} ({fmt.value} groups/packing)"))
+                        f"not a multiple of {group} ({fmt.format.value} groups/packing)"))
     if intermediate % tp:
         out.append((DEPLOY_TP.id, f"intermediate_size {intermediate} is not divisible by TP {tp}"))
     elif dense_quantized and group and (intermediate // tp) % group:
@@ -97,24 +111,36 @@ def deployment_problems(fmt: Format, target: str | None, tp: int, ep: int, *, ex
     if target is None:
         return out
     vendor, arch, _ = TARGETS[target]
-    if fmt is Format.QUARK_W4A8:
-        if vendor == "cuda":
-            out.append((DEPLOY_UNSUPPORTED.id, f"Quark W4A8 runs only in QuarkW4A8Fp8MoEMethod, "
-                        f"which asserts ROCm with AITER fused MoE; {target} is CUDA"))
-        else:
-            out.append((DEPLOY_NOTE.id, f"Quark W4A8 on {target} needs ROCm vLLM with AITER "
-                        "(VLLM_ROCM_USE_AITER=1, fused MoE enabled)"))
-    elif fmt is Format.QUARK_MXFP4:
-        if arch != "gfx950":
-            out.append((DEPLOY_SLOW_PATH.id, f"MXFP4 on {target} ({arch}) is emulated: vLLM's "
-                        "Quark OCP_MX scheme dequantizes to BF16 (native kernels: gfx950)"))
-        else:
-            out.append((DEPLOY_NOTE.id, "MXFP4 on gfx950 runs AITER kernels "
-                        "(VLLM_ROCM_USE_AITER=1)"))
-    elif fmt is Format.CT_INT4 and vendor == "rocm":
-        out.append((DEPLOY_SLOW_PATH.id, f"compressed-tensors WNA16 MoE on {target}: no Marlin "
-                    "on ROCm; fallback kernels"))
+    said = fmt.kernel(target, vendor, arch)
+    if said is not None:
+        kind, message = said
+        check = {"unsupported": DEPLOY_UNSUPPORTED, "slow": DEPLOY_SLOW_PATH,
+                 "note": DEPLOY_NOTE}[kind]
+        out.append((check.id, message))
     return out
+
+
+#: The tensor-parallel sizes the preflight tries.
+TP_SIZES = (1, 2, 4, 8, 16, 32, 64)
+
+def admissible_tp(fmt: Descriptor, *, experts: int, moe_intermediate: int, intermediate: int,
+                  heads: int, dense_quantized: bool = False) -> list[int]:
+    """The sizes of :data:`TP_SIZES` whose split every kernel accepts (no expert parallelism):
+    the rules of :func:`deployment_problems`."""
+    return [tp for tp in TP_SIZES if not deployment_problems(
+        fmt, None, tp, 1, experts=experts, moe_intermediate=moe_intermediate,
+        intermediate=intermediate, heads=heads, dense_quantized=dense_quantized)]
+
+
+def kernel_table(fmt: Descriptor) -> dict[str, str]:
+    """vLLM's path for the format on each of :data:`TARGETS`: ``native``, ``emulated``,
+    ``unsupported``, or ``-`` where the descriptor says nothing (its generic path)."""
+    table = {}
+    for target, (vendor, arch, _) in TARGETS.items():
+        said = fmt.kernel(target, vendor, arch)
+        table[target] = "-" if said is None else {"unsupported": "unsupported",
+                                                  "slow": "emulated", "note": "native"}[said[0]]
+    return table
 
 
 def run(ckpt: Checkpoint, opts: Options) -> Iterator[Finding]:
@@ -131,8 +157,9 @@ def run(ckpt: Checkpoint, opts: Options) -> Iterator[Finding]:
     if a is not None:
         dense = any(m.quantized and ".mlp.gate_proj" in n + "." and ".experts." not in n
                     and ".shared_experts" not in n for n, m in ckpt.modules.items())
+        desc = ckpt.descriptor or by_format(ckpt.format.value)
         for cid, msg in deployment_problems(
-                ckpt.format, opts.target, opts.tp or 1, opts.ep or 1, experts=a.experts,
+                desc, opts.target, opts.tp or 1, opts.ep or 1, experts=a.experts,
                 moe_intermediate=a.moe_intermediate, intermediate=a.intermediate,
                 heads=a.heads, dense_quantized=dense):
             yield Finding(checks[cid], msg, "config.json")

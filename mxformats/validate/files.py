@@ -24,9 +24,12 @@ from mxformats.tensorfile import (
     tensor_nbytes,
 )
 
-from .arch import derive, detect_format, quantization_config
+from .arch import derive, quantization_config
+from .descriptors import UNSUPPORTED, Configs, Descriptor, detect
+from .descriptors.bf16 import DESCRIPTOR as BF16
+from .descriptors.modelopt import modelopt_view
 from .findings import Finding, Level, Severity, declare
-from .model import Checkpoint, Format, Module, Options, TensorRef
+from .model import Checkpoint, Module, Options, TensorRef
 from .reader import (
     RANGE_IGNORED,
     READ_FAILED,
@@ -69,12 +72,22 @@ CONFIG_QUANT_CONFLICT = declare(
     "quantization_config at the top level and in text_config differ; vLLM uses the top level.",
     "Keep one quantization_config (Quark writes a single top-level one).",
 )
+CONFIG_QUANT_CONTRADICTION = declare(
+    "CONFIG_QUANT_CONTRADICTION",
+    E,
+    S,
+    G,
+    "config.json's quantization_config and hf_quant_config.json declare different formats, "
+    "algorithms or exclude lists: vLLM reads config.json's and ignores the other file, so tools "
+    "that read hf_quant_config.json (TensorRT-LLM, older SGLang) load another model.",
+    "Regenerate one file from the other so that both say the same.",
+)
 FORMAT_UNSUPPORTED = declare(
     "FORMAT_UNSUPPORTED",
     E,
     S,
     G,
-    "The quantization format is not one this validator verifies (e.g. NVFP4).",
+    "The quantization format is not one this validator verifies (no descriptor recognises it).",
     "Use a validator for that format; nothing was checked.",
 )
 FORMAT_NOT_NUMERIC = declare(
@@ -233,6 +246,8 @@ TOTAL_SIZE_MISMATCH = declare(
 )
 
 INDEX_NAME = "model.safetensors.index.json"
+#: ModelOpt's own config file (vLLM ``ModelOptQuantConfigBase.get_config_filenames``).
+HF_QUANT_CONFIG = "hf_quant_config.json"
 
 
 @dataclass
@@ -328,6 +343,56 @@ def _index_metadata(index: dict[str, Any]) -> Finding | None:
     )
 
 
+
+def _read_config(reader: Reader, name: str, out: list[Finding]) -> dict[str, Any] | None:
+    """A JSON object file of the checkpoint (regular files only, inside the allowed roots),
+    or None with the reason appended to ``out``."""
+    if safe_name(reader, name) is not None:
+        out.append(Finding(SYMLINK_ESCAPE, f"{name} resolves outside the checkpoint; not read",
+                           file=name))
+        return None
+    try:
+        parsed = reader.read_json(name)
+        if not isinstance(parsed, dict):
+            raise ValueError(f"a JSON {type(parsed).__name__}, not an object")
+        return parsed
+    except FileNotFoundError:
+        out.append(Finding(CONFIG_PARSE, f"{name} does not exist", file=name))
+    except NotRegularFileError as exc:
+        out.append(_not_regular(name, exc))
+    except ReadFailed as exc:
+        out.append(read_failed(exc))
+    except (ValueError, OSError, RecursionError) as exc:
+        out.append(Finding(CONFIG_PARSE, f"{name} does not parse: {_why(exc)}", file=name))
+    return None
+
+
+def _contradictions(configs: Configs, chosen: Descriptor) -> list[Finding]:
+    """config.json's ``quantization_config`` against ``hf_quant_config.json``. vLLM reads the
+    former when it exists and the latter only otherwise (``get_quant_config`` in
+    ``vllm/model_executor/model_loader/weight_utils.py``; ModelOpt's ``get_config_filenames``
+    names hf_quant_config.json), so a pair that disagrees loads as whichever it happens to
+    read: the format each declares and ModelOpt's algorithm and exclude list must agree."""
+    if configs.quant_config is None or configs.hf_quant_config is None:
+        return []
+    alone = detect(Configs(None, configs.hf_quant_config))[0]
+    top, other = modelopt_view(configs.quant_config), modelopt_view(configs.hf_quant_config)
+    problems: list[str] = []
+    if alone is not chosen:
+        problems.append(f"config.json declares {chosen.format.value}, "
+                        f"{HF_QUANT_CONFIG} declares {alone.format.value}")
+    elif top is not None and other is not None:
+        if top[0] != other[0]:
+            problems.append(f"quant_algo {top[0]!r} in config.json, {other[0]!r} in "
+                            f"{HF_QUANT_CONFIG}")
+        if sorted(top[1]) != sorted(other[1]):
+            extra = sorted(set(top[1]) ^ set(other[1]))
+            problems.append(f"the exclude lists differ ({len(extra)} entries in one only, "
+                            f"e.g. {extra[0]!r})" if extra else "the exclude lists differ")
+    return [Finding(CONFIG_QUANT_CONTRADICTION, f"{p}: vLLM reads config.json's and ignores "
+                    f"{HF_QUANT_CONFIG}", file=HF_QUANT_CONFIG) for p in problems]
+
+
 def load(root_arg: str | os.PathLike[str] | Reader, opts: Options) -> LoadResult:
     """Read configs, the index and shard headers of ``root_arg`` (no tensor data): a folder,
     ``hf://ORG/NAME[@REVISION]`` or an open :class:`~mxformats.validate.reader.Reader`."""
@@ -340,33 +405,10 @@ def load(root_arg: str | os.PathLike[str] | Reader, opts: Options) -> LoadResult
             return LoadResult(None, [], str(exc))
     out: list[Finding] = []
 
-    # -- config ---------------------------------------------------------------------------
-    config: dict[str, Any] = {}
-    if safe_name(reader, "config.json") is not None:
-        out.append(
-            Finding(
-                SYMLINK_ESCAPE,
-                "config.json resolves outside the checkpoint; not read",
-                file="config.json",
-            )
-        )
-    else:
-        try:
-            parsed = reader.read_json("config.json")
-            if not isinstance(parsed, dict):
-                raise ValueError(f"a JSON {type(parsed).__name__}, not an object")
-            config = parsed
-        except FileNotFoundError:
-            out.append(Finding(CONFIG_PARSE, "config.json does not exist", file="config.json"))
-        except NotRegularFileError as exc:
-            out.append(_not_regular("config.json", exc))
-        except ReadFailed as exc:
-            out.append(read_failed(exc))
-        except (ValueError, OSError, RecursionError) as exc:
-            out.append(
-                Finding(CONFIG_PARSE, f"config.json does not parse: {_why(exc)}",
-                        file="config.json")
-            )
+    # -- configs --------------------------------------------------------------------------
+    config = _read_config(reader, "config.json", out) or {}
+    hf_quant = (_read_config(reader, HF_QUANT_CONFIG, out)
+                if reader.exists(HF_QUANT_CONFIG) else None)
     text = config.get("text_config")
     text_config = text if isinstance(text, dict) else config
     top_qc = config.get("quantization_config")
@@ -381,30 +423,28 @@ def load(root_arg: str | os.PathLike[str] | Reader, opts: Options) -> LoadResult
             )
         )
     qc = quantization_config(config)
-    fmt, detail = detect_format(qc) if config else (Format.BF16, "config.json unreadable")
+    configs = Configs(qc, hf_quant)
+    if config or hf_quant is not None:
+        descriptor, detail = detect(configs)
+    else:
+        descriptor, detail = BF16, "config.json unreadable"
+    out += _contradictions(configs, descriptor)
     ckpt = Checkpoint(
         root=reader.root if isinstance(reader, LocalReader) else Path(reader.name),
         config=config,
         text_config=text_config,
-        format=fmt,
+        format=descriptor.format,
         format_detail=detail,
-        quant_config=qc,
+        quant_config=qc if qc is not None else hf_quant,
+        descriptor=descriptor,
         allowed_roots=reader.roots if isinstance(reader, LocalReader) else (),
         reader=reader,
     )
-    if qc is not None:
-        excl = (
-            qc.get("exclude")
-            if fmt in (Format.QUARK_MXFP4, Format.QUARK_W4A8)
-            else qc.get("ignore")
-        )
-        if excl is None and fmt == Format.FP8_BLOCK:
-            excl = qc.get("modules_to_not_convert")
-        ckpt.exclude = [str(e) for e in excl] if isinstance(excl, list) else []
-    if fmt == Format.UNSUPPORTED:
+    ckpt.exclude = descriptor.exclude_list(configs)
+    if descriptor is UNSUPPORTED:
         out.append(Finding(FORMAT_UNSUPPORTED, detail, file="config.json"))
         return LoadResult(ckpt, out, f"unsupported quantization format: {detail}")
-    if config and fmt in (Format.BF16, Format.FP8_BLOCK):
+    if config and not descriptor.numeric:
         out.append(
             Finding(
                 FORMAT_NOT_NUMERIC,

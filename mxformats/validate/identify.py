@@ -1,28 +1,38 @@
 """Which format and profile a checkpoint has: from its ``quantization_config`` to the producer
-profile that writes it, to the consumer each engine and GPU decodes it with.
+profile that writes it, to the consumer that decodes it, to vLLM's path per GPU.
 
 ``mxformats inspect`` prints the row of a checkpoint (:func:`profiles_of`), and
 ``docs/which-format.md`` is rendered from the same tables (:func:`render_markdown`): the
-format detection (``arch.detect_format``, run on :data:`EXAMPLES`), the producer profile per
-format (``reproduce.PROFILES``), the producer's default consumer (:mod:`mxformats.pairing`) and
-vLLM's path per target (``deployment.deployment_problems``).
+format detection of the validator's descriptors (``descriptors.detect``, run on
+:data:`EXAMPLES`), each descriptor's producer profile, the producer's default consumer
+(:mod:`mxformats.pairing`) and vLLM's kernel per target (``deployment.kernel_table`` and each
+descriptor's ``kernel`` message).
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from mxformats.pairing import default_consumer
+from mxformats.profiles import profiles
 
-from .arch import detect_format
-from .deployment import TARGETS, deployment_problems
-from .model import Format
-from .reproduce import PROFILES
+from .deployment import TARGETS
+from .descriptors import DESCRIPTORS, Configs, Descriptor, by_format, detect
+from .model import CheckpointFormat
 
 __all__ = ["EXAMPLES", "SCHEMES", "profiles_of", "render_markdown"]
 
-#: The profile scheme (the API that takes the profile) per format with a producer profile.
-SCHEMES = {Format.QUARK_MXFP4: "mx", Format.QUARK_W4A8: "w4a8", Format.CT_INT4: "int4"}
+#: The profile scheme (the API that takes the profile) of each format with one producer.
+SCHEMES = {
+    CheckpointFormat.QUARK_MXFP4: "mx",
+    CheckpointFormat.QUARK_W4A8: "w4a8",
+    CheckpointFormat.CT_INT4: "int4",
+    CheckpointFormat.CT_NVFP4: "nvfp4",
+    CheckpointFormat.MODELOPT_NVFP4: "nvfp4",
+    CheckpointFormat.CT_FP8_BLOCK: "fp8-block",
+    CheckpointFormat.FP8_BLOCK: "fp8-block",
+}
 
 #: A minimal ``quantization_config`` of each kind a Kimi-K2-class checkpoint ships with: the
 #: keys ``detect_format`` reads (AMD Quark 0.13 ``export_safetensors``; compressed-tensors
@@ -47,24 +57,27 @@ EXAMPLES: tuple[tuple[str, dict[str, Any] | None], ...] = (
 )
 
 
-def profiles_of(fmt: Format) -> dict[str, str | None]:
-    """The producer profile (``scheme:name``) and its default consumer for a detected format
-    (None where the format has no producer profile here)."""
-    if fmt not in PROFILES:
+def profiles_of(fmt: CheckpointFormat) -> dict[str, str | None]:
+    """The producer profile (``scheme:name``) of a detected format and its default consumer
+    (None where the format has no single producer profile here)."""
+    descriptor = by_format(fmt.value)
+    scheme = SCHEMES.get(fmt)
+    registered = {(p.scheme, p.name) for p in profiles() if p.kind == "producer"}
+    if scheme is None or (scheme, descriptor.profile) not in registered:
         return {"producer_profile": None, "consumer_profile": None}
-    scheme, producer = SCHEMES[fmt], PROFILES[fmt]
+    producer = str(descriptor.profile)
     return {"producer_profile": f"{scheme}:{producer}",
             "consumer_profile": f"{scheme}:{default_consumer(scheme, producer)}"}
 
 
-def _vllm_path(fmt: Format, target: str) -> str:
-    """What vLLM does with the format on ``target``, from the deployment check's messages."""
-    found = deployment_problems(fmt, target, 1, 1, experts=0, moe_intermediate=0,
-                                intermediate=0, heads=1)
-    if not found:
+def _vllm_path(descriptor: Descriptor, target: str) -> str:
+    """What vLLM does with the format on ``target``, in the descriptor's words."""
+    vendor, arch, _ = TARGETS[target]
+    said = descriptor.kernel(target, vendor, arch)
+    if said is None:
         return "no restriction known to the deployment check"
-    check, message = found[0]
-    word = {"DEPLOY_UNSUPPORTED": "cannot run", "DEPLOY_SLOW_PATH": "slow path"}.get(check, "")
+    kind, message = said
+    word = {"unsupported": "cannot run", "slow": "slow path"}.get(kind, "")
     return f"{word + ': ' if word else ''}{message}"
 
 
@@ -72,10 +85,12 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|")
 
 
+def _code(text: str | None) -> str:
+    return "-" if text is None else f"`{text}`"
+
+
 def render_markdown() -> str:
     """``docs/which-format.md``."""
-    import json
-
     lines = [
         "# Which format and profile do I have?",
         "",
@@ -95,11 +110,11 @@ def render_markdown() -> str:
         "|---|---|---|---|---|",
     ]
     for title, qc in EXAMPLES:
-        fmt, detail = detect_format(qc)
-        names = profiles_of(fmt)
+        descriptor, detail = detect(Configs(qc))
+        names = profiles_of(descriptor.format)
         config = "none" if qc is None else f"`{json.dumps(qc, separators=(',', ':'))}`"
         lines.append(
-            f"| {title} | {_cell(config)} | `{fmt.value}`: {_cell(detail)} | "
+            f"| {title} | {_cell(config)} | `{descriptor.format.value}`: {_cell(detail)} | "
             f"{_code(names['producer_profile'])} | {_code(names['consumer_profile'])} |")
     lines += [
         "",
@@ -109,21 +124,18 @@ def render_markdown() -> str:
         "`mxformats validate --source` re-quantizes modules with the producer profile and "
         "compares the bytes.",
         "",
-        "## 2. The consumer per engine and GPU (vLLM)",
+        "## 2. vLLM's path per GPU",
         "",
         "| format | " + " | ".join(TARGETS) + " |",
         "|---|" + "---|" * len(TARGETS),
     ]
-    for fmt in (*SCHEMES, Format.FP8_BLOCK):
-        cells = [_cell(_vllm_path(fmt, target)) for target in TARGETS]
-        lines.append(f"| `{fmt.value}` | " + " | ".join(cells) + " |")
+    for descriptor in DESCRIPTORS:
+        if descriptor.format in SCHEMES:
+            cells = [_cell(_vllm_path(descriptor, target)) for target in TARGETS]
+            lines.append(f"| `{descriptor.format.value}` | " + " | ".join(cells) + " |")
     lines += [
         "",
         "`mxformats validate DIR --target TARGET --tp N --ep N` checks a checkpoint against one "
         "of these targets, with the tensor- and expert-parallel sizes.",
     ]
     return "\n".join(lines) + "\n"
-
-
-def _code(text: str | None) -> str:
-    return "-" if text is None else f"`{text}`"

@@ -5,14 +5,15 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from collections.abc import Generator, Iterator, Mapping
-from typing import Any
+from collections.abc import Generator, Iterator
 
+from .descriptors import Descriptor, by_format
+from .descriptors.base import TensorSpec
 from .findings import Finding, Level, Severity, declare
 from .model import (
     Checkpoint,
+    CheckpointFormat,
     ExpectedModule,
-    Format,
     Module,
     NearMisses,
     Options,
@@ -32,16 +33,6 @@ CONFIG_QUANT = declare(
     G,
     "The quantization config has a value the loader rejects or the format does not allow.",
     "Re-export with the producer's supported recipe.",
-)
-PACK_METHOD = declare(
-    "PACK_METHOD",
-    W,
-    S,
-    G,
-    "A Quark W4A8 config records export.pack_method other than 'reorder': the AITER kernel reads "
-    "the reorder nibble order [0,2,4,6,1,3,5,7], and the weights' own order cannot be told from "
-    "the codes (the numeric checks cannot see it).",
-    "Re-export with pack_method='reorder', or validate with --source to check the packing.",
 )
 EXCLUDE_GLOB = declare(
     "EXCLUDE_GLOB",
@@ -177,101 +168,6 @@ _FUSED = (
 )
 
 
-def _spec(qc: Mapping[str, Any] | None, key: str) -> Any:
-    g = qc.get("global_quant_config") if qc else None
-    return g.get(key) if isinstance(g, dict) else None
-
-
-def _config_problems(ckpt: Checkpoint) -> list[str]:
-    qc = ckpt.quant_config or {}
-    out: list[str] = []
-    inp: Any = None
-
-    def want(obj: Any, key: str, value: object, where: str) -> None:
-        got = obj.get(key) if isinstance(obj, dict) else None
-        if got != value:
-            out.append(f"{where}.{key} is {got!r}, the format needs {value!r}")
-
-    if ckpt.format in (Format.QUARK_MXFP4, Format.QUARK_W4A8):
-        export = qc.get("export")
-        if not isinstance(export, dict):
-            out.append("export block is missing: vLLM's QuarkConfig raises")
-        elif not isinstance(export.get("kv_cache_group", []), list):
-            out.append("export.kv_cache_group must be a list")
-        for key in ("output_tensors", "bias"):
-            if _spec(qc, key) is not None:
-                out.append(f"global_quant_config.{key} must be null (vLLM: NotImplementedError)")
-        inp = _spec(qc, "input_tensors")
-    if ckpt.format == Format.QUARK_MXFP4:
-        w = _spec(qc, "weight")
-        for k, v in (("qscheme", "per_group"), ("group_size", 32), ("is_dynamic", False)):
-            want(w, k, v, "weight")
-        if inp is not None and not (
-            (inp.get("dtype") == "fp4" and inp.get("is_dynamic") is True)
-            or (inp.get("dtype") == "fp8_e4m3" and inp.get("is_dynamic") is False)
-        ):
-            out.append("input_tensors must be dynamic fp4 (vLLM raises on static MXFP4 input)")
-    elif ckpt.format == Format.QUARK_W4A8:
-        w = _spec(qc, "weight")
-        if not isinstance(w, list) or len(w) != 2 or not all(isinstance(s, dict) for s in w):
-            out.append("weight must be a list of two specs")
-        else:
-            for k, v in (("qscheme", "per_tensor"), ("is_dynamic", False)):
-                want(w[0], k, v, "weight[0]")
-            for k, v in (
-                ("qscheme", "per_channel"),
-                ("symmetric", True),
-                ("ch_axis", 0),
-                ("is_dynamic", False),
-            ):
-                want(w[1], k, v, "weight[1]")
-        if (
-            not isinstance(inp, dict)
-            or inp.get("dtype") != "fp8_e4m3"
-            or not (inp.get("is_dynamic") is True or inp.get("qscheme") == "per_tensor")
-        ):
-            out.append("input_tensors must be fp8_e4m3, dynamic or per_tensor (_is_fp8_w4a8)")
-    elif ckpt.format == Format.CT_INT4:
-        want(qc, "format", "pack-quantized", "quantization_config")
-        want(qc, "quantization_status", "compressed", "quantization_config")
-        if qc.get("kv_cache_scheme") is not None:
-            out.append("kv_cache_scheme must be null (k/v scale tensors are not handled)")
-        groups = qc.get("config_groups")
-        for gname, group in groups.items() if isinstance(groups, dict) else ():
-            where = f"config_groups.{gname}"
-            if not isinstance(group, dict):
-                out.append(f"{where} is not an object")
-                continue
-            if group.get("format") not in (None, "pack-quantized"):
-                out.append(f"{where}.format is {group.get('format')!r}, not 'pack-quantized'")
-            if group.get("input_activations") is not None:
-                out.append(f"{where}.input_activations must be null (weight-only INT4)")
-            w = group.get("weights")
-            for k, v in (
-                ("num_bits", 4),
-                ("type", "int"),
-                ("symmetric", True),
-                ("strategy", "group"),
-                ("group_size", 32),
-                ("dynamic", False),
-            ):
-                want(w, k, v, f"{where}.weights")
-            if isinstance(w, dict) and w.get("actorder") not in (None, "group"):
-                out.append(f"{where}.weights.actorder {w.get('actorder')!r} is not supported")
-    return out
-
-
-def _ct_group(ckpt: Checkpoint) -> tuple[int, bool]:
-    qc = ckpt.quant_config or {}
-    groups = qc.get("config_groups")
-    for group in groups.values() if isinstance(groups, dict) else ():
-        w = group.get("weights") if isinstance(group, dict) else None
-        if isinstance(w, dict):
-            gs = w.get("group_size")
-            return (gs if isinstance(gs, int) and gs > 0 else 32), w.get("actorder") == "group"
-    return 32, False
-
-
 def _anchor(mod: Module) -> TensorRef:
     """The tensor a module's finding points at: its weight when it has one."""
     for p in ("weight", "weight_packed"):
@@ -280,63 +176,29 @@ def _anchor(mod: Module) -> TensorRef:
     return min(mod.tensors.values(), key=lambda t: (t.file, t.begin))
 
 
-def _cdiv(a: int, b: int) -> int:
-    return -(-a // b)
+def expected_tensors(ckpt: Checkpoint, out: int, inp: int) -> TensorSpec:
+    """param -> (accepted dtypes, accepted shapes) of a quantized Linear ``[out, inp]`` in the
+    checkpoint's format (its descriptor's); the first dtype and shape are the usual ones."""
+    return _descriptor(ckpt).expected_tensors(ckpt, out, inp)
 
 
-def expected_tensors(
-    ckpt: Checkpoint, out: int, inp: int
-) -> dict[str, tuple[tuple[str, ...], tuple[tuple[int, ...], ...]]]:
-    """param -> (accepted dtypes, accepted shapes) of a quantized Linear ``[out, inp]``; the
-    first dtype and shape are the usual ones."""
-    if ckpt.format == Format.QUARK_MXFP4:
-        return {
-            "weight": (("U8",), ((out, inp // 2),)),
-            "weight_scale": (("U8",), ((out, _cdiv(inp, 32)),)),
-        }
-    if ckpt.format == Format.QUARK_W4A8:
-        return {
-            "weight": (("I32",), ((out, inp // 8),)),
-            "weight_scale": (("F32",), ((), (1,))),
-            "weight_scale_2": (("F32",), ((out,),)),
-        }
-    if ckpt.format == Format.CT_INT4:
-        gs, actorder = _ct_group(ckpt)
-        want: dict[str, tuple[tuple[str, ...], tuple[tuple[int, ...], ...]]] = {
-            "weight_packed": (("I32",), ((out, _cdiv(inp, 8)),)),
-            "weight_scale": (("BF16", "F16", "F32"), ((out, _cdiv(inp, gs)),)),
-            "weight_shape": (("I32", "I64"), ((2,),)),
-        }
-        if actorder:
-            want["weight_g_idx"] = (("I32", "I64"), ((inp,),))
-        return want
-    if ckpt.format == Format.FP8_BLOCK:
-        qc = ckpt.quant_config or {}
-        block = qc.get("weight_block_size") or [128, 128]
-        bo, bi = (int(block[0]), int(block[1])) if len(block) == 2 else (128, 128)
-        return {
-            "weight": (("F8_E4M3",), ((out, inp),)),
-            "weight_scale_inv": (("F32",), ((_cdiv(out, bo), _cdiv(inp, bi)),)),
-        }
-    return {}
+def _descriptor(ckpt: Checkpoint) -> Descriptor:
+    return ckpt.descriptor if ckpt.descriptor is not None else by_format(ckpt.format.value)
 
 
 def _why(ckpt: Checkpoint, exp: ExpectedModule) -> str | None:
     """Why vLLM cannot load ``exp`` quantized (None when it can)."""
     if exp.kind in _NEVER_QUANTIZED:
         return _NEVER_QUANTIZED[exp.kind]
-    if ckpt.format == Format.QUARK_W4A8 and exp.kind != "expert":
-        return "Quark W4A8 has no vLLM Linear scheme: only routed experts may be quantized"
-    if ckpt.format in (Format.BF16,):
-        return "config.json declares no quantization"
-    return None
+    return _descriptor(ckpt).unquantizable(exp)
 
 
 def _check_quantized(
     ckpt: Checkpoint, mod: Module, shape: tuple[int, ...], opts: Options
 ) -> Iterator[Finding]:
     out, inp = shape[0], shape[-1]
-    want = expected_tensors(ckpt, out, inp)
+    desc = _descriptor(ckpt).for_module(ckpt, mod.name)
+    want = desc.expected_tensors(ckpt, out, inp)
     if not want:
         return
     for p, (dtypes, shapes) in want.items():
@@ -345,10 +207,11 @@ def _check_quantized(
             continue
         if ref is None:
             any_ref = next(iter(mod.tensors.values()))
+            hint = desc.missing_hint.get(p)
             yield Finding(
                 QUANT_TENSOR_MISSING,
                 f"{mod.name}.{p} is absent ({ckpt.format.value} "
-                f"needs {dtypes[0]}{list(shapes[0])})",
+                f"needs {dtypes[0]}{list(shapes[0])})" + (f"; {hint}" if hint else ""),
                 file=any_ref.file,
                 tensor=f"{mod.name}.{p}",
             )
@@ -361,7 +224,7 @@ def _check_quantized(
                 tensor=ref.name,
                 offset=ref.begin,
             )
-        elif ref.dtype != dtypes[0] and ckpt.format == Format.CT_INT4 and p == "weight_scale":
+        elif ref.dtype != dtypes[0] and desc.unusual_dtype(p, ref.dtype):
             yield Finding(
                 QUANT_DTYPE_UNUSUAL,
                 f"{ref.name} is {ref.dtype} (producers write BF16)",
@@ -390,7 +253,7 @@ def _check_quantized(
     # the small weight_shape tensor: its values are the logical shape
     ws = mod.tensors.get("weight_shape")
     if (
-        ckpt.format == Format.CT_INT4
+        "weight_shape" in want
         and ws is not None
         and ws.shape == (2,)
         and ws.dtype in ("I32", "I64")
@@ -421,7 +284,7 @@ def _needs_entry(ckpt: Checkpoint, name: str) -> bool:
         and not mod.quantized
         and exp.linear
         and exp.kind in _SCHEMED
-        and ckpt.format in (Format.QUARK_MXFP4, Format.QUARK_W4A8, Format.CT_INT4)
+        and _descriptor(ckpt).needs_exclude_entries
         and not ckpt.is_excluded(name)
     )
 
@@ -436,7 +299,7 @@ def _exclude_entries(ckpt: Checkpoint) -> Generator[Finding, None, set[str]]:
             EXCLUDE_INVALID, f"exclude entry {entry!r} is not a valid regex: {why}", "config.json"
         )
     names = sorted(set(ckpt.expected) | set(ckpt.modules))
-    for entry in ckpt.exclude:
+    for entry in ckpt.exclude if not matcher.globs_match else ():
         if _is_glob(entry):
             globbed = fnmatch.filter(names, entry)
             quark = (
@@ -450,7 +313,8 @@ def _exclude_entries(ckpt: Checkpoint) -> Generator[Finding, None, set[str]]:
                 f"matches nothing{quark}",
                 file="config.json",
             )
-    unmatched = [e for e in matcher.unmatched(names) if not _is_glob(e)]
+    unmatched = [e for e in matcher.unmatched(names)
+                 if matcher.globs_match or not _is_glob(e)]
     if not unmatched:
         return set()
     near = NearMisses(names)
@@ -507,21 +371,14 @@ def _unmatched_finding(message: str, needed: list[str]) -> Finding:
 
 
 def run(ckpt: Checkpoint, opts: Options) -> Iterator[Finding]:
-    if ckpt.format == Format.UNSUPPORTED:
+    desc = _descriptor(ckpt)
+    if desc.format is CheckpointFormat.UNSUPPORTED:
         return
-    for problem in _config_problems(ckpt):
+    for problem in desc.config_problems(ckpt):
         yield Finding(CONFIG_QUANT, problem, file="config.json")
-    if ckpt.format == Format.QUARK_W4A8:
-        export = ckpt.quant_config.get("export") if isinstance(ckpt.quant_config, dict) else None
-        method = export.get("pack_method") if isinstance(export, dict) else None
-        if method != "reorder":
-            yield Finding(
-                PACK_METHOD,
-                f"export.pack_method is {method!r}, not 'reorder' (checkpoints.md §6.2 check 3)",
-                file="config.json",
-            )
+    yield from desc.config_findings(ckpt)
     explained: set[str] = set()
-    if ckpt.format in (Format.QUARK_MXFP4, Format.QUARK_W4A8, Format.CT_INT4):
+    if desc.needs_exclude_entries or ckpt.exclude:
         explained = yield from _exclude_entries(ckpt)
     for exp in ckpt.expected.values():
         mod = ckpt.modules.get(exp.name)
@@ -567,9 +424,7 @@ def run(ckpt: Checkpoint, opts: Options) -> Iterator[Finding]:
             why = (
                 "vLLM builds it with the MoE scheme and expects quantized tensors"
                 if exp.kind == "expert"
-                else "Quark W4A8 has no Linear scheme ('No quark compatible scheme')"
-                if ckpt.format == Format.QUARK_W4A8
-                else "vLLM builds it quantized and its BF16 weight raises KeyError"
+                else _descriptor(ckpt).bf16_linear_why
             )
             yield Finding(
                 NOT_EXCLUDED_UNQUANTIZED,

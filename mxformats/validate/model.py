@@ -9,18 +9,20 @@ and every shard header, never tensor data) and reports what it could not read as
 
 It declares its checks at import time with :func:`~mxformats.validate.findings.declare` and
 yields :class:`~mxformats.validate.findings.Finding` objects. The runner
-(:mod:`mxformats.validate.runner`) imports the known modules (``files``, ``coverage``,
-``layout`` and, when present, ``numbers``, ``reproduce``, ``manifest``, ``deployment``), calls
+(:mod:`mxformats.validate.runner`) imports the check modules (``files``, ``coverage``,
+``layout``, ``numbers``, ``reproduce``, ``manifest``, ``deployment``: ``CHECK_MODULES``), calls
 ``run`` for each and turns any exception it raises into an ``INTERNAL_ERROR`` finding: a check
-must never crash the run. A module reads only what ``opts.level`` allows (``structure``: nothing
-beyond headers; ``scales``: scale and small tensors; ``full``: everything) and reads tensor data
-only with :meth:`Checkpoint.read` (bounded, through the header's offsets, after path safety).
+must never crash the run. What differs between checkpoint formats is not in the check modules
+but in each format's descriptor (:mod:`mxformats.validate.descriptors`). A module reads only
+what ``opts.level`` allows (``structure``: nothing beyond headers; ``scales``: scale and small
+tensors; ``full``: everything) and reads tensor data only with :meth:`Checkpoint.read`
+(bounded, through the header's offsets, after path safety).
 Numeric checks apply only when :attr:`Checkpoint.numeric` is true (a verified quantized format).
 
 A finding may carry ``extra={"reproduction": {...}}`` (the ``--source`` module): the runner puts
 the first such block in the JSON report's ``reproduction``. To spread work over ``opts.workers``
 threads by module (a module may span shards), use
-:func:`mxformats.validate.runner.for_each_module`.
+:func:`mxformats.validate.parallel.for_each_module`.
 
 Names: a *module* is a tensor name without its last component (``…experts.3.gate_proj``); its
 tensors are keyed by that last component (``weight``, ``weight_scale``, ``weight_packed``...).
@@ -47,13 +49,16 @@ from .reader import LocalReader, Reader, ReadFailed
 if TYPE_CHECKING:
     from numpy.typing import NDArray
 
+    from .descriptors.base import Descriptor
+
 __all__ = [
     "QUANT_SUFFIXES",
     "Architecture",
     "Checkpoint",
+    "CheckpointFormat",
+    "CodeStats",
     "ExcludeMatcher",
     "ExpectedModule",
-    "Format",
     "Module",
     "NearMiss",
     "NearMisses",
@@ -76,6 +81,9 @@ class ExcludeMatcher:
     An invalid ``re:`` entry matches nothing here and is listed in :attr:`invalid` as
     ``(entry, reason)``: vLLM's ``regex.match`` raises on it at load time.
     """
+
+    #: whether a glob entry is a real pattern to this loader (ModelOpt) or a literal name
+    globs_match = False
 
     def __init__(self, patterns: list[str]) -> None:
         self.patterns = list(patterns)
@@ -163,19 +171,24 @@ def matches_exclude(module: str, patterns: list[str]) -> bool:
     return ExcludeMatcher(patterns)(module)
 
 
-class Format(str, Enum):
-    """The detected checkpoint format (``value`` is what reports print)."""
+class CheckpointFormat(str, Enum):
+    """The detected checkpoint format (``value`` is what reports print); each has its
+    descriptor in :mod:`mxformats.validate.descriptors`. Not to be confused with the element
+    :class:`mxformats.formats.Format`."""
 
     QUARK_MXFP4 = "quark-mxfp4"
     QUARK_W4A8 = "quark-w4a8"
     CT_INT4 = "compressed-tensors-int4"
+    CT_NVFP4 = "compressed-tensors-nvfp4"
+    CT_FP8_BLOCK = "compressed-tensors-fp8-block"
+    CT_MIXED = "compressed-tensors-mixed"
+    MODELOPT_NVFP4 = "modelopt-nvfp4"
+    MODELOPT_FP8_BLOCK = "modelopt-fp8-block"
+    MODELOPT_MIXED = "modelopt-mixed"
     BF16 = "bf16"
     FP8_BLOCK = "fp8-block"
     UNSUPPORTED = "unsupported"
 
-
-#: Formats whose numbers the validator verifies (the other recognised ones get structure only).
-NUMERIC_FORMATS = (Format.QUARK_MXFP4, Format.QUARK_W4A8, Format.CT_INT4)
 
 #: Parameter names that only quantized modules carry.
 QUANT_SUFFIXES = frozenset(
@@ -324,7 +337,7 @@ class Checkpoint:
     Attributes:
         root: the folder (resolved).
         config: config.json; ``text_config`` the nested text config (K2.5/K2.6) or ``config``.
-        format: the detected :class:`Format`; ``format_detail`` says why / which producer.
+        format: the detected :class:`CheckpointFormat`; ``format_detail`` says why / which producer.
         quant_config: the quantization config the loader uses (top level wins), or None.
         exclude: Quark ``exclude`` or compressed-tensors ``ignore`` (exact names or ``re:``).
         arch: :class:`Architecture`, None when the config lacks the needed keys.
@@ -341,8 +354,10 @@ class Checkpoint:
     root: Path
     config: dict[str, Any]
     text_config: dict[str, Any]
-    format: Format
+    format: CheckpointFormat
     format_detail: str = ""
+    #: the format's :class:`~mxformats.validate.descriptors.base.Descriptor` (set by the loader)
+    descriptor: Descriptor | None = field(default=None, repr=False, compare=False)
     quant_config: dict[str, Any] | None = None
     exclude: list[str] = field(default_factory=list)
     arch: Architecture | None = None
@@ -375,7 +390,7 @@ class Checkpoint:
     @property
     def numeric(self) -> bool:
         """True when numeric checks apply (a verified quantized format)."""
-        return self.format in NUMERIC_FORMATS
+        return self.descriptor is not None and self.descriptor.numeric
 
     def read(self, name: str, *, max_bytes: int | None = None) -> NDArray[Any]:
         """Read one tensor's data (numpy array of its dtype and shape; ``F8_E8M0`` as its
@@ -412,8 +427,9 @@ class Checkpoint:
         return self.modules.get(tensor.rsplit(".", 1)[0])
 
     def is_excluded(self, module: str) -> bool:
-        """Whether the loader (vLLM) reads ``module`` as excluded/ignored: an exact name or a
-        ``re:`` regex (``re.match``), never a glob."""
+        """Whether the loader (vLLM) reads ``module`` as excluded/ignored, as the format's
+        descriptor matches: an exact name or a ``re:`` regex (``re.match``), never a glob, except
+        where the loader takes wildcards (ModelOpt)."""
         return self.exclude_matcher(module)
 
     @property
@@ -421,8 +437,20 @@ class Checkpoint:
         """The matcher of the current :attr:`exclude` list (built once per list)."""
         key = tuple(self.exclude)
         if self._matcher is None or self._matcher[0] != key:
-            self._matcher = (key, ExcludeMatcher(self.exclude))
+            matcher = (ExcludeMatcher(self.exclude) if self.descriptor is None
+                       else self.descriptor.matcher(self.exclude))
+            self._matcher = (key, matcher)
         return self._matcher[1]
+
+
+@dataclass
+class CodeStats:
+    """What a module's code checks leave for the checkpoint-wide ones: the code histogram by
+    kind (``fp4``, ``int4``) and the dequantized RMS of the sampled rows (None: not computed,
+    the per-expert checks skip the module)."""
+
+    hist: dict[str, NDArray[Any]] = field(default_factory=dict)
+    rms: float | None = None
 
 
 @dataclass

@@ -31,7 +31,7 @@ import zlib
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
@@ -40,8 +40,8 @@ from mxformats.int4 import unpack_int4
 from mxformats.tensorfile import DTYPES
 
 from .findings import Finding, Level, Severity, declare
-from .model import Format
-from .runner import for_each_module
+from .model import CodeStats
+from .parallel import for_each_module
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
@@ -125,6 +125,13 @@ CODE_HISTOGRAM = declare(
     "per tensor), in the JSON finding's extras: 16 counts per kind, fp4 by code 0..15, int4 "
     "by value + 8.",
     "Nothing to fix: provenance (e.g. INT4 -8 present means min-max re-quantization).")
+FINGERPRINT = declare(
+    "FINGERPRINT", INFO, _S, _N,
+    "Which producer, recipe or calibration the numbers point to (the JSON finding's extras "
+    "list each): INT4 codes that never use -8 (QAT: Kimi's official INT4 uses 15 of 16 codes), "
+    "one activation scale shared by every expert of a layer (one calibration value per layer, "
+    "or experts never routed during calibration), gate and up sharing one global scale.",
+    "Nothing to fix: provenance.")
 ROW_ALL_ZERO = declare(
     "ROW_ALL_ZERO", W, _F, _N,
     "Output rows whose codes are all zero: dead output channels.",
@@ -149,6 +156,9 @@ EXPERT_DUPLICATE = declare(
 
 #: Tensors of at most this many bytes are "small" (read at level ``scales``).
 SMALL_BYTES = 1 << 20
+#: Scale tensors up to this many elements (global and per-tensor scales) are kept for the
+#: checks across modules (:meth:`Descriptor.layer_findings`).
+SMALL_ELEMENTS = 16
 #: Bytes per chunk when scanning big tensors.
 CHUNK_BYTES = 32 << 20
 #: Plausible E8M0 bytes for weight scales (byte 0/1 and 0xFF are handled separately).
@@ -158,6 +168,10 @@ _EXPERT = re.compile(r"^(?P<layer>.*\.layers\.\d+\.mlp\.experts)\.(?P<e>\d+)\.(?
 _F32_EPS = float(np.finfo(np.float32).eps)
 _E2M1_ABS = np.abs(E2M1.values.astype(np.float64))
 
+#: How a packed 4-bit weight is laid out: ``mx-fp4`` (E2M1 codes, an E8M0 scale per 32: Quark
+#: MXFP4), ``int4-row`` (two's-complement nibbles, one scale per row: Quark W4A8),
+#: ``int4-group`` (offset-binary q+8, a scale per 32: compressed-tensors INT4).
+Packing = Literal["mx-fp4", "int4-row", "int4-group"]
 #: MXFP4 tightness bound by Quark ``scale_calculation_mode`` / rule name.
 MX_TIGHT = {"even": 4.0, "floor": 4.0, "round-up": 3.0, "rceil": 3.0, "ceil": 2.0}
 
@@ -287,7 +301,7 @@ def mx_block_max(codes: NDArray[np.uint8], block: int = 32) -> NDArray[np.float6
 def mx_tightness(codes: NDArray[np.uint8], scales: NDArray[Any], bound: float = 4.0) -> Count:
     """Non-zero MXFP4 blocks of 32 whose largest |code| is below ``bound`` (flat block index);
     blocks at the exponent clamp (byte ≤ 1 or ≥ 254) are exempt. The path :func:`run` uses."""
-    return module_stats(Format.QUARK_MXFP4, {"weight": np.asarray(codes, np.uint8),
+    return module_stats("mx-fp4", {"weight": np.asarray(codes, np.uint8),
                                              "weight_scale": np.asarray(scales)}, bound)[1]
 
 
@@ -358,42 +372,7 @@ def expert_rms_outliers(rms: dict[int, float], z: float = 6.0, ratio: float = 4.
 # -- decoding helpers -----------------------------------------------------------------------
 
 
-def _decode_q(fmt: Format, weight: NDArray[Any], cols: int | None = None) -> NDArray[np.int8]:
-    layout = "quark" if fmt is Format.QUARK_W4A8 else "compressed-tensors"
-    return unpack_int4(weight, layout=layout, axis=-1, size=cols)
-
-
-def dequantized_sumsq(fmt: Format, arrays: dict[str, NDArray[Any]],
-                      cols: int | None = None) -> tuple[float, int]:
-    """Sum of squares and element count of a quantized module's dequantized weight."""
-    if fmt is Format.QUARK_MXFP4:
-        c = np.asarray(arrays["weight"], dtype=np.uint8)
-        sq = (_E2M1_ABS[c & 0xF] ** 2 + _E2M1_ABS[c >> 4] ** 2).reshape(c.shape[0], -1, 16)
-        per_block = sq.sum(-1)
-        s = np.exp2(2.0 * (arrays["weight_scale"].astype(np.float64) - 127))
-        return float((per_block * s).sum()), 2 * c.size
-    if fmt is Format.QUARK_W4A8:
-        q = _decode_q(fmt, arrays["weight"], cols).astype(np.float64)
-        s = arrays["weight_scale_2"].astype(np.float64).reshape(-1, 1)
-        s1 = float(np.asarray(arrays["weight_scale"], dtype=np.float64).reshape(-1)[0])
-        return float(((q * q).sum(-1, keepdims=True) * s * s).sum() * s1 * s1), q.size
-    q = _decode_q(fmt, arrays["weight_packed"], cols).astype(np.float64)
-    qq = (q * q).reshape(q.shape[0], -1, 32).sum(-1)
-    s = arrays["weight_scale"].astype(np.float64)
-    return float((qq * s * s).sum()), q.size
-
-
 # -- wiring ---------------------------------------------------------------------------------
-
-
-def _weight_param(fmt: Format) -> str:
-    return "weight_packed" if fmt is Format.CT_INT4 else "weight"
-
-
-def _scale_params(fmt: Format) -> tuple[str, ...]:
-    if fmt is Format.QUARK_W4A8:
-        return ("weight_scale", "weight_scale_2")
-    return ("weight_scale",)
 
 
 def _at(ref: TensorRef, index: int, itemsize: int | None = None) -> int:
@@ -401,14 +380,14 @@ def _at(ref: TensorRef, index: int, itemsize: int | None = None) -> int:
     return ref.begin + max(index, 0) * size
 
 
-def _finding(check: Any, ref: TensorRef, message: str, index: int = 0,
+def finding(check: Any, ref: TensorRef, message: str, index: int = 0,
              itemsize: int | None = None, severity: Severity | None = None,
              **extra: object) -> Finding:
     return Finding(check, f"{ref.name}: {message}", ref.file, ref.name,
                    _at(ref, index, itemsize), severity=severity, extra=dict(extra))
 
 
-def _where(shape: tuple[int, ...], index: int) -> str:
+def where(shape: tuple[int, ...], index: int) -> str:
     if not shape:
         return "[]"
     return "[" + ", ".join(str(int(i)) for i in np.unravel_index(index, shape)) + "]"
@@ -423,17 +402,18 @@ def mx_scale_mode(ckpt: Checkpoint) -> str | None:
     return None if mode is None else str(mode)
 
 
-def _mx_bound(ckpt: Checkpoint) -> float:
+def mx_bound(ckpt: Checkpoint) -> float:
     mode = mx_scale_mode(ckpt)
     return MX_TIGHT.get(mode, 4.0) if mode is not None else 4.0
 
 
 def quantized_modules(ckpt: Checkpoint) -> list[Module]:
     """The modules carrying the format's weight and scale tensors, in name order."""
-    fmt = ckpt.format
-    need = (_weight_param(fmt), *_scale_params(fmt))
-    return [m for _, m in sorted(ckpt.modules.items())
-            if m.quantized and all(p in m.tensors for p in need)]
+    desc = ckpt.descriptor
+    if desc is None:
+        return []
+    return [m for name, m in sorted(ckpt.modules.items())
+            if desc.for_module(ckpt, name).quantized(m)]
 
 
 def read_module(ckpt: Checkpoint, module: Module, params: tuple[str, ...]
@@ -458,43 +438,47 @@ def iter_chunks(ckpt: Checkpoint, ref: TensorRef, chunk_bytes: int = CHUNK_BYTES
         yield start, np.frombuffer(raw, dtype=dtype)
 
 
-def _scale_findings(ckpt: Checkpoint, module: Module,
-                    arrays: dict[str, NDArray[Any]]) -> Iterator[Finding]:
-    fmt = ckpt.format
-    for p in _scale_params(fmt):
-        ref, s = module.tensors[p], arrays[p]
-        if fmt is Format.QUARK_MXFP4:
-            st = e8m0_stats(s)
-            if st["nan"].n:
-                yield _finding(E8M0_NAN, ref, f"{st['nan'].n} byte(s) 0xFF, first at "
-                               f"{_where(s.shape, st['nan'].first)}", st["nan"].first)
-            if st["zero"].n:
-                yield _finding(E8M0_ZERO, ref, f"{st['zero'].n} byte(s) 0x00, first at "
-                               f"{_where(s.shape, st['zero'].first)}", st["zero"].first)
-            if st["range"].n:
-                i = st["range"].first
-                yield _finding(E8M0_RANGE, ref, f"{st['range'].n} byte(s) outside "
-                               f"{E8M0_WINDOW[0]}..{E8M0_WINDOW[1]}, first "
-                               f"{int(s.reshape(-1)[i])} at {_where(s.shape, i)}", i)
-            continue
-        st = scale_value_stats(s)
-        # W4A8 (checkpoints.md §6.2 checks 5-6): a zero scale is an error, vLLM asserts on it.
-        zero_severity = Severity.ERROR if fmt is Format.QUARK_W4A8 else None
-        for key, check, severity in (("nonfinite", SCALE_NONFINITE, None),
-                                     ("negative", SCALE_NEGATIVE, None),
-                                     ("zero", SCALE_ZERO, zero_severity)):
-            c = st[key]
-            if c.n:
-                yield _finding(check, ref, f"{c.n} {key} value(s), first at "
-                               f"{_where(s.shape, c.first)}", c.first, severity=severity)
-        if p == "weight_scale_2" and s.size and not st["nonfinite"].n:
-            top = float(np.max(s))
-            severity = w4a8_scale2_severity(top)
-            if severity is not None:
-                above = severity is Severity.ERROR
-                yield _finding(W4A8_SCALE2, ref, f"max {top:.6g}, expected {W4A8_SCALE2_MAX:.6g}"
-                               + (" (above the bound: an error)" if above else ""),
-                               int(np.argmax(s)), severity=severity)
+def e8m0_findings(ref: TensorRef, s: NDArray[Any]) -> Iterator[Finding]:
+    """E8M0_NAN / E8M0_ZERO / E8M0_RANGE on one E8M0 scale tensor."""
+    st = e8m0_stats(s)
+    if st["nan"].n:
+        yield finding(E8M0_NAN, ref, f"{st['nan'].n} byte(s) 0xFF, first at "
+                      f"{where(s.shape, st['nan'].first)}", st["nan"].first)
+    if st["zero"].n:
+        yield finding(E8M0_ZERO, ref, f"{st['zero'].n} byte(s) 0x00, first at "
+                      f"{where(s.shape, st['zero'].first)}", st["zero"].first)
+    if st["range"].n:
+        i = st["range"].first
+        yield finding(E8M0_RANGE, ref, f"{st['range'].n} byte(s) outside "
+                      f"{E8M0_WINDOW[0]}..{E8M0_WINDOW[1]}, first "
+                      f"{int(s.reshape(-1)[i])} at {where(s.shape, i)}", i)
+
+
+def scale_findings(ref: TensorRef, s: NDArray[Any],
+                   zero_severity: Severity | None = None) -> Iterator[Finding]:
+    """SCALE_NONFINITE / SCALE_NEGATIVE / SCALE_ZERO on one float scale tensor
+    (``zero_severity`` overrides SCALE_ZERO's warning)."""
+    st = scale_value_stats(s)
+    for key, check, severity in (("nonfinite", SCALE_NONFINITE, None),
+                                 ("negative", SCALE_NEGATIVE, None),
+                                 ("zero", SCALE_ZERO, zero_severity)):
+        c = st[key]
+        if c.n:
+            yield finding(check, ref, f"{c.n} {key} value(s), first at "
+                          f"{where(s.shape, c.first)}", c.first, severity=severity)
+
+
+def w4a8_scale2_findings(ref: TensorRef, s: NDArray[Any]) -> Iterator[Finding]:
+    """W4A8_SCALE2_MAX on a finite ``weight_scale_2``."""
+    if not s.size or scale_value_stats(s)["nonfinite"].n:
+        return
+    top = float(np.max(s))
+    severity = w4a8_scale2_severity(top)
+    if severity is not None:
+        above = severity is Severity.ERROR
+        yield finding(W4A8_SCALE2, ref, f"max {top:.6g}, expected {W4A8_SCALE2_MAX:.6g}"
+                      + (" (above the bound: an error)" if above else ""),
+                      int(np.argmax(s)), severity=severity)
 
 
 _ONES = 0x1111111111111111
@@ -549,22 +533,24 @@ def _flags(words: NDArray[np.uint64], kind: str, bound_index: int = 6
     return nz, seven
 
 
-def module_stats(fmt: Format, arrays: dict[str, NDArray[Any]], bound: float = 4.0
+def module_stats(packing: Packing, arrays: dict[str, NDArray[Any]], bound: float = 4.0
                  ) -> tuple[ByteStats, Count, float, int, Count, bool]:
     """Stats of a quantized module: (byte stats of the sampled rows, tightness violations,
     dequantized sum of squares and element count of the sampled rows, all-zero rows, single
     code). Tightness, zero rows and the single-code test read every byte (SWAR over uint64
     words); the histogram and RMS read at most :data:`STATS_BYTES` of evenly spaced rows.
     ValueError when the shapes do not fit the format."""
-    wp = _weight_param(fmt)
+    wp = "weight_packed" if "weight_packed" in arrays else "weight"
     w = np.ascontiguousarray(arrays[wp])
     rows = w.view(np.uint8).reshape(w.shape[0], -1)
     nrow, row_bytes = rows.shape
-    if (row_bytes % 16 and fmt is not Format.QUARK_W4A8) or row_bytes % 8:
-        return _module_stats_slow(fmt, arrays, bound)
+    if (row_bytes % 16 and packing != "int4-row") or row_bytes % 8:
+        return _module_stats_slow(packing, arrays, bound)
     words = rows.view(np.uint64)
-    kind = {Format.QUARK_MXFP4: "fp4", Format.CT_INT4: "int4-ct"}.get(fmt, "int4")
-    per_row = fmt is Format.QUARK_W4A8
+    kind = {"mx-fp4": "fp4", "int4-group": "int4-ct"}.get(
+        packing, "int4"
+    )
+    per_row = packing == "int4-row"
     ncol = 1 if per_row else words.shape[1] // 2
     nzg = np.empty((nrow, ncol), dtype=bool)
     hig = np.empty((nrow, ncol), dtype=bool)
@@ -581,11 +567,11 @@ def module_stats(fmt: Format, arrays: dict[str, NDArray[Any]], bound: float = 4.
     first = words.reshape(-1)[:1]
     single = bool(np.all(words == first)) and bool(
         first.size and (int(first[0]) & 0xF) * _ONES == int(first[0]))
-    if fmt is Format.QUARK_MXFP4 and not np.any(nzg):
+    if packing == "mx-fp4" and not np.any(nzg):
         single = True
     zero_rows = Count.of(~np.any(nzg, axis=1))
     step = max(1, -(-w.nbytes // STATS_BYTES))
-    if fmt is Format.QUARK_MXFP4:
+    if packing == "mx-fp4":
         sc = np.asarray(arrays["weight_scale"]).view(np.uint8)
         if nzg.shape != sc.shape:
             raise ValueError(f"codes give {nzg.shape} blocks, scales are {sc.shape}")
@@ -593,7 +579,7 @@ def module_stats(fmt: Format, arrays: dict[str, NDArray[Any]], bound: float = 4.
         st = byte_stats(rows[::step], "fp4", 16)
         sumsq = float((st.gsq * np.exp2(2.0 * (sc[::step].astype(np.float64) - 127))).sum())
         return st, bad, sumsq, 2 * st.gmax.size * 16, zero_rows, single
-    if fmt is Format.QUARK_W4A8:
+    if packing == "int4-row":
         s2 = np.asarray(arrays["weight_scale_2"], dtype=np.float64).reshape(-1)
         s1 = float(np.asarray(arrays["weight_scale"], dtype=np.float64).reshape(-1)[0])
         if nrow != s2.shape[0]:
@@ -606,7 +592,7 @@ def module_stats(fmt: Format, arrays: dict[str, NDArray[Any]], bound: float = 4.
     cols = int(np.asarray(arrays["weight_shape"]).reshape(-1)[-1]) if "weight_shape" in arrays \
         else 8 * w.shape[-1]
     if cols != 2 * row_bytes:
-        return _module_stats_slow(fmt, arrays, bound)
+        return _module_stats_slow(packing, arrays, bound)
     if nzg.shape != sc.shape:
         raise ValueError(f"codes give {nzg.shape} groups, scales are {sc.shape}")
     bad = Count.of(nzg & ~hig & ~(np.abs(sc) <= _F32_EPS))
@@ -615,10 +601,10 @@ def module_stats(fmt: Format, arrays: dict[str, NDArray[Any]], bound: float = 4.
     return st, bad, sumsq, 2 * rows[::step].size, zero_rows, single
 
 
-def _module_stats_slow(fmt: Format, arrays: dict[str, NDArray[Any]], bound: float
+def _module_stats_slow(packing: Packing, arrays: dict[str, NDArray[Any]], bound: float
                        ) -> tuple[ByteStats, Count, float, int, Count, bool]:
     """Byte-table path for rows that do not split into whole 64-bit words / padded groups."""
-    if fmt is Format.QUARK_MXFP4:
+    if packing == "mx-fp4":
         w, sc = arrays["weight"], np.asarray(arrays["weight_scale"]).view(np.uint8)
         st = byte_stats(w, "fp4", 16)
         if st.gmax.shape != sc.shape:
@@ -626,7 +612,7 @@ def _module_stats_slow(fmt: Format, arrays: dict[str, NDArray[Any]], bound: floa
         bad = Count.of((st.gmax > 0) & (st.gmax < _mx_index(bound)) & (sc > 1) & (sc < 254))
         sumsq = float((st.gsq * np.exp2(2.0 * (sc.astype(np.float64) - 127))).sum())
         n = 2 * w.size
-    elif fmt is Format.QUARK_W4A8:
+    elif packing == "int4-row":
         w = arrays["weight"]
         s2 = np.asarray(arrays["weight_scale_2"], dtype=np.float64).reshape(-1)
         s1 = float(np.asarray(arrays["weight_scale"], dtype=np.float64).reshape(-1)[0])
@@ -651,7 +637,7 @@ def _module_stats_slow(fmt: Format, arrays: dict[str, NDArray[Any]], bound: floa
         sumsq, n = float((gsq * sc[:, :gsq.shape[-1]] ** 2).sum()), w.shape[0] * cols
     zero_rows = Count.of(st.gmax.max(axis=-1) == 0)
     distinct = np.flatnonzero(st.hist)
-    if fmt is Format.QUARK_MXFP4:
+    if packing == "mx-fp4":
         distinct = np.unique(distinct & 7)
     return st, bad, sumsq, n, zero_rows, len(distinct) <= 1
 
@@ -663,29 +649,32 @@ def pack_rows(q: NDArray[np.int8]) -> NDArray[np.int32]:
     return pack_int4(q, layout="compressed-tensors")
 
 
-def _code_findings(ckpt: Checkpoint, module: Module, arrays: dict[str, NDArray[Any]],
-                   hist: dict[str, NDArray[np.int64]], bound: float,
-                   rms: dict[str, float]) -> Iterator[Finding]:
-    fmt = ckpt.format
-    wp = _weight_param(fmt)
-    ref, w = module.tensors[wp], arrays[wp]
-    st, tight, sumsq, n, zero_rows, single = module_stats(fmt, arrays, bound)
-    rms[module.name] = float(np.sqrt(sumsq / max(n, 1)))
-    kind = "fp4" if fmt is Format.QUARK_MXFP4 else "int4"
-    hist[kind] = hist.get(kind, np.zeros(16, np.int64)) + st.hist
+def packed_code_findings(ckpt: Checkpoint, module: Module, arrays: dict[str, NDArray[Any]],
+                         stats: CodeStats, packing: Packing, weight_param: str,
+                         bound: float = 4.0) -> Iterator[Finding]:
+    """The code checks of the packed 4-bit formats (MXFP4, W4A8, INT4; ``packing`` says
+    which layout): tightness, the single-code and all-zero-row tests, the histogram and RMS
+    (into ``stats``)."""
+    ref, w = module.tensors[weight_param], arrays[weight_param]
+    st, tight, sumsq, n, zero_rows, single = module_stats(packing, arrays, bound)
+    stats.rms = float(np.sqrt(sumsq / max(n, 1)))
+    kind = "fp4" if packing == "mx-fp4" else "int4"
+    stats.hist[kind] = stats.hist.get(kind, np.zeros(16, np.int64)) + st.hist
     row_bytes = w.nbytes // max(w.shape[0], 1)
-    groups = max(1, {Format.QUARK_W4A8: 1}.get(fmt, row_bytes // 16))
-    unit = {Format.QUARK_MXFP4: "block", Format.QUARK_W4A8: "row"}.get(fmt, "group")
+    groups = max(1, {"int4-row": 1}.get(packing, row_bytes // 16))
+    unit = {"mx-fp4": "block", "int4-row": "row"}.get(
+        packing, "group"
+    )
     if tight.n:
         row, g = divmod(tight.first, groups)
         at = row * row_bytes + g * (row_bytes // groups)
-        yield _finding(SCALE_NOT_TIGHT, ref, f"{tight.n} non-zero {unit}(s) whose largest code "
+        yield finding(SCALE_NOT_TIGHT, ref, f"{tight.n} non-zero {unit}(s) whose largest code "
                        f"is below the producer's bound (first: row {row}, {unit} {g})", at, 1)
     if single:
-        yield _finding(TENSOR_SINGLE_CODE, ref, "every code has the same value"
+        yield finding(TENSOR_SINGLE_CODE, ref, "every code has the same value"
                        + (" (zero)" if zero_rows.n == w.shape[0] else ""))
     elif zero_rows.n:
-        yield _finding(ROW_ALL_ZERO, ref, f"{zero_rows.n} all-zero row(s), first row "
+        yield finding(ROW_ALL_ZERO, ref, f"{zero_rows.n} all-zero row(s), first row "
                        f"{zero_rows.first}", zero_rows.first * row_bytes, 1)
 
 
@@ -699,67 +688,78 @@ def _nonfinite_scan(ckpt: Checkpoint, ref: TensorRef, check: Any = TENSOR_NONFIN
         total += c.n
     if not total:
         return None
-    return _finding(check, ref, f"{total} NaN/Inf value(s), first at {_where(ref.shape, first)}",
+    return finding(check, ref, f"{total} NaN/Inf value(s), first at {where(ref.shape, first)}",
                     first)
 
 
 def run(ckpt: Checkpoint, opts: Options) -> Iterator[Finding]:
     """The numbers checks at ``opts.level`` (nothing at ``structure`` or for formats whose
-    numbers are not verified)."""
-    if not ckpt.numeric or not opts.at_least(Level.SCALES):
+    numbers are not verified): per module the descriptor's scale checks (``scales``) and code
+    checks (``full``), then the checks across modules."""
+    desc = ckpt.descriptor
+    if desc is None or not ckpt.numeric or not opts.at_least(Level.SCALES):
         return
-    fmt = ckpt.format
     full = opts.at_least(Level.FULL)
     modules = quantized_modules(ckpt)
     in_modules = {t.name for m in modules for t in m.tensors.values()}
     hist: dict[str, NDArray[np.int64]] = {}
-    rms: dict[str, float] = {}
-    bound = _mx_bound(ckpt)
     experts: dict[str, dict[int, dict[str, tuple[bytes, float, bool]]]] = defaultdict(dict)
-    scales = _scale_params(fmt)
-    params = (*scales, "weight_shape") if fmt is Format.CT_INT4 else scales
+    small: dict[str, dict[str, NDArray[Any]]] = {}
     lock = threading.Lock()
 
     def one(module: Module) -> Iterator[Finding]:
-        params_here = tuple(p for p in params if p in module.tensors)
-        needed = (*params_here, _weight_param(fmt)) if full else params_here
+        own = desc.for_module(ckpt, module.name)
+        wp = own.weight_param
+        params_here = tuple(p for p in (*own.scale_params, *own.small_params)
+                            if p in module.tensors)
+        needed = (*params_here, wp) if full else params_here
         arrays = read_module(ckpt, module, needed)
         if arrays is None:
             return  # unreadable: the files checks report it
-        yield from _scale_findings(ckpt, module, arrays)
+        with lock:
+            small[module.name] = {p: a for p, a in arrays.items() if a.size <= SMALL_ELEMENTS}
+        yield from own.scale_findings(ckpt, module, arrays)
         if not full:
             return
+        stats = CodeStats()
         try:
-            local_hist: dict[str, NDArray[np.int64]] = {}
-            local_rms: dict[str, float] = {}
-            found = list(_code_findings(ckpt, module, arrays, local_hist, bound, local_rms))
+            found = list(own.code_findings(ckpt, module, arrays, stats))
         except ValueError as exc:  # shapes the layout checks report; say why we skipped
-            ref = module.tensors[_weight_param(fmt)]
+            ref = module.tensors[wp]
             yield Finding(SCALE_NOT_TIGHT, f"{ref.name}: codes not checked ({exc})", ref.file,
                           ref.name, ref.begin, severity=Severity.INFO)
             return
         yield from found
-        value = local_rms[module.name]
+        with lock:
+            for k, v in stats.hist.items():
+                hist[k] = hist.get(k, np.zeros(16, np.int64)) + v
         match = _EXPERT.match(module.name)
-        w = np.ascontiguousarray(arrays[_weight_param(fmt)])
+        if stats.rms is None or match is None:
+            return
+        w = np.ascontiguousarray(arrays[wp])
         crc = zlib.crc32(w.reshape(-1).view(np.uint8).data)  # the bytes, without a tobytes() copy
         key = crc.to_bytes(4, "little") + w.nbytes.to_bytes(8, "little")
         with lock:
-            for k, v in local_hist.items():
-                hist[k] = hist.get(k, np.zeros(16, np.int64)) + v
-            rms[module.name] = value
-            if match is not None:
-                experts[match["layer"]].setdefault(int(match["e"]), {})[match["p"]] = (
-                    key, value, value == 0.0)
+            experts[match["layer"]].setdefault(int(match["e"]), {})[match["p"]] = (
+                key, stats.rms, stats.rms == 0.0)
 
     yield from for_each_module(ckpt, opts, one, modules)
+    yield from desc.layer_findings(ckpt, small)
     yield from _bias_and_float_findings(ckpt, in_modules, full)
+    prints = list(desc.fingerprints(ckpt, small))
     if full:
         yield from _expert_findings(ckpt, experts)
         if hist:
             yield Finding(CODE_HISTOGRAM, "code histogram: " + "; ".join(
                 f"{k} {list(map(int, v))}" for k, v in sorted(hist.items())),
                 extra={k: [int(x) for x in v] for k, v in hist.items()})
+        int4 = hist.get("int4")
+        if int4 is not None and int4.sum() and not int4[0]:
+            prints.append(f"INT4 codes never use -8 ({int(int4.sum())} sampled codes, "
+                          f"{int(np.count_nonzero(int4))} of 16 values): quantization-aware "
+                          "training, as Kimi's official INT4 releases")
+    if prints:
+        yield Finding(FINGERPRINT, "; ".join(prints), extra={"fingerprints": prints})
 
 
 def _bias_and_float_findings(ckpt: Checkpoint, skip: set[str], full: bool
@@ -769,7 +769,7 @@ def _bias_and_float_findings(ckpt: Checkpoint, skip: set[str], full: bool
             continue
         if name.endswith("mlp.gate.e_score_correction_bias"):
             if ref.dtype != "F32":
-                yield _finding(ROUTER_BIAS_DTYPE, ref, f"stored as {ref.dtype}, not F32")
+                yield finding(ROUTER_BIAS_DTYPE, ref, f"stored as {ref.dtype}, not F32")
             if ref.dtype in _FLOAT_DTYPES:
                 try:
                     f = _nonfinite_scan(ckpt, ref, ROUTER_BIAS_NONFINITE)
@@ -793,15 +793,17 @@ def _bias_and_float_findings(ckpt: Checkpoint, skip: set[str], full: bool
 def _expert_findings(ckpt: Checkpoint,
                      experts: dict[str, dict[int, dict[str, tuple[bytes, float, bool]]]]
                      ) -> Iterator[Finding]:
-    wp = _weight_param(ckpt.format)
+    desc = ckpt.descriptor
     for layer, by_expert in sorted(experts.items()):
         def ref_of(e: int, proj: str, layer: str = layer) -> TensorRef:
-            return ckpt.tensors[f"{layer}.{e}.{proj}.{wp}"]
+            module = f"{layer}.{e}.{proj}"
+            own = desc.for_module(ckpt, module) if desc is not None else None
+            return ckpt.tensors[f"{module}.{own.weight_param if own else 'weight'}"]
 
         for e, projs in sorted(by_expert.items()):
             if projs and all(z for _, _, z in projs.values()):
                 p = sorted(projs)[0]
-                yield _finding(EXPERT_ALL_ZERO, ref_of(e, p), f"expert {e}: every projection "
+                yield finding(EXPERT_ALL_ZERO, ref_of(e, p), f"expert {e}: every projection "
                                "is all zero")
         seen: dict[tuple[tuple[str, bytes], ...], int] = {}
         for e, projs in sorted(by_expert.items()):
@@ -809,7 +811,7 @@ def _expert_findings(ckpt: Checkpoint,
             if key in seen and _same_bytes(ckpt, [(ref_of(e, p).name, ref_of(seen[key], p).name)
                                                   for p in projs]):
                 p = sorted(projs)[0]
-                yield _finding(EXPERT_DUPLICATE, ref_of(e, p),
+                yield finding(EXPERT_DUPLICATE, ref_of(e, p),
                                f"expert {e} is byte-identical to expert {seen[key]}")
             else:
                 seen[key] = e
@@ -817,7 +819,7 @@ def _expert_findings(ckpt: Checkpoint,
         for proj in projections:
             rms = {e: projs[proj][1] for e, projs in by_expert.items() if proj in projs}
             for e, r in expert_rms_outliers(rms):
-                yield _finding(EXPERT_RMS_OUTLIER, ref_of(e, proj),
+                yield finding(EXPERT_RMS_OUTLIER, ref_of(e, proj),
                                f"RMS {rms[e]:.4g} is {r:.3g}x the layer median of {proj}")
 
 

@@ -1,4 +1,4 @@
-"""Render a :class:`~mxformats.validate.runner.Report`: console, JSON (versioned), JUnit XML,
+"""The :class:`Report` of a run and its renderings: console, JSON (versioned), JUnit XML,
 GitHub Actions annotations.
 
 Names and paths come from the checkpoint, which may be hostile: every text taken from it is
@@ -13,24 +13,93 @@ import json
 import os
 import xml.etree.ElementTree as ET
 from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import IO, TYPE_CHECKING, Any
 
 from mxformats._version import __version__
 from mxformats.output import SEVERITY_STYLES, check_url, github_annotation, make_console
 
-from .findings import CHECKS, Finding, Severity
+from .findings import CHECKS, LEVELS, Check, Finding, Level, Severity
 from .reader import HUB_PREFIX
-from .runner import Report
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-__all__ = ["SCHEMA_VERSION", "print_report", "printable", "to_github", "to_json", "to_junit"]
+    from .model import Checkpoint
+
+__all__ = ["SCHEMA_VERSION", "Report", "exit_code", "print_report", "printable", "to_github",
+           "to_json", "to_junit"]
 
 #: The JSON report's layout version, bumped when a key changes meaning or disappears. Version
 #: 2 renamed the reproduction block's ``per_tensor`` to ``per_module`` (it always held one
 #: entry per module).
 SCHEMA_VERSION = 2
+
+#: The check group each module declares, where the two names differ.
+_MODULE_OF_GROUP = {"reproduction": "reproduce"}
+
+
+def _now() -> str:
+    """The current UTC time as JUnit's ``timestamp`` wants it (ISO 8601, no zone)."""
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+
+
+@dataclass
+class Report:
+    """The outcome of one run.
+
+    ``modules_run``: the check modules whose checks ran (see the module docstring);
+    ``level``: the ``--level`` of the run; ``started``: UTC start time (ISO 8601);
+    ``excluded``: the check IDs ``--select``/``--ignore`` left out (:meth:`restrict`)."""
+
+    root: str
+    format: str
+    format_detail: str
+    findings: list[Finding] = field(default_factory=list)
+    fatal: str | None = None
+    reproduction: dict[str, Any] | None = None
+    modules_run: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    ckpt: Checkpoint | None = field(default=None, repr=False)
+    level: Level = Level.STRUCTURE
+    started: str = field(default_factory=_now)
+    excluded: frozenset[str] = frozenset()
+
+    def ran(self, check: Check) -> bool:
+        """Whether ``check`` was run: its module ran and the run's level reaches its level
+        (``internal`` always runs)."""
+        if check.id in self.excluded:
+            return False
+        module = _MODULE_OF_GROUP.get(check.group, check.group)
+        return (module == "internal" or module in self.modules_run) and (
+            LEVELS.index(check.level) <= LEVELS.index(self.level)
+        )
+
+    def restrict(self, select: frozenset[str] = frozenset(),
+                 ignore: frozenset[str] = frozenset()) -> None:
+        """Keep only the findings of the check IDs in ``select`` (all when it is empty) and not in
+        ``ignore`` (``--select``/``--ignore``); a check left out no longer counts as run."""
+        self.excluded = frozenset(
+            cid for cid in CHECKS if (select and cid not in select) or cid in ignore)
+        self.findings = [f for f in self.findings if f.check.id not in self.excluded]
+
+    def count(self, severity: Severity) -> int:
+        return sum(f.effective_severity == severity for f in self.findings)
+
+    @property
+    def ok(self) -> bool:
+        return self.fatal is None and self.count(Severity.ERROR) == 0
+
+
+def exit_code(report: Report, strict: bool = False) -> int:
+    """0: no errors (warnings allowed unless ``strict``); 1: errors found; 2: could not run."""
+    if report.fatal is not None:
+        return 2
+    if report.count(Severity.ERROR) or (strict and report.count(Severity.WARNING)):
+        return 1
+    return 0
+
 
 _ORDER = {Severity.ERROR: 0, Severity.WARNING: 1, Severity.INFO: 2}
 
@@ -96,7 +165,7 @@ def to_json(report: Report) -> dict[str, Any]:
 
 def to_junit(report: Report) -> str:
     """JUnit XML: one testcase per catalogued check the run really ran
-    (:meth:`~mxformats.validate.runner.Report.ran`), failing when it produced an error (or a
+    (:meth:`Report.ran`), failing when it produced an error (or a
     warning: reported as a failure with type ``warning``). A run that could not go on
     (``fatal``) lists only the checks that found something and a ``RUN`` testcase in error:
     nothing else ran, so nothing else passed. Every text is escaped (:func:`printable`);

@@ -36,22 +36,20 @@ import ml_dtypes
 import numpy as np
 
 from mxformats.formats import E4M3FN
-from mxformats.fp8 import dequantize_w4a8, quantize_w4a8
-from mxformats.int4 import dequantize_int4, pack_int4, quantize_int4, unpack_int4
-from mxformats.mx import dequantize_mx, quantize_mx
+from mxformats.int4 import dequantize_int4, unpack_int4
 from mxformats.tensorfile import TensorFileError, read_index, read_json
 
 from .findings import Check, Finding, Level, Severity, declare
-from .model import Format
-from .numbers import mx_scale_mode, quantized_modules, read_module
+from .numbers import quantized_modules, read_module
 from .reader import LocalReader
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
 
+    from .descriptors.base import Descriptor
     from .model import Checkpoint, Module, Options
 
-__all__ = ["PROFILES", "ModuleResult", "Source", "reproduce_module", "run", "sample_modules"]
+__all__ = ["ModuleResult", "Source", "reproduce_module", "run", "sample_modules"]
 
 _G = "reproduction"
 _L = Level.STRUCTURE
@@ -97,16 +95,6 @@ REPRO_NOTHING_VERIFIED = declare(
     "checkpoint has no quantized module with a producer profile to reproduce.",
     "Point --source at the checkpoint the quantizer read, or drop --source.")
 
-#: The producer profile per checkpoint format.
-PROFILES = {Format.QUARK_MXFP4: "quark", Format.QUARK_W4A8: "quark",
-            Format.CT_INT4: "compressed-tensors"}
-#: Quark MXFP4 ``scale_calculation_mode`` values the ``quark`` profile reproduces. amd-quark 0.13
-#: ``quark/torch/quantization/observer/observer.py`` (``PerBlockMXObserver.get_scale``) takes
-#: ``even_round`` for None and "even"; "floor" and "ceil" are other scale rules that no profile
-#: here reproduces byte for byte.
-QUARK_MX_MODES = (None, "even")
-#: Relative error thresholds: above them a module's error is reported (REPRO_ERROR_HIGH).
-ERROR_THRESHOLD = {Format.QUARK_MXFP4: 0.15, Format.QUARK_W4A8: 0.25, Format.CT_INT4: 0.15}
 #: The upper end of a 4-bit family's normal relative error (SQNR 6 dB): the producers give
 #: 0.10-0.13 on N(0, 0.02) weights (tests/test_validate_reproduce.py), and round-to-nearest
 #: INT4 with scale amax/7.5 cannot exceed sqrt(32)/15 = 0.38 on any g32 group. Beyond it the
@@ -143,6 +131,13 @@ class Source:
 
     def _read(self, name: str) -> NDArray[Any]:
         return self.reader.tensor(self.index[name], name)
+
+    def sibling(self, module: str) -> NDArray[Any] | None:
+        """:meth:`weight`, None where it cannot be read (a fused sibling is optional)."""
+        try:
+            return self.weight(module)
+        except (OSError, ValueError, KeyError, TensorFileError):
+            return None
 
     def weight(self, module: str) -> NDArray[Any] | None:
         """The BF16 weight of ``module`` as the quantizer saw it (None when absent)."""
@@ -232,43 +227,14 @@ def _first_difference(ours: NDArray[Any], theirs: NDArray[Any]) -> str:
             f"{ours.size} elements differ)")
 
 
-def produce(fmt: Format, w: NDArray[Any]) -> dict[str, NDArray[Any]]:
-    """The tensors the producer of ``fmt`` writes for weight ``w`` (parameter -> array)."""
-    if fmt is Format.QUARK_MXFP4:
-        mx = quantize_mx(w, profile="quark")
-        return {"weight": mx.codes, "weight_scale": mx.scales}
-    if fmt is Format.QUARK_W4A8:
-        r = quantize_w4a8(w, profile="quark")
-        return {"weight": r.weight, "weight_scale": r.weight_scale,
-                "weight_scale_2": r.weight_scale_2}
-    q = quantize_int4(w, group_size=32, profile="compressed-tensors")
-    return {"weight_packed": pack_int4(q.q, layout="compressed-tensors"),
-            "weight_scale": q.scales, "weight_shape": np.array(w.shape, dtype=np.int64)}
-
-
-def dequantize(fmt: Format, arrays: dict[str, NDArray[Any]], cols: int, *,
-               consumer: str | None = None) -> NDArray[np.float64]:
-    """The checkpoint module's weight as its consumer decodes it (float64 view): ``consumer``
-    (an MX or INT4 consumer profile; W4A8 has one, vLLM's), by default MX's exact decoder
-    ``ocp`` and compressed-tensors' own."""
-    if fmt is Format.QUARK_MXFP4:
-        d = dequantize_mx(arrays["weight"], arrays["weight_scale"], profile=consumer or "ocp")
-    elif fmt is Format.QUARK_W4A8:
-        w = arrays["weight"]
-        d = dequantize_w4a8(w, arrays["weight_scale"], arrays["weight_scale_2"])[..., :cols]
-    else:
-        q = unpack_int4(arrays["weight_packed"], layout="compressed-tensors", size=cols)
-        d = dequantize_int4(q, arrays["weight_scale"], group_size=32,
-                            profile=consumer or "compressed-tensors")
-    return np.asarray(d, dtype=np.float64)
-
-
-def reproduce_module(fmt: Format, module: str, w: NDArray[Any],
-                     arrays: dict[str, NDArray[Any]]) -> ModuleResult:
+def reproduce_module(desc: Descriptor, module: str, w: NDArray[Any],
+                     arrays: dict[str, NDArray[Any]],
+                     ours: dict[str, NDArray[Any]] | None = None) -> ModuleResult:
     """Compare a checkpoint module (``arrays``: parameter -> array) with what the producer
-    writes from source weight ``w``."""
+    writes from source weight ``w`` (``ours`` when already produced, e.g. with its fused
+    sibling's amax)."""
     result = ModuleResult(module)
-    ours = produce(fmt, w)
+    ours = desc.produce(w) if ours is None else ours
     for p, mine in ours.items():
         theirs = arrays.get(p)
         if theirs is None:
@@ -281,7 +247,7 @@ def reproduce_module(fmt: Format, module: str, w: NDArray[Any],
         if not same:
             result.first_mismatch[p] = _first_difference(mine, theirs)
     try:
-        d = dequantize(fmt, arrays, w.shape[-1])
+        d = np.asarray(desc.dequantize(arrays, w.shape[-1]), dtype=np.float64)
     except (ValueError, TypeError):
         return result  # the layout checks report the shapes; the bytes already differ
     x = np.asarray(w, dtype=np.float64)
@@ -317,11 +283,8 @@ def sample_modules(names: list[str], n: int | None) -> list[str]:
     return sorted(out)
 
 
-def _params(fmt: Format, module: Module) -> tuple[str, ...]:
-    want = {Format.QUARK_MXFP4: ("weight", "weight_scale"),
-            Format.QUARK_W4A8: ("weight", "weight_scale", "weight_scale_2"),
-            Format.CT_INT4: ("weight_packed", "weight_scale", "weight_shape")}[fmt]
-    return tuple(p for p in want if p in module.tensors)
+def _params(desc: Descriptor, module: Module) -> tuple[str, ...]:
+    return tuple(p for p in desc.reproduce_params() if p in module.tensors)
 
 
 def run(ckpt: Checkpoint, opts: Options) -> Iterator[Finding]:
@@ -337,11 +300,11 @@ def run(ckpt: Checkpoint, opts: Options) -> Iterator[Finding]:
     """
     if opts.source is None:
         return
-    if ckpt.format not in PROFILES:
+    desc = ckpt.descriptor
+    if desc is None or desc.profile is None:
         yield Finding(REPRO_NOTHING_VERIFIED, f"--source: {ckpt.format.value} has no producer "
                       "profile to reproduce")
         return
-    fmt = ckpt.format
     profile, unclaimed = claimed_profile(ckpt)
     try:
         source = Source(Path(opts.source))
@@ -358,7 +321,8 @@ def run(ckpt: Checkpoint, opts: Options) -> Iterator[Finding]:
     listed = _Listing()
     for name in chosen:
         module = modules[name]
-        params = _params(fmt, module)
+        own = desc.for_module(ckpt, name)
+        params = _params(own, module)
         wref = module.tensors[params[0]]
         try:
             w = source.weight(name)
@@ -374,7 +338,8 @@ def run(ckpt: Checkpoint, opts: Options) -> Iterator[Finding]:
         if arrays is None:
             continue  # unreadable: the files checks report it
         try:
-            r = reproduce_module(fmt, name, w, arrays)
+            r = reproduce_module(own, name, w, arrays,
+                                 own.produce_module(name, w, source.sibling))
         except (ValueError, TypeError) as exc:
             missing.append(Finding(REPRO_SOURCE_MISSING, f"{name}: cannot re-quantize the "
                                    f"source weight {w.dtype}{list(w.shape)} ({exc})", wref.file,
@@ -386,7 +351,7 @@ def run(ckpt: Checkpoint, opts: Options) -> Iterator[Finding]:
             ref = module.tensors.get(p, wref)
             yield from listed.add(Finding(REPRO_MISMATCH, f"{name}.{p} not reproduced by profile "
                                           f"{profile!r}: {msg}", ref.file, ref.name, ref.begin))
-        verdict = _numeric_verdict(fmt, r, claimed=not unclaimed)
+        verdict = _numeric_verdict(own, r, claimed=not unclaimed)
         if verdict is not None:
             check, severity, message = verdict
             yield from listed.add(Finding(check, f"{name}: {message}", wref.file, wref.name,
@@ -406,22 +371,20 @@ def run(ckpt: Checkpoint, opts: Options) -> Iterator[Finding]:
         yield Finding(REPRO_MISMATCH, f"bytes not verified: {unclaimed}; each module is judged "
                       "by its error and correlation against the source",
                       severity=Severity.WARNING)
-    yield _summary(fmt, profile, source, results, len(modules), claimed=not unclaimed)
+    yield _summary(desc, profile, source, results, len(modules), claimed=not unclaimed)
 
 
 def claimed_profile(ckpt: Checkpoint) -> tuple[str, str]:
     """The producer profile the checkpoint's quantization_config claims, and "" — or, where its
     recipe is one no profile reproduces, the nearest profile and why its bytes cannot be
     claimed."""
-    profile = PROFILES[ckpt.format]
-    mode = mx_scale_mode(ckpt) if ckpt.format is Format.QUARK_MXFP4 else None
-    if mode not in QUARK_MX_MODES:
-        return profile, (f"scale_calculation_mode {mode!r} is not reproduced (profile "
-                         f"{profile!r} is Quark's 'even')")
-    return profile, ""
+    profile = ckpt.descriptor.profile if ckpt.descriptor is not None else None
+    if profile is None:
+        return "", f"{ckpt.format.value} has no producer profile"
+    return profile, ckpt.descriptor.unclaimed(ckpt) if ckpt.descriptor is not None else ""
 
 
-def _numeric_verdict(fmt: Format, r: ModuleResult, claimed: bool = True
+def _numeric_verdict(desc: Descriptor, r: ModuleResult, claimed: bool = True
                      ) -> tuple[Check, Severity, str] | None:
     """REPRO_UNCORRELATED or REPRO_ERROR_HIGH for one module, with its severity, or None.
 
@@ -432,7 +395,7 @@ def _numeric_verdict(fmt: Format, r: ModuleResult, claimed: bool = True
     """
     if r.correlation < 0.9:  # NaN (constant source) is judged by the error alone
         return REPRO_UNCORRELATED, E, f"correlation {r.correlation:.3f} with the source"
-    if not r.rel_error > ERROR_THRESHOLD[fmt]:  # NaN: not decoded, the mismatch says why
+    if not r.rel_error > desc.error_threshold:  # NaN: not decoded, the mismatch says why
         return None
     reproduced = claimed and bool(r.identical) and all(r.identical.values())
     severity = INFO if reproduced else W if r.rel_error <= ERROR_LIMIT else E
@@ -470,7 +433,7 @@ class _Listing:
 _RANK = {E: 0, W: 1, INFO: 2}
 
 
-def _summary(fmt: Format, profile: str, source: Source, results: list[ModuleResult],
+def _summary(desc: Descriptor, profile: str, source: Source, results: list[ModuleResult],
              total: int, claimed: bool) -> Finding:
     tensors = sum(len(r.identical) for r in results)
     identical = sum(sum(r.identical.values()) for r in results)
@@ -501,7 +464,7 @@ def _summary(fmt: Format, profile: str, source: Source, results: list[ModuleResu
              "rel_error": r.rel_error, "sqnr_db": r.sqnr_db} for r in results],
     }
     return Finding(REPRO_SUMMARY, f"profile {profile!r}{'' if claimed else ' (not claimed)'} "
-                   f"({fmt.value}) from {source.kind} "
+                   f"({desc.format.value}) from {source.kind} "
                    f"source: {identical} of {tensors} tensors identical, {modules_ok} of "
                    f"{len(results)} modules reproduced ({total} quantized){stats}",
                    extra={"reproduction": block})

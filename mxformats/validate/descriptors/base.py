@@ -1,0 +1,246 @@
+"""What every checkpoint-format descriptor provides, and the helpers they share.
+
+A descriptor is one module of :mod:`mxformats.validate.descriptors` holding everything the
+validator knows about one checkpoint format: how its configs name it (:meth:`Descriptor.detect`),
+the exclude/ignore list and how its loader matches it, the tensors each quantized Linear
+carries (names, dtypes, shapes), the config keys its loader rejects, its numeric checks and
+the reference profile that reproduces its bytes for ``--source``. The shared check modules
+(``layout``, ``numbers``, ``reproduce``) ask the checkpoint's descriptor and never branch on a
+format's name.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..model import CheckpointFormat, CodeStats, ExcludeMatcher
+
+if TYPE_CHECKING:
+    from numpy.typing import NDArray
+
+    from ..findings import Finding
+    from ..model import Checkpoint, ExpectedModule, Module
+
+__all__ = ["Configs", "Descriptor", "MixedDescriptor", "ModelOptMatcher", "TensorSpec", "cdiv"]
+
+#: param -> (accepted dtypes, accepted shapes); the first of each is the usual one.
+TensorSpec = dict[str, tuple[tuple[str, ...], tuple[tuple[int, ...], ...]]]
+
+
+def cdiv(a: int, b: int) -> int:
+    """``ceil(a / b)`` for positive ``b``."""
+    return -(-a // b)
+
+
+@dataclass(frozen=True)
+class Configs:
+    """The quantization configs a folder holds: config.json's ``quantization_config`` (top
+    level, else ``text_config``'s; None when absent) and ``hf_quant_config.json`` (None when
+    absent)."""
+
+    quant_config: Mapping[str, Any] | None
+    hf_quant_config: Mapping[str, Any] | None = None
+
+
+class ModelOptMatcher(ExcludeMatcher):
+    """vLLM's ModelOpt ``exclude_modules`` matching: an exact name, a substring of the module
+    name (also with ``language_model.`` removed), or an ``fnmatch`` wildcard. Source: vLLM
+    ``vllm/model_executor/layers/quantization/modelopt.py``
+    ``ModelOptQuantConfigBase.is_layer_excluded`` (commit
+    00155cdecca722d98e34234c3d172725b7720b7d). A glob here is a real pattern, never
+    ``EXCLUDE_GLOB``."""
+
+    globs_match = True
+
+    def __init__(self, patterns: list[str]) -> None:
+        super().__init__([p for p in patterns if not p.startswith("re:")])
+        self.patterns = list(patterns)
+
+    def _hits(self, entry: str, module: str) -> bool:
+        bare = module.removeprefix("language_model.")
+        return (
+            entry == module
+            or entry in module
+            or (module.startswith("language_model.") and entry in bare)
+            or fnmatch.fnmatchcase(module, entry)
+        )
+
+    def __call__(self, module: str) -> bool:
+        return any(self._hits(p, module) for p in self.patterns)
+
+    def unmatched(self, modules: Any) -> list[str]:
+        names = sorted(set(modules))
+        return [p for p in dict.fromkeys(self.patterns)
+                if not any(self._hits(p, n) for n in names)]
+
+
+class Descriptor:
+    """One checkpoint format. Subclasses set the class attributes and override what differs.
+
+    Attributes:
+        format: the :class:`~mxformats.validate.model.CheckpointFormat` it describes.
+        detail: the one-line description reports print.
+        numeric: whether its numbers are verified (``numbers`` runs at ``scales``/``full``).
+        weight_param: the parameter holding the codes (``weight`` or ``weight_packed``).
+        scale_params: the scale tensors read at level ``scales``.
+        small_params: further small tensors read at level ``scales`` (``weight_shape``...).
+        needs_exclude_entries: a BF16 Linear the list does not exclude fails to load (vLLM
+            builds every Linear with the scheme); False where a module's own tensors decide.
+        profile: the reference profile that reproduces its bytes (None: no ``--source``).
+        error_threshold: the dequantized relative error above which ``--source`` reports.
+        missing_hint: per parameter, the converter bug a missing tensor points to.
+    """
+
+    format: CheckpointFormat = CheckpointFormat.UNSUPPORTED
+    detail: str = ""
+    numeric: bool = False
+    weight_param: str = "weight"
+    scale_params: tuple[str, ...] = ()
+    small_params: tuple[str, ...] = ()
+    needs_exclude_entries: bool = True
+    profile: str | None = None
+    error_threshold: float = 0.15
+    #: param -> the converter bug its absence looks like (QUANT_TENSOR_MISSING says it)
+    missing_hint: Mapping[str, str] = {}
+    #: why a BF16 Linear the exclude list misses does not load (NOT_EXCLUDED_UNQUANTIZED)
+    bf16_linear_why = "vLLM builds it quantized and its BF16 weight raises KeyError"
+
+    # -- detection and config ---------------------------------------------------------------
+
+    def detect(self, configs: Configs) -> str | None:
+        """The report's detail line when ``configs`` declare this format, else None."""
+        raise NotImplementedError
+
+    def exclude_list(self, configs: Configs) -> list[str]:
+        """The exclude/ignore entries as the loader reads them."""
+        qc = configs.quant_config or {}
+        entries = qc.get("ignore")
+        return [str(e) for e in entries] if isinstance(entries, list) else []
+
+    def matcher(self, entries: list[str]) -> ExcludeMatcher:
+        """How the loader matches the entries (exact or ``re:`` unless overridden)."""
+        return ExcludeMatcher(entries)
+
+    def config_problems(self, ckpt: Checkpoint) -> list[str]:
+        """Config values the loader rejects or mis-reads (one message each)."""
+        return []
+
+    def config_findings(self, ckpt: Checkpoint) -> Iterator[Finding]:
+        """Format-specific config findings beyond CONFIG_QUANT."""
+        return iter(())
+
+    def unquantizable(self, exp: ExpectedModule) -> str | None:
+        """Why the loader cannot load ``exp`` quantized in this format (None: it can)."""
+        return None
+
+    def for_module(self, ckpt: Checkpoint, module: str) -> Descriptor:
+        """The descriptor ``module`` is stored in: this one, except in a mixed-precision
+        checkpoint, where each module follows its own group's scheme."""
+        return self
+
+    # -- tensors ----------------------------------------------------------------------------
+
+    def expected_tensors(self, ckpt: Checkpoint, out: int, inp: int) -> TensorSpec:
+        """The tensors of a quantized Linear ``[out, inp]``."""
+        return {}
+
+    def unusual_dtype(self, param: str, dtype: str) -> bool:
+        """Whether an accepted but non-first dtype of ``param`` deserves QUANT_DTYPE_UNUSUAL."""
+        return False
+
+    def quantized(self, module: Module) -> bool:
+        """Whether ``module`` carries this format's weight and scales (numeric checks run)."""
+        need = (self.weight_param, *self.scale_params)
+        return module.quantized and all(p in module.tensors for p in need)
+
+    # -- numbers ----------------------------------------------------------------------------
+
+    def scale_findings(self, ckpt: Checkpoint, module: Module,
+                       arrays: dict[str, NDArray[Any]]) -> Iterator[Finding]:
+        """Findings on one module's scale tensors (level ``scales``)."""
+        return iter(())
+
+    def code_findings(self, ckpt: Checkpoint, module: Module, arrays: dict[str, NDArray[Any]],
+                      stats: CodeStats) -> Iterator[Finding]:
+        """Findings that need the codes (level ``full``); fills ``stats`` where it can.
+        ValueError: shapes that do not fit the format (the layout checks report them)."""
+        return iter(())
+
+    def layer_findings(self, ckpt: Checkpoint, arrays: dict[str, dict[str, NDArray[Any]]]
+                       ) -> Iterator[Finding]:
+        """Findings across the modules of the checkpoint (sibling scales; ``arrays``: module
+        name -> the scale arrays read)."""
+        return iter(())
+
+    # -- deployment -------------------------------------------------------------------------
+
+    #: the multiple a tensor-parallel partition of a quantized dimension must be (the group,
+    #: block or packing the kernels need); None: no constraint beyond divisibility
+    tp_multiple: int | None = None
+
+    def kernel(self, target: str, vendor: str, arch: str) -> tuple[str, str] | None:
+        """Whether vLLM has a kernel for this format on ``target``: ``(kind, message)`` with
+        kind ``unsupported``, ``slow`` (emulated or a fallback) or ``note`` (native, with what
+        it needs); None when there is nothing to say."""
+        return None
+
+    def fingerprints(self, ckpt: Checkpoint, arrays: dict[str, dict[str, NDArray[Any]]]
+                     ) -> Iterator[str]:
+        """Provenance the small scale tensors show (``arrays``: module -> its small scales),
+        one sentence each (the FINGERPRINT finding)."""
+        return iter(())
+
+    # -- reproduction -----------------------------------------------------------------------
+
+    def reproduce_params(self) -> tuple[str, ...]:
+        """The tensors ``--source`` compares byte for byte."""
+        return (self.weight_param, *self.scale_params, *self.small_params)
+
+    def unclaimed(self, ckpt: Checkpoint) -> str:
+        """Why the config's recipe is one :attr:`profile` does not reproduce byte for byte
+        ("" when the profile's bytes are claimed)."""
+        return ""
+
+    def produce_module(self, module: str, w: NDArray[Any],
+                       sibling: Callable[[str], NDArray[Any] | None]) -> dict[str, NDArray[Any]]:
+        """The tensors the producer writes for ``module`` from source weight ``w``;
+        ``sibling(name)`` reads another module's source weight (None when absent), for
+        producers that calibrate fused modules together."""
+        return self.produce(w)
+
+    def produce(self, w: NDArray[Any]) -> dict[str, NDArray[Any]]:
+        """The tensors the producer writes for source weight ``w``."""
+        raise NotImplementedError(f"{self.format.value} has no reference profile")
+
+    def dequantize(self, arrays: dict[str, NDArray[Any]], cols: int) -> NDArray[Any]:
+        """The module's weight as its consumer decodes it."""
+        raise NotImplementedError(f"{self.format.value} has no decoder")
+
+
+class MixedDescriptor(Descriptor):
+    """A mixed-precision format: :meth:`for_module` picks each module's descriptor, and the
+    checks across modules run per member descriptor on its own modules."""
+
+    numeric = True
+
+    def _by_member(self, ckpt: Checkpoint, arrays: dict[str, dict[str, NDArray[Any]]]
+                   ) -> list[tuple[Descriptor, dict[str, dict[str, NDArray[Any]]]]]:
+        by_member: dict[int, tuple[Descriptor, dict[str, dict[str, NDArray[Any]]]]] = {}
+        for name, found in arrays.items():
+            member = self.for_module(ckpt, name)
+            if member is not self:
+                by_member.setdefault(id(member), (member, {}))[1][name] = found
+        return list(by_member.values())
+
+    def layer_findings(self, ckpt: Checkpoint, arrays: dict[str, dict[str, NDArray[Any]]]
+                       ) -> Iterator[Finding]:
+        for member, own in self._by_member(ckpt, arrays):
+            yield from member.layer_findings(ckpt, own)
+
+    def fingerprints(self, ckpt: Checkpoint, arrays: dict[str, dict[str, NDArray[Any]]]
+                     ) -> Iterator[str]:
+        for member, own in self._by_member(ckpt, arrays):
+            yield from member.fingerprints(ckpt, own)

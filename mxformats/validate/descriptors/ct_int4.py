@@ -1,0 +1,112 @@
+"""compressed-tensors INT4 ``pack-quantized`` (llm-compressor; Moonshot's K2-Thinking, K2.5
+and K2.6 releases): ``weight_packed`` I32 ``[O, I/8]`` (stored q+8), ``weight_scale`` BF16
+``[O, I/32]``, ``weight_shape`` I64 ``[2]``. Reproduced by ``quantize_int4(group_size=32,
+profile="compressed-tensors")``. vLLM scheme: ``CompressedTensorsWNA16``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from mxformats.int4 import dequantize_int4, pack_int4, quantize_int4, unpack_int4
+
+from ..model import CheckpointFormat
+from ..numbers import packed_code_findings, scale_findings
+from .base import TensorSpec, cdiv
+from .compressed_tensors import CompressedTensorsDescriptor, groups
+from .quark import want
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from numpy.typing import NDArray
+
+    from ..findings import Finding
+    from ..model import Checkpoint, CodeStats, Module
+
+__all__ = ["DESCRIPTOR", "group_size"]
+
+
+def group_size(ckpt: Checkpoint) -> tuple[int, bool]:
+    """The first group's ``(group_size, actorder == "group")`` (32, False when absent)."""
+    for _, group in groups(ckpt.quant_config):
+        w = group.get("weights")
+        if isinstance(w, dict):
+            gs = w.get("group_size")
+            return (gs if isinstance(gs, int) and gs > 0 else 32), w.get("actorder") == "group"
+    return 32, False
+
+
+class CompressedTensorsInt4(CompressedTensorsDescriptor):
+    format = CheckpointFormat.CT_INT4
+    detail = "compressed-tensors pack-quantized INT4 (llm-compressor)"
+    numeric = True
+    weight_param = "weight_packed"
+    scale_params = ("weight_scale",)
+    small_params = ("weight_shape",)
+    storage = ("pack-quantized",)
+    profile = "compressed-tensors"
+    error_threshold = 0.15
+
+    tp_multiple = 32
+
+    def kernel(self, target: str, vendor: str, arch: str) -> tuple[str, str] | None:
+        if vendor == "rocm":
+            return ("slow", f"compressed-tensors WNA16 MoE on {target}: no Marlin on ROCm; "
+                    "fallback kernels")
+        return None
+
+    def matches_scheme(self, weights: Mapping[str, Any]) -> bool:
+        return weights.get("type") == "int" and weights.get("num_bits") == 4
+
+
+    def group_problems(self, where: str, group: Mapping[str, Any]) -> list[str]:
+        out: list[str] = []
+        if group.get("input_activations") is not None:
+            out.append(f"{where}.input_activations must be null (weight-only INT4)")
+        w = group.get("weights")
+        for k, v in (("num_bits", 4), ("type", "int"), ("symmetric", True),
+                     ("strategy", "group"), ("group_size", 32), ("dynamic", False)):
+            want(out, w, k, v, f"{where}.weights")
+        if isinstance(w, dict) and w.get("actorder") not in (None, "group"):
+            out.append(f"{where}.weights.actorder {w.get('actorder')!r} is not supported")
+        return out
+
+    def expected_tensors(self, ckpt: Checkpoint, out: int, inp: int) -> TensorSpec:
+        gs, actorder = group_size(ckpt)
+        spec: TensorSpec = {
+            "weight_packed": (("I32",), ((out, cdiv(inp, 8)),)),
+            "weight_scale": (("BF16", "F16", "F32"), ((out, cdiv(inp, gs)),)),
+            "weight_shape": (("I32", "I64"), ((2,),)),
+        }
+        if actorder:
+            spec["weight_g_idx"] = (("I32", "I64"), ((inp,),))
+        return spec
+
+    def unusual_dtype(self, param: str, dtype: str) -> bool:
+        return param == "weight_scale"
+
+    def scale_findings(self, ckpt: Checkpoint, module: Module,
+                       arrays: dict[str, NDArray[Any]]) -> Iterator[Finding]:
+        yield from scale_findings(module.tensors["weight_scale"], arrays["weight_scale"])
+
+    def code_findings(self, ckpt: Checkpoint, module: Module, arrays: dict[str, NDArray[Any]],
+                      stats: CodeStats) -> Iterator[Finding]:
+        return packed_code_findings(ckpt, module, arrays, stats, "int4-group", self.weight_param)
+
+    def produce(self, w: NDArray[Any]) -> dict[str, NDArray[Any]]:
+        q = quantize_int4(w, group_size=32, profile="compressed-tensors")
+        return {"weight_packed": pack_int4(q.q, layout="compressed-tensors"),
+                "weight_scale": q.scales, "weight_shape": np.array(w.shape, dtype=np.int64)}
+
+    def dequantize(self, arrays: dict[str, NDArray[Any]], cols: int) -> NDArray[Any]:
+        q = unpack_int4(arrays["weight_packed"], layout="compressed-tensors", size=cols)
+        d = dequantize_int4(q, arrays["weight_scale"], group_size=32,
+                            profile="compressed-tensors")
+        return np.asarray(d, dtype=np.float64)
+
+
+DESCRIPTOR = CompressedTensorsInt4()

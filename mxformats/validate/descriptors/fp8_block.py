@@ -1,0 +1,163 @@
+"""What the FP8 block formats share: E4M3FN codes ``[O, I]`` with one float scale per 128×128
+tile on the ceil grid ``[ceil(O/128), ceil(I/128)]``, and the checks on their numbers.
+
+Numeric invariants of every producer (mxformats/schemes/fp8_block.py, spec/fp8-block.md, and
+the producer fixtures in tests/data/producers):
+
+- the largest |code| of a tile reaches the top binade (magnitude ≥ 256, exponent field 1111)
+  unless the tile is all zero or its amax sat below the producer's floor (DeepGEMM clamps the
+  tile maximum at 1e-4);
+- an all-zero tile carries the producer's fingerprint scale: ``1e-4/448`` (DeepSeek, DeepGEMM),
+  ``2^-22`` (``ue8m0``), ``bf16 eps = 2^-7`` (compressed-tensors);
+- ``ue8m0`` scales are exact powers of two (DeepGEMM ``ceil_to_ue8m0``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+import ml_dtypes
+import numpy as np
+
+from mxformats.schemes.fp8_block import dequantize_fp8_block, quantize_fp8_block
+
+from ..findings import Level, Severity, declare
+from ..numbers import Count, finding, scale_findings, where
+from .base import Descriptor, TensorSpec, cdiv
+
+if TYPE_CHECKING:
+    from numpy.typing import NDArray
+
+    from ..findings import Finding
+    from ..model import Checkpoint, CodeStats, Module
+
+__all__ = ["FP8BlockDescriptor", "tile_flags"]
+
+_N = "numbers"
+FP8_TILE_NOT_TIGHT = declare(
+    "FP8_TILE_NOT_TIGHT", Severity.ERROR, Level.FULL, _N,
+    "FP8 block tiles whose largest |code| stays below the top binade (256): every producer maps "
+    "a tile's amax to 448, so a wrong tile size, a transposed scale grid or a scale from another "
+    "tensor shows here. All-zero tiles and tiles at the producer's amax floor are exempt.",
+    "Re-quantize with 128x128 tiles on the [ceil(O/128), ceil(I/128)] grid.")
+FP8_ZERO_TILE_SCALE = declare(
+    "FP8_ZERO_TILE_SCALE", Severity.WARNING, Level.FULL, _N,
+    "An all-zero FP8 tile whose scale is not the fingerprint of the producer the config claims "
+    "(1e-4/448 for DeepSeek/DeepGEMM, 2^-7 for compressed-tensors): another writer, or scales "
+    "that do not belong to these codes.",
+    "Check which tool wrote the file; re-quantize with the claimed producer.")
+FP8_SCALE_NOT_POW2 = declare(
+    "FP8_SCALE_NOT_POW2", Severity.ERROR, Level.SCALES, _N,
+    "A checkpoint that declares ue8m0 scales (scale_fmt: ue8m0) holds a scale that is not an "
+    "exact power of two: DeepGEMM's UE8M0 kernels read only the exponent.",
+    "Round the scales up to powers of two (DeepGEMM ceil_to_ue8m0) and re-quantize the codes.")
+
+#: E4M3FN exponent field 1111: magnitudes 256..448 (0x7F, NaN, is excluded by the caller).
+_TOP = 0x78
+_MAG = 0x7F
+
+
+def tile_flags(codes: NDArray[Any], block: tuple[int, int]
+               ) -> tuple[NDArray[np.bool_], NDArray[np.bool_]]:
+    """Per tile of an E4M3FN code array ``[O, I]`` (uint8 or float8 view): (holds a non-zero
+    code, holds a code in the top binade). Partial edge tiles count their real elements."""
+    c = np.ascontiguousarray(codes).view(np.uint8)
+    bm, bn = block
+    rows, cols = c.shape
+    grid = (cdiv(rows, bm), cdiv(cols, bn))
+    padded = np.zeros((grid[0] * bm, grid[1] * bn), np.uint8)
+    padded[:rows, :cols] = c
+    t = padded.reshape(grid[0], bm, grid[1], bn)
+    mag = t & _MAG
+    nonzero = np.any(mag != 0, axis=(1, 3))
+    top = np.any((mag & _TOP) == _TOP, axis=(1, 3))
+    return nonzero, top
+
+
+class FP8BlockDescriptor(Descriptor):
+    """An FP8 block format: ``scale_name`` and the reference ``profile`` differ per producer."""
+
+    scale_name = "weight_scale_inv"
+    scale_dtype = "F32"
+    numeric = True
+    #: the amax below which the producer clamps (tiles there are exempt from tightness)
+    amax_floor: float | None = None
+    error_threshold = 0.05
+    #: vLLM ``Fp8MoEMethod.create_weights`` raises "The output_size of gate's and up's weight
+    #: = N is not divisible by weight quantization block_n = 128" and ``validate_fp8_block_shape``
+    #: the same for Linear partitions (``vllm/model_executor/layers/quantization/fp8.py``,
+    #: commit 1436674bcb3f46f4c960d09334cf7dd1534943ca): Kimi's 2048-wide experts allow TP ≤ 16
+    tp_multiple = 128
+
+    def block(self, ckpt: Checkpoint) -> tuple[int, int]:
+        """The tile shape (128×128 unless the config says otherwise)."""
+        return (128, 128)
+
+    def ue8m0(self, ckpt: Checkpoint) -> bool:
+        """Whether the config declares power-of-two (UE8M0) scales."""
+        return False
+
+    def expected_tensors(self, ckpt: Checkpoint, out: int, inp: int) -> TensorSpec:
+        bo, bi = self.block(ckpt)
+        return {
+            "weight": (("F8_E4M3",), ((out, inp),)),
+            self.scale_name: ((self.scale_dtype,), ((cdiv(out, bo), cdiv(inp, bi)),)),
+        }
+
+    def fingerprint(self) -> float | None:
+        """The scale the producer writes for an all-zero tile (None: not known)."""
+        zero = np.zeros((1, 1), dtype=ml_dtypes.bfloat16)
+        return float(np.asarray(quantize_fp8_block(zero, block=(1, 1),
+                                                   profile=self.profile or "").scales)
+                     .astype(np.float64)[0, 0])
+
+    def scale_findings(self, ckpt: Checkpoint, module: Module,
+                       arrays: dict[str, NDArray[Any]]) -> Iterator[Finding]:
+        ref, s = module.tensors[self.scale_name], arrays[self.scale_name]
+        yield from scale_findings(ref, s)
+        if self.ue8m0(ckpt):
+            v = np.asarray(s).astype(np.float64)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                mant, _ = np.frexp(v)
+            bad = Count.of(np.isfinite(v) & (v > 0) & (mant != 0.5))
+            if bad.n:
+                yield finding(FP8_SCALE_NOT_POW2, ref, f"{bad.n} scale(s) not a power of two, "
+                              f"first {float(v.reshape(-1)[bad.first])!r} at "
+                              f"{where(s.shape, bad.first)}", bad.first)
+
+    def code_findings(self, ckpt: Checkpoint, module: Module, arrays: dict[str, NDArray[Any]],
+                      stats: CodeStats) -> Iterator[Finding]:
+        wref, codes = module.tensors["weight"], arrays["weight"]
+        scales = np.asarray(arrays[self.scale_name]).astype(np.float64)
+        nonzero, top = tile_flags(codes, self.block(ckpt))
+        if nonzero.shape != scales.shape:
+            return  # the layout checks report the grid
+        usable = np.isfinite(scales) & (scales > 0)
+        floor = self.amax_floor
+        at_floor = (scales <= floor / 448 * (1 + 1e-6)) if floor is not None else \
+            np.zeros_like(usable)
+        loose = Count.of(nonzero & ~top & usable & ~at_floor)
+        if loose.n:
+            yield finding(FP8_TILE_NOT_TIGHT, wref, f"{loose.n} non-zero tile(s) whose largest "
+                          f"|code| is below 256 (first tile {where(scales.shape, loose.first)})")
+        mark = self.fingerprint()
+        if mark is None:
+            return
+        odd = Count.of(~nonzero & usable & (scales != mark))
+        if odd.n:
+            sref = module.tensors[self.scale_name]
+            yield finding(FP8_ZERO_TILE_SCALE, sref, f"{odd.n} all-zero tile(s) with scale "
+                          f"{scales.reshape(-1)[odd.first]!r}, not the {self.profile!r} "
+                          f"fingerprint {mark!r} (first tile {where(scales.shape, odd.first)})",
+                          odd.first)
+
+    def produce(self, w: NDArray[Any]) -> dict[str, NDArray[Any]]:
+        codes, scales = quantize_fp8_block(w, block=(128, 128), profile=self.profile or "")
+        return {"weight": codes.view(ml_dtypes.float8_e4m3fn), self.scale_name: scales}
+
+    def dequantize(self, arrays: dict[str, NDArray[Any]], cols: int) -> NDArray[Any]:
+        codes = np.ascontiguousarray(arrays["weight"]).view(np.uint8)
+        d = dequantize_fp8_block(codes, arrays[self.scale_name], block=(128, 128),
+                                 profile=self.profile or "")
+        return np.asarray(d, dtype=np.float64)

@@ -1,0 +1,57 @@
+"""compressed-tensors FP8 block (llm-compressor ``FP8_BLOCK``, e.g. upstream
+``examples/model_free_ptq/kimi_k2_thinking_fp8_block.py``): ``weight`` F8_E4M3 ``[O, I]``,
+``weight_scale`` **BF16** ``[ceil(O/128), ceil(I/128)]`` = ``bf16(tile_amax / 448)``; a zero
+tile gets ``2^-7``. Config: a group with ``weights`` ``{type: float, num_bits: 8, strategy:
+block, block_structure: [128, 128]}``, ``format: float-quantized``. vLLM scheme:
+``CompressedTensorsW8A8Fp8`` with block weights. Reproduced by
+``quantize_fp8_block(profile="compressed-tensors")``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from ..model import CheckpointFormat
+from .compressed_tensors import CompressedTensorsDescriptor, groups
+from .fp8_block import FP8BlockDescriptor
+from .quark import want
+
+if TYPE_CHECKING:
+    from ..model import Checkpoint
+
+__all__ = ["DESCRIPTOR"]
+
+
+class CompressedTensorsFP8Block(FP8BlockDescriptor, CompressedTensorsDescriptor):
+    format = CheckpointFormat.CT_FP8_BLOCK
+    detail = "compressed-tensors FP8 block 128x128 (llm-compressor FP8_BLOCK)"
+    scale_name = "weight_scale"
+    scale_params = ("weight_scale",)
+    scale_dtype = "BF16"
+    storage = ("float-quantized",)
+    profile = "compressed-tensors"
+
+    def matches_scheme(self, weights: Mapping[str, Any]) -> bool:
+        return (weights.get("type") == "float" and weights.get("num_bits") == 8
+                and weights.get("strategy") == "block")
+
+    def block(self, ckpt: Checkpoint) -> tuple[int, int]:
+        for _, group in groups(ckpt.quant_config):
+            w = group.get("weights")
+            b = w.get("block_structure") if isinstance(w, dict) else None
+            if isinstance(b, list) and len(b) == 2 and all(
+                    isinstance(x, int) and not isinstance(x, bool) and x > 0 for x in b):
+                return int(b[0]), int(b[1])
+        return (128, 128)
+
+
+    def group_problems(self, where: str, group: Mapping[str, Any]) -> list[str]:
+        out: list[str] = []
+        w = group.get("weights")
+        for k, v in (("block_structure", [128, 128]), ("symmetric", True), ("dynamic", False)):
+            want(out, w, k, v, f"{where}.weights")
+        return out
+
+
+DESCRIPTOR = CompressedTensorsFP8Block()

@@ -1,0 +1,84 @@
+"""DeepSeek/Kimi FP8 block (the official DeepSeek-V3 and Kimi-K2-Instruct/Base releases):
+``weight`` F8_E4M3 ``[O, I]``, ``weight_scale_inv`` F32 ``[ceil(O/128), ceil(I/128)]`` =
+``clamp(tile_amax, 1e-4) / 448``; config ``{"quant_method": "fp8", "fmt": "e4m3",
+"weight_block_size": [128, 128], "activation_scheme": "dynamic"}``, optionally
+``"scale_fmt": "ue8m0"`` (DeepSeek-V3.1: power-of-two scales).
+
+Loader: vLLM ``Fp8Config`` (``vllm/model_executor/layers/quantization/fp8.py``): every Linear
+but those ``modules_to_not_convert`` names (``ignored_layers``) is built FP8;
+``ParallelLMHead``, embeddings and the router stay unquantized. A quantized weight without its
+``weight_scale_inv`` is the trace of DeepSeek's ``inference/fp8_cast_bf16.py``, which keeps the
+FP8 bytes of a weight whose ``_scale_inv`` it cannot find. Reproduced by
+``quantize_fp8_block(profile="deepseek")`` (``ue8m0``: profile ``ue8m0``).
+"""
+
+from __future__ import annotations
+
+from types import MappingProxyType
+from typing import TYPE_CHECKING
+
+from mxformats.schemes.fp8_block import get_profile
+
+from ..model import CheckpointFormat
+from .base import Configs
+from .fp8_block import FP8BlockDescriptor
+
+if TYPE_CHECKING:
+    from ..model import Checkpoint
+
+__all__ = ["DESCRIPTOR"]
+
+
+class DeepSeekFP8Block(FP8BlockDescriptor):
+    format = CheckpointFormat.FP8_BLOCK
+    detail = "DeepSeek-style FP8 block (weight_scale_inv)"
+    scale_name = "weight_scale_inv"
+    scale_params = ("weight_scale_inv",)
+    scale_dtype = "F32"
+    #: a BF16 Linear here is judged by its own tensors, not the (usually absent) list: the
+    #: official releases carry no modules_to_not_convert
+    needs_exclude_entries = False
+    profile = "deepseek"
+    amax_floor = get_profile("deepseek").amax_floor
+    missing_hint = MappingProxyType({
+        "weight_scale_inv": "DeepSeek's fp8_cast_bf16.py keeps the FP8 bytes of a weight whose "
+        "_scale_inv it cannot find (a converter that lost the scale)",
+    })
+
+    def detect(self, configs: Configs) -> str | None:
+        qc = configs.quant_config
+        if qc is not None and qc.get("quant_method") == "fp8" and \
+                qc.get("weight_block_size") is not None:
+            return self.detail
+        return None
+
+    def exclude_list(self, configs: Configs) -> list[str]:
+        entries = (configs.quant_config or {}).get("modules_to_not_convert")
+        return [str(e) for e in entries] if isinstance(entries, list) else []
+
+    def block(self, ckpt: Checkpoint) -> tuple[int, int]:
+        block = (ckpt.quant_config or {}).get("weight_block_size")
+        if isinstance(block, list) and len(block) == 2 and all(
+                isinstance(b, int) and not isinstance(b, bool) and b > 0 for b in block):
+            return int(block[0]), int(block[1])
+        return (128, 128)
+
+    def config_problems(self, ckpt: Checkpoint) -> list[str]:
+        qc = ckpt.quant_config or {}
+        out: list[str] = []
+        block = qc.get("weight_block_size")
+        if block != [128, 128]:
+            out.append(f"weight_block_size is {block!r}; the FP8 block kernels (DeepGEMM, "
+                       "CUTLASS) take [128, 128]")
+        if qc.get("fmt", "e4m3") != "e4m3":
+            out.append(f"fmt is {qc.get('fmt')!r}, FP8 block weights are e4m3")
+        if qc.get("activation_scheme", "dynamic") != "dynamic":
+            out.append("activation_scheme must be 'dynamic' with block-scaled weights (vLLM "
+                       "Fp8Config raises on static)")
+        return out
+
+    def ue8m0(self, ckpt: Checkpoint) -> bool:
+        return (ckpt.quant_config or {}).get("scale_fmt") == "ue8m0"
+
+
+DESCRIPTOR = DeepSeekFP8Block()

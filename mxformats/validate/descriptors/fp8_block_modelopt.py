@@ -1,0 +1,69 @@
+"""ModelOpt FP8 block, weight only (``quant_algo: FP8_PB_WO``): ``weight`` F8_E4M3 ``[O, I]``
+and ``weight_scale`` F32 ``[O/128, 1, I/128, 1]`` as ModelOpt exports it (a 2-D
+``[O/128, I/128]`` is accepted too), value = code × scale; no activation scale (dynamic
+per-token). vLLM ``ModelOptFp8PbWoLinearMethod`` (``modelopt.py``, commit
+00155cdecca722d98e34234c3d172725b7720b7d) requires both dimensions to be multiples of 128 and
+squeezes the 4-D scale to 2-D. ``FP8_BLOCK_SCALES`` (another spelling some exports use) is
+recognised, but vLLM's ``QUANT_ALGOS`` does not list it: its config raises.
+
+No reference profile reproduces ModelOpt's FP8 bytes yet: structure and numbers only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..model import CheckpointFormat
+from .fp8_block import FP8BlockDescriptor
+from .modelopt import ModelOptDescriptor, modelopt_view
+
+if TYPE_CHECKING:
+    from numpy.typing import NDArray
+
+    from ..findings import Finding
+    from ..model import Checkpoint, CodeStats, Module
+    from .base import TensorSpec
+
+__all__ = ["DESCRIPTOR"]
+
+
+class ModelOptFP8Block(ModelOptDescriptor, FP8BlockDescriptor):
+    format = CheckpointFormat.MODELOPT_FP8_BLOCK
+    detail = "NVIDIA ModelOpt FP8 block weight-only (128x128 weight_scale)"
+    algos = ("FP8_PB_WO", "FP8_BLOCK_SCALES")
+    scale_name = "weight_scale"
+    scale_params = ("weight_scale",)
+    scale_dtype = "F32"
+    profile = None
+
+    def config_problems(self, ckpt: Checkpoint) -> list[str]:
+        view = modelopt_view(ckpt.quant_config)
+        if view is not None and view[0] == "FP8_BLOCK_SCALES":
+            return ["quant_algo 'FP8_BLOCK_SCALES' is not in vLLM's ModelOpt QUANT_ALGOS "
+                    "(from_config raises); vLLM reads this layout as 'FP8_PB_WO'"]
+        return []
+
+    def expected_tensors(self, ckpt: Checkpoint, out: int, inp: int) -> TensorSpec:
+        spec = super().expected_tensors(ckpt, out, inp)
+        dtypes, (grid,) = spec[self.scale_name]
+        spec[self.scale_name] = (dtypes, ((grid[0], 1, grid[1], 1), grid))
+        return spec
+
+    def _grid(self, arrays: dict[str, NDArray[Any]]) -> dict[str, NDArray[Any]]:
+        """The arrays with the scale squeezed to ``[O/128, I/128]``, as vLLM does."""
+        s = np.asarray(arrays[self.scale_name])
+        return {**arrays, self.scale_name: s.reshape(s.shape[0], s.shape[2]) if s.ndim == 4
+                else s}
+
+    def code_findings(self, ckpt: Checkpoint, module: Module, arrays: dict[str, NDArray[Any]],
+                      stats: CodeStats) -> Iterator[Finding]:
+        return super().code_findings(ckpt, module, self._grid(arrays), stats)
+
+    def fingerprint(self) -> float | None:
+        return None
+
+
+DESCRIPTOR = ModelOptFP8Block()

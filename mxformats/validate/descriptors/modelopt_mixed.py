@@ -1,0 +1,93 @@
+"""ModelOpt ``MIXED_PRECISION``: a ``quantized_layers`` table gives each layer its own
+``quant_algo``. vLLM ``ModelOptMixedPrecisionConfig`` (``vllm/model_executor/layers/
+quantization/modelopt.py``, commit 00155cdecca722d98e34234c3d172725b7720b7d) looks a layer up
+by its name (also with ``language_model.model.`` / ``model.language_model.`` swapped) and
+dispatches only ``FP8``, ``NVFP4`` and ``W4A16_NVFP4``: a layer of any other algorithm (e.g.
+``FP8_PB_WO``) is built unquantized, and its FP8 bytes load into BF16 parameters with no error.
+An empty table raises. Each module is checked against its own layer's format.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from ..model import CheckpointFormat
+from . import fp8_block_modelopt, nvfp4_modelopt
+from .base import Descriptor, MixedDescriptor
+from .modelopt import ModelOptDescriptor
+
+if TYPE_CHECKING:
+    from ..model import Checkpoint
+
+__all__ = ["DESCRIPTOR", "quantized_layers"]
+
+#: The per-layer algorithms vLLM's get_quant_method dispatches, and their descriptors.
+DISPATCHED: dict[str, Descriptor] = {
+    "NVFP4": nvfp4_modelopt.DESCRIPTOR,
+    "W4A16_NVFP4": nvfp4_modelopt.ModelOptNVFP4(weight_only=True),
+}
+#: Algorithms whose tensors a descriptor knows although vLLM's mixed config does not
+#: dispatch them (checked as stored, and reported).
+STORED: dict[str, Descriptor] = {"FP8_PB_WO": fp8_block_modelopt.DESCRIPTOR}
+#: Dispatched by vLLM, but with no descriptor here (per-tensor FP8): structure unchecked.
+UNVERIFIED = ("FP8",)
+
+
+def quantized_layers(cfg: Mapping[str, Any] | None) -> dict[str, str]:
+    """layer name -> upper-cased quant_algo, from either ModelOpt config form."""
+    if not isinstance(cfg, Mapping):
+        return {}
+    nested = cfg.get("quantization")
+    table = (nested if isinstance(nested, Mapping) else cfg).get("quantized_layers")
+    if not isinstance(table, Mapping):
+        return {}
+    return {str(k): str(v.get("quant_algo", "")).upper() for k, v in table.items()
+            if isinstance(v, Mapping)}
+
+
+def _candidates(name: str) -> tuple[str, ...]:
+    """vLLM's ``_quantized_layer_prefix_candidates``."""
+    out = [name]
+    for a, b in (("language_model.model.", "model.language_model."),
+                 ("model.language_model.", "language_model.model.")):
+        if name.startswith(a):
+            out.append(b + name[len(a):])
+    return tuple(out)
+
+
+class ModelOptMixed(MixedDescriptor, ModelOptDescriptor):
+    format = CheckpointFormat.MODELOPT_MIXED
+    detail = "NVIDIA ModelOpt MIXED_PRECISION (a quant_algo per layer)"
+    algos = ("MIXED_PRECISION",)
+    profile = "per layer"
+
+    def algo_of(self, ckpt: Checkpoint, module: str) -> str | None:
+        table = quantized_layers(ckpt.quant_config)
+        return next((table[c] for c in _candidates(module) if c in table), None)
+
+    def for_module(self, ckpt: Checkpoint, module: str) -> Descriptor:
+        algo = self.algo_of(ckpt, module)
+        if algo is None:
+            return self
+        return DISPATCHED.get(algo) or STORED.get(algo) or self
+
+    def config_problems(self, ckpt: Checkpoint) -> list[str]:
+        table = quantized_layers(ckpt.quant_config)
+        if not table:
+            return ["quant_algo MIXED_PRECISION needs a non-empty quantized_layers table "
+                    "(vLLM raises)"]
+        out = []
+        by_algo: dict[str, list[str]] = {}
+        for layer, algo in table.items():
+            by_algo.setdefault(algo, []).append(layer)
+        for algo, layers in sorted(by_algo.items()):
+            if algo not in DISPATCHED and algo not in UNVERIFIED:
+                out.append(f"{len(layers)} quantized_layers entries (e.g. {sorted(layers)[0]}) "
+                           f"have quant_algo {algo!r}, which vLLM's ModelOptMixedPrecisionConfig "
+                           "does not dispatch: it builds those layers unquantized and loads "
+                           "their quantized bytes as BF16")
+        return out
+
+
+DESCRIPTOR = ModelOptMixed()

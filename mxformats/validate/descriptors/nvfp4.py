@@ -1,0 +1,211 @@
+"""What the two NVFP4 formats share: E2M1 codes two per byte (element 2j in the low nibble)
+``[O, I/2]``, one E4M3 block scale per 16 elements ``[O, I/16]``, and one float32 global scale
+per tensor, whose convention differs: ModelOpt stores ``weight_scale_2 = amax / 2688`` (a
+multiplier), compressed-tensors ``weight_global_scale = 2688 / amax`` (a divisor). Value =
+``e2m1 × block_scale × weight_scale_2`` = ``e2m1 × block_scale / weight_global_scale``.
+
+Numeric invariants, measured on both producers (tests/data/producers/README.md): every
+non-zero block's largest |code| is 6 (the block scale maps its amax to 6 within E4M3 rounding),
+except where the block scale was clamped (ModelOpt: 2^-9 or 448; compressed-tensors: 448).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+import ml_dtypes
+import numpy as np
+
+from mxformats.schemes.nvfp4 import DEFAULT_CONSUMER, dequantize_nvfp4, quantize_nvfp4
+
+from ..findings import Level, Severity, declare
+from ..numbers import Count, byte_stats, finding, scale_findings, where
+from .base import Descriptor, TensorSpec, cdiv
+
+if TYPE_CHECKING:
+    from numpy.typing import NDArray
+
+    from ..findings import Finding
+    from ..model import Checkpoint, CodeStats, Module
+
+__all__ = ["NVFP4Descriptor"]
+
+_N = "numbers"
+NVFP4_BLOCK_SCALE = declare(
+    "NVFP4_BLOCK_SCALE", Severity.ERROR, Level.SCALES, _N,
+    "An NVFP4 E4M3 block scale is NaN, zero or negative: the block decodes to NaN or zero "
+    "(ModelOpt 0.47 exports an all-zero weight with NaN block scales, 0xFF).",
+    "Re-quantize the module; exclude weights that are all zero.")
+NVFP4_GLOBAL_CONVENTION = declare(
+    "NVFP4_GLOBAL_CONVENTION", Severity.ERROR, Level.SCALES, _N,
+    "An NVFP4 global scale in the other producer's convention: a ModelOpt weight_scale_2 is "
+    "amax/2688 (far below 1), a compressed-tensors weight_global_scale 2688/amax (far above "
+    "1). A value on the wrong side of 1 is the reciprocal: every weight is off by amax²/2688².",
+    "Store the global scale in the convention of the config's quant_method.")
+NVFP4_BLOCK_NOT_TIGHT = declare(
+    "NVFP4_BLOCK_NOT_TIGHT", Severity.ERROR, Level.FULL, _N,
+    "NVFP4 blocks of 16 whose largest |code| is not 6: both producers map a block's amax to 6, "
+    "so a wrong block size, nibble order or scale from another tensor shows here (blocks with "
+    "a clamped scale exempt).",
+    "Re-quantize with 16-element blocks along the input dimension.")
+NVFP4_GATE_UP_SCALE = declare(
+    "NVFP4_GATE_UP_SCALE", Severity.WARNING, Level.SCALES, _N,
+    "An expert's gate_proj and up_proj have different global scales. vLLM fuses them into one "
+    "w13 GEMM with one global scale: it logs 'w1_weight_scale_2 must match w3_weight_scale_2' "
+    "and uses gate's, so up_proj is decoded off by their ratio (ModelOpt: a warning; "
+    "compressed-tensors model_free_ptq writes separate scales by design: info).",
+    "Calibrate gate and up with one amax (ModelOpt does for its own exports).")
+
+#: E4M3FN magnitude bits; a byte with all of them set is NaN.
+_E4M3_MAG = 0x7F
+#: E2M1 magnitude index of 6.0
+_SIX = 7
+#: The projections both producers give one global scale (the larger amax of the two):
+#: ModelOpt ``sync_moe_gate_up_amax``, llm-compressor's fused-layer global scale (``oneshot``).
+FUSED = ("gate_proj", "up_proj")
+
+
+class NVFP4Descriptor(Descriptor):
+    """An NVFP4 format. Subclasses name the global scale (``global_name``), its convention
+    (``global_is_divisor``) and the activation scale."""
+
+    numeric = True
+    error_threshold = 0.15
+    tp_multiple = 16
+    global_name = "weight_scale_2"
+    input_name = "input_scale"
+    global_is_divisor = False
+    global_shapes: tuple[tuple[int, ...], ...] = ((), (1,))
+    #: block scales at which the producer clamped (decoded values): exempt from tightness
+    clamped_scales: tuple[float, ...] = (448.0,)
+    #: severity of NVFP4_GATE_UP_SCALE for this producer
+    gate_up_severity = Severity.WARNING
+    gate_up_loader = ""
+
+    def kernel(self, target: str, vendor: str, arch: str) -> tuple[str, str] | None:
+        if arch == "sm100":
+            return ("note", f"NVFP4 on {target} runs native FP4 tensor-core GEMMs (CUTLASS / "
+                    "FlashInfer)")
+        return ("slow", f"NVFP4 on {target} ({arch}) has no FP4 tensor cores: vLLM runs it "
+                "weight-only through Marlin (CUDA) or dequantizing emulation")
+
+    def group_size(self, ckpt: Checkpoint) -> int:
+        return 16
+
+    def has_input_scale(self, ckpt: Checkpoint) -> bool:
+        """W4A4 (an activation scale per module) rather than W4A16."""
+        return True
+
+    def expected_tensors(self, ckpt: Checkpoint, out: int, inp: int) -> TensorSpec:
+        spec: TensorSpec = {
+            self.weight_param: (("U8",), ((out, cdiv(inp, 2)),)),
+            "weight_scale": (("F8_E4M3",), ((out, cdiv(inp, self.group_size(ckpt))),)),
+            self.global_name: (("F32",), self.global_shapes),
+        }
+        if self.has_input_scale(ckpt):
+            spec[self.input_name] = (("F32",), self.global_shapes)
+        return spec
+
+    def scale_findings(self, ckpt: Checkpoint, module: Module,
+                       arrays: dict[str, NDArray[Any]]) -> Iterator[Finding]:
+        ref = module.tensors["weight_scale"]
+        b = np.ascontiguousarray(arrays["weight_scale"]).view(np.uint8)
+        bad = Count.of(((b & _E4M3_MAG) == _E4M3_MAG) | ((b & _E4M3_MAG) == 0) | (b >= 0x80))
+        if bad.n:
+            yield finding(NVFP4_BLOCK_SCALE, ref, f"{bad.n} block scale(s) NaN, zero or "
+                          f"negative, first byte 0x{int(b.reshape(-1)[bad.first]):02x} at "
+                          f"{where(b.shape, bad.first)}", bad.first)
+        for p in (self.global_name, self.input_name):
+            if p in arrays:
+                yield from scale_findings(module.tensors[p], arrays[p])
+        g = np.asarray(arrays[self.global_name], dtype=np.float64).reshape(-1)
+        if g.size and np.isfinite(g[0]) and g[0] > 0 and (g[0] < 1) == self.global_is_divisor:
+            other = "ModelOpt weight_scale_2 (amax/2688)" if self.global_is_divisor else \
+                "compressed-tensors weight_global_scale (2688/amax)"
+            yield finding(NVFP4_GLOBAL_CONVENTION, module.tensors[self.global_name],
+                          f"{g[0]!r} looks like a {other}")
+
+    def code_findings(self, ckpt: Checkpoint, module: Module, arrays: dict[str, NDArray[Any]],
+                      stats: CodeStats) -> Iterator[Finding]:
+        ref = module.tensors[self.weight_param]
+        gs = self.group_size(ckpt)
+        st = byte_stats(arrays[self.weight_param], "fp4", gs // 2)
+        scales = np.asarray(arrays["weight_scale"]).astype(np.float64)
+        if st.gmax.shape != scales.shape:
+            return  # the layout checks report the shapes
+        clamped = np.isin(scales, self.clamped_scales)
+        loose = Count.of((st.gmax > 0) & (st.gmax < _SIX) & ~clamped)
+        if loose.n:
+            row, blk = divmod(loose.first, scales.shape[1])
+            yield finding(NVFP4_BLOCK_NOT_TIGHT, ref, f"{loose.n} non-zero block(s) whose "
+                          f"largest |code| is below 6 (first: row {row}, block {blk})",
+                          row * (scales.shape[1] * gs // 2) + blk * gs // 2, 1)
+
+    def produce_module(self, module: str, w: NDArray[Any],
+                       sibling: Callable[[str], NDArray[Any] | None]) -> dict[str, NDArray[Any]]:
+        amax = None
+        parent, _, projection = module.rpartition(".")
+        if projection in FUSED:
+            other = sibling(f"{parent}.{FUSED[1 - FUSED.index(projection)]}")
+            if other is not None:
+                amax = max(float(np.max(np.abs(np.asarray(a, np.float32)))) for a in (w, other))
+        r = quantize_nvfp4(w, profile=self.profile or "", global_amax=amax)
+        return {self.weight_param: r.packed(),
+                "weight_scale": r.scales.view(ml_dtypes.float8_e4m3fn),
+                self.global_name: r.global_scale}
+
+    def produce(self, w: NDArray[Any]) -> dict[str, NDArray[Any]]:
+        return self.produce_module("", w, lambda name: None)
+
+    def dequantize(self, arrays: dict[str, NDArray[Any]], cols: int) -> NDArray[Any]:
+        codes = np.ascontiguousarray(arrays[self.weight_param]).view(np.uint8)
+        scales = np.ascontiguousarray(arrays["weight_scale"]).view(np.uint8)
+        d = dequantize_nvfp4(codes, scales, arrays[self.global_name], packed=True,
+                             profile=DEFAULT_CONSUMER[self.profile or ""])
+        return np.asarray(d, dtype=np.float64)[..., :cols]
+
+    def fingerprints(self, ckpt: Checkpoint, arrays: dict[str, dict[str, NDArray[Any]]]
+                     ) -> Iterator[str]:
+        values: dict[tuple[str, str], set[bytes]] = {}
+        counts: dict[tuple[str, str], int] = {}
+        for name, found in arrays.items():
+            layer, sep, rest = name.partition(".mlp.experts.")
+            if sep and self.input_name in found:
+                key = (layer, rest.rpartition(".")[2])
+                values.setdefault(key, set()).add(found[self.input_name].tobytes())
+                counts[key] = counts.get(key, 0) + 1
+        shared = sorted(key for key, v in values.items() if len(v) == 1 and counts[key] > 1)
+        if shared:
+            layer, projection = shared[0]
+            yield (f"{self.input_name} is one value for all experts in {len(shared)} of "
+                   f"{len(values)} (layer, projection) pairs (e.g. {layer} {projection}): "
+                   "one calibration value per layer, or experts never routed during "
+                   "calibration")
+        pairs = [(found, arrays.get(name[: -len("gate_proj")] + "up_proj"))
+                 for name, found in arrays.items()
+                 if name.endswith(".gate_proj") and ".experts." in name]
+        same = [g[self.global_name].tobytes() == u[self.global_name].tobytes()
+                for g, u in pairs if u is not None and self.global_name in g
+                and self.global_name in u]
+        if same and all(same):
+            yield (f"gate_proj and up_proj share one {self.global_name} in all {len(same)} "
+                   "experts (ModelOpt sync_moe_gate_up_amax; llm-compressor oneshot's fused "
+                   "global scale)")
+
+    def layer_findings(self, ckpt: Checkpoint, arrays: dict[str, dict[str, NDArray[Any]]]
+                       ) -> Iterator[Finding]:
+        for name in sorted(arrays):
+            if not name.endswith(".gate_proj") or ".experts." not in name:
+                continue
+            up = arrays.get(name[: -len("gate_proj")] + "up_proj")
+            gate = arrays[name]
+            if up is None or self.global_name not in up or self.global_name not in gate:
+                continue
+            a = float(np.asarray(gate[self.global_name], np.float64).reshape(-1)[0])
+            b = float(np.asarray(up[self.global_name], np.float64).reshape(-1)[0])
+            if a != b:
+                ref = ckpt.tensors[f"{name[: -len('gate_proj')]}up_proj.{self.global_name}"]
+                yield finding(NVFP4_GATE_UP_SCALE, ref, f"{self.global_name} {b!r}, gate_proj "
+                              f"has {a!r}: {self.gate_up_loader}",
+                              severity=self.gate_up_severity)

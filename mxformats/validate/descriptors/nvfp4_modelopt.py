@@ -1,0 +1,66 @@
+"""NVIDIA ModelOpt NVFP4 (``mtq.quantize`` + ``export_hf_checkpoint``; NVIDIA's and community
+Kimi NVFP4 releases): ``weight`` U8 ``[O, I/2]``, ``weight_scale`` F8_E4M3 ``[O, I/16]``,
+``weight_scale_2`` F32 ``[]`` = amax/2688, ``input_scale`` F32 ``[]`` (W4A4; W4A16_NVFP4 has
+none).
+
+Both ModelOpt config forms are read (:mod:`.modelopt`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..findings import Severity
+from ..model import CheckpointFormat
+from .modelopt import ModelOptDescriptor, modelopt_view
+from .nvfp4 import NVFP4Descriptor
+
+if TYPE_CHECKING:
+    from ..model import Checkpoint
+
+__all__ = ["DESCRIPTOR"]
+
+#: The quant_algo values whose tensors this descriptor describes.
+ALGOS = ("NVFP4", "W4A16_NVFP4")
+
+
+class ModelOptNVFP4(ModelOptDescriptor, NVFP4Descriptor):
+    format = CheckpointFormat.MODELOPT_NVFP4
+    algos = ALGOS
+    detail = "NVIDIA ModelOpt NVFP4 (E4M3 block scales, weight_scale_2 = amax/2688)"
+    scale_params = ("weight_scale", "weight_scale_2")
+    small_params = ("input_scale",)
+    global_name = "weight_scale_2"
+    input_name = "input_scale"
+    global_is_divisor = False
+    #: ModelOpt clamps block scales to [2^-9, 448]
+    clamped_scales = (2.0**-9, 448.0)
+    profile = "modelopt"
+    gate_up_severity = Severity.WARNING
+    gate_up_loader = ("vLLM ModelOptNvFp4FusedMoE.process_weights_after_loading warns and uses "
+                      "gate's for both (modelopt.py @00155cd)")
+
+    def group_size(self, ckpt: Checkpoint) -> int:
+        view = modelopt_view(ckpt.quant_config)
+        gs = view[2] if view is not None else None
+        return gs if isinstance(gs, int) and not isinstance(gs, bool) and gs > 0 else 16
+
+    def __init__(self, weight_only: bool | None = None) -> None:
+        #: W4A16 (no input_scale); None: as the config's quant_algo says
+        self.weight_only = weight_only
+
+    def has_input_scale(self, ckpt: Checkpoint) -> bool:
+        if self.weight_only is not None:
+            return not self.weight_only
+        view = modelopt_view(ckpt.quant_config)
+        return view is None or view[0] != "W4A16_NVFP4"
+
+    def config_problems(self, ckpt: Checkpoint) -> list[str]:
+        view = modelopt_view(ckpt.quant_config)
+        gs = view[2] if view is not None else None
+        if gs not in (None, 16):
+            return [f"group_size is {gs!r}; NVFP4 blocks are 16 elements (the kernels take 16)"]
+        return []
+
+
+DESCRIPTOR = ModelOptNVFP4()

@@ -1,0 +1,101 @@
+"""AMD Quark MXFP4: OCP MX E2M1 codes (``weight`` U8 ``[O, I/2]``) with one E8M0 scale byte per
+32 elements (``weight_scale`` U8 ``[O, I/32]``). Reproduced by ``quantize_mx(profile="quark")``
+(tests/data/producers/README.md has the measured rule). vLLM loader: ``quark_ocp_mx``
+(``vllm/model_executor/layers/quantization/quark/schemes/quark_ocp_mx.py``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from mxformats.mx import dequantize_mx, quantize_mx
+
+from ..model import CheckpointFormat
+from ..numbers import e8m0_findings, mx_bound, mx_scale_mode, packed_code_findings
+from .base import TensorSpec, cdiv
+from .quark import QuarkDescriptor, global_spec, want
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Mapping
+
+    from numpy.typing import NDArray
+
+    from ..findings import Finding
+    from ..model import Checkpoint, CodeStats, Module
+
+__all__ = ["DESCRIPTOR", "QUARK_MX_MODES"]
+
+#: Quark MXFP4 ``scale_calculation_mode`` values the ``quark`` profile reproduces. amd-quark 0.13
+#: ``quark/torch/quantization/observer/observer.py`` (``PerBlockMXObserver.get_scale``) takes
+#: ``even_round`` for None and "even"; "floor" and "ceil" are other scale rules that no profile
+#: here reproduces byte for byte.
+QUARK_MX_MODES = (None, "even")
+
+
+class QuarkMXFP4(QuarkDescriptor):
+    format = CheckpointFormat.QUARK_MXFP4
+    detail = "AMD Quark MXFP4 (OCP MX, E8M0 scales)"
+    numeric = True
+    scale_params = ("weight_scale",)
+    profile = "quark"
+    error_threshold = 0.15
+
+    def matches_weight(self, weight: Any) -> bool:
+        return (isinstance(weight, dict) and weight.get("dtype") == "fp4"
+                and weight.get("scale_format") == "e8m0")
+
+    def weight_problems(self, qc: Mapping[str, Any]) -> list[str]:
+        out: list[str] = []
+        w = global_spec(qc, "weight")
+        for k, v in (("qscheme", "per_group"), ("group_size", 32), ("is_dynamic", False)):
+            want(out, w, k, v, "weight")
+        inp = global_spec(qc, "input_tensors")
+        if inp is not None and not (
+            (inp.get("dtype") == "fp4" and inp.get("is_dynamic") is True)
+            or (inp.get("dtype") == "fp8_e4m3" and inp.get("is_dynamic") is False)
+        ):
+            out.append("input_tensors must be dynamic fp4 (vLLM raises on static MXFP4 input)")
+        return out
+
+    def expected_tensors(self, ckpt: Checkpoint, out: int, inp: int) -> TensorSpec:
+        return {
+            "weight": (("U8",), ((out, inp // 2),)),
+            "weight_scale": (("U8",), ((out, cdiv(inp, 32)),)),
+        }
+
+    tp_multiple = 32
+
+    def kernel(self, target: str, vendor: str, arch: str) -> tuple[str, str] | None:
+        if arch != "gfx950":
+            return ("slow", f"MXFP4 on {target} ({arch}) is emulated: vLLM's Quark OCP_MX "
+                    "scheme dequantizes to BF16 (native kernels: gfx950)")
+        return ("note", "MXFP4 on gfx950 runs AITER kernels (VLLM_ROCM_USE_AITER=1)")
+
+    def scale_findings(self, ckpt: Checkpoint, module: Module,
+                       arrays: dict[str, NDArray[Any]]) -> Iterator[Finding]:
+        yield from e8m0_findings(module.tensors["weight_scale"], arrays["weight_scale"])
+
+    def code_findings(self, ckpt: Checkpoint, module: Module, arrays: dict[str, NDArray[Any]],
+                      stats: CodeStats) -> Iterator[Finding]:
+        return packed_code_findings(ckpt, module, arrays, stats, "mx-fp4", self.weight_param,
+                                    mx_bound(ckpt))
+
+    def unclaimed(self, ckpt: Checkpoint) -> str:
+        mode = mx_scale_mode(ckpt)
+        if mode not in QUARK_MX_MODES:
+            return (f"scale_calculation_mode {mode!r} is not reproduced (profile "
+                    f"{self.profile!r} is Quark's 'even')")
+        return ""
+
+    def produce(self, w: NDArray[Any]) -> dict[str, NDArray[Any]]:
+        mx = quantize_mx(w, profile="quark")
+        return {"weight": mx.codes, "weight_scale": mx.scales}
+
+    def dequantize(self, arrays: dict[str, NDArray[Any]], cols: int) -> NDArray[Any]:
+        d = dequantize_mx(arrays["weight"], arrays["weight_scale"], profile="ocp")
+        return np.asarray(d, dtype=np.float64)
+
+
+DESCRIPTOR = QuarkMXFP4()

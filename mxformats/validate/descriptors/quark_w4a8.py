@@ -1,0 +1,134 @@
+"""AMD Quark W4A8: an FP8 per-tensor stage then INT4 per-channel (``weight`` I32 ``[O, I/8]``,
+``weight_scale`` F32 ``[]``, ``weight_scale_2`` F32 ``[O]``). Reproduced by
+``quantize_w4a8(profile="quark")``. vLLM has no Linear scheme for it (only the MoE one), so only
+routed experts may be quantized.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from mxformats.fp8 import dequantize_w4a8, quantize_w4a8
+
+from ..findings import Finding, Level, Severity, declare
+from ..model import CheckpointFormat
+from ..numbers import packed_code_findings, scale_findings, w4a8_scale2_findings
+from .base import TensorSpec
+from .quark import QuarkDescriptor, global_spec, want
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Mapping
+
+    from numpy.typing import NDArray
+
+    from ..model import Checkpoint, CodeStats, ExpectedModule, Module
+
+__all__ = ["DESCRIPTOR", "PACK_METHOD"]
+
+PACK_METHOD = declare(
+    "PACK_METHOD",
+    Severity.WARNING,
+    Level.STRUCTURE,
+    "layout",
+    "A Quark W4A8 config records export.pack_method other than 'reorder': the AITER kernel reads "
+    "the reorder nibble order [0,2,4,6,1,3,5,7], and the weights' own order cannot be told from "
+    "the codes (the numeric checks cannot see it).",
+    "Re-export with pack_method='reorder', or validate with --source to check the packing.",
+)
+
+
+class QuarkW4A8(QuarkDescriptor):
+    format = CheckpointFormat.QUARK_W4A8
+    detail = "AMD Quark W4A8 (FP8 per-tensor -> INT4 per-channel)"
+    numeric = True
+    scale_params = ("weight_scale", "weight_scale_2")
+    profile = "quark"
+    error_threshold = 0.25
+    bf16_linear_why = "Quark W4A8 has no Linear scheme ('No quark compatible scheme')"
+
+    def matches_weight(self, weight: Any) -> bool:
+        return isinstance(weight, list) and [
+            s.get("dtype") if isinstance(s, dict) else None for s in weight
+        ] == ["fp8_e4m3", "int4"]
+
+    def weight_problems(self, qc: Mapping[str, Any]) -> list[str]:
+        out: list[str] = []
+        w = global_spec(qc, "weight")
+        if not isinstance(w, list) or len(w) != 2 or not all(isinstance(s, dict) for s in w):
+            out.append("weight must be a list of two specs")
+        else:
+            first: tuple[tuple[str, object], ...] = (("qscheme", "per_tensor"),
+                                                     ("is_dynamic", False))
+            second: tuple[tuple[str, object], ...] = (("qscheme", "per_channel"),
+                                                      ("symmetric", True), ("ch_axis", 0),
+                                                      ("is_dynamic", False))
+            for k, v in first:
+                want(out, w[0], k, v, "weight[0]")
+            for k, v in second:
+                want(out, w[1], k, v, "weight[1]")
+        inp = global_spec(qc, "input_tensors")
+        if (
+            not isinstance(inp, dict)
+            or inp.get("dtype") != "fp8_e4m3"
+            or not (inp.get("is_dynamic") is True or inp.get("qscheme") == "per_tensor")
+        ):
+            out.append("input_tensors must be fp8_e4m3, dynamic or per_tensor (_is_fp8_w4a8)")
+        return out
+
+    tp_multiple = 8
+
+    def kernel(self, target: str, vendor: str, arch: str) -> tuple[str, str] | None:
+        if vendor == "cuda":
+            return ("unsupported", "Quark W4A8 runs only in QuarkW4A8Fp8MoEMethod, which "
+                    f"asserts ROCm with AITER fused MoE; {target} is CUDA")
+        return ("note", f"Quark W4A8 on {target} needs ROCm vLLM with AITER "
+                "(VLLM_ROCM_USE_AITER=1, fused MoE enabled)")
+
+    def config_findings(self, ckpt: Checkpoint) -> Iterator[Finding]:
+        export = ckpt.quant_config.get("export") if isinstance(ckpt.quant_config, dict) else None
+        method = export.get("pack_method") if isinstance(export, dict) else None
+        if method != "reorder":
+            yield Finding(
+                PACK_METHOD,
+                f"export.pack_method is {method!r}, not 'reorder' (checkpoints.md §6.2 check 3)",
+                file="config.json",
+            )
+
+    def unquantizable(self, exp: ExpectedModule) -> str | None:
+        if exp.kind != "expert":
+            return "Quark W4A8 has no vLLM Linear scheme: only routed experts may be quantized"
+        return None
+
+    def expected_tensors(self, ckpt: Checkpoint, out: int, inp: int) -> TensorSpec:
+        return {
+            "weight": (("I32",), ((out, inp // 8),)),
+            "weight_scale": (("F32",), ((), (1,))),
+            "weight_scale_2": (("F32",), ((out,),)),
+        }
+
+    def scale_findings(self, ckpt: Checkpoint, module: Module,
+                       arrays: dict[str, NDArray[Any]]) -> Iterator[Finding]:
+        # checkpoints.md §6.2 checks 5-6: a zero scale is an error, vLLM asserts on it
+        for p in self.scale_params:
+            ref, s = module.tensors[p], arrays[p]
+            yield from scale_findings(ref, s, zero_severity=Severity.ERROR)
+            if p == "weight_scale_2":
+                yield from w4a8_scale2_findings(ref, s)
+
+    def code_findings(self, ckpt: Checkpoint, module: Module, arrays: dict[str, NDArray[Any]],
+                      stats: CodeStats) -> Iterator[Finding]:
+        return packed_code_findings(ckpt, module, arrays, stats, "int4-row", self.weight_param)
+
+    def produce(self, w: NDArray[Any]) -> dict[str, NDArray[Any]]:
+        r = quantize_w4a8(w, profile="quark")
+        return {"weight": r.weight, "weight_scale": r.weight_scale,
+                "weight_scale_2": r.weight_scale_2}
+
+    def dequantize(self, arrays: dict[str, NDArray[Any]], cols: int) -> NDArray[Any]:
+        d = dequantize_w4a8(arrays["weight"], arrays["weight_scale"], arrays["weight_scale_2"])
+        return np.asarray(d[..., :cols], dtype=np.float64)
+
+
+DESCRIPTOR = QuarkW4A8()
