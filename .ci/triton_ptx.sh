@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Compile the Triton INT4/FP8 kernels for an NVIDIA GPU (sm_90) on a machine without one and
+# Compile the Triton INT4/FP8/FP8-block kernels for an NVIDIA GPU (sm_90) on a machine without one and
 # check the PTX for what would make a GPU's bytes differ from the interpreter's: fused
 # multiply-adds (fma.rn.f32), approximate division or reciprocal (div.approx, div.full,
 # rcp.approx) and flushed subnormals (.ftz). Every launch the public functions make is
 # recorded (not run) for a grid of dtypes, profiles, layouts and strides, and each distinct
-# (kernel, signature, constants) is compiled. Run from the repository root; about 35 s cold.
+# (kernel, signature, constants) is compiled. Run from the repository root; about 35 s cold,
+# plus about 30 s for the PTX cost smoke run at the end.
 set -euo pipefail
 unset TRITON_INTERPRET
 python - <<'PY'
@@ -17,7 +18,7 @@ from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
 from mxformats.formats import get_format
-from mxformats.kernels.triton import fp8, int4
+from mxformats.kernels.triton import fp8, fp8_block, int4
 
 TYPES = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16",
          torch.float64: "fp64", torch.int8: "i8", torch.uint8: "u8", torch.int32: "i32",
@@ -35,7 +36,7 @@ def record(kernel, grid, t, *args, **meta):
     launches[key] = (kernel, signature, meta)
 
 
-int4.launch = fp8.launch = record
+int4.launch = fp8.launch = fp8_block.launch = record
 x = {dtype: torch.randn(4, 64).to(dtype) for dtype in (torch.float32, torch.bfloat16, torch.float16)}
 q = torch.zeros(4, 64, dtype=torch.int8)
 for dtype, value in x.items():
@@ -50,6 +51,15 @@ for dtype, value in x.items():
 for _, layout in int4.SUPPORTED["pack_int4"]:
     int4.pack_int4(q, layout=layout)
     int4.unpack_int4(torch.zeros(4, 8, dtype=torch.int32), layout=layout)
+for _, profile in fp8_block.SUPPORTED["quantize_fp8_block"]:
+    for value in x.values():
+        fp8_block.quantize_fp8_block(value, block=(2, 32), profile=profile)
+        fp8_block.quantize_fp8_block(value.T, block=(2, 32), profile=profile)
+for _, profile in fp8_block.SUPPORTED["dequantize_fp8_block"]:
+    for scale in (torch.ones(2, 2), torch.ones(2, 2, dtype=torch.bfloat16)):
+        for out in (torch.float32, torch.bfloat16, torch.float16, torch.float64):
+            fp8_block.dequantize_fp8_block(torch.zeros(4, 64, dtype=torch.uint8), scale,
+                                           block=(2, 32), profile=profile, dtype=out)
 codes = torch.zeros(4, 64, dtype=torch.uint8)
 fp8.e4m3fn_to_fnuz(codes, torch.tensor(1.0))
 fp8.e4m3fn_to_fnuz(codes.T, torch.tensor(1.0))
@@ -70,3 +80,6 @@ print(f"triton {triton.__version__}: {len(launches)} kernel specialisations comp
       f"{problems} with fma/approximate division/ftz")
 sys.exit(1 if problems else 0)
 PY
+# The PTX cost table (benchmarks/ptx_cost.py) for the MXFP4 kernels: the smoke run of the
+# script, and the quantizer (E2M1 from bfloat16) held to <= 35 PTX instructions per element.
+python benchmarks/ptx_cost.py --only "_mx e2m1" --check

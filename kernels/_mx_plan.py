@@ -201,6 +201,8 @@ class QuantizePlan:
     at or below ``|x|`` is the element's magnitude code, the smallest ``|x|`` whose scaled
     value is nonzero in the arithmetic type, and the ``|x|`` of the microxcaling quirk (-1:
     none). A kernel may code small formats (E2M1) by comparisons instead of arithmetic.
+    ``shift_k_limit``: 4-bit elements of blocks whose factor ``2**k`` has ``k`` below it may be
+    coded by one shift and round of the significand instead (:func:`shift_code_limit`).
     """
 
     profile: str
@@ -219,6 +221,50 @@ class QuantizePlan:
     factor_nan_wins: bool
     scale_table: NDArray[np.int32] = field(repr=False)
     element_table: NDArray[np.int32] = field(repr=False)
+    shift_k_limit: int = -SCALE_K_OFFSET
+
+
+def shift_code(magnitude: NDArray[np.int64], k: NDArray[np.int64], source: FloatLayout,
+               elem: FloatLayout, round_away: bool) -> NDArray[np.int64]:
+    """The magnitude code of ``|x| * 2**k`` (``magnitude``: the bits of a finite ``|x|``) by the
+    kernels' one shift and round (``_e2m1_by_shift`` in ``kernels/triton/mx.py``, the same
+    integer steps). With ``t`` the binades ``q`` lies below ``2**emin``, its quantum is
+    ``2**(max(t, 0) + emin - elem.mbits)``; the significand is shifted down to it and rounded,
+    and the rounded count of quanta ``r`` codes as ``r + (max(-t, 0) << elem.mbits)``
+    (a carry lands in the exponent), saturating. A subnormal ``x`` is read as if normal:
+    :func:`shift_code_limit` keeps the kernels away from the factors where that matters."""
+    field = magnitude >> source.mbits
+    significand = (magnitude & ((1 << source.mbits) - 1)) | (1 << source.mbits)
+    t = (1 - elem.bias + source.bias - k) - field
+    above = np.maximum(t, 0)
+    shift = np.minimum(above, elem.mbits + 2) + (source.mbits - elem.mbits)
+    if round_away:
+        quanta = (significand + ((1 << shift) >> 1)) >> shift
+    else:
+        quanta = (significand + (0x7FFFFFFF >> (32 - shift)) + ((significand >> shift) & 1)) \
+            >> shift
+    code: NDArray[np.int64] = np.minimum(quanta + ((above - t) << elem.mbits), elem.max_code)
+    return code
+
+
+def shift_code_limit(source: FloatLayout, elem: FloatLayout, round_away: bool,
+                     table: NDArray[np.int32]) -> int:
+    """The smallest ``k`` from which :func:`shift_code` may differ from the element table's
+    thresholds (the reference encoder's); blocks from there are coded by the thresholds.
+
+    A subnormal ``x`` is read with an implicit leading one, so at most ``2**(k - source.bias +
+    1)``: below ``k = source.bias + emin - elem.mbits - 1`` that stays below the first
+    threshold, where the true value is too. Each row is then checked at every threshold
+    from both sides (``shift_code`` is monotone in the normal ``|x|``)."""
+    ks = np.arange(256, dtype=np.int64)[:, None] - SCALE_K_OFFSET
+    thresholds = table[:, :elem.max_code].astype(np.int64)
+    levels = np.arange(1, elem.max_code + 1)[None, :]
+    checked = (thresholds < source.inf_code) & (thresholds >= source.inf_code >> source.ebits)
+    at = shift_code(np.where(checked, thresholds, 0), ks, source, elem, round_away)
+    below = shift_code(np.where(checked, thresholds - 1, 0), ks, source, elem, round_away)
+    exact = np.all(~checked | ((at >= levels) & (below < levels)), axis=1)
+    exact &= ks[:, 0] < source.bias + (1 - elem.bias) - elem.mbits - 1
+    return int(ks[np.argmin(exact), 0]) if not exact.all() else int(ks[-1, 0]) + 1
 
 
 def quantize_claims(producer: Producer, elem: Format, *, microxcaling: bool = False) -> bool:
@@ -372,13 +418,16 @@ def quantize_plan(profile: str, elem: Format, dtype_name: str, block_size: int) 
         with np.errstate(all="ignore"):
             return _pack_scales(producer.scale_rule(amax, elem, dtype))
 
+    source, layout = FloatLayout.of_dtype(dtype), FloatLayout.of_format(elem)
+    round_away = rules.rounding in ("nearest-away", "microxcaling")
+    table = element_table(elem, rules, dtype, arithmetic)
     infinities = encode_elements(np.array([np.inf, -np.inf]), np.zeros(2, bool), elem, rules)
     nans = _nan_codes(elem, np.array([False, True]), rules.nan_code)
     return QuantizePlan(
         profile=profile, elem_name=elem.name, block_size=block_size,
-        source=FloatLayout.of_dtype(dtype), elem=FloatLayout.of_format(elem),
+        source=source, elem=layout,
         nan_ignoring_max=producer.nan_ignoring_max,
-        round_away=rules.rounding in ("nearest-away", "microxcaling"),
+        round_away=round_away,
         microxcaling_quirk=rules.rounding == "microxcaling",
         zero_sign=ZERO_SIGN_IDS[rules.zero_sign], arith_zero_exp=arith_zero_exp,
         inf_codes=(int(infinities[0]), int(infinities[1])),
@@ -386,7 +435,9 @@ def quantize_plan(profile: str, elem: Format, dtype_name: str, block_size: int) 
         generated_nan_negative=rules.generated_nan_negative,
         factor_nan_wins=rules.factor_nan_wins,
         scale_table=scale_table(evaluate, dtype),
-        element_table=element_table(elem, rules, dtype, arithmetic),
+        element_table=table,
+        shift_k_limit=shift_code_limit(source, layout, round_away, table)
+        if layout.bits == 4 else -SCALE_K_OFFSET,
     )
 
 

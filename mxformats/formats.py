@@ -227,7 +227,7 @@ class Format:
 
     @property
     def default_overflow(self) -> str:
-        """``saturate`` for every format: the MX conversion rule, and what quantizers do."""
+        """``saturate`` for every format (the MX conversion rule, and what quantizers do)."""
         return "saturate"
 
     # -- the codec ----------------------------------------------------------------------------

@@ -49,7 +49,7 @@ if TYPE_CHECKING:
 
 __all__ = ["LAYOUTS", "Int4Array", "dequantize_int4", "pack_int4", "quantize_int4", "unpack_int4"]
 
-#: INT4 word layouts (8 nibbles per int32 word along ``axis``). Spec: ``int4-layouts.md``.
+#: INT4 word layouts (8 nibbles per int32 word along ``axis``), specified in ``int4-layouts.md``.
 LAYOUTS = ("compressed-tensors", "quark", "linear")
 
 #: For each layout: which element of an 8-group sits in nibble i (bits 4i..4i+3), and the offset

@@ -140,14 +140,12 @@ class ErrorKind(str, Enum):
     """Which rule of the format a :class:`TensorFileError` reports (callers classify by it,
     never by the message text)."""
 
-    #: The 8-byte header length is wrong (the file is shorter, or it is absurd or runs past
-    #: the file).
+    #: the 8-byte header length — the file is shorter, or it is absurd or runs past the file
     HEADER_LENGTH = "header-length"
-    #: The JSON header is wrong (not UTF-8, not JSON, not an object, a repeated key, a bad
-    #: entry (dtype, shape, the form of data_offsets) or bad ``__metadata__``).
+    #: the JSON header — not UTF-8, not JSON, not an object, a repeated key, a bad entry
+    #: (dtype, shape, the form of data_offsets) or bad ``__metadata__``
     HEADER = "header"
-    #: A byte span is wrong (outside the data, not dtype × shape, overlapping, a hole,
-    #: trailing bytes).
+    #: a byte span — outside the data, not dtype × shape, overlapping, a hole, trailing bytes
     SPAN = "span"
     #: tensor bytes that are not values of the dtype (a BOOL byte other than 0 or 1)
     DATA = "data"

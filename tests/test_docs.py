@@ -201,14 +201,35 @@ def test_browser_check_finds_a_cdn_asset(tmp_path: Path) -> None:
     ]
 
 
-def test_napoleon_shared_fields_and_prose_prefixes_are_repaired() -> None:
-    """``ebits, mbits: ...`` rendered as ``mbits (*ebits,*)`` and ``#: prose: more`` rendered
-    with ``prose`` as a type (issue 17): the docs extension splits and restores them."""
-    lines = ["Attributes:", "    ebits, mbits: field widths,", "        two lines.", "    x: y"]
-    assert mxdocs.split_shared_fields(lines) == [
-        "Attributes:", "    ebits: field widths,", "        two lines.",
-        "    mbits: field widths,", "        two lines.", "    x: y"]
+def test_napoleon_prose_prefixes_are_repaired() -> None:
+    """``#: prose: more`` rendered with ``prose`` as a type (issue 17): the docs extension
+    restores the text; a real type stays."""
     assert mxdocs.restore_prose_prefix(["more text", "", ":type: the sizes"]) == [
         "the sizes: more text"]
     assert mxdocs.restore_prose_prefix(["text", "", ":type: str | None"]) == [
         "text", "", ":type: str | None"]
+
+
+def test_an_attributes_entry_naming_several_fields_is_split() -> None:
+    # Napoleon writes ``library, version: text`` as one ``:ivar:`` whose first names Sphinx
+    # would read as a type and link (to every class with such a field).
+    napoleon = [
+        ":ivar library, version: the source it reproduces, e.g.",
+        '                        ``("amd-quark", "0.13")``.',
+        ":ivar description: one line.",
+    ]
+    assert mxdocs.split_shared_ivars(napoleon) == [
+        ":ivar library: the source it reproduces, e.g.",
+        '                        ``("amd-quark", "0.13")``.',
+        ":ivar version: the source it reproduces, e.g.",
+        '                        ``("amd-quark", "0.13")``.',
+        ":ivar description: one line.",
+    ]
+
+
+def test_short_references_point_at_the_defining_module() -> None:
+    runner = "mxformats.validate.runner"  # imports Report from mxformats.validate.report
+    assert mxdocs.defining_name("Report.ran", runner) == "mxformats.validate.report.Report.ran"
+    assert mxdocs.defining_name("Checkpoint", runner) == "mxformats.validate.model.Checkpoint"
+    # A type alias reports its origin's module (collections.abc): it is left to Sphinx.
+    assert mxdocs.defining_name("Encoder", "mxformats.schemes.fp8_block") is None

@@ -15,6 +15,10 @@ short way: annotation aliases (``NDArray``, ``np.uint8``, ``Path``) to their ful
 vendored intersphinx inventories, and mxformats names (``mxformats.quantize_mx``,
 ``check_quantizer`` inside ``mxformats.testing``) to the module that defines and documents them.
 
+On ``autodoc-process-docstring`` (after napoleon) it splits a Google ``Attributes:`` entry that
+names several fields (``library, version, function: the source``) into one ``:ivar:`` per
+field: Sphinx would otherwise read all names but the last as a type and link them.
+
 On ``include-read`` it rewrites the spec pages' links to their vectors (``vectors/...``,
 relative to ``spec/``) so that they resolve from ``docs/spec/``, where the pages are included:
 the files in ``spec/`` stay exactly as ``python -m mxformats.specgen`` writes them.
@@ -103,6 +107,25 @@ def _from_imports(module: str) -> dict[str, tuple[str, ...]]:
     return imports
 
 
+def _lookup(dotted: str) -> Any:
+    """The mxformats object ``dotted`` names (a module's attribute, or a class's), or None."""
+    parts = dotted.split(".")
+    if parts[0] != "mxformats":
+        return None
+    for split in range(len(parts) - 1, 0, -1):
+        try:
+            obj: Any = importlib.import_module(".".join(parts[:split]))
+        except ImportError:
+            continue
+        try:
+            for attr in parts[split:]:
+                obj = getattr(obj, attr)
+        except AttributeError:
+            return None
+        return obj
+    return None
+
+
 @functools.cache
 def defining_name(target: str, module: str | None) -> str | None:
     """Where an mxformats object referred to as ``target`` (from ``module``'s docstrings) is
@@ -110,18 +133,19 @@ def defining_name(target: str, module: str | None) -> str | None:
     mxformats class or function."""
     candidates = [target]
     if module:
-        candidates[:0] = [f"{module}.{target}", *_from_imports(module).get(target, ())]
+        # ``Report.ran`` in a module that imports ``Report``: the class's own module.
+        head, dot, rest = target.partition(".")
+        candidates[:0] = [f"{module}.{target}",
+                          *(full + dot + rest for full in _from_imports(module).get(head, ()))]
     for dotted in candidates:
-        owner, _, attr = dotted.rpartition(".")
-        if not owner.startswith("mxformats"):
-            continue
-        try:
-            obj = getattr(importlib.import_module(owner), attr)
-        except (ImportError, AttributeError):
+        obj = _lookup(dotted)
+        if obj is None:
             continue
         defined_in = getattr(obj, "__module__", None)
         qualname = getattr(obj, "__qualname__", None)
-        if isinstance(defined_in, str) and isinstance(qualname, str):
+        # A type alias (``Encoder = Callable[...]``) reports its origin's module: not ours.
+        if (isinstance(defined_in, str) and defined_in.startswith("mxformats")
+                and isinstance(qualname, str)):
             return f"{defined_in}.{qualname}"
     return None
 
@@ -430,38 +454,43 @@ def generate(out: Path = GENERATED) -> list[Path]:
             + capture_validator_output(out))
 
 
+_SHARED_IVAR = re.compile(r"(?P<indent>\s*):ivar (?P<names>\w+(?:, \w+)+): ?(?P<text>.*)")
+
+
+def split_shared_ivars(lines: list[str]) -> list[str]:
+    """Napoleon's ``:ivar a, b: text`` (with its indented continuation lines) as one
+    ``:ivar a: text`` and one ``:ivar b: text``; every other line unchanged."""
+    out: list[str] = []
+    i = 0
+    while i < len(lines):
+        match = _SHARED_IVAR.fullmatch(lines[i])
+        i += 1
+        if match is None:
+            out.append(lines[i - 1])
+            continue
+        indent = match["indent"]
+        body = []
+        while i < len(lines) and lines[i].startswith(indent + " ") and lines[i].strip():
+            body.append(lines[i])
+            i += 1
+        for name in match["names"].split(", "):
+            out += [f"{indent}:ivar {name}: {match['text']}".rstrip(), *body]
+    return out
+
+
+def _on_process_docstring(
+    app: Any, what: str, name: str, obj: Any, options: Any, lines: list[str]
+) -> None:
+    lines[:] = split_shared_ivars(lines)
+
+
 def _on_builder_inited(app: Any) -> None:
     generate()
 
 
-#: A Google-style field naming several attributes at once (``ebits, mbits: widths``).
-_SHARED_FIELD = re.compile(r"^(\s+)([A-Za-z_]\w*(?:, [A-Za-z_]\w*)+): (.*)$")
 #: What napoleon took for an attribute's type but is prose (``#: the sizes: ...``): words with
 #: spaces, no ``|`` or brackets of a type expression.
 _PROSE_TYPE = re.compile(r"^:type: ([A-Za-z][\w'.,() -]* [\w'.,() -]*)$")
-
-
-def split_shared_fields(lines: list[str]) -> list[str]:
-    """``a, b: text`` as ``a: text`` and ``b: text``, each with the continuation lines.
-
-    napoleon reads ``ebits, mbits: text`` in an ``Attributes:`` section as one field and
-    Sphinx then renders it as ``mbits (*ebits,*)``: attribute ``mbits`` of type ``ebits,``."""
-    out: list[str] = []
-    i = 0
-    while i < len(lines):
-        m = _SHARED_FIELD.match(lines[i])
-        i += 1
-        if m is None:
-            out.append(lines[i - 1])
-            continue
-        indent, names, text = m.groups()
-        more = []
-        while i < len(lines) and lines[i].startswith(indent + " ") and lines[i].strip():
-            more.append(lines[i])
-            i += 1
-        for name in names.split(", "):
-            out += [f"{indent}{name}: {text}", *more]
-    return out
 
 
 def restore_prose_prefix(lines: list[str]) -> list[str]:
@@ -476,11 +505,6 @@ def restore_prose_prefix(lines: list[str]) -> list[str]:
     return lines
 
 
-def _before_napoleon(app: Any, what: str, name: str, obj: Any, options: Any,
-                     lines: list[str]) -> None:
-    lines[:] = split_shared_fields(lines)
-
-
 def _after_napoleon(app: Any, what: str, name: str, obj: Any, options: Any,
                     lines: list[str]) -> None:
     if what in ("attribute", "data", "property"):
@@ -488,11 +512,12 @@ def _after_napoleon(app: Any, what: str, name: str, obj: Any, options: Any,
 
 
 def setup(app: Any) -> dict[str, Any]:
-    # Around napoleon (priority 500), which turns the Google sections into fields.
-    app.connect("autodoc-process-docstring", _before_napoleon, priority=400)
+    # After napoleon (priority 500), which turns the Google sections into fields.
     app.connect("autodoc-process-docstring", _after_napoleon, priority=600)
     app.connect("builder-inited", _on_builder_inited)
     app.connect("include-read", _on_include_read)
     app.connect("doctree-read", _on_doctree_read)
     app.connect("missing-reference", _on_missing_reference)
+    # After napoleon (priority 500), which turns ``Attributes:`` into ``:ivar:`` fields.
+    app.connect("autodoc-process-docstring", _on_process_docstring, priority=600)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

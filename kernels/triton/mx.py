@@ -66,9 +66,12 @@ TILE_INTERPRETER = 1 << 15
 def _scale_entries(amax: tl.tensor, table: tl.tensor, SRC_EBITS: tl.constexpr,
                    SRC_MBITS: tl.constexpr, SRC_BIAS: tl.constexpr) -> tl.tensor:
     """The packed scale entry of each block maximum (magnitude bits of the source type)."""
-    _, s, exp, is_inf, is_nan = decode_float(amax, SRC_EBITS, SRC_MBITS, SRC_BIAS, 1)
-    as_f32, _ = round_magnitude(s, exp, 23, 127, 0x7F7FFFFF, False)  # exact: a wider type
-    as_f32 = tl.where(is_inf, 0x7F800000, tl.where(is_nan, 0x7FC00000, as_f32))
+    if SRC_EBITS == 8:  # float32 and bfloat16: the float32 bits are a shift away
+        as_f32 = amax << (23 - SRC_MBITS)
+    else:
+        _, s, exp, is_inf, is_nan = decode_float(amax, SRC_EBITS, SRC_MBITS, SRC_BIAS, 1)
+        as_f32, _ = round_magnitude(s, exp, 23, 127, 0x7F7FFFFF, False)  # exact: wider type
+        as_f32 = tl.where(is_inf, 0x7F800000, tl.where(is_nan, 0x7FC00000, as_f32))
     field = as_f32 >> 23
     threshold = tl.load(table + field)
     below = tl.load(table + 256 + field)
@@ -85,6 +88,35 @@ def _unpack_entries(entry: tl.tensor) -> tuple[tl.tensor, ...]:
 
 
 @triton.jit
+def _sign_and_specials(code: tl.tensor, sign: tl.tensor, is_inf: tl.tensor, is_nan: tl.tensor,
+                       kind: tl.tensor, nan_block: tl.tensor, nonzero: tl.tensor,
+                       E_BITS: tl.constexpr, ZERO_SIGN: tl.constexpr, INF_POS: tl.constexpr,
+                       INF_NEG: tl.constexpr, NAN_POS: tl.constexpr, NAN_NEG: tl.constexpr,
+                       GENERATED_NAN_NEGATIVE: tl.constexpr,
+                       FACTOR_NAN_WINS: tl.constexpr) -> tl.tensor:
+    """The element code with its sign (the profile's zero-sign rule), Inf and NaN rules and
+    NaN-block zeroing applied to the magnitude ``code`` (``nonzero``: the scaled value is
+    nonzero in the producer's arithmetic type)."""
+    negative = sign == 1
+    if ZERO_SIGN == 1:  # positive: a zero result is +0
+        negative = negative & (code != 0)
+    elif ZERO_SIGN == 2:  # sign-function: -0 only where q is nonzero in the arithmetic type
+        negative = negative & nonzero
+    code = code | tl.where(negative, 1 << (E_BITS - 1), 0)
+
+    factor_nan = kind >= KIND_NAN
+    code = tl.where(is_inf & (kind == KIND_POW2), tl.where(sign == 1, INF_NEG, INF_POS), code)
+    q_nan = is_nan | factor_nan | (is_inf & (kind == KIND_ZERO))
+    x_wins = is_nan
+    if FACTOR_NAN_WINS:
+        x_wins = is_nan & ~factor_nan
+    nan_negative = tl.where(x_wins, sign == 1,
+                            tl.where(factor_nan, kind == KIND_NEG_NAN, GENERATED_NAN_NEGATIVE))
+    code = tl.where(q_nan, tl.where(nan_negative, NAN_NEG, NAN_POS), code)
+    return tl.where(nan_block, 0, code)
+
+
+@triton.jit
 def _quantize_mx_kernel(
     src: tl.tensor, codes_out: tl.tensor, scales_out: tl.tensor, table: tl.tensor,
     elements: tl.tensor, rows: tl.tensor, n: tl.tensor, blocks_per_row: tl.tensor,
@@ -96,12 +128,10 @@ def _quantize_mx_kernel(
     MICROXCALING_QUIRK: tl.constexpr, ZERO_SIGN: tl.constexpr,
     ARITH_ZERO_EXP: tl.constexpr, INF_POS: tl.constexpr, INF_NEG: tl.constexpr,
     NAN_POS: tl.constexpr, NAN_NEG: tl.constexpr, GENERATED_NAN_NEGATIVE: tl.constexpr,
-    FACTOR_NAN_WINS: tl.constexpr,
+    FACTOR_NAN_WINS: tl.constexpr, SHIFT_K_LIMIT: tl.constexpr,
 ) -> None:
-    """One program: ``ROWS`` rows x ``BLOCKS`` blocks of ``BLOCK_SIZE`` elements.
-
-    4-bit elements are coded by comparing ``|x|``'s bits with the plan's per-factor thresholds
-    (seven compares for E2M1), wider ones by rounding the scaled significand."""
+    """One program: ``ROWS`` rows x ``BLOCKS`` blocks of ``BLOCK_SIZE`` elements, wider
+    elements (E4M3FN): the scaled significand is rounded by a shift (``round_magnitude``)."""
     row = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
     block = tl.program_id(1) * BLOCKS + tl.arange(0, BLOCKS)
     row3 = row[:, None, None]
@@ -126,53 +156,157 @@ def _quantize_mx_kernel(
     nan_block = nan_block[:, :, None]
 
     # q = x * 2**k, rounded once into the element format, saturating.
-    if E_BITS == 4:
-        magnitude = bits & ((1 << (SRC_BITS - 1)) - 1)
-        row_of_k = elements + (k + SCALE_K_OFFSET) * (E_MAX_CODE + 2)
-        code = tl.zeros_like(magnitude)
-        for level in tl.static_range(E_MAX_CODE):
-            code += (magnitude >= tl.load(row_of_k + level)).to(tl.int32)
-        code = tl.where(kind == KIND_ZERO, 0, code)
-        nonzero = (magnitude >= tl.load(row_of_k + E_MAX_CODE)) & (kind != KIND_ZERO)
-        if MICROXCALING_QUIRK:
-            code = tl.where(magnitude == tl.load(row_of_k + E_MAX_CODE + 1), 1, code)
-    else:
-        scaled = tl.where(kind == KIND_ZERO, 0, s)
-        code, overflow = round_magnitude(scaled, exp + k, E_MBITS, E_BIAS, E_MAX_CODE,
-                                         ROUND_AWAY)
-        code = tl.where(overflow, E_MAX_CODE, code)
-        if MICROXCALING_QUIRK:  # q = (2**24 - 1) * 2**-(E_BIAS + E_MBITS + 24)
-            quirk = (scaled == 0xFFFFFF) & (exp + k == -(E_BIAS + E_MBITS + 24))
-            code = tl.where(quirk, 1, code)
-        below = ARITH_ZERO_EXP - (exp + k)  # |q| > 2**ARITH_ZERO_EXP  <=>  s > 2**below
-        nonzero = (scaled > 0) \
-            & ((below < 0) | (scaled > (1 << tl.minimum(tl.maximum(below, 0), 25))))
-    negative = sign == 1
+    scaled = tl.where(kind == KIND_ZERO, 0, s)
+    code, overflow = round_magnitude(scaled, exp + k, E_MBITS, E_BIAS, E_MAX_CODE, ROUND_AWAY)
+    code = tl.where(overflow, E_MAX_CODE, code)
+    if MICROXCALING_QUIRK:  # q = (2**24 - 1) * 2**-(E_BIAS + E_MBITS + 24)
+        quirk = (scaled == 0xFFFFFF) & (exp + k == -(E_BIAS + E_MBITS + 24))
+        code = tl.where(quirk, 1, code)
+    below = ARITH_ZERO_EXP - (exp + k)  # |q| > 2**ARITH_ZERO_EXP  <=>  s > 2**below
+    nonzero = (scaled > 0) \
+        & ((below < 0) | (scaled > (1 << tl.minimum(tl.maximum(below, 0), 25))))
+    code = _sign_and_specials(code, sign, is_inf, is_nan, kind, nan_block, nonzero, E_BITS,
+                              ZERO_SIGN, INF_POS, INF_NEG, NAN_POS, NAN_NEG,
+                              GENERATED_NAN_NEGATIVE, FACTOR_NAN_WINS)
+    tl.store(codes_out + row3.to(tl.int64) * n + col, code.to(tl.uint8), mask=inside)
+
+
+@triton.jit
+def _e2m1_by_shift(magnitude: tl.tensor, below_emin: tl.tensor, SRC_MBITS: tl.constexpr,
+                   E_MBITS: tl.constexpr, E_MAX_CODE: tl.constexpr,
+                   ROUND_AWAY: tl.constexpr) -> tl.tensor:
+    """The magnitude code of ``|x| * 2**k`` for 4-bit elements by one shift and round of the
+    significand (:func:`mxformats.kernels._mx_plan.shift_code`, step for step).
+
+    ``below_emin``: per block, ``EMIN - (k - SRC_BIAS)``: the exponent field at which ``q``
+    reaches ``2**EMIN`` (``EMIN = 1 - E_BIAS``). With ``t = below_emin - field``, ``q``'s
+    quantum is ``2**max(t, 0)`` times the normal one, so the significand is shifted right by
+    ``SRC_MBITS - E_MBITS + min(max(t, 0), E_MBITS + 2)`` and rounded, and ``max(-t, 0)``
+    binades are added above (a carry lands in the exponent); saturating."""
+    field = magnitude >> SRC_MBITS
+    significand = (magnitude & ((1 << SRC_MBITS) - 1)) | (1 << SRC_MBITS)
+    t = below_emin - field
+    above = tl.maximum(t, 0)
+    shift = tl.minimum(above, E_MBITS + 2) + (SRC_MBITS - E_MBITS)
+    if ROUND_AWAY:
+        quanta = (significand + ((1 << shift) >> 1)) >> shift
+    else:  # (1 << (shift - 1)) - 1 is 31 ones shifted right by 32 - shift
+        quanta = (significand + (0x7FFFFFFF >> (32 - shift)) + ((significand >> shift) & 1)) \
+            >> shift
+    return tl.minimum(quanta + ((above - t) << E_MBITS), E_MAX_CODE)
+
+
+@triton.jit
+def _e2m1_fast(bits: tl.tensor, below_emin: tl.tensor, nonzero_at: tl.tensor,
+               quirk_at: tl.tensor, SRC_BITS: tl.constexpr, SRC_MBITS: tl.constexpr,
+               E_BITS: tl.constexpr, E_MBITS: tl.constexpr, E_MAX_CODE: tl.constexpr,
+               ROUND_AWAY: tl.constexpr, MICROXCALING_QUIRK: tl.constexpr,
+               ZERO_SIGN: tl.constexpr) -> tl.tensor:
+    """The signed 4-bit code of the input bits ``bits`` in a block of finite values with a
+    power-of-two factor below the plan's ``shift_k_limit`` (``nonzero_at``/``quirk_at``: the
+    block's last two element-table entries)."""
+    magnitude = bits & ((1 << (SRC_BITS - 1)) - 1)
+    code = _e2m1_by_shift(magnitude, below_emin, SRC_MBITS, E_MBITS, E_MAX_CODE, ROUND_AWAY)
+    if MICROXCALING_QUIRK:
+        code = tl.where(magnitude == quirk_at, 1, code)
+    sign = (bits >> (SRC_BITS - E_BITS)) & (1 << (E_BITS - 1))
     if ZERO_SIGN == 1:  # positive: a zero result is +0
-        negative = negative & (code != 0)
+        sign = tl.where(code != 0, sign, 0)
     elif ZERO_SIGN == 2:  # sign-function: -0 only where q is nonzero in the arithmetic type
-        negative = negative & nonzero
-    code = code | tl.where(negative, 1 << (E_BITS - 1), 0)
+        sign = tl.where(magnitude >= nonzero_at, sign, 0)
+    return code | sign
 
-    factor_nan = kind >= KIND_NAN
-    code = tl.where(is_inf & (kind == KIND_POW2), tl.where(sign == 1, INF_NEG, INF_POS), code)
-    q_nan = is_nan | factor_nan | (is_inf & (kind == KIND_ZERO))
-    x_wins = is_nan
-    if FACTOR_NAN_WINS:
-        x_wins = is_nan & ~factor_nan
-    nan_negative = tl.where(x_wins, sign == 1,
-                            tl.where(factor_nan, kind == KIND_NEG_NAN, GENERATED_NAN_NEGATIVE))
-    code = tl.where(q_nan, tl.where(nan_negative, NAN_NEG, NAN_POS), code)
-    code = tl.where(nan_block, 0, code)
 
-    if E_BITS == 4:  # two codes per byte, element 2k in the low nibble
-        low, high = tl.split(tl.reshape(code, (ROWS, BLOCKS, BLOCK_SIZE // 2, 2)))
-        pair = block[None, :, None] * (BLOCK_SIZE // 2) \
-            + tl.arange(0, BLOCK_SIZE // 2)[None, None, :]
-        tl.store(codes_out + row3.to(tl.int64) * (n // 2) + pair,
-                 (low | (high << 4)).to(tl.uint8), mask=(row3 < rows) & (pair * 2 < n))
+@triton.jit
+def _e2m1_general(bits: tl.tensor, kind: tl.tensor, nan_block: tl.tensor, row_of_k: tl.tensor,
+                  SRC_BITS: tl.constexpr, SRC_EBITS: tl.constexpr, SRC_MBITS: tl.constexpr,
+                  SRC_BIAS: tl.constexpr, E_BITS: tl.constexpr, E_MAX_CODE: tl.constexpr,
+                  MICROXCALING_QUIRK: tl.constexpr, ZERO_SIGN: tl.constexpr,
+                  INF_POS: tl.constexpr, INF_NEG: tl.constexpr, NAN_POS: tl.constexpr,
+                  NAN_NEG: tl.constexpr, GENERATED_NAN_NEGATIVE: tl.constexpr,
+                  FACTOR_NAN_WINS: tl.constexpr) -> tl.tensor:
+    """The signed 4-bit code of the input bits ``bits`` in any block: the magnitude code is the
+    number of the plan's thresholds (``row_of_k``: the block's element-table row) at or below
+    ``|x|``; then the zero, Inf and NaN rules."""
+    magnitude = bits & ((1 << (SRC_BITS - 1)) - 1)
+    code = tl.zeros_like(magnitude)
+    for level in tl.static_range(E_MAX_CODE):
+        code += (magnitude >= tl.load(row_of_k + level)).to(tl.int32)
+    if MICROXCALING_QUIRK:
+        code = tl.where(magnitude == tl.load(row_of_k + E_MAX_CODE + 1), 1, code)
+    code = tl.where(kind == KIND_ZERO, 0, code)
+    nonzero = (magnitude >= tl.load(row_of_k + E_MAX_CODE)) & (kind != KIND_ZERO)
+    sign, _, _, is_inf, is_nan = decode_float(bits, SRC_EBITS, SRC_MBITS, SRC_BIAS, 1)
+    return _sign_and_specials(code, sign, is_inf, is_nan, kind, nan_block, nonzero, E_BITS,
+                              ZERO_SIGN, INF_POS, INF_NEG, NAN_POS, NAN_NEG,
+                              GENERATED_NAN_NEGATIVE, FACTOR_NAN_WINS)
+
+
+@triton.jit
+def _quantize_mx4_kernel(
+    src: tl.tensor, codes_out: tl.tensor, scales_out: tl.tensor, table: tl.tensor,
+    elements: tl.tensor, rows: tl.tensor, pairs: tl.tensor, blocks_per_row: tl.tensor,
+    ROWS: tl.constexpr, BLOCKS: tl.constexpr, BLOCK_SIZE: tl.constexpr,
+    SRC_BITS: tl.constexpr, SRC_EBITS: tl.constexpr, SRC_MBITS: tl.constexpr,
+    SRC_BIAS: tl.constexpr,
+    E_BITS: tl.constexpr, E_MBITS: tl.constexpr, E_BIAS: tl.constexpr, E_MAX_CODE: tl.constexpr,
+    ROUND_AWAY: tl.constexpr,
+    MICROXCALING_QUIRK: tl.constexpr, ZERO_SIGN: tl.constexpr,
+    ARITH_ZERO_EXP: tl.constexpr, INF_POS: tl.constexpr, INF_NEG: tl.constexpr,
+    NAN_POS: tl.constexpr, NAN_NEG: tl.constexpr, GENERATED_NAN_NEGATIVE: tl.constexpr,
+    FACTOR_NAN_WINS: tl.constexpr, SHIFT_K_LIMIT: tl.constexpr,
+) -> None:
+    """One program: ``ROWS`` rows x ``BLOCKS`` blocks of ``BLOCK_SIZE`` 4-bit elements, packed
+    two per byte (element 2j low). ``src`` is the input seen as words of two elements (int32
+    for 16-bit input, int64 for float32), so element 2j and 2j + 1 arrive apart, as the
+    packing wants them, from one (vector) load. ``pairs``: words per row (half the row).
+
+    A tile whose blocks all hold finite values with a power-of-two factor below the plan's
+    ``SHIFT_K_LIMIT`` codes every element by one shift and round (:func:`_e2m1_by_shift`);
+    any other tile takes the general path (threshold compares, Inf/NaN/zero rules)."""
+    row = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
+    block = tl.program_id(1) * BLOCKS + tl.arange(0, BLOCKS)
+    row3 = row[:, None, None]
+    pair = block[None, :, None] * (BLOCK_SIZE // 2) + tl.arange(0, BLOCK_SIZE // 2)[None, None, :]
+    inside = (row3 < rows) & (pair < pairs)  # a short last block is padded with +0.0
+    words = tl.load(src + row3.to(tl.int64) * pairs + pair, mask=inside, other=0)
+    low_mask = (1 << SRC_BITS) - 1
+    even = (words & low_mask).to(tl.int32)
+    odd = ((words >> SRC_BITS) & low_mask).to(tl.int32)
+
+    # Block maximum of |x| as an integer maximum of the magnitude bits: a NaN's bits exceed
+    # Inf's, so NaN propagates (torch.amax), whatever the order of the lanes.
+    magnitude_mask = (1 << (SRC_BITS - 1)) - 1
+    amax = tl.max(tl.maximum(even & magnitude_mask, odd & magnitude_mask), axis=2)
+    byte, k, kind, nan_block = _unpack_entries(
+        _scale_entries(amax, table, SRC_EBITS, SRC_MBITS, SRC_BIAS))
+    row2 = row[:, None]
+    block2 = block[None, :]
+    tl.store(scales_out + row2.to(tl.int64) * blocks_per_row + block2, byte.to(tl.uint8),
+             mask=(row2 < rows) & (block2 < blocks_per_row))
+    general = (kind != KIND_POW2) | nan_block | (k >= SHIFT_K_LIMIT) \
+        | ((amax >> SRC_MBITS) == (1 << SRC_EBITS) - 1)
+    row_of_k = elements + (k[:, :, None] + SCALE_K_OFFSET) * (E_MAX_CODE + 2)
+    if tl.max(general.to(tl.int32)) == 0:
+        below_emin = ((1 - E_BIAS + SRC_BIAS) - k)[:, :, None]
+        nonzero_at = tl.load(row_of_k + E_MAX_CODE)
+        quirk_at = tl.load(row_of_k + E_MAX_CODE + 1)
+        low = _e2m1_fast(even, below_emin, nonzero_at, quirk_at, SRC_BITS, SRC_MBITS, E_BITS,
+                         E_MBITS, E_MAX_CODE, ROUND_AWAY, MICROXCALING_QUIRK, ZERO_SIGN)
+        high = _e2m1_fast(odd, below_emin, nonzero_at, quirk_at, SRC_BITS, SRC_MBITS, E_BITS,
+                          E_MBITS, E_MAX_CODE, ROUND_AWAY, MICROXCALING_QUIRK, ZERO_SIGN)
     else:
-        tl.store(codes_out + row3.to(tl.int64) * n + col, code.to(tl.uint8), mask=inside)
+        kind3 = kind[:, :, None]
+        nan_block3 = nan_block[:, :, None]
+        low = _e2m1_general(even, kind3, nan_block3, row_of_k, SRC_BITS, SRC_EBITS, SRC_MBITS,
+                            SRC_BIAS, E_BITS, E_MAX_CODE, MICROXCALING_QUIRK, ZERO_SIGN, INF_POS,
+                            INF_NEG, NAN_POS, NAN_NEG, GENERATED_NAN_NEGATIVE, FACTOR_NAN_WINS)
+        high = _e2m1_general(odd, kind3, nan_block3, row_of_k, SRC_BITS, SRC_EBITS, SRC_MBITS,
+                             SRC_BIAS, E_BITS, E_MAX_CODE, MICROXCALING_QUIRK, ZERO_SIGN,
+                             INF_POS, INF_NEG, NAN_POS, NAN_NEG, GENERATED_NAN_NEGATIVE,
+                             FACTOR_NAN_WINS)
+    tl.store(codes_out + row3.to(tl.int64) * pairs + pair, (low | (high << 4)).to(tl.uint8),
+             mask=inside)
 
 
 @triton.jit
@@ -273,8 +407,23 @@ def quantize_constants(plan: plans.QuantizePlan) -> dict[str, Any]:
         INF_POS=plan.inf_codes[0], INF_NEG=plan.inf_codes[1],
         NAN_POS=plan.nan_codes[0], NAN_NEG=plan.nan_codes[1],
         GENERATED_NAN_NEGATIVE=plan.generated_nan_negative,
-        FACTOR_NAN_WINS=plan.factor_nan_wins,
+        FACTOR_NAN_WINS=plan.factor_nan_wins, SHIFT_K_LIMIT=plan.shift_k_limit,
     )
+
+
+def quantize_kernel(plan: plans.QuantizePlan) -> Any:
+    """The kernel for ``plan``: packed 4-bit elements or wider ones."""
+    return _quantize_mx4_kernel if plan.elem.bits == 4 else _quantize_mx_kernel
+
+
+def _as_pairs(source: torch.Tensor) -> torch.Tensor:
+    """A contiguous ``(rows, n)`` input (``n`` even) as ``(rows, n // 2)`` words of two
+    elements (element 2j in the low half: little-endian, as every GPU and x86-64); copied
+    first where its start is not aligned to a word."""
+    word = torch.int32 if source.element_size() == 2 else torch.int64
+    if source.data_ptr() % (2 * source.element_size()):
+        source = source.clone()
+    return source.view({2: torch.int16, 4: torch.int32}[source.element_size()]).view(word)
 
 
 def dequantize_constants(plan: plans.DequantizePlan) -> dict[str, Any]:
@@ -318,11 +467,13 @@ def quantize_mx(x: torch.Tensor, elem: Format | str = E2M1, *, block_size: int =
         rows_per_program, columns = _tile(call.source, n, block_size)
         rows_per_program = _pow2_at_most(rows, rows_per_program)
         grid = (triton.cdiv(rows, rows_per_program), triton.cdiv(n, columns))
+        source = _as_pairs(call.source) if plan.elem.bits == 4 else call.source
         _launch(
-            _quantize_mx_kernel, grid, call.source,
-            call.source, call.codes, call.scales,
+            quantize_kernel(plan), grid, call.source,
+            source, call.codes, call.scales,
             _table_on(plan.scale_table, call.source.device),
-            _table_on(plan.element_table, call.source.device), rows, n, blocks_per_row,
+            _table_on(plan.element_table, call.source.device), rows,
+            n // 2 if plan.elem.bits == 4 else n, blocks_per_row,
             ROWS=rows_per_program, BLOCKS=columns // block_size, **quantize_constants(plan),
         )
     return call.finish()

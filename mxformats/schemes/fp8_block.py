@@ -351,7 +351,7 @@ def _scaled(profile: FP8BlockProfile, tiles: NDArray[Any], wide: NDArray[np.floa
     return result
 
 
-#: ``encode(fmt, values)``: E4M3 codes of float16/bfloat16/float32 values, nearest-even,
+#: ``encode(fmt, values)`` gives the E4M3 codes of float16/bfloat16/float32 values, nearest-even,
 #: saturating (``Format.encode(values, overflow="saturate")`` or a byte-identical fast path).
 Encoder = Callable[[Format, "NDArray[Any]"], "NDArray[np.uint8]"]
 

@@ -87,7 +87,7 @@ F32 = np.dtype(np.float32)
 _BF16 = np.dtype(ml_dtypes.bfloat16)
 _INPUT_DTYPES = (np.dtype(np.float16), _BF16, F32)
 
-#: What the checkpoint stores as the global scale: ``scale_2 = amax / (6 M)``, a multiplier
+#: What the checkpoint stores as the global scale, ``scale_2 = amax / (6 M)``, a multiplier
 #: (ModelOpt ``weight_scale_2``), or ``inverse = 6 M / amax``, a divisor (compressed-tensors
 #: ``weight_global_scale``).
 GlobalForm = Literal["scale_2", "inverse"]
@@ -165,6 +165,7 @@ _FINITE = "every finite tensor whose length along axis is a multiple of 16"
 _REFUSED = "NaN or ±Inf in the tensor: ValueError (implementation-defined)"
 _LENGTH = "a length along axis that is 0 or not a multiple of 16: ValueError"
 
+#: Every NVFP4 producer profile by name (``quantize_nvfp4(x, profile=name)``).
 PRODUCERS: dict[str, NVFP4Producer] = {
     p.name: p
     for p in (
@@ -226,6 +227,7 @@ PRODUCERS: dict[str, NVFP4Producer] = {
     )
 }
 
+#: Every NVFP4 consumer profile by name (``dequantize_nvfp4(..., profile=name)``).
 CONSUMERS: dict[str, NVFP4Consumer] = {
     c.name: c
     for c in (

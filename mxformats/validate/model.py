@@ -320,11 +320,11 @@ class Architecture:
     multimodal: bool
     prefix: str  # "model." or "language_model.model."
     lm_head: str  # module name: "lm_head" or "language_model.lm_head"
-    #: The vision tower's sizes, or None (text-only, or ``vision_problem`` says why not).
+    #: the vision tower's sizes (None if text-only or ``vision_problem`` says why not derived)
     vision: VisionDims | None = None
     #: why the vision tower's inventory could not be derived (only it goes unchecked)
     vision_problem: str | None = None
-    #: Where the text keys sit, ``"text_config"`` (K2.5/K2.6) or ``""`` (the top level).
+    #: where the text keys sit — ``"text_config"`` (K2.5/K2.6) or ``""`` (the top level)
     where: str = ""
     #: the text keys config.json omits, which took the loader's defaults (``TEXT_DEFAULTS``)
     defaulted: tuple[str, ...] = ()
@@ -381,7 +381,7 @@ class Checkpoint:
     _matcher: tuple[tuple[str, ...], ExcludeMatcher] | None = field(
         default=None, repr=False, compare=False
     )
-    #: what every byte is read through (None: a :class:`LocalReader` of ``root``)
+    #: what every byte is read through (None means a :class:`LocalReader` of ``root``)
     reader: Reader | None = field(default=None, repr=False, compare=False)
     #: tensor-data reads the reader could not complete (the runner reports them, one
     #: finding per file)
@@ -467,7 +467,7 @@ class Options:
     workers: int = field(default_factory=lambda: min(os.cpu_count() or 1, 8))
     strict: bool = False
     allow_symlink_root: tuple[Path, ...] = ()
-    #: ``--yes``: a remote ``--level full`` may read more than 10 GB
+    #: ``--yes`` lets a remote ``--level full`` read more than 10 GB
     yes: bool = False
 
     def at_least(self, level: Level) -> bool:

@@ -6,7 +6,7 @@ loader needs (a safetensors header, a small JSON file). :class:`LocalReader` rea
 ``mxformats.validate.hub.HubReader`` reads a Hugging Face repository pinned to one
 commit. Every check (the loader in :mod:`~mxformats.validate.files`,
 :meth:`~mxformats.validate.model.Checkpoint.read`, the chunked scans of
-``validate.numbers``, ``validate.manifest``) calls these methods
+``mxformats.validate.numbers``, ``mxformats.validate.manifest``) calls these methods
 and nothing else, so no check has a second copy for ``hf://``.
 
 The safetensors header is parsed by :func:`mxformats.tensorfile.parse_header` whatever the
@@ -53,7 +53,7 @@ __all__ = [
     "unsafe_name",
 ]
 
-#: How a Hub checkpoint is named on the command line: ``hf://ORG/NAME[@REVISION]``.
+#: How a Hub checkpoint is named on the command line (``hf://ORG/NAME[@REVISION]``).
 HUB_PREFIX = "hf://"
 
 _CHUNK = 8 << 20
@@ -75,7 +75,7 @@ class ReadFailed(OSError):
         self.check = check
         self.file = file
         self.reason = reason
-        #: not attempted: an earlier read found the server unreachable (same root cause)
+        #: not attempted, as an earlier read found the server unreachable (same root cause)
         self.follow_on = follow_on
 
     def __str__(self) -> str:

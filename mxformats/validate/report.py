@@ -31,9 +31,8 @@ if TYPE_CHECKING:
 __all__ = ["SCHEMA_VERSION", "Report", "exit_code", "print_report", "printable", "to_github",
            "to_json", "to_junit"]
 
-#: The JSON report's layout version, bumped when a key changes meaning or disappears. Version
-#: 2 renamed the reproduction block's ``per_tensor`` to ``per_module`` (it always held one
-#: entry per module).
+#: Bumped when a key of the JSON report changes meaning or disappears. 2 — the reproduction
+#: block's ``per_tensor`` is ``per_module`` (it always held one entry per module).
 SCHEMA_VERSION = 2
 
 #: The check group each module declares, where the two names differ.

@@ -18,7 +18,9 @@ backend that runs on ``--device``; a test taking ``backend`` runs once per such 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import ml_dtypes
@@ -31,10 +33,11 @@ from mxformats import mx as mx_reference
 from mxformats._mx_consumers import CONSUMERS
 from mxformats._mx_producers import PRODUCERS
 from mxformats.codec import tensor_to_numpy
-from mxformats.formats import get_format
+from mxformats.formats import E2M1, get_format
 from mxformats.kernels import _mx_plan as mx_plan
 from mxformats.kernels._mx_plan import KERNEL_ELEMENTS
 from mxformats.profiles import profiles as registered_profiles
+from mxformats.schemes import fp8_block as fp8_block_reference
 from mxformats.testing import check_dequantizer, check_int4_quantizer, check_quantizer
 from mxformats.testing.cases import float_dtype
 
@@ -237,6 +240,36 @@ def test_quantize_mx_ragged_last_block(backend: Backend, fmt: str, profile: str,
             assert not isinstance(got, type), f"the kernel raises {got}"
             for g, e, what in zip(got, expected, ("codes", "scales"), strict=True):
                 assert_bytes_equal(g, e, what)
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_quantize_mx_finite_sweep(backend: Backend, dtype: str, device: str) -> None:
+    """Every finite 16-bit pattern, in blocks of finite values only (so the Triton E2M1
+    kernel takes its shift-and-round path on every tile it can), in magnitude order (each
+    block near its maximum: every binade, every tie) and shuffled (small elements under large
+    maxima: the subnormal quanta), 16K elements per call, for every E2M1 claim that takes
+    ``dtype``: equal bytes with the reference."""
+    fn = _kernel(backend, "quantize_mx")
+    np_dtype = float_dtype(dtype)
+    patterns = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(np_dtype)
+    finite = patterns[np.isfinite(patterns.astype(np.float32))]
+    finite = finite[np.argsort(np.abs(finite.astype(np.float32)), kind="stable")]
+    shuffled = finite[np.random.default_rng(16).permutation(finite.size)]
+    chunk = 1 << 14
+    claims = [profile for fmt, profile in _claimed(backend, "quantize_mx")
+              if fmt == "e2m1" and np_dtype in PRODUCERS[profile].dtypes]
+    assert claims
+    for profile in claims:
+        for order, values in (("sorted", finite), ("shuffled", shuffled)):
+            values = values[:values.size // 32 * 32]
+            for start in range(0, values.size, chunk):
+                part = values[start:start + chunk]
+                part = part.reshape(-1, 256 if part.size % 256 == 0 else 32)
+                expected = mx_reference.quantize_mx(part, E2M1, profile=profile)
+                codes, scales = fn(_torch(part, device), E2M1, profile=profile)
+                what = f"{profile} {dtype} {order} from {start}"
+                assert_bytes_equal(codes, expected.codes, f"codes, {what}")
+                assert_bytes_equal(scales, expected.scales, f"scales, {what}")
 
 
 QUANTIZE_REFUSALS = {
@@ -671,3 +704,176 @@ def test_dequantize_w4a8(backend: Backend, fmt: str, profile: str, device: str,
         assert_bytes_equal(got, expected, f"{dtype} [{rows}, {cols}] -> {out_dtype}")
 
     check()
+
+
+# -- FP8 block scaling (DeepSeek-V3 weight_scale_inv, compressed-tensors FP8_BLOCK) -------------
+
+
+def _fp8_block_vectors(op: str) -> list[dict[str, Any]]:
+    path = Path(__file__).resolve().parents[2] / "spec" / "vectors" / "fp8-block" / f"{op}.json"
+    cases: list[dict[str, Any]] = json.loads(path.read_text())["cases"]
+    return cases
+
+
+def _hex_array(values: list[str], dtype: Any, shape: list[int]) -> np.ndarray:
+    return np.array([float.fromhex(v) for v in values]).astype(dtype).reshape(shape)
+
+
+def _check_fp8_block(fn: Callable[..., Any], values: np.ndarray, block: tuple[int, int],
+                     profile: str, device: str, what: str, given: Any = None) -> None:
+    """``fn`` on ``values`` (or on ``given``, its torch layout) against the reference."""
+    expected = fp8_block_reference.quantize_fp8_block(values, block=block, profile=profile)
+    codes, scales = fn(_torch(values, device) if given is None else given, block=block,
+                       profile=profile)
+    assert_bytes_equal(codes, expected.codes, f"codes, {what}")
+    assert_bytes_equal(scales, expected.scales, f"scales, {what}")
+
+
+@pytest.mark.kernel("quantize_fp8_block")
+def test_quantize_fp8_block_vectors(backend: Backend, fmt: str, profile: str,
+                                    device: str) -> None:
+    """The spec's vectors (spec/vectors/fp8-block/quantize.json) of the profile."""
+    fn = _kernel(backend, "quantize_fp8_block")
+    cases = [c for c in _fp8_block_vectors("quantize") if c["profile"] == profile]
+    assert cases
+    for case in cases:
+        x = _hex_array(case["input"], float_dtype(case["dtype"]), case["shape"])
+        codes, scales = fn(_torch(x, device), block=tuple(case["block"]), profile=profile)
+        assert _numpy(codes).reshape(-1).tolist() == [int(c, 16) for c in case["codes"]], \
+            case["id"]
+        expected = _hex_array(case["scales"], float_dtype(case["scale_dtype"]),
+                              list(_numpy(scales).shape))
+        assert_bytes_equal(scales, expected, f"scales, {case['id']}")
+
+
+@pytest.mark.kernel("quantize_fp8_block")
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_quantize_fp8_block_exhaustive(backend: Backend, fmt: str, profile: str, dtype: str,
+                                       device: str) -> None:
+    """Every 16-bit pattern (NaN, ±Inf, ±0, subnormals) in magnitude order, 4 x 128 tiles
+    (every fourth binade as a tile maximum; NaN and Inf tiles last), and every finite one
+    shuffled into 48 x 112 tiles (small elements under large maxima; partial edge tiles in
+    both directions, tiles narrower than their power-of-two width)."""
+    fn = _kernel(backend, "quantize_fp8_block")
+    patterns = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(float_dtype(dtype))
+    wide = patterns.astype(np.float32)
+    order = np.argsort(np.abs(wide), kind="stable")
+    finite = patterns[np.isfinite(wide)]
+    shuffled = finite[np.random.default_rng(8).permutation(finite.size)]
+    _check_fp8_block(fn, patterns[order].reshape(512, 128), (4, 128), profile, device,
+                     f"{profile} {dtype} sorted")
+    _check_fp8_block(fn, shuffled[:shuffled.size // 240 * 240].reshape(-1, 240), (48, 112),
+                     profile, device, f"{profile} {dtype} shuffled")
+
+
+@pytest.mark.kernel("quantize_fp8_block")
+def test_quantize_fp8_block_checkpoint_shapes(backend: Backend, fmt: str, profile: str,
+                                              device: str) -> None:
+    """Kimi-K2's ragged shapes in 128 x 128 tiles: ``kv_a_proj_with_mqa`` (576 rows: a half
+    tile row; 576 x 7168 on a GPU, 576 x 1024 on the interpreter) and a 96-column expert
+    slice (every tile partial), bfloat16."""
+    fn = _kernel(backend, "quantize_fp8_block")
+    wide = 7168 if device != "cpu" else 1024
+    for shape in ((576, wide), (384, 96)):
+        values = _random_values(shape[1], shape, "bfloat16")
+        _check_fp8_block(fn, values, (128, 128), profile, device, f"{profile} {shape}")
+
+
+@st.composite
+def _fp8_block_cases(draw: Any) -> tuple[Any, ...]:
+    """A weight of 1-300 rows and 1-257 columns (96 included), a block shape, a dtype, and
+    how the kernel gets it: contiguous, transposed or sliced."""
+    shape = (draw(st.integers(1, 300)), draw(st.sampled_from([1, 5, 96, 128, 200, 257])))
+    block = draw(st.sampled_from([(128, 128), (1, 128), (128, 1), (64, 96), (32, 16)]))
+    dtype = draw(st.sampled_from(DTYPES))
+    layout = draw(st.sampled_from(["contiguous", "transposed", "sliced"]))
+    return _random_values(draw(st.integers(0, 2**32 - 1)), shape, dtype), block, layout
+
+
+@pytest.mark.kernel("quantize_fp8_block")
+def test_fp8_block_shapes(backend: Backend, fmt: str, profile: str, device: str,
+                          examples: int) -> None:
+    """Any 2-D shape, block and strides: quantize, and dequantize the reference's result, with
+    the reference's bytes."""
+    quantize = _kernel(backend, "quantize_fp8_block")
+    dequantize = _kernel(backend, "dequantize_fp8_block")
+
+    @settings(max_examples=max(5, examples // 3), deadline=None, database=None)
+    @given(_fp8_block_cases())
+    def check(case: tuple[Any, ...]) -> None:
+        values, block, layout = case
+        what = f"{profile} {values.dtype} {values.shape} {block} {layout}"
+        _check_fp8_block(quantize, values, block, profile, device, what,
+                         _laid_out(values, layout, device))
+        q = fp8_block_reference.quantize_fp8_block(values, block=block, profile=profile)
+        for out in ("float32", "bfloat16"):
+            expected = fp8_block_reference.dequantize_fp8_block(
+                q.codes, q.scales, block=block, profile=profile, dtype=float_dtype(out))
+            got = dequantize(_torch(q.codes, device), _torch(q.scales, device), block=block,
+                             profile=profile, dtype=getattr(torch, out))
+            assert_bytes_equal_nan_any(got, expected, f"dequantize to {out}, {what}")
+
+    check()
+
+
+@pytest.mark.kernel("dequantize_fp8_block")
+@pytest.mark.parametrize("scale_dtype", ["float32", "bfloat16"])
+def test_dequantize_fp8_block_exhaustive(backend: Backend, fmt: str, profile: str,
+                                         scale_dtype: str, device: str) -> None:
+    """All 256 codes under scales of every exponent (four mantissas each, both signs, ±0,
+    ±Inf, NaN), one scale per row, into float32, bfloat16 and float16. A NaN output may be
+    any NaN where the reference has one (its sign and payload are the CPU's, spec/mx.md §6)."""
+    fn = _kernel(backend, "dequantize_fp8_block")
+    np_scale = float_dtype(scale_dtype)
+    bits = np.dtype(f"u{np_scale.itemsize}")
+    mbits = 23 if scale_dtype == "float32" else 7
+    exponents = np.arange(1 << (8 * np_scale.itemsize - 1 - mbits), dtype=np.uint64)
+    mantissas = np.array([0, 1, 1 << (mbits - 1), (1 << mbits) - 1], dtype=np.uint64)
+    magnitudes = ((exponents[:, None] << np.uint64(mbits)) | mantissas[None, :]).reshape(-1)
+    signed = np.concatenate([magnitudes, magnitudes | np.uint64(1 << (8 * np_scale.itemsize - 1))])
+    scales = signed.astype(bits).view(np_scale).reshape(-1, 1)
+    codes = np.tile(np.arange(256, dtype=np.uint8), (scales.shape[0], 1))
+    for out in DTYPES:
+        expected = fp8_block_reference.dequantize_fp8_block(
+            codes, scales, block=(1, 256), profile=profile, dtype=float_dtype(out))
+        got = fn(_torch(codes, device), _torch(scales, device), block=(1, 256), profile=profile,
+                 dtype=getattr(torch, out))
+        assert_bytes_equal_nan_any(got, expected, f"{profile}, {scale_dtype} scales, to {out}")
+
+
+FP8_BLOCK_REFUSALS = {
+    "1-D": (np.ones(128, np.float32), {}),
+    "3-D": (np.ones((2, 4, 8), np.float32), {}),
+    "empty": (np.ones((0, 8), np.float32), {}),
+    "float64": (np.ones((2, 8), np.float64), {}),
+    "integer data": (np.ones((2, 8), np.int32), {}),
+    "block of one int": (np.ones((2, 8), np.float32), {"block": 128}),
+    "block with a zero": (np.ones((2, 8), np.float32), {"block": (0, 128)}),
+    "unknown profile": (np.ones((2, 8), np.float32), {"profile": "no-such-profile"}),
+}
+
+
+@pytest.mark.kernel("quantize_fp8_block")
+def test_quantize_fp8_block_refuses_as_the_reference(backend: Backend, fmt: str, profile: str,
+                                                     device: str) -> None:
+    """Each bad argument raises what the reference raises."""
+    fn = _kernel(backend, "quantize_fp8_block")
+    for case, (values, overrides) in FP8_BLOCK_REFUSALS.items():
+        kwargs = {"profile": profile, **overrides}
+        expected = _outcome(lambda v=values, k=kwargs:
+                            fp8_block_reference.quantize_fp8_block(v, **k))
+        assert isinstance(expected, type), f"{case}: the reference accepts it"
+        got = _outcome(lambda v=values, k=kwargs: fn(_torch(v, device), **k))
+        assert got is expected, f"{case}: the reference raises {expected.__name__}, the " \
+            f"kernel {got}"
+
+
+@pytest.mark.kernel("dequantize_fp8_block")
+def test_dequantize_fp8_block_refuses_wrong_scale_shapes(backend: Backend, fmt: str,
+                                                         profile: str, device: str) -> None:
+    codes, scales = np.zeros((130, 8), np.uint8), np.ones((1, 1), np.float32)
+    expected = _outcome(lambda: fp8_block_reference.dequantize_fp8_block(codes, scales,
+                                                                         profile=profile))
+    got = _outcome(lambda: _kernel(backend, "dequantize_fp8_block")(
+        _torch(codes, device), _torch(scales, device), profile=profile))
+    assert expected is ValueError and got is ValueError

@@ -29,6 +29,16 @@ CASES = [
     ("dequantize", "triton", "e4m3fn", "float16", "float16"),
     ("dequantize", "compressed-tensors", "e2m1", "bfloat16", "float32"),
 ]
+#: (profile, input dtype) of the FP8 block quantizer, and (profile, scale dtype) of its
+#: dequantizer: every multiplier, scale dtype and rounding kind.
+FP8_BLOCK_CASES = [("quantize", "deepseek", "bfloat16"), ("quantize", "deepgemm", "float32"),
+                   ("quantize", "ue8m0", "float16"), ("quantize", "compressed-tensors", "bfloat16"),
+                   ("quantize", "deepseek-fnuz", "float32"),
+                   ("dequantize", "deepseek", "float32"),
+                   ("dequantize", "compressed-tensors", "bfloat16")]
+#: What would make a GPU's bytes differ from the interpreter's where a kernel does float
+#: arithmetic: contraction, approximate division or reciprocal, flushed subnormals.
+INEXACT_OPS = re.compile(r"\bfma\.rn\.f32|\b(?:div|rcp)\.(?:approx|full)[.a-z0-9]*|\.ftz\b")
 FLOAT_OPS = re.compile(r"^\s*((?:fma|mul|add|sub|div|rcp|ex2|lg2|max|min)\.[a-z0-9.]*f(?:16|32|64))",
                        re.MULTILINE)
 
@@ -47,9 +57,11 @@ def _float_ops(case: tuple[str, ...]) -> list[str]:
     signature = {"table": "*i32", "rows": "i32", "n": "i32", "blocks_per_row": "i32"}
     if kernel == "quantize":
         plan = mx_plan.quantize_plan(profile, get_format(elem), dtype, 32)
-        fn = mx._quantize_mx_kernel
-        pointers = {"src": "*i32" if plan.source.bits == 32 else "*i16", "codes_out": "*u8",
-                    "scales_out": "*u8", "elements": "*i32"}
+        fn = mx.quantize_kernel(plan)
+        source = plan.source.bits * (2 if plan.elem.bits == 4 else 1)  # E2M1: element pairs
+        pointers = {"src": f"*i{source}", "codes_out": "*u8", "scales_out": "*u8",
+                    "elements": "*i32"}
+        signature = {**signature, "pairs": "i32"} if plan.elem.bits == 4 else signature
         constants = {"ROWS": 16, "BLOCKS": 8, **mx.quantize_constants(plan)}
     else:
         dplan = mx_plan.dequantize_plan(profile, get_format(elem), dtype, out, 32)
@@ -64,6 +76,42 @@ def _float_ops(case: tuple[str, ...]) -> list[str]:
     compiled = triton.compile(source, target=GPUTarget("cuda", 90, 32),
                               options={"enable_fp_fusion": False})
     return FLOAT_OPS.findall(compiled.asm["ptx"])
+
+
+def _inexact_ops_fp8_block(case: tuple[str, ...]) -> list[str]:
+    """Compile one FP8 block launch (recorded, not run) for sm_90; its inexact instructions."""
+    import torch
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from mxformats.kernels.triton import fp8_block
+
+    function, profile, dtype = case
+    launches: list[tuple[Any, tuple[Any, ...], dict[str, Any]]] = []
+    real_launch = fp8_block.launch
+    fp8_block.launch = lambda kernel, grid, t, *args, **meta: launches.append((kernel, args, meta))
+    try:
+        if function == "quantize":
+            fp8_block.quantize_fp8_block(torch.ones(256, 256, dtype=getattr(torch, dtype)),
+                                         profile=profile)
+        else:
+            fp8_block.dequantize_fp8_block(torch.zeros(256, 256, dtype=torch.uint8),
+                                           torch.ones(2, 2, dtype=getattr(torch, dtype)),
+                                           profile=profile, dtype=torch.bfloat16)
+    finally:
+        fp8_block.launch = real_launch
+    (kernel, args, meta), = launches
+    names = [p.name for p in kernel.params if not p.is_constexpr]
+    types = {torch.float32: "*fp32", torch.bfloat16: "*bf16", torch.float16: "*fp16",
+             torch.uint8: "*u8"}
+    signature = {name: types[a.dtype] if isinstance(a, torch.Tensor) else "i32"
+                 for name, a in zip(names, args, strict=True)}
+    signature.update(dict.fromkeys(meta, "constexpr"))
+    source = ASTSource(kernel, {name: signature[name] for name in kernel.arg_names}, meta)
+    compiled = triton.compile(source, target=GPUTarget("cuda", 90, 32),
+                              options={"enable_fp_fusion": False})
+    return sorted(set(INEXACT_OPS.findall(compiled.asm["ptx"])))
 
 
 @pytest.fixture(scope="module")
@@ -88,5 +136,14 @@ def test_mx_kernel_compiles_without_float_arithmetic(case: tuple[str, ...],
     assert compiled["-".join(case)] == []
 
 
+@pytest.mark.parametrize("case", FP8_BLOCK_CASES, ids=["-".join(c) for c in FP8_BLOCK_CASES])
+def test_fp8_block_kernel_compiles_exact(case: tuple[str, ...], compiled: dict[str, Any]) -> None:
+    """The FP8 block kernels do float arithmetic (the producers' divisions and products): in
+    their PTX no fused multiply-add, approximate division or reciprocal, or flush to zero."""
+    assert compiled["fp8_block-" + "-".join(case)] == []
+
+
 if __name__ == "__main__":
-    print(json.dumps({"-".join(case): _float_ops(case) for case in CASES}))
+    print(json.dumps({**{"-".join(case): _float_ops(case) for case in CASES},
+                      **{"fp8_block-" + "-".join(case): _inexact_ops_fp8_block(case)
+                         for case in FP8_BLOCK_CASES}}))

@@ -221,8 +221,8 @@ class Descriptor:
 
 
 class MixedDescriptor(Descriptor):
-    """A mixed-precision format: :meth:`for_module` picks each module's descriptor, and the
-    checks across modules run per member descriptor on its own modules."""
+    """A mixed-precision format: :meth:`~Descriptor.for_module` picks each module's descriptor,
+    and the checks across modules run per member descriptor on its own modules."""
 
     numeric = True
 

@@ -1,0 +1,284 @@
+#!/usr/bin/env python3
+"""PTX instructions per element of every Triton kernel, compiled for sm_90 without a GPU.
+
+The cost model of a kernel we cannot time here: each launch the public functions make is
+recorded (not run) on the CPU with the GPU tile sizes, compiled by Triton's NVIDIA backend for
+sm_90 (no GPU or driver needed), and its PTX is read back. The kernels hold no loop: a program
+handles one tile, every thread the same number of elements. So the steady-state cost per
+element is the number of PTX instructions on the **fast path** (the shortest path through the
+kernel's control-flow graph from entry to ``ret``: a tile of finite values, where a branch for
+rare blocks is not taken) divided by the elements each thread handles
+(``tile elements / (num_warps * 32)``). The table also gives every instruction of the kernel
+(``all``, both sides of every branch) per element.
+
+    python benchmarks/ptx_cost.py                # the table (Markdown), about a minute
+    python benchmarks/ptx_cost.py --json out.json
+    python benchmarks/ptx_cost.py --only mx      # cases whose name contains "mx"
+    python benchmarks/ptx_cost.py --only "quantize_mx e2m1" --check   # CI: <= 35 for MXFP4
+
+Instructions are PTX, not SASS: ``ptxas`` may still merge or split some, but the count
+follows the work the kernel asks for. Exit status 1 when a kernel does not compile or holds a
+loop (its per-element cost would be meaningless).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+import types
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+#: The issue-16 target for the MXFP4 quantizer (E2M1 from bfloat16), per element.
+MXFP4_TARGET = 35.0
+
+_LABEL = re.compile(r"^\s*(\$?[\w$]+):\s*$")
+_BRANCH = re.compile(r"^\s*(@!?%\w+\s+)?bra(?:\.uni)?\s+(\$?[\w$]+)\s*;")
+_INSTRUCTION = re.compile(r"^\s*(@!?%\w+\s+)?[a-z][\w.]*")
+
+
+@dataclass(frozen=True)
+class Cost:
+    """One kernel specialisation's PTX cost."""
+
+    name: str            # what the public call computes
+    kernel: str          # the Triton kernel's name
+    elements_per_thread: float
+    fast_path: int       # PTX instructions on the shortest entry-to-ret path
+    total: int           # every PTX instruction of the kernel
+    per_element: float   # fast_path / elements_per_thread
+    total_per_element: float
+
+
+def _blocks(ptx: str) -> tuple[list[list[str]], dict[str, int]]:
+    """The kernel body's basic blocks (instruction lines) and the block each label starts."""
+    body = ptx[ptx.index("{", ptx.index(".entry")) + 1:ptx.rindex("}")]
+    blocks: list[list[str]] = [[]]
+    labels: dict[str, int] = {}
+    for line in body.splitlines():
+        line = line.split("//")[0].rstrip()
+        label = _LABEL.match(line)
+        if label:
+            if blocks[-1]:
+                blocks.append([])
+            labels[label.group(1)] = len(blocks) - 1
+        elif _INSTRUCTION.match(line) and not line.lstrip().startswith("."):
+            blocks[-1].append(line.strip())
+            if _BRANCH.match(line) or line.strip().startswith("ret"):
+                blocks.append([])
+    return blocks, labels
+
+
+def path_costs(ptx: str) -> tuple[int, int]:
+    """``(fast path, total)`` instruction counts of one kernel's PTX.
+
+    Raises ``ValueError`` on a loop (a branch to an earlier block)."""
+    blocks, labels = _blocks(ptx)
+    best: dict[int, int] = {0: 0}
+    exits: list[int] = []
+    for index, block in enumerate(blocks):  # blocks in order: a DAG has only forward edges
+        if index not in best:
+            continue
+        cost = best[index] + len(block)
+        last = block[-1] if block else ""
+        branch = _BRANCH.match(last)
+        successors = []
+        if branch:
+            target = labels[branch.group(2)]
+            if target <= index:
+                raise ValueError(f"a loop (branch back to {branch.group(2)})")
+            successors.append(target)
+            if branch.group(1):  # conditional: it may fall through
+                successors.append(index + 1)
+        elif last.startswith("ret"):
+            exits.append(cost)
+        else:
+            successors.append(index + 1)
+        for successor in successors:
+            if successor < len(blocks):
+                best[successor] = min(best.get(successor, cost), cost)
+            else:
+                exits.append(cost)
+    return min(exits), sum(len(block) for block in blocks)
+
+
+# -- recording the launches ------------------------------------------------------------------
+
+
+@dataclass
+class Launch:
+    """One recorded launch: enough to compile it and to know its tile."""
+
+    name: str
+    kernel: Any
+    signature: dict[str, str]
+    attributes: dict[tuple[int], list[list[Any]]]
+    constants: dict[str, Any]
+    programs: int
+    elements: int
+
+
+def _signature(kernel: Any, args: tuple[Any, ...]) -> tuple[dict[str, str],
+                                                             dict[tuple[int], list[list[Any]]]]:
+    """The launch's argument types, and the divisibility by 16 that Triton's launcher would
+    specialise on (pointers and integers; it lets the compiler vectorise)."""
+    import torch
+
+    types_ = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16",
+              torch.float64: "fp64", torch.int8: "i8", torch.uint8: "u8", torch.int32: "i32",
+              torch.uint32: "u32", torch.int64: "i64", torch.int16: "i16"}
+    names = [p.name for p in kernel.params if not p.is_constexpr]
+    signature, attributes = {}, {}
+    for name, value in zip(names, args, strict=True):
+        tensor = isinstance(value, torch.Tensor)
+        signature[name] = "*" + types_[value.dtype] if tensor \
+            else "i32" if -2**31 <= value < 2**31 else "i64"
+        if (value.data_ptr() if tensor else value) % 16 == 0:
+            attributes[(kernel.arg_names.index(name),)] = [["tt.divisibility", 16]]
+    return signature, attributes
+
+
+def record_launches(only: str = "") -> list[Launch]:
+    """Call every public Triton function once per case with the GPU tile sizes and record
+    (never run) the launches they make."""
+    import torch
+
+    from mxformats.kernels.triton import fp8, fp8_block, int4, mx
+
+    recorded: list[Launch] = []
+    current: list[tuple[str, int]] = [("", 0)]
+
+    def record(kernel: Any, grid: tuple[int, ...], t: Any, *args: Any, **meta: Any) -> None:
+        programs = 1
+        for size in grid:
+            programs *= int(size)
+        name, elements = current[0]
+        recorded.append(Launch(name, kernel, *_signature(kernel, args), dict(meta), programs,
+                               elements))
+
+    # The launchers are replaced by the recorder and the tile choices told "not the
+    # interpreter", for the duration of the calls.
+    gpu_like = types.SimpleNamespace(device=types.SimpleNamespace(type="cuda"))
+    mx_tile = mx._tile
+    patches = {(int4, "launch"): record, (fp8, "launch"): record,
+               (fp8_block, "launch"): record, (mx, "_launch"): record,
+               (int4, "on_interpreter"): lambda t: False,
+               (fp8_block, "ELEMENTS_INTERPRETER"): fp8_block.ELEMENTS_GPU,
+               (mx, "_tile"): lambda t, count, block_size: mx_tile(gpu_like, count, block_size)}
+    saved = {key: getattr(*key) for key in patches}
+    try:
+        for (module, attribute), value in patches.items():
+            setattr(module, attribute, value)
+        for name, elements, call in _cases(torch, fp8, fp8_block, int4, mx):
+            if only and only not in name:
+                continue
+            current[0] = (name, elements)
+            call()
+    finally:
+        for (module, attribute), value in saved.items():
+            setattr(module, attribute, value)
+    return recorded
+
+
+def _cases(torch: Any, fp8: Any, fp8_block: Any, int4: Any,
+           mx: Any) -> Iterator[tuple[str, int, Callable[[], Any]]]:
+    """``(name, elements processed, call)`` for each case: whole tiles (128 x 7168)."""
+    rows, cols = 128, 7168
+    elements = rows * cols
+    x = {name: torch.zeros(rows, cols, dtype=getattr(torch, name))
+         for name in ("float32", "bfloat16", "float16")}
+    for profile, elem, dtype in (("ocp", "e2m1", "bfloat16"), ("quark", "e2m1", "bfloat16"),
+                                 ("ocp", "e2m1", "float32"), ("ocp", "e4m3fn", "bfloat16"),
+                                 ("triton-round-up", "e2m1", "float16")):
+        yield (f"quantize_mx {elem} {profile} from {dtype}", elements,
+               lambda p=profile, e=elem, d=dtype: mx.quantize_mx(x[d], e, profile=p))
+    codes4 = torch.zeros(rows, cols // 2, dtype=torch.uint8)
+    codes8 = torch.zeros(rows, cols, dtype=torch.uint8)
+    scales = torch.full((rows, cols // 32), 127, dtype=torch.uint8)
+    for profile, elem, dtype in (("ocp", "e2m1", torch.bfloat16), ("ocp", "e4m3fn", torch.bfloat16),
+                                 ("quark-hip-bf16", "e2m1", torch.bfloat16)):
+        codes = codes4 if elem == "e2m1" else codes8
+        yield (f"dequantize_mx {elem} {profile} to {str(dtype)[6:]}", elements,
+               lambda c=codes, p=profile, e=elem, d=dtype:
+               mx.dequantize_mx(c, scales, e, profile=p, dtype=d))
+    for profile in ("compressed-tensors", "quark"):
+        yield (f"quantize_int4 {profile} from bfloat16", elements,
+               lambda p=profile: int4.quantize_int4(x["bfloat16"], profile=p))
+    yield ("quantize_fp8 e4m3fn static from bfloat16", elements,
+           lambda: fp8.quantize_fp8(x["bfloat16"], "e4m3fn", profile="static"))
+    yield ("quantize_fp8 e4m3fnuz dynamic-fnuz from bfloat16", elements,
+           lambda: fp8.quantize_fp8(x["bfloat16"], "e4m3fnuz", profile="dynamic-fnuz"))
+    for profile in ("deepseek", "compressed-tensors"):
+        yield (f"quantize_fp8_block {profile} from bfloat16", elements,
+               lambda p=profile: fp8_block.quantize_fp8_block(x["bfloat16"], profile=p))
+    yield ("dequantize_fp8_block deepseek to bfloat16", elements,
+           lambda: fp8_block.dequantize_fp8_block(codes8, torch.ones(1, cols // 128),
+                                                  profile="deepseek", dtype=torch.bfloat16))
+
+
+def compile_cost(launch: Launch) -> Cost:
+    """Compile one recorded launch for sm_90 and count its PTX."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    kernel = launch.kernel
+    full = {**launch.signature, **dict.fromkeys(launch.constants, "constexpr")}
+    order = {name: full[name] for name in kernel.arg_names if name in full}
+    compiled = triton.compile(ASTSource(kernel, order, launch.constants, launch.attributes),
+                              target=GPUTarget("cuda", 90, 32),
+                              options={"enable_fp_fusion": False})
+    fast, total = path_costs(compiled.asm["ptx"])
+    threads = compiled.metadata.num_warps * 32
+    per_thread = launch.elements / launch.programs / threads
+    return Cost(launch.name, kernel.fn.__name__, per_thread, fast, total,
+                round(fast / per_thread, 1), round(total / per_thread, 1))
+
+
+def table(costs: list[Cost]) -> str:
+    """The Markdown table of ``costs``."""
+    lines = ["| call | kernel | elements / thread | PTX / element (fast path) "
+             "| PTX / element (all) |", "|---|---|---:|---:|---:|"]
+    for cost in costs:
+        lines.append(f"| {cost.name} | `{cost.kernel}` | {cost.elements_per_thread:g} | "
+                     f"{cost.per_element:.1f} | {cost.total_per_element:.1f} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--only", default="", help="cases whose name contains this")
+    parser.add_argument("--json", type=Path, help="also write the costs here")
+    parser.add_argument("--check", action="store_true",
+                        help=f"exit 1 when the MXFP4 quantizer (E2M1 from bfloat16) costs more "
+                             f"than {MXFP4_TARGET:g} PTX instructions per element (CI)")
+    args = parser.parse_args(argv)
+    os.environ.pop("TRITON_INTERPRET", None)
+    failures = 0
+    costs = []
+    for launch in record_launches(args.only):
+        try:
+            costs.append(compile_cost(launch))
+        except Exception as error:  # reported, and the exit status says so
+            failures += 1
+            message = str(error).strip().splitlines()[-1:] or [type(error).__name__]
+            print(f"{launch.name} ({launch.kernel.fn.__name__}): {message[0][-500:]}",
+                  file=sys.stderr)
+    print(table(costs))
+    if args.json:
+        args.json.write_text(json.dumps([asdict(c) for c in costs], indent=1) + "\n")
+    over = [c for c in costs if c.name.startswith("quantize_mx e2m1 ")
+            and c.name.endswith(" from bfloat16") and c.per_element > MXFP4_TARGET]
+    for cost in over if args.check else []:
+        print(f"{cost.name}: {cost.per_element:.1f} PTX instructions per element "
+              f"(target <= {MXFP4_TARGET:g})", file=sys.stderr)
+    return 1 if failures or not costs or (args.check and over) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

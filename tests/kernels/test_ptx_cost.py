@@ -1,0 +1,57 @@
+"""``benchmarks/ptx_cost.py``: the PTX path counter on hand-written PTX (the compile itself
+runs in CI as ``.ci/triton_ptx.sh``'s smoke run, where it also holds the MXFP4 quantizer to
+its budget of 35 instructions per element)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _ptx_cost() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("ptx_cost", ROOT / "benchmarks" / "ptx_cost.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("ptx_cost", module)  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def _kernel(body: str) -> str:
+    return (".version 8.0\n.target sm_90\n.visible .entry k(\n.param .u64 k_param_0\n)\n{\n"
+            "\t.reg .b32 %r<9>;\n" + body + "}\n")
+
+
+BRANCHY = _kernel("""
+\tld.param.b64 %rd1, [k_param_0];
+$L__tmp0:
+\tmov.u32 %r1, %tid.x;
+\tsetp.ne.b32 %p1, %r1, 0;
+\t@!%p1 bra $L__BB0_2;
+\tadd.s32 %r2, %r1, 1;
+\tadd.s32 %r3, %r2, 1;
+\tadd.s32 %r4, %r3, 1;
+\tbra.uni $L__BB0_3;
+$L__BB0_2:
+\tshl.b32 %r2, %r1, 1;
+$L__BB0_3:
+\tst.global.b32 [%rd1], %r2;  // a comment
+\tret;
+""")
+
+
+def test_fast_path_is_the_shortest_path_and_total_counts_everything() -> None:
+    fast, total = _ptx_cost().path_costs(BRANCHY)
+    assert (fast, total) == (7, 11)  # 4 + shl + st + ret; every instruction: 11
+
+
+def test_a_loop_is_refused() -> None:
+    looping = _kernel("$L__BB0_1:\n\tadd.s32 %r1, %r1, 1;\n\t@%p1 bra $L__BB0_1;\n\tret;\n")
+    with pytest.raises(ValueError, match="loop"):
+        _ptx_cost().path_costs(looping)
