@@ -339,9 +339,9 @@ def _kernel_call(fn: Callable[..., Any], function: str, fmt: str, profile: str
     traffic for a ``rows × cols`` matrix."""
     import torch
 
-    from mxformats._mx_consumers import CONSUMERS
-    from mxformats._mx_producers import PRODUCERS
     from mxformats.formats import get_format
+    from mxformats.schemes.mx.consumers import CONSUMERS
+    from mxformats.schemes.mx.producers import PRODUCERS
 
     def prepare(rows: int, cols: int, device: str) -> tuple[Callable[[], object], int]:
         n = rows * cols

@@ -3,7 +3,7 @@
 Every peer runs in this process on the same arrays: ``MXF_BENCH_ELEMENTS`` float32 values
 (default 64M = 2**26, a 16384 × 4096 matrix of seeded N(0, 1) values) and what they quantize
 to. Each test times one implementation (pytest-benchmark, median of its rounds) and then,
-outside the timing, checks its bytes once: ours against the reference (``mxformats.mx`` /
+outside the timing, checks its bytes once: ours against the reference (``mxformats.schemes.mx`` /
 ``int4`` / ``codec``) on a 1M-element slice, a peer against ours on the whole array where the
 two are defined to agree (torchao FLOOR and the OCP profile on finite data of normal range,
 ml_dtypes and the reference codec on values inside the format's range, ...).
@@ -24,9 +24,9 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from mxformats import fast, int4, mx, quantize_nvfp4
+from mxformats import fast, quantize_nvfp4
 from mxformats.formats import E2M1, E4M3FN
-from mxformats.schemes import fp8_block
+from mxformats.schemes import fp8_block, int4, mx
 
 ELEMENTS = int(os.environ.get("MXF_BENCH_ELEMENTS", 1 << 26))
 COLUMNS = 4096

@@ -16,7 +16,6 @@ import sys
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
-from mxformats._text import code_hex, fields, hex_float, layout, short_float
 from mxformats._version import __version__
 from mxformats.formats import FORMATS, get_format
 from mxformats.output import (
@@ -29,6 +28,7 @@ from mxformats.output import (
     junit_xml,
     quiet_broken_pipe,
 )
+from mxformats.text import code_hex, fields, hex_float, layout, short_float
 
 if TYPE_CHECKING:
     from mxformats.testing.harness import CheckReport

@@ -37,9 +37,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from mxformats._text import short_float
 from mxformats._version import __version__
+from mxformats.arith import BF16
 from mxformats.formats import E2M1, Format, get_format
+from mxformats.text import short_float
 
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike, NDArray
@@ -274,7 +275,7 @@ def _scale_text(byte: int) -> str:
 
 
 def _mx_producers() -> list[str]:
-    from mxformats.profiles import profiles
+    from mxformats.registry import profiles
 
     return [p.name for p in profiles() if p.scheme == "mx" and p.kind == "producer"]
 
@@ -351,9 +352,10 @@ def compare_profiles(
     Quark's export) and round-half-up (Quark's Triton path, old triton_kernels) part; CEIL
     (torchao-ceil) moves the scale up one step instead. ``print(c)`` shows it as a table.
     """
-    from mxformats.mx import dequantize_mx, get_producer, quantize_mx
     from mxformats.pairing import default_consumer
-    from mxformats.profiles import get_profile_info
+    from mxformats.registry import get_profile_info
+    from mxformats.schemes.mx import dequantize_mx, quantize_mx
+    from mxformats.schemes.mx.producers import get_producer
 
     elem = get_format(elem)
     if elem.emax is None:
@@ -441,10 +443,5 @@ def _input_dtype(wanted: str, accepted: Sequence[np.dtype[Any]]) -> str:
 
 
 def _np_dtype(name: str) -> np.dtype[Any]:
-    if name == "bfloat16":
-        import ml_dtypes
-
-        result: np.dtype[Any] = np.dtype(ml_dtypes.bfloat16)
-    else:
-        result = np.dtype(name)
+    result: np.dtype[Any] = BF16 if name == "bfloat16" else np.dtype(name)
     return result

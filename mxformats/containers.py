@@ -128,7 +128,7 @@ def native_codes(x: object, fmt: Format | None = None, *, unpack_x2: bool = Fals
                         f"{fmt.name} codes")
     codes = np.ascontiguousarray(array).view(np.uint8)
     if torch_name == "float4_e2m1fn_x2" and unpack_x2:
-        from mxformats.mx import unpack_fp4
+        from mxformats.schemes.mx import unpack_fp4
 
         return unpack_fp4(codes)
     return codes

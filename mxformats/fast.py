@@ -7,15 +7,15 @@ Verified by ``tests/test_fast.py`` (the harness's ``check_quantizer`` / ``check_
 ``check_int4_quantizer`` and exhaustive sweeps over the classes each table is built on);
 measured in ``docs/benchmarks.md``.
 
-- :func:`quantize_mx` (:func:`mxformats.mx.quantize_mx`): E2M1 blocks of 32, profiles ``ocp``
+- :func:`quantize_mx` (:func:`mxformats.quantize_mx`): E2M1 blocks of 32, profiles ``ocp``
   and ``quark``, float32 / bfloat16 / float16 input.
-- :func:`dequantize_mx` (:func:`mxformats.mx.dequantize_mx`): E2M1, consumer ``ocp``, float32.
+- :func:`dequantize_mx` (:func:`mxformats.dequantize_mx`): E2M1, consumer ``ocp``, float32.
 - :func:`encode` (:func:`mxformats.codec.encode`): E4M3FN, E4M3FNUZ, E5M2 from float32 /
   bfloat16 / float16, every rounding and overflow mode; :func:`decode`
   (:func:`mxformats.codec.decode`): 8-bit formats (FP8, E8M0), every output type.
-- :func:`pack_int4`, :func:`unpack_int4` (:mod:`mxformats.int4`): layouts
+- :func:`pack_int4`, :func:`unpack_int4` (:mod:`mxformats.schemes.int4`): layouts
   ``compressed-tensors`` and ``quark``, whole words.
-- :func:`dequantize_int4` (:func:`mxformats.int4.dequantize_int4`): both profiles, float32
+- :func:`dequantize_int4` (:func:`mxformats.dequantize_int4`): both profiles, float32
   output.
 - :func:`quantize_fp8_block` (:func:`mxformats.schemes.fp8_block.quantize_fp8_block`): every
   profile; the reference's own vectorised arithmetic with the element cast by :func:`encode`.
@@ -45,22 +45,22 @@ from functools import cache
 from itertools import pairwise
 from typing import TYPE_CHECKING, Any
 
-import ml_dtypes
 import numpy as np
 
-from mxformats import codec as _codec
-from mxformats import int4 as _int4
-from mxformats import mx as _mx
-from mxformats._mx_elements import encode_elements
-from mxformats._mx_producers import get_producer
+from mxformats import codec as reference_codec
+from mxformats.arith import BF16
 from mxformats.codec import tensor_to_numpy
 from mxformats.containers import containers
 from mxformats.formats import E2M1, E8M0, Format
-from mxformats.int4 import Int4Array
-from mxformats.mx import MXArray
-from mxformats.schemes import fp8_block as _fp8_block
-from mxformats.schemes import nvfp4 as _nvfp4
+from mxformats.schemes import fp8_block as reference_fp8_block
+from mxformats.schemes import int4 as reference_int4
+from mxformats.schemes import mx as reference_mx
+from mxformats.schemes import nvfp4 as reference_nvfp4
 from mxformats.schemes.fp8_block import FP8BlockArray
+from mxformats.schemes.int4 import Int4Array
+from mxformats.schemes.mx import MXArray
+from mxformats.schemes.mx.elements import encode_elements
+from mxformats.schemes.mx.producers import get_producer
 from mxformats.schemes.nvfp4 import NVFP4Array
 
 if TYPE_CHECKING:
@@ -85,7 +85,6 @@ QUANTIZE_PROFILES = ("ocp", "quark")
 
 #: The byte views below (pairs of codes as uint16, words as bytes) read little-endian words.
 _LITTLE_ENDIAN = sys.byteorder == "little"
-_BF16 = np.dtype(ml_dtypes.bfloat16)
 _F16 = np.dtype(np.float16)
 _F32 = np.dtype(np.float32)
 _MAGNITUDE = np.uint32(0x7FFFFFFF)
@@ -150,7 +149,7 @@ def _class_index(bits: NDArray[np.uint32], low_bits: int, scratch: NDArray[np.ui
 @cache
 def element_table(profile: str) -> NDArray[np.uint8]:
     """The E2M1 code of every class of scaled float32 values (3 mantissa bits kept) under
-    ``profile``'s element rules: ``mxformats._mx_elements.encode_elements`` on the class
+    ``profile``'s element rules: ``mxformats.schemes.mx.elements.encode_elements`` on the class
     members. Only finite scaled values of magnitude below 8 ever index it."""
     producer = get_producer(profile)
     members = _class_members(_E2M1_LOW_BITS)
@@ -163,7 +162,7 @@ def element_table(profile: str) -> NDArray[np.uint8]:
 
 
 def _ocp_scales(amax_bits: NDArray[np.uint32]) -> tuple[NDArray[np.uint8], NDArray[np.uint32]]:
-    """OCP FLOOR for finite float32 maxima (spec/mx.md; ``_mx_scale.ocp_floor``): the exponent
+    """OCP FLOOR for finite float32 maxima (spec/mx.md; ``scale_rules.ocp_floor``): the exponent
     field E of amax gives ``floor(log2 amax) - 2 = E - 129``, clamped below at -127 (subnormal
     and zero maxima), so the byte is ``max(E, 2) - 2``; the multiplier ``2**(127 - byte)`` has
     the float32 exponent field ``254 - byte``."""
@@ -174,7 +173,7 @@ def _ocp_scales(amax_bits: NDArray[np.uint32]) -> tuple[NDArray[np.uint8], NDArr
 
 
 def _quark_scales(amax_bits: NDArray[np.uint32]) -> tuple[NDArray[np.uint8], NDArray[np.uint32]]:
-    """Quark 0.13 export EVEN for finite float32 maxima (``_mx_scale.quark_export``): the
+    """Quark 0.13 export EVEN for finite float32 maxima (``scale_rules.quark_export``): the
     exponent field E' of ``amax + 2**21`` (mantissa rounded to one bit) gives ``e = E' - 129``
     clamped to [-127, 127] (E' = 255, an amax of at least 1.75 * 2**127, is +Inf: e = 127); the
     byte is ``max(e, -126) + 127`` and the multiplier ``2**-e`` (2**-127 is a float32
@@ -202,7 +201,7 @@ def _float32_bits(chunk: NDArray[Any], into: NDArray[np.uint32]) -> NDArray[np.u
     """The float32 bits of a chunk of float32, bfloat16 or float16 values (exact widening)."""
     if chunk.dtype == _F32:
         return chunk.view(np.uint32)
-    if chunk.dtype == _BF16:
+    if chunk.dtype == BF16:
         np.left_shift(chunk.view(np.uint16), 16, out=into, dtype=np.uint32)
     else:
         np.copyto(into.view(np.float32), chunk)
@@ -253,7 +252,7 @@ def quantize_mx(
     x: object, elem: Format = E2M1, *, block_size: int = 32, axis: int = -1, profile: str = "ocp",
     threads: int | None = None,
 ) -> MXArray:
-    """:func:`mxformats.mx.quantize_mx`, the same bytes, fast for MXFP4 with ``ocp``/``quark``.
+    """:func:`mxformats.quantize_mx`, the same bytes, fast for MXFP4 with ``ocp``/``quark``.
 
     Fast path: ``elem`` E2M1, ``block_size`` 32, a ``profile`` in :data:`QUANTIZE_PROFILES`,
     float32, bfloat16 or float16 numpy data (or torch tensor) whose length along ``axis`` is a
@@ -268,12 +267,12 @@ def quantize_mx(
         or elem is not E2M1
         or block_size != BLOCK
         or profile not in QUANTIZE_PROFILES
-        or data.dtype not in (_F32, _BF16, _F16)
+        or data.dtype not in (_F32, BF16, _F16)
         or data.ndim == 0
         or not -data.ndim <= axis < data.ndim
         or data.shape[axis] % BLOCK
     ):
-        return _mx.quantize_mx(x, elem, block_size=block_size, axis=axis, profile=profile)
+        return reference_mx.quantize_mx(x, elem, block_size=block_size, axis=axis, profile=profile)
     ax = axis % data.ndim
     moved = np.ascontiguousarray(np.moveaxis(data, ax, -1))
     blocks = moved.reshape(-1, BLOCK)
@@ -289,7 +288,7 @@ def quantize_mx(
     _parallel(count, work, threads, CHUNK_BLOCKS)
     if special:
         rows = np.concatenate(special)
-        exact = _mx.quantize_mx(blocks[rows], E2M1, profile=profile)
+        exact = reference_mx.quantize_mx(blocks[rows], E2M1, profile=profile)
         packed[rows], scales[rows] = exact.codes, exact.scales[:, 0]
     codes = np.moveaxis(packed.reshape(*moved.shape[:-1], -1), -1, ax)
     block_scales = np.moveaxis(scales.reshape(*moved.shape[:-1], -1), -1, ax)
@@ -340,8 +339,8 @@ def quantize_nvfp4(
         with np.errstate(invalid="ignore"):  # NaN quotients: ModelOpt's all-zero tensor
             return _nvfp4_codes(q, threads)
 
-    return _nvfp4.quantize_nvfp4_with(encode, x, axis=axis, profile=profile,
-                                      global_amax=global_amax)
+    return reference_nvfp4.quantize_nvfp4_with(encode, x, axis=axis, profile=profile,
+                                               global_amax=global_amax)
 
 
 # -- MXFP4 dequantize -----------------------------------------------------------------------
@@ -386,7 +385,7 @@ def dequantize_mx(
     dtype: DTypeLike = np.float32,
     threads: int | None = None,
 ) -> NDArray[np.generic]:
-    """:func:`mxformats.mx.dequantize_mx`, the same bytes, fast for MXFP4 ``ocp`` to float32.
+    """:func:`mxformats.dequantize_mx`, the same bytes, fast for MXFP4 ``ocp`` to float32.
 
     Fast path: packed E2M1 uint8 codes and uint8 scales of matching shapes, ``block_size`` 32,
     consumer ``ocp``, ``dtype`` float32, a length along ``axis`` that is a multiple of 32.
@@ -396,8 +395,8 @@ def dequantize_mx(
     """
     if isinstance(codes, MXArray):
         if scales is not None:
-            return _mx.dequantize_mx(codes, scales, elem, block_size=block_size, axis=axis,
-                                     profile=profile, dtype=dtype)
+            return reference_mx.dequantize_mx(codes, scales, elem, block_size=block_size, axis=axis,
+                                              profile=profile, dtype=dtype)
         given = codes
         codes, scales, elem, block_size, axis = (
             given.codes, given.scales, given.elem, given.block_size, given.axis)
@@ -420,8 +419,8 @@ def dequantize_mx(
         or s.shape != (*c.shape[:axis % c.ndim], c.shape[axis] // (BLOCK // 2),
                        *c.shape[axis % c.ndim + 1:])
     ):
-        return _mx.dequantize_mx(codes, scales, elem, block_size=block_size, axis=axis,
-                                 profile=profile, dtype=dtype)
+        return reference_mx.dequantize_mx(codes, scales, elem, block_size=block_size, axis=axis,
+                                          profile=profile, dtype=dtype)
     ax = axis % c.ndim
     rows = np.ascontiguousarray(np.moveaxis(c, ax, -1)).reshape(-1, BLOCK // 2)
     byte = np.ascontiguousarray(np.moveaxis(s, ax, -1)).reshape(-1)
@@ -437,7 +436,7 @@ def dequantize_mx(
     _parallel(rows.shape[0], work, threads, CHUNK_BLOCKS)
     nan_blocks = np.flatnonzero(byte == 0xFF)
     if nan_blocks.size:
-        out[nan_blocks] = _mx.dequantize_mx(rows[nan_blocks], byte[nan_blocks, None])
+        out[nan_blocks] = reference_mx.dequantize_mx(rows[nan_blocks], byte[nan_blocks, None])
     shape = (*np.moveaxis(c, ax, -1).shape[:-1], 2 * c.shape[ax])
     return np.ascontiguousarray(np.moveaxis(out.reshape(shape), -1, ax))
 
@@ -451,7 +450,7 @@ def code_table(fmt: Format, rounding: str, overflow: str) -> NDArray[np.uint8]:
     reference codec (:func:`mxformats.codec.encode`) on the class members, NaN and ±Inf
     classes included."""
     members = _class_members(_low_bits(fmt))
-    table = _codec.encode(fmt, members, rounding=rounding, overflow=overflow)
+    table = reference_codec.encode(fmt, members, rounding=rounding, overflow=overflow)
     table.flags.writeable = False
     return table
 
@@ -503,9 +502,10 @@ def encode(
         or nan_code is not None
         or rounding not in fmt.roundings
         or (overflow is not None and overflow not in fmt.overflows)
-        or data.dtype not in (_F32, _BF16, _F16)
+        or data.dtype not in (_F32, BF16, _F16)
     ):
-        return _codec.encode(fmt, x, rounding=rounding, overflow=overflow, nan_code=nan_code)
+        return reference_codec.encode(fmt, x, rounding=rounding, overflow=overflow,
+                                      nan_code=nan_code)
     table = code_table(fmt, rounding, fmt.default_overflow if overflow is None else overflow)
     flat = np.ascontiguousarray(data).reshape(-1)
     out = np.empty(flat.shape, dtype=np.uint8)
@@ -537,8 +537,8 @@ def decode(fmt: Format, codes: ArrayLike, dtype: DTypeLike = np.float32,
     "Decoding"."""
     c = codes if isinstance(codes, np.ndarray) else None
     if not _LITTLE_ENDIAN or c is None or c.dtype != np.uint8 or fmt.bits != 8:
-        return _codec.decode(fmt, codes, dtype)
-    table = _codec.decode(fmt, np.arange(256, dtype=np.uint8), dtype)  # validates dtype
+        return reference_codec.decode(fmt, codes, dtype)
+    table = reference_codec.decode(fmt, np.arange(256, dtype=np.uint8), dtype)  # validates dtype
     flat = np.ascontiguousarray(c).reshape(-1)
     out = np.empty(flat.shape, dtype=table.dtype)
     _parallel(flat.size, lambda lo, hi: _decode_chunks(flat, table, out, lo, hi), threads,
@@ -557,7 +557,7 @@ _LAYOUTS = ("compressed-tensors", "quark")
 def pack_int4(
     q: ArrayLike, *, layout: str = "compressed-tensors", axis: int = -1
 ) -> NDArray[np.int32]:
-    """:func:`mxformats.int4.pack_int4`, the same words, fast for int8 input.
+    """:func:`mxformats.pack_int4`, the same words, fast for int8 input.
 
     Fast path: int8 values, ``layout`` ``compressed-tensors`` or ``quark``, a length along
     ``axis`` that is a multiple of 8 (no padding). Nibbles are made per byte (``(q + offset) &
@@ -573,16 +573,16 @@ def pack_int4(
         or layout not in _LAYOUTS
         or values.shape[axis] % 8
         or values.size == 0
-        or values.min() < _int4.QMIN
-        or values.max() > _int4.QMAX
+        or values.min() < reference_int4.QMIN
+        or values.max() > reference_int4.QMAX
     ):
-        return _int4.pack_int4(q, layout=layout, axis=axis)
+        return reference_int4.pack_int4(q, layout=layout, axis=axis)
     ax = axis % values.ndim
     moved = np.moveaxis(values, ax, -1)
     groups = np.ascontiguousarray(moved).reshape(-1, 8)
     if layout == "quark":
-        groups = groups.take(_int4.NIBBLE_ORDER["quark"], axis=1)
-    nibbles = groups.view(np.uint8) + np.uint8(_int4.NIBBLE_OFFSET[layout])
+        groups = groups.take(reference_int4.NIBBLE_ORDER["quark"], axis=1)
+    nibbles = groups.view(np.uint8) + np.uint8(reference_int4.NIBBLE_OFFSET[layout])
     nibbles &= np.uint8(0xF)
     pairs = nibbles.view(np.uint16)
     pairs |= pairs >> 4
@@ -596,9 +596,9 @@ def _half_word_tables(layout: str) -> NDArray[np.uint64]:
     ``k`` of a word (nibbles ``4k .. 4k + 3``), each at the byte of the 8 unpacked values where
     ``layout`` puts its element; 0 elsewhere. A word unpacks to ``tables[0][low half] |
     tables[1][high half]``, read as 8 int8 bytes."""
-    order = _int4.NIBBLE_ORDER[layout]
+    order = reference_int4.NIBBLE_ORDER[layout]
     nibbles = (np.arange(1 << 16)[:, None] >> (4 * np.arange(4))) & 0xF
-    signed = ((nibbles - _int4.NIBBLE_OFFSET[layout]) & 0xF ^ 8) - 8  # two's complement
+    signed = ((nibbles - reference_int4.NIBBLE_OFFSET[layout]) & 0xF ^ 8) - 8  # two's complement
     tables = np.zeros((2, 1 << 16, 8), dtype=np.int8)
     for half in range(2):
         for j in range(4):
@@ -632,7 +632,7 @@ def unpack_int4(
     size: int | None = None,
     threads: int | None = None,
 ) -> NDArray[np.int8]:
-    """:func:`mxformats.int4.unpack_int4`, the same values, fast for whole words.
+    """:func:`mxformats.unpack_int4`, the same values, fast for whole words.
 
     Fast path: int32/uint32 words, ``layout`` ``compressed-tensors`` or ``quark``, ``size``
     None or ``8 × words``. Each 16-bit half of a word gives its 4 values, already at their
@@ -648,7 +648,7 @@ def unpack_int4(
         or not -words.ndim <= axis < words.ndim
         or (size is not None and size != 8 * words.shape[axis])
     ):
-        return _int4.unpack_int4(packed, layout=layout, axis=axis, size=size)
+        return reference_int4.unpack_int4(packed, layout=layout, axis=axis, size=size)
     ax = axis % words.ndim
     moved = np.ascontiguousarray(np.moveaxis(words, ax, -1))
     halves = moved.view(np.uint16).reshape(-1, 2)  # little-endian: the low half first
@@ -671,7 +671,7 @@ def dequantize_int4(
     dtype: DTypeLike = np.float32,
     threads: int | None = None,
 ) -> NDArray[np.generic]:
-    """:func:`mxformats.int4.dequantize_int4`, the same bytes, fast to float32.
+    """:func:`mxformats.dequantize_int4`, the same bytes, fast to float32.
 
     Fast path: int8 ``q`` in [-8, 7], finite scales (float32 for ``quark``; float32, bfloat16
     or float16 for ``compressed-tensors``) of the matching shape, an int ``group_size``,
@@ -681,21 +681,23 @@ def dequantize_int4(
     """
     if isinstance(q, Int4Array):
         if scales is not None:
-            return _int4.dequantize_int4(q, scales, group_size=group_size, axis=axis,
-                                         profile=profile, dtype=dtype)
+            return reference_int4.dequantize_int4(q, scales, group_size=group_size, axis=axis,
+                                                  profile=profile, dtype=dtype)
         given = q
         q, scales, group_size, axis, profile = (
             given.q, given.scales, given.group_size, given.axis, given.profile)
     values = q if isinstance(q, np.ndarray) else None
     s = scales if isinstance(scales, np.ndarray) else None
-    scale_types = (_F32,) if profile == "quark" else (_F32, _BF16, _F16)
+    consumer = reference_int4.CONSUMERS.get(profile)
+    float32_product = consumer is not None and consumer.product_dtype == "float32"
+    scale_types = (_F32,) if float32_product else (_F32, BF16, _F16)
     if (
         not _LITTLE_ENDIAN
         or values is None
         or s is None
         or values.dtype != np.int8
         or s.dtype not in scale_types
-        or profile not in _int4.PROFILES
+        or consumer is None
         or np.dtype(dtype) != _F32
         or not isinstance(group_size, int)
         or group_size <= 0
@@ -706,12 +708,12 @@ def dequantize_int4(
         or s.shape != (*values.shape[:axis % values.ndim], values.shape[axis] // group_size,
                        *values.shape[axis % values.ndim + 1:])
         or values.size == 0
-        or values.min() < _int4.QMIN
-        or values.max() > _int4.QMAX
+        or values.min() < reference_int4.QMIN
+        or values.max() > reference_int4.QMAX
         or not np.isfinite(s.astype(np.float32)).all()
     ):
-        return _int4.dequantize_int4(q, scales, group_size=group_size, axis=axis,
-                                     profile=profile, dtype=dtype)
+        return reference_int4.dequantize_int4(q, scales, group_size=group_size, axis=axis,
+                                              profile=profile, dtype=dtype)
     ax = axis % values.ndim
     rows = np.ascontiguousarray(np.moveaxis(values, ax, -1)).reshape(-1, group_size)
     factor = np.ascontiguousarray(np.moveaxis(s, ax, -1)).reshape(-1).astype(np.float32)
@@ -773,4 +775,6 @@ def quantize_fp8_block(
     def table_encoder(fmt: Format, values: NDArray[Any]) -> NDArray[np.uint8]:
         return encode(fmt, values, overflow="saturate", threads=threads)
 
-    return _fp8_block.quantize_fp8_block_with(table_encoder, x, block=block, profile=profile)
+    return reference_fp8_block.quantize_fp8_block_with(
+        table_encoder, x, block=block, profile=profile
+    )

@@ -299,7 +299,7 @@ _OCP_MX = "OCP Microscaling Formats (MX) v1.0, 2023"
 _OCP_OFP8 = "OCP 8-bit Floating Point Specification (OFP8) rev 1.0, 2023"
 _SECONDARY = (
     "read through secondary sources: Rouhani et al., arXiv:2310.10537; PyTorch "
-    "Float4_e2m1fn_x2.h; ml_dtypes; see shared/reference/formats.md §0, §7"
+    "Float4_e2m1fn_x2.h; ml_dtypes; see spec/sources.md §0, §7"
 )
 
 E2M1 = Format(
@@ -447,7 +447,7 @@ INT4 = Format(
         "Storage layouts (compressed-tensors' q+8 offset, Quark's nibble order) are specified "
         "with the packings.",
     ),
-    sources=("compressed-tensors 0.20 and AMD Quark 0.13 INT4 (shared/reference/formats.md §5)",),
+    sources=("compressed-tensors 0.20 and AMD Quark 0.13 INT4 (spec/sources.md §5)",),
 )
 
 UINT4 = Format(

@@ -27,7 +27,7 @@ them, or the producer library's own dequantizer where no engine reads them:
 
 from __future__ import annotations
 
-from mxformats.profiles import get_profile_info, profiles
+from mxformats.registry import get_profile_info, profiles
 
 __all__ = ["DEFAULT_CONSUMERS", "consumer_for", "default_consumer"]
 

@@ -85,7 +85,7 @@ def test_diff_bad_npy_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]
 
 MODULE = '''
 import numpy as np
-from mxformats.mx import dequantize_mx, quantize_mx
+from mxformats.schemes.mx import dequantize_mx, quantize_mx
 
 
 def good(x, elem, **kw):

@@ -23,7 +23,7 @@ def issue_6054() -> ProfileComparison:
 
 
 def test_baseline_first_and_every_producer(issue_6054: ProfileComparison) -> None:
-    from mxformats.profiles import profiles
+    from mxformats.registry import profiles
 
     producers = {p.name for p in profiles() if p.scheme == "mx" and p.kind == "producer"}
     names = [r.profile for r in issue_6054.results]

@@ -18,9 +18,9 @@ import numpy as np
 import pytest
 from conftest import requires
 
-from mxformats import codec, fast, int4, mx
+from mxformats import codec, fast
 from mxformats.formats import E2M1, E4M3FN, E4M3FNUZ, E5M2, E8M0, Format
-from mxformats.schemes import fp8_block, nvfp4
+from mxformats.schemes import fp8_block, int4, mx, nvfp4
 from mxformats.testing import check_dequantizer, check_int4_quantizer, check_quantizer
 
 BF16 = np.dtype(ml_dtypes.bfloat16)

@@ -18,7 +18,7 @@ from test_int4_oracle import fractions, round_fraction
 
 from mxformats import E4M3FN, E4M3FNUZ, E5M2, FORMATS, dequantize_fp8, quantize_fp8
 from mxformats.codec import tensor_to_numpy
-from mxformats.fp8 import VLLM_FNUZ_MAX
+from mxformats.schemes.fp8 import VLLM_FNUZ_MAX
 from mxformats.specgen import SCHEMA_VERSION
 
 SPEC = Path(__file__).resolve().parent.parent / "spec"

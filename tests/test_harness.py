@@ -4,7 +4,7 @@ first differing block.
 Most tests compare a small hand-written numpy OCP MXFP4 quantizer (``fake_quantize_mx``, built
 from the reference codec) with a copy that has one bug planted, passing the fake as the
 ``reference``: so they pin the harness itself, whatever the profiles do. The tests at the end run
-the real ``mxformats.mx`` reference.
+the real ``mxformats.schemes.mx`` reference.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from mxformats import E2M1, E4M3FN, E8M0, Format
 from mxformats.codec import as_float64
 from mxformats.testing import CheckReport, check_dequantizer, check_int4_quantizer, check_quantizer
 from mxformats.testing.cases import mx_blocks
-from mxformats.testing.harness import find_vectors, hex_value
+from mxformats.testing.harness import find_vectors, hex_value, load_vectors
 
 #: The profile name passed with the fakes: it has no spec vectors, so the fakes' checks do not
 #: depend on what spec/vectors/mx/ holds.
@@ -418,7 +418,7 @@ def test_hex_value() -> None:
 
 
 def real_quantize_mx() -> Any:
-    from mxformats.mx import quantize_mx
+    from mxformats.schemes.mx import quantize_mx
 
     return quantize_mx
 
@@ -462,7 +462,7 @@ def test_real_vectors_come_first_and_name_the_vector() -> None:
 
 
 def test_real_dequantizer_vectors() -> None:
-    from mxformats.mx import dequantize_mx
+    from mxformats.schemes.mx import dequantize_mx
 
     def spec_decoder(codes: Any, scales: Any, elem: Format, **kw: Any) -> Any:
         return dequantize_mx(codes, scales, elem, **{**kw, "profile": "ocp"})
@@ -495,3 +495,12 @@ def test_torch_dequantizer() -> None:
     report = check_dequantizer(torch_dequantizer, reference=fake_dequantize_mx, profile=FAKE,
                                dtype="bfloat16", torch_device="cpu", max_examples=10, nan="any")
     assert report.ok, str(report)
+
+
+def test_vectors_come_from_the_generator_in_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("MXFORMATS_SPEC_DIR", raising=False)
+    loaded = load_vectors("ocp")
+    assert loaded is not None and loaded[0] == "ocp.json"
+    committed = Path(__file__).resolve().parent.parent / "spec" / "vectors" / "mx" / "ocp.json"
+    assert loaded[1] == json.loads(committed.read_text(encoding="utf-8"))
+    assert load_vectors("no-such-profile") is None

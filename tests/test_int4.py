@@ -28,9 +28,10 @@ from mxformats import (
     quantize_int4,
     unpack_int4,
 )
+from mxformats.arith import round_once
 from mxformats.codec import tensor_to_numpy
-from mxformats.int4 import LAYOUTS, NIBBLE_ORDER, round_once
-from mxformats.profiles import get_profile_info
+from mxformats.registry import get_profile_info
+from mxformats.schemes.int4 import LAYOUTS, NIBBLE_ORDER
 from mxformats.specgen import SCHEMA_VERSION
 
 SPEC = Path(__file__).resolve().parent.parent / "spec"

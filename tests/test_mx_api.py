@@ -9,9 +9,9 @@ from conftest import requires
 
 import mxformats
 from mxformats import E2M1, E2M3, E4M3FN, E5M2
-from mxformats._mx_consumers import CONSUMERS
-from mxformats._mx_producers import PRODUCERS
-from mxformats.mx import MXArray, dequantize_mx, pack_fp4, quantize_mx, unpack_fp4
+from mxformats.schemes.mx import MXArray, dequantize_mx, pack_fp4, quantize_mx, unpack_fp4
+from mxformats.schemes.mx.consumers import CONSUMERS
+from mxformats.schemes.mx.producers import PRODUCERS
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 RNG = np.random.default_rng(20261130)
@@ -282,7 +282,7 @@ def test_no_blocks_gives_empty_codes_and_scales(profile: str) -> None:
 
 @pytest.mark.parametrize("width", [2, 32, 64])
 def test_nan_ignoring_block_max_skips_nan_beside_inf(width: int) -> None:
-    from mxformats.mx import block_max
+    from mxformats.schemes.mx import block_max
 
     # NaNs with payloads, as float16 signalling NaNs widen (0x7C01...): np.fmax.reduce returns
     # NaN for the first row of width 32.

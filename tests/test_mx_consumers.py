@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from mxformats import E2M1, E4M3FN, E5M2, Format
-from mxformats._mx_consumers import CONSUMERS
-from mxformats.mx import dequantize_mx, pack_fp4
+from mxformats.schemes.mx import dequantize_mx, pack_fp4
+from mxformats.schemes.mx.consumers import CONSUMERS
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 F16, F32, F64 = np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64)

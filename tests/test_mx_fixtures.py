@@ -10,7 +10,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from mxformats.mx import dequantize_mx, quantize_mx, unpack_fp4
+from mxformats.schemes.mx import dequantize_mx, quantize_mx, unpack_fp4
 from mxformats.tensorfile import read_checkpoint_tensor, read_index
 
 DATA = Path(__file__).resolve().parent / "data" / "producers"

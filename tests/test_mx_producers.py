@@ -19,8 +19,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mxformats import E2M1, E2M3, E3M2, E4M3FN, E5M2, Format
-from mxformats._mx_producers import PRODUCERS
-from mxformats.mx import quantize_mx, unpack_fp4
+from mxformats.schemes.mx import quantize_mx, unpack_fp4
+from mxformats.schemes.mx.producers import PRODUCERS
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 F32 = np.dtype(np.float32)

@@ -15,8 +15,8 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from mxformats import _spec_mx
-from mxformats.mx import dequantize_mx, pack_fp4, quantize_mx, unpack_fp4
+from mxformats.schemes.mx import dequantize_mx, pack_fp4, quantize_mx, unpack_fp4
+from mxformats.specgen import mx as spec_mx
 
 SPEC = Path(__file__).resolve().parent.parent / "spec" / "vectors" / "mx"
 BF16 = np.dtype(ml_dtypes.bfloat16)
@@ -128,7 +128,7 @@ EXPECTED: dict[int, dict[str, tuple[int, list[int]]]] = {
 
 CASES = [
     (n, profile, dtype)
-    for n, profiles, dtype in _spec_mx.QUANTIZE_TARGETS
+    for n, profiles, dtype in spec_mx.QUANTIZE_TARGETS
     for profile in profiles
 ]
 
@@ -139,7 +139,7 @@ def _expected_codes(codes: list[int]) -> list[int]:
 
 def _json_cases(profile: str, section: str) -> list[dict]:
     data = json.loads((SPEC / f"{profile}.json").read_text())
-    assert data["schema_version"] == _spec_mx.SCHEMA_VERSION
+    assert data["schema_version"] == spec_mx.SCHEMA_VERSION
     assert data["profile"] == profile
     return data.get(section, [])
 
@@ -156,7 +156,7 @@ def test_every_targeted_vector_has_a_transcribed_expectation() -> None:
 @pytest.mark.parametrize(("n", "profile", "dtype"), CASES, ids=[f"#{n}-{p}-{d}" for n, p, d in CASES])
 def test_quantize_vector(n: int, profile: str, dtype: str) -> None:
     scale, codes = EXPECTED[n][profile]
-    block = _spec_mx.BLOCKS[n]
+    block = spec_mx.BLOCKS[n]
     x = np.zeros(32)
     x[: len(block.values)] = block.values
     x = x.astype(np.float32).astype(BF16 if dtype == "bfloat16" else np.float32)
@@ -218,7 +218,7 @@ DECODE_EXPECTED_FF = {("§4 sglang#25519", "vllm-e8m0-to-f32", "float32"): ["0x7
                                                                           "0x7FC00000"]}
 
 DECODE_CASES = [
-    (d, p) for d in _spec_mx.DECODE_TARGETS for p in d.profiles
+    (d, p) for d in spec_mx.DECODE_TARGETS for p in d.profiles
 ]
 
 
@@ -229,7 +229,7 @@ def _bits(v: np.ndarray) -> list[str]:
 
 @pytest.mark.parametrize(("case", "profile"), DECODE_CASES,
                          ids=[f"#{d.number}-{d.scale:02X}-{p}-{d.dtype}" for d, p in DECODE_CASES])
-def test_dequantize_vector(case: _spec_mx.Decode, profile: str) -> None:
+def test_dequantize_vector(case: spec_mx.Decode, profile: str) -> None:
     key = (case.number, profile, case.dtype)
     expected = (DECODE_EXPECTED_FF if case.scale == 0xFF and case.number.startswith("§4")
                 else DECODE_EXPECTED)[key]
@@ -253,9 +253,9 @@ def test_vector_47_packing() -> None:
 
 def test_every_profile_file_is_listed_and_documentation_only_is_separate() -> None:
     files = {p.stem for p in SPEC.glob("*.json")}
-    targeted = {p for _, ps, _ in _spec_mx.QUANTIZE_TARGETS for p in ps} | {
-        p for d in _spec_mx.DECODE_TARGETS for p in d.profiles}
+    targeted = {p for _, ps, _ in spec_mx.QUANTIZE_TARGETS for p in ps} | {
+        p for d in spec_mx.DECODE_TARGETS for p in d.profiles}
     assert files == targeted | {"documentation-only"}
     doc = json.loads((SPEC / "documentation-only.json").read_text())
-    assert doc["schema_version"] == _spec_mx.SCHEMA_VERSION
+    assert doc["schema_version"] == spec_mx.SCHEMA_VERSION
     assert all({"vector", "what", "result", "why"} <= set(c) for c in doc["cases"])

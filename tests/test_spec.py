@@ -4,6 +4,7 @@ the independent oracle and with the values executed in shared/reference/formats.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -11,7 +12,7 @@ import pytest
 from oracle import oracle_decode, oracle_encode
 from peers import MD, MD_E8M0_CHARACTERISED
 
-from mxformats import FORMATS, _text, specgen
+from mxformats import FORMATS, specgen, text
 
 SPEC = Path(__file__).resolve().parent.parent / "spec"
 NAMES = list(FORMATS)
@@ -23,7 +24,7 @@ def test_committed_spec_is_current() -> None:
 
 def _load(name: str, op: str) -> dict:
     data = json.loads((SPEC / "vectors" / name / f"{op}.json").read_text())
-    assert data["schema_version"] == _text.SCHEMA_VERSION
+    assert data["schema_version"] == text.SCHEMA_VERSION
     assert data["format"] == name and data["op"] == op
     return data
 
@@ -40,7 +41,7 @@ def test_encode_vectors(name: str) -> None:
         expected = [c["expected"][i] for c in data["cases"]]
         for x, want in zip(inputs.tolist(), expected, strict=True):
             got = oracle_encode(name, x, rounding, overflow)
-            oracle_says = "error" if got is ValueError else _text.code_hex(fmt, int(got))
+            oracle_says = "error" if got is ValueError else text.code_hex(fmt, int(got))
             assert oracle_says == want, (name, x.hex(), rounding, overflow)
         ok = np.array([e != "error" for e in expected])
         codes = fmt.encode(inputs[ok], rounding=rounding, overflow=overflow)
@@ -71,7 +72,7 @@ def _expected(name: str, x: float, rounding: str, overflow: str) -> str:
     data = _load(name, "encode")
     i = [(m["rounding"], m["overflow"]) for m in data["modes"]].index((rounding, overflow))
     for case in data["cases"]:
-        if case["input"] == _text.hex_float(x):
+        if case["input"] == text.hex_float(x):
             return str(case["expected"][i])
     fmt = FORMATS[name]
     return specgen.expected_code(fmt, x, rounding, overflow)
@@ -138,7 +139,7 @@ def test_executed_values_of_the_research(
     name: str, x: float, rounding: str, overflow: str, want: str
 ) -> None:
     fmt = FORMATS[name]
-    assert _text.code_hex(fmt, int(fmt.encode(x, rounding=rounding, overflow=overflow))) == want
+    assert text.code_hex(fmt, int(fmt.encode(x, rounding=rounding, overflow=overflow))) == want
     assert _expected(name, x, rounding, overflow) == want
 
 
@@ -150,7 +151,7 @@ def test_research_element_vectors_23_to_38() -> None:
     from mxformats import e4m3fn_to_fnuz
 
     data = json.loads((SPEC / "vectors" / "research" / "elements.json").read_text())
-    assert data["schema_version"] == _text.SCHEMA_VERSION
+    assert data["schema_version"] == text.SCHEMA_VERSION
     ids = {c["id"] for c in data["cases"]}
     assert ids == {f"#{n}" for n in range(23, 39)}
     ml_types = {"e8m0": ml_dtypes.float8_e8m0fnu, "e4m3fn": ml_dtypes.float8_e4m3fn,
@@ -179,12 +180,46 @@ def test_research_element_vectors_23_to_38() -> None:
                 assert target == {"library": "ml_dtypes", "version": "0.6.0"}
                 assert MD_E8M0_CHARACTERISED, MD
                 got = np.array([x], np.float32).astype(ml_types[fmt.name]).view(np.uint8)[0]
-                assert _text.code_hex(fmt, int(got)) == want, (case["id"], target)
+                assert text.code_hex(fmt, int(got)) == want, (case["id"], target)
             elif want == "error":
                 with pytest.raises(ValueError):
                     fmt.encode(x)
             else:
                 code = int(fmt.encode(x, rounding=target["rounding"], overflow=target["overflow"]))
-                assert _text.code_hex(fmt, code) == want, (case["id"], target)
+                assert text.code_hex(fmt, code) == want, (case["id"], target)
             asserted += 1
     assert asserted > 40 and documented > 10
+
+
+def _sources_sections() -> set[str]:
+    """The section numbers of spec/sources.md: headings ``## §3`` and items ``- §3.3 ...``."""
+    text = (SPEC / "sources.md").read_text(encoding="utf-8")
+    return set(re.findall(r"^(?:#+ |- )§(C?\d+(?:\.\d+)?)", text, flags=re.MULTILINE))
+
+
+def test_every_citation_in_the_spec_resolves_to_sources_md() -> None:
+    sections = _sources_sections()
+    assert {"0", "1", "3.3", "3.6", "5.3", "6", "6.8", "7.3", "8.1", "9.4", "C2.5"} <= sections
+    cited: set[str] = set()
+    for path in sorted(SPEC.rglob("*")):
+        if path.suffix not in (".md", ".json") or path.name == "sources.md":
+            continue
+        text = path.read_text(encoding="utf-8")
+        for m in re.finditer(r"(?:formats|sources|checkpoints)\.md((?:[^\"\n|]{0,40}))", text):
+            window = m.group(1)
+            keys = re.findall(r"§(C?\d+(?:\.\d+)?)", window)
+            if m.group(0).startswith("checkpoints"):
+                keys = ["C" + k for k in keys]
+            cited.update(keys)
+            for number in re.findall(r"(?:^ |§[\w.()]+ )#(\d+)", window):
+                assert 1 <= int(number) <= 51, (path.name, m.group(0))
+    assert cited, "no citation found"
+    assert {"8.1", "8.2", "8.3", "9.1", "9.2", "9.3", "9.4"} <= cited, "NVFP4/FP8-block sources"
+    assert not cited - sections, f"cited in spec/ but not in sources.md: {sorted(cited - sections)}"
+
+
+def test_the_spec_names_no_file_outside_the_repository() -> None:
+    for path in sorted(SPEC.glob("*.md")):
+        text = path.read_text(encoding="utf-8")
+        assert "formats.md §" not in text.replace("`formats.md §", ""), path.name
+        assert "shared/reference" not in text, path.name

@@ -15,7 +15,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from mxformats.int4 import unpack_int4
+from mxformats.schemes.int4 import unpack_int4
 from mxformats.tensorfile import read_checkpoint_tensor
 from mxformats.validate import reproduce
 from mxformats.validate.descriptors import DESCRIPTORS, Descriptor, quark_mxfp4

@@ -14,8 +14,8 @@ import pytest
 from conftest import requires
 
 from mxformats import E4M3FN, W4A8, dequantize_w4a8, quantize_fp8, quantize_w4a8, unpack_int4
+from mxformats.arith import divide_in
 from mxformats.codec import tensor_to_numpy
-from mxformats.int4 import divide_in
 from mxformats.specgen import SCHEMA_VERSION
 
 SPEC = Path(__file__).resolve().parent.parent / "spec"

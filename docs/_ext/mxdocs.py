@@ -129,7 +129,7 @@ def _lookup(dotted: str) -> Any:
 @functools.cache
 def defining_name(target: str, module: str | None) -> str | None:
     """Where an mxformats object referred to as ``target`` (from ``module``'s docstrings) is
-    defined: ``mxformats.quantize_mx`` -> ``mxformats.mx.quantize_mx``. None if it is not an
+    defined: ``mxformats.quantize_mx`` -> ``mxformats.schemes.mx.quantize_mx``. None if it is not an
     mxformats class or function."""
     candidates = [target]
     if module:

@@ -5,8 +5,8 @@ CPU tensors run the kernels compiled with g++ against the project's CPU runtime
 (``hip_cpu.h``) under AddressSanitizer and UBSan, in a driver subprocess; CUDA tensors run them
 compiled by nvcc (NVIDIA, through ``hip_nvidia.h``) or, on ROCm PyTorch, by hipcc
 (:mod:`mxformats.kernels.hip.rocm`). The MX argument checks, layout and per-profile constants
-come from :mod:`mxformats.kernels._mx_plan`, the INT4, W4A8 and FP8 argument checks from
-:mod:`mxformats.kernels._int4_fp8_args`, both shared with the Triton backend.
+come from :mod:`mxformats.kernels.mx_plan`, the INT4, W4A8 and FP8 argument checks from
+:mod:`mxformats.kernels.int4_fp8_plan`, both shared with the Triton backend.
 
 - :func:`quantize_mx`, :func:`dequantize_mx`: every profile the plan describes
   (:data:`SUPPORTED`), E2M1 and E4M3FN elements, power-of-two blocks up to 256 (spec/mx.md);
@@ -27,15 +27,16 @@ from typing import Any
 import numpy as np
 import torch
 
-from mxformats import fp8 as fp8_reference
-from mxformats import int4 as int4_reference
-from mxformats._mx_consumers import CONSUMERS
-from mxformats._mx_producers import PRODUCERS
+from mxformats.arith import require_finite
 from mxformats.formats import E2M1, E4M3FN, Format
+from mxformats.schemes import fp8 as fp8_reference
+from mxformats.schemes import int4 as int4_reference
+from mxformats.schemes.mx.consumers import CONSUMERS
+from mxformats.schemes.mx.producers import PRODUCERS
 
-from .. import _int4_fp8_args as args
-from .. import _mx_plan as plans
-from .._mx_plan import KERNEL_ELEMENTS, QuantizedMX
+from .. import int4_fp8_plan as args
+from .. import mx_plan as plans
+from ..mx_plan import KERNEL_ELEMENTS, QuantizedMX
 from ._device import CpuDriver, Executor, KernelError, SharedLibrary
 
 __all__ = [
@@ -57,8 +58,8 @@ SUPPORTED: dict[str, tuple[tuple[str, str], ...]] = {
                            if plans.dequantize_claims(name, fmt)),
     "dequantize_int4": (("int4", "compressed-tensors"), ("int4", "quark")),
     "dequantize_w4a8": (("w4a8", "vllm"),),
-    "quantize_fp8": tuple((fmt.name, name) for name, (_, formats)
-                          in fp8_reference._FP8_PROFILES.items() for fmt in formats),
+    "quantize_fp8": tuple((fmt.name, name) for name, record in fp8_reference.FP8_PROFILES.items()
+                          for fmt in record.formats),
     "e4m3fn_to_fnuz": (("e4m3fn", "vllm"),),
 }
 
@@ -122,7 +123,7 @@ def _quantize_rules(plan: plans.QuantizePlan) -> list[int]:
 
 def quantize_mx(x: torch.Tensor, elem: Format | str = E2M1, *, block_size: int = 32,
                 axis: int = -1, profile: str = "ocp") -> QuantizedMX:
-    """Quantize ``x`` to MX blocks along ``axis`` exactly as ``mxformats.mx.quantize_mx`` with
+    """Quantize ``x`` to MX blocks along ``axis`` exactly as ``mxformats.quantize_mx`` with
     the same profile does (spec/mx.md).
 
     ``x``: a float32, bfloat16 or float16 tensor, any shape and strides. Profiles:
@@ -149,7 +150,7 @@ def quantize_mx(x: torch.Tensor, elem: Format | str = E2M1, *, block_size: int =
 def dequantize_mx(codes: torch.Tensor, scales: torch.Tensor | None = None,
                   elem: Format | str = E2M1, *, block_size: int = 32, axis: int = -1,
                   profile: str = "ocp", dtype: Any = torch.float32) -> torch.Tensor:
-    """Decode MX blocks exactly as ``mxformats.mx.dequantize_mx`` with the same consumer
+    """Decode MX blocks exactly as ``mxformats.dequantize_mx`` with the same consumer
     profile does (spec/mx.md, "Consumers").
 
     ``codes``/``scales``: uint8 tensors as :func:`quantize_mx` returns them. ``dtype``: torch
@@ -177,7 +178,7 @@ def dequantize_mx(codes: torch.Tensor, scales: torch.Tensor | None = None,
 def dequantize_int4(q: torch.Tensor, scales: torch.Tensor, *, group_size: int | None = 32,
                     axis: int = -1, profile: str = "compressed-tensors",
                     dtype: Any = np.float32) -> torch.Tensor:
-    """``q × scale`` as ``mxformats.int4.dequantize_int4`` computes it: rounded once into the
+    """``q × scale`` as ``mxformats.dequantize_int4`` computes it: rounded once into the
     consumer's type (compressed-tensors: the scale's dtype; quark: float32, the scale first
     cast to float32), then into ``dtype`` (spec/int4-schemes.md, "Dequantization").
 
@@ -191,7 +192,7 @@ def dequantize_int4(q: torch.Tensor, scales: torch.Tensor, *, group_size: int | 
     args.require_kernel_float(s.dtype, "dequantize_int4 scales", _DTYPE_IDS, KERNELS)
     out_dtype = args.as_torch_dtype(dtype, KERNELS)
     ax, n, size = args.check_group_scales(values, s, group_size, axis)
-    if profile == "quark":  # Quark multiplies in float32 by the float32 scale
+    if args.int4_dequantize_float32(profile):  # e.g. Quark: float32 × the float32 scale
         s = s.to(torch.float32)
     moved = values.movedim(ax, -1)
     lead = tuple(moved.shape[:-1])
@@ -209,7 +210,7 @@ def dequantize_int4(q: torch.Tensor, scales: torch.Tensor, *, group_size: int | 
 
 def dequantize_w4a8(weight: torch.Tensor, weight_scale: torch.Tensor,
                     weight_scale_2: torch.Tensor, *, dtype: Any = np.float32) -> torch.Tensor:
-    """``q × float32(s2 × s1)`` per output row, as ``mxformats.fp8.dequantize_w4a8`` (vLLM's
+    """``q × float32(s2 × s1)`` per output row, as ``mxformats.dequantize_w4a8`` (vLLM's
     fold; spec/w4a8.md, "Dequantization").
 
     ``weight``: int32 ``[O, W]`` in Quark's nibble order (8 W columns out); ``weight_scale``:
@@ -230,22 +231,20 @@ def dequantize_w4a8(weight: torch.Tensor, weight_scale: torch.Tensor,
 
 # -- FP8 --------------------------------------------------------------------------------------
 
-def _fp8_target(elem: Format, profile: str) -> list[int]:
+def _fp8_target(elem: Format, plan: args.Fp8Plan) -> list[int]:
     """The fields of mxf::Fp8Target (fp8_cast.hip), from the format's definition and the
-    profile's limit M (mxformats.fp8)."""
+    profile's plan (its record in mxformats.schemes.fp8): ``dynamic`` is vLLM's reciprocal
+    arithmetic."""
     def f32_bits(value: float) -> int:
         return int(np.float32(value).view(np.uint32))
 
-    dynamic = profile != "static"
-    zero_scale = 0.0 if dynamic else float(fp8_reference._QUARK_EPS)
-    return [elem.ebits, elem.mbits, elem.bias, elem.max_code,
-            f32_bits(fp8_reference._fp8_max(elem, profile)), f32_bits(zero_scale),
-            int(elem.signed_zero), int(dynamic)]
+    return [elem.ebits, elem.mbits, elem.bias, elem.max_code, f32_bits(plan.limit),
+            f32_bits(plan.zero_scale), int(elem.signed_zero), int(plan.reciprocal)]
 
 
 def quantize_fp8(x: torch.Tensor, fmt: Format | str = E4M3FN, *,
                  profile: str = "static") -> tuple[torch.Tensor, torch.Tensor]:
-    """Per-tensor FP8 as ``mxformats.fp8.quantize_fp8`` (spec/w4a8.md, "FP8 per-tensor"):
+    """Per-tensor FP8 as ``mxformats.quantize_fp8`` (spec/w4a8.md, "FP8 per-tensor"):
     Quark ``static`` (``s = amax / fmt.max``, ``codes = fmt(clamp(dtype(x / s)))``) and vLLM's
     ``vllm-fnuz``, ``dynamic-fn``, ``dynamic-fnuz`` (``fmt(clamp(x * (1 / s), ±M))``).
 
@@ -253,17 +252,17 @@ def quantize_fp8(x: torch.Tensor, fmt: Format | str = E4M3FN, *,
     ``x``'s shape and a float32 0-d tensor. NaN/±Inf inputs to ``static`` raise ValueError as
     the reference does. Profiles: :data:`SUPPORTED` ``["quantize_fp8"]``.
     """
-    elem = args.check_fp8_args(fmt, profile, SUPPORTED["quantize_fp8"], KERNELS)
+    elem, plan = args.check_fp8_args(fmt, profile, SUPPORTED["quantize_fp8"], KERNELS)
     t = args.require_tensor(x, "quantize_fp8", KERNELS)
     dtype_id = args.require_kernel_float(t.dtype, "quantize_fp8", _INPUT_IDS, KERNELS)
     source = t.contiguous().reshape(-1)
     codes = torch.empty(source.shape, dtype=torch.uint8, device=t.device)
     scale = torch.empty((), dtype=torch.float32, device=t.device)
     amax_bits = torch.empty(1, dtype=torch.int32, device=t.device)
-    _executor(t.device).run("quantize_fp8", [dtype_id, source.numel(), *_fp8_target(elem, profile)],
+    _executor(t.device).run("quantize_fp8", [dtype_id, source.numel(), *_fp8_target(elem, plan)],
                             [source], [codes, scale, amax_bits])
-    if profile == "static" and int(amax_bits.item()) >= 0x7F800000:  # the reference refuses
-        int4_reference.require_finite(
+    if plan.refuse_non_finite and int(amax_bits.item()) >= 0x7F800000:  # as the reference
+        require_finite(
             source.cpu().float().numpy(), f"quantize_fp8(profile={profile!r})")
     return codes.reshape(t.shape), scale
 

@@ -2,14 +2,14 @@
 
 Byte-identical to the numpy reference (same names and arguments, torch tensors in and out):
 
-- :func:`quantize_fp8` (:func:`mxformats.fp8.quantize_fp8`): profile ``static`` (Quark;
+- :func:`quantize_fp8` (:func:`mxformats.schemes.fp8.quantize_fp8`): profile ``static`` (Quark;
   E4M3FN, E4M3FNUZ, E5M2): ``s = float32(amax) / fmt.max``, ``codes = fmt(clamp(dtype(x / s),
   ±fmt.max))``, the quotient rounded to the input dtype first; the vLLM profiles
   ``vllm-fnuz``, ``dynamic-fn`` and ``dynamic-fnuz``: ``codes = fmt(clamp(float32(x) * (1 /
   s), ±M))`` with a NaN product becoming +M.
 - :func:`e4m3fn_to_fnuz` (:func:`mxformats.conversions.e4m3fn_to_fnuz`): vLLM's MI300
   normalisation, the same bits with 0x80 (-0, the FNUZ NaN) made 0x00 and the scale doubled.
-- :func:`dequantize_w4a8` (:func:`mxformats.fp8.dequantize_w4a8`): Quark W4A8 weights, ``q ×
+- :func:`dequantize_w4a8` (:func:`mxformats.schemes.fp8.dequantize_w4a8`): Quark W4A8 weights, ``q ×
   float32(s2 × s1)`` as vLLM folds the two scales.
 
 Spec: ``spec/w4a8.md`` and ``spec/e4m3fnuz.md``. The per-tensor amax is a two-pass reduction
@@ -27,12 +27,12 @@ import torch
 import triton
 import triton.language as tl
 
-from mxformats import fp8 as reference
 from mxformats.formats import E4M3FN, Format
-from mxformats.int4 import NIBBLE_OFFSET
+from mxformats.schemes import fp8 as reference
+from mxformats.schemes.int4 import NIBBLE_OFFSET
 
-from .._int4_fp8_args import check_fnuz_args, check_fp8_args, check_w4a8_args, require_tensor
-from .._mx_plan import FloatLayout
+from ..int4_fp8_plan import check_fnuz_args, check_fp8_args, check_w4a8_args, require_tensor
+from ..mx_plan import FloatLayout
 from ._codec import decode_float, encode_float
 from .int4 import (
     KERNELS,
@@ -52,15 +52,11 @@ from .int4 import (
 __all__ = ["SUPPORTED", "dequantize_w4a8", "e4m3fn_to_fnuz", "quantize_fp8"]
 
 SUPPORTED: dict[str, tuple[tuple[str, str], ...]] = {
-    "quantize_fp8": tuple((fmt.name, name) for name, (_, formats) in
-                          reference._FP8_PROFILES.items() for fmt in formats),
+    "quantize_fp8": tuple((fmt.name, name) for name, record in reference.FP8_PROFILES.items()
+                          for fmt in record.formats),
     "e4m3fn_to_fnuz": (("e4m3fn", "vllm"),),
     "dequantize_w4a8": (("w4a8", "vllm"),),
 }
-
-#: The ``static`` profile's scale for an all-zero tensor (Quark's observer epsilon, 2^-23).
-_QUARK_EPS = float(reference._QUARK_EPS)
-
 
 # -- quantize_fp8 -----------------------------------------------------------------------------
 
@@ -102,7 +98,7 @@ def _encode_float32(v: tl.tensor, MBITS: tl.constexpr, BIAS: tl.constexpr,
 def _cast_fp8_kernel(x_ptr: tl.tensor, amax_ptr: tl.tensor, codes_ptr: tl.tensor,
                      scale_ptr: tl.tensor, numel: tl.tensor, n: tl.tensor, stride_r: tl.tensor,
                      stride_c: tl.tensor, KIND: tl.constexpr, LIMIT: tl.constexpr,
-                     STATIC: tl.constexpr, ZERO_SCALE: tl.constexpr, MBITS: tl.constexpr,
+                     DIVIDE: tl.constexpr, ZERO_SCALE: tl.constexpr, MBITS: tl.constexpr,
                      BIAS: tl.constexpr, SIGN_BIT: tl.constexpr, MAX_CODE: tl.constexpr,
                      NEGATIVE_ZERO: tl.constexpr, BLOCK: tl.constexpr,
                      CONTIGUOUS: tl.constexpr) -> None:
@@ -110,7 +106,7 @@ def _cast_fp8_kernel(x_ptr: tl.tensor, amax_ptr: tl.tensor, codes_ptr: tl.tensor
                                           CONTIGUOUS)
     xf = widen_to_float32(tl.load(x_ptr + offset, mask=mask, other=0.0), KIND)
     scale = tl.math.div_rn(tl.load(amax_ptr), LIMIT)
-    if STATIC:
+    if DIVIDE:
         scale = tl.where(scale == 0.0, ZERO_SCALE, scale)
         value = round_to_kind(tl.math.div_rn(xf, scale), KIND)
         value = tl.minimum(tl.maximum(value, -LIMIT), LIMIT)
@@ -127,17 +123,16 @@ def _cast_fp8_kernel(x_ptr: tl.tensor, amax_ptr: tl.tensor, codes_ptr: tl.tensor
 def quantize_fp8(
     x: torch.Tensor, fmt: Format | str = E4M3FN, *, profile: str = "static"
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per-tensor FP8, byte-identical to :func:`mxformats.fp8.quantize_fp8`.
+    """Per-tensor FP8, byte-identical to :func:`mxformats.schemes.fp8.quantize_fp8`.
 
     ``x``: a float32, bfloat16 or float16 tensor of any shape and strides. Returns ``(codes,
     scale)``: uint8 codes of ``x``'s shape (contiguous) and a float32 scale of shape ``()``.
     Raises as the reference: ValueError for an unknown profile, a format the profile does not
     take, or NaN/±Inf with ``static``. Spec: ``w4a8.md``, "FP8 per-tensor".
     """
-    element = check_fp8_args(fmt, profile, SUPPORTED["quantize_fp8"], KERNELS)
+    element, plan = check_fp8_args(fmt, profile, SUPPORTED["quantize_fp8"], KERNELS)
     x = require_tensor(x, "quantize_fp8", KERNELS)
     kind = kernel_float(x.dtype, "quantize_fp8")
-    static = profile == "static"
     x2d, _ = rows_view(x.reshape(1) if x.ndim == 0 else x, -1)
     numel, n = x2d.numel(), max(x2d.shape[1], 1)
     block = min(tile_elements(x), triton.next_power_of_2(max(numel, 1)))
@@ -146,18 +141,18 @@ def quantize_fp8(
     strides = (x2d.stride(0), x2d.stride(1))
     if numel:
         launch(_amax_kernel, grid, x, x2d, partial, numel, n, *strides, KIND=kind,
-               NAN_AS=float("inf") if static else 0.0, BLOCK=block,
+               NAN_AS=float("inf") if plan.refuse_non_finite else 0.0, BLOCK=block,
                CONTIGUOUS=x2d.is_contiguous())
     amax = torch.amax(partial).reshape(1)  # no NaN: the programs replaced it
-    if static and bool(torch.isinf(amax).item()):
-        raise ValueError("quantize_fp8(profile='static'): the input holds NaN or ±Inf; NaN "
+    if plan.refuse_non_finite and bool(torch.isinf(amax).item()):
+        raise ValueError(f"quantize_fp8(profile={profile!r}): the input holds NaN or ±Inf; NaN "
                          "and ±Inf are implementation-defined for this producer and are "
                          "refused")
     layout = FloatLayout.of_format(element)
     codes = torch.empty(x.shape, dtype=torch.uint8, device=x.device)
     scale = torch.empty((), dtype=torch.float32, device=x.device)
     launch(_cast_fp8_kernel, grid, x, x2d, amax, codes, scale, numel, n, *strides, KIND=kind,
-           LIMIT=reference._fp8_max(element, profile), STATIC=static, ZERO_SCALE=_QUARK_EPS,
+           LIMIT=plan.limit, DIVIDE=not plan.reciprocal, ZERO_SCALE=plan.zero_scale,
            MBITS=layout.mbits, BIAS=layout.bias, SIGN_BIT=1 << (layout.bits - 1),
            MAX_CODE=layout.max_code, NEGATIVE_ZERO=layout.specials != 3, BLOCK=block,
            CONTIGUOUS=x2d.is_contiguous())
@@ -221,7 +216,7 @@ def dequantize_w4a8(
     dtype: object = torch.float32,
 ) -> torch.Tensor:
     """Quark W4A8 weights as vLLM dequantizes them, byte-identical to
-    :func:`mxformats.fp8.dequantize_w4a8` (NaN outputs: any NaN): ``float32(q × float32(s2 ×
+    :func:`mxformats.schemes.fp8.dequantize_w4a8` (NaN outputs: any NaN): ``float32(q × float32(s2 ×
     s1))`` rounded once to ``dtype``.
 
     ``weight``: int32 ``[O, W]`` in the ``quark`` nibble order; ``weight_scale``: one float

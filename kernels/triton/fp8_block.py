@@ -10,7 +10,7 @@ are ``tl.math.div_rn`` (correctly rounded on a GPU, numpy's under the interprete
 product is added to anything, and the kernels are launched with ``enable_fp_fusion=False``;
 bfloat16 and float16 roundings are done on the bits (``round_to_kind``). The FP8 cast is
 integer arithmetic (:func:`.fp8._encode_float32`, saturating, nearest even). The profile's
-choices come from its record through :mod:`mxformats.kernels._fp8_block_plan`.
+choices come from its record through :mod:`mxformats.kernels.fp8_block_plan`.
 Spec: ``spec/fp8-block.md``.
 """
 
@@ -26,9 +26,8 @@ import triton.language as tl
 
 from mxformats.schemes import fp8_block as reference
 
-from .. import _fp8_block_plan as plans
-from .._int4_fp8_args import require_tensor
-from .._mx_plan import FloatLayout
+from .. import fp8_block_plan as plans
+from ..mx_plan import FloatLayout, require_tensor
 from ._codec import decode_float, round_magnitude
 from .fp8 import _encode_float32
 from .int4 import (

@@ -1,6 +1,6 @@
 """Triton INT4 kernels: symmetric group quantization, the INT4 word packings, dequantization.
 
-Byte-identical to the numpy reference :mod:`mxformats.int4` (same names and arguments, torch
+Byte-identical to the numpy reference :mod:`mxformats.schemes.int4` (same names and arguments, torch
 tensors in and out). Spec: ``spec/int4-schemes.md`` (the producers' and consumers' arithmetic)
 and ``spec/int4-layouts.md`` (the nibble layouts).
 
@@ -8,7 +8,8 @@ and ``spec/int4-layouts.md`` (the nibble layouts).
   round_half_even(dtype(x / s))``: true divisions in float32 rounded to the input dtype, the
   way torch computes a bfloat16 or float16 division) and ``quark`` (``s`` in the input dtype,
   ``max``-ed with 2^-23, then ``float32(x) * (1 / s)``).
-- :func:`pack_int4` / :func:`unpack_int4`: all three layouts of :data:`mxformats.int4.LAYOUTS`.
+- :func:`pack_int4` / :func:`unpack_int4`: the three layouts of
+  :data:`mxformats.schemes.int4.LAYOUTS`.
 - :func:`dequantize_int4`: consumers ``compressed-tensors`` (``q × s`` rounded to the scale's
   dtype) and ``quark`` (``q × s`` in float32), then rounded once to ``dtype``.
 
@@ -32,14 +33,16 @@ import torch
 import triton
 import triton.language as tl
 
-from mxformats import int4 as reference
+from mxformats.schemes import int4 as reference
 
-from .. import _int4_fp8_args as _args
-from .._int4_fp8_args import (
+from .. import int4_fp8_plan as plan_args
+from ..int4_fp8_plan import (
     as_int8,
     check_axis,
     check_group_scales,
     check_int4_call,
+    int4_dequantize_float32,
+    int4_quantize_plan,
     require_int32_words,
     require_kernel_float,
     require_tensor,
@@ -94,7 +97,7 @@ def launch(kernel: Any, grid: tuple[int, ...], t: torch.Tensor, *args: Any, **me
 
 def as_torch_dtype(dtype: object) -> torch.dtype:
     """A torch dtype from a torch dtype, a numpy dtype-like or a name (TypeError otherwise)."""
-    return _args.as_torch_dtype(dtype, KERNELS)
+    return plan_args.as_torch_dtype(dtype, KERNELS)
 
 
 def kernel_float(dtype: torch.dtype, what: str) -> int:
@@ -203,7 +206,7 @@ def _quantize_int4_kernel(x_ptr: tl.tensor, q_ptr: tl.tensor, s_ptr: tl.tensor,
                           bad_ptr: tl.tensor, rows: tl.tensor, groups_per_row: tl.tensor,
                           stride_r: tl.tensor, stride_c: tl.tensor, GROUP: tl.constexpr,
                           GROUP_PAD: tl.constexpr, BLOCK_G: tl.constexpr, KIND: tl.constexpr,
-                          EPS: tl.constexpr, QUARK: tl.constexpr) -> None:
+                          EPS: tl.constexpr, RECIPROCAL: tl.constexpr) -> None:
     row, group, j, mask = _group_tile(tl.program_id(0), rows, groups_per_row, GROUP, GROUP_PAD,
                                       BLOCK_G)
     col = group[:, None] * GROUP + j[None, :]
@@ -214,7 +217,7 @@ def _quantize_int4_kernel(x_ptr: tl.tensor, q_ptr: tl.tensor, s_ptr: tl.tensor,
     # The scales of refused groups are never returned: NaN is zeroed so the max stays defined.
     amax = tl.max(tl.where(bad, 0.0, tl.abs(xf)), 1)
     scale = round_to_kind(tl.math.div_rn(amax, 7.5), KIND)
-    if QUARK:
+    if RECIPROCAL:
         scale = tl.maximum(scale, EPS)
         product = xf * tl.math.div_rn(1.0, scale)[:, None]
         q = round_half_even_int4(product)
@@ -225,7 +228,7 @@ def _quantize_int4_kernel(x_ptr: tl.tensor, q_ptr: tl.tensor, s_ptr: tl.tensor,
     n = groups_per_row * GROUP
     tl.store(q_ptr + row[:, None] * n + col, q.to(tl.int8), mask=mask)
     group_ok = row < rows
-    if QUARK:
+    if RECIPROCAL:
         tl.store(s_ptr + row * groups_per_row + group, scale, mask=group_ok)
     else:
         store_kind(s_ptr + row * groups_per_row + group, scale, group_ok, KIND)
@@ -242,7 +245,7 @@ def quantize_int4(
     x: torch.Tensor, *, group_size: int | None = 32, axis: int = -1,
     profile: str = "compressed-tensors",
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Symmetric INT4 quantization, byte-identical to :func:`mxformats.int4.quantize_int4`.
+    """Symmetric INT4 quantization, byte-identical to :func:`mxformats.quantize_int4`.
 
     ``x``: a float32, bfloat16 or float16 tensor of any shape and strides; ``group_size``
     elements per scale along ``axis`` (None: one scale per slice). Returns ``(q, scales)``:
@@ -264,18 +267,19 @@ def quantize_int4(
     if n == 0 or n % group:
         raise ValueError(f"the quantized axis has length {n}, not a positive multiple of "
                          f"group_size {group}: neither producer defines it")
-    quark = profile == "quark"
+    plan = int4_quantize_plan(profile, KERNELS)
     groups_per_row = n // group
     q = torch.empty((rows, n), dtype=torch.int8, device=x.device)
     scales = torch.empty((rows, groups_per_row), device=x.device,
-                         dtype=torch.float32 if quark else x.dtype)
+                         dtype=torch.float32 if plan.reciprocal else x.dtype)
     bad = torch.zeros(1, dtype=torch.int32, device=x.device)
     meta = _group_meta(x, group, rows * groups_per_row)
     grid = (triton.cdiv(rows * groups_per_row, meta["BLOCK_G"]),)
     if rows:
-        eps = reference._QUARK_EPS if quark else _MACHINE_EPS[kind]
+        eps = _MACHINE_EPS[kind] if plan.eps is None else plan.eps
         launch(_quantize_int4_kernel, grid, x, x2d, q, scales, bad, rows, groups_per_row,
-               x2d.stride(0), x2d.stride(1), KIND=kind, EPS=eps, QUARK=quark, **meta)
+               x2d.stride(0), x2d.stride(1), KIND=kind, EPS=eps,
+               RECIPROCAL=plan.reciprocal, **meta)
     if bad.item():
         raise ValueError(f"quantize_int4(profile={profile!r}): the input holds NaN or ±Inf; "
                          "NaN and ±Inf are implementation-defined for this producer (NaN "
@@ -294,7 +298,7 @@ def _dequantize_int4_kernel(q_ptr: tl.tensor, s_ptr: tl.tensor, out_ptr: tl.tens
                             stride_sc: tl.tensor,
                             GROUP: tl.constexpr, GROUP_PAD: tl.constexpr, BLOCK_G: tl.constexpr,
                             SCALE_KIND: tl.constexpr, OUT_KIND: tl.constexpr,
-                            QUARK: tl.constexpr) -> None:
+                            FLOAT32_PRODUCT: tl.constexpr) -> None:
     row, group, j, mask = _group_tile(tl.program_id(0), rows, groups_per_row, GROUP, GROUP_PAD,
                                       BLOCK_G)
     col = group[:, None] * GROUP + j[None, :]
@@ -302,7 +306,7 @@ def _dequantize_int4_kernel(q_ptr: tl.tensor, s_ptr: tl.tensor, out_ptr: tl.tens
     raise_flag(bad_ptr, (q < -8) | (q > 7))
     s = tl.load(s_ptr + row * stride_sr + group * stride_sc, mask=row < rows, other=0.0)
     product = q.to(tl.float32) * widen_to_float32(s, SCALE_KIND)[:, None]
-    if not QUARK:
+    if not FLOAT32_PRODUCT:
         product = round_to_kind(product, SCALE_KIND)
     out = round_to_kind(product, OUT_KIND)
     n = groups_per_row * GROUP
@@ -314,7 +318,7 @@ def dequantize_int4(
     profile: str = "compressed-tensors", dtype: object = torch.float32,
 ) -> torch.Tensor:
     """``q × scale`` as the consumer ``profile`` computes it, then rounded once to ``dtype``;
-    byte-identical to :func:`mxformats.int4.dequantize_int4` (NaN outputs: any NaN).
+    byte-identical to :func:`mxformats.dequantize_int4` (NaN outputs: any NaN).
 
     ``q``: an integer tensor in [-8, 7]; ``scales``: float32, bfloat16 or float16 with ``axis``
     of length ``n / group_size``; ``dtype``: float32, bfloat16, float16 or float64 (torch, numpy
@@ -340,7 +344,7 @@ def dequantize_int4(
         launch(_dequantize_int4_kernel, grid, values, q2d, s2d, out, bad, rows, groups_per_row,
                q2d.stride(0), q2d.stride(1), s2d.stride(0), s2d.stride(1),
                SCALE_KIND=scale_kind, OUT_KIND=OUTPUT_KINDS[out_dtype],
-               QUARK=profile == "quark", **meta)
+               FLOAT32_PRODUCT=int4_dequantize_float32(profile), **meta)
     if bad.item():
         raise ValueError("dequantize_int4: values must lie in [-8, 7]")
     return out.reshape(moved_shape).movedim(-1, ax).contiguous()
@@ -389,9 +393,9 @@ def pack_int4(
     q: torch.Tensor, *, layout: str = "compressed-tensors", axis: int = -1
 ) -> torch.Tensor:
     """Pack integers in [-8, 7] eight per int32 word along ``axis`` in ``layout``;
-    byte-identical to :func:`mxformats.int4.pack_int4` (``ceil(n / 8)`` words, padding
+    byte-identical to :func:`mxformats.pack_int4` (``ceil(n / 8)`` words, padding
     nibbles 0x0). Returns a contiguous int32 tensor. Spec: ``int4-layouts.md``."""
-    reference._check_layout(layout)
+    reference.check_layout(layout)
     t = as_int8(q, "pack_int4", TypeError, KERNELS)
     ax = check_axis(t.ndim, axis)
     q2d, moved_shape = rows_view(t, ax)
@@ -436,10 +440,10 @@ def unpack_int4(
     packed: torch.Tensor, *, layout: str = "compressed-tensors", axis: int = -1,
     size: int | None = None,
 ) -> torch.Tensor:
-    """Inverse of :func:`pack_int4`, byte-identical to :func:`mxformats.int4.unpack_int4`:
+    """Inverse of :func:`pack_int4`, byte-identical to :func:`mxformats.unpack_int4`:
     int32 (or uint32) words to int8 in [-8, 7]; ``size`` (default ``8 × words``) trims the
     padding of the last word. Returns a contiguous tensor. Spec: ``int4-layouts.md``."""
-    reference._check_layout(layout)
+    reference.check_layout(layout)
     t = require_int32_words(packed, "unpack_int4", KERNELS)
     ax = check_axis(t.ndim, axis)
     w2d, moved_shape = rows_view(t.view(torch.int32), ax)

@@ -1,8 +1,8 @@
 """Triton MX kernels: ``quantize_mx`` and ``dequantize_mx``, byte-identical to the reference.
 
-Same names and arguments as :func:`mxformats.mx.quantize_mx` / :func:`mxformats.mx.dequantize_mx`
+Same names and arguments as :func:`mxformats.quantize_mx` / :func:`mxformats.dequantize_mx`
 (``profile=`` included), torch tensors in and out. The argument checks, the layout and the
-per-profile constants come from the backend-neutral front end :mod:`mxformats.kernels._mx_plan`;
+per-profile constants come from the backend-neutral front end :mod:`mxformats.kernels.mx_plan`;
 the arithmetic is integer arithmetic on the bits (:mod:`._codec`), so a GPU computes exactly what
 the interpreter computes: the block maximum is an integer maximum of ``|x|``'s bits (a NaN
 propagates), the scale is a table lookup, the elements are scaled by adding ``k`` to an
@@ -22,12 +22,12 @@ import torch
 import triton
 import triton.language as tl
 
-from mxformats._mx_consumers import CONSUMERS
-from mxformats._mx_producers import PRODUCERS
 from mxformats.formats import E2M1, Format
+from mxformats.schemes.mx.consumers import CONSUMERS
+from mxformats.schemes.mx.producers import PRODUCERS
 
-from .. import _mx_plan as plans
-from .._mx_plan import KERNEL_ELEMENTS, QuantizedMX
+from .. import mx_plan as plans
+from ..mx_plan import KERNEL_ELEMENTS, QuantizedMX
 from ._codec import decode_float, encode_float, round_magnitude
 
 __all__ = ["SUPPORTED", "dequantize_mx", "quantize_mx"]
@@ -81,7 +81,7 @@ def _scale_entries(amax: tl.tensor, table: tl.tensor, SRC_EBITS: tl.constexpr,
 
 @triton.jit
 def _unpack_entries(entry: tl.tensor) -> tuple[tl.tensor, ...]:
-    """A packed scale entry's ``(byte, k, kind, nan_block)`` (see ``_mx_plan``)."""
+    """A packed scale entry's ``(byte, k, kind, nan_block)`` (see ``mx_plan``)."""
     k = ((entry >> SCALE_K_SHIFT) & 0xFF) - SCALE_K_OFFSET
     kind = (entry >> SCALE_KIND_SHIFT) & 3
     return entry & 0xFF, k, kind, ((entry >> SCALE_NAN_BLOCK_SHIFT) & 1) == 1
@@ -176,7 +176,7 @@ def _e2m1_by_shift(magnitude: tl.tensor, below_emin: tl.tensor, SRC_MBITS: tl.co
                    E_MBITS: tl.constexpr, E_MAX_CODE: tl.constexpr,
                    ROUND_AWAY: tl.constexpr) -> tl.tensor:
     """The magnitude code of ``|x| * 2**k`` for 4-bit elements by one shift and round of the
-    significand (:func:`mxformats.kernels._mx_plan.shift_code`, step for step).
+    significand (:func:`mxformats.kernels.mx_plan.shift_code`, step for step).
 
     ``below_emin``: per block, ``EMIN - (k - SRC_BIAS)``: the exponent field at which ``q``
     reaches ``2**EMIN`` (``EMIN = 1 - E_BIAS``). With ``t = below_emin - field``, ``q``'s
@@ -450,7 +450,7 @@ def _pow2_at_most(value: int, limit: int) -> int:
 
 def quantize_mx(x: torch.Tensor, elem: Format | str = E2M1, *, block_size: int = 32,
                 axis: int = -1, profile: str = "ocp") -> QuantizedMX:
-    """Quantize ``x`` to MX blocks along ``axis`` exactly as ``mxformats.mx.quantize_mx``
+    """Quantize ``x`` to MX blocks along ``axis`` exactly as ``mxformats.quantize_mx``
     with the same profile does (spec/mx.md).
 
     ``x``: a float32, bfloat16 or float16 tensor of any shape and strides (the quantized axis
@@ -482,7 +482,7 @@ def quantize_mx(x: torch.Tensor, elem: Format | str = E2M1, *, block_size: int =
 def dequantize_mx(codes: torch.Tensor, scales: torch.Tensor | None = None,
                   elem: Format | str = E2M1, *, block_size: int = 32, axis: int = -1,
                   profile: str = "ocp", dtype: Any = torch.float32) -> torch.Tensor:
-    """Decode MX blocks exactly as ``mxformats.mx.dequantize_mx`` with the same consumer
+    """Decode MX blocks exactly as ``mxformats.dequantize_mx`` with the same consumer
     profile does (spec/mx.md, "Consumers").
 
     ``codes``/``scales``: uint8 tensors as :func:`quantize_mx` returns them. ``dtype``: float32,

@@ -39,12 +39,11 @@ from typing import TYPE_CHECKING, Any, Literal
 import ml_dtypes
 import numpy as np
 
-from mxformats._mx_consumers import BF16, round_to
+from mxformats.arith import BF16, as_float_array, divide_in, round_to
 from mxformats.containers import containers
 from mxformats.conversions import e4m3fn_to_fnuz
 from mxformats.formats import E4M3FN, E4M3FNUZ, Format
-from mxformats.int4 import as_float_array, divide_in
-from mxformats.profiles import ProfileInfo, register
+from mxformats.registry import ProfileInfo, register
 
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike, DTypeLike, NDArray

@@ -25,7 +25,7 @@ Producers (``quantize_nvfp4(x, profile=...)``), with ``amax = max|x|`` over the 
 
 Both round elements to nearest, ties to the even code, saturating at ±6, with the sign bit set
 iff the float32 quotient is < 0 (``-0.0`` is code 0; a small negative that rounds to zero is
-code 8), and pack element 2k in the low nibble (:func:`mxformats.mx.pack_fp4`).
+code 8), and pack element 2k in the low nibble (:func:`mxformats.schemes.mx.pack_fp4`).
 
 ModelOpt 0.47.0 also has a "Four Over Six" variant (``NVFP4_FOUR_OVER_SIX_CFG``; 256 instead of
 448 in ``weight_scale_2``, ``utils/numeric_utils.py`` ``E4M3_MAX_46`` and
@@ -57,11 +57,12 @@ import ml_dtypes
 import numpy as np
 from numpy.lib.array_utils import normalize_axis_index
 
+from mxformats.arith import BF16, as_float_array, divide_in, round_once
 from mxformats.containers import containers
 from mxformats.formats import E2M1, E4M3FN
-from mxformats.int4 import as_float_array, check_group_scales, divide_in, round_once
-from mxformats.mx import pack_fp4, unpack_fp4
-from mxformats.profiles import Kind, ProfileInfo, get_profile_info, register
+from mxformats.registry import Kind, ProfileInfo, get_profile_info, register
+from mxformats.schemes.int4 import check_group_scales
+from mxformats.schemes.mx import pack_fp4, unpack_fp4
 
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike, DTypeLike, NDArray
@@ -84,8 +85,7 @@ E2M1_MAX = 6.0
 NAN_SCALE_BYTE = 0xFF
 
 F32 = np.dtype(np.float32)
-_BF16 = np.dtype(ml_dtypes.bfloat16)
-_INPUT_DTYPES = (np.dtype(np.float16), _BF16, F32)
+_INPUT_DTYPES = (np.dtype(np.float16), BF16, F32)
 
 #: What the checkpoint stores as the global scale, ``scale_2 = amax / (6 M)``, a multiplier
 #: (ModelOpt ``weight_scale_2``), or ``inverse = 6 M / amax``, a divisor (compressed-tensors
@@ -99,7 +99,7 @@ Arithmetic = Literal["float32", "input"]
 
 @dataclass(frozen=True)
 class _Registered:
-    """What the profile registry lists for a record (:class:`mxformats.profiles.ProfileInfo`)."""
+    """What the profile registry lists for a record (:class:`mxformats.registry.ProfileInfo`)."""
 
     name: str
     library: str

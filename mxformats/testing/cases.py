@@ -393,7 +393,7 @@ def _special_blocks(b: _Builder, elem: Format) -> None:
 
 
 def _reference_blocks(b: _Builder, elem: Format) -> None:
-    """The MXFP4 blocks of shared/reference/formats.md §6.1-6.3 (vectors 1-22)."""
+    """The MXFP4 blocks of spec/sources.md §6.1-6.3 (vectors 1-22)."""
     if elem.name != "e2m1":
         return
     tiny_bits = float(np.frombuffer(np.uint32(0x3E800001).tobytes(), np.float32)[0])
@@ -677,7 +677,7 @@ def _int4_ties(b: _Builder, dtype: str, level: int) -> None:
 
 
 def _int4_reference(b: _Builder) -> None:
-    """The INT4 cases of shared/reference/formats.md §6.7 (vectors 42 and 43): where x / s
+    """The INT4 cases of spec/sources.md §6.7 (vectors 42 and 43): where x / s
     and x · (1/s) round differently."""
     amax = 0.9083542823791504
     b.add("reference: formats.md vector 42 (x = -amax)", [amax, -amax, 0.5 * amax])

@@ -108,10 +108,11 @@ from typing import TYPE_CHECKING, Any
 import ml_dtypes
 import numpy as np
 
-from mxformats import fp8 as _fp8
-from mxformats import int4 as _int4
-from mxformats import mx as _mx
 from mxformats import tensorfile
+from mxformats.arith import BF16
+from mxformats.schemes import fp8 as fp8_scheme
+from mxformats.schemes import int4 as int4_scheme
+from mxformats.schemes import mx as mx_scheme
 from mxformats.schemes.fp8_block import quantize_fp8_block
 from mxformats.schemes.nvfp4 import quantize_nvfp4
 
@@ -144,7 +145,6 @@ PathLike = str | os.PathLike[str]
 
 _INDEX = "model.safetensors.index.json"
 _CONFIG = "config.json"
-_BF16 = np.dtype(ml_dtypes.bfloat16)
 #: Versions the producer fixtures were written with (their config blocks name them).
 _TRANSFORMERS_VERSION = "5.17.0"
 _QUARK_VERSION = "0.13"
@@ -759,7 +759,7 @@ def _init(param: _Param, seed: int) -> NDArray[Any]:
             values[wide] *= np.float32(5.0)
     if param.dtype == "F32":
         return values.astype(np.float32)
-    return values.astype(_BF16)
+    return values.astype(BF16)
 
 
 # -- sharding and files --------------------------------------------------------------------------
@@ -881,9 +881,9 @@ def _quantize_file_to_file(fmt: str, weight: NDArray[Any]) -> dict[str, NDArray[
         codes, scales = quantize_fp8_block(weight, block=(128, 128), profile=profile)
         return {"": codes.view(ml_dtypes.float8_e4m3fn), scale: np.asarray(scales)}
     if fmt == "quark-mxfp4":
-        mx = _mx.quantize_mx(weight, block_size=_GROUP, axis=-1, profile="quark")
+        mx = mx_scheme.quantize_mx(weight, block_size=_GROUP, axis=-1, profile="quark")
         return {"": np.asarray(mx.codes, np.uint8), "_scale": np.asarray(mx.scales, np.uint8)}
-    w4a8 = _fp8.quantize_w4a8(weight, profile="quark")
+    w4a8 = fp8_scheme.quantize_w4a8(weight, profile="quark")
     return {
         "": np.asarray(w4a8.weight, np.int32),
         "_scale": np.asarray(w4a8.weight_scale, np.float32).reshape(()),
@@ -919,10 +919,11 @@ def _fused_amax(source: Mapping[str, NDArray[Any]], module: str) -> float | None
 
 def _quantize_ct(weight: NDArray[Any]) -> dict[str, NDArray[Any]]:
     """compressed-tensors' tensors for one Linear weight, in its state-dict order."""
-    int4 = _int4.quantize_int4(weight, group_size=_GROUP, axis=-1, profile="compressed-tensors")
-    packed = _int4.pack_int4(int4.q, layout="compressed-tensors", axis=-1)
+    int4 = int4_scheme.quantize_int4(weight, group_size=_GROUP, axis=-1,
+                                     profile="compressed-tensors")
+    packed = int4_scheme.pack_int4(int4.q, layout="compressed-tensors", axis=-1)
     return {
-        "weight_scale": np.asarray(int4.scales).astype(_BF16, copy=False),
+        "weight_scale": np.asarray(int4.scales).astype(BF16, copy=False),
         "weight_packed": np.asarray(packed, np.int32),
         "weight_shape": np.asarray(weight.shape, np.int64),
     }
@@ -1059,7 +1060,7 @@ def _check_source(
         if tuple(array.shape) != param.shape:
             raise ValueError(f"{where}: {name} has shape {list(array.shape)}, the config says "
                              f"{list(param.shape)}")
-        if not np.issubdtype(array.dtype, np.floating) and array.dtype != _BF16:
+        if not np.issubdtype(array.dtype, np.floating) and array.dtype != BF16:
             raise ValueError(f"{where}: {name} is {array.dtype}, not a BF16/F32 source tensor")
 
 

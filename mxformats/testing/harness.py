@@ -1,10 +1,11 @@
 """Check a quantizer or dequantizer against the reference, byte for byte.
 
 For kernel authors: hand :func:`check_quantizer` any function with the signature of
-:func:`mxformats.mx.quantize_mx` and it runs the function over
+:func:`mxformats.quantize_mx` and it runs the function over
 
-1. ``vectors``: the committed spec vectors of the profile (``spec/vectors/mx/<profile>.json``,
-   skipped with a note where they are not shipped),
+1. ``vectors``: the spec vectors of the profile (``spec/vectors/mx/<profile>.json``, computed
+   in memory by :mod:`mxformats.specgen`, see :func:`load_vectors`; skipped with a note where
+   the profile has none),
 2. ``sweep``: every bfloat16 bit pattern (and every float16 one) laid out as blocks, in two
    layouts (consecutive patterns, and patterns strided across blocks so that each block mixes
    magnitudes),
@@ -15,7 +16,7 @@ For kernel authors: hand :func:`check_quantizer` any function with the signature
    when Hypothesis is not installed),
 
 in each input dtype, compares the bytes it returns with the reference
-(``mxformats.mx.quantize_mx(..., profile=profile)``) and reports the **first** differing block:
+(``mxformats.quantize_mx(..., profile=profile)``) and reports the **first** differing block:
 its values as hex floats, the expected and returned scale byte and codes, and which source
 found it. Inputs go in as batches of blocks (shape ``(blocks, block_size)``, blocks along
 ``axis``), so bugs that depend on a block's position show up too.
@@ -47,12 +48,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-import ml_dtypes
 import numpy as np
 
+from mxformats.arith import BF16
 from mxformats.codec import tensor_to_numpy
 from mxformats.formats import E2M1, Format, get_format
-from mxformats.mx import pack_fp4
+from mxformats.schemes.mx import pack_fp4
 from mxformats.testing.cases import (
     DTYPES,
     Blocks,
@@ -76,6 +77,7 @@ __all__ = [
     "check_int4_quantizer",
     "check_quantizer",
     "find_vectors",
+    "load_vectors",
 ]
 
 Kind = Literal["quantizer", "dequantizer", "int4-quantizer"]
@@ -222,7 +224,7 @@ def _qualname(fn: Callable[..., Any]) -> str:
 def _torch_input(x: NDArray[Any], device: str) -> Any:
     import torch
 
-    if x.dtype == np.dtype(ml_dtypes.bfloat16):
+    if x.dtype == BF16:
         t = torch.from_numpy(np.ascontiguousarray(x).view(np.int16)).view(torch.bfloat16)
     else:
         t = torch.from_numpy(np.ascontiguousarray(x))
@@ -495,6 +497,31 @@ def find_vectors(profile: str, scheme: str = "mx") -> Path | None:
     return None
 
 
+@functools.cache
+def _generated_vectors() -> dict[str, str]:
+    """Every ``vectors/mx/<profile>.json``, generated in memory by :mod:`mxformats.specgen.mx`:
+    the bytes ``spec/`` holds (``python -m mxformats.specgen --check`` keeps them equal)."""
+    from mxformats.specgen.mx import vector_files
+
+    return vector_files()
+
+
+def load_vectors(profile: str, scheme: str = "mx") -> tuple[str, Any] | None:
+    """``(file name, parsed JSON)`` of a profile's spec vectors, or None where there are none.
+
+    ``$MXFORMATS_SPEC_DIR/vectors/<scheme>/<profile>.json`` when that file exists (a spec
+    under test); otherwise the vectors the spec generator computes, in memory, so that an
+    installed package needs no ``spec/`` folder.
+    """
+    name = f"{profile}.json"
+    if os.environ.get("MXFORMATS_SPEC_DIR"):
+        path = Path(os.environ["MXFORMATS_SPEC_DIR"], "vectors", scheme, name)
+        if path.is_file():
+            return name, json.loads(path.read_text(encoding="utf-8"))
+    text = _generated_vectors().get(f"vectors/{scheme}/{name}")
+    return None if text is None else (name, json.loads(text))
+
+
 def _parse_float(text: object) -> float:
     if isinstance(text, int | float):
         return float(text)
@@ -511,10 +538,9 @@ def _parse_float(text: object) -> float:
         return float.fromhex(t)
 
 
-def _vector_cases(path: Path, section: str) -> list[Any]:
-    """The cases of one section (``quantize`` or ``dequantize``) of a vectors file; a file
-    with a plain ``cases`` list serves as quantize cases."""
-    data = json.loads(path.read_text(encoding="utf-8"))
+def _vector_cases(data: Any, section: str) -> list[Any]:
+    """The cases of one section (``quantize`` or ``dequantize``) of a vectors document; a
+    document with a plain ``cases`` list serves as quantize cases."""
     if isinstance(data, list):
         return data if section == "quantize" else []
     cases = data.get(section)
@@ -535,7 +561,8 @@ def _wanted(case: object, elem: Format, dtype: str) -> bool:
             and case.get("dtype", dtype) == dtype)
 
 
-def _vector_blocks(path: Path, elem: Format, block_size: int, dtype: str) -> tuple[Blocks, int]:
+def _vector_blocks(vectors: tuple[str, Any], elem: Format, block_size: int,
+                   dtype: str) -> tuple[Blocks, int]:
     """The ``quantize`` vectors' input blocks for ``elem`` and ``dtype`` (a case's ``input``:
     hex floats, padded with +0.0 to whole blocks), and how many such cases were left out
     (values ``dtype`` does not hold exactly, or no input)."""
@@ -543,7 +570,8 @@ def _vector_blocks(path: Path, elem: Format, block_size: int, dtype: str) -> tup
     rows: list[NDArray[Any]] = []
     labels: list[str] = []
     left_out = 0
-    for number, case in enumerate(_vector_cases(path, "quantize")):
+    name, data = vectors
+    for number, case in enumerate(_vector_cases(data, "quantize")):
         if not _wanted(case, elem, dtype):
             continue
         raw = case.get("input")
@@ -559,17 +587,17 @@ def _vector_blocks(path: Path, elem: Format, block_size: int, dtype: str) -> tup
         if not same.all():
             left_out += 1
             continue
-        name = _case_name(case, number)
+        label = f"vectors: {name} {_case_name(case, number)}"
         padded = np.zeros(-(-max(values.size, 1) // block_size) * block_size, dtype=np_dtype)
         padded[: values.size] = cast
         for k, row in enumerate(padded.reshape(-1, block_size)):
             rows.append(row)
-            labels.append(f"vectors: {path.name} {name}" + (f" block {k}" if k else ""))
+            labels.append(label + (f" block {k}" if k else ""))
     values_arr = np.stack(rows) if rows else np.zeros((0, block_size), dtype=np_dtype)
     return Blocks(values_arr, tuple(labels)), left_out
 
 
-def _dequant_vector_blocks(path: Path, elem: Format, block_size: int, dtype: str
+def _dequant_vector_blocks(vectors: tuple[str, Any], elem: Format, block_size: int, dtype: str
                            ) -> tuple[Blocks, NDArray[np.uint8], int]:
     """The ``dequantize`` vectors for ``elem`` and output ``dtype``: element codes (one block
     per case), their scale bytes, and how many cases were left out (not ``block_size``
@@ -578,7 +606,8 @@ def _dequant_vector_blocks(path: Path, elem: Format, block_size: int, dtype: str
     scales: list[int] = []
     labels: list[str] = []
     left_out = 0
-    for number, case in enumerate(_vector_cases(path, "dequantize")):
+    name, data = vectors
+    for number, case in enumerate(_vector_cases(data, "dequantize")):
         if not _wanted(case, elem, dtype):
             continue
         try:
@@ -592,7 +621,7 @@ def _dequant_vector_blocks(path: Path, elem: Format, block_size: int, dtype: str
             continue
         rows.append(codes)
         scales.append(scale)
-        labels.append(f"vectors: {path.name} {_case_name(case, number)}")
+        labels.append(f"vectors: {name} {_case_name(case, number)}")
     codes_arr = np.stack(rows) if rows else np.zeros((0, block_size), dtype=np.int64)
     return Blocks(codes_arr, tuple(labels)), np.asarray(scales, dtype=np.uint8), left_out
 
@@ -670,13 +699,13 @@ def _hypothesis_search(
 
 
 def _reference_quantizer() -> Callable[..., Any]:
-    from mxformats.mx import quantize_mx
+    from mxformats.schemes.mx import quantize_mx
 
     return quantize_mx
 
 
 def _reference_dequantizer() -> Callable[..., Any]:
-    from mxformats.mx import dequantize_mx
+    from mxformats.schemes.mx import dequantize_mx
 
     return dequantize_mx
 
@@ -734,7 +763,7 @@ def check_quantizer(
 
     ``fn`` is called as ``fn(x, elem, block_size=block_size, axis=axis, profile=profile)``
     with ``x`` a 2-D array of blocks (``(blocks, block_size)``, or transposed for
-    ``axis=0``) and must return an :class:`~mxformats.mx.MXArray` or a pair
+    ``axis=0``) and must return an :class:`~mxformats.schemes.mx.MXArray` or a pair
     ``(codes, scales)``: uint8 codes packed as ``quantize_mx`` packs them (E2M1: two per
     byte, element 2k in the low nibble) and uint8 E8M0 scale bytes.
 
@@ -753,7 +782,7 @@ def check_quantizer(
             ``hypothesis``), in that order.
         torch_device: None to pass numpy arrays; a device name (``"cpu"``, ``"cuda"``) to pass
             torch tensors on it.
-        reference: the function to compare with (default ``mxformats.mx.quantize_mx``), e.g.
+        reference: the function to compare with (default ``mxformats.quantize_mx``), e.g.
             a torch reference when checking the kernel that mirrors it.
 
     Returns:
@@ -809,14 +838,14 @@ def check_quantizer(
             if not _probe(run, source, dtype, block_size):
                 continue
             if source == "vectors":
-                path = find_vectors(profile)
-                if path is None:
+                vectors = load_vectors(profile)
+                if vectors is None:
                     run.runs.append(SourceRun(source, dtype, 0, "not shipped"))
                     _note(run, f"vectors: no spec/vectors/mx/{profile}.json here; skipped")
                     continue
-                blocks, left_out = _vector_blocks(path, elem, block_size, dtype)
+                blocks, left_out = _vector_blocks(vectors, elem, block_size, dtype)
                 if left_out:
-                    _note(run, f"vectors: {left_out} case(s) of {path.name} not used in "
+                    _note(run, f"vectors: {left_out} case(s) of {vectors[0]} not used in "
                           f"{dtype} (not representable, or no input block)")
                 done = run.batch(source, dtype, blocks)
             elif source == "sweep":
@@ -844,7 +873,7 @@ def check_quantizer(
 def _known_profile(scheme: str, kinds: tuple[str, ...], name: str) -> None:
     """ValueError listing the valid names when ``name`` is not a registered profile of one of
     ``kinds``."""
-    from mxformats.profiles import get_profile_info
+    from mxformats.registry import get_profile_info
 
     for kind in kinds[1:]:
         try:
@@ -1018,14 +1047,14 @@ def check_dequantizer(
         if source not in sources:
             continue
         if source == "vectors":
-            path = find_vectors(profile)
-            if path is None:
+            vectors = load_vectors(profile)
+            if vectors is None:
                 run.runs.append(SourceRun(source, dtype, 0, "not shipped"))
                 _note(run, f"vectors: no spec/vectors/mx/{profile}.json here; skipped")
                 continue
-            blocks, scales, left_out = _dequant_vector_blocks(path, elem, block_size, dtype)
+            blocks, scales, left_out = _dequant_vector_blocks(vectors, elem, block_size, dtype)
             if left_out:
-                _note(run, f"vectors: {left_out} dequantize case(s) of {path.name} not used "
+                _note(run, f"vectors: {left_out} dequantize case(s) of {vectors[0]} not used "
                       f"(not {block_size} codes, or unreadable)")
         elif source == "exhaustive":
             blocks = _dequant_cases(elem, block_size)
@@ -1084,7 +1113,7 @@ def _dequant_hypothesis(run: _Run, elem: Format, block_size: int, dtype: str,
 
 
 def _reference_int4() -> Callable[..., Any]:
-    from mxformats.int4 import quantize_int4
+    from mxformats.schemes.int4 import quantize_int4
 
     return quantize_int4
 
@@ -1106,7 +1135,7 @@ def check_int4_quantizer(
     """Check a symmetric INT4 per-group quantizer against ``quantize_int4(..., profile=...)``.
 
     ``fn`` is called as ``fn(x, group_size=group_size, axis=axis, profile=profile)`` with a
-    2-D ``x`` of groups and must return an :class:`~mxformats.int4.Int4Array` or ``(q,
+    2-D ``x`` of groups and must return an :class:`~mxformats.schemes.int4.Int4Array` or ``(q,
     scales)``: integers in [-8, 7] (any integer dtype) and scales of the reference's dtype,
     compared bit for bit. Sources: ``sweep`` (every bfloat16/float16 pattern in groups),
     ``boundary`` (:func:`mxformats.testing.cases.int4_groups`: rounding ties at each scale,

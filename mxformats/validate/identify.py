@@ -15,7 +15,7 @@ import json
 from typing import Any
 
 from mxformats.pairing import default_consumer
-from mxformats.profiles import profiles
+from mxformats.registry import profiles
 
 from .deployment import TARGETS
 from .descriptors import DESCRIPTORS, Configs, Descriptor, by_format, detect

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from mxformats.formats import E2M1
-from mxformats.int4 import unpack_int4
+from mxformats.schemes.int4 import unpack_int4
 from mxformats.tensorfile import DTYPES
 
 from .findings import Finding, Level, Severity, declare
@@ -644,7 +644,7 @@ def _module_stats_slow(packing: Packing, arrays: dict[str, NDArray[Any]], bound:
 
 def pack_rows(q: NDArray[np.int8]) -> NDArray[np.int32]:
     """compressed-tensors packing of int8 rows (a multiple of 8 long)."""
-    from mxformats.int4 import pack_int4
+    from mxformats.schemes.int4 import pack_int4
 
     return pack_int4(q, layout="compressed-tensors")
 

@@ -36,7 +36,7 @@ import ml_dtypes
 import numpy as np
 
 from mxformats.formats import E4M3FN
-from mxformats.int4 import dequantize_int4, unpack_int4
+from mxformats.schemes.int4 import dequantize_int4, unpack_int4
 from mxformats.tensorfile import TensorFileError, read_index, read_json
 
 from .findings import Check, Finding, Level, Severity, declare

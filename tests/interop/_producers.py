@@ -4,7 +4,7 @@ Each wrapper calls the producer's own code, unchanged, as its checkpoint writer 
 returns numpy arrays laid out like mxformats' results:
 
 * MX: ``(codes, scales)``, both uint8; E2M1 codes two per byte along the last axis with element
-  2k in the low nibble (``mxformats.mx.pack_fp4``), wider elements one code per byte (FP6 in
+  2k in the low nibble (``mxformats.schemes.mx.pack_fp4``), wider elements one code per byte (FP6 in
   the low six bits); ``scales`` are E8M0 bytes, one per block of 32 along the last axis.
 * INT4: packed int32 words as the producer writes them, its scales, and (where the wrapper can
   get them without re-deriving anything) the int8 values.

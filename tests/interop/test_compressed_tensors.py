@@ -41,8 +41,8 @@ requires("compressed_tensors")
 import _producers as P  # noqa: E402
 
 from mxformats import E2M1  # noqa: E402
-from mxformats.int4 import dequantize_int4, pack_int4, quantize_int4, unpack_int4  # noqa: E402
-from mxformats.mx import dequantize_mx, pack_fp4, quantize_mx  # noqa: E402
+from mxformats.schemes.int4 import dequantize_int4, pack_int4, quantize_int4, unpack_int4  # noqa: E402
+from mxformats.schemes.mx import dequantize_mx, pack_fp4, quantize_mx  # noqa: E402
 from mxformats.testing.cases import (  # noqa: E402
     blocks_strategy,
     int4_group_strategy,

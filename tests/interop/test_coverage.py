@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 from conftest import requires
 
-from mxformats.profiles import profiles
+from mxformats.registry import profiles
 
 ROOT = Path(__file__).resolve().parents[2]
 

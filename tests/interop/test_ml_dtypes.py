@@ -26,8 +26,8 @@ from hypothesis import strategies as st
 from peers import MD, MD_INT4_WRAPS
 
 from mxformats import get_format
-from mxformats.int4 import unpack_int4
-from mxformats.mx import dequantize_mx, pack_fp4, quantize_mx
+from mxformats.schemes.int4 import unpack_int4
+from mxformats.schemes.mx import dequantize_mx, pack_fp4, quantize_mx
 from mxformats.testing.cases import blocks_strategy, mx_blocks
 
 ML = {

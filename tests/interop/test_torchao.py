@@ -32,7 +32,7 @@ requires("torchao.prototype.mx_formats.mx_tensor")
 import _producers as P  # noqa: E402
 
 from mxformats import get_format  # noqa: E402
-from mxformats.mx import quantize_mx  # noqa: E402
+from mxformats.schemes.mx import quantize_mx  # noqa: E402
 from mxformats.testing.cases import blocks_strategy, mx_blocks  # noqa: E402
 
 PROFILES = tuple(P.TORCHAO_MODES)

@@ -19,7 +19,7 @@ import pytest
 from conftest import requires
 
 import mxformats
-from mxformats import mx as mx_reference
+from mxformats.schemes import mx as mx_reference
 
 from .backends import Backend
 

@@ -27,7 +27,7 @@ torch = requires("torch")
 hip = requires("mxformats.kernels.hip")
 
 from mxformats.formats import E4M3FN  # noqa: E402
-from mxformats.kernels import _mx_plan  # noqa: E402
+from mxformats.kernels import mx_plan  # noqa: E402
 from mxformats.kernels.hip import _build, _device, _quantize_rules  # noqa: E402
 
 WAVES = (32, 64)
@@ -106,7 +106,7 @@ def test_runtime_aborts_a_barrier_some_thread_never_reaches() -> None:
 def test_sanitizer_reports_an_out_of_bounds_read() -> None:
     """Tell the quantizer the input has two rows where it holds one: ASan stops the read past
     the end of the tensor, and the call fails with the report."""
-    call = _mx_plan.prepare_quantize(torch.ones(1, 64), "e2m1", block_size=32, axis=-1,
+    call = mx_plan.prepare_quantize(torch.ones(1, 64), "e2m1", block_size=32, axis=-1,
                                      profile="ocp", claims=hip.SUPPORTED["quantize_mx"])
     rules = _quantize_rules(call.plan)
     table = torch.from_numpy(np.ascontiguousarray(call.plan.scale_table).reshape(-1))

@@ -29,15 +29,15 @@ import pytest
 from conftest import requires
 
 import mxformats
-from mxformats import mx as mx_reference
-from mxformats._mx_consumers import CONSUMERS
-from mxformats._mx_producers import PRODUCERS
 from mxformats.codec import tensor_to_numpy
 from mxformats.formats import E2M1, get_format
-from mxformats.kernels import _mx_plan as mx_plan
-from mxformats.kernels._mx_plan import KERNEL_ELEMENTS
-from mxformats.profiles import profiles as registered_profiles
+from mxformats.kernels import mx_plan as mx_plan
+from mxformats.kernels.mx_plan import KERNEL_ELEMENTS
+from mxformats.registry import profiles as registered_profiles
 from mxformats.schemes import fp8_block as fp8_block_reference
+from mxformats.schemes import mx as mx_reference
+from mxformats.schemes.mx.consumers import CONSUMERS
+from mxformats.schemes.mx.producers import PRODUCERS
 from mxformats.testing import check_dequantizer, check_int4_quantizer, check_quantizer
 from mxformats.testing.cases import float_dtype
 

@@ -50,7 +50,7 @@ def _float_ops(case: tuple[str, ...]) -> list[str]:
     from triton.compiler import ASTSource
 
     from mxformats.formats import get_format
-    from mxformats.kernels import _mx_plan as mx_plan
+    from mxformats.kernels import mx_plan as mx_plan
     from mxformats.kernels.triton import mx
 
     kernel, profile, elem, dtype, out = case

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from mxformats.int4 import dequantize_int4, pack_int4, quantize_int4, unpack_int4
+from mxformats.schemes.int4 import dequantize_int4, pack_int4, quantize_int4, unpack_int4
 
 from ..model import CheckpointFormat
 from ..numbers import packed_code_findings, scale_findings

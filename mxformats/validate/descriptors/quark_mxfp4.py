@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from mxformats.mx import dequantize_mx, quantize_mx
+from mxformats.schemes.mx import dequantize_mx, quantize_mx
 
 from ..model import CheckpointFormat
 from ..numbers import e8m0_findings, mx_bound, mx_scale_mode, packed_code_findings

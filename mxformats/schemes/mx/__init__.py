@@ -25,26 +25,32 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import ml_dtypes
 import numpy as np
 
-from mxformats._mx_consumers import CONSUMERS, Consumer, decode_blocks, get_consumer, round_to
-from mxformats._mx_elements import encode_elements, scaled
-from mxformats._mx_producers import PRODUCERS, Producer, get_producer
-from mxformats.codec import tensor_to_numpy
+from mxformats.arith import FLOAT_DTYPES, as_array, round_to
 from mxformats.containers import containers
 from mxformats.formats import E2M1, E8M0, Format, get_format
 from mxformats.pairing import consumer_for
-from mxformats.profiles import ProfileInfo, register
+from mxformats.registry import ProfileInfo, register
+from mxformats.schemes.mx.consumers import CONSUMERS, Consumer, decode_blocks, get_consumer
+from mxformats.schemes.mx.elements import encode_elements, scaled
+from mxformats.schemes.mx.producers import PRODUCERS, Producer, get_producer
 
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike, DTypeLike, NDArray
 
-__all__ = ["MXArray", "dequantize_mx", "pack_fp4", "quantize_mx", "unpack_fp4"]
-
-_BF16 = np.dtype(ml_dtypes.bfloat16)
-_FLOAT_TYPES = (np.dtype(np.float16), _BF16, np.dtype(np.float32), np.dtype(np.float64))
-
+__all__ = [
+    "MXArray",
+    "block_max",
+    "check_axis",
+    "check_elem",
+    "check_shape",
+    "consumer_dtype",
+    "dequantize_mx",
+    "pack_fp4",
+    "quantize_mx",
+    "unpack_fp4",
+]
 
 @dataclass(frozen=True, eq=False)
 class MXArray:
@@ -76,22 +82,24 @@ def _as_float_array(x: object) -> NDArray[np.generic]:
     torch tensors keep their dtype (bfloat16 becomes ``ml_dtypes.bfloat16``); Python floats and
     lists become float64. Integer data is refused.
     """
-    tensor = tensor_to_numpy(x)
-    arr = np.asarray(x) if tensor is None else tensor
-    if arr.dtype not in _FLOAT_TYPES:
+    arr = as_array(x)
+    if arr.dtype not in FLOAT_DTYPES:
         raise TypeError(
             f"quantize_mx takes float16, bfloat16, float32 or float64 data, got {arr.dtype}"
         )
     return arr
 
 
-def _axis(ndim: int, axis: int) -> int:
+def check_axis(ndim: int, axis: int) -> int:
+    """``axis`` of ``ndim``-dimensional data in ``[0, ndim)``; ValueError when out of range."""
     if not -ndim <= axis < ndim:
         raise ValueError(f"axis {axis} is out of range for {ndim}-dimensional data")
     return axis % ndim
 
 
-def _check_elem(elem: Format | str, allowed: tuple[Format, ...], what: str) -> Format:
+def check_elem(elem: Format | str, allowed: tuple[Format, ...], what: str) -> Format:
+    """The :class:`~mxformats.Format` named by ``elem``; ValueError naming ``allowed`` when
+    the profile ``what`` does not define it."""
     fmt = get_format(elem)
     if fmt not in allowed:
         raise ValueError(
@@ -124,7 +132,9 @@ def block_max(magnitudes: NDArray[np.float64], *, nan_ignoring: bool) -> NDArray
     return np.where(nan.all(axis=-1), np.nan, amax)
 
 
-def _check_shape(producer: Producer, n: int, elem: Format, block_size: int) -> None:
+def check_shape(producer: Producer, n: int, elem: Format, block_size: int) -> None:
+    """ValueError unless ``producer`` defines ``n`` elements of ``elem`` along the quantized
+    axis in blocks of ``block_size`` (its block sizes, a short last block, E2M1's even length)."""
     what = f"profile {producer.name!r}"
     if block_size < 1:
         raise ValueError(f"block_size must be positive, got {block_size}")
@@ -156,7 +166,7 @@ def quantize_mx(
     along ``axis`` share one E8M0 scale. Returns an :class:`MXArray`. Spec: spec/mx.md.
     """
     producer = get_producer(profile)
-    fmt = _check_elem(elem, producer.elements, f"profile {profile!r}")
+    fmt = check_elem(elem, producer.elements, f"profile {profile!r}")
     data = _as_float_array(x)
     if data.dtype not in producer.dtypes:
         raise ValueError(
@@ -164,11 +174,11 @@ def quantize_mx(
         )
     if data.ndim == 0:
         raise ValueError("quantize_mx needs at least one dimension")
-    ax = _axis(data.ndim, axis)
+    ax = check_axis(data.ndim, axis)
     with np.errstate(invalid="ignore"):  # widening a signalling NaN quiets it
         moved = np.moveaxis(data, ax, -1).astype(np.float64)
     n = moved.shape[-1]
-    _check_shape(producer, n, fmt, block_size)
+    check_shape(producer, n, fmt, block_size)
     blocks = _to_blocks(moved, block_size)
     magnitudes = np.abs(blocks)
     amax = block_max(magnitudes, nan_ignoring=producer.nan_ignoring_max)
@@ -191,7 +201,7 @@ def quantize_mx(
 # -- dequantize -----------------------------------------------------------------------------
 
 
-def _arithmetic_dtype(consumer: Consumer, out: np.dtype[np.generic]) -> np.dtype[np.generic]:
+def consumer_dtype(consumer: Consumer, out: np.dtype[np.generic]) -> np.dtype[np.generic]:
     """The consumer's own type for output ``out``: ``out`` itself, or a narrower type of the
     consumer whose values widen exactly into ``out``."""
     if out in consumer.dtypes:
@@ -241,12 +251,12 @@ def dequantize_mx(
         raise ValueError("dequantize_mx needs the scales")
     profile = "ocp" if profile is None else consumer_for("mx", profile)
     consumer = get_consumer(profile)
-    fmt = _check_elem(elem, consumer.elements, f"consumer profile {profile!r}")
+    fmt = check_elem(elem, consumer.elements, f"consumer profile {profile!r}")
     out = np.dtype(dtype)
-    own = _arithmetic_dtype(consumer, out)
+    own = consumer_dtype(consumer, out)
     c = _integer_array(codes, "codes")
     s = _integer_array(scales, "scales")
-    ax = _axis(c.ndim, axis)
+    ax = check_axis(c.ndim, axis)
     if fmt is E2M1:
         c = unpack_fp4(c, axis=ax)
     if c.size and int(c.max()) >= 1 << fmt.bits:
@@ -282,12 +292,12 @@ def pack_fp4(codes: ArrayLike, axis: int = -1) -> NDArray[np.uint8]:
     """Pack 4-bit codes two per byte along ``axis``, element 2k in the low nibble.
 
     The layout of torch ``float4_e2m1fn_x2``, torchao, triton_kernels, Quark ``Pack_fp4`` and
-    compressed-tensors (formats.md §3.2-§3.8; vector 47: codes [1, 2] pack to 0x21).
+    compressed-tensors (sources.md §3.2-§3.8; vector 47: codes [1, 2] pack to 0x21).
     """
     c = _integer_array(codes, "codes")
     if c.size and int(c.max()) > 0xF:
         raise ValueError(f"fp4 codes are 4-bit (0..15); got {int(c.max())}")
-    ax = _axis(c.ndim, axis)
+    ax = check_axis(c.ndim, axis)
     if c.shape[ax] % 2:
         raise ValueError(f"pack_fp4 needs an even length along axis {ax}, got {c.shape[ax]}")
     moved = np.moveaxis(c.astype(np.uint8), ax, -1)
@@ -301,7 +311,7 @@ def unpack_fp4(packed: ArrayLike, axis: int = -1) -> NDArray[np.uint8]:
     p = _integer_array(packed, "packed codes")
     if p.size and int(p.max()) > 0xFF:
         raise ValueError("packed fp4 codes are bytes (0..255)")
-    ax = _axis(p.ndim, axis)
+    ax = check_axis(p.ndim, axis)
     moved = np.moveaxis(p.astype(np.uint8), ax, -1)
     pairs = np.stack([moved & 0xF, moved >> 4], axis=-1)
     unpacked = pairs.reshape(*moved.shape[:-1], 2 * moved.shape[-1])

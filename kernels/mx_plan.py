@@ -2,7 +2,7 @@
 
 Every MX kernel backend (Triton, HIP) calls :func:`prepare_quantize` / :func:`prepare_dequantize`
 with the reference's arguments and gets back either the exception the reference raises for the
-same bad input (``mxformats.mx``'s own checks, reused), ``NotImplementedError`` naming a profile
+same bad input (the reference's own checks, reused), ``NotImplementedError`` naming a profile
 the backend does not claim, or a call: the input as a contiguous ``(rows, K)`` view of raw bits
 (the quantized axis moved last), the outputs allocated on the input's device, and a frozen
 :class:`QuantizePlan` / :class:`DequantizePlan` whose plain-integer fields a kernel takes as
@@ -44,12 +44,13 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import ml_dtypes
 import numpy as np
 
-from mxformats._mx_consumers import CONSUMERS, get_consumer, round_to
-from mxformats._mx_elements import ElementRules, _nan_codes, encode_elements
-from mxformats._mx_producers import PRODUCERS, Producer, get_producer
-from mxformats._mx_scale import Scale
+from mxformats.arith import BF16, round_to
 from mxformats.formats import E2M1, E4M3FN, Format
-from mxformats.mx import _arithmetic_dtype, _axis, _check_elem, _check_shape
+from mxformats.schemes.mx import check_axis, check_elem, check_shape, consumer_dtype
+from mxformats.schemes.mx.consumers import CONSUMERS, get_consumer
+from mxformats.schemes.mx.elements import ElementRules, encode_elements, nan_codes
+from mxformats.schemes.mx.producers import PRODUCERS, Producer, get_producer
+from mxformats.schemes.mx.scale_rules import Scale
 
 if TYPE_CHECKING:
     import torch
@@ -138,10 +139,10 @@ _TORCH_NAMES = ("float32", "bfloat16", "float16")
 
 def _numpy_dtype(torch_dtype: Any) -> np.dtype[Any]:
     name = str(torch_dtype).removeprefix("torch.")
-    return np.dtype(ml_dtypes.bfloat16) if name == "bfloat16" else np.dtype(name)
+    return BF16 if name == "bfloat16" else np.dtype(name)
 
 
-def _dtype_name(dtype: Any) -> str:
+def float_dtype_name(dtype: Any) -> str:
     """The name of a torch dtype or a numpy dtype-like (``ml_dtypes.bfloat16`` included)."""
     if str(dtype).startswith("torch."):
         return str(dtype).removeprefix("torch.")
@@ -172,7 +173,7 @@ def _bits_view(t: torch.Tensor) -> torch.Tensor:
 class QuantizedMX(NamedTuple):
     """What the MX quantize kernels return: ``codes, scales = quantize_mx(...)``.
 
-    As :class:`mxformats.mx.MXArray`: uint8 ``codes`` (E2M1 two per byte along the axis,
+    As :class:`mxformats.schemes.mx.MXArray`: uint8 ``codes`` (E2M1 two per byte along the axis,
     element 2k in the low nibble), uint8 E8M0 ``scales``; torch tensors on the input's device.
     """
 
@@ -277,7 +278,7 @@ def quantize_claims(producer: Producer, elem: Format, *, microxcaling: bool = Fa
     type rounds (its subnormals) codes to zero.
 
     Not claimed: a NaN-ignoring block maximum (Quark's HIP qdq, ``__hmax``;
-    :func:`mxformats.mx.block_max`), which the kernels do not compute.
+    :func:`mxformats.schemes.mx.block_max`), which the kernels do not compute.
     """
     if elem not in producer.elements or elem not in KERNEL_ELEMENTS or producer.nan_ignoring_max:
         return False
@@ -299,8 +300,8 @@ def quantize_claims(producer: Producer, elem: Format, *, microxcaling: bool = Fa
 
 
 def _pack_scales(scale: Scale) -> NDArray[np.int64]:
-    """Scale entries of a :class:`~mxformats._mx_scale.Scale` (every ``mult`` must be a power
-    of two, 0 or NaN)."""
+    """Scale entries of a :class:`~mxformats.schemes.mx.scale_rules.Scale` (every ``mult``
+    must be a power of two, 0 or NaN)."""
     mult = scale.mult
     nan = np.isnan(mult)
     kind = np.where(nan, np.where(np.signbit(mult), KIND_NEG_NAN, KIND_NAN),
@@ -422,7 +423,7 @@ def quantize_plan(profile: str, elem: Format, dtype_name: str, block_size: int) 
     round_away = rules.rounding in ("nearest-away", "microxcaling")
     table = element_table(elem, rules, dtype, arithmetic)
     infinities = encode_elements(np.array([np.inf, -np.inf]), np.zeros(2, bool), elem, rules)
-    nans = _nan_codes(elem, np.array([False, True]), rules.nan_code)
+    nans = nan_codes(elem, np.array([False, True]), rules.nan_code)
     return QuantizePlan(
         profile=profile, elem_name=elem.name, block_size=block_size,
         source=source, elem=layout,
@@ -480,7 +481,7 @@ def prepare_quantize(x: object, elem: Format | str, *, block_size: int, axis: in
     """Check a ``quantize_mx`` call as the reference does and lay it out for a kernel.
 
     ``claims``: the backend's ``(element, profile)`` pairs; a registered profile outside them
-    raises ``NotImplementedError`` naming it. Raises what ``mxformats.mx.quantize_mx`` raises
+    raises ``NotImplementedError`` naming it. Raises what ``mxformats.quantize_mx`` raises
     for the same arguments (ValueError for an unknown profile, an element or dtype the profile
     refuses, a bad axis, a ragged last block the producer does not define, an odd E2M1 length;
     TypeError for non-float data); a float64 tensor the profile takes is NotImplementedError
@@ -490,7 +491,7 @@ def prepare_quantize(x: object, elem: Format | str, *, block_size: int, axis: in
     import torch
 
     producer = get_producer(profile)
-    fmt = _check_elem(elem, producer.elements, f"profile {profile!r}")
+    fmt = check_elem(elem, producer.elements, f"profile {profile!r}")
     if (fmt.name, profile) not in claims:
         raise NotImplementedError(f"profile {profile!r} writing {fmt.name} is not implemented "
                                   "by this kernel backend")
@@ -504,9 +505,9 @@ def prepare_quantize(x: object, elem: Format | str, *, block_size: int, axis: in
                                   "float64 (use the numpy reference)")
     if t.ndim == 0:
         raise ValueError("quantize_mx needs at least one dimension")
-    ax = _axis(t.ndim, axis)
+    ax = check_axis(t.ndim, axis)
     n = t.shape[ax]
-    _check_shape(producer, n, fmt, block_size)
+    check_shape(producer, n, fmt, block_size)
     if block_size & (block_size - 1):
         raise NotImplementedError(f"the MX kernels take power-of-two block sizes, not "
                                   f"{block_size}")
@@ -621,7 +622,7 @@ def prepare_dequantize(codes: object, scales: object, elem: Format | str, *, blo
 
     ``dtype``: a torch or numpy float dtype; float32, bfloat16 and float16 are computed, float64
     is ``NotImplementedError`` where the consumer takes it. Raises what
-    ``mxformats.mx.dequantize_mx`` raises for the same arguments, ``NotImplementedError`` for a
+    ``mxformats.dequantize_mx`` raises for the same arguments, ``NotImplementedError`` for a
     registered consumer outside ``claims``.
     """
     import torch
@@ -629,18 +630,18 @@ def prepare_dequantize(codes: object, scales: object, elem: Format | str, *, blo
     if scales is None:
         raise ValueError("dequantize_mx needs the scales")
     consumer = get_consumer(profile)
-    fmt = _check_elem(elem, consumer.elements, f"consumer profile {profile!r}")
+    fmt = check_elem(elem, consumer.elements, f"consumer profile {profile!r}")
     if (fmt.name, profile) not in claims:
         raise NotImplementedError(f"consumer profile {profile!r} reading {fmt.name} is not "
                                   "implemented by this kernel backend")
-    out_name = _dtype_name(dtype)
-    own = _arithmetic_dtype(consumer, _numpy_dtype(out_name))
+    out_name = float_dtype_name(dtype)
+    own = consumer_dtype(consumer, _numpy_dtype(out_name))
     if out_name not in _TORCH_NAMES:
         raise NotImplementedError(f"the MX kernels write float32, bfloat16 or float16, not "
                                   f"{out_name} (use the numpy reference)")
     c = _integer_tensor(codes, "codes")
     s = _integer_tensor(scales, "scales")
-    ax = _axis(c.ndim, axis)
+    ax = check_axis(c.ndim, axis)
     # Range checks cost a device synchronisation: only for wider integer types than bytes.
     limit = 1 << (8 if fmt.bits == 4 else fmt.bits)  # packed E2M1 bytes hold two codes
     if c.dtype != torch.uint8 and c.numel() and int(c.max()) >= limit:

@@ -16,10 +16,10 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-from mxformats.int4 import FLOAT_DTYPES
+from mxformats.arith import FLOAT_DTYPES
 from mxformats.schemes import fp8_block as reference
 
-from ._mx_plan import FloatLayout
+from .mx_plan import FloatLayout
 
 __all__ = ["MULTIPLIER_IDS", "FP8BlockPlan", "check_quantize_args", "claims", "plan_for"]
 

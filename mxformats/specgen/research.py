@@ -1,4 +1,4 @@
-"""formats.md §6.4-6.5 (vectors 23-38): element conversions as the research executed them.
+"""sources.md §6.4-6.5 (vectors 23-38): element conversions as the research executed them.
 
 Each case names its targets: this package's encoder in a named mode (asserted), ml_dtypes 0.6.0
 (asserted against the installed library), and torch 2.14.1 / torch <= 2.11 (what the research
@@ -10,16 +10,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from mxformats._text import SCHEMA_VERSION, code_hex, hex_float, json_file
 from mxformats.conversions import e4m3fn_to_fnuz
 from mxformats.formats import E4M3FN, get_format
+from mxformats.text import SCHEMA_VERSION, code_hex, hex_float, json_file
 
 _INF, _NAN = float("inf"), float("nan")
 _ML = {"library": "ml_dtypes", "version": "0.6.0"}
 _TORCH = {"library": "torch", "version": "2.14.1", "documentation_only": True}
 _TORCH_OLD = {"library": "torch", "version": "<=2.11", "documentation_only": True}
 
-# (vector, format, input, {our mode: code}, {library target: code}) typed from formats.md §6.4-6.5.
+# (vector, format, input, {our mode: code}, {library target: code}) typed from sources.md §6.4-6.5.
 _E8M0_MODE = ("nearest-linear", "saturate")
 _CASES: tuple[tuple[str, str, float, dict[tuple[str, str], int], list[tuple[dict, int]]], ...] = (
     ("23", "e8m0", 0.0, {_E8M0_MODE: 0x00}, [(_TORCH, 0x00), (_ML, 0xFF)]),

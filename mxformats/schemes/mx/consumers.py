@@ -15,29 +15,17 @@ from typing import TYPE_CHECKING
 import ml_dtypes
 import numpy as np
 
+from mxformats.arith import BF16, round_to
 from mxformats.formats import E2M1, E2M3, E3M2, E4M3FN, E5M2, Format
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
 
-BF16 = np.dtype(ml_dtypes.bfloat16)
 F16 = np.dtype(np.float16)
 F32 = np.dtype(np.float32)
 F64 = np.dtype(np.float64)
 
 ScaleDecoder = Callable[["NDArray[np.int64]", np.dtype[np.generic]], "NDArray[np.float64]"]
-
-
-def round_to(v: NDArray[np.float64], dtype: np.dtype[np.generic]) -> NDArray[np.float64]:
-    """Round exact values once into ``dtype`` (nearest-even, overflow to Inf), back as float64.
-
-    bfloat16 goes through float32: every value rounded here (an element of at most four
-    significant bits times a power of two >= 2**-127) is exact in float32 or beyond its range.
-    """
-    with np.errstate(over="ignore", invalid="ignore"):
-        if dtype == BF16:
-            return v.astype(np.float32).astype(BF16).astype(np.float64)
-        return v.astype(dtype).astype(np.float64)
 
 
 def _pow2(byte: NDArray[np.int64]) -> NDArray[np.float64]:
@@ -145,7 +133,7 @@ CONSUMERS: dict[str, Consumer] = {
             elements=(E2M1,),
             dtypes=(F16,),
             scale=hip_fp16_scale,
-            notes=("GPU only; derived from source (formats.md §3.6(d)), not executed.",),
+            notes=("GPU only; derived from source (sources.md §3.6(d)), not executed.",),
         ),
         Consumer(
             name="quark-hip-bf16",
@@ -217,8 +205,8 @@ CONSUMERS: dict[str, Consumer] = {
             nan_on_ff=True,
             notes=(
                 "Decided from quark/torch/kernel/mx/triton.py L284 and L287 (kernel) and L861 "
-                "(upcast_from_mxfp_torch): 0x00 -> 0.0, as checkpoints.md §2.5 says; "
-                "formats.md §3.9's '2**-127' is wrong for this path.",
+                "(upcast_from_mxfp_torch): 0x00 -> 0.0, as sources.md §C2.5 says; "
+                "sources.md §3.9's '2**-127' is wrong for this path.",
             ),
         ),
         Consumer(

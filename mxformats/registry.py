@@ -2,11 +2,12 @@
 
 A *profile* names one implementation's choices (scale rule, tie rounding, arithmetic dtype,
 NaN/Inf/zero-block handling, packing, decoding) so that ``profile="quark"`` means exactly the
-bytes AMD Quark 0.13 writes. Scheme modules (:mod:`mxformats.mx`, :mod:`mxformats.int4`,
-:mod:`mxformats.fp8`) register their profiles here at import time. Spec: ``spec/profiles.md``.
+bytes AMD Quark 0.13 writes. Spec: ``spec/profiles.md``.
 
-The package attribute ``mxformats.profiles`` is the :func:`profiles` function (the public entry
-point); import this module's other names with ``from mxformats.profiles import ...``.
+The registry is fed from below: it imports nothing of the package, and each scheme module
+(:mod:`mxformats.schemes.mx`, :mod:`mxformats.schemes.int4`, :mod:`mxformats.schemes.fp8`, ...)
+calls :func:`register` for its profiles when it is imported. ``import mxformats`` imports every
+scheme, so :func:`profiles` (also ``mxformats.profiles()``) lists them all.
 """
 
 from __future__ import annotations
@@ -56,21 +57,13 @@ def register(info: ProfileInfo) -> ProfileInfo:
     return info
 
 
-def _load_schemes() -> None:
-    # Importing the scheme modules registers their profiles.
-    from mxformats import fp8, int4, mx  # noqa: F401
-    from mxformats.schemes import fp8_block, nvfp4  # noqa: F401
-
-
 def profiles() -> list[ProfileInfo]:
     """Every profile, sorted by scheme, kind and name."""
-    _load_schemes()
     return [_REGISTRY[k] for k in sorted(_REGISTRY)]
 
 
 def get_profile_info(scheme: str, kind: str, name: str) -> ProfileInfo:
     """The registered profile, or ValueError listing the valid names for that scheme/kind."""
-    _load_schemes()
     try:
         return _REGISTRY[(scheme, kind, name)]
     except KeyError:

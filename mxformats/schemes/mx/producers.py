@@ -1,8 +1,8 @@
 """The MX producer and activation profiles: which scale rule, element rules, input types, block
 sizes and element formats each reproduces, and how each classifies its inputs.
 
-The table :data:`PRODUCERS` is the single source of truth: :mod:`mxformats.mx` registers and
-runs it and :mod:`mxformats._spec_mx` writes ``spec/mx.md`` from it. Spec: ``spec/mx.md``.
+The table :data:`PRODUCERS` is the single source of truth: :mod:`mxformats.schemes.mx` registers and
+runs it and :mod:`mxformats.specgen.mx` writes ``spec/mx.md`` from it. Spec: ``spec/mx.md``.
 """
 
 from __future__ import annotations
@@ -12,19 +12,18 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Literal
 
-import ml_dtypes
 import numpy as np
 
-from mxformats import _mx_scale as rules
-from mxformats._mx_elements import ElementRules
+from mxformats.arith import BF16
 from mxformats.formats import E2M1, E2M3, E3M2, E4M3FN, E5M2, Format
+from mxformats.schemes.mx import scale_rules as rules
+from mxformats.schemes.mx.elements import ElementRules
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
 
-    from mxformats._mx_scale import Scale
+    from mxformats.schemes.mx.scale_rules import Scale
 
-BF16 = np.dtype(ml_dtypes.bfloat16)
 F16 = np.dtype(np.float16)
 F32 = np.dtype(np.float32)
 F64 = np.dtype(np.float64)
@@ -54,7 +53,8 @@ class Producer:
 
     Attributes:
         name, kind, library, version, function, description: the registry entry.
-        scale_rule: ``(amax, elem, input dtype) -> Scale`` (:mod:`mxformats._mx_scale`).
+        scale_rule: ``(amax, elem, input dtype) -> Scale``
+            (:mod:`mxformats.schemes.mx.scale_rules`).
         elements: the element formats the producer writes.
         dtypes: input dtypes it accepts (others raise ``ValueError`` with ``dtype_reason``).
         rules: the element rules by input dtype name (``"*"``: every dtype).
@@ -145,7 +145,7 @@ def _torchao(mode: str, rule: ScaleRule, description: str, notes: tuple[str, ...
 
 _TORCHAO_FLOOR_NOTES = (
     "Byte 0x00 blocks are quantized against 2**-126 but decode to 2**-127: they come back 2x "
-    "too small (pytorch/ao#1104, formats.md §3.3).",
+    "too small (pytorch/ao#1104, sources.md §3.3).",
 )
 
 PRODUCERS: dict[str, Producer] = {
@@ -232,7 +232,7 @@ PRODUCERS: dict[str, Producer] = {
                 ),
                 pinned=(_CPU_NAN + ": +Inf in a block gives 0xF",),
                 implementation_defined=(
-                    "the GPU kernel's tl.max may skip NaN (formats.md §7.3); the torch "
+                    "the GPU kernel's tl.max may skip NaN (sources.md §7.3); the torch "
                     "reference propagates it, and this profile follows the reference",
                 ),
             )
@@ -353,7 +353,7 @@ PRODUCERS: dict[str, Producer] = {
                 "a size not divisible by 32: ValueError",
             ),
             notes=(
-                "formats.md §6.3 lists 0xFF for NaN, Inf and huge blocks: that is "
+                "sources.md §6.3 lists 0xFF for NaN, Inf and huge blocks: that is "
                 "generate_mx_scales alone; the written byte, after compress_mx_scale, is 0x7F.",
             ),
         ),

@@ -2,9 +2,10 @@
 
 Called by :mod:`mxformats.specgen`. Writes ``mx.md`` (the algorithm, the gaps of the OCP text and
 how each profile fills them, the input classification, the divergence matrices, computed by
-running :mod:`mxformats.mx`) and ``vectors/mx/<profile>.json``: the formats.md §6 vectors that
-target each profile, with expected bytes computed by the reference (tests/test_mx_vectors.py
-checks them against the values the research executed), plus ``documentation-only.json``.
+running :mod:`mxformats.schemes.mx`) and ``vectors/mx/<profile>.json``: the sources.md §6
+vectors that target each profile, with expected bytes computed by the reference
+(tests/test_mx_vectors.py checks them against the values the research executed), plus
+``documentation-only.json``.
 """
 
 from __future__ import annotations
@@ -13,23 +14,23 @@ import inspect
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-import ml_dtypes
 import numpy as np
 
-from mxformats._mx_consumers import CONSUMERS, Consumer
-from mxformats._mx_producers import PRODUCERS, Producer
+from mxformats.arith import BF16
 from mxformats.formats import E2M1, E4M3FN, Format
+from mxformats.schemes.mx.consumers import CONSUMERS, Consumer
+from mxformats.schemes.mx.producers import PRODUCERS, Producer
 
 SCHEMA_VERSION = 1
 BLOCK = 32
 
 
-# -- the vectors (formats.md §6) ---------------------------------------------------------------
+# -- the vectors (sources.md §6) ---------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class Block:
-    """A formats.md §6 block: its first values, the rest of the 32 elements +0.0."""
+    """A sources.md §6 block: its first values, the rest of the 32 elements +0.0."""
 
     number: int
     values: tuple[float, ...]
@@ -82,7 +83,7 @@ _SCALE_RULES = (
 _TORCHAO = ("torchao-floor", "torchao-ceil", "torchao-even", "torchao-rceil")
 _TRITON = ("triton-round-up", "triton-round-down")
 
-#: formats.md §6 vector -> (profiles run on float32 input, profiles run on bfloat16 input):
+#: sources.md §6 vector -> (profiles run on float32 input, profiles run on bfloat16 input):
 #: exactly the implementations the research names for it (its "Expected" column covers every
 #: implementation not listed as divergent; amax-6 rows leave torchao CEIL out, it rescales).
 TARGETS: dict[int, tuple[tuple[str, ...], tuple[str, ...]]] = {
@@ -114,7 +115,7 @@ QUANTIZE_TARGETS: tuple[tuple[int, tuple[str, ...], str], ...] = tuple(
     if profiles
 )
 
-#: Where each profile's expected values come from (formats.md §0 and §6).
+#: Where each profile's expected values come from (sources.md §0 and §6).
 SOURCES = {
     "ocp": "formats.md §6 'spec' column (OCP Algorithm 1, FLOOR, RNE, saturating); NaN/Inf "
     "blocks per this project's gap-filling",
@@ -173,7 +174,7 @@ DECODE_TARGETS: tuple[Decode, ...] = (
            "formats.md §4: byte 255 becomes +Inf (zero elements NaN)"),
 )
 
-#: formats.md §6 MX vectors (and parts of vectors) no profile here reproduces.
+#: sources.md §6 MX vectors (and parts of vectors) no profile here reproduces.
 DOCUMENTATION_ONLY: tuple[dict[str, str], ...] = (
     {"vector": "1-4, 13", "what": "triton-old (pre-PR #8110 ROUND_UP, round-half-up)",
      "result": "[7 7], [7 1], [7 3], [7 5]; #13 0x7F [6 2 1]",
@@ -198,7 +199,7 @@ DOCUMENTATION_ONLY: tuple[dict[str, str], ...] = (
 def _input_block(block: Block, dtype: str) -> np.ndarray:
     values = np.zeros(BLOCK)
     values[: len(block.values)] = block.values
-    np_dtype = np.dtype(ml_dtypes.bfloat16) if dtype == "bfloat16" else np.dtype(dtype)
+    np_dtype = BF16 if dtype == "bfloat16" else np.dtype(dtype)
     with np.errstate(over="ignore"):
         return values.astype(np.float32).astype(np_dtype)
 
@@ -210,8 +211,8 @@ def _hex(v: float) -> str:
 
 
 def quantize_case(number: int, profile: str, dtype: str) -> dict[str, object]:
-    """One vector run through :func:`mxformats.mx.quantize_mx`: input, scale byte, codes."""
-    from mxformats.mx import quantize_mx, unpack_fp4
+    """One vector run through :func:`mxformats.quantize_mx`: input, scale byte, codes."""
+    from mxformats.schemes.mx import quantize_mx, unpack_fp4
 
     block = BLOCKS[number]
     x = _input_block(block, dtype)
@@ -235,12 +236,12 @@ def _bits_hex(v: np.ndarray) -> list[str]:
 
 
 def decode_case(case: Decode, profile: str) -> dict[str, object]:
-    """One decode vector run through :func:`mxformats.mx.dequantize_mx`."""
-    from mxformats.mx import dequantize_mx, pack_fp4
+    """One decode vector run through :func:`mxformats.dequantize_mx`."""
+    from mxformats.schemes.mx import dequantize_mx, pack_fp4
 
     codes = np.zeros(BLOCK, dtype=np.uint8)
     codes[: len(case.codes)] = case.codes
-    dtype = np.dtype(ml_dtypes.bfloat16) if case.dtype == "bfloat16" else np.dtype(case.dtype)
+    dtype = BF16 if case.dtype == "bfloat16" else np.dtype(case.dtype)
     out = dequantize_mx(pack_fp4(codes), np.array([case.scale], dtype=np.uint8),
                         profile=profile, dtype=dtype)
     return {
@@ -310,7 +311,7 @@ MATRIX_BLOCKS = (1, 2, 6, 7, 11, 13, 17, 18, 19, 20, 21, 22)
 
 
 def _cell(producer: Producer, number: int) -> str:
-    from mxformats.mx import quantize_mx, unpack_fp4
+    from mxformats.schemes.mx import quantize_mx, unpack_fp4
 
     block = BLOCKS[number]
     dtype = "float32" if np.dtype(np.float32) in producer.dtypes else "bfloat16"
@@ -371,7 +372,7 @@ DECODE_MATRIX = (
 
 
 def _decode_cell(consumer: Consumer, byte: int, code: int) -> str:
-    from mxformats.mx import dequantize_mx, pack_fp4
+    from mxformats.schemes.mx import dequantize_mx, pack_fp4
 
     codes = np.zeros(BLOCK, dtype=np.uint8)
     codes[0] = code
@@ -462,8 +463,8 @@ def _consumer_section(c: Consumer) -> str:
 
 _INTRO = """# MX block scaling and its profiles
 
-<!-- Generated by `python -m mxformats.specgen` from mxformats/mx.py and its private modules
-(_mx_scale.py, _mx_elements.py, _mx_producers.py, _mx_consumers.py). Do not edit. -->
+<!-- Generated by `python -m mxformats.specgen` from mxformats/schemes/mx/
+(__init__.py, scale_rules.py, elements.py, producers.py, consumers.py). Do not edit. -->
 
 "MXFP4" is not one function. This page specifies the OCP algorithm, every gap its text leaves,
 and, for each producer and consumer the project reproduces (a *profile*), how it fills each gap,
@@ -479,7 +480,7 @@ value of element i is X × P_i. Elements: E2M1 (MXFP4), E2M3 and E3M2 (MXFP6), E
 
 - `codes`: uint8. E2M1 packs two codes per byte along the blocked axis, **element 2k in the low
   nibble, 2k+1 in the high nibble** (torch `float4_e2m1fn_x2`, torchao after pytorch/ao#3123,
-  triton_kernels after triton#5197, Quark `Pack_fp4`, compressed-tensors; formats.md #47: codes
+  triton_kernels after triton#5197, Quark `Pack_fp4`, compressed-tensors; sources.md #47: codes
   [0x1, 0x2] pack to 0x21). Wider elements: one code per byte.
 - `scales`: uint8 E8M0 bytes, the data's shape with the blocked axis divided by the block size
   (rounded up where a producer quantizes a short last block).
@@ -499,7 +500,7 @@ least 1.75 (E2M1): the reason for the EVEN, CEIL and RCEIL rules below.
 
 ## 3. The gaps in the OCP text, and how each profile fills them
 
-The OCP MX text available to us (through arXiv:2310.10537; formats.md §1.5, §7.1) does not say:
+The OCP MX text available to us (through arXiv:2310.10537; sources.md §1.5, §7.1) does not say:
 
 {gaps}
 Every profile's input classification (§5, §6) says which of these behaviours are *defined*
@@ -531,7 +532,7 @@ device and the kernel path (compressed-tensors' bfloat16 0 × Inf on x86: 0xFFFF
 vectorized path, 0x7FC0 on its scalar tail; NVIDIA GPUs: 0x7FFF), so a NaN's sign and payload
 are implementation-defined for every consumer.
 
-**Quark Triton and byte 0x00.** formats.md §3.9 lists 2^-127; checkpoints.md §2.5 says 0.0. The
+**Quark Triton and byte 0x00.** sources.md §3.9 lists 2^-127; sources.md §C2.5 says 0.0. The
 code decides: `quark/torch/kernel/mx/triton.py` L284 (`dst_scale = (scale.to(tl.uint16) << 7)
 .to(dst_dtype, bitcast=True)`, bfloat16) and L287 (`(scale.to(tl.uint32) << 23)` through float32
 for float16) build the scale by bit shift, so 0x00 is +0.0 and the whole block decodes to zero;
@@ -544,7 +545,7 @@ shifts the same way. Profile `quark-triton` (consumer) follows this.
 {consumers}
 ## 7. Vectors
 
-`vectors/mx/<profile>.json` (`schema_version` {schema}): every formats.md §6 vector relevant to
+`vectors/mx/<profile>.json` (`schema_version` {schema}): every sources.md §6 vector relevant to
 MX (1-22, 39-41, 47-51) that targets the profile, each with its source (executed, ported,
 emulated or derived from source) and the bytes this reference computes; tests/test_mx_vectors.py
 asserts each against the value the research recorded. `vectors/mx/documentation-only.json`

@@ -16,9 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import ml_dtypes
 import numpy as np
 
+from mxformats.arith import BF16
 from mxformats.formats import E8M0
 
 if TYPE_CHECKING:
@@ -242,7 +242,7 @@ def vllm_even(amax: NDArray[np.float64], elem: Format) -> Scale:
 # -- compressed-tensors, in the input's own type ----------------------------------------------
 
 _HALF_TYPES = {
-    "bfloat16": (np.dtype(ml_dtypes.bfloat16), 7),
+    "bfloat16": (BF16, 7),
     "float16": (np.dtype(np.float16), 10),
     "float32": (np.dtype(np.float32), 23),
 }

@@ -79,7 +79,7 @@ def _torchao_nan_magnitude(elem: Format) -> int:
     return (normal >> (23 - elem.mbits)) & 0xFF & ((1 << (elem.bits - 1)) - 1)
 
 
-def _nan_codes(elem: Format, negative: NDArray[np.bool_], rule: NanCode) -> NDArray[np.int64]:
+def nan_codes(elem: Format, negative: NDArray[np.bool_], rule: NanCode) -> NDArray[np.int64]:
     sign_bit = 1 << (elem.bits - 1)
     signs = np.where(negative, sign_bit, 0)
     if rule == "zero":
@@ -125,5 +125,5 @@ def encode_elements(
     if rules.inf_code == "quark-pack":  # bits(Inf / 2**126) >> 22 & 7: the code of 4.0
         inf_magnitude = int(np.flatnonzero(elem.values == 4.0)[0])
     codes = np.where(infinite, inf_magnitude | np.where(q < 0, sign_bit, 0), codes)
-    codes = np.where(nan, _nan_codes(elem, nan_negative, rules.nan_code), codes)
+    codes = np.where(nan, nan_codes(elem, nan_negative, rules.nan_code), codes)
     return codes.astype(np.uint8)

@@ -11,17 +11,21 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from mxformats._mx_consumers import BF16
-from mxformats._text import SCHEMA_VERSION, hex_float, json_file, short_float, table
+from mxformats.arith import BF16
 from mxformats.schemes.fp8_block import (
     PROFILES,
     FP8BlockProfile,
     dequantize_fp8_block,
     quantize_fp8_block,
 )
+from mxformats.text import SCHEMA_VERSION, hex_float, json_file, short_float, table
+
+if TYPE_CHECKING:
+    from numpy.typing import DTypeLike
 
 __all__ = ["TILES", "dequantize_cases", "pages", "quantize_cases"]
 
@@ -103,7 +107,7 @@ def quantize_cases() -> list[dict[str, object]]:
 
 
 #: Scales the dequantize vectors read every code with, by profile.
-_DEQUANT_SCALES = {
+_DEQUANT_SCALES: dict[str, tuple[DTypeLike, tuple[float, ...]]] = {
     "deepseek": (np.float32, (2.2321428e-07, 0.000123456789, 1.0)),
     "compressed-tensors": (BF16, (0.0078125, 4.57763671875e-05, 3.0)),
     "ue8m0": (np.float32, (2.0**-22, 2.0**-10, 2.0**20)),
@@ -246,29 +250,29 @@ compressed-tensors 0.20.1).
 ## 3. Profiles
 
 {profile_table}
-Sources (primary):
+Sources (primary; sources.md §9 lists each in full):
 
-- `deepseek`: deepseek-ai/DeepGEMM `tests/test_core.py` @ f0314fa `per_block_cast_to_fp8`:
+- `deepseek` (sources.md §9.1): deepseek-ai/DeepGEMM `tests/test_core.py` @ f0314fa `per_block_cast_to_fp8`:
   `x_amax = x_view.abs().float().amax(dim=(1, 3), keepdim=True).clamp(1e-4)`,
   `(x_view * (448.0 / x_amax)).to(torch.float8_e4m3fn)`, scales `x_amax / 448.0`. The form
   vLLM and SGLang copied and the DeepSeek-V3 / Kimi-K2-Instruct releases are laid out in.
   `448.0 / x_amax` is torch's `Tensor.__rtruediv__`, which is `self.reciprocal() * other`
   (`torch/_tensor.py`, torch 2.13.0): the multiplier is `float32(float32(1 / amax) · 448)`, two
   roundings, and the element `float32(x) · multiplier` a third. It is not `x / scale`.
-- `deepgemm`, `ue8m0`: deepseek-ai/DeepGEMM `deep_gemm/utils/math.py` @ 38939a4
+- `deepgemm`, `ue8m0` (sources.md §9.2): deepseek-ai/DeepGEMM `deep_gemm/utils/math.py` @ 38939a4
   `per_block_cast_to_fp8(x, use_ue8m0, gran_k=128)`: `sf = x_amax / 448.0`,
   `sf = ceil_to_ue8m0(sf) if use_ue8m0`, `(x_view * (1.0 / sf)).to(torch.float8_e4m3fn)`;
   `ceil_to_ue8m0`: the float32 exponent field plus one if a mantissa bit is set, clamped to
   [1, 254] (so NaN and +Inf scales become 2^127). `use_ue8m0=True` is the Blackwell (SM100)
   path; vLLM converts scales to UE8M0 for DeepGEMM there.
-- `deepseek-fnuz`: `deepseek`, then vLLM `normalize_e4m3fn_to_e4m3fnuz`
+- `deepseek-fnuz` (sources.md §9.3): `deepseek`, then vLLM `normalize_e4m3fn_to_e4m3fnuz`
   (`vllm/model_executor/layers/quantization/utils/w8a8_utils.py` @ 646ad5a), which vLLM's FP8
   linear method applies on ROCm MI300 (E4M3FNUZ hardware) after loading: the weight viewed as
   int8, -128 (FN's -0) set to 0, viewed as `float8_e4m3fnuz` (same bits, half the value), and
   the scale doubled. Values are unchanged; FN's NaN byte 0x7F becomes the finite FNUZ 240, but
   its tile's scale is NaN, so the product stays NaN. No producer writes FNUZ block checkpoints:
   this is the in-memory form every MI300 run of a DeepSeek/Kimi FP8 checkpoint computes with.
-- `compressed-tensors`: compressed-tensors 0.19.0-0.20.1 as llm-compressor 0.14
+- `compressed-tensors` (sources.md §9.4): compressed-tensors 0.19.0-0.20.1 as llm-compressor 0.14
   `model_free_ptq(scheme="FP8_BLOCK")` writes it: the block observer's `torch.amin`/`torch.amax`
   per tile (llm-compressor `observers/helpers.py` `flatten_for_calibration`),
   `calculate_qparams` (`quantization/utils/helpers.py`: `amax / (bit_range / 2)` in the weight

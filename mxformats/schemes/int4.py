@@ -34,20 +34,38 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import ml_dtypes
 import numpy as np
 
-from mxformats.codec import tensor_to_numpy
+from mxformats.arith import (
+    as_float_array,
+    divide_in,
+    multiply_in,
+    require_finite,
+    round_half_even,
+    round_once,
+)
 from mxformats.containers import containers
 from mxformats.pairing import consumer_for
-from mxformats.profiles import Kind, ProfileInfo, register
+from mxformats.registry import ProfileInfo, register
 
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike, DTypeLike, NDArray
 
-__all__ = ["LAYOUTS", "Int4Array", "dequantize_int4", "pack_int4", "quantize_int4", "unpack_int4"]
+__all__ = [
+    "LAYOUTS",
+    "Int4Array",
+    "check_axis",
+    "check_group_scales",
+    "check_group_size",
+    "check_layout",
+    "dequantize_int4",
+    "pack_int4",
+    "quantize_int4",
+    "unpack_int4",
+]
 
 #: INT4 word layouts (8 nibbles per int32 word along ``axis``), specified in ``int4-layouts.md``.
 LAYOUTS = ("compressed-tensors", "quark", "linear")
@@ -64,133 +82,136 @@ NIBBLE_OFFSET: dict[str, int] = {"compressed-tensors": 8, "quark": 0, "linear": 
 #: The INT4 grid: symmetric scale = amax / ((QMAX - QMIN) / 2) = amax / 7.5.
 QMIN, QMAX = -8, 7
 _HALF_RANGE = (QMAX - QMIN) / 2
-#: Quark's observer epsilon, torch.finfo(torch.float32).eps.
-_QUARK_EPS = float(np.finfo(np.float32).eps)
 
-_BF16 = np.dtype(ml_dtypes.bfloat16)
-#: The input dtypes the producers take (torch float types a checkpoint can hold).
-FLOAT_DTYPES = (np.dtype(np.float16), _BF16, np.dtype(np.float32), np.dtype(np.float64))
+@dataclass(frozen=True)
+class Int4Producer:
+    """One INT4 producer as data (spec: ``int4-schemes.md``); :func:`quantize_int4` and the
+    kernels (:mod:`mxformats.kernels.int4_fp8_plan`) read nothing else.
 
-PROFILES = ("compressed-tensors", "quark")
+    Both producers compute the scale ``amax / 7.5`` in the input dtype, then:
 
-_SOURCES = {
-    "compressed-tensors": ("compressed-tensors", "0.19-0.20.1"),
-    "quark": ("amd-quark", "0.13"),
+    Attributes:
+        info: the registry entry.
+        eps: the scale floor; None is the input dtype's machine epsilon
+            (``torch.finfo(dtype).eps``).
+        floor: ``"zero"``: only a zero scale (an all-zero group) becomes ``eps``;
+            ``"maximum"``: ``max(scale, eps)``.
+        scale_dtype: the stored scale: ``"input"`` (the input dtype) or ``"float32"``.
+        reciprocal: ``q = round(x * (1 / s))`` (a multiply by the reciprocal) instead of
+            ``round(x / s)`` (a true division).
+        quotient_dtype: the dtype ``x / s`` (or ``x * (1 / s)``) is rounded to before
+            ``round_half_even``: ``"input"`` or ``"float32"``.
+        float64_refused: why the producer is not defined for float64 input, or None.
+        layout: the word layout its checkpoints pack ``q`` in (:data:`LAYOUTS`).
+    """
+
+    info: ProfileInfo
+    eps: float | None
+    floor: Literal["zero", "maximum"]
+    scale_dtype: Literal["input", "float32"]
+    reciprocal: bool
+    quotient_dtype: Literal["input", "float32"]
+    float64_refused: str | None
+    layout: str
+
+
+@dataclass(frozen=True)
+class Int4Consumer:
+    """One INT4 consumer as data: ``q × scale`` computed and rounded once in ``product_dtype``
+    (``"scale"``: the scale's dtype; ``"float32"``: both operands widened to float32)."""
+
+    info: ProfileInfo
+    product_dtype: Literal["scale", "float32"]
+
+
+_CT = ("compressed-tensors", "0.19-0.20.1")
+_QUARK = ("amd-quark", "0.13")
+
+#: INT4 producers by profile name.
+PRODUCERS: dict[str, Int4Producer] = {
+    "compressed-tensors": Int4Producer(
+        info=ProfileInfo(
+            "compressed-tensors", "int4", "producer", *_CT,
+            "quantization.utils.helpers.calculate_qparams + lifecycle.forward.quantize + "
+            "compressors.pack_quantized.helpers.pack_to_int32",
+            "s = dtype(amax/7.5), q = round_half_even(dtype(x/s)) in the input dtype; q+8 "
+            "nibbles, element 8c+i in nibble i",
+        ),
+        eps=None,
+        floor="zero",
+        scale_dtype="input",
+        reciprocal=False,
+        quotient_dtype="input",
+        float64_refused=None,
+        layout="compressed-tensors",
+    ),
+    "quark": Int4Producer(
+        info=ProfileInfo(
+            "quark", "int4", "producer", *_QUARK,
+            "observer.calculate_int_quant_params + hw_emulation_interface."
+            "real_quantize_int_per_channel_affine / _per_group_affine",
+            "s = float32(max(amax/7.5, 2^-23)), q = round_half_even(x * (1/s)) in float32 "
+            "(reciprocal multiply)",
+        ),
+        eps=float(np.finfo(np.float32).eps),  # Quark's observer eps, torch.finfo(float32).eps
+        floor="maximum",
+        scale_dtype="float32",
+        reciprocal=True,
+        quotient_dtype="float32",
+        float64_refused="Quark's observers narrow float64 to float32 in some paths and not in "
+        "others",
+        layout="quark",
+    ),
 }
+#: INT4 consumers by profile name.
+CONSUMERS: dict[str, Int4Consumer] = {
+    "compressed-tensors": Int4Consumer(
+        ProfileInfo(
+            "compressed-tensors", "int4", "consumer", *_CT,
+            "lifecycle.forward.dequantize (q.to(scale.dtype) * scale)",
+            "q × scale rounded to the scale dtype (bfloat16 for BF16 checkpoints)",
+        ),
+        product_dtype="scale",
+    ),
+    "quark": Int4Consumer(
+        ProfileInfo(
+            "quark", "int4", "consumer", *_QUARK,
+            "hw_emulation_interface.dequantize_int_per_channel_affine / _per_group_affine",
+            "q × scale in float32",
+        ),
+        product_dtype="float32",
+    ),
+}
+for _info in (*(p.info for p in PRODUCERS.values()), *(c.info for c in CONSUMERS.values())):
+    register(_info)
+
+#: The profile names (each is both a producer and a consumer).
+PROFILES = tuple(PRODUCERS)
 
 
-def _register(name: str, kind: Kind, function: str, description: str) -> None:
-    library, version = _SOURCES[name]
-    register(ProfileInfo(name, "int4", kind, library, version, function, description))
-
-
-_register(
-    "compressed-tensors",
-    "producer",
-    "quantization.utils.helpers.calculate_qparams + lifecycle.forward.quantize + "
-    "compressors.pack_quantized.helpers.pack_to_int32",
-    "s = dtype(amax/7.5), q = round_half_even(dtype(x/s)) in the input dtype; q+8 nibbles, "
-    "element 8c+i in nibble i",
-)
-_register(
-    "compressed-tensors",
-    "consumer",
-    "lifecycle.forward.dequantize (q.to(scale.dtype) * scale)",
-    "q × scale rounded to the scale dtype (bfloat16 for BF16 checkpoints)",
-)
-_register(
-    "quark",
-    "producer",
-    "observer.calculate_int_quant_params + hw_emulation_interface."
-    "real_quantize_int_per_channel_affine / _per_group_affine",
-    "s = float32(max(amax/7.5, 2^-23)), q = round_half_even(x * (1/s)) in float32 (reciprocal "
-    "multiply)",
-)
-_register(
-    "quark",
-    "consumer",
-    "hw_emulation_interface.dequantize_int_per_channel_affine / _per_group_affine",
-    "q × scale in float32",
-)
-
-
-# -- arithmetic in a producer's dtype ---------------------------------------------------------
-
-
-def as_float_array(x: object, what: str = "input") -> NDArray[Any]:
-    """``x`` as a numpy array **in its own float dtype** (bfloat16 stays bfloat16).
-
-    Accepts numpy float16/bfloat16/float32/float64 arrays, torch tensors of those dtypes
-    (a torch bfloat16 tensor becomes an ``ml_dtypes.bfloat16`` array holding the same bits)
-    and Python floats or sequences (float64). Anything else raises TypeError.
-    """
-    tensor = tensor_to_numpy(x)
-    arr = np.asarray(x) if tensor is None else tensor
-    if arr.dtype not in FLOAT_DTYPES:
-        raise TypeError(
-            f"{what}: dtype {arr.dtype} is not one of float16, bfloat16, float32, float64"
-        )
-    return arr
-
-
-def arithmetic_dtype(dtype: np.dtype[Any]) -> np.dtype[Any]:
-    """The dtype torch computes a ``dtype`` operation in on CPU: float32 for float16, bfloat16
-    and float32 ("opmath"), float64 for float64. One such operation on exact inputs followed
-    by rounding to ``dtype`` is the correctly rounded result (the 2p+2 rule: 24 ≥ 2·11+2)."""
-    return np.dtype(np.float64) if dtype == np.float64 else np.dtype(np.float32)
-
-
-def divide_in(a: ArrayLike, b: ArrayLike, dtype: np.dtype[Any]) -> NDArray[Any]:
-    """``a / b`` as torch computes it for tensors of ``dtype``: in the arithmetic dtype, rounded
-    once to ``dtype`` (bfloat16 ``W / s`` is ``bf16(W / s)``)."""
-    op = arithmetic_dtype(dtype)
-    quotient: NDArray[Any] = np.asarray(a, dtype=op) / np.asarray(b, dtype=op)
-    return quotient.astype(dtype)
-
-
-def round_half_even(v: NDArray[Any]) -> NDArray[Any]:
-    """``torch.round``: to the nearest integer, ties to even (numpy's ``rint``)."""
-    rounded: NDArray[Any] = np.rint(v)
-    return rounded
-
-
-def round_once(v: NDArray[np.float64], dtype: DTypeLike) -> NDArray[Any]:
-    """Round exact float64 values once (nearest-even) to ``dtype``.
-
-    float16, float32 and float64 are numpy's own correctly rounded casts. bfloat16 goes through
-    float32 rounded *to odd* (truncate, then set the last bit if inexact), which makes the
-    second rounding exact: no double rounding.
-    """
-    out = np.dtype(dtype)
-    if out != _BF16:
-        direct: NDArray[Any] = v.astype(out)
-        return direct
-    with np.errstate(over="ignore", invalid="ignore"):
-        nearest = v.astype(np.float32)
-        wide = nearest.astype(np.float64)
-        overshoot = np.abs(wide) > np.abs(v)
-        truncated = np.where(overshoot, np.nextafter(nearest, np.float32(0)), nearest)
-        inexact = (truncated.astype(np.float64) != v) & ~np.isnan(v)
-    bits = truncated.view(np.uint32) | inexact.astype(np.uint32)
-    result: NDArray[Any] = bits.view(np.float32).astype(_BF16)
-    return result
-
-
-def require_finite(x: NDArray[Any], where: str) -> None:
-    """Raise ValueError for NaN/±Inf: implementation-defined inputs (spec: int4-schemes.md)."""
-    finite = np.isfinite(x.astype(np.float32) if x.dtype == _BF16 else x)
-    if not np.all(finite):
-        bad = x[~finite].flat[0]
+def get_producer(profile: str) -> Int4Producer:
+    """The producer record of ``profile``; ValueError listing the valid names otherwise."""
+    if profile not in PRODUCERS:
         raise ValueError(
-            f"{where}: the input holds {bad!r}; NaN and ±Inf are implementation-defined for this "
-            "producer (NaN scales, undefined float→int casts) and are refused"
+            f"unknown int4 producer profile {profile!r}; valid: {', '.join(PRODUCERS)}"
         )
+    return PRODUCERS[profile]
+
+
+def get_consumer(profile: str) -> Int4Consumer:
+    """The consumer record of ``profile``; ValueError listing the valid names otherwise."""
+    if profile not in CONSUMERS:
+        raise ValueError(
+            f"unknown int4 consumer profile {profile!r}; valid: {', '.join(CONSUMERS)}"
+        )
+    return CONSUMERS[profile]
 
 
 # -- groups -----------------------------------------------------------------------------------
 
 
-def _check_axis(ndim: int, axis: int) -> int:
+def check_axis(ndim: int, axis: int) -> int:
+    """``axis`` of an ``ndim``-d array in ``[0, ndim)``; ValueError when out of range."""
     if not -ndim <= axis < ndim:
         raise ValueError(f"axis {axis} is out of range for a {ndim}-d array")
     return axis % ndim
@@ -219,7 +240,7 @@ def check_group_scales(shape: tuple[int, ...], scales_shape: tuple[int, ...],
     """The scales of ``shape``-shaped values must have ``shape`` with ``axis`` divided by
     ``group_size`` (None: one group per slice). Returns ``(axis, n, group)``: the axis in
     ``[0, ndim)``, its length and the group size; ValueError otherwise."""
-    ax = _check_axis(len(shape), axis)
+    ax = check_axis(len(shape), axis)
     n = shape[ax]
     size = n if group_size is None else group_size
     expected = list(shape)
@@ -232,45 +253,39 @@ def check_group_scales(shape: tuple[int, ...], scales_shape: tuple[int, ...],
     return ax, n, size
 
 
-def _check_group_size(group_size: int | None) -> None:
+def check_group_size(group_size: int | None) -> None:
+    """ValueError unless ``group_size`` is a positive int or None (one group per slice)."""
     if group_size is not None and (not isinstance(group_size, int) or group_size <= 0):
         raise ValueError(f"group_size must be a positive int or None, got {group_size!r}")
 
 
-# -- the two producers ------------------------------------------------------------------------
+# -- quantize ---------------------------------------------------------------------------------
 
 
-def _compressed_tensors(g: NDArray[Any]) -> tuple[NDArray[np.int8], NDArray[Any]]:
-    """compressed-tensors: scale and quotient in the input dtype, true division.
+def _quantize_groups(
+    g: NDArray[Any], producer: Int4Producer
+) -> tuple[NDArray[np.int8], NDArray[Any]]:
+    """``(q, scales)`` of the groups ``g`` (last axis) with ``producer``'s arithmetic.
 
-    ``calculate_qparams``: ``max_val_pos / (bit_range / 2)`` in the observed dtype, zeros
-    replaced by ``torch.finfo(dtype).eps``. ``_quantize``: ``x / scale`` (dtype), then
-    ``round_to_quantized_type_args``: clamp to [-8, 7], ``torch.round``.
+    compressed-tensors (``calculate_qparams``: ``max_val_pos / (bit_range / 2)`` in the observed
+    dtype, zeros replaced by ``torch.finfo(dtype).eps``; ``_quantize``: ``x / scale`` in the
+    dtype, clamp to [-8, 7], ``torch.round``). Quark 0.13 (``calculate_int_quant_params``:
+    ``max(amax / 7.5, eps)`` in the observed dtype, ``.to(float32)``;
+    ``real_quantize_int_per_channel_affine``: ``round(float32(x) * (1.0 / scale))``).
     """
     dtype = g.dtype
     amax = np.max(np.abs(g), axis=-1)
     scale = divide_in(amax, _HALF_RANGE, dtype)
-    scale = np.where(scale == 0, np.asarray(ml_dtypes.finfo(dtype).eps, dtype), scale)
-    quotient = divide_in(g, scale[..., None], dtype)
+    eps = np.asarray(ml_dtypes.finfo(dtype).eps if producer.eps is None else producer.eps, dtype)
+    scale = np.where(scale == 0, eps, scale) if producer.floor == "zero" else np.maximum(scale, eps)
+    stored = scale.astype(dtype if producer.scale_dtype == "input" else np.float32)
+    work = dtype if producer.quotient_dtype == "input" else np.dtype(np.float32)
+    if producer.reciprocal:
+        quotient = multiply_in(g, divide_in(1, stored, work)[..., None], work)
+    else:
+        quotient = divide_in(g, stored[..., None], work)
     q = np.clip(round_half_even(quotient.astype(np.float64)), QMIN, QMAX)
-    return q.astype(np.int8), scale.astype(dtype)
-
-
-def _quark(g: NDArray[Any]) -> tuple[NDArray[np.int8], NDArray[np.float32]]:
-    """Quark 0.13: scale in the input dtype, then float32; quotient by reciprocal in float32.
-
-    ``calculate_int_quant_params``: ``max(amax / 7.5, eps)`` (dtype of the observed min/max,
-    eps = 2^-23), ``.to(float32)``. ``real_quantize_int_per_channel_affine``:
-    ``round(float32(x) * (1.0 / scale)).clamp(-8, 7)``.
-    """
-    dtype = g.dtype
-    amax = np.max(np.abs(g), axis=-1)
-    scale = divide_in(amax, _HALF_RANGE, dtype)
-    scale = np.maximum(scale, np.asarray(_QUARK_EPS, dtype)).astype(np.float32)
-    inverse = np.float32(1.0) / scale
-    product = g.astype(np.float32) * inverse[..., None]
-    q = np.clip(round_half_even(product), QMIN, QMAX)
-    return q.astype(np.int8), scale
+    return q.astype(np.int8), stored
 
 
 @containers()
@@ -291,20 +306,19 @@ def quantize_int4(
     it); TypeError for float64 with ``quark``.
     Spec: ``int4-schemes.md``.
     """
-    if profile not in PROFILES:
-        raise ValueError(f"unknown int4 producer profile {profile!r}; valid: {', '.join(PROFILES)}")
-    _check_group_size(group_size)
+    producer = get_producer(profile)
+    check_group_size(group_size)
     arr = as_float_array(x)
-    ax = _check_axis(max(arr.ndim, 1), axis)
+    ax = check_axis(max(arr.ndim, 1), axis)
     arr = arr.reshape(1) if arr.ndim == 0 else arr
     require_finite(arr, f"quantize_int4(profile={profile!r})")
-    if profile == "quark" and arr.dtype == np.float64:
+    if producer.float64_refused and arr.dtype == np.float64:
         raise TypeError(
-            "the quark profile takes float16, bfloat16 or float32: Quark's observers narrow "
-            "float64 to float32 in some paths and not in others"
+            f"the {profile} profile takes float16, bfloat16 or float32: "
+            f"{producer.float64_refused}"
         )
     g = _grouped(arr, group_size, ax)
-    q, scales = _compressed_tensors(g) if profile == "compressed-tensors" else _quark(g)
+    q, scales = _quantize_groups(g, producer)
     return Int4Array(
         q=_ungrouped(q, ax),
         scales=np.moveaxis(scales, -1, ax),
@@ -363,8 +377,8 @@ def dequantize_int4(
         profile = result.profile if profile is None else profile
     if scales is None:
         raise TypeError("dequantize_int4 needs scales (or an Int4Array)")
-    profile = consumer_for("int4", profile or "compressed-tensors")
-    _check_group_size(group_size)
+    consumer = get_consumer(consumer_for("int4", profile or "compressed-tensors"))
+    check_group_size(group_size)
     values = np.asarray(q)
     if values.dtype.kind not in "iu" or np.any((values < QMIN) | (values > QMAX)):
         raise ValueError("q must hold integers in [-8, 7]")
@@ -372,18 +386,17 @@ def dequantize_int4(
     ax, _, size = check_group_scales(values.shape, s.shape, group_size, axis)
     expanded = np.repeat(s, size, axis=ax)
     with np.errstate(invalid="ignore", over="ignore"):  # 0 × Inf is NaN, as in torch
-        if profile == "compressed-tensors":
-            op = arithmetic_dtype(s.dtype)  # int4 × p-bit scale is exact in op: one rounding
-            product = (values.astype(op) * expanded.astype(op)).astype(s.dtype)
-        else:
-            product = values.astype(np.float32) * expanded.astype(np.float32)
+        # int4 × p-bit scale is exact in the arithmetic dtype: one rounding
+        own = s.dtype if consumer.product_dtype == "scale" else np.dtype(np.float32)
+        product = multiply_in(values, expanded, own)
     return round_once(product.astype(np.float64), dtype)
 
 
 # -- packing ----------------------------------------------------------------------------------
 
 
-def _check_layout(layout: str) -> None:
+def check_layout(layout: str) -> None:
+    """ValueError unless ``layout`` is one of :data:`LAYOUTS`."""
     if layout not in LAYOUTS:
         raise ValueError(f"unknown int4 layout {layout!r}; valid: {', '.join(LAYOUTS)}")
 
@@ -400,13 +413,13 @@ def pack_int4(
     after adding 8, so its padding reads back as -8; Quark skips them). The result has
     ``ceil(n / 8)`` words along ``axis``. Spec: ``int4-layouts.md``.
     """
-    _check_layout(layout)
+    check_layout(layout)
     values = np.asarray(q)
     if values.dtype.kind not in "iu":
         raise TypeError(f"pack_int4 takes integers, got dtype {values.dtype}")
     if np.any((values < QMIN) | (values > QMAX)):
         raise ValueError("pack_int4: values must lie in [-8, 7]")
-    ax = _check_axis(values.ndim, axis)
+    ax = check_axis(values.ndim, axis)
     moved = np.moveaxis(values.astype(np.int64), ax, -1)
     n = moved.shape[-1]
     words = -(-n // 8)
@@ -432,11 +445,11 @@ def unpack_int4(
     ``packed``: int32 (or uint32) words. ``size`` (default ``8 × words``) must lie in
     ``(8 × (words - 1), 8 × words]``; padding nibbles are not checked. Spec: ``int4-layouts.md``.
     """
-    _check_layout(layout)
+    check_layout(layout)
     words_in = np.asarray(packed)
     if words_in.dtype not in (np.dtype(np.int32), np.dtype(np.uint32)):
         raise TypeError(f"unpack_int4 takes int32 words, got dtype {words_in.dtype}")
-    ax = _check_axis(words_in.ndim, axis)
+    ax = check_axis(words_in.ndim, axis)
     moved = np.moveaxis(words_in.view(np.uint32), ax, -1)
     words = moved.shape[-1]
     n = 8 * words if size is None else size

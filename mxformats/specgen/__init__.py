@@ -19,7 +19,9 @@ from pathlib import Path
 
 import numpy as np
 
-from mxformats._text import (
+from mxformats._version import __version__
+from mxformats.formats import FORMATS, OVERFLOWS, ROUNDINGS, Format
+from mxformats.text import (
     SCHEMA_VERSION,
     code_hex,
     fields,
@@ -29,8 +31,6 @@ from mxformats._text import (
     short_float,
     table,
 )
-from mxformats._version import __version__
-from mxformats.formats import FORMATS, OVERFLOWS, ROUNDINGS, Format
 
 
 def formula(fmt: Format) -> str:
@@ -282,6 +282,11 @@ ml_dtypes and torch (every known disagreement asserted), and against the committ
 - [`nvfp4.md`](nvfp4.md): NVFP4 (E2M1, an E4M3 scale per 16, a float32 global scale), the
   ModelOpt and compressed-tensors profiles, vLLM's readers and the divergence matrix.
 
+## Sources
+
+[`sources.md`](sources.md) (written by hand) lists the primary sources every page and vector
+cites: the OCP specifications by section, each library by release or commit, path and line.
+
 ## Codes
 
 A code is the bit pattern of one element, held in the low bits of a byte (`uint8`). Packing
@@ -398,7 +403,7 @@ def profiles_page() -> str:
     """``profiles.md``: every registered profile and what it reproduces, and the default
     consumer of every producer."""
     from mxformats import pairing
-    from mxformats.profiles import profiles
+    from mxformats.registry import profiles
 
     rows = [
         [f"`{p.name}`", p.scheme, p.kind, f"{p.library} {p.version}", f"`{p.function}`",
@@ -426,18 +431,22 @@ def profiles_page() -> str:
 
 def generate() -> dict[str, str]:
     """Every file of ``spec/``, by relative path."""
-    from mxformats import _spec_fp8_block, _spec_int4, _spec_mx, _spec_nvfp4, _spec_research
+    from mxformats.specgen import fp8_block as spec_fp8_block
+    from mxformats.specgen import int4 as spec_int4
+    from mxformats.specgen import mx as spec_mx
+    from mxformats.specgen import nvfp4 as spec_nvfp4
+    from mxformats.specgen import research as spec_research
 
     files = {"README.md": overview(), "profiles.md": profiles_page()}
     for fmt in FORMATS.values():
         files[f"{fmt.name}.md"] = format_page(fmt)
         files[f"vectors/{fmt.name}/decode.json"] = decode_vectors(fmt)
         files[f"vectors/{fmt.name}/encode.json"] = encode_vectors(fmt)
-    files.update(_spec_mx.pages())
-    files.update(_spec_int4.pages())
-    files.update(_spec_fp8_block.pages())
-    files.update(_spec_nvfp4.pages())
-    files.update(_spec_research.pages())
+    files.update(spec_mx.pages())
+    files.update(spec_int4.pages())
+    files.update(spec_fp8_block.pages())
+    files.update(spec_nvfp4.pages())
+    files.update(spec_research.pages())
     return files
 
 
@@ -480,6 +489,3 @@ def main(argv: list[str] | None = None) -> int:
     print(f"wrote {len(generate())} files under {args.out}")
     return 0
 
-
-if __name__ == "__main__":
-    sys.exit(main())

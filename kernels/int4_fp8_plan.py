@@ -4,12 +4,12 @@ conversions every backend does before its launch code.
 The Triton (:mod:`mxformats.kernels.triton`) and HIP (:mod:`mxformats.kernels.hip`) front ends of
 ``quantize_int4``, ``pack_int4``, ``unpack_int4``, ``dequantize_int4``, ``dequantize_w4a8``,
 ``quantize_fp8`` and ``e4m3fn_to_fnuz`` call these with the reference's arguments and get back
-either the exception the reference raises for the same bad input (:mod:`mxformats.int4` and
-:mod:`mxformats.fp8`'s own messages), ``NotImplementedError`` for what the backend does not
+either the exception the reference raises for the same bad input (:mod:`mxformats.schemes.int4` and
+:mod:`mxformats.schemes.fp8`'s own messages), ``NotImplementedError`` for what the backend does not
 claim or compute (float64 data, an unclaimed profile), ``TypeError`` for a non-tensor, or the
 checked arguments. ``kernels`` names the backend (``"Triton"``, ``"HIP"``) in messages that are
-the backend's own. The MX counterpart is :mod:`mxformats.kernels._mx_plan`, whose
-:func:`~mxformats.kernels._mx_plan.require_tensor` and dtype naming this module reuses.
+the backend's own. The MX counterpart is :mod:`mxformats.kernels.mx_plan`, whose
+:func:`~mxformats.kernels.mx_plan.require_tensor` and dtype naming this module reuses.
 
 torch only: nothing here imports a backend.
 """
@@ -17,17 +17,20 @@ torch only: nothing here imports a backend.
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
+from dataclasses import dataclass
 
 import torch
 
-from mxformats import fp8 as fp8_reference
-from mxformats import int4 as int4_reference
 from mxformats.formats import Format, get_format
+from mxformats.schemes import fp8 as fp8_reference
+from mxformats.schemes import int4 as int4_reference
 
-from ._mx_plan import _dtype_name, require_tensor
+from .mx_plan import float_dtype_name, require_tensor
 
 __all__ = [
     "OUTPUT_DTYPES",
+    "Fp8Plan",
+    "Int4QuantizePlan",
     "as_int8",
     "as_torch_dtype",
     "check_axis",
@@ -36,6 +39,9 @@ __all__ = [
     "check_group_scales",
     "check_int4_call",
     "check_w4a8_args",
+    "fp8_plan",
+    "int4_dequantize_float32",
+    "int4_quantize_plan",
     "require_int32_words",
     "require_kernel_float",
     "require_tensor",
@@ -51,7 +57,7 @@ OUTPUT_DTYPES: dict[str, torch.dtype] = {
 _FLOAT_ORDER = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
 #: The reference's axis check (ValueError ``axis ... is out of range for a N-d array``).
-check_axis = int4_reference._check_axis
+check_axis = int4_reference.check_axis
 
 
 def unclaimed(function: str, fmt: str, profile: str, kernels: str) -> NotImplementedError:
@@ -67,7 +73,7 @@ def as_torch_dtype(dtype: object, kernels: str) -> torch.dtype:
     if isinstance(dtype, torch.dtype):
         return dtype
     try:
-        name = _dtype_name(dtype)
+        name = float_dtype_name(dtype)
     except TypeError as err:
         raise TypeError(f"not a float dtype: {dtype!r}") from err
     if name not in OUTPUT_DTYPES:
@@ -103,7 +109,43 @@ def check_int4_call(function: str, profile: str, group_size: int | None,
                          f"{', '.join(int4_reference.PROFILES)}")
     if ("int4", profile) not in claims:
         raise unclaimed(function, "int4", profile, kernels)
-    int4_reference._check_group_size(group_size)
+    int4_reference.check_group_size(group_size)
+
+
+@dataclass(frozen=True)
+class Int4QuantizePlan:
+    """What an INT4 quantize kernel takes from a producer record
+    (:class:`mxformats.schemes.int4.Int4Producer`).
+
+    The kernels implement the two shapes the records take. ``reciprocal``: the scale is
+    ``max(s, eps)`` stored as float32 and ``q = round(float32(x) * (1 / s))`` in float32;
+    otherwise a zero scale becomes ``eps``, the scale stays in the input dtype and
+    ``q = round(dtype(x / s))``. ``eps``: the floor, None for the input dtype's machine
+    epsilon.
+    """
+
+    reciprocal: bool
+    eps: float | None
+
+
+#: (floor, scale dtype, quotient dtype) of each kernel shape, keyed by ``reciprocal``.
+_INT4_KERNEL_SHAPES = {True: ("maximum", "float32", "float32"), False: ("zero", "input", "input")}
+
+
+def int4_quantize_plan(profile: str, kernels: str) -> Int4QuantizePlan:
+    """The kernel plan of the INT4 producer ``profile`` (checked by :func:`check_int4_call`);
+    NotImplementedError for a record whose arithmetic the kernels do not implement."""
+    producer = int4_reference.get_producer(profile)
+    shape = (producer.floor, producer.scale_dtype, producer.quotient_dtype)
+    if shape != _INT4_KERNEL_SHAPES[producer.reciprocal]:
+        raise unclaimed("quantize_int4", "int4", profile, kernels)
+    return Int4QuantizePlan(reciprocal=producer.reciprocal, eps=producer.eps)
+
+
+def int4_dequantize_float32(profile: str) -> bool:
+    """Whether the INT4 consumer ``profile`` multiplies in float32 (else in the scale's
+    dtype), from its record (:class:`mxformats.schemes.int4.Int4Consumer`)."""
+    return int4_reference.get_consumer(profile).product_dtype == "float32"
 
 
 def as_int8(q: object, what: str, error: type[Exception], kernels: str, *,
@@ -124,7 +166,7 @@ def as_int8(q: object, what: str, error: type[Exception], kernels: str, *,
 def check_group_scales(values: torch.Tensor, scales: torch.Tensor, group_size: int | None,
                        axis: int) -> tuple[int, int, int]:
     """``dequantize_int4``'s scale shape, checked by the reference's own
-    :func:`mxformats.int4.check_group_scales`: ``(axis, n, group)``, or its ValueError."""
+    :func:`mxformats.schemes.int4.check_group_scales`: ``(axis, n, group)``, or its ValueError."""
     return int4_reference.check_group_scales(tuple(values.shape), tuple(scales.shape),
                                              group_size, axis)
 
@@ -157,22 +199,49 @@ def check_w4a8_args(weight: object, weight_scale: object, weight_scale_2: object
 # -- FP8 --------------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Fp8Plan:
+    """What a per-tensor FP8 kernel takes from a record
+    (:class:`mxformats.schemes.fp8.Fp8Profile`) and a format.
+
+    The kernels implement the two shapes the records take. ``reciprocal``: vLLM's
+    ``float32(x) * (1 / s)`` clamped to ±``limit``, NaN ignored by the maximum and a NaN
+    product ``+limit``; otherwise Quark's ``dtype(x / s)`` clamped, NaN and ±Inf refused.
+    ``zero_scale``: the scale of an all-zero tensor (0.0: ``amax / limit`` itself).
+    """
+
+    limit: float
+    zero_scale: float
+    reciprocal: bool
+    refuse_non_finite: bool
+
+
+#: (quotient dtype, non-finite rule) of each kernel shape, keyed by ``reciprocal``.
+_FP8_KERNEL_SHAPES = {True: ("float32", "clamp"), False: ("input", "refuse")}
+
+
+def fp8_plan(record: fp8_reference.Fp8Profile, element: Format, kernels: str) -> Fp8Plan:
+    """The kernel plan of ``record`` writing ``element``; NotImplementedError for a record
+    whose arithmetic the kernels do not implement."""
+    if (record.quotient_dtype, record.non_finite) != _FP8_KERNEL_SHAPES[record.reciprocal]:
+        raise unclaimed("quantize_fp8", element.name, record.info.name, kernels)
+    return Fp8Plan(limit=record.limit_for(element),
+                   zero_scale=0.0 if record.zero_scale is None else record.zero_scale,
+                   reciprocal=record.reciprocal,
+                   refuse_non_finite=record.non_finite == "refuse")
+
+
 def check_fp8_args(fmt: Format | str, profile: str, claims: Collection[tuple[str, str]],
-                   kernels: str) -> Format:
-    """``quantize_fp8``'s profile and format, checked as :func:`mxformats.fp8.quantize_fp8`
-    does (ValueError for an unknown profile or a format it does not take), then against the
-    backend's ``claims`` (NotImplementedError). Returns the format."""
-    if profile not in fp8_reference._FP8_PROFILES:
-        raise ValueError(f"unknown fp8 profile {profile!r}; valid: "
-                         f"{', '.join(fp8_reference._FP8_PROFILES)}")
+                   kernels: str) -> tuple[Format, Fp8Plan]:
+    """``quantize_fp8``'s profile and format, checked as :func:`mxformats.quantize_fp8` does
+    (ValueError for an unknown profile or a format it does not take), then against the
+    backend's ``claims`` (NotImplementedError). Returns the format and its plan."""
+    record = fp8_reference.get_fp8_profile(profile)
     element = get_format(fmt)
-    _, formats = fp8_reference._FP8_PROFILES[profile]
-    if element not in formats:
-        raise ValueError(f"fp8 profile {profile!r} takes "
-                         f"{', '.join(f.name for f in formats)}, not {element.name}")
+    fp8_reference.check_fp8_format(record, element)
     if (element.name, profile) not in claims:
         raise unclaimed("quantize_fp8", element.name, profile, kernels)
-    return element
+    return element, fp8_plan(record, element, kernels)
 
 
 def check_fnuz_args(codes: object, scale: object,

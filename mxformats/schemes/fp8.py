@@ -1,0 +1,353 @@
+"""FP8 per-tensor quantization and the Quark W4A8 progressive scheme (FP8, then INT4).
+
+Spec: ``spec/w4a8.md`` (the progressive scheme) and ``spec/int4-schemes.md`` (the INT4 stage).
+
+FP8 per-tensor profiles (``quantize_fp8(x, fmt, profile=...)``):
+
+- ``static`` (producer; AMD Quark 0.13 ``FP8E4M3PerTensorSpec(is_dynamic=False)``, scale_type
+  float32, ``PerTensorMinMaxObserver`` + ``real_quantize_fp8_per_tensor_with_scale``):
+  ``s = float32(amax) / fmt.max`` in float32 (448 for E4M3FN, 240 for E4M3FNUZ, 57344 for
+  E5M2; a zero amax gives 2^-23), then ``codes = fmt(clamp(dtype(x / s), ±fmt.max))``: the
+  quotient is rounded to the **input dtype** first, so a bfloat16 input is rounded twice
+  (to bfloat16, then to FP8). That double rounding is what Quark's checkpoints hold.
+- ``vllm-fnuz`` (producer; vLLM ``scaled_fp8_quant`` quantizing a weight on MI300): the
+  dynamic kernel below with E4M3FNUZ and max 224 (vLLM's ROCm ``quant_type_max_v``).
+- ``dynamic-fn`` / ``dynamic-fnuz`` (activation; vLLM ``dynamic_scaled_fp8_quant``,
+  ``csrc/quantization/w8a8/fp8/common.cu``): ``s = float32(amax) / M`` in float32 (M = 448
+  for E4M3FN, 224 for E4M3FNUZ), ``codes = fmt(fmaxf(-M, fminf(float32(x) * (1 / s), M)))``:
+  a reciprocal multiply in float32. ``fminf``/``fmaxf`` drop NaN, so a NaN product (an all-zero
+  tensor has s = 0 and 0 × Inf = NaN; NaN inputs) becomes +M. Read from the CUDA source, not
+  executed on a GPU.
+
+The Quark W4A8 ``ProgressiveSpec`` (``quantize_w4a8``) is the ``static`` E4M3FN stage followed
+by the ``quark`` INT4 per-channel stage on the FP8 values widened to float32, packed in the
+``quark`` layout: exactly the body of Quark 0.13
+``file2file_quantization._progressive_quantize_weight``.
+
+NaN and ±Inf inputs to the producer profiles are implementation-defined and raise ValueError.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+import numpy as np
+
+from mxformats.arith import as_float_array, divide_in, multiply_in, require_finite, round_once
+from mxformats.containers import containers
+from mxformats.formats import E4M3FN, E4M3FNUZ, E5M2, Format
+from mxformats.registry import Kind, ProfileInfo, register
+from mxformats.schemes.int4 import pack_int4, quantize_int4, unpack_int4
+
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike, DTypeLike, NDArray
+
+__all__ = ["W4A8", "dequantize_fp8", "dequantize_w4a8", "quantize_fp8", "quantize_w4a8"]
+
+#: vLLM's FP8 range on MI300 (``quant_type_max_v<c10::Float8_e4m3fnuz>``), not 240.
+VLLM_FNUZ_MAX = 224.0
+
+
+@dataclass(frozen=True)
+class Fp8Profile:
+    """One per-tensor FP8 quantizer as data (spec: ``w4a8.md``, "FP8 per-tensor");
+    :func:`quantize_fp8` and the kernels (:mod:`mxformats.kernels.int4_fp8_plan`) read nothing
+    else.
+
+    Attributes:
+        info: the registry entry.
+        formats: the element formats it writes.
+        limit: M, the divisor of the scale ``s = float32(amax) / M`` and the clamp ``±M``;
+            None is the format's own maximum.
+        reciprocal: ``x * float32(1 / s)`` (a multiply by the reciprocal) instead of ``x / s``.
+        quotient_dtype: the dtype the quotient is computed and rounded in before the FP8 cast:
+            ``"input"`` (the input dtype: bfloat16 input is rounded twice) or ``"float32"``.
+        zero_scale: the scale of an all-zero tensor (Quark's observer eps), or None for
+            ``amax / M`` itself (0: every product is then ``0 × Inf``, NaN).
+        non_finite: ``"refuse"``: NaN and ±Inf inputs raise ValueError (implementation-defined
+            for the producer); ``"clamp"``: NaN is ignored by the maximum and a NaN product
+            becomes ``+M`` (CUDA ``fmaxf``/``fminf``).
+    """
+
+    info: ProfileInfo
+    formats: tuple[Format, ...]
+    limit: float | None
+    reciprocal: bool
+    quotient_dtype: Literal["input", "float32"]
+    zero_scale: float | None
+    non_finite: Literal["refuse", "clamp"]
+
+    def limit_for(self, fmt: Format) -> float:
+        """M for ``fmt``: :attr:`limit`, or the format's maximum."""
+        return fmt.max if self.limit is None else self.limit
+
+
+def _vllm_dynamic(name: str, kind: Kind, fmt: Format, limit: float, function: str,
+                  description: str) -> Fp8Profile:
+    """vLLM ``dynamic_scaled_fp8_quant`` at limit M (module docstring)."""
+    return Fp8Profile(
+        info=ProfileInfo(name, "fp8", kind, "vllm", "0.33", function, description),
+        formats=(fmt,),
+        limit=limit,
+        reciprocal=True,
+        quotient_dtype="float32",
+        zero_scale=None,
+        non_finite="clamp",
+    )
+
+
+#: FP8 per-tensor profiles by name.
+FP8_PROFILES: dict[str, Fp8Profile] = {
+    "static": Fp8Profile(
+        info=ProfileInfo(
+            "static", "fp8", "producer", "amd-quark", "0.13",
+            "PerTensorMinMaxObserver + real_quantize_fp8_per_tensor_with_scale",
+            "s = amax/fmt.max in float32; codes = fmt(clamp(dtype(x/s))): the quotient "
+            "rounded to the input dtype first (448 E4M3FN, 240 FNUZ, 57344 E5M2)",
+        ),
+        formats=(E4M3FN, E4M3FNUZ, E5M2),
+        limit=None,
+        reciprocal=False,
+        quotient_dtype="input",
+        zero_scale=float(np.finfo(np.float32).eps),  # torch.finfo(torch.float32).eps
+        non_finite="refuse",
+    ),
+    "vllm-fnuz": _vllm_dynamic(
+        "vllm-fnuz", "producer", E4M3FNUZ, VLLM_FNUZ_MAX,
+        "_custom_ops.scaled_fp8_quant (dynamic_scaled_fp8_quant, ROCm gfx94x)",
+        "E4M3FNUZ at ±224: s = amax/224, codes = fnuz(clamp(x * (1/s), ±224))",
+    ),
+    **{
+        name: _vllm_dynamic(
+            name, "activation", fmt, limit,
+            "csrc/quantization/w8a8/fp8/common.cu dynamic_scaled_fp8_quant",
+            f"dynamic per-tensor {fmt.name.upper()}: s = amax/{limit:g}, x * (1/s) clamped to "
+            f"±{limit:g} in float32; NaN products become +{limit:g}",
+        )
+        for name, fmt, limit in (("dynamic-fn", E4M3FN, 448.0),
+                                 ("dynamic-fnuz", E4M3FNUZ, VLLM_FNUZ_MAX))
+    },
+}
+
+
+@dataclass(frozen=True)
+class W4A8Producer:
+    """The Quark W4A8 ``ProgressiveSpec`` as data: the FP8 stage (a :data:`FP8_PROFILES` name
+    and its format), then the INT4 per-channel stage (an INT4 producer profile) on the FP8
+    values widened to float32, packed in ``layout``."""
+
+    info: ProfileInfo
+    fp8_profile: str
+    fp8_format: Format
+    int4_profile: str
+    layout: str
+
+
+@dataclass(frozen=True)
+class W4A8Consumer:
+    """A W4A8 consumer as data: ``weight`` unpacked from ``layout``, the two scales folded
+    into one float32 factor per output row (``float32(s2 × s1)``) before ``q × factor``."""
+
+    info: ProfileInfo
+    layout: str
+
+
+W4A8_PRODUCERS: dict[str, W4A8Producer] = {
+    "quark": W4A8Producer(
+        info=ProfileInfo(
+            "quark", "w4a8", "producer", "amd-quark", "0.13",
+            "file2file_quantization._progressive_quantize_weight (ProgressiveSpec: "
+            "FP8E4M3PerTensorSpec static -> Int4PerChannelSpec ch_axis 0)",
+            "W1 = e4m3fn(clamp(dtype(W/s1))), s1 = amax/448; q = int4 per row of W1 by "
+            "reciprocal multiply; Quark nibble order",
+        ),
+        fp8_profile="static",
+        fp8_format=E4M3FN,
+        int4_profile="quark",
+        layout="quark",
+    ),
+}
+W4A8_CONSUMERS: dict[str, W4A8Consumer] = {
+    "vllm": W4A8Consumer(
+        info=ProfileInfo(
+            "vllm", "w4a8", "consumer", "vllm", "0.33",
+            "quark_moe.QuarkW4A8Fp8MoEMethod.process_weights_after_loading",
+            "W = q × float32(s2 × s1): the two scales folded into one per-row factor",
+        ),
+        layout="quark",
+    ),
+}
+for _info in (*(r.info for r in FP8_PROFILES.values()),
+              *(r.info for r in W4A8_PRODUCERS.values()),
+              *(r.info for r in W4A8_CONSUMERS.values())):
+    register(_info)
+
+
+def get_fp8_profile(profile: str) -> Fp8Profile:
+    """The record of ``profile``; ValueError listing the valid names otherwise."""
+    if profile not in FP8_PROFILES:
+        raise ValueError(f"unknown fp8 profile {profile!r}; valid: {', '.join(FP8_PROFILES)}")
+    return FP8_PROFILES[profile]
+
+
+def check_fp8_format(record: Fp8Profile, fmt: Format) -> None:
+    """ValueError unless ``record`` writes ``fmt``."""
+    if fmt not in record.formats:
+        raise ValueError(
+            f"fp8 profile {record.info.name!r} takes "
+            f"{', '.join(f.name for f in record.formats)}, not {fmt.name}"
+        )
+
+
+def _scalar_f32(v: ArrayLike) -> NDArray[np.float32]:
+    return np.asarray(v, dtype=np.float32).reshape(())
+
+
+def _quantize_per_tensor(
+    x: NDArray[Any], fmt: Format, record: Fp8Profile
+) -> tuple[NDArray[np.uint8], NDArray[np.float32]]:
+    """``(codes, scale)`` with ``record``'s arithmetic (module docstring).
+
+    Quark ``static``: ``x / s`` with ``s`` a float32 0-d tensor keeps ``x``'s dtype (a 0-d
+    tensor does not promote) and is computed in its arithmetic dtype with the full float32
+    ``s``. vLLM: ``float32(x) * (1 / s)`` in float32.
+    """
+    if record.non_finite == "refuse":
+        require_finite(x, f"quantize_fp8(profile={record.info.name!r})")
+    limit = record.limit_for(fmt)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        magnitudes = np.abs(x.astype(np.float32))
+        amax = np.max(np.where(np.isnan(magnitudes), 0, magnitudes)) if x.size else 0  # fmaxf
+        scale = np.float32(amax) / np.float32(limit)
+        if record.zero_scale is not None and scale == 0:
+            scale = np.float32(record.zero_scale)
+        work = x.dtype if record.quotient_dtype == "input" else np.dtype(np.float32)
+        if record.reciprocal:
+            quotient = multiply_in(x, divide_in(1, scale, work), work)
+        else:
+            quotient = divide_in(x, scale, work)
+        clamped = np.clip(quotient.astype(np.float64), -limit, limit)
+    if record.non_finite == "clamp":  # fminf/fmaxf drop NaN
+        clamped = np.where(np.isnan(quotient), limit, clamped)
+    if x.dtype == np.float64:  # torch's double -> float8 cast goes through float
+        clamped = clamped.astype(np.float32)
+    return fmt.encode(clamped), _scalar_f32(scale)
+
+
+@containers()
+def quantize_fp8(
+    x: object, fmt: Format = E4M3FN, *, profile: str = "static"
+) -> tuple[NDArray[np.uint8], NDArray[np.float32]]:
+    """Per-tensor FP8: returns (codes, scale) with ``x ≈ decode(codes) × scale``.
+
+    ``x``: float16, bfloat16, float32 or float64 (numpy, ``ml_dtypes.bfloat16``, torch).
+    ``profile``: ``static`` (E4M3FN, E4M3FNUZ or E5M2), ``vllm-fnuz`` (E4M3FNUZ),
+    ``dynamic-fn`` (E4M3FN) or ``dynamic-fnuz`` (E4M3FNUZ); see the module docstring for the
+    arithmetic of each. ``codes``: uint8 of ``x``'s shape; ``scale``: float32, shape ``()``.
+    Raises ValueError for an unknown profile or a format it does not take, and for NaN/±Inf
+    with ``static`` (implementation-defined). Spec: ``w4a8.md``, "FP8 per-tensor".
+    """
+    record = get_fp8_profile(profile)
+    check_fp8_format(record, fmt)
+    return _quantize_per_tensor(as_float_array(x), fmt, record)
+
+
+@containers(codes={"codes": "fmt"})
+def dequantize_fp8(
+    codes: ArrayLike, scale: ArrayLike, fmt: Format = E4M3FN, *, dtype: DTypeLike = np.float32
+) -> NDArray[np.generic]:
+    """``decode(codes) × scale`` rounded once to ``dtype``.
+
+    ``scale`` is a float32 scalar (or broadcastable array). The product is exact in float64
+    (4 + 24 significant bits) and rounded once (nearest-even) to ``dtype``; NaN codes give NaN.
+    """
+    values = fmt.decode(codes, np.float64).astype(np.float64)
+    s = np.asarray(scale, dtype=np.float32).astype(np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        return round_once(values * s, dtype)
+
+
+# -- W4A8 -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)
+class W4A8:
+    """Quark W4A8 checkpoint tensors; unpacks as ``weight, weight_scale, weight_scale_2``.
+
+    ``weight``: int32 ``[O, ceil(I/8)]`` (Quark nibble order); ``weight_scale``: float32 shape
+    ``[]`` (stage-1 FP8 scale); ``weight_scale_2``: float32 ``[O]`` (stage-2 INT4 per-channel
+    scale).
+    """
+
+    weight: NDArray[np.int32]
+    weight_scale: NDArray[np.float32]
+    weight_scale_2: NDArray[np.float32]
+
+    def __iter__(self) -> Iterator[NDArray[np.generic]]:
+        yield self.weight
+        yield self.weight_scale
+        yield self.weight_scale_2
+
+
+@containers()
+def quantize_w4a8(w: object, *, profile: str = "quark") -> W4A8:
+    """The Quark ProgressiveSpec weight tensors for a 2-D weight ``w`` ``[O, I]``.
+
+    Stage 1: ``quantize_fp8(w, E4M3FN, profile="static")`` (``s1 = amax/448`` in float32,
+    ``W1 = e4m3fn(clamp(dtype(w / s1), ±448))``: the quotient is rounded to ``w``'s dtype
+    first). Stage 2: ``quantize_int4(float32(W1), group_size=None, axis=1, profile="quark")``
+    (``s2 = rowmax|W1| / 7.5``, ``q = round_half_even(W1 × (1/s2))``). ``weight`` is q packed
+    along I in the ``quark`` layout (``ceil(I/8)`` words, padding nibbles 0). Feed ``w`` in the
+    checkpoint's dtype (bfloat16 for BF16 models): a float32 copy of the same values gives
+    different bytes. Spec: ``w4a8.md``.
+    """
+    if profile not in W4A8_PRODUCERS:
+        raise ValueError(
+            f"unknown w4a8 producer profile {profile!r}; valid: {', '.join(W4A8_PRODUCERS)}"
+        )
+    producer = W4A8_PRODUCERS[profile]
+    arr = as_float_array(w)
+    if arr.ndim != 2 or arr.shape[1] == 0:
+        raise ValueError(f"quantize_w4a8 takes a 2-D weight [O, I] with I > 0, got {arr.shape}")
+    codes, s1 = quantize_fp8(arr, producer.fp8_format, profile=producer.fp8_profile)
+    w1 = producer.fp8_format.decode(codes, np.float32)
+    q, s2 = quantize_int4(w1, group_size=None, axis=1, profile=producer.int4_profile)
+    return W4A8(
+        weight=pack_int4(q, layout=producer.layout, axis=1),
+        weight_scale=s1,
+        weight_scale_2=s2.reshape(-1).astype(np.float32),
+    )
+
+
+@containers()
+def dequantize_w4a8(
+    weight: ArrayLike | W4A8,
+    weight_scale: ArrayLike | None = None,
+    weight_scale_2: ArrayLike | None = None,
+    *,
+    dtype: DTypeLike = np.float32,
+) -> NDArray[np.generic]:
+    """``q × s2 × s1`` per output channel, as vLLM folds it.
+
+    vLLM (``QuarkW4A8Fp8MoEMethod.process_weights_after_loading``) first folds the scales,
+    ``f = float32(s2 × s1)``, then applies ``f`` per output row after the GEMM: the result
+    here is ``float32(q × f)`` rounded to ``dtype``. (Quark's own fake-quant computes
+    ``(q × s2) × s1``, which can differ in the last float32 bit.) ``weight`` int32
+    ``[O, W]`` unpacks to ``8 W`` columns. Spec: ``w4a8.md``, "Dequantization".
+    """
+    if isinstance(weight, W4A8):
+        weight, weight_scale, weight_scale_2 = weight
+    if weight_scale is None or weight_scale_2 is None:
+        raise TypeError("dequantize_w4a8 needs weight_scale and weight_scale_2 (or a W4A8)")
+    q = unpack_int4(weight, layout=W4A8_CONSUMERS["vllm"].layout, axis=-1)
+    s1 = np.asarray(weight_scale, dtype=np.float32)
+    s2 = np.asarray(weight_scale_2, dtype=np.float32)
+    if s1.size != 1 or s2.shape != (q.shape[0],):
+        raise ValueError(
+            f"weight_scale must be a scalar and weight_scale_2 [{q.shape[0]}]; got "
+            f"{s1.shape} and {s2.shape}"
+        )
+    folded = s2 * s1.reshape(())
+    return round_once((q.astype(np.float32) * folded[:, None]).astype(np.float64), dtype)
