@@ -9,7 +9,11 @@ the DOM under the screenshots folder:
 - ``index.html``: the landing page's heading and text, and sphinx-copybutton's buttons (added by
   script, so their presence proves the scripts ran);
 - ``spec/e8m0.html``: the included spec page, its 256-row code table and its value-grid plot;
-- ``search.html?q=E8M0``: the search results, which must list the E8M0 page.
+- ``search.html?q=E8M0``: the search results, which must list the E8M0 page;
+- ``search.html?q=mxfp4``: the search results, which must list the MX and profiles pages;
+- ``publishing.html``, ``which-format.html``, ``glossary.html``: the users' pages (issue 17);
+- ``validate-checks.html#SHARD_MISSING``: a check ID's anchor, where JSON findings link;
+- ``spec/mx.html``: the divergence matrix at full width, its differing cells highlighted.
 
 Any console error, uncaught exception, failed load or request to a host other than the local
 server fails the check, and so does a ``<script>`` or stylesheet in any page that points at
@@ -85,6 +89,48 @@ PAGES = (
         "[...document.querySelectorAll('#search-results li a')]"
         ".some(a => a.getAttribute('href').includes('spec/e8m0.html'))",
         "search results for E8M0 that list spec/e8m0.html",
+    ),
+    PageCheck(
+        "search-mxfp4", "search.html?q=mxfp4",
+        "['spec/mx.html', 'spec/profiles.html'].every(page =>"
+        " [...document.querySelectorAll('#search-results li a')]"
+        ".some(a => a.getAttribute('href').includes(page)))",
+        "search results for mxfp4 that list the MX and the profiles pages",
+    ),
+    PageCheck(
+        "publishing", "publishing.html",
+        "document.querySelector('h1')?.textContent.includes('Quickstart for publishers')"
+        " && document.body.innerText.includes('--format github --junit validate.xml')"
+        " && document.body.innerText.includes('::error file=')",
+        "the publishers' quickstart, its CI snippet and real GitHub annotations",
+    ),
+    PageCheck(
+        "which-format", "which-format.html",
+        "document.querySelector('h1')?.textContent.includes('Which format and profile')"
+        " && [...document.querySelectorAll('td')].some(td => td.textContent.includes("
+        "'mx:quark-hip-bf16'))",
+        "the which-format page and its producer-to-consumer table",
+    ),
+    PageCheck(
+        "glossary", "glossary.html",
+        "[...document.querySelectorAll('dl.glossary dt')].map(dt => dt.textContent.trim())"
+        ".filter(t => ['producer', 'consumer', 'profile', 'E8M0', 'block', 'group']"
+        ".some(w => t.startsWith(w))).length >= 6",
+        "the glossary and its six terms",
+    ),
+    PageCheck(
+        "mx-matrix", "spec/mx.html",
+        "document.querySelector('.bd-article-container').getBoundingClientRect().width > 1100"
+        " && [...document.querySelectorAll('td strong')].some(b => getComputedStyle(b).color"
+        " !== getComputedStyle(b.closest('td')).color)"
+        " && document.body.innerText.includes('Bold: other bytes than ocp writes')",
+        "the divergence matrix at full width, cells differing from ocp highlighted, a legend",
+    ),
+    PageCheck(
+        "catalogue-anchor", "validate-checks.html#SHARD_MISSING",
+        "document.getElementById('SHARD_MISSING')?.closest('td') != null"
+        " && document.querySelector('a[href=\"#SHARD_MISSING\"]') != null",
+        "a check ID's anchor in the catalogue, as JSON findings' url point at it",
     ),
 )
 

@@ -52,14 +52,17 @@ napoleon_use_rtype = False
 # "Attributes:" sections as fields, so dataclass fields are not described twice.
 napoleon_use_ivar = True
 nitpicky = True
-# Genuinely external types with no inventory here (rich is a core dependency, but only its
-# Table and Text appear: the return type of ProfileComparison.table, the styled spans of
-# mxformats.validate.report.print_report).
-# types.ModuleType (the values of mxformats.validate.runner.CHECK_MODULES) is not in the
-# vendored Python inventory.
+# Genuinely external types with no inventory here: rich (a core dependency; its Table, Text and
+# Console appear in ProfileComparison.table, print_report and Output.console), and what the
+# vendored Python inventory (docs/_intersphinx) lacks: types.ModuleType (the values of
+# mxformats.validate.runner.CHECK_MODULES), builtins.dict, the argparse classes and
+# collections.abc.Callable as data. P and R type containers' decorator (ParamSpec, TypeVar).
 nitpick_ignore = [
-    ("py:class", "rich.table.Table"), ("py:class", "rich.text.Text"),
-    ("py:class", "types.ModuleType"),
+    ("py:class", "rich.table.Table"), ("py:class", "rich.text.Text"), ("py:class", "Console"),
+    ("py:class", "rich.console.Console"), ("py:class", "types.ModuleType"),
+    ("py:class", "builtins.dict"), ("py:class", "argparse.Namespace"),
+    ("py:class", "argparse.ArgumentParser"), ("py:data", "collections.abc.Callable"),
+    ("py:class", "P"), ("py:class", "R"),
     # The MX producer and consumer records are internal (documented through the profile tables
     # and spec/mx.md, not on the API page); public functions name them in their signatures.
     ("py:class", "mxformats.schemes.mx.producers.Producer"),
@@ -77,12 +80,20 @@ intersphinx_timeout = 1
 html_theme = "pydata_sphinx_theme"
 html_title = f"mxformats {release}"
 html_static_path = ["_static"]
+html_css_files = ["mxformats.css"]
+#: Pages whose tables need the full width (the divergence matrix, the check catalogue, the
+#: benchmarks): no sidebars; _static/mxformats.css widens the article on them.
+WIDE_PAGES = ("spec/mx", "validate-checks", "benchmarks")
+html_sidebars = {page: [] for page in WIDE_PAGES}
 html_favicon = "_static/favicon.svg"
 # The theme's light/dark switch needs a default; without one it logs a console error.
 html_context = {"default_mode": "auto"}
 html_theme_options = {
     "navigation_with_keys": False,
     "show_toc_level": 2,
+    "secondary_sidebar_items": {
+        "**": ["page-toc", "edit-this-page", "sourcelink"], **{page: [] for page in WIDE_PAGES}
+    },
     "icon_links": [],
     "footer_start": ["copyright"],
     "footer_end": ["sphinx-version"],

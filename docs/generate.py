@@ -6,7 +6,9 @@ each page that differs from what the code generates now (CI runs it in ``.ci/doc
 
 - ``docs/cli.md``: the CLI reference, from :func:`mxformats.cli.build_parser`;
 - ``docs/validate-checks.md``: the validator's check catalogue, from
-  :func:`mxformats.validate.catalogue.render_markdown`.
+  :func:`mxformats.validate.catalogue.render_markdown`;
+- ``docs/which-format.md``: from ``quantization_config`` to producer and consumer profile, from
+  :func:`mxformats.validate.identify.render_markdown` (the tables ``mxformats inspect`` uses).
 
 Build-time pieces that change with every run (plots, captured output) are not committed: the
 Sphinx extension ``docs/_ext/mxdocs.py`` writes them to ``docs/_generated/``.
@@ -47,7 +49,9 @@ def _option_cell(action: argparse.Action) -> str:
 
 
 def _cell(text: str) -> str:
-    return " ".join(text.split()).replace("|", "\\|")
+    """``text`` on one line for a Markdown table or paragraph: ``|`` and ``*`` escaped (help
+    texts write ``torchao-*``, which Markdown would read as emphasis)."""
+    return " ".join(text.split()).replace("|", "\\|").replace("*", "\\*")
 
 
 def _arguments_table(parser: argparse.ArgumentParser) -> list[str]:
@@ -120,9 +124,16 @@ def render_check_catalogue() -> str:
     return render_markdown()
 
 
+def render_which_format() -> str:
+    from mxformats.validate.identify import render_markdown
+
+    return render_markdown()
+
+
 PAGES: dict[str, Callable[[], str]] = {
     "cli.md": render_cli_reference,
     "validate-checks.md": render_check_catalogue,
+    "which-format.md": render_which_format,
 }
 
 

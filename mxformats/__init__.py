@@ -12,6 +12,7 @@ True
 """
 
 from mxformats._version import __version__
+from mxformats.checkpoint import read_tensor
 from mxformats.codec import bfloat16_bits_to_float32
 from mxformats.compare import compare_profiles
 from mxformats.conversions import e4m3fn_to_fnuz, e4m3fn_to_fnuz_exact
@@ -81,6 +82,7 @@ __all__ = [
     "quantize_mx",
     "quantize_nvfp4",
     "quantize_w4a8",
+    "read_tensor",
     "unpack_fp4",
     "unpack_int4",
 ]

@@ -11,12 +11,27 @@ not know, a bad value or a function that cannot be imported.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
+from typing import IO, TYPE_CHECKING
 
 from mxformats._version import __version__
 from mxformats.formats import FORMATS, get_format
+from mxformats.output import (
+    DOCS_URL,
+    JUnitCase,
+    Output,
+    UsageError,
+    add_output_arguments,
+    github_annotation,
+    junit_xml,
+    quiet_broken_pipe,
+)
 from mxformats.text import code_hex, fields, hex_float, layout, short_float
+
+if TYPE_CHECKING:
+    from mxformats.testing.harness import CheckReport
 
 
 def _spec(args: argparse.Namespace) -> int:
@@ -88,15 +103,14 @@ def _diff(args: argparse.Namespace) -> int:
     from mxformats.compare import compare_profiles
 
     if args.npy is not None and args.values:
-        print("mxformats diff: give values or --npy FILE, not both", file=sys.stderr)
-        return 2
+        return _usage("diff", "give values or --npy FILE, not both")
     if args.npy is None and not args.values:
-        print("mxformats diff: give the values of a block, or --npy FILE", file=sys.stderr)
-        return 2
+        return _usage("diff", "give the values of a block, or --npy FILE")
     profiles = None
     if args.profiles:
         profiles = [p.strip() for p in args.profiles.split(",") if p.strip()]
     try:
+        output = Output.from_args(args)
         if args.npy is not None:
             if not args.npy.is_file():
                 raise ValueError(f"no such file: {args.npy}")
@@ -111,26 +125,75 @@ def _diff(args: argparse.Namespace) -> int:
             block_size=args.block_size,
             dtype=args.dtype,
         )
-    except ValueError as err:
-        print(f"mxformats diff: {err}", file=sys.stderr)
-        return 2
-    if args.json:
-        print(comparison.json())
-        return 0
-    from rich.console import Console
-
-    console = Console()
-    console.print(comparison.table())
-    for note in comparison.notes:
-        console.print(f"note: {note}")
+    except (ValueError, UsageError) as err:
+        return _usage("diff", str(err))
     differing, refused = comparison.differing(), comparison.refused()
     compared = len(comparison.results) - 1 - len(refused)
-    console.print(
+    summary = (
         f"{len(differing)} of {compared} profiles write other bytes than "
         f"{comparison.baseline!r}" + (f": {', '.join(differing)}" if differing else "")
         + (f"; refused the input: {', '.join(refused)}" if refused else "")
     )
-    return 0
+
+    def text(fp: IO[str]) -> None:
+        console = output.console(fp)
+        if not output.quiet:
+            console.print(comparison.table())
+            for note in comparison.notes:
+                console.print(f"note: {note}")
+        console.print(summary)
+
+    def github(fp: IO[str]) -> None:
+        for r in comparison.results:
+            if r.error is not None:
+                print(github_annotation("notice", f"refused the input: {r.error}",
+                                        title=f"diff {r.profile}"), file=fp)
+            elif r.differs:
+                print(github_annotation(
+                    "warning", f"writes other bytes than {comparison.baseline!r}: scale of "
+                    f"block(s) {list(r.scale_differs)}, codes of element(s) "
+                    f"{list(r.code_differs)}", title=f"diff {r.profile}"), file=fp)
+        print(github_annotation("notice", summary, title="mxformats diff"), file=fp)
+
+    def junit(fp: IO[str]) -> None:
+        fp.write(junit_xml(f"mxformats diff {comparison.elem.name}", [
+            JUnitCase(f"diff.{comparison.elem.name}", r.profile,
+                      failure=f"scale of block(s) {list(r.scale_differs)}, codes of "
+                      f"element(s) {list(r.code_differs)}" if r.differs else None,
+                      message=f"writes other bytes than {comparison.baseline!r}",
+                      skipped=r.error)
+            for r in comparison.results
+        ]))
+
+    return output.emit("diff", {
+        "text": text, "github": github, "junit": junit,
+        "json": lambda fp: print(comparison.json(), file=fp),
+    }, 0)
+
+
+def _check_json(report: CheckReport) -> dict[str, object]:
+    """``mxformats check --format json``: the report as data (schema_version 1)."""
+    m = report.mismatch
+    return {
+        "schema_version": 1,
+        "tool_version": __version__,
+        "ok": report.ok,
+        "kind": report.kind,
+        "function": report.function,
+        "reference": report.reference,
+        "profile": report.profile,
+        "settings": {k: v if isinstance(v, (int, float, str, bool, type(None))) else str(v)
+                     for k, v in report.settings.items()},
+        "blocks_checked": report.blocks_checked,
+        "runs": [{"source": r.source, "dtype": r.dtype, "blocks": r.blocks,
+                  "skipped": r.skipped} for r in report.runs],
+        "first_difference": None if m is None else {
+            "summary": m.summary, "source": m.source, "label": m.label, "dtype": m.dtype,
+            "block": m.block, "batch_size": m.batch_size, "more": m.more,
+            "text": str(report)},
+        "notes": list(report.notes),
+        "seconds": report.seconds,
+    }
 
 
 def _check(args: argparse.Namespace) -> int:
@@ -143,32 +206,88 @@ def _check(args: argparse.Namespace) -> int:
     )
 
     try:
+        output = Output.from_args(args)
+    except UsageError as err:
+        return _usage("check", str(err))
+    try:
         fn = load_function(args.function)
     except Exception as err:  # an import runs arbitrary code: report whatever it raised
-        print(f"mxformats check: cannot import {args.function}: {type(err).__name__}: {err}",
-              file=sys.stderr)
-        return 2
+        return _usage("check", f"cannot import {args.function}: {type(err).__name__}: {err}")
     try:
+        dtypes = [_dtype_name(d) for d in args.dtypes.split(",")]
+        elem = get_format(args.elem).name
         if args.kind == "quantizer":
             report = check_quantizer(
-                fn, profile=args.profile or "ocp", elem=args.elem, block_size=args.block_size,
-                dtypes=args.dtypes.split(","), level=args.level, seed=args.seed,
+                fn, profile=args.profile or "ocp", elem=elem, block_size=args.block_size,
+                dtypes=dtypes, level=args.level, seed=args.seed,
                 max_examples=args.max_examples, torch_device=args.device)
         elif args.kind == "dequantizer":
             report = check_dequantizer(
-                fn, profile=args.profile or "ocp", elem=args.elem, block_size=args.block_size,
-                dtype=args.dtypes.split(",")[0], level=args.level, seed=args.seed,
+                fn, profile=args.profile or "ocp", elem=elem, block_size=args.block_size,
+                dtype=dtypes[0], level=args.level, seed=args.seed,
                 max_examples=args.max_examples, torch_device=args.device)
         else:
             report = check_int4_quantizer(
                 fn, profile=args.profile or "compressed-tensors", group_size=args.block_size,
-                dtypes=args.dtypes.split(","), level=args.level, seed=args.seed,
+                dtypes=dtypes, level=args.level, seed=args.seed,
                 max_examples=args.max_examples, torch_device=args.device)
     except (ValueError, TypeError, CheckError) as err:
-        print(f"mxformats check: {err}", file=sys.stderr)
-        return 2
-    print(report)
-    return 0 if report.ok else 1
+        return _usage("check", str(err))
+    verdict = repr(report).strip("<>")
+
+    def text(fp: IO[str]) -> None:
+        if output.quiet:
+            print(verdict, file=fp)
+        else:
+            print(report, file=fp)
+
+    def github(fp: IO[str]) -> None:
+        level = "notice" if report.ok else "error"
+        print(github_annotation(level, str(report), title="mxformats check"), file=fp)
+
+    def junit(fp: IO[str]) -> None:
+        m = report.mismatch
+        fp.write(junit_xml("mxformats check", [
+            JUnitCase(f"check.{report.kind}", f"{r.source}[{r.dtype}]",
+                      failure=str(report) if m and (m.source, m.dtype) == (r.source, r.dtype)
+                      else None, message=m.summary if m else "", skipped=r.skipped)
+            for r in report.runs
+        ], seconds=report.seconds))
+
+    return output.emit("check", {
+        "text": text, "github": github, "junit": junit,
+        "json": lambda fp: print(json.dumps(_check_json(report), indent=2), file=fp),
+    }, 0 if report.ok else 1)
+
+
+def _dtype_name(text: str) -> str:
+    """A dtype named on the command line as numpy, ml_dtypes or torch spell it (``bf16``,
+    ``torch.bfloat16``, ``float32``) -> the name the reference functions take."""
+    key = text.strip().lower().removeprefix("torch.").removeprefix("np.")
+    name = _DTYPE_ALIASES.get(key, key)
+    if name not in _DTYPE_ALIASES.values():
+        raise ValueError(f"unknown dtype {text!r}: use float32, bfloat16, float16 or float64")
+    return name
+
+
+def _dtype_argument(text: str) -> str:
+    try:
+        return _dtype_name(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
+_DTYPE_ALIASES = {
+    "float32": "float32", "f32": "float32", "fp32": "float32", "float": "float32",
+    "bfloat16": "bfloat16", "bf16": "bfloat16",
+    "float16": "float16", "f16": "float16", "fp16": "float16", "half": "float16",
+    "float64": "float64", "f64": "float64", "fp64": "float64", "double": "float64",
+}
+
+
+def _usage(command: str, message: str) -> int:
+    print(f"mxformats {command}: {message}", file=sys.stderr)
+    return 2
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -178,21 +297,19 @@ def build_parser() -> argparse.ArgumentParser:
             "Bit-exact reference numerics for the low-precision formats of quantized MoE "
             "checkpoints: E2M1 (FP4), E8M0 (MX scale), FP8 E4M3 fn/fnuz, E5M2, FP6, INT4."
         ),
-        epilog="Normative spec: the spec/ folder of the repository. Exit codes: 0 ok, "
-        "1 a check found a difference, 2 usage error.",
+        epilog=f"Documentation: {DOCS_URL} (normative spec: the spec/ folder of the "
+        "repository). Every reporting command takes --format text|json|junit|github, -o FILE, "
+        "-q and --color. Exit codes: 0 ok, 1 a check found a difference, 2 usage error.",
     )
     parser.add_argument("--version", action="version", version=f"mxformats {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    spec = commands.add_parser(
-        "spec",
-        help="print a format's code table",
-        description="Print every code of a format with its fields and exact value, "
-        "or list the formats when no name is given.",
-    )
-    spec.add_argument(
-        "format", nargs="?", metavar="FORMAT", help=f"one of: {', '.join(FORMATS)}"
-    )
-    spec.set_defaults(handler=_spec)
+
+    from mxformats.validate.commands import add_parsers
+
+    add_parsers(commands)  # validate first: the main job
+    from mxformats.validate.preflight import add_parser as add_preflight
+
+    add_preflight(commands)
 
     diff = commands.add_parser(
         "diff",
@@ -204,26 +321,28 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Examples: mxformats diff 6 5 0.25 0.75 | mxformats diff --profiles "
         "torchao-floor,quark 7 1 0.3 -2.9 | mxformats diff --npy block.npy --json. "
         "Put -- before the values when the first one is -inf or -nan. "
-        "Exit codes: 0 printed, 2 bad input.",
+        "Exit codes: 0 printed, 2 bad input. JSON: schema_version 1.",
     )
     diff.add_argument("values", nargs="*", metavar="VALUE",
                       help="the block's values: decimals, hex floats (0x1.8p+1), inf, nan")
     diff.add_argument("--npy", type=Path, metavar="FILE",
                       help="read the values from a .npy file (rows split into blocks)")
     diff.add_argument("--elem", default="e2m1", metavar="FORMAT",
-                      help="MX element format: e2m1 (default), e4m3fn, e5m2, e2m3, e3m2")
+                      help="MX element format: e2m1 (default), e4m3fn, e5m2, e2m3, e3m2 "
+                      "(or a torch, ml_dtypes or safetensors name)")
     diff.add_argument("--profiles", metavar="A,B,...",
                       help="producer profiles to compare (default: all; ocp is always shown)")
     diff.add_argument("--consumer", metavar="PROFILE",
                       help="decode every result with this consumer profile (default: the "
-                      "consumer named like the producer, else ocp)")
-    diff.add_argument("--dtype", default="float32",
-                      choices=("float32", "bfloat16", "float16", "float64"),
-                      help="input dtype given to the producers (default float32)")
+                      "producer's default consumer: mxformats.pairing)")
+    diff.add_argument("--dtype", default="float32", type=_dtype_argument, metavar="DTYPE",
+                      help="input dtype given to the producers: float32 (default), bfloat16, "
+                      "float16, float64 (or bf16, torch.bfloat16, ...); a producer that does "
+                      "not take it is given the first of bfloat16, float16 it takes, and the "
+                      "report says so")
     diff.add_argument("--block-size", type=int, default=32, metavar="N",
                       help="elements per block (default 32)")
-    diff.add_argument("--json", action="store_true",
-                      help="print JSON (schema_version 1) instead of the table")
+    add_output_arguments(diff)
     diff.set_defaults(handler=_diff)
 
     check = commands.add_parser(
@@ -262,23 +381,33 @@ def build_parser() -> argparse.ArgumentParser:
                        help="Hypothesis examples per dtype (default 100)")
     check.add_argument("--device", metavar="DEVICE",
                        help="pass torch tensors on this device (cpu, cuda) instead of numpy")
+    add_output_arguments(check, json_alias=None)
     check.set_defaults(handler=_check)
 
-    from mxformats.validate.commands import add_parsers
-    from mxformats.validate.preflight import add_parser as add_preflight
-
-    add_parsers(commands)
-    add_preflight(commands)
+    spec = commands.add_parser(
+        "spec",
+        help="print a format's code table",
+        description="Print every code of a format with its fields and exact value, "
+        "or list the formats when no name is given.",
+    )
+    spec.add_argument(
+        "format", nargs="?", metavar="FORMAT",
+        help=f"one of: {', '.join(FORMATS)}, or its torch, ml_dtypes or safetensors name "
+        "(float8_e4m3fn, F8_E4M3), in any case",
+    )
+    spec.set_defaults(handler=_spec)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if args.command is None:
-        parser.print_help()
-        return 2
-    code: int = args.handler(args)
+    """Run the command line; returns the exit code (a closed stdout exits 141, quietly)."""
+    with quiet_broken_pipe():
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        if args.command is None:
+            parser.print_help()
+            return 2
+        code: int = args.handler(args)
     return code
 
 

@@ -17,8 +17,10 @@ The block of the issue, padded with +0.0 to 32 elements:
 [6.0, 6.0, 0.5, 1.0]
 >>> c.result("torchao-ceil").scales                  # CEIL: one scale step up
 (128,)
->>> c.differing(), c.refused()                       # vllm takes bfloat16/float16 only
-(['microxcaling', 'quark-triton', 'torchao-ceil'], ['vllm'])
+>>> c.differing(), c.refused()
+(['microxcaling', 'quark-triton', 'torchao-ceil'], [])
+>>> c.result("vllm").input_dtype                     # vllm takes bfloat16/float16 only
+'bfloat16'
 
 From the command line: ``mxformats diff 6 5 0.25 0.75`` (a table, differences highlighted) or
 ``mxformats diff --json ...``.
@@ -52,6 +54,9 @@ BASELINE = "ocp"
 SCHEMA_VERSION = 1
 
 _DTYPES = ("float32", "bfloat16", "float16", "float64")
+#: What a producer that refuses the requested input dtype is given instead, in this order
+#: (bfloat16 first: the dtype of the checkpoints these producers quantize).
+_DTYPES_FALLBACK = ("bfloat16", "float16", "float32", "float64")
 
 
 @dataclass(frozen=True, eq=False)
@@ -68,6 +73,9 @@ class ProfileResult:
             does not take); the other fields are then empty.
         scale_differs: indices of the blocks whose scale byte differs from the baseline's.
         code_differs: indices of the elements whose code differs from the baseline's.
+        input_dtype: the dtype this profile was given: the comparison's, or, for a producer
+            that does not take it (vLLM's kernel takes bfloat16/float16 only), the first of
+            bfloat16, float16, float32, float64 that it takes.
     """
 
     profile: str
@@ -78,6 +86,7 @@ class ProfileResult:
     error: str | None = None
     scale_differs: tuple[int, ...] = ()
     code_differs: tuple[int, ...] = ()
+    input_dtype: str = ""
 
     @property
     def differs(self) -> bool:
@@ -155,6 +164,7 @@ class ProfileComparison:
                 {
                     "profile": r.profile,
                     "consumer": r.consumer,
+                    "input_dtype": r.input_dtype,
                     "differs_from_baseline": r.differs,
                     "error": r.error,
                     "scales": [f"0x{s:02X}" for s in r.scales],
@@ -205,6 +215,9 @@ class ProfileComparison:
                 + f"; the rest by {self.baseline!r}")
         captions += [f"{r.profile} refused: {r.error}" for r in self.results
                      if r.error is not None]
+        captions += [f"{r.profile} was given {r.input_dtype} input (it does not take "
+                     f"{self.dtype})" for r in self.results
+                     if r.error is None and r.input_dtype != self.dtype]
         if hidden:
             captions.append(f"{hidden} more element(s) not shown: use --json for all")
         table = Table(title=title, caption="\n".join(captions) or None, show_lines=True,
@@ -267,12 +280,6 @@ def _mx_producers() -> list[str]:
     return [p.name for p in profiles() if p.scheme == "mx" and p.kind == "producer"]
 
 
-def _mx_consumers() -> list[str]:
-    from mxformats.registry import profiles
-
-    return [p.name for p in profiles() if p.scheme == "mx" and p.kind == "consumer"]
-
-
 def _load(block: ArrayLike | Path) -> NDArray[np.float64]:
     from mxformats.codec import as_float64
 
@@ -324,8 +331,7 @@ def compare_profiles(
         profiles: producer profiles to compare (default: every registered MX producer). The
             baseline ``"ocp"`` is always included, first.
         consumer: the consumer profile that decodes every result; default None decodes each
-            producer's bytes with the consumer of the same name where one exists, else
-            ``"ocp"``.
+            producer's bytes with its default consumer (:mod:`mxformats.pairing`).
         block_size: elements per block.
         dtype: the input dtype given to the producers (``"float32"``, ``"bfloat16"``,
             ``"float16"``, ``"float64"``): producers that compute in the input's dtype may
@@ -346,8 +352,10 @@ def compare_profiles(
     Quark's export) and round-half-up (Quark's Triton path, old triton_kernels) part; CEIL
     (torchao-ceil) moves the scale up one step instead. ``print(c)`` shows it as a table.
     """
+    from mxformats.pairing import default_consumer
     from mxformats.registry import get_profile_info
     from mxformats.schemes.mx import dequantize_mx, quantize_mx
+    from mxformats.schemes.mx.producers import get_producer
 
     elem = get_format(elem)
     if elem.emax is None:
@@ -363,41 +371,40 @@ def compare_profiles(
     if consumer is not None:
         get_profile_info("mx", "consumer", consumer)
     names = [BASELINE, *(n for n in dict.fromkeys(names) if n != BASELINE)]
-    consumers = set(_mx_consumers())
 
     rows = _load(block)
     shown = rows.shape[-1]
     width = -(-shown // block_size) * block_size
     padded = np.zeros((rows.shape[0], width), dtype=np.float64)
     padded[:, :shown] = rows
-    np_dtype = _np_dtype(dtype)
-    with np.errstate(over="ignore", invalid="ignore"):
-        x = padded.astype(np_dtype)
-        seen = x.astype(np.float64)
-    notes = []
-    changed = ~((seen == padded) | (np.isnan(seen) & np.isnan(padded)))
-    if changed.any():
-        i = int(np.flatnonzero(changed.ravel())[0])
-        notes.append(f"{int(changed.sum())} value(s) are not {dtype} numbers and were rounded "
-                     f"to {dtype}, e.g. {padded.ravel()[i]!r} -> {seen.ravel()[i]!r}")
+    x, rounded = _rounded(padded, dtype)
+    seen = x.astype(np.float64)
+    notes = [rounded] if rounded else []
 
     results = []
     baseline: ProfileResult | None = None
     for name in names:
-        decoder = consumer or (name if name in consumers else BASELINE)
+        decoder = consumer or default_consumer("mx", name)
+        given = _input_dtype(dtype, get_producer(name).dtypes)
+        x_given = x
+        if given != dtype:
+            x_given, rounded = _rounded(padded, given)
+            if rounded:
+                notes.append(f"{name} was given {given} input: {rounded}")
         try:
-            out = quantize_mx(x, elem, block_size=block_size, axis=-1, profile=name)
+            out = quantize_mx(x_given, elem, block_size=block_size, axis=-1, profile=name)
             codes, scales = np.asarray(out.codes), np.asarray(out.scales)
             decoded = dequantize_mx(out.codes, out.scales, elem, block_size=block_size,
                                     axis=-1, profile=decoder, dtype=np.float32)
         except (ValueError, TypeError, NotImplementedError) as err:
             results.append(ProfileResult(name, decoder, (), np.zeros(0, np.uint8),
-                                         np.zeros(0), error=f"{type(err).__name__}: {err}"))
+                                         np.zeros(0), error=f"{type(err).__name__}: {err}",
+                                         input_dtype=given))
             continue
         with np.errstate(invalid="ignore"):
             wide = np.asarray(decoded).astype(np.float64).ravel()
         result = ProfileResult(name, decoder, tuple(int(s) for s in scales.ravel()),
-                               _unpack(codes, elem).ravel(), wide)
+                               _unpack(codes, elem).ravel(), wide, input_dtype=given)
         if baseline is None and name == BASELINE:
             baseline = result
         elif baseline is not None:
@@ -406,12 +413,33 @@ def compare_profiles(
                 scale_differs=tuple(int(i) for i in np.flatnonzero(
                     np.asarray(result.scales) != np.asarray(baseline.scales))),
                 code_differs=tuple(int(i) for i in np.flatnonzero(
-                    result.codes != baseline.codes)))
+                    result.codes != baseline.codes)), input_dtype=given)
         results.append(result)
     if baseline is None:
         notes.append(f"the baseline {BASELINE!r} refused the input; nothing is flagged")
     return ProfileComparison(seen, shown, dtype, elem, block_size, BASELINE, tuple(results),
                              tuple(notes))
+
+
+def _rounded(values: NDArray[np.float64], dtype: str) -> tuple[NDArray[Any], str]:
+    """``values`` in ``dtype``, and a note naming the values that changed ("" if none)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        x = values.astype(_np_dtype(dtype))
+        seen = x.astype(np.float64)
+    changed = ~((seen == values) | (np.isnan(seen) & np.isnan(values)))
+    if not changed.any():
+        return x, ""
+    i = int(np.flatnonzero(changed.ravel())[0])
+    return x, (f"{int(changed.sum())} value(s) are not {dtype} numbers and were rounded to "
+               f"{dtype}, e.g. {values.ravel()[i]!r} -> {seen.ravel()[i]!r}")
+
+
+def _input_dtype(wanted: str, accepted: Sequence[np.dtype[Any]]) -> str:
+    """``wanted`` when the producer takes it, else the first of :data:`_DTYPES_FALLBACK` it
+    takes (``wanted`` again when none: the producer then refuses with its reason)."""
+    if _np_dtype(wanted) in accepted:
+        return wanted
+    return next((d for d in _DTYPES_FALLBACK if _np_dtype(d) in accepted), wanted)
 
 
 def _np_dtype(name: str) -> np.dtype[Any]:

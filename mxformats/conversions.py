@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from mxformats.containers import containers
 from mxformats.formats import E4M3FN, E4M3FNUZ
 
 if TYPE_CHECKING:
@@ -29,6 +30,7 @@ def _codes_and_scale(
     return c, s
 
 
+@containers(codes={"codes": E4M3FN})
 def e4m3fn_to_fnuz(
     codes: ArrayLike, scale: ArrayLike
 ) -> tuple[NDArray[np.uint8], NDArray[np.float32]]:
@@ -44,6 +46,7 @@ def e4m3fn_to_fnuz(
     return np.where(c == 0x80, np.uint8(0), c).astype(np.uint8), s * np.float32(2)
 
 
+@containers(codes={"codes": E4M3FN})
 def e4m3fn_to_fnuz_exact(
     codes: ArrayLike, scale: ArrayLike
 ) -> tuple[NDArray[np.uint8], NDArray[np.float32]]:

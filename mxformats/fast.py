@@ -50,7 +50,8 @@ import numpy as np
 from mxformats import codec as reference_codec
 from mxformats.arith import BF16
 from mxformats.codec import tensor_to_numpy
-from mxformats.formats import E2M1, Format
+from mxformats.containers import containers
+from mxformats.formats import E2M1, E8M0, Format
 from mxformats.schemes import fp8_block as reference_fp8_block
 from mxformats.schemes import int4 as reference_int4
 from mxformats.schemes import mx as reference_mx
@@ -246,6 +247,7 @@ def _quantize_rows(
         np.copyto(packed[start:stop], pairs, casting="unsafe")
 
 
+@containers()
 def quantize_mx(
     x: object, elem: Format = E2M1, *, block_size: int = 32, axis: int = -1, profile: str = "ocp",
     threads: int | None = None,
@@ -325,6 +327,7 @@ def _nvfp4_codes(q: NDArray[np.float32], threads: int | None) -> NDArray[np.uint
     return out.reshape(q.shape)
 
 
+@containers()
 def quantize_nvfp4(
     x: object, *, axis: int = -1, profile: str = "modelopt", global_amax: float | None = None,
     threads: int | None = None,
@@ -370,6 +373,7 @@ def _scale_rows(
         out[start:stop] *= factor[start:stop, None]
 
 
+@containers(codes={"codes": "elem", "scales": E8M0})
 def dequantize_mx(
     codes: ArrayLike | MXArray,
     scales: ArrayLike | None = None,
@@ -471,6 +475,7 @@ def _encode_chunks(
         np.take(table, index[:n], out=out[start:stop], mode="clip")
 
 
+@containers()
 def encode(
     fmt: Format,
     x: object,
@@ -523,6 +528,7 @@ def _decode_chunks(codes: NDArray[np.uint8], table: NDArray[Any], out: NDArray[A
         np.take(table, index[:n], out=out[start:stop], mode="clip")
 
 
+@containers(codes={"codes": "fmt"}, unpack_x2=True)
 def decode(fmt: Format, codes: ArrayLike, dtype: DTypeLike = np.float32,
            threads: int | None = None) -> NDArray[np.generic]:
     """:func:`mxformats.codec.decode` (``Format.decode``), the same values, fast for 8-bit
@@ -547,6 +553,7 @@ def decode(fmt: Format, codes: ArrayLike, dtype: DTypeLike = np.float32,
 _LAYOUTS = ("compressed-tensors", "quark")
 
 
+@containers()
 def pack_int4(
     q: ArrayLike, *, layout: str = "compressed-tensors", axis: int = -1
 ) -> NDArray[np.int32]:
@@ -616,6 +623,7 @@ def _unpack_words(
         out[start:stop] |= np.take(tables[1], index[:n], mode="clip")
 
 
+@containers()
 def unpack_int4(
     packed: ArrayLike,
     *,
@@ -652,6 +660,7 @@ def unpack_int4(
     return np.moveaxis(values, -1, ax)
 
 
+@containers()
 def dequantize_int4(
     q: ArrayLike | Int4Array,
     scales: ArrayLike | None = None,
@@ -746,6 +755,7 @@ def _round_through(v: NDArray[np.float32], dtype: np.dtype[Any],
 # -- FP8 block quantize ---------------------------------------------------------------------------
 
 
+@containers()
 def quantize_fp8_block(
     x: object,
     *,

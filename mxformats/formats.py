@@ -10,9 +10,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
+import ml_dtypes
 import numpy as np
+
+from mxformats.containers import containers
 
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike, DTypeLike, NDArray
@@ -26,7 +29,9 @@ __all__ = [
     "E5M2",
     "E8M0",
     "FORMATS",
+    "FORMAT_ALIASES",
     "INT4",
+    "NATIVE_DTYPES",
     "OVERFLOWS",
     "ROUNDINGS",
     "UINT4",
@@ -70,7 +75,8 @@ class Format:
         kind: ``float`` (sign, exponent, mantissa), ``int`` (an integer, two's complement when
             ``signed``) or ``exponent`` (E8M0: a biased power of two, no sign, no mantissa).
         bits: width of a code. Codes are held in the low bits of a uint8.
-        ebits, mbits: exponent and mantissa field widths (0 for integers).
+        ebits: exponent field width (0 for integers).
+        mbits: mantissa field width (0 for integers).
         bias: exponent bias; value of an E8M0 code ``b`` is ``2**(b - bias)``.
         signed: a sign bit (floats) or two's complement (integers).
         specials: how NaN, Inf and zero are encoded (see the ``Specials`` comment above).
@@ -92,6 +98,32 @@ class Format:
     emax: int | None = None
     notes: tuple[str, ...] = ()
     sources: tuple[str, ...] = field(default=(), repr=False)
+
+    # -- native dtypes elsewhere --------------------------------------------------------------
+
+    @property
+    def torch_dtype(self) -> Any:
+        """The torch dtype holding this format's codes (``torch.float8_e4m3fn``; for E2M1
+        ``torch.float4_e2m1fn_x2``, two codes a byte), or None where torch has none. Imports
+        torch."""
+        name = NATIVE_DTYPES[self.name][0]
+        if name is None:
+            return None
+        import torch
+
+        return getattr(torch, name)
+
+    @property
+    def ml_dtype(self) -> np.dtype[Any] | None:
+        """The ml_dtypes numpy dtype of this format (``float8_e4m3fn``, ``float4_e2m1fn``,
+        ``float6_e2m3fn``, ``int4``, ...), or None."""
+        name = NATIVE_DTYPES[self.name][1]
+        return None if name is None else np.dtype(getattr(ml_dtypes, name))
+
+    @property
+    def safetensors_dtype(self) -> str | None:
+        """The safetensors header's dtype name (``F8_E4M3``, ``F4``, ``F8_E8M0``), or None."""
+        return NATIVE_DTYPES[self.name][2]
 
     # -- the value table: the definition of the format --------------------------------------
 
@@ -200,6 +232,7 @@ class Format:
 
     # -- the codec ----------------------------------------------------------------------------
 
+    @containers(codes={"codes": "self"}, unpack_x2=True)
     def decode(self, codes: ArrayLike, dtype: DTypeLike = np.float32) -> NDArray[np.generic]:
         """Decode codes (integers in ``0 .. 2**bits - 1``, low bits of a uint8) to values.
 
@@ -212,6 +245,7 @@ class Format:
 
         return decode(self, codes, dtype)
 
+    @containers()
     def encode(
         self,
         x: object,
@@ -432,13 +466,52 @@ FORMATS: dict[str, Format] = {
 }
 
 
-def get_format(name: str | Format) -> Format:
-    """Look a format up by its name (``"e2m1"``); a :class:`Format` is returned as is."""
+#: Format name -> its native dtype names in torch, ml_dtypes and safetensors, None where
+#: none exists. torch's ``float4_e2m1fn_x2`` holds two E2M1 codes a byte, low nibble first (as
+#: :func:`mxformats.pack_fp4`); torch's ``int4``/``uint4`` are shell dtypes without a defined
+#: layout, so INT4 has none. safetensors names: the ``Dtype`` enum of safetensors 0.8
+#: (huggingface/safetensors, ``safetensors/src/tensor.rs``).
+NATIVE_DTYPES: dict[str, tuple[str | None, str | None, str | None]] = {
+    "e2m1": ("float4_e2m1fn_x2", "float4_e2m1fn", "F4"),
+    "e8m0": ("float8_e8m0fnu", "float8_e8m0fnu", "F8_E8M0"),
+    "e4m3fn": ("float8_e4m3fn", "float8_e4m3fn", "F8_E4M3"),
+    "e4m3fnuz": ("float8_e4m3fnuz", "float8_e4m3fnuz", "F8_E4M3FNUZ"),
+    "e5m2": ("float8_e5m2", "float8_e5m2", "F8_E5M2"),
+    "e2m3": (None, "float6_e2m3fn", "F6_E2M3"),
+    "e3m2": (None, "float6_e3m2fn", "F6_E3M2"),
+    "int4": (None, "int4", None),
+    "uint4": (None, "uint4", None),
+}
+
+
+def _alias_table() -> dict[str, str]:
+    table: dict[str, str] = {}
+    for fmt, names in NATIVE_DTYPES.items():
+        table[fmt] = fmt
+        for name in names:
+            if name is not None:
+                table.setdefault(name.lower(), fmt)
+    return table
+
+
+#: Every name :func:`get_format` takes, lower-cased -> the format's name.
+FORMAT_ALIASES: dict[str, str] = _alias_table()
+
+
+def get_format(name: object) -> Format:
+    """Look a format up by its name (``"e2m1"``), its torch, ml_dtypes or safetensors dtype name
+    (``"float8_e4m3fn"``, ``"torch.float8_e4m3fn"``, ``"F8_E4M3"``), in any case, or by such a
+    dtype itself (``torch.float8_e4m3fn``, ``np.dtype(ml_dtypes.float8_e4m3fn)``); a
+    :class:`Format` is returned as is. ValueError names the known formats."""
     if isinstance(name, Format):
         return name
+    key = str(name).strip().lower().removeprefix("torch.")
+    if key.startswith("<class '"):  # a scalar type such as ml_dtypes.float8_e4m3fn
+        key = key.removeprefix("<class '").removesuffix("'>").rsplit(".", 1)[-1]
     try:
-        return FORMATS[name]
+        return FORMATS[FORMAT_ALIASES[key]]
     except KeyError:
         raise ValueError(
-            f"unknown format {name!r}; known formats: {', '.join(FORMATS)}"
+            f"unknown format {name!r}; known formats: {', '.join(FORMATS)} (or their torch, "
+            "ml_dtypes or safetensors names)"
         ) from None

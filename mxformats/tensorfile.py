@@ -1,4 +1,4 @@
-"""A small, strict safetensors reader and writer in numpy (no ``safetensors`` package needed).
+"""A small, strict safetensors reader in numpy, and the writer (the ``safetensors`` library).
 
 The layout (the safetensors format as the ``safetensors`` library writes it, version 0.8):
 
@@ -19,10 +19,9 @@ file, the tensor and the byte offset, with a :class:`ErrorKind` saying which rul
 Files are opened only when they are regular files (:func:`open_regular`): a FIFO, socket,
 device or directory raises :class:`NotRegularFileError` instead of blocking or never ending.
 
-The writer produces the same bytes as
-``safetensors.numpy.save_file`` (tensors ordered by descending dtype rank then name, compact
-JSON, ``__metadata__`` first), except that ``__metadata__`` keys are written sorted, where the
-library writes them in Rust ``HashMap`` order, which changes from run to run.
+The writer is the ``safetensors`` library's own serializer (:func:`write_safetensors`): the
+validator needs the reader's byte offsets and strictness, a file we write needs only to be
+exactly what the library writes.
 
 Sharded checkpoints (``model.safetensors.index.json``) are read with :func:`read_index` and
 :func:`read_checkpoint_tensor`: a module's tensors may sit in different shards.
@@ -132,10 +131,6 @@ DTYPE_BITS: dict[str, int] = {
     "I64": 64,
     "U64": 64,
 }
-
-# The order the safetensors library writes tensors in: by this rank (the enum order),
-# descending, then by name (measured with safetensors 0.8.0).
-_RANK = {name: rank for rank, name in enumerate(DTYPE_BITS)}
 
 _NAME_OF_DTYPE = {dtype: name for name, dtype in DTYPES.items()}
 _ENTRY_KEYS = ("dtype", "shape", "data_offsets")
@@ -623,43 +618,31 @@ def _dtype_name(name: str, array: NDArray[Any]) -> str:
 def write_safetensors(
     path: PathLike, tensors: Mapping[str, Any], metadata: Mapping[str, str] | None = None
 ) -> None:
-    """Write ``tensors`` (name → numpy array, any dtype of :data:`DTYPES`) to ``path``.
+    """Write ``tensors`` (name → numpy array, any dtype of :data:`DTYPES`) to ``path`` with the
+    safetensors library itself, so the bytes are ``safetensors.numpy.save_file``'s.
 
-    The bytes equal ``safetensors.numpy.save_file(tensors, path, metadata)`` (0.8.0): tensors
-    sorted by descending dtype rank then name, offsets packed from 0, compact JSON with
-    non-ASCII written as UTF-8, ``__metadata__`` first (its keys sorted: the one difference, as
-    the library's order is random), spaces padding the header to a multiple of 8 bytes.
-    Big-endian arrays are written little-endian; 0-d arrays get shape ``[]``.
+    ``save_file`` flattens each array to a ``TensorSpec`` (dtype name, shape, pointer, length)
+    and calls ``serialize_file`` (huggingface/safetensors 0.8.0,
+    ``bindings/python/py_src/safetensors/numpy.py``, ``_flatten``); this does the same, so the
+    ml_dtypes types ``save_file`` cannot name (bfloat16, the float8 types), which
+    ``TensorSpec`` accepts, are written too. ``__metadata__`` is written
+    first, its keys in the library's (random) ``HashMap`` order.
     """
+    from safetensors import TensorSpec, serialize_file
+
     if metadata is not None and not all(
         isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()
     ):
         raise TypeError("metadata must map strings to strings")
-    items = []
+    arrays = {}  # little-endian, contiguous copies: alive until serialize_file returns
     for name, value in tensors.items():
         if not isinstance(name, str) or name == "__metadata__":
             raise ValueError(f"invalid tensor name {name!r}")
         array = np.asarray(value)
-        dtype_name = _dtype_name(name, array)
-        data = np.ascontiguousarray(array, dtype=DTYPES[dtype_name]).tobytes()
-        items.append((name, dtype_name, array.shape, data))
-    items.sort(key=lambda item: (-_RANK[item[1]], item[0].encode("utf-8")))
-    header: dict[str, Any] = {}
-    if metadata is not None:
-        header["__metadata__"] = {k: metadata[k] for k in sorted(metadata)}
-    offset = 0
-    for name, dtype_name, shape, data in items:
-        header[name] = {
-            "dtype": dtype_name,
-            "shape": [int(d) for d in shape],
-            "data_offsets": [offset, offset + len(data)],
-        }
-        offset += len(data)
-    text = json.dumps(header, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-    raw = text.encode("utf-8")
-    raw += b" " * (-len(raw) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(raw)))
-        f.write(raw)
-        for *_, data in items:
-            f.write(data)
+        arrays[name] = np.asarray(array, dtype=DTYPES[_dtype_name(name, array)], order="C")
+    specs = {
+        name: TensorSpec(dtype=a.dtype.name, shape=a.shape, data_ptr=a.ctypes.data,
+                         data_len=a.nbytes)
+        for name, a in arrays.items()
+    }
+    serialize_file(specs, str(path), metadata=dict(metadata) if metadata is not None else None)

@@ -23,8 +23,10 @@ def test_diff_prints_every_profile(capsys: pytest.CaptureFixture[str]) -> None:
         assert name in out
     assert "0x7F" in out and "0x80" in out and "2^1" in out
     flat = " ".join(out.split())
-    assert "3 of 10 profiles write other bytes than 'ocp': microxcaling, quark-triton, " \
-        "torchao-ceil; refused the input: vllm" in flat
+    assert "3 of 11 profiles write other bytes than 'ocp': microxcaling, quark-triton, " \
+        "torchao-ceil" in flat and "refused" not in flat
+    # The README's headline example: vLLM's bf16-only kernel is given bfloat16, and says so.
+    assert "vllm was given bfloat16 input (it does not take float32)" in flat
 
 
 def test_diff_json(capsys: pytest.CaptureFixture[str]) -> None:
@@ -143,7 +145,7 @@ def test_check_a_file_path_and_a_dequantizer(user_module: str, tmp_path: Path,
         ("user_kernels", [], "expected MODULE:FUNCTION"),
         ("broken_kernels:fn", [], "RuntimeError: boom at import"),
         ("user_kernels:good", ["--profile", "nope"], "unknown mx producer profile 'nope'"),
-        ("user_kernels:good", ["--dtypes", "float8"], "dtypes"),
+        ("user_kernels:good", ["--dtypes", "float8"], "unknown dtype 'float8'"),
     ],
 )
 def test_check_usage_and_import_errors_exit_2(

@@ -84,8 +84,11 @@ def test_table_highlights_differences(issue_6054: ProfileComparison) -> None:
     assert str(same) == "0x0\n0" and not same.style
     text = str(issue_6054)
     assert "torchao-ceil" in text and "0x80" in text
-    assert "vllm refused: ValueError: profile 'vllm' does not take float32" in text
-    assert issue_6054.refused() == ["vllm"] and "vllm" not in issue_6054.differing()
+    # vLLM's kernel takes bfloat16/float16 only: it is given bfloat16 and says so (issue 17).
+    assert "vllm was given bfloat16 input (it does not take float32)" in text
+    assert issue_6054.refused() == [] and "vllm" not in issue_6054.differing()
+    assert issue_6054.result("vllm").input_dtype == "bfloat16"
+    assert issue_6054.result("ocp").input_dtype == "float32"
 
 
 def test_npy_file_and_rows(tmp_path: Path) -> None:

@@ -29,6 +29,7 @@ from mxformats import (
     unpack_int4,
 )
 from mxformats.arith import round_once
+from mxformats.codec import tensor_to_numpy
 from mxformats.registry import get_profile_info
 from mxformats.schemes.int4 import LAYOUTS, NIBBLE_ORDER
 from mxformats.specgen import SCHEMA_VERSION
@@ -315,9 +316,12 @@ def test_torch_bfloat16_input_equals_numpy_bfloat16() -> None:
     x = rng.standard_normal((4, 64)).astype(np.float32)
     t = torch.from_numpy(x).to(torch.bfloat16)
     for profile in ("compressed-tensors", "quark"):
-        a = quantize_int4(t, profile=profile)
+        a = quantize_int4(t, profile=profile)  # torch in, torch out (issue 17)
         b = quantize_int4(x.astype(BF16), profile=profile)
-        assert np.array_equal(a.q, b.q) and a.scales.tobytes() == b.scales.tobytes()
+        assert isinstance(a.q, torch.Tensor) and a.scales.dtype == (
+            torch.bfloat16 if profile == "compressed-tensors" else torch.float32)
+        assert np.array_equal(tensor_to_numpy(a.q), b.q)
+        assert tensor_to_numpy(a.scales).tobytes() == b.scales.tobytes()
 
 
 def test_torch_emulation_of_compressed_tensors() -> None:
@@ -331,8 +335,8 @@ def test_torch_emulation_of_compressed_tensors() -> None:
         scale = g.abs().amax(-1) / (torch.tensor(15.0).to(torch.bfloat16) / 2)
         q = torch.round(torch.clamp(g / scale[..., None], -8, 7)).reshape(8, 64)
         ours = quantize_int4(w, profile="compressed-tensors")
-        assert np.array_equal(ours.q, q.to(torch.int8).numpy())
-        assert ours.scales.tobytes() == scale.view(torch.int16).numpy().tobytes()
+        assert torch.equal(ours.q, q.to(torch.int8))
+        assert torch.equal(ours.scales.view(torch.int16), scale.view(torch.int16))
 
 
 # -- input classes ------------------------------------------------------------------------------
@@ -411,7 +415,7 @@ def test_dequantize_refusals() -> None:
         dequantize_int4(q)
     with pytest.raises(ValueError, match=r"\[-8, 7\]"):
         dequantize_int4(q + 9, np.ones((2, 2), np.float32))
-    with pytest.raises(ValueError, match="unknown int4 consumer"):
+    with pytest.raises(ValueError, match="unknown int4 profile 'x'; consumers: "):
         dequantize_int4(q, np.ones((2, 2), np.float32), profile="x")
 
 

@@ -21,6 +21,10 @@ PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
 SETUPTOOLS = PYPROJECT["tool"]["setuptools"]
 
 
+#: Packages that ship data only (the spec and its vectors, issue 17): no __init__.py.
+DATA_PACKAGES = {"mxformats.spec"}
+
+
 def _package_dirs() -> dict[str, Path]:
     """Package name -> source folder, from [tool.setuptools] packages and package-dir."""
     mapping = SETUPTOOLS.get("package-dir", {})
@@ -39,6 +43,9 @@ def _package_dirs() -> dict[str, Path]:
 def test_every_package_folder_is_listed() -> None:
     listed = {path.resolve() for path in _package_dirs().values()}
     for name, path in _package_dirs().items():
+        if name in DATA_PACKAGES:
+            assert path.is_dir() and not (path / "__init__.py").exists(), name
+            continue
         assert (path / "__init__.py").is_file(), f"{name}: no {path}/__init__.py"
     found = {
         init.parent.resolve()

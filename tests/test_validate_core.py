@@ -682,7 +682,8 @@ def test_cli_json_junit_and_exit_codes(tmp_path: Path, capsys: pytest.CaptureFix
     data = json.loads(capsys.readouterr().out)
     assert data["ok"] is False
     f = next(f for f in data["findings"] if f["check"] == "QUANT_TENSOR_MISSING")
-    assert set(f) == {"check", "severity", "file", "tensor", "offset", "message"}
+    assert set(f) == {"check", "severity", "file", "tensor", "offset", "message", "url",
+                      "meaning", "fix"}
     assert f["severity"] == "error" and f["tensor"] == f"{EXPERT}.weight_scale"
     assert main(["validate", str(p), "--junit", str(junit), "--quiet"]) == 1
     failed = [c for c in ET.parse(junit).getroot().iter("testcase") if c.find("failure") is not None]
@@ -740,7 +741,7 @@ def test_catalogue_renders_every_check() -> None:
 
     page = render_markdown()
     for cid in CHECKS:
-        assert f"| `{cid}` |" in page
+        assert f"| <a id=\"{cid}\" href=\"#{cid}\"><code>{cid}</code></a> |" in page
     doc = (Path(__file__).resolve().parent.parent / "docs" / "validate-checks.md").read_text()
     assert doc == page, "stale: run python -m mxformats.validate.catalogue"
 

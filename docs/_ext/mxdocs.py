@@ -6,6 +6,7 @@ On ``builder-inited`` it writes ``docs/_generated/`` (git-ignored, rebuilt on ev
 - ``mx-error.png`` and ``mx-error.md``: the quantization error of every MX producer profile
   (its scale rule) on a normal and a heavy-tailed (Student-t, 3 degrees of freedom) sample,
   seeded, so the numbers are the same on every build;
+- ``benchmarks.png``: the throughput column of ``docs/benchmarks.md``'s results, as bars;
 - ``validate-*.txt`` / ``.json``: the real output of ``mxformats validate`` and
   ``mxformats demo`` on the demo checkpoints, captured by running the CLI.
 
@@ -208,8 +209,10 @@ def plot_value_grids(out: Path) -> list[Path]:
 
     from mxformats import FORMATS
 
-    written = []
+    written = [_plot_e8m0(out, plt)]
     for fmt in FORMATS.values():
+        if fmt.name == "e8m0":
+            continue
         codes = np.arange(1 << fmt.bits)
         values = np.asarray(fmt.values, dtype=np.float64)
         finite = np.isfinite(values)
@@ -240,6 +243,83 @@ def plot_value_grids(out: Path) -> list[Path]:
         plt.close(fig)
         written.append(path)
     return written
+
+
+#: The float types a decoded E8M0 scale lands in, with their smallest and largest power of two
+#: (subnormals included): where a consumer's scale type runs out of binades.
+E8M0_RANGES = (("float16", -24, 15), ("bfloat16", -133, 127), ("float32", -149, 127))
+
+
+def _plot_e8m0(out: Path, plt: Any) -> Path:
+    """E8M0: each code is one binade, value ``2**(code - 127)``: the exponent against the code
+    (a log2 axis), with marks at every 16th binade, the special codes labelled, and the range
+    of powers of two each float type can hold, which is where a consumer that decodes the
+    scale into that type clamps or flushes (quark-hip-fp16: float16)."""
+    codes = np.arange(255)
+    fig, ax = plt.subplots(figsize=(7.5, 4.2), layout="constrained")
+    ax.plot(codes, codes - 127, ".", markersize=3, label="2^(code - 127)")
+    for i, (name, low, high) in enumerate(E8M0_RANGES):  # bars right of the codes
+        ax.bar(268 + 12 * i, high - low, bottom=low, width=9, alpha=0.45, color=f"C{i + 1}",
+               label=f"{name} holds 2^{low} .. 2^{high}")
+    for code, text, dx in ((0x00, "0x00 = 2^-127 (not zero)", 6), (0x7F, "0x7F = 1", 6),
+                           (0xFE, "0xFE = 2^127", -70)):
+        ax.annotate(text, (code, code - 127), textcoords="offset points", xytext=(dx, -12),
+                    fontsize=8)
+    ax.axvline(0xFF, color="tab:red", alpha=0.4)
+    ax.annotate("0xFF = NaN", (0xFF, -100), textcoords="offset points", xytext=(-58, 0),
+                fontsize=8, color="tab:red")
+    ax.set_xlim(-6, 300)
+    ax.set_xticks(range(0, 256, 32), [f"0x{c:02X}" for c in range(0, 256, 32)])
+    ax.set_xticks(range(0, 256, 16), minor=True)
+    ax.set_yticks(range(-128, 129, 32), [f"2^{e}" for e in range(-128, 129, 32)])
+    ax.set_yticks(range(-128, 129, 16), minor=True)
+    ax.grid(which="both", alpha=0.3)
+    ax.set_xlabel("code (one binade each; grid every 16)")
+    ax.set_ylabel("value (log2 axis)")
+    ax.set_title("e8m0: 255 powers of two, 2^-127 .. 2^127, and NaN")
+    ax.legend(loc="upper left", fontsize=8)
+    path = out / "grid-e8m0.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def benchmark_rows(page: Path = DOCS / "benchmarks.md") -> list[tuple[str, str, float]]:
+    """``(operation, implementation, GB/s)`` of every timed row of the results table in
+    ``docs/benchmarks.md`` (the committed numbers of one run)."""
+    rows = []
+    for line in page.read_text(encoding="utf-8").splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 6 and re.fullmatch(r"\d+(\.\d+)?", cells[3]):
+            rows.append((cells[0], cells[1].strip("*"), float(cells[3])))
+    return rows
+
+
+def plot_benchmarks(out: Path) -> list[Path]:
+    """``benchmarks.png``: the GB/s of every benchmarked row, grouped by operation, ours blue."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = benchmark_rows()
+    if not rows:
+        raise RuntimeError("docs/benchmarks.md has no results table to plot")
+    copy = next(gbs for op, _, gbs in rows if op == "memory copy")
+    rows = [r for r in rows if r[0] != "memory copy"]
+    fig, ax = plt.subplots(figsize=(9, 0.28 * len(rows) + 1.2), layout="constrained")
+    labels = [f"{op}: {impl}" for op, impl, _ in rows]
+    colors = ["tab:blue" if impl.startswith("mxformats") else "0.6" for _, impl, _ in rows]
+    ax.barh(range(len(rows)), [gbs for _, _, gbs in rows], color=colors)
+    ax.axvline(copy, color="k", linestyle="--", linewidth=1, label=f"memory copy {copy} GB/s")
+    ax.set_yticks(range(len(rows)), labels, fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlabel("GB/s of float32 input (higher is faster)")
+    ax.legend(loc="lower right", fontsize=8)
+    path = out / "benchmarks.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return [path]
 
 
 def scale_rule_errors() -> tuple[list[str], dict[str, list[float]]]:
@@ -331,8 +411,10 @@ VALIDATOR_RUNS: dict[str, tuple[list[str], int]] = {
     "validate-broken.txt": (
         ["validate", "broken-k25-mxfp4-bare-lm-head", "--level", "full"], 1),
     "validate-broken.json": (
-        ["validate", "broken-k25-mxfp4-bare-lm-head", "--level", "full", "--quiet", "--json",
-         "-"], 1),
+        ["validate", "broken-k25-mxfp4-bare-lm-head", "--level", "full", "--format", "json"], 1),
+    "validate-broken.github.txt": (
+        ["validate", "broken-k25-mxfp4-bare-lm-head", "--level", "full", "--format", "github"],
+        1),
 }
 
 
@@ -368,7 +450,8 @@ def capture_validator_output(out: Path) -> list[Path]:
 def generate(out: Path = GENERATED) -> list[Path]:
     """Write every build-time page piece into ``out``; return the paths written."""
     out.mkdir(parents=True, exist_ok=True)
-    return plot_value_grids(out) + plot_scale_rule_errors(out) + capture_validator_output(out)
+    return (plot_value_grids(out) + plot_scale_rule_errors(out) + plot_benchmarks(out)
+            + capture_validator_output(out))
 
 
 _SHARED_IVAR = re.compile(r"(?P<indent>\s*):ivar (?P<names>\w+(?:, \w+)+): ?(?P<text>.*)")
@@ -405,7 +488,32 @@ def _on_builder_inited(app: Any) -> None:
     generate()
 
 
+#: What napoleon took for an attribute's type but is prose (``#: the sizes: ...``): words with
+#: spaces, no ``|`` or brackets of a type expression.
+_PROSE_TYPE = re.compile(r"^:type: ([A-Za-z][\w'.,() -]* [\w'.,() -]*)$")
+
+
+def restore_prose_prefix(lines: list[str]) -> list[str]:
+    """Undo napoleon's reading of an attribute comment ``prose: more`` as type ``prose``."""
+    for k, line in enumerate(lines):
+        m = _PROSE_TYPE.match(line)
+        if m and lines:
+            rest = [x for j, x in enumerate(lines) if j != k]
+            while rest and not rest[-1].strip():
+                rest.pop()
+            return [f"{m.group(1)}: {rest[0]}", *rest[1:]] if rest else [m.group(1)]
+    return lines
+
+
+def _after_napoleon(app: Any, what: str, name: str, obj: Any, options: Any,
+                    lines: list[str]) -> None:
+    if what in ("attribute", "data", "property"):
+        lines[:] = restore_prose_prefix(lines)
+
+
 def setup(app: Any) -> dict[str, Any]:
+    # After napoleon (priority 500), which turns the Google sections into fields.
+    app.connect("autodoc-process-docstring", _after_napoleon, priority=600)
     app.connect("builder-inited", _on_builder_inited)
     app.connect("include-read", _on_include_read)
     app.connect("doctree-read", _on_doctree_read)

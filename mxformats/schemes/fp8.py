@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from mxformats.arith import as_float_array, divide_in, multiply_in, require_finite, round_once
+from mxformats.containers import containers
 from mxformats.formats import E4M3FN, E4M3FNUZ, E5M2, Format
 from mxformats.registry import Kind, ProfileInfo, register
 from mxformats.schemes.int4 import pack_int4, quantize_int4, unpack_int4
@@ -235,6 +236,7 @@ def _quantize_per_tensor(
     return fmt.encode(clamped), _scalar_f32(scale)
 
 
+@containers()
 def quantize_fp8(
     x: object, fmt: Format = E4M3FN, *, profile: str = "static"
 ) -> tuple[NDArray[np.uint8], NDArray[np.float32]]:
@@ -252,6 +254,7 @@ def quantize_fp8(
     return _quantize_per_tensor(as_float_array(x), fmt, record)
 
 
+@containers(codes={"codes": "fmt"})
 def dequantize_fp8(
     codes: ArrayLike, scale: ArrayLike, fmt: Format = E4M3FN, *, dtype: DTypeLike = np.float32
 ) -> NDArray[np.generic]:
@@ -288,6 +291,7 @@ class W4A8:
         yield self.weight_scale_2
 
 
+@containers()
 def quantize_w4a8(w: object, *, profile: str = "quark") -> W4A8:
     """The Quark ProgressiveSpec weight tensors for a 2-D weight ``w`` ``[O, I]``.
 
@@ -317,6 +321,7 @@ def quantize_w4a8(w: object, *, profile: str = "quark") -> W4A8:
     )
 
 
+@containers()
 def dequantize_w4a8(
     weight: ArrayLike | W4A8,
     weight_scale: ArrayLike | None = None,

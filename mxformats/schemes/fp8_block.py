@@ -40,6 +40,7 @@ import ml_dtypes
 import numpy as np
 
 from mxformats.arith import BF16, as_float_array, divide_in, round_to
+from mxformats.containers import containers
 from mxformats.conversions import e4m3fn_to_fnuz
 from mxformats.formats import E4M3FN, E4M3FNUZ, Format
 from mxformats.registry import ProfileInfo, register
@@ -358,6 +359,7 @@ def _reference_encoder(fmt: Format, values: NDArray[Any]) -> NDArray[np.uint8]:
     return fmt.encode(values, overflow="saturate")
 
 
+@containers()
 def quantize_fp8_block(
     x: object, *, block: tuple[int, int] = (128, 128), profile: str = "deepseek"
 ) -> FP8BlockArray:
@@ -417,6 +419,7 @@ def quantize_fp8_block_with(
 # -- dequantize -------------------------------------------------------------------------------
 
 
+@containers()
 def dequantize_fp8_block(
     codes: ArrayLike | FP8BlockArray,
     scales: ArrayLike | None = None,

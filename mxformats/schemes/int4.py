@@ -47,6 +47,8 @@ from mxformats.arith import (
     round_half_even,
     round_once,
 )
+from mxformats.containers import containers
+from mxformats.pairing import consumer_for
 from mxformats.registry import ProfileInfo, register
 
 if TYPE_CHECKING:
@@ -286,6 +288,7 @@ def _quantize_groups(
     return q.astype(np.int8), stored
 
 
+@containers()
 def quantize_int4(
     x: object, *, group_size: int | None = 32, axis: int = -1, profile: str = "compressed-tensors"
 ) -> Int4Array:
@@ -346,30 +349,35 @@ class Int4Array:
         yield self.scales
 
 
+@containers()
 def dequantize_int4(
     q: ArrayLike | Int4Array,
     scales: ArrayLike | None = None,
     *,
     group_size: int | None = 32,
     axis: int = -1,
-    profile: str = "compressed-tensors",
+    profile: str | None = None,
     dtype: DTypeLike = np.float32,
 ) -> NDArray[np.generic]:
     """``q × scale`` as the consumer of ``profile`` computes it, then cast to ``dtype``.
 
+    ``profile``: a consumer, or a producer (its default consumer, :mod:`mxformats.pairing`);
+    None: the Int4Array's own producer's, else ``compressed-tensors``.
+
     compressed-tensors (``dequantize``: ``q.to(scale.dtype) * scale``): the product is rounded
     to the scale's dtype (bfloat16 for BF16 checkpoints), then to ``dtype``. Quark
     (``dequantize_int_per_*_affine``): the product in float32, then ``dtype``. An
-    :class:`Int4Array` supplies ``scales``, ``group_size``, ``axis`` and ``profile``.
+    :class:`Int4Array` supplies ``scales``, ``group_size``, ``axis`` and its profile.
     Spec: ``int4-schemes.md``, "Dequantization".
     """
     if isinstance(q, Int4Array):
         result = q
         q, scales = result.q, result.scales
-        group_size, axis, profile = result.group_size, result.axis, result.profile
+        group_size, axis = result.group_size, result.axis
+        profile = result.profile if profile is None else profile
     if scales is None:
         raise TypeError("dequantize_int4 needs scales (or an Int4Array)")
-    consumer = get_consumer(profile)
+    consumer = get_consumer(consumer_for("int4", profile or "compressed-tensors"))
     check_group_size(group_size)
     values = np.asarray(q)
     if values.dtype.kind not in "iu" or np.any((values < QMIN) | (values > QMAX)):
@@ -393,6 +401,7 @@ def check_layout(layout: str) -> None:
         raise ValueError(f"unknown int4 layout {layout!r}; valid: {', '.join(LAYOUTS)}")
 
 
+@containers()
 def pack_int4(
     q: ArrayLike, *, layout: str = "compressed-tensors", axis: int = -1
 ) -> NDArray[np.int32]:
@@ -423,6 +432,7 @@ def pack_int4(
     return np.moveaxis(packed.view(np.int32), -1, ax)
 
 
+@containers()
 def unpack_int4(
     packed: ArrayLike,
     *,

@@ -2,8 +2,8 @@
 
 "NVFP4" is not one function. The two producers that write the Kimi NVFP4 checkpoints store the
 global scale in inverse forms, compute in different types and treat zero blocks differently;
-each is one :class:`NVFP4Producer` record in :data:`PRODUCERS`, and each reader one
-:class:`NVFP4Consumer` in :data:`CONSUMERS`. Spec: ``spec/nvfp4.md`` and
+each is one :class:`NVFP4Producer` record in ``PRODUCERS``, and each reader one
+:class:`NVFP4Consumer` in ``CONSUMERS``. Spec: ``spec/nvfp4.md`` and
 ``spec/vectors/nvfp4/<profile>.json``.
 
 Producers (``quantize_nvfp4(x, profile=...)``), with ``amax = max|x|`` over the tensor (or
@@ -58,6 +58,7 @@ import numpy as np
 from numpy.lib.array_utils import normalize_axis_index
 
 from mxformats.arith import BF16, as_float_array, divide_in, round_once
+from mxformats.containers import containers
 from mxformats.formats import E2M1, E4M3FN
 from mxformats.registry import Kind, ProfileInfo, get_profile_info, register
 from mxformats.schemes.int4 import check_group_scales
@@ -371,6 +372,7 @@ def e2m1_codes(q: NDArray[Any]) -> NDArray[np.uint8]:
     return (magnitude | np.where(q < 0, 8, 0)).astype(np.uint8)
 
 
+@containers()
 def quantize_nvfp4(
     x: object, *, axis: int = -1, profile: str = "modelopt", global_amax: float | None = None
 ) -> NVFP4Array:
@@ -440,6 +442,7 @@ def quantize_nvfp4_with(
 # -- dequantize -------------------------------------------------------------------------------
 
 
+@containers(codes={"scales": E4M3FN})
 def dequantize_nvfp4(
     codes: ArrayLike | NVFP4Array,
     scales: ArrayLike | None = None,

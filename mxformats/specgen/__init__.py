@@ -400,7 +400,9 @@ def overview() -> str:
 
 
 def profiles_page() -> str:
-    """``profiles.md``: every registered profile and what it reproduces."""
+    """``profiles.md``: every registered profile and what it reproduces, and the default
+    consumer of every producer."""
+    from mxformats import pairing
     from mxformats.registry import profiles
 
     rows = [
@@ -417,6 +419,13 @@ def profiles_page() -> str:
         "means the bytes that implementation writes or reads. Producers write checkpoints, "
         "consumers decode them, activation profiles are dynamic activation quantizers.\n",
         table(["profile", "scheme", "kind", "source", "function", "description"], rows),
+        "\n## Default consumers\n",
+        "A round trip through one profile name decodes with the consumer that reads what the "
+        "producer writes: `dequantize_mx(quantize_mx(x, profile=P))` uses P's default consumer, "
+        "and so does `dequantize_mx(codes, scales, profile=P)` when P names a producer; naming "
+        "a consumer overrides it (`mxformats.pairing`, which cites the loader code behind each "
+        "pairing).\n",
+        pairing.render_markdown(),
     ])
 
 

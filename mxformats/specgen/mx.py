@@ -330,13 +330,21 @@ def _table(header: list[str], rows: Iterable[list[str]]) -> str:
 
 def producer_matrix() -> str:
     header = ["profile", *[f"#{n}" for n in MATRIX_BLOCKS]]
-    rows = [[f"`{p.name}`", *[_cell(p, n) for n in MATRIX_BLOCKS]] for p in PRODUCERS.values()]
+    cells = {p.name: [_cell(p, n) for n in MATRIX_BLOCKS] for p in PRODUCERS.values()}
+    rows = [[f"`{name}`", *_against_ocp(row, cells["ocp"], "ᵇ")] for name, row in cells.items()]
     legend = "; ".join(
         f"#{n} `[{', '.join(_short(v) for v in BLOCKS[n].values)}]`" for n in MATRIX_BLOCKS
     )
     return (f"Blocks (the rest of the 32 elements +0.0): {legend}.\n\n"
-            "Each cell: the scale byte and the first codes, hex. ᵇ: bfloat16 input (the "
+            "Each cell: the scale byte and the first codes, hex. **Bold**: other bytes than "
+            "`ocp` writes (the cells `mxformats diff` highlights). ᵇ: bfloat16 input (the "
             "profile refuses float32).\n\n" + _table(header, rows))
+
+
+def _against_ocp(row: list[str], ocp: list[str], marker: str = "") -> list[str]:
+    """``row`` with every cell that differs from ``ocp``'s (``marker`` ignored) in bold."""
+    return [cell if cell.removesuffix(marker) == base.removesuffix(marker) else f"**{cell}**"
+            for cell, base in zip(row, ocp, strict=True)]
 
 
 def _short(v: float) -> str:
@@ -375,13 +383,13 @@ def _decode_cell(consumer: Consumer, byte: int, code: int) -> str:
 
 def consumer_matrix() -> str:
     header = ["consumer (type)", *[label for label, _, _ in DECODE_MATRIX]]
-    rows = [
-        [f"`{c.name}` ({c.dtypes[0].name})",
-         *[_decode_cell(c, b, code) for _, b, code in DECODE_MATRIX]]
-        for c in CONSUMERS.values()
-    ]
+    cells = {c.name: [_decode_cell(c, b, code) for _, b, code in DECODE_MATRIX]
+             for c in CONSUMERS.values()}
+    rows = [[f"`{c.name}` ({c.dtypes[0].name})", *_against_ocp(cells[c.name], cells["ocp"])]
+            for c in CONSUMERS.values()]
     return ("Each column: a scale byte and one E2M1 element; each cell the decoded value in the "
-            "consumer's first type.\n\n" + _table(header, rows))
+            "consumer's first type. **Bold**: another value than `ocp` decodes.\n\n"
+            + _table(header, rows))
 
 
 # -- the page ---------------------------------------------------------------------------------

@@ -667,7 +667,7 @@ def _hypothesis_search(
         import hypothesis
         from hypothesis import HealthCheck, Verbosity, given, settings
     except ImportError:
-        return None, 0, "hypothesis is not installed (pip install 'mxformats[test]')"
+        return None, 0, NO_HYPOTHESIS
 
     failures: list[tuple[NDArray[Any], _Found]] = []
     examples = 0
@@ -857,8 +857,9 @@ def check_quantizer(
                 done = run.batch(source, dtype, mx_blocks(elem, block_size=block_size,
                                                           dtype=dtype, level=level, seed=seed))
             else:
-                done = _run_hypothesis(run, dtype, blocks_strategy(
-                    elem, block_size=block_size, dtype=dtype, level=level, seed=seed),
+                done = _run_hypothesis(run, dtype, functools.partial(
+                    blocks_strategy, elem, block_size=block_size, dtype=dtype, level=level,
+                    seed=seed),
                     max_examples, seed)
     return _finish(
         run,
@@ -912,10 +913,20 @@ def _probe(run: _Run, source: str, dtype: str, block_size: int) -> bool:
     return True
 
 
-def _run_hypothesis(run: _Run, dtype: str, block: Any, max_examples: int, seed: int) -> bool:
-    from hypothesis import strategies as st
+#: Why the Hypothesis source is skipped on a core install (hypothesis is a test extra).
+NO_HYPOTHESIS = "hypothesis is not installed: pip install 'mxformats[test]'"
 
-    batches = st.lists(block, min_size=1, max_size=4).map(np.stack)
+
+def _run_hypothesis(run: _Run, dtype: str, block: Callable[[], Any], max_examples: int,
+                    seed: int) -> bool:
+    """The Hypothesis source; ``block`` builds the block strategy (it imports hypothesis)."""
+    try:
+        from hypothesis import strategies as st
+    except ImportError:
+        run.runs.append(SourceRun("hypothesis", dtype, 0, NO_HYPOTHESIS))
+        _note(run, f"hypothesis: skipped ({NO_HYPOTHESIS})")
+        return False
+    batches = st.lists(block(), min_size=1, max_size=4).map(np.stack)
     result, examples, note = _hypothesis_search(
         batches, lambda b: run.comparer.first_difference(b, None), max_examples, seed)
     if note is not None:
@@ -1076,8 +1087,8 @@ def _dequant_hypothesis(run: _Run, elem: Format, block_size: int, dtype: str,
     try:
         from hypothesis import strategies as st
     except ImportError:
-        _note(run, "hypothesis: skipped (hypothesis is not installed)")
-        run.runs.append(SourceRun("hypothesis", dtype, 0, "not installed"))
+        _note(run, f"hypothesis: skipped ({NO_HYPOTHESIS})")
+        run.runs.append(SourceRun("hypothesis", dtype, 0, NO_HYPOTHESIS))
         return False
     special = [0x00, 0x01, 0x02, 0x66, 0x7F, 0x80, 0x8E, 0x8F, 0x90, 0xFD, 0xFE, 0xFF]
     scale = st.one_of(st.sampled_from(special), st.integers(0, 255))
@@ -1172,8 +1183,9 @@ def check_int4_quantizer(
                 done = run.batch(source, dtype, int4_groups(group_size=group_size, dtype=dtype,
                                                             level=level, seed=seed))
             else:
-                done = _run_hypothesis(run, dtype, int4_group_strategy(
-                    group_size=group_size, dtype=dtype, level=level, seed=seed),
+                done = _run_hypothesis(run, dtype, functools.partial(
+                    int4_group_strategy, group_size=group_size, dtype=dtype, level=level,
+                    seed=seed),
                     max_examples, seed)
     return _finish(
         run,

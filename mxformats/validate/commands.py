@@ -9,7 +9,9 @@ import tempfile
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
+
+from mxformats.output import add_output_arguments, check_url
 
 from .findings import Level
 from .model import Options
@@ -106,11 +108,34 @@ def _usage_error(args: argparse.Namespace) -> str | None:
     return None
 
 
+def _check_ids(text: str | None) -> frozenset[str]:
+    """``--select``/``--ignore``: comma-separated check IDs (any case); an unknown ID is a
+    usage error naming the catalogue."""
+    from .catalogue import load_all
+
+    if not text:
+        return frozenset()
+    known = load_all()
+    ids = frozenset(part.strip().upper() for part in text.split(",") if part.strip())
+    unknown = sorted(ids - known.keys())
+    if unknown:
+        raise ValueError(f"unknown check ID(s): {', '.join(unknown)} (the catalogue: "
+                         "mxformats validate --help, or docs/validate-checks.md)")
+    return ids
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
-    from .report import dump_json, print_report, printable, to_junit
+    from mxformats.output import Output, UsageError
+
+    from .report import dump_json, print_report, printable, to_github, to_junit
     from .runner import exit_code, validate
 
     problem = _usage_error(args)
+    try:
+        output = Output.from_args(args)
+        select, ignore = _check_ids(args.select), _check_ids(args.ignore)
+    except (UsageError, ValueError) as err:
+        problem = str(err)
     if problem is not None:
         print(f"mxformats validate: {problem}", file=sys.stderr)
         return 2
@@ -127,34 +152,31 @@ def cmd_validate(args: argparse.Namespace) -> int:
         report = validate(args.dir, opts, on_read=progress.advance, on_plan=plan)
     finally:
         progress.stop()
-    human = sys.stderr if args.json == "-" else sys.stdout
+    report.restrict(select, ignore)
     if report.fatal is not None:
         print(
             f"mxformats validate: cannot validate {printable(args.dir)}: "
             f"{printable(report.fatal)}",
             file=sys.stderr,
         )
-    else:
-        print_report(report, human, quiet=args.quiet)
-    try:
-        if args.json == "-":
-            dump_json(report, sys.stdout)
-        elif args.json:
-            with open(args.json, "w", encoding="utf-8") as fp:
-                dump_json(report, fp)
-        if args.junit:
-            Path(args.junit).write_text(to_junit(report), encoding="utf-8")
-    except OSError as exc:
-        print(f"mxformats validate: cannot write a report: {printable(str(exc))}",
-              file=sys.stderr)
-        return 2
-    return exit_code(report, args.strict)
+
+    def text(fp: IO[str]) -> None:
+        if report.fatal is None:  # the reason is on stderr already
+            print_report(report, fp, quiet=output.quiet, console=output.console(fp))
+
+    return output.emit("validate", {
+        "text": text,
+        "json": lambda fp: dump_json(report, fp),
+        "junit": lambda fp: fp.write(to_junit(report) + "\n"),
+        "github": lambda fp: fp.write(to_github(report)),
+    }, exit_code(report, args.strict))
 
 
 def inspect_data(root: str) -> dict[str, Any]:
     """What ``mxformats inspect`` prints, as data (None fields when not known)."""
     from .deployment import admissible_tp, kernel_table
     from .files import load
+    from .identify import profiles_of
     from .preflight import engine_summary
 
     loaded = load(root, Options(level=Level.STRUCTURE))
@@ -188,6 +210,7 @@ def inspect_data(root: str) -> dict[str, Any]:
     return {
         "format": ckpt.format.value,
         "format_detail": ckpt.format_detail,
+        **profiles_of(ckpt.format),
         "producer": ", ".join(producer) or None,
         "fatal": loaded.fatal,
         "architecture": (ckpt.config.get("architectures") or [None])[0],
@@ -217,29 +240,56 @@ def inspect_data(root: str) -> dict[str, Any]:
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
+    from mxformats.output import JUnitCase, Output, UsageError, github_annotation, junit_xml
+
     from .report import printable
 
+    try:
+        output = Output.from_args(args)
+    except UsageError as err:
+        print(f"mxformats inspect: {err}", file=sys.stderr)
+        return 2
     data = inspect_data(args.dir)
     if data.get("fatal") and "format" not in data:
         print(f"mxformats inspect: {printable(str(data['fatal']))}", file=sys.stderr)
         return 2
-    if args.json:
-        json.dump(data, sys.stdout, indent=2)
-        sys.stdout.write("\n")
-        return 2 if data.get("fatal") else 0
-    from rich.console import Console
-    from rich.table import Table
+    fatal = printable(str(data["fatal"])) if data.get("fatal") else None
+    line = (f"{printable(args.dir)}: {data['format']}"
+            + (f" ({printable(str(data['format_detail']))})" if data["format_detail"] else "")
+            + f", {data['quantized_modules']} of {data['modules']} modules quantized"
+            + (f"; {fatal}" if fatal else ""))
 
-    # Values come from config.json: no markup, no emoji codes, controls escaped.
-    table = Table(title=f"mxformats inspect {printable(args.dir)}", show_header=False)
-    table.add_column("key")
-    table.add_column("value")
-    for key, value in data.items():
-        if isinstance(value, dict):
-            value = ", ".join(f"{k}: {v}" for k, v in value.items()) or "-"
-        table.add_row(key, "-" if value is None else printable(str(value)))
-    Console(markup=False, emoji=False, highlight=False).print(table)
-    return 2 if data.get("fatal") else 0
+    def text(fp: IO[str]) -> None:
+        from rich.table import Table
+
+        console = output.console(fp)
+        if output.quiet:
+            console.print(line)
+            return
+        # Values come from config.json: no markup, no emoji codes, controls escaped.
+        table = Table(title=f"mxformats inspect {printable(args.dir)}", show_header=False)
+        table.add_column("key")
+        table.add_column("value")
+        for key, value in data.items():
+            if isinstance(value, dict):
+                value = ", ".join(f"{k}: {v}" for k, v in value.items()) or "-"
+            table.add_row(key, "-" if value is None else printable(str(value)))
+        console.print(table)
+
+    def json_report(fp: IO[str]) -> None:
+        json.dump(data, fp, indent=2)
+        fp.write("\n")
+
+    def github(fp: IO[str]) -> None:
+        print(github_annotation("error" if fatal else "notice", line,
+                                title="mxformats inspect"), file=fp)
+
+    def junit(fp: IO[str]) -> None:
+        fp.write(junit_xml("mxformats inspect", [
+            JUnitCase("inspect", "INSPECT", failure=fatal, message=fatal or "")]))
+
+    return output.emit("inspect", {"text": text, "json": json_report, "github": github,
+                                   "junit": junit}, 2 if fatal else 0)
 
 
 def demo(folder: Path, out: Any = None) -> int:
@@ -320,7 +370,9 @@ def add_parsers(commands: Any) -> None:
         "honours HF_ENDPOINT, HF_TOKEN, HF_HOME).",
         epilog="Exit codes: 0 no errors (warnings allowed unless --strict), 1 errors found, "
         "2 could not run (bad usage, unreadable folder, a missing or gated repo or revision, "
-        "no network, a format not verified such as NVFP4).",
+        "no network, a format not verified such as NVFP4). "
+        "Every JSON finding carries its check's catalogue url, meaning and fix. "
+        f"The checks: {check_url('')}",
     )
     v.add_argument("dir", metavar="DIR",
                    help="the checkpoint folder, or hf://ORG/NAME[@REVISION]")
@@ -349,8 +401,10 @@ def add_parsers(commands: Any) -> None:
         metavar="FILE",
         help="sha256 per shard: written on the first run, verified later",
     )
-    v.add_argument("--json", metavar="FILE|-", help="write the JSON report (- for stdout)")
-    v.add_argument("--junit", metavar="FILE", help="write JUnit XML, one testcase per check")
+    v.add_argument("--select", metavar="ID,...",
+                   help="report only these check IDs (comma-separated)")
+    v.add_argument("--ignore", metavar="ID,...",
+                   help="do not report these check IDs (comma-separated)")
     v.add_argument(
         "--workers", type=_positive, metavar="N", help="worker threads (default min(cores, 8))"
     )
@@ -360,13 +414,13 @@ def add_parsers(commands: Any) -> None:
         action="store_true",
         help="hf:// with --level full: read more than 10 GB (the run states the byte count)",
     )
-    v.add_argument("--quiet", action="store_true", help="print only the summary line")
     v.add_argument(
         "--allow-symlink-root",
         action="append",
         metavar="DIR",
         help="also follow symlinks that resolve under DIR (repeatable)",
     )
+    add_output_arguments(v, json_alias="file", junit_alias=True)
     v.set_defaults(handler=cmd_validate)
 
     i = commands.add_parser(
@@ -379,7 +433,7 @@ def add_parsers(commands: Any) -> None:
         "format is not one mxformats verifies.",
     )
     i.add_argument("dir", metavar="DIR", help="the checkpoint folder")
-    i.add_argument("--json", action="store_true", help="print JSON instead of the table")
+    add_output_arguments(i)
     i.set_defaults(handler=cmd_inspect)
 
     d = commands.add_parser(

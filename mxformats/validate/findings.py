@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 
+from mxformats.output import check_url
+
 __all__ = ["CHECKS", "LEVELS", "Check", "Finding", "Level", "Severity", "declare"]
 
 
@@ -89,7 +91,8 @@ class Finding:
         return self.severity or self.check.severity
 
     def to_json(self) -> dict[str, object]:
-        """The JSON report's finding; ``extras`` (the machine-readable numbers a check promises,
+        """The JSON report's finding, with its check's catalogue ``url``, ``meaning`` and
+        ``fix``; ``extras`` (the machine-readable numbers a check promises,
         e.g. CODE_HISTOGRAM's counts) only when the finding carries any."""
         out: dict[str, object] = {
             "check": self.check.id,
@@ -98,6 +101,9 @@ class Finding:
             "tensor": self.tensor,
             "offset": self.offset,
             "message": self.message,
+            "url": check_url(self.check.id),
+            "meaning": self.check.meaning,
+            "fix": self.check.fix,
         }
         if self.extra:
             out["extras"] = self.extra

@@ -64,6 +64,7 @@ __all__ = [
     "NearMisses",
     "Options",
     "TensorRef",
+    "VisionDims",
     "matches_exclude",
 ]
 

@@ -3,7 +3,7 @@
 A :class:`Reader` answers four questions about the files of one checkpoint (the file list,
 a file's size, a byte range of a file, and a file's sha256) plus the two derived ones the
 loader needs (a safetensors header, a small JSON file). :class:`LocalReader` reads a folder;
-:class:`mxformats.validate.hub.HubReader` reads a Hugging Face repository pinned to one
+``mxformats.validate.hub.HubReader`` reads a Hugging Face repository pinned to one
 commit. Every check (the loader in :mod:`~mxformats.validate.files`,
 :meth:`~mxformats.validate.model.Checkpoint.read`, the chunked scans of
 ``mxformats.validate.numbers``, ``mxformats.validate.manifest``) calls these methods

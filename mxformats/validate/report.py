@@ -1,4 +1,5 @@
-"""The :class:`Report` of a run and its renderings: console, JSON (versioned), JUnit XML.
+"""The :class:`Report` of a run and its renderings: console, JSON (versioned), JUnit XML,
+GitHub Actions annotations.
 
 Names and paths come from the checkpoint, which may be hostile: every text taken from it is
 printed through :func:`printable`, so a tensor name holding an escape sequence, an OSC title,
@@ -9,6 +10,7 @@ the JUnit XML stays well-formed whatever the name holds (NUL and lone surrogates
 from __future__ import annotations
 
 import json
+import os
 import xml.etree.ElementTree as ET
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -16,15 +18,18 @@ from datetime import datetime, timezone
 from typing import IO, TYPE_CHECKING, Any
 
 from mxformats._version import __version__
+from mxformats.output import SEVERITY_STYLES, check_url, github_annotation, make_console
 
 from .findings import CHECKS, LEVELS, Check, Finding, Level, Severity
 from .reader import HUB_PREFIX
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from .model import Checkpoint
 
-__all__ = ["SCHEMA_VERSION", "Report", "exit_code", "print_report", "printable", "to_json",
-           "to_junit"]
+__all__ = ["SCHEMA_VERSION", "Report", "exit_code", "print_report", "printable", "to_github",
+           "to_json", "to_junit"]
 
 #: Bumped when a key of the JSON report changes meaning or disappears. 2 — the reproduction
 #: block's ``per_tensor`` is ``per_module`` (it always held one entry per module).
@@ -44,7 +49,8 @@ class Report:
     """The outcome of one run.
 
     ``modules_run``: the check modules whose checks ran (see the module docstring);
-    ``level``: the ``--level`` of the run; ``started``: UTC start time (ISO 8601)."""
+    ``level``: the ``--level`` of the run; ``started``: UTC start time (ISO 8601);
+    ``excluded``: the check IDs ``--select``/``--ignore`` left out (:meth:`restrict`)."""
 
     root: str
     format: str
@@ -57,14 +63,25 @@ class Report:
     ckpt: Checkpoint | None = field(default=None, repr=False)
     level: Level = Level.STRUCTURE
     started: str = field(default_factory=_now)
+    excluded: frozenset[str] = frozenset()
 
     def ran(self, check: Check) -> bool:
         """Whether ``check`` was run: its module ran and the run's level reaches its level
         (``internal`` always runs)."""
+        if check.id in self.excluded:
+            return False
         module = _MODULE_OF_GROUP.get(check.group, check.group)
         return (module == "internal" or module in self.modules_run) and (
             LEVELS.index(check.level) <= LEVELS.index(self.level)
         )
+
+    def restrict(self, select: frozenset[str] = frozenset(),
+                 ignore: frozenset[str] = frozenset()) -> None:
+        """Keep only the findings of the check IDs in ``select`` (all when it is empty) and not in
+        ``ignore`` (``--select``/``--ignore``); a check left out no longer counts as run."""
+        self.excluded = frozenset(
+            cid for cid in CHECKS if (select and cid not in select) or cid in ignore)
+        self.findings = [f for f in self.findings if f.check.id not in self.excluded]
 
     def count(self, severity: Severity) -> int:
         return sum(f.effective_severity == severity for f in self.findings)
@@ -147,10 +164,11 @@ def to_json(report: Report) -> dict[str, Any]:
 
 def to_junit(report: Report) -> str:
     """JUnit XML: one testcase per catalogued check the run really ran
-    (:meth:`Report.ran`), failing when it produced an error (or a warning: reported as a
-    failure with type ``warning``). A run that could not go on (``fatal``) lists only the
-    checks that found something and a ``RUN`` testcase in error: nothing else ran, so nothing
-    else passed. Every text is escaped (:func:`printable`); ``timestamp`` is the UTC start."""
+    (:meth:`Report.ran`), failing when it produced an error (or a
+    warning: reported as a failure with type ``warning``). A run that could not go on
+    (``fatal``) lists only the checks that found something and a ``RUN`` testcase in error:
+    nothing else ran, so nothing else passed. Every text is escaped (:func:`printable`);
+    ``timestamp`` is the UTC start."""
     by_check: dict[str, list[Finding]] = defaultdict(list)
     for f in report.findings:
         by_check[f.check.id].append(f)
@@ -192,16 +210,50 @@ def to_junit(report: Report) -> str:
     return ET.tostring(suite, encoding="unicode", xml_declaration=True)
 
 
-def print_report(report: Report, file: IO[str], *, quiet: bool = False) -> None:
-    """Findings grouped by check, then a summary table (``quiet``: the summary line only).
+def to_github(report: Report) -> str:
+    """GitHub Actions annotations: one per error and warning (``file`` is the shard's path,
+    ``title`` the check ID), infos as one notice per check, then a notice with the verdict."""
+    lines = []
+    infos: dict[str, int] = defaultdict(int)
+    for f in report.findings:
+        sev = f.effective_severity
+        if sev == Severity.INFO:
+            infos[f.check.id] += 1
+            continue
+        path = os.path.join(report.root, f.file) if f.file else None
+        lines.append(github_annotation(
+            sev.value, f"{_line(f, _remote(report))} (fix: {f.check.fix})", title=f.check.id,
+            file=printable(path) if path else None))
+    lines += [github_annotation("notice", f"{n} finding(s): {CHECKS[cid].meaning}", title=cid)
+              for cid, n in infos.items()]
+    lines.append(github_annotation("error" if not report.ok else "notice", _verdict(report)[1],
+                                   title="mxformats validate"))
+    return "\n".join(lines) + "\n"
 
-    The console interprets no markup and no emoji codes in any string; styles come from
-    :class:`rich.text.Text` spans around our own words only."""
-    from rich.console import Console
+
+def _verdict(report: Report) -> tuple[str, str]:
+    """The verdict word and the one-line summary after it."""
+    e, w, i = (report.count(s) for s in Severity)
+    root = printable(report.root)
+    if report.fatal:
+        return "FAILED", f"{root}: cannot validate: {printable(report.fatal)}"
+    return ("OK" if report.ok else "FAILED",
+            f"{root}: {report.format}, {e} error(s), {w} warning(s), {i} info, "
+            f"{report.seconds:.2f} s")
+
+
+def print_report(report: Report, file: IO[str], *, quiet: bool = False,
+                 console: Console | None = None) -> None:
+    """Findings grouped by check, then a summary table and the verdict line. ``quiet``, or a
+    run with no error and no warning: the verdict line alone (the infos are in the JSON).
+
+    ``console`` (default: one on ``file`` coloured when it is a terminal) must interpret no
+    markup and no emoji codes (:func:`mxformats.output.make_console`); styles come from rich
+    ``Text`` spans around our own words only: errors red, warnings yellow."""
     from rich.table import Table
     from rich.text import Text
 
-    console = Console(file=file, highlight=False, soft_wrap=True, markup=False, emoji=False)
+    console = console or make_console(file)
     root = printable(report.root)
     if report.fatal:
         console.print(Text.assemble(("cannot validate", "bold red"),
@@ -216,34 +268,33 @@ def print_report(report: Report, file: IO[str], *, quiet: bool = False) -> None:
     ordered = sorted(
         by_check.items(), key=lambda kv: (min(_ORDER[f.effective_severity] for f in kv[1]), kv[0])
     )
-    if not quiet:
+    bad = report.count(Severity.ERROR) + report.count(Severity.WARNING)
+    if not quiet and bad:
         console.print(head)
         for cid, found in ordered:
             check = CHECKS[cid]
             title = f" ({check.group}, {len(found)}): {check.meaning}"
             console.print(Text.assemble("\n", (cid, "bold"), title))
             for f in found[:20]:
-                console.print(f"  {f.effective_severity.value:7} {_line(f, _remote(report))}")
+                sev = f.effective_severity.value
+                console.print(Text.assemble("  ", (f"{sev:7}", SEVERITY_STYLES[sev]),
+                                            f" {_line(f, _remote(report))}"))
             if len(found) > 20:
-                console.print(f"  ... {len(found) - 20} more (see --json)")
-            console.print(f"  fix: {check.fix}")
-        if ordered:
-            table = Table(title="summary")
-            for col in ("check", "group", "severity", "count"):
-                table.add_column(col)
-            for cid, found in ordered:
-                sev = min((f.effective_severity for f in found), key=_ORDER.__getitem__)
-                table.add_row(cid, CHECKS[cid].group, sev.value, str(len(found)))
-            console.print(table)
-    e, w, i = (report.count(s) for s in Severity)
-    verdict = ("OK", "bold green") if report.ok else ("FAILED", "bold red")
-    console.print(
-        Text.assemble(
-            verdict,
-            f" {root}: {report.format}, {e} error(s), {w} warning(s), "
-            f"{i} info, {report.seconds:.2f} s",
-        )
-    )
+                console.print(f"  ... {len(found) - 20} more (see --format json)")
+            if check.fix:
+                console.print(f"  fix: {check.fix}")
+            console.print(f"  docs: {check_url(cid)}")
+        table = Table(title="summary")
+        for col in ("check", "group", "severity", "count"):
+            table.add_column(col)
+        for cid, found in ordered:
+            sev = min((f.effective_severity for f in found), key=_ORDER.__getitem__)
+            table.add_row(cid, CHECKS[cid].group, Text(sev.value, SEVERITY_STYLES[sev.value]),
+                          str(len(found)))
+        console.print(table)
+    word, summary = _verdict(report)
+    console.print(Text.assemble((word, "bold green" if report.ok else "bold red"),
+                                f" {summary}"))
 
 
 def dump_json(report: Report, fp: IO[str]) -> None:

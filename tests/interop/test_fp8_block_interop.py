@@ -51,6 +51,7 @@ requires("compressed_tensors")
 import _producers as P  # noqa: E402
 
 from mxformats import E4M3FN, dequantize_fp8_block, quantize_fp8_block  # noqa: E402
+from mxformats.codec import tensor_to_numpy  # noqa: E402
 
 TILE = (4, 8)
 RANDOM_TILES = 100_000
@@ -255,5 +256,7 @@ def test_torch_tensors_are_quantized_as_their_numpy_twins() -> None:
         want = quantize_fp8_block(x, profile=profile)
         for got in (quantize_fp8_block(t, profile=profile),
                     fast.quantize_fp8_block(t, profile=profile)):
-            assert got.codes.tobytes() == want.codes.tobytes()
-            assert got.scales.tobytes() == want.scales.tobytes()
+            # torch in, torch out (issue 17), with the numpy path's bytes
+            assert isinstance(got.codes, type(t)) and isinstance(got.scales, type(t))
+            assert tensor_to_numpy(got.codes).tobytes() == want.codes.tobytes()
+            assert tensor_to_numpy(got.scales).tobytes() == want.scales.tobytes()

@@ -28,7 +28,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from mxformats.arith import FLOAT_DTYPES, as_array, round_to
-from mxformats.formats import E2M1, Format, get_format
+from mxformats.containers import containers
+from mxformats.formats import E2M1, E8M0, Format, get_format
+from mxformats.pairing import consumer_for
 from mxformats.registry import ProfileInfo, register
 from mxformats.schemes.mx.consumers import CONSUMERS, Consumer, decode_blocks, get_consumer
 from mxformats.schemes.mx.elements import encode_elements, scaled
@@ -151,6 +153,7 @@ def check_shape(producer: Producer, n: int, elem: Format, block_size: int) -> No
 # -- quantize -------------------------------------------------------------------------------
 
 
+@containers()
 def quantize_mx(
     x: object, elem: Format = E2M1, *, block_size: int = 32, axis: int = -1, profile: str = "ocp"
 ) -> MXArray:
@@ -213,6 +216,7 @@ def consumer_dtype(consumer: Consumer, out: np.dtype[np.generic]) -> np.dtype[np
     )
 
 
+@containers(codes={"codes": "elem", "scales": E8M0})
 def dequantize_mx(
     codes: ArrayLike | MXArray,
     scales: ArrayLike | None = None,
@@ -220,10 +224,14 @@ def dequantize_mx(
     *,
     block_size: int = 32,
     axis: int = -1,
-    profile: str = "ocp",
+    profile: str | None = None,
     dtype: DTypeLike = np.float32,
 ) -> NDArray[np.generic]:
     """Decode MX blocks exactly as the consumer ``profile`` does (an MXArray may be passed).
+
+    ``profile``: a consumer profile, or a producer profile, which decodes with that producer's
+    default consumer (:mod:`mxformats.pairing`; ``"quark"`` -> ``"quark-hip-bf16"``). None: the
+    MXArray's own producer's default consumer, else ``"ocp"``.
 
     ``codes``: packed E2M1 bytes (two per byte along ``axis``, element 2k low) or one code per
     byte; ``scales``: E8M0 bytes, the codes' logical shape with ``axis`` divided by
@@ -238,8 +246,10 @@ def dequantize_mx(
         codes, scales, elem, block_size, axis = (
             mx.codes, mx.scales, mx.elem, mx.block_size, mx.axis
         )
+        profile = mx.profile if profile is None else profile
     if scales is None:
         raise ValueError("dequantize_mx needs the scales")
+    profile = "ocp" if profile is None else consumer_for("mx", profile)
     consumer = get_consumer(profile)
     fmt = check_elem(elem, consumer.elements, f"consumer profile {profile!r}")
     out = np.dtype(dtype)
@@ -277,6 +287,7 @@ def _integer_array(a: ArrayLike, what: str) -> NDArray[np.integer]:
 # -- packing --------------------------------------------------------------------------------
 
 
+@containers()
 def pack_fp4(codes: ArrayLike, axis: int = -1) -> NDArray[np.uint8]:
     """Pack 4-bit codes two per byte along ``axis``, element 2k in the low nibble.
 
@@ -294,6 +305,7 @@ def pack_fp4(codes: ArrayLike, axis: int = -1) -> NDArray[np.uint8]:
     return np.ascontiguousarray(np.moveaxis(packed, -1, ax))
 
 
+@containers(codes={"packed": E2M1})
 def unpack_fp4(packed: ArrayLike, axis: int = -1) -> NDArray[np.uint8]:
     """Inverse of :func:`pack_fp4`: each byte gives its low nibble, then its high nibble."""
     p = _integer_array(packed, "packed codes")

@@ -1,0 +1,237 @@
+"""torch tensors, ml_dtypes and numpy arrays in; the same kind of container out.
+
+Every public reference and fast function is wrapped by :func:`containers` (one decorator, the
+one place this logic lives). Given a torch tensor anywhere in its arguments, the function runs
+on numpy copies with the same bytes (:func:`mxformats.codec.tensor_to_numpy`) and every array
+it returns, alone, in a tuple or in a result dataclass (``MXArray``, ``Int4Array``, ...), comes
+back as a torch tensor on the device of the first tensor given; given numpy, numpy comes back.
+
+- ``dtype=`` takes a numpy dtype, an ml_dtypes type, a torch dtype or its name
+  (``torch.bfloat16``, ``"bfloat16"``, ``ml_dtypes.bfloat16``, ``np.float32``):
+  :func:`numpy_dtype`.
+- Code arguments (named by the decorator's ``codes``) take the native dtypes as they are: torch
+  ``float8_e4m3fn``, ``float8_e4m3fnuz``, ``float8_e5m2``, ``float8_e8m0fnu`` and
+  ``float4_e2m1fn_x2`` (two codes a byte, low nibble first, as :func:`mxformats.pack_fp4`), and
+  the ml_dtypes float8, float6 and float4 arrays (one code a byte): :func:`native_codes`. A
+  native dtype that is not the format being decoded is a TypeError, never a silent reinterpret.
+
+torch is never imported here: a tensor can only exist if the caller imported it, so the test is
+``sys.modules`` plus ``isinstance``. Native dtypes: torch 2.13 ``torch/_tensor.py``;
+ml_dtypes 0.5 stores float4/float6 codes in the low bits of a byte, as numpy uint8.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import inspect
+import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
+
+import ml_dtypes
+import numpy as np
+
+from mxformats.codec import tensor_to_numpy
+
+if TYPE_CHECKING:
+    from mxformats.formats import Format
+
+__all__ = ["containers", "native_codes", "numpy_dtype", "to_torch"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+@functools.cache
+def _code_dtypes() -> tuple[dict[str, str], dict[str, str]]:
+    """torch dtypes whose byte holds codes (``float4_e2m1fn_x2``: two), and ml_dtypes types
+    whose byte holds one code (float4/float6 in the low bits), each -> the format's name.
+    Built on first use: :mod:`mxformats.formats` imports this module."""
+    from mxformats.formats import NATIVE_DTYPES
+
+    by_torch = {t: fmt for fmt, (t, _, _) in NATIVE_DTYPES.items() if t is not None}
+    by_ml = {m: fmt for fmt, (_, m, _) in NATIVE_DTYPES.items() if m is not None}
+    return by_torch, by_ml
+
+
+#: ml_dtypes types with a torch twin of the same bytes (the others go to torch as uint8).
+_TORCH_TWINS = ("bfloat16", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2",
+                "float8_e5m2fnuz", "float8_e8m0fnu")
+
+
+def _torch() -> Any:
+    return sys.modules.get("torch")
+
+
+def _is_tensor(x: object) -> bool:
+    torch = _torch()
+    return torch is not None and isinstance(x, torch.Tensor)
+
+
+def numpy_dtype(dtype: Any) -> np.dtype[Any]:
+    """``dtype`` as a numpy dtype: a numpy dtype or scalar type, an ml_dtypes type, a torch
+    dtype (``torch.bfloat16`` -> ``ml_dtypes.bfloat16``) or a name (``"bfloat16"``,
+    ``"torch.float16"``). TypeError names what it could not read."""
+    if type(dtype).__module__ == "torch":
+        name = str(dtype).removeprefix("torch.")
+    elif isinstance(dtype, str):
+        name = dtype.strip().removeprefix("torch.").removeprefix("np.")
+    else:
+        try:
+            result: np.dtype[Any] = np.dtype(dtype)
+            return result
+        except TypeError:
+            name = str(dtype)
+    twin = getattr(ml_dtypes, name, None)
+    try:
+        return np.dtype(twin if twin is not None else name)
+    except TypeError:
+        raise TypeError(f"{dtype!r} is not a dtype numpy, ml_dtypes or torch knows") from None
+
+
+def _is_ml_dtypes(dtype: np.dtype[Any]) -> bool:
+    """An ml_dtypes type (numpy files most under kind ``V``, but float8_e5m2 under ``f``)."""
+    return dtype.type.__module__.startswith("ml_dtypes")
+
+
+def _native_format(array: np.ndarray[Any, Any], torch_name: str | None) -> str | None:
+    """The format whose codes ``array`` holds natively (by its torch or ml_dtypes dtype)."""
+    by_torch, by_ml = _code_dtypes()
+    if torch_name is not None:
+        return by_torch.get(torch_name)
+    return by_ml.get(array.dtype.name) if _is_ml_dtypes(array.dtype) else None
+
+
+def native_codes(x: object, fmt: Format | None = None, *, unpack_x2: bool = False) -> Any:
+    """The uint8 codes a native-dtype tensor or array holds, else ``x`` unchanged.
+
+    torch float8/e8m0 tensors and ml_dtypes float8/float6/float4 arrays give one code a byte;
+    a torch ``float4_e2m1fn_x2`` tensor gives its packed bytes, unpacked to one code a byte
+    (low nibble first) when ``unpack_x2``. With ``fmt``, a native dtype of another format
+    raises TypeError (``float8_e5m2`` codes are not ``e4m3fn`` codes)."""
+    torch_name = None
+    if _is_tensor(x):
+        torch_name = str(x.dtype).removeprefix("torch.")  # type: ignore[attr-defined]
+        if torch_name not in _code_dtypes()[0]:
+            return x
+        array = tensor_to_numpy(x)
+    elif isinstance(x, np.ndarray):
+        array = x
+    else:
+        return x
+    assert array is not None
+    native = _native_format(array, torch_name)
+    if native is None:
+        return x
+    if fmt is not None and native != fmt.name:
+        raise TypeError(f"the codes are {torch_name or array.dtype.name} ({native}), not "
+                        f"{fmt.name} codes")
+    codes = np.ascontiguousarray(array).view(np.uint8)
+    if torch_name == "float4_e2m1fn_x2" and unpack_x2:
+        from mxformats.schemes.mx import unpack_fp4
+
+        return unpack_fp4(codes)
+    return codes
+
+
+def _to_numpy(x: Any) -> Any:
+    if _is_tensor(x):
+        return tensor_to_numpy(x)
+    if dataclasses.is_dataclass(x) and not isinstance(x, type) and _first_device([x]):
+        return _replace_arrays(x, _is_tensor, tensor_to_numpy)
+    if isinstance(x, (tuple, list)) and any(_is_tensor(v) for v in x):
+        return type(x)(_to_numpy(v) for v in x)
+    return x
+
+
+def _first_device(values: Any) -> Any:
+    for v in values:
+        if _is_tensor(v):
+            return v.device
+        if dataclasses.is_dataclass(v) and not isinstance(v, type):
+            found = _first_device(getattr(v, f.name) for f in dataclasses.fields(v))
+            if found is not None:
+                return found
+        if isinstance(v, (tuple, list)):
+            found = _first_device(v)
+            if found is not None:
+                return found
+    return None
+
+
+def to_torch(x: Any, device: Any) -> Any:
+    """Every numpy array in ``x`` (alone, in a tuple or list, or a dataclass's field) as a
+    torch tensor on ``device`` with the same bytes: bfloat16 and the float8 types become their
+    torch twins, float4/float6 (no torch twin) stay one code a byte as uint8."""
+    if isinstance(x, np.generic):
+        x = np.asarray(x)
+    if isinstance(x, np.ndarray):
+        torch = _torch()
+        a = np.ascontiguousarray(x)
+        if _is_ml_dtypes(a.dtype):  # through its bytes
+            raw = torch.from_numpy(a.view(np.int16 if a.dtype.itemsize == 2 else np.uint8).copy())
+            name = a.dtype.name
+            return (raw.view(getattr(torch, name)) if name in _TORCH_TWINS else raw).to(device)
+        return torch.from_numpy(a.copy()).to(device)
+    if dataclasses.is_dataclass(x) and not isinstance(x, type):
+        return _replace_arrays(x, lambda v: isinstance(v, (np.ndarray, np.generic)),
+                               lambda v: to_torch(v, device))
+    if isinstance(x, tuple):
+        return tuple(to_torch(v, device) for v in x)
+    if isinstance(x, list):
+        return [to_torch(v, device) for v in x]
+    return x
+
+
+def _replace_arrays(obj: Any, which: Callable[[Any], bool], convert: Callable[[Any], Any]
+                    ) -> Any:
+    """``obj`` (a result dataclass: ``MXArray``, ``Int4Array``, ...) with the fields ``which``
+    picks converted; ``obj`` itself when none is (a :class:`Format` stays the same object)."""
+    changes = {f.name: convert(getattr(obj, f.name)) for f in dataclasses.fields(obj)
+               if f.init and which(getattr(obj, f.name))}
+    return dataclasses.replace(obj, **changes) if changes else obj
+
+
+def containers(
+    *, codes: dict[str, str | Format] | None = None, unpack_x2: bool = False
+) -> Callable[[Callable[P, R]], Callable[P, R]]:
+    """Decorate a public function so that it takes and returns the caller's containers.
+
+    ``codes``: the parameters that hold codes (native dtypes accepted, :func:`native_codes`),
+    each mapped to its format, or to the parameter that names it (``"self"`` for a
+    :class:`Format` method, ``"elem"``), so that a native dtype of another format is refused;
+    ``unpack_x2``: the function wants one code a byte (a ``float4_e2m1fn_x2`` tensor is
+    unpacked). A ``dtype`` parameter accepts every spelling :func:`numpy_dtype` reads."""
+
+    def decorate(fn: Callable[P, R]) -> Callable[P, R]:
+        signature = inspect.signature(fn)
+        # Without torch loaded, no dtype= and no code arguments there is nothing to convert.
+        converts = bool(codes) or "dtype" in signature.parameters
+
+        @functools.wraps(fn)
+        def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+            if not converts and "torch" not in sys.modules:
+                return fn(*args, **kwargs)
+            from mxformats.formats import Format, get_format  # it imports this module
+
+            bound = signature.bind(*args, **kwargs)
+            bound.apply_defaults()
+            arguments = bound.arguments
+            device = _first_device(arguments.values()) if "torch" in sys.modules else None
+            if arguments.get("dtype") is not None:
+                arguments["dtype"] = numpy_dtype(arguments["dtype"])
+            for name, where in (codes or {}).items():
+                named = where if isinstance(where, Format) else arguments.get(where)
+                fmt = named if isinstance(named, Format) else (
+                    get_format(named) if isinstance(named, str) else None)
+                arguments[name] = native_codes(arguments[name], fmt, unpack_x2=unpack_x2)
+            if device is None:
+                return fn(*bound.args, **bound.kwargs)
+            for name, value in arguments.items():
+                arguments[name] = _to_numpy(value)
+            result: R = to_torch(fn(*bound.args, **bound.kwargs), device)
+            return result
+
+        return wrapper
+
+    return decorate
