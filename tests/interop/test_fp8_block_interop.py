@@ -225,6 +225,24 @@ def test_hypothesis(profile: str) -> None:
     run()
 
 
+@pytest.mark.parametrize("dtype", [P.BF16, P.F32])
+@pytest.mark.parametrize("profile", ["deepseek", "deepgemm", "compressed-tensors"])
+def test_inf_tile(profile: str, dtype: Any) -> None:
+    """A tile with ±Inf and no NaN, measured on the producers' code: scale +Inf, finite
+    elements ±0, infinite elements NaN. The producer fixtures' README says a NaN or Inf turns
+    the whole tile into 0x7F with a NaN scale; that holds for NaN tiles only (spec/fp8-block.md
+    §4 names the disagreement, tests/data/producers/PROVENANCE.md notes it)."""
+    x = P.cast(np.array([[1.0, np.inf, -2.0, -np.inf]]), dtype)
+    codes, scales = produce(x, (1, 4), profile)
+    assert np.isposinf(scales.astype(np.float32)).all()  # not the README's NaN scale
+    assert codes[0, 0] == 0x00 and codes[0, 2] == 0x80  # finite elements: +0, -0
+    assert codes[0, 1] & 0x7F == 0x7F and codes[0, 3] & 0x7F == 0x7F  # Inf elements: NaN
+    assert not np.all(codes == 0x7F)
+    check(x, (1, 4), profile)
+    assert quantize_fp8_block(x, block=(1, 4), profile=profile).codes.tolist() == [
+        [0x00, 0x7F, 0x80, 0x7F]]
+
+
 @pytest.mark.parametrize("out", ["float32", "bfloat16"])
 @pytest.mark.parametrize("profile", ["deepseek", "compressed-tensors", "ue8m0", "deepseek-fnuz"])
 def test_consumer_every_code(profile: str, out: str) -> None:
