@@ -218,6 +218,25 @@ def test_every_citation_in_the_spec_resolves_to_sources_md() -> None:
     assert not cited - sections, f"cited in spec/ but not in sources.md: {sorted(cited - sections)}"
 
 
+def test_every_sources_md_citation_in_code_and_docs_resolves() -> None:
+    """The generators, the reference, the kernels and the docs cite ``sources.md §N`` too
+    (a range ``§3.2-§3.8`` names both ends); each section they name exists."""
+    sections = _sources_sections()
+    root = SPEC.parent
+    cited: dict[str, list[str]] = {}
+    for folder in ("mxformats", "kernels", "docs"):
+        for path in sorted((root / folder).rglob("*")):
+            if path.suffix not in (".py", ".md") or "_build" in path.parts:
+                continue
+            text = path.read_text(encoding="utf-8")
+            for m in re.finditer(r"sources\.md((?:[ ,]*(?:and |or |-)?§C?\d+(?:\.\d+)?)+)", text):
+                for key in re.findall(r"§(C?\d+(?:\.\d+)?)", m.group(1)):
+                    cited.setdefault(key, []).append(str(path.relative_to(root)))
+    assert {"3.3", "6", "8.1", "9.1", "9.4"} <= set(cited), sorted(cited)
+    missing = {k: v for k, v in cited.items() if k not in sections}
+    assert not missing, f"cited but not in spec/sources.md: {missing}"
+
+
 def test_the_spec_names_no_file_outside_the_repository() -> None:
     for path in sorted(SPEC.glob("*.md")):
         text = path.read_text(encoding="utf-8")
