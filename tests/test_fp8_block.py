@@ -321,6 +321,18 @@ def test_fnuz_is_vllms_conversion_of_deepseek() -> None:
     assert np.array_equal(dequantize_fp8_block(fn), dequantize_fp8_block(fnuz))
 
 
+def test_fnuz_special_tiles_read_back() -> None:
+    """spec/fp8-block.md §4: after the FNUZ conversion 0x7F is the finite 240, so an Inf tile
+    reads back as +Inf where either infinity was and NaN (0 · Inf) elsewhere; a NaN tile stays
+    all NaN. The FN profile reads the same Inf tile as all NaN."""
+    inf = [1.0, float("inf"), -2.0, float("-inf")]
+    fnuz = dequantize_fp8_block(_one_tile(inf, "deepseek-fnuz"))
+    assert np.isnan(fnuz[0, [0, 2]]).all() and np.isposinf(fnuz[0, [1, 3]]).all()
+    assert np.isnan(dequantize_fp8_block(_one_tile(inf, "deepseek"))).all()
+    nan = _one_tile([1.0, float("nan"), -2.0, -0.0], "deepseek-fnuz")
+    assert np.isnan(dequantize_fp8_block(nan)).all()
+
+
 def test_multiply_differs_from_dividing_by_the_scale() -> None:
     """The measured DeepSeek divergence: 448/amax (a reciprocal, then a multiply) against the
     rounded scale's reciprocal. In a tile of maximum 0.08984375, -0.0005264282 is 2.625·s

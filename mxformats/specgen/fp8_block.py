@@ -298,6 +298,12 @@ NaN stays NaN.
 | huge (amax near 3.4e38) | ordinary: the maximum becomes 448 (0x7E) | scale rounded up: the maximum lands below 448 | ordinary |
 | edge tiles | scaled by their own elements only (the padding is +0.0) | same | same |
 
+`deepseek-fnuz` is `deepseek` followed by vLLM's conversion, tile for tile: every scale doubled
+(an all-zero tile 2 · 1e-4 / 448) and 0x80 written as 0x00, so -0.0 and a negative element that
+rounds to zero are +0. Its 0x7F is the finite FNUZ 240: a NaN tile still reads as NaN (its
+scale is NaN), but in an Inf tile the elements that were ±Inf read as `240 · Inf` = +Inf, both
+signs, and the finite ones, 0x00, as `0 · Inf` = NaN (§6).
+
 NaN codes: the reference writes every NaN element as 0x7F, the byte the canonical positive NaN
 gives (CUDA's arithmetic NaN; torch's x86 CPU gives it for NaN tiles of bfloat16 weights). Which
 NaN torch's x86 arithmetic makes is not stable: `Inf · 0` and `Inf / Inf` give the negative
