@@ -269,6 +269,8 @@ O_PROJ = "model.layers.1.self_attn.o_proj"
 
 G_IDX = {("QUANT_TENSOR_MISSING", E, f"model.layers.{layer}.mlp.experts.{e}.{proj}.weight_g_idx")
          for layer in (1, 2) for e in range(4) for proj in ("gate_proj", "up_proj", "down_proj")}
+#: CONFIG_QUANT and a QUANT_SHAPE per routed expert scale: a config group size that is not the
+#: tensors' (the compressed-tensors INT4 and ModelOpt NVFP4 twins have the same experts)
 CT_G128 = {("CONFIG_QUANT", E, None)} | {
     ("QUANT_SHAPE", E, f"model.layers.{layer}.mlp.experts.{e}.{proj}.weight_scale")
     for layer in (1, 2) for e in range(4) for proj in ("gate_proj", "up_proj", "down_proj")}
@@ -622,6 +624,9 @@ CASES += [
     case("nvfp4-modelopt-scale-byte-changed-source", "nvfp4-mo", set_tensor(f"{MO_EXPERT}.down_proj.weight_scale", lambda a: _first_code_flipped(a)), 1, {("REPRO_MISMATCH", E, f"{MO_EXPERT}.down_proj.weight_scale")}, source=True),
     case("nvfp4-modelopt-hf-quant-config-only", "nvfp4-mo", config(lambda c: c.pop("quantization_config")), 0, set(), level=Level.FULL),
     case("nvfp4-modelopt-flat-config-only", "nvfp4-mo", lambda p: (p / "hf_quant_config.json").unlink(), 0, set(), level=Level.FULL),
+    # vLLM reads the flat form's group_size from its first config group: 32 there fails to load
+    case("nvfp4-modelopt-flat-config-group-size-32", "nvfp4-mo", config(lambda c: c["quantization_config"]["config_groups"]["group_0"]["weights"].update(group_size=32)), 1, CT_G128 | {("CONFIG_QUANT_CONTRADICTION", E, None)}),
+    case("nvfp4-modelopt-group-size-contradiction", "nvfp4-mo", _hf_quant(lambda q: q.update(group_size=32)), 1, {("CONFIG_QUANT_CONTRADICTION", E, None)}),
     case("nvfp4-modelopt-algo-contradiction", "nvfp4-mo", _hf_quant(lambda q: q.update(quant_algo="FP8")), 1, {("CONFIG_QUANT_CONTRADICTION", E, None)}),
     case("nvfp4-modelopt-exclude-contradiction", "nvfp4-mo", _hf_quant(lambda q: q["exclude_modules"].remove("lm_head")), 1, {("CONFIG_QUANT_CONTRADICTION", E, None)}),
     case("nvfp4-modelopt-block-scale-nan", "nvfp4-mo", set_tensor(f"{MO_EXPERT}.down_proj.weight_scale", lambda a: np.full(a.shape, 0x7F, np.uint8).view(a.dtype)), 1, {("NVFP4_BLOCK_SCALE", E, f"{MO_EXPERT}.down_proj.weight_scale")}, level=Level.SCALES),
