@@ -301,6 +301,23 @@ def test_every_module_wrong_lists_the_first_and_counts_the_rest(
     assert _block(findings)["modules_reproduced"] == 0
 
 
+@pytest.mark.parametrize("extra", [0, 1])
+def test_listing_cap_both_sides(extra: int) -> None:
+    """MAX_LISTED findings of a check are all listed with no summary; one more is counted in
+    one summary finding carrying the worst severity of those it stands for."""
+    listing = reproduce._Listing()
+    n = reproduce.MAX_LISTED + extra
+    severities = [Severity.WARNING] * (n - 1) + [Severity.ERROR]
+    listed = [f for i, sev in enumerate(severities) for f in listing.add(
+        Finding(reproduce.REPRO_ERROR_HIGH, f"m{i}", tensor=f"m{i}", severity=sev))]
+    rest = list(listing.rest())
+    assert [f.tensor for f in listed] == [f"m{i}" for i in range(reproduce.MAX_LISTED)]
+    assert len(rest) == extra
+    if extra:
+        assert rest[0].message.startswith("1 more like the above")
+        assert rest[0].effective_severity is Severity.ERROR and rest[0].tensor is None
+
+
 def test_a_source_holding_none_of_the_modules_fails_once(tmp_path: Path) -> None:
     """K2.5-style names (language_model.model.layers...) against a K2 source: one error, not
     one REPRO_SOURCE_MISSING per module, and never OK."""
