@@ -587,6 +587,12 @@ def _mixed_algo(layer: str, algo: str) -> Callable[[Path], None]:
     return _mixed_table(lambda t: t[layer].update(quant_algo=algo))
 
 
+def _ct_groups(**weights: Any) -> Callable[[Path], None]:
+    """Update the weights scheme of every compressed-tensors config group."""
+    return config(lambda c: [g["weights"].update(**weights)
+                             for g in c["quantization_config"]["config_groups"].values()])
+
+
 def _hf_quant(fn: Callable[[dict[str, Any]], None]) -> Callable[[Path], None]:
     return json_file("hf_quant_config.json", lambda d: fn(d["quantization"]))
 
@@ -667,6 +673,9 @@ CASES += [
     case("ct-mixed-group-scheme-unverified", "ct-mixed", config(lambda c: c["quantization_config"]["config_groups"]["group_1"]["weights"].update(num_bits=8, type="int")), 2, {("FORMAT_UNSUPPORTED", E, None)}),
     case("nvfp4-ct-clean-full-source", "nvfp4-ct", lambda p: None, 0, set(), level=Level.FULL, source=True),
     case("nvfp4-ct-global-changed-source", "nvfp4-ct", set_tensor(f"{MO_EXPERT}.down_proj.weight_global_scale", lambda a: np.nextafter(a, np.float32(np.inf))), 1, {("REPRO_MISMATCH", E, f"{MO_EXPERT}.down_proj.weight_global_scale")}, source=True),
+    # each compressed-tensors scheme's weight requirements (CompressedTensorsDescriptor.weight_requirements)
+    case("nvfp4-ct-strategy-group", "nvfp4-ct", _ct_groups(strategy="group"), 1, {("CONFIG_QUANT", E, None)}),
+    case("ct-fp8-block-asymmetric", "ct-fp8", _ct_groups(symmetric=False), 1, {("CONFIG_QUANT", E, None)}),
     case("nvfp4-ct-global-in-modelopt-convention", "nvfp4-ct", set_tensor(f"{MO_EXPERT}.down_proj.weight_global_scale", lambda a: (1 / a).astype(np.float32)), 1, {("NVFP4_GLOBAL_CONVENTION", E, f"{MO_EXPERT}.down_proj.weight_global_scale")}, level=Level.SCALES),
     case("nvfp4-ct-gate-up-global-differ-info", "nvfp4-ct", set_tensor(f"{MO_EXPERT}.up_proj.weight_global_scale", lambda a: (a * 2).astype(np.float32)), 0, {("NVFP4_GATE_UP_SCALE", INFO, f"{MO_EXPERT}.up_proj.weight_global_scale")}, level=Level.SCALES),
     case("nvfp4-ct-block-scale-zero", "nvfp4-ct", set_tensor(f"{MO_EXPERT}.down_proj.weight_scale", lambda a: np.zeros(a.shape, np.uint8).view(a.dtype)), 1, {("NVFP4_BLOCK_SCALE", E, f"{MO_EXPERT}.down_proj.weight_scale")}, level=Level.SCALES),
