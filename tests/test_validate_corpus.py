@@ -661,8 +661,10 @@ CASES += [
          {("CONFIG_QUANT", E, None), ("QUANT_DTYPE", E, f"{MO_EXPERT}.down_proj.weight"), ("QUANT_SHAPE", E, f"{MO_EXPERT}.down_proj.weight"),
           ("QUANT_DTYPE", E, f"{MO_EXPERT}.down_proj.weight_scale"), ("QUANT_SHAPE", E, f"{MO_EXPERT}.down_proj.weight_scale"),
           ("QUANT_TENSOR_UNEXPECTED", E, f"{MO_EXPERT}.down_proj.weight_scale_2"), ("QUANT_TENSOR_UNEXPECTED", E, f"{MO_EXPERT}.down_proj.input_scale")}),
-    # per-tensor FP8 layers (no descriptor here): nothing to reproduce, never an internal error
-    case("modelopt-mixed-all-fp8-source-nothing-verified", "mo-mixed", _mixed_table(lambda t: [v.update(quant_algo="FP8") for v in t.values()]), 1, {("REPRO_NOTHING_VERIFIED", E, None)}, source=True),
+    # per-tensor FP8 layers (no descriptor here): said to be unchecked, nothing to reproduce,
+    # never an internal error
+    case("modelopt-mixed-layer-algo-fp8-unverified", "mo-mixed", _mixed_algo(f"{MO_EXPERT}.down_proj", "FP8"), 0, {("CONFIG_QUANT", W, None)}),
+    case("modelopt-mixed-all-fp8-source-nothing-verified", "mo-mixed", _mixed_table(lambda t: [v.update(quant_algo="FP8") for v in t.values()]), 1, {("CONFIG_QUANT", W, None), ("REPRO_NOTHING_VERIFIED", E, None)}, source=True),
     case("modelopt-mixed-empty-table", "mo-mixed", _mixed_table(lambda t: t.clear()), 1, {("CONFIG_QUANT", E, None)}),
     # mixed precision: each module against its own group's scheme
     case("ct-mixed-clean-full-source", "ct-mixed", lambda p: None, 0, set(), level=Level.FULL, source=True),
