@@ -20,7 +20,7 @@ from mxformats.tensorfile import read_checkpoint_tensor
 from mxformats.validate import reproduce
 from mxformats.validate.descriptors import DESCRIPTORS, Descriptor, quark_mxfp4
 from mxformats.validate.files import load
-from mxformats.validate.findings import Finding, Severity
+from mxformats.validate.findings import Finding, Listing, Severity
 from mxformats.validate.model import Checkpoint, Options
 
 PRODUCERS = Path(__file__).resolve().parent / "data" / "producers"
@@ -305,7 +305,7 @@ def test_every_module_wrong_lists_the_first_and_counts_the_rest(
 def test_listing_cap_both_sides(extra: int) -> None:
     """MAX_LISTED findings of a check are all listed with no summary; one more is counted in
     one summary finding carrying the worst severity of those it stands for."""
-    listing = reproduce._Listing()
+    listing = Listing(reproduce.MAX_LISTED)
     n = reproduce.MAX_LISTED + extra
     severities = [Severity.WARNING] * (n - 1) + [Severity.ERROR]
     listed = [f for i, sev in enumerate(severities) for f in listing.add(

@@ -39,7 +39,7 @@ from mxformats.formats import E4M3FN
 from mxformats.schemes.int4 import dequantize_int4, unpack_int4
 from mxformats.tensorfile import TensorFileError, read_index, read_json
 
-from .findings import Check, Finding, Level, Severity, declare
+from .findings import Check, Finding, Level, Listing, Severity, declare
 from .numbers import quantized_modules, read_module
 from .reader import LocalReader
 
@@ -318,7 +318,7 @@ def run(ckpt: Checkpoint, opts: Options) -> Iterator[Finding]:
     chosen = sample_modules(list(modules), opts.sample)
     results: list[ModuleResult] = []
     missing: list[Finding] = []
-    listed = _Listing()
+    listed = Listing(MAX_LISTED, " (the reproduction block has every module)")
     for name in chosen:
         module = modules[name]
         own = desc.for_module(ckpt, name)
@@ -403,34 +403,6 @@ def _numeric_verdict(desc: Descriptor, r: ModuleResult, claimed: bool = True
                                         f"{r.sqnr_db:.1f} dB"
                                         + (" (the profile writes these bytes)" if reproduced
                                            else ""))
-
-
-class _Listing:
-    """Lists the first :data:`MAX_LISTED` findings of each check; counts the rest."""
-
-    def __init__(self) -> None:
-        self.count: dict[str, int] = defaultdict(int)
-        self.rest_of: dict[str, tuple[Check, Severity]] = {}
-
-    def add(self, finding: Finding) -> Iterator[Finding]:
-        cid = finding.check.id
-        self.count[cid] += 1
-        if self.count[cid] <= MAX_LISTED:
-            yield finding
-            return
-        # the summary carries the worst severity of the findings it stands for
-        sev = finding.effective_severity
-        _, prev = self.rest_of.get(cid, (finding.check, sev))
-        self.rest_of[cid] = (finding.check, min(prev, sev, key=_RANK.__getitem__))
-
-    def rest(self) -> Iterator[Finding]:
-        for cid, (check, severity) in self.rest_of.items():
-            n = self.count[cid] - MAX_LISTED
-            yield Finding(check, f"{n} more like the above, not listed (the reproduction block "
-                          "has every module)", severity=severity)
-
-
-_RANK = {E: 0, W: 1, INFO: 2}
 
 
 def _summary(desc: Descriptor, profile: str, source: Source, results: list[ModuleResult],
