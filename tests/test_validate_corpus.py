@@ -267,13 +267,23 @@ def exclude_add(name: str) -> Any:
 SCALE = f"{EXPERT}.weight_scale"
 O_PROJ = "model.layers.1.self_attn.o_proj"
 
-G_IDX = {("QUANT_TENSOR_MISSING", E, f"model.layers.{layer}.mlp.experts.{e}.{proj}.weight_g_idx")
-         for layer in (1, 2) for e in range(4) for proj in ("gate_proj", "up_proj", "down_proj")}
-#: CONFIG_QUANT and a QUANT_SHAPE per routed expert scale: a config group size that is not the
-#: tensors' (the compressed-tensors INT4 and ModelOpt NVFP4 twins have the same experts)
-CT_G128 = {("CONFIG_QUANT", E, None)} | {
-    ("QUANT_SHAPE", E, f"model.layers.{layer}.mlp.experts.{e}.{proj}.weight_scale")
-    for layer in (1, 2) for e in range(4) for proj in ("gate_proj", "up_proj", "down_proj")}
+#: The routed experts' Linears of the generated and NVFP4 producer twins, in the order the layout
+#: checks visit them.
+EXPERT_LINEARS = [f"model.layers.{layer}.mlp.experts.{e}.{proj}" for layer in (1, 2)
+                  for e in range(4) for proj in ("gate_proj", "up_proj", "down_proj")]
+LISTED = 10  # findings.MAX_LISTED: the rest of a check's findings are counted in one
+
+
+def first_listed(check: str, suffix: str) -> set[tuple[str, str, str | None]]:
+    """One root cause in every routed expert: the first LISTED findings of ``check`` and the
+    one that counts the rest."""
+    return {(check, E, f"{m}{suffix}") for m in EXPERT_LINEARS[:LISTED]} | {(check, E, None)}
+
+
+G_IDX = first_listed("QUANT_TENSOR_MISSING", ".weight_g_idx")
+#: CONFIG_QUANT, then a QUANT_SHAPE per routed expert scale (listed up to LISTED): a config group
+#: size that is not the tensors' (the compressed-tensors INT4 and ModelOpt NVFP4 twins)
+CT_G128 = {("CONFIG_QUANT", E, None)} | first_listed("QUANT_SHAPE", ".weight_scale")
 
 CASES: list[Case] = [
     # -- files and index (checkpoints.md §6.0 1-6) --
@@ -446,7 +456,6 @@ PROJECTIONS = ("down_proj", "gate_proj", "up_proj")
 MX_MODULES = sorted([f"model.layers.0.mlp.{p}" for p in PROJECTIONS] + [
     f"model.layers.{layer}.mlp.experts.{e}.{p}"
     for layer in (1, 2) for e in range(4) for p in PROJECTIONS])
-LISTED = 10  # reproduce.MAX_LISTED: the rest are counted in one finding per check
 
 
 def listed(check: str, severity: str, suffix: str) -> set[tuple[str, str, str | None]]:
@@ -587,6 +596,17 @@ def _mixed_algo(layer: str, algo: str) -> Callable[[Path], None]:
     return _mixed_table(lambda t: t[layer].update(quant_algo=algo))
 
 
+def _drop_every(suffix: str) -> Callable[[Path], None]:
+    """Delete every tensor whose name ends with ``suffix`` (a converter that never writes it)."""
+    def run(path: Path) -> None:
+        def fn(data: Tensors) -> None:
+            for tensors in data.values():
+                for name in [n for n in tensors if n.endswith(suffix)]:
+                    del tensors[name]
+        edit(path, fn)
+    return run
+
+
 def _ct_groups(**weights: Any) -> Callable[[Path], None]:
     """Update the weights scheme of every compressed-tensors config group."""
     return config(lambda c: [g["weights"].update(**weights)
@@ -640,6 +660,9 @@ CASES += [
     case("nvfp4-modelopt-gate-up-scale-2-differ", "nvfp4-mo", set_tensor(f"{MO_EXPERT}.up_proj.weight_scale_2", lambda a: (a * 2).astype(np.float32)), 0, {("NVFP4_GATE_UP_SCALE", W, f"{MO_EXPERT}.up_proj.weight_scale_2")}, level=Level.SCALES),
     case("nvfp4-modelopt-block-not-tight", "nvfp4-mo", set_tensor(f"{MO_EXPERT}.down_proj.weight", lambda a: np.full_like(a, 0x11)), 1, {("NVFP4_BLOCK_NOT_TIGHT", E, f"{MO_EXPERT}.down_proj.weight")}, level=Level.FULL),
     case("nvfp4-modelopt-scale-2-missing", "nvfp4-mo", drop_tensor(f"{MO_EXPERT}.down_proj.weight_scale_2"), 1, {("QUANT_TENSOR_MISSING", E, f"{MO_EXPERT}.down_proj.weight_scale_2")}),
+    # one root cause in every expert: the first findings and one summary, never one per module
+    case("nvfp4-modelopt-scale-2-missing-everywhere", "nvfp4-mo", _drop_every(".weight_scale_2"), 1, first_listed("QUANT_TENSOR_MISSING", ".weight_scale_2")),
+    case("nvfp4-ct-global-scale-missing-everywhere", "nvfp4-ct", _drop_every(".weight_global_scale"), 1, first_listed("QUANT_TENSOR_MISSING", ".weight_global_scale")),
     case("nvfp4-modelopt-excluded-lm-head-with-scales", "nvfp4-mo", _nvfp4_lm_head_scales, 1, {("UNQUANTIZABLE_QUANTIZED", E, "lm_head.weight")}),
     case("nvfp4-modelopt-k25-clean-full-source", "nvfp4-mo-mm", lambda p: None, 0, set(), level=Level.FULL, source=True),
     # the K2 exclude prefix in a K2.5 checkpoint: the dense layer's BF16 MLP is built NVFP4

@@ -14,7 +14,8 @@ from enum import Enum
 
 from mxformats.output import check_url
 
-__all__ = ["CHECKS", "LEVELS", "Check", "Finding", "Level", "Listing", "Severity", "declare"]
+__all__ = ["CHECKS", "LEVELS", "MAX_LISTED", "Check", "Finding", "Level", "Listing", "Severity",
+           "declare"]
 
 
 class Severity(str, Enum):
@@ -112,6 +113,8 @@ class Finding:
         return out
 
 
+#: Findings of one check listed before the rest are counted in one summary (:class:`Listing`).
+MAX_LISTED = 10
 #: Severities, worst first.
 _RANK = {Severity.ERROR: 0, Severity.WARNING: 1, Severity.INFO: 2}
 

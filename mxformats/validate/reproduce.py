@@ -39,7 +39,7 @@ from mxformats.formats import E4M3FN
 from mxformats.schemes.int4 import dequantize_int4, unpack_int4
 from mxformats.tensorfile import TensorFileError, read_index, read_json
 
-from .findings import Check, Finding, Level, Listing, Severity, declare
+from .findings import MAX_LISTED, Check, Finding, Level, Listing, Severity, declare
 from .numbers import quantized_modules, read_module
 from .reader import LocalReader
 
@@ -100,8 +100,6 @@ REPRO_NOTHING_VERIFIED = declare(
 #: INT4 with scale amax/7.5 cannot exceed sqrt(32)/15 = 0.38 on any g32 group. Beyond it the
 #: weight is not a quantization of its source: REPRO_ERROR_HIGH is an error.
 ERROR_LIMIT = 0.5
-#: Per-module findings listed per check before the rest are summed up in one finding.
-MAX_LISTED = 10
 _LAYER = re.compile(r"\.layers\.(\d+)\.")
 
 
