@@ -65,7 +65,9 @@ REPRO_MISMATCH = declare(
     "A quantized tensor differs from what the producer profile the checkpoint claims (its "
     "quantization_config's producer) writes from the source: an error. A warning, once, where "
     "the config names a recipe no profile reproduces (Quark MXFP4 scale_calculation_mode floor "
-    "or ceil): its modules are then judged by their error against the source alone.",
+    "or ceil): its modules are then judged by their error against the source alone; and once "
+    "where modules of a mixed-precision checkpoint are of a format no profile reproduces "
+    "(ModelOpt FP8_PB_WO): those are not compared.",
     "Check the source is the one the quantizer read, and the producer version and recipe.")
 REPRO_ERROR_HIGH = declare(
     "REPRO_ERROR_HIGH", W, _L, _G,
@@ -317,9 +319,13 @@ def run(ckpt: Checkpoint, opts: Options) -> Iterator[Finding]:
     results: list[ModuleResult] = []
     missing: list[Finding] = []
     listed = Listing(MAX_LISTED, " (the reproduction block has every module)")
+    unprofiled: list[tuple[str, str]] = []  # (module, its format) where no profile exists
     for name in chosen:
         module = modules[name]
         own = desc.for_module(ckpt, name)
+        if own.profile is None:  # a mixed checkpoint's member with no profile (FP8_PB_WO)
+            unprofiled.append((name, own.format.value))
+            continue
         params = _params(own, module)
         wref = module.tensors[params[0]]
         try:
@@ -365,6 +371,10 @@ def run(ckpt: Checkpoint, opts: Options) -> Iterator[Finding]:
             yield Finding(REPRO_NOTHING_VERIFIED, f"--source {opts.source}: no module was "
                           f"compared ({len(modules)} quantized, {len(chosen)} chosen)")
     yield from listed.rest()
+    if unprofiled:
+        yield Finding(REPRO_MISMATCH, f"bytes not verified: {len(unprofiled)} module(s) (e.g. "
+                      f"{unprofiled[0][0]}) are {unprofiled[0][1]}, which no producer profile "
+                      "reproduces", severity=Severity.WARNING)
     if unclaimed and results:
         yield Finding(REPRO_MISMATCH, f"bytes not verified: {unclaimed}; each module is judged "
                       "by its error and correlation against the source",
