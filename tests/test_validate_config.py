@@ -253,3 +253,55 @@ def test_no_near_miss_for_unrelated_entries() -> None:
     near = NearMisses(MODULES)
     assert near.find("re:nothing_like_it") is None
     assert near.find("totally.unrelated") is None
+
+
+# -- profile_for and what an unsupported config is said to be ------------------------------------
+
+_CT_INT4 = {"quant_method": "compressed-tensors", "format": "pack-quantized", "config_groups": {
+    "g": {"targets": ["Linear"], "weights": {"type": "int", "num_bits": 4, "group_size": 32,
+                                             "strategy": "group", "symmetric": True,
+                                             "dynamic": False}}}}
+_FP8_BLOCK = {"quant_method": "fp8", "fmt": "e4m3", "weight_block_size": [128, 128],
+              "activation_scheme": "dynamic"}
+
+
+def test_profile_for_reads_the_config_the_loader_reads() -> None:
+    """The top-level quantization_config wins over text_config's (vLLM); text_config's is read
+    when alone; hf_quant_config.json alone is ModelOpt; an unknown method has no profile."""
+    from mxformats.validate.descriptors import profile_for
+
+    both = profile_for({"quantization_config": _FP8_BLOCK,
+                        "text_config": {"quantization_config": _CT_INT4}})
+    assert (both["format"], both["producer_profile"], both["tp_multiple"]) == (
+        "fp8-block", "deepseek", 128)
+    nested = profile_for({"text_config": {"quantization_config": _CT_INT4}})
+    assert (nested["format"], nested["producer_profile"]) == (
+        "compressed-tensors-int4", "compressed-tensors")
+    hf = profile_for({}, {"quantization": {"quant_algo": "NVFP4", "group_size": 16}})
+    assert (hf["format"], hf["producer_profile"], hf["tp_multiple"]) == (
+        "modelopt-nvfp4", "modelopt", 16)
+    awq = profile_for({"quantization_config": {"quant_method": "awq"}})
+    assert awq == {"format": "unsupported", "producer_profile": None, "tp_multiple": None,
+                   "detail": "quant_method 'awq' is not verified by mxformats validate"}
+
+
+@pytest.mark.parametrize(("configs", "why"), [
+    (({"quant_method": "quark", "global_quant_config": {
+        "weight": [{"dtype": "int4"}, {"dtype": "fp8"}]}}, None),
+     "Quark two-stage weight ['int4', 'fp8'] is not verified"),
+    (({"quant_method": "quark", "global_quant_config": {
+        "weight": {"dtype": "int8", "scale_format": "e8m0"}}}, None),
+     "Quark weight dtype 'int8' / scale 'e8m0' is not verified by mxformats validate"),
+    (({"quant_method": "quark"}, None), "Quark config without a global_quant_config.weight"),
+    (({"quant_method": "compressed-tensors", "format": "marlin-24"}, None),
+     "compressed-tensors format 'marlin-24' is not verified"),
+    (({"quant_method": "modelopt", "quant_algo": "INT8_SQ"}, None),
+     "ModelOpt quant_algo 'INT8_SQ' is not verified by mxformats validate"),
+    ((None, {"quantization": {"quant_algo": "W4A8_AWQ"}}),
+     "ModelOpt quant_algo 'W4A8_AWQ' is not verified by mxformats validate"),
+    (({"quant_method": "gptq"}, None), "quant_method 'gptq' is not verified by mxformats validate"),
+])
+def test_unsupported_says_what_it_saw(configs: tuple[Any, Any], why: str) -> None:
+    from mxformats.validate.descriptors import UNSUPPORTED, Configs, detect
+
+    assert detect(Configs(*configs)) == (UNSUPPORTED, why)

@@ -757,3 +757,41 @@ def test_nested_quantization_config(tmp_path: Path, gen: Callable[..., Path]) ->
     _config(p, conflict)
     ids = _ids(_run(p))
     assert "CONFIG_QUANT_CONFLICT" in ids and "EXCLUDED_QUANTIZED" not in ids
+
+
+# -- the garbage collector pause of files.load ---------------------------------------------------
+
+
+@pytest.mark.parametrize("was_enabled", [True, False])
+@pytest.mark.parametrize("fails", [False, True])
+def test_load_restores_the_garbage_collector(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                             was_enabled: bool, fails: bool) -> None:
+    """``files.load`` pauses the cyclic collector and leaves it as it found it, whether the
+    load returns or raises (a check module that crashes mid-load must not leave the process
+    without garbage collection)."""
+    import gc
+
+    from mxformats.validate import files
+
+    folder = make_kimi_checkpoint(tmp_path / "ckpt", "bf16")
+    seen: list[bool] = []
+    real = files._load
+
+    def spy(root: Any, opts: Options) -> Any:
+        seen.append(gc.isenabled())
+        if fails:
+            raise RuntimeError("a crash inside the load")
+        return real(root, opts)
+
+    monkeypatch.setattr(files, "_load", spy)
+    (gc.enable if was_enabled else gc.disable)()
+    try:
+        if fails:
+            with pytest.raises(RuntimeError):
+                load(folder, Options())
+        else:
+            assert load(folder, Options()).ckpt is not None
+        assert seen == [False]  # paused during the load
+        assert gc.isenabled() is was_enabled  # restored (or left off) after it
+    finally:
+        gc.enable()

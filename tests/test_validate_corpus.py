@@ -267,11 +267,23 @@ def exclude_add(name: str) -> Any:
 SCALE = f"{EXPERT}.weight_scale"
 O_PROJ = "model.layers.1.self_attn.o_proj"
 
-G_IDX = {("QUANT_TENSOR_MISSING", E, f"model.layers.{layer}.mlp.experts.{e}.{proj}.weight_g_idx")
-         for layer in (1, 2) for e in range(4) for proj in ("gate_proj", "up_proj", "down_proj")}
-CT_G128 = {("CONFIG_QUANT", E, None)} | {
-    ("QUANT_SHAPE", E, f"model.layers.{layer}.mlp.experts.{e}.{proj}.weight_scale")
-    for layer in (1, 2) for e in range(4) for proj in ("gate_proj", "up_proj", "down_proj")}
+#: The routed experts' Linears of the generated and NVFP4 producer twins, in the order the layout
+#: checks visit them.
+EXPERT_LINEARS = [f"model.layers.{layer}.mlp.experts.{e}.{proj}" for layer in (1, 2)
+                  for e in range(4) for proj in ("gate_proj", "up_proj", "down_proj")]
+LISTED = 10  # findings.MAX_LISTED: the rest of a check's findings are counted in one
+
+
+def first_listed(check: str, suffix: str) -> set[tuple[str, str, str | None]]:
+    """One root cause in every routed expert: the first LISTED findings of ``check`` and the
+    one that counts the rest."""
+    return {(check, E, f"{m}{suffix}") for m in EXPERT_LINEARS[:LISTED]} | {(check, E, None)}
+
+
+G_IDX = first_listed("QUANT_TENSOR_MISSING", ".weight_g_idx")
+#: CONFIG_QUANT, then a QUANT_SHAPE per routed expert scale (listed up to LISTED): a config group
+#: size that is not the tensors' (the compressed-tensors INT4 and ModelOpt NVFP4 twins)
+CT_G128 = {("CONFIG_QUANT", E, None)} | first_listed("QUANT_SHAPE", ".weight_scale")
 
 CASES: list[Case] = [
     # -- files and index (checkpoints.md §6.0 1-6) --
@@ -444,7 +456,6 @@ PROJECTIONS = ("down_proj", "gate_proj", "up_proj")
 MX_MODULES = sorted([f"model.layers.0.mlp.{p}" for p in PROJECTIONS] + [
     f"model.layers.{layer}.mlp.experts.{e}.{p}"
     for layer in (1, 2) for e in range(4) for p in PROJECTIONS])
-LISTED = 10  # reproduce.MAX_LISTED: the rest are counted in one finding per check
 
 
 def listed(check: str, severity: str, suffix: str) -> set[tuple[str, str, str | None]]:
@@ -581,8 +592,34 @@ def _mixed_table(fn: Callable[[dict[str, Any]], None]) -> Callable[[Path], None]
     return run
 
 
+#: NVFP4 tensors in a MIXED_PRECISION layer the table calls FP8_PB_WO (not dispatched by vLLM)
+PB_WO_LAYER = {("CONFIG_QUANT", E, None), ("QUANT_DTYPE", E, f"{MO_EXPERT}.down_proj.weight"),
+               ("QUANT_SHAPE", E, f"{MO_EXPERT}.down_proj.weight"),
+               ("QUANT_DTYPE", E, f"{MO_EXPERT}.down_proj.weight_scale"),
+               ("QUANT_SHAPE", E, f"{MO_EXPERT}.down_proj.weight_scale"),
+               ("QUANT_TENSOR_UNEXPECTED", E, f"{MO_EXPERT}.down_proj.weight_scale_2"),
+               ("QUANT_TENSOR_UNEXPECTED", E, f"{MO_EXPERT}.down_proj.input_scale")}
+
+
 def _mixed_algo(layer: str, algo: str) -> Callable[[Path], None]:
     return _mixed_table(lambda t: t[layer].update(quant_algo=algo))
+
+
+def _drop_every(suffix: str) -> Callable[[Path], None]:
+    """Delete every tensor whose name ends with ``suffix`` (a converter that never writes it)."""
+    def run(path: Path) -> None:
+        def fn(data: Tensors) -> None:
+            for tensors in data.values():
+                for name in [n for n in tensors if n.endswith(suffix)]:
+                    del tensors[name]
+        edit(path, fn)
+    return run
+
+
+def _ct_groups(**weights: Any) -> Callable[[Path], None]:
+    """Update the weights scheme of every compressed-tensors config group."""
+    return config(lambda c: [g["weights"].update(**weights)
+                             for g in c["quantization_config"]["config_groups"].values()])
 
 
 def _hf_quant(fn: Callable[[dict[str, Any]], None]) -> Callable[[Path], None]:
@@ -622,6 +659,9 @@ CASES += [
     case("nvfp4-modelopt-scale-byte-changed-source", "nvfp4-mo", set_tensor(f"{MO_EXPERT}.down_proj.weight_scale", lambda a: _first_code_flipped(a)), 1, {("REPRO_MISMATCH", E, f"{MO_EXPERT}.down_proj.weight_scale")}, source=True),
     case("nvfp4-modelopt-hf-quant-config-only", "nvfp4-mo", config(lambda c: c.pop("quantization_config")), 0, set(), level=Level.FULL),
     case("nvfp4-modelopt-flat-config-only", "nvfp4-mo", lambda p: (p / "hf_quant_config.json").unlink(), 0, set(), level=Level.FULL),
+    # vLLM reads the flat form's group_size from its first config group: 32 there fails to load
+    case("nvfp4-modelopt-flat-config-group-size-32", "nvfp4-mo", config(lambda c: c["quantization_config"]["config_groups"]["group_0"]["weights"].update(group_size=32)), 1, CT_G128 | {("CONFIG_QUANT_CONTRADICTION", E, None)}),
+    case("nvfp4-modelopt-group-size-contradiction", "nvfp4-mo", _hf_quant(lambda q: q.update(group_size=32)), 1, {("CONFIG_QUANT_CONTRADICTION", E, None)}),
     case("nvfp4-modelopt-algo-contradiction", "nvfp4-mo", _hf_quant(lambda q: q.update(quant_algo="FP8")), 1, {("CONFIG_QUANT_CONTRADICTION", E, None)}),
     case("nvfp4-modelopt-exclude-contradiction", "nvfp4-mo", _hf_quant(lambda q: q["exclude_modules"].remove("lm_head")), 1, {("CONFIG_QUANT_CONTRADICTION", E, None)}),
     case("nvfp4-modelopt-block-scale-nan", "nvfp4-mo", set_tensor(f"{MO_EXPERT}.down_proj.weight_scale", lambda a: np.full(a.shape, 0x7F, np.uint8).view(a.dtype)), 1, {("NVFP4_BLOCK_SCALE", E, f"{MO_EXPERT}.down_proj.weight_scale")}, level=Level.SCALES),
@@ -629,6 +669,9 @@ CASES += [
     case("nvfp4-modelopt-gate-up-scale-2-differ", "nvfp4-mo", set_tensor(f"{MO_EXPERT}.up_proj.weight_scale_2", lambda a: (a * 2).astype(np.float32)), 0, {("NVFP4_GATE_UP_SCALE", W, f"{MO_EXPERT}.up_proj.weight_scale_2")}, level=Level.SCALES),
     case("nvfp4-modelopt-block-not-tight", "nvfp4-mo", set_tensor(f"{MO_EXPERT}.down_proj.weight", lambda a: np.full_like(a, 0x11)), 1, {("NVFP4_BLOCK_NOT_TIGHT", E, f"{MO_EXPERT}.down_proj.weight")}, level=Level.FULL),
     case("nvfp4-modelopt-scale-2-missing", "nvfp4-mo", drop_tensor(f"{MO_EXPERT}.down_proj.weight_scale_2"), 1, {("QUANT_TENSOR_MISSING", E, f"{MO_EXPERT}.down_proj.weight_scale_2")}),
+    # one root cause in every expert: the first findings and one summary, never one per module
+    case("nvfp4-modelopt-scale-2-missing-everywhere", "nvfp4-mo", _drop_every(".weight_scale_2"), 1, first_listed("QUANT_TENSOR_MISSING", ".weight_scale_2")),
+    case("nvfp4-ct-global-scale-missing-everywhere", "nvfp4-ct", _drop_every(".weight_global_scale"), 1, first_listed("QUANT_TENSOR_MISSING", ".weight_global_scale")),
     case("nvfp4-modelopt-excluded-lm-head-with-scales", "nvfp4-mo", _nvfp4_lm_head_scales, 1, {("UNQUANTIZABLE_QUANTIZED", E, "lm_head.weight")}),
     case("nvfp4-modelopt-k25-clean-full-source", "nvfp4-mo-mm", lambda p: None, 0, set(), level=Level.FULL, source=True),
     # the K2 exclude prefix in a K2.5 checkpoint: the dense layer's BF16 MLP is built NVFP4
@@ -646,10 +689,13 @@ CASES += [
     case("ct-int4-never-minus-8-qat-fingerprint", "ct", _never_minus_8, 0, {("FINGERPRINT", INFO, None)}, level=Level.FULL),
     # ModelOpt MIXED_PRECISION: a quant_algo per layer
     case("modelopt-mixed-clean-full-source", "mo-mixed", lambda p: None, 0, set(), level=Level.FULL, source=True),
-    case("modelopt-mixed-layer-algo-not-dispatched", "mo-mixed", _mixed_algo(f"{MO_EXPERT}.down_proj", "FP8_PB_WO"), 1,
-         {("CONFIG_QUANT", E, None), ("QUANT_DTYPE", E, f"{MO_EXPERT}.down_proj.weight"), ("QUANT_SHAPE", E, f"{MO_EXPERT}.down_proj.weight"),
-          ("QUANT_DTYPE", E, f"{MO_EXPERT}.down_proj.weight_scale"), ("QUANT_SHAPE", E, f"{MO_EXPERT}.down_proj.weight_scale"),
-          ("QUANT_TENSOR_UNEXPECTED", E, f"{MO_EXPERT}.down_proj.weight_scale_2"), ("QUANT_TENSOR_UNEXPECTED", E, f"{MO_EXPERT}.down_proj.input_scale")}),
+    case("modelopt-mixed-layer-algo-not-dispatched", "mo-mixed", _mixed_algo(f"{MO_EXPERT}.down_proj", "FP8_PB_WO"), 1, PB_WO_LAYER),
+    # --source: the FP8_PB_WO layer has no producer profile: one warning, not a "source missing"
+    case("modelopt-mixed-layer-algo-not-dispatched-source", "mo-mixed", _mixed_algo(f"{MO_EXPERT}.down_proj", "FP8_PB_WO"), 1, PB_WO_LAYER | {("REPRO_MISMATCH", W, None)}, source=True),
+    # per-tensor FP8 layers (no descriptor here): said to be unchecked, nothing to reproduce,
+    # never an internal error
+    case("modelopt-mixed-layer-algo-fp8-unverified", "mo-mixed", _mixed_algo(f"{MO_EXPERT}.down_proj", "FP8"), 0, {("CONFIG_QUANT", W, None)}),
+    case("modelopt-mixed-all-fp8-source-nothing-verified", "mo-mixed", _mixed_table(lambda t: [v.update(quant_algo="FP8") for v in t.values()]), 1, {("CONFIG_QUANT", W, None), ("REPRO_NOTHING_VERIFIED", E, None)}, source=True),
     case("modelopt-mixed-empty-table", "mo-mixed", _mixed_table(lambda t: t.clear()), 1, {("CONFIG_QUANT", E, None)}),
     # mixed precision: each module against its own group's scheme
     case("ct-mixed-clean-full-source", "ct-mixed", lambda p: None, 0, set(), level=Level.FULL, source=True),
@@ -660,6 +706,9 @@ CASES += [
     case("ct-mixed-group-scheme-unverified", "ct-mixed", config(lambda c: c["quantization_config"]["config_groups"]["group_1"]["weights"].update(num_bits=8, type="int")), 2, {("FORMAT_UNSUPPORTED", E, None)}),
     case("nvfp4-ct-clean-full-source", "nvfp4-ct", lambda p: None, 0, set(), level=Level.FULL, source=True),
     case("nvfp4-ct-global-changed-source", "nvfp4-ct", set_tensor(f"{MO_EXPERT}.down_proj.weight_global_scale", lambda a: np.nextafter(a, np.float32(np.inf))), 1, {("REPRO_MISMATCH", E, f"{MO_EXPERT}.down_proj.weight_global_scale")}, source=True),
+    # each compressed-tensors scheme's weight requirements (CompressedTensorsDescriptor.weight_requirements)
+    case("nvfp4-ct-strategy-group", "nvfp4-ct", _ct_groups(strategy="group"), 1, {("CONFIG_QUANT", E, None)}),
+    case("ct-fp8-block-asymmetric", "ct-fp8", _ct_groups(symmetric=False), 1, {("CONFIG_QUANT", E, None)}),
     case("nvfp4-ct-global-in-modelopt-convention", "nvfp4-ct", set_tensor(f"{MO_EXPERT}.down_proj.weight_global_scale", lambda a: (1 / a).astype(np.float32)), 1, {("NVFP4_GLOBAL_CONVENTION", E, f"{MO_EXPERT}.down_proj.weight_global_scale")}, level=Level.SCALES),
     case("nvfp4-ct-gate-up-global-differ-info", "nvfp4-ct", set_tensor(f"{MO_EXPERT}.up_proj.weight_global_scale", lambda a: (a * 2).astype(np.float32)), 0, {("NVFP4_GATE_UP_SCALE", INFO, f"{MO_EXPERT}.up_proj.weight_global_scale")}, level=Level.SCALES),
     case("nvfp4-ct-block-scale-zero", "nvfp4-ct", set_tensor(f"{MO_EXPERT}.down_proj.weight_scale", lambda a: np.zeros(a.shape, np.uint8).view(a.dtype)), 1, {("NVFP4_BLOCK_SCALE", E, f"{MO_EXPERT}.down_proj.weight_scale")}, level=Level.SCALES),

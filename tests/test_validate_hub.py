@@ -185,6 +185,28 @@ def test_bytes_read_per_level(level: Level, limit: float, server: HubServer,
     assert 0 < sent < limit * sparse_mxfp4["declared_bytes"], (sent, level)
 
 
+@pytest.mark.parametrize(("limit_offset", "yes", "stops"),
+                         [(0, False, False), (-1, False, True), (-1, True, False)])
+def test_confirm_limit_both_sides(server: HubServer, tmp_path: Path,
+                                  monkeypatch: pytest.MonkeyPatch, limit_offset: int, yes: bool,
+                                  stops: bool) -> None:
+    """The --yes limit on its boundary: a remote --level full that reads exactly
+    CONFIRM_BYTES goes on, one byte more stops with exit 2 (before reading data), and --yes
+    lets that one go on (the limit is lowered to this small checkpoint's planned bytes)."""
+    from mxformats.validate import runner
+
+    target = serve(server, "limit", make_kimi_checkpoint(tmp_path / "ckpt", "quark-mxfp4"))
+    planned: list[int] = []
+    validate(target, Options(level=Level.FULL, workers=1, yes=True), on_plan=planned.append)
+    assert len(planned) == 1 and planned[0] > 0
+    monkeypatch.setattr(runner, "CONFIRM_BYTES", planned[0] + limit_offset)
+    server.reset()
+    report = run(target, Level.FULL, yes=yes)
+    assert (report.fatal is not None) is stops, report.fatal
+    assert (exit_code(report) == 2) is stops
+    assert ("numbers" in report.modules_run) is not stops
+
+
 def test_full_level_over_10_gb_needs_yes(server: HubServer, tmp_path: Path) -> None:
     """A sparse layout of 61 Kimi-size layers × 24 experts (33 GB declared): --level full
     states the bytes and stops before reading data; --yes is what lets it go on."""

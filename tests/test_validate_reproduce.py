@@ -20,7 +20,7 @@ from mxformats.tensorfile import read_checkpoint_tensor
 from mxformats.validate import reproduce
 from mxformats.validate.descriptors import DESCRIPTORS, Descriptor, quark_mxfp4
 from mxformats.validate.files import load
-from mxformats.validate.findings import Finding, Severity
+from mxformats.validate.findings import Finding, Listing, Severity
 from mxformats.validate.model import Checkpoint, Options
 
 PRODUCERS = Path(__file__).resolve().parent / "data" / "producers"
@@ -299,6 +299,23 @@ def test_every_module_wrong_lists_the_first_and_counts_the_rest(
         assert all(f.effective_severity is Severity.ERROR for f in mine)
         assert mine[-1].message.startswith("25 more like the above")
     assert _block(findings)["modules_reproduced"] == 0
+
+
+@pytest.mark.parametrize("extra", [0, 1])
+def test_listing_cap_both_sides(extra: int) -> None:
+    """MAX_LISTED findings of a check are all listed with no summary; one more is counted in
+    one summary finding carrying the worst severity of those it stands for."""
+    listing = Listing(reproduce.MAX_LISTED)
+    n = reproduce.MAX_LISTED + extra
+    severities = [Severity.WARNING] * (n - 1) + [Severity.ERROR]
+    listed = [f for i, sev in enumerate(severities) for f in listing.add(
+        Finding(reproduce.REPRO_ERROR_HIGH, f"m{i}", tensor=f"m{i}", severity=sev))]
+    rest = list(listing.rest())
+    assert [f.tensor for f in listed] == [f"m{i}" for i in range(reproduce.MAX_LISTED)]
+    assert len(rest) == extra
+    if extra:
+        assert rest[0].message.startswith("1 more like the above")
+        assert rest[0].effective_severity is Severity.ERROR and rest[0].tensor is None
 
 
 def test_a_source_holding_none_of_the_modules_fails_once(tmp_path: Path) -> None:

@@ -385,6 +385,9 @@ def _contradictions(configs: Configs, chosen: Descriptor) -> list[Finding]:
         if top[0] != other[0]:
             problems.append(f"quant_algo {top[0]!r} in config.json, {other[0]!r} in "
                             f"{HF_QUANT_CONFIG}")
+        if top[2] is not None and other[2] is not None and top[2] != other[2]:
+            problems.append(f"group_size {top[2]!r} in config.json, {other[2]!r} in "
+                            f"{HF_QUANT_CONFIG}")
         if sorted(top[1]) != sorted(other[1]):
             extra = sorted(set(top[1]) ^ set(other[1]))
             problems.append(f"the exclude lists differ ({len(extra)} entries in one only, "

@@ -7,12 +7,15 @@ naming the file, the tensor and the byte offset where that makes sense.
 
 from __future__ import annotations
 
+from collections import defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from enum import Enum
 
 from mxformats.output import check_url
 
-__all__ = ["CHECKS", "LEVELS", "Check", "Finding", "Level", "Severity", "declare"]
+__all__ = ["CHECKS", "LEVELS", "MAX_LISTED", "Check", "Finding", "Level", "Listing", "Severity",
+           "declare"]
 
 
 class Severity(str, Enum):
@@ -108,3 +111,40 @@ class Finding:
         if self.extra:
             out["extras"] = self.extra
         return out
+
+
+#: Findings of one check listed before the rest are counted in one summary (:class:`Listing`).
+MAX_LISTED = 10
+#: Severities, worst first.
+_RANK = {Severity.ERROR: 0, Severity.WARNING: 1, Severity.INFO: 2}
+
+
+class Listing:
+    """Passes on the first ``limit`` findings of each check and counts the rest, so that one
+    root cause repeated in every module gives a few findings and one summary per check
+    (:meth:`rest`: ``N more like the above, not listed`` and ``note``, with the worst
+    severity of the findings it stands for), never one finding per module."""
+
+    def __init__(self, limit: int, note: str = "") -> None:
+        self.limit = limit
+        self.note = note
+        self.count: dict[str, int] = defaultdict(int)
+        self.rest_of: dict[str, tuple[Check, Severity]] = {}
+
+    def add(self, finding: Finding) -> Iterator[Finding]:
+        """``finding`` while its check has had fewer than ``limit``, else nothing (counted)."""
+        cid = finding.check.id
+        self.count[cid] += 1
+        if self.count[cid] <= self.limit:
+            yield finding
+            return
+        sev = finding.effective_severity
+        _, prev = self.rest_of.get(cid, (finding.check, sev))
+        self.rest_of[cid] = (finding.check, min(prev, sev, key=_RANK.__getitem__))
+
+    def rest(self) -> Iterator[Finding]:
+        """One summary finding per check that went over ``limit``."""
+        for cid, (check, severity) in self.rest_of.items():
+            n = self.count[cid] - self.limit
+            yield Finding(check, f"{n} more like the above, not listed{self.note}",
+                          severity=severity)

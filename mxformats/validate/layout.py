@@ -9,7 +9,7 @@ from collections.abc import Generator, Iterator
 
 from .descriptors import Descriptor, by_format
 from .descriptors.base import TensorSpec
-from .findings import Finding, Level, Severity, declare
+from .findings import MAX_LISTED, Finding, Level, Listing, Severity, declare
 from .model import (
     Checkpoint,
     CheckpointFormat,
@@ -379,6 +379,16 @@ def run(ckpt: Checkpoint, opts: Options) -> Iterator[Finding]:
     explained: set[str] = set()
     if desc.needs_exclude_entries or ckpt.exclude:
         explained = yield from _exclude_entries(ckpt)
+    listed = Listing(MAX_LISTED)
+    for finding in _module_findings(ckpt, opts, desc, explained):
+        yield from listed.add(finding)
+    yield from listed.rest()
+
+
+def _module_findings(ckpt: Checkpoint, opts: Options, desc: Descriptor, explained: set[str]
+                     ) -> Iterator[Finding]:
+    """The findings of each expected module, then of each fused pair (``explained``: the
+    modules an exclude finding already covers)."""
     is_excluded = ckpt.exclude_matcher  # once: ckpt.exclude does not change during the run
     for exp in ckpt.expected.values():
         mod = ckpt.modules.get(exp.name)

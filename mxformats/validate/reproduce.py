@@ -39,7 +39,7 @@ from mxformats.formats import E4M3FN
 from mxformats.schemes.int4 import dequantize_int4, unpack_int4
 from mxformats.tensorfile import TensorFileError, read_index, read_json
 
-from .findings import Check, Finding, Level, Severity, declare
+from .findings import MAX_LISTED, Check, Finding, Level, Listing, Severity, declare
 from .numbers import quantized_modules, read_module
 from .reader import LocalReader
 
@@ -65,7 +65,9 @@ REPRO_MISMATCH = declare(
     "A quantized tensor differs from what the producer profile the checkpoint claims (its "
     "quantization_config's producer) writes from the source: an error. A warning, once, where "
     "the config names a recipe no profile reproduces (Quark MXFP4 scale_calculation_mode floor "
-    "or ceil): its modules are then judged by their error against the source alone.",
+    "or ceil): its modules are then judged by their error against the source alone; and once "
+    "where modules of a mixed-precision checkpoint are of a format no profile reproduces "
+    "(ModelOpt FP8_PB_WO): those are not compared.",
     "Check the source is the one the quantizer read, and the producer version and recipe.")
 REPRO_ERROR_HIGH = declare(
     "REPRO_ERROR_HIGH", W, _L, _G,
@@ -100,8 +102,6 @@ REPRO_NOTHING_VERIFIED = declare(
 #: INT4 with scale amax/7.5 cannot exceed sqrt(32)/15 = 0.38 on any g32 group. Beyond it the
 #: weight is not a quantization of its source: REPRO_ERROR_HIGH is an error.
 ERROR_LIMIT = 0.5
-#: Per-module findings listed per check before the rest are summed up in one finding.
-MAX_LISTED = 10
 _LAYER = re.compile(r"\.layers\.(\d+)\.")
 
 
@@ -318,10 +318,14 @@ def run(ckpt: Checkpoint, opts: Options) -> Iterator[Finding]:
     chosen = sample_modules(list(modules), opts.sample)
     results: list[ModuleResult] = []
     missing: list[Finding] = []
-    listed = _Listing()
+    listed = Listing(MAX_LISTED, " (the reproduction block has every module)")
+    unprofiled: list[tuple[str, str]] = []  # (module, its format) where no profile exists
     for name in chosen:
         module = modules[name]
         own = desc.for_module(ckpt, name)
+        if own.profile is None:  # a mixed checkpoint's member with no profile (FP8_PB_WO)
+            unprofiled.append((name, own.format.value))
+            continue
         params = _params(own, module)
         wref = module.tensors[params[0]]
         try:
@@ -367,6 +371,10 @@ def run(ckpt: Checkpoint, opts: Options) -> Iterator[Finding]:
             yield Finding(REPRO_NOTHING_VERIFIED, f"--source {opts.source}: no module was "
                           f"compared ({len(modules)} quantized, {len(chosen)} chosen)")
     yield from listed.rest()
+    if unprofiled:
+        yield Finding(REPRO_MISMATCH, f"bytes not verified: {len(unprofiled)} module(s) (e.g. "
+                      f"{unprofiled[0][0]}) are {unprofiled[0][1]}, which no producer profile "
+                      "reproduces", severity=Severity.WARNING)
     if unclaimed and results:
         yield Finding(REPRO_MISMATCH, f"bytes not verified: {unclaimed}; each module is judged "
                       "by its error and correlation against the source",
@@ -403,34 +411,6 @@ def _numeric_verdict(desc: Descriptor, r: ModuleResult, claimed: bool = True
                                         f"{r.sqnr_db:.1f} dB"
                                         + (" (the profile writes these bytes)" if reproduced
                                            else ""))
-
-
-class _Listing:
-    """Lists the first :data:`MAX_LISTED` findings of each check; counts the rest."""
-
-    def __init__(self) -> None:
-        self.count: dict[str, int] = defaultdict(int)
-        self.rest_of: dict[str, tuple[Check, Severity]] = {}
-
-    def add(self, finding: Finding) -> Iterator[Finding]:
-        cid = finding.check.id
-        self.count[cid] += 1
-        if self.count[cid] <= MAX_LISTED:
-            yield finding
-            return
-        # the summary carries the worst severity of the findings it stands for
-        sev = finding.effective_severity
-        _, prev = self.rest_of.get(cid, (finding.check, sev))
-        self.rest_of[cid] = (finding.check, min(prev, sev, key=_RANK.__getitem__))
-
-    def rest(self) -> Iterator[Finding]:
-        for cid, (check, severity) in self.rest_of.items():
-            n = self.count[cid] - MAX_LISTED
-            yield Finding(check, f"{n} more like the above, not listed (the reproduction block "
-                          "has every module)", severity=severity)
-
-
-_RANK = {E: 0, W: 1, INFO: 2}
 
 
 def _summary(desc: Descriptor, profile: str, source: Source, results: list[ModuleResult],

@@ -276,6 +276,12 @@ class MixedDescriptor(Descriptor):
 
     numeric = True
 
+    def quantized(self, module: Module) -> bool:
+        """False: a module no member descriptor claims (a scheme with no descriptor, such as
+        ModelOpt per-tensor ``FP8``) has no tensors to read, no numbers to check and no
+        profile to reproduce it."""
+        return False
+
     def _by_member(self, ckpt: Checkpoint, arrays: dict[str, dict[str, NDArray[Any]]]
                    ) -> list[tuple[Descriptor, dict[str, dict[str, NDArray[Any]]]]]:
         by_member: dict[int, tuple[Descriptor, dict[str, dict[str, NDArray[Any]]]]] = {}

@@ -49,6 +49,8 @@ class CompressedTensorsDescriptor(Descriptor):
     stored as; :meth:`matches_scheme` says whether a group's weights are this format's."""
 
     storage: tuple[str, ...] = ()
+    #: ``(key, value)`` pairs each config group's ``weights`` must hold (CONFIG_QUANT otherwise)
+    weight_requirements: tuple[tuple[str, object], ...] = ()
 
     def matches_scheme(self, weights: Mapping[str, Any]) -> bool:
         raise NotImplementedError
@@ -84,5 +86,9 @@ class CompressedTensorsDescriptor(Descriptor):
         return self
 
     def group_problems(self, where: str, group: Mapping[str, Any]) -> list[str]:
-        """Problems of one config group's scheme."""
-        return []
+        """Problems of one config group's scheme: each :attr:`weight_requirements` pair its
+        ``weights`` do not hold."""
+        out: list[str] = []
+        for key, value in self.weight_requirements:
+            want(out, group.get("weights"), key, value, f"{where}.weights")
+        return out

@@ -17,7 +17,6 @@ from ..model import CheckpointFormat
 from ..numbers import packed_code_findings, scale_findings
 from .base import EnginePath, TensorSpec, cdiv
 from .compressed_tensors import CompressedTensorsDescriptor, groups
-from .quark import want
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -53,6 +52,8 @@ class CompressedTensorsInt4(CompressedTensorsDescriptor):
     small_params = ("weight_shape",)
     storage = ("pack-quantized",)
     profile = "compressed-tensors"
+    weight_requirements = (("num_bits", 4), ("type", "int"), ("symmetric", True),
+                           ("strategy", "group"), ("group_size", 32), ("dynamic", False))
     error_threshold = 0.15
 
     tp_multiple = 32
@@ -107,10 +108,8 @@ class CompressedTensorsInt4(CompressedTensorsDescriptor):
         out: list[str] = []
         if group.get("input_activations") is not None:
             out.append(f"{where}.input_activations must be null (weight-only INT4)")
+        out += super().group_problems(where, group)
         w = group.get("weights")
-        for k, v in (("num_bits", 4), ("type", "int"), ("symmetric", True),
-                     ("strategy", "group"), ("group_size", 32), ("dynamic", False)):
-            want(out, w, k, v, f"{where}.weights")
         if isinstance(w, dict) and w.get("actorder") not in (None, "group"):
             out.append(f"{where}.weights.actorder {w.get('actorder')!r} is not supported")
         return out

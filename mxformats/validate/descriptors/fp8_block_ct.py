@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 from ..model import CheckpointFormat
 from .compressed_tensors import CompressedTensorsDescriptor, groups
 from .fp8_block import FP8BlockDescriptor
-from .quark import want
 
 if TYPE_CHECKING:
     from ..model import Checkpoint
@@ -31,6 +30,8 @@ class CompressedTensorsFP8Block(FP8BlockDescriptor, CompressedTensorsDescriptor)
     scale_dtype = "BF16"
     storage = ("float-quantized",)
     profile = "compressed-tensors"
+    weight_requirements = (("block_structure", [128, 128]), ("symmetric", True),
+                           ("dynamic", False))
 
     def matches_scheme(self, weights: Mapping[str, Any]) -> bool:
         return (weights.get("type") == "float" and weights.get("num_bits") == 8
@@ -44,14 +45,6 @@ class CompressedTensorsFP8Block(FP8BlockDescriptor, CompressedTensorsDescriptor)
                     isinstance(x, int) and not isinstance(x, bool) and x > 0 for x in b):
                 return int(b[0]), int(b[1])
         return (128, 128)
-
-
-    def group_problems(self, where: str, group: Mapping[str, Any]) -> list[str]:
-        out: list[str] = []
-        w = group.get("weights")
-        for k, v in (("block_structure", [128, 128]), ("symmetric", True), ("dynamic", False)):
-            want(out, w, k, v, f"{where}.weights")
-        return out
 
 
 DESCRIPTOR = CompressedTensorsFP8Block()

@@ -36,7 +36,20 @@ def modelopt_view(cfg: Mapping[str, Any] | None) -> tuple[str, list[str], Any] |
         return None
     entries = cfg.get("ignore", [])
     return (str(cfg.get("quant_algo", "")).upper(),
-            [str(e) for e in entries] if isinstance(entries, list) else [], cfg.get("group_size"))
+            [str(e) for e in entries] if isinstance(entries, list) else [], _flat_group_size(cfg))
+
+
+def _flat_group_size(cfg: Mapping[str, Any]) -> Any:
+    """The flat form's ``group_size`` as vLLM reads it: the top-level key, else the first
+    config group's ``weights.group_size`` (``ModelOptQuantConfigBase.from_config``, commit
+    00155cdecca722d98e34234c3d172725b7720b7d: "If group_size is not at top level, try to
+    extract from config_groups")."""
+    if cfg.get("group_size") is not None:
+        return cfg["group_size"]
+    groups = cfg.get("config_groups")
+    first = next(iter(groups.values()), None) if isinstance(groups, Mapping) else None
+    weights = first.get("weights") if isinstance(first, Mapping) else None
+    return weights.get("group_size") if isinstance(weights, Mapping) else None
 
 
 class ModelOptDescriptor(Descriptor):

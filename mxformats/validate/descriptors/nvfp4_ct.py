@@ -16,7 +16,6 @@ from ..findings import Severity
 from ..model import CheckpointFormat
 from .compressed_tensors import CompressedTensorsDescriptor, groups
 from .nvfp4 import NVFP4Descriptor
-from .quark import want
 
 if TYPE_CHECKING:
     from ..model import Checkpoint
@@ -35,6 +34,7 @@ class CompressedTensorsNVFP4(NVFP4Descriptor, CompressedTensorsDescriptor):
     global_is_divisor = True
     global_shapes = ((1,), ())
     storage = ("nvfp4-pack-quantized",)
+    weight_requirements = (("strategy", "tensor_group"), ("symmetric", True), ("dynamic", False))
     profile = "compressed-tensors"
     gate_up_severity = Severity.INFO
     gate_up_loader = ("llm-compressor model_free_ptq calibrates gate and up separately by "
@@ -49,14 +49,6 @@ class CompressedTensorsNVFP4(NVFP4Descriptor, CompressedTensorsDescriptor):
     def has_input_scale(self, ckpt: Checkpoint) -> bool:
         return any(isinstance(g.get("input_activations"), dict)
                    for _, g in groups(ckpt.quant_config))
-
-
-    def group_problems(self, where: str, group: Mapping[str, Any]) -> list[str]:
-        out: list[str] = []
-        w = group.get("weights")
-        for k, v in (("strategy", "tensor_group"), ("symmetric", True), ("dynamic", False)):
-            want(out, w, k, v, f"{where}.weights")
-        return out
 
 
 DESCRIPTOR = CompressedTensorsNVFP4()
