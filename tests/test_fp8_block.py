@@ -26,6 +26,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
+from oracle import round_nearest_even
 
 from mxformats import FP8BlockArray, dequantize_fp8_block, quantize_fp8_block
 from mxformats.schemes.fp8_block import PROFILES, ceil_to_ue8m0
@@ -39,30 +40,12 @@ FN_PROFILES = ("deepseek", "deepgemm", "ue8m0", "compressed-tensors")
 # -- the oracle ---------------------------------------------------------------------------------
 
 
-def round_binary(q: Fraction, precision: int, emin: int) -> Fraction:
-    """``q`` rounded to nearest, ties to even, into a binary format with ``precision``
-    significant bits and smallest normal exponent ``emin`` (subnormals below); no overflow."""
-    if q == 0:
-        return Q(0)
-    a = abs(q)
-    e = a.numerator.bit_length() - a.denominator.bit_length()
-    if Q(2) ** e > a:
-        e -= 1
-    ulp = Q(2) ** (max(e, emin) - precision + 1)
-    n = a / ulp
-    whole = n.numerator // n.denominator
-    rest = n - whole
-    if rest > Q(1, 2) or (rest == Q(1, 2) and whole % 2):
-        whole += 1
-    return (whole * ulp) * (1 if q > 0 else -1)
-
-
 def f32(q: Fraction) -> Fraction:
-    return round_binary(q, 24, -126)
+    return round_nearest_even(q, 24, -126)
 
 
 def bf16(q: Fraction) -> Fraction:
-    return round_binary(q, 8, -126)
+    return round_nearest_even(q, 8, -126)
 
 
 @cache
@@ -76,7 +59,7 @@ def e4m3_codes(fnuz: bool = False) -> dict[Fraction, int]:
 def e4m3fn_code(v: Fraction, negative: bool) -> int:
     """E4M3FN code of ``v``: nearest-even on 4 significant bits, emin -6, saturating at 448;
     the sign bit from ``negative`` (a zero keeps its sign)."""
-    magnitude = min(round_binary(abs(v), 4, -6), Q(448))
+    magnitude = min(round_nearest_even(abs(v), 4, -6), Q(448))
     return e4m3_codes()[magnitude] | (0x80 if negative else 0)
 
 
