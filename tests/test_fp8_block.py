@@ -291,6 +291,25 @@ def test_tiny_tiles_and_the_deepgemm_floor() -> None:
     assert _one_tile(huge, "ue8m0").codes.tolist() == [[0x76, 0xE9, 0x00, 0x00]]
 
 
+#: The bfloat16 neighbours of DeepGEMM's floor float32(1e-4) = 0x1.a36e2ep-14.
+BELOW_FLOOR, ABOVE_FLOOR = float.fromhex("0x1.a2p-14"), float.fromhex("0x1.a4p-14")
+
+
+@pytest.mark.parametrize("profile", ["deepseek", "deepgemm"])
+@pytest.mark.parametrize("anchor", [BELOW_FLOOR, ABOVE_FLOOR], ids=["below", "above"])
+def test_the_deepgemm_floor_from_both_sides(profile: str, anchor: float) -> None:
+    """A tile maximum one bfloat16 step below the 1e-4 floor is raised to it; one step above
+    is its own: scale and codes are the oracle's on both sides (ue8m0 rounds both sides to
+    the same power of two, so only these profiles can show the step)."""
+    assert oracle_scale(profile, Q(BELOW_FLOOR)) != oracle_scale(profile, Q(ABOVE_FLOOR))
+    tile = np.array([anchor, -anchor / 3, anchor / 7, 2.0**-20], dtype=BF16)
+    blocks = _one_tile(tile.astype(np.float64).tolist(), profile)
+    amax = Q(anchor)
+    assert _scale_bits(blocks) == int(np.float32(oracle_scale(profile, amax)).view(np.uint32))
+    element = oracle_element(profile, amax)
+    assert blocks.codes.tolist() == [[element(float(v)) | (0x80 if v < 0 else 0) for v in tile]]
+
+
 def test_fnuz_is_vllms_conversion_of_deepseek() -> None:
     """vLLM normalize_e4m3fn_to_e4m3fnuz: same bytes, 0x80 -> 0x00, float32 scales doubled;
     the decoded values are unchanged."""
