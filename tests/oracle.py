@@ -255,6 +255,20 @@ def floor_log2(a: Fraction) -> int:
     return e
 
 
+def round_nearest_even(value: Fraction, precision: int, emin: int) -> Fraction:
+    """``value`` rounded to nearest, ties to even, into a binary format with ``precision``
+    significant bits and smallest normal exponent ``emin`` (subnormals below it); no overflow
+    (the caller keeps ``value`` in range)."""
+    if value == 0:
+        return Fraction(0)
+    a = abs(value)
+    quantum = Fraction(2) ** (max(floor_log2(a), emin) - precision + 1)
+    n, rest = divmod(a / quantum, 1)
+    if rest > Fraction(1, 2) or (rest == Fraction(1, 2) and n % 2):
+        n += 1
+    return (1 if value > 0 else -1) * n * quantum
+
+
 def fraction_to_ieee_bits(value: DecodedValue, ebits: int, mbits: int) -> int:
     """Bit pattern of ``value`` in an IEEE binary format, round-to-nearest-even.
 

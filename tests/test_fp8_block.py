@@ -26,6 +26,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
+from oracle import round_nearest_even
 
 from mxformats import FP8BlockArray, dequantize_fp8_block, quantize_fp8_block
 from mxformats.schemes.fp8_block import PROFILES, ceil_to_ue8m0
@@ -39,30 +40,12 @@ FN_PROFILES = ("deepseek", "deepgemm", "ue8m0", "compressed-tensors")
 # -- the oracle ---------------------------------------------------------------------------------
 
 
-def round_binary(q: Fraction, precision: int, emin: int) -> Fraction:
-    """``q`` rounded to nearest, ties to even, into a binary format with ``precision``
-    significant bits and smallest normal exponent ``emin`` (subnormals below); no overflow."""
-    if q == 0:
-        return Q(0)
-    a = abs(q)
-    e = a.numerator.bit_length() - a.denominator.bit_length()
-    if Q(2) ** e > a:
-        e -= 1
-    ulp = Q(2) ** (max(e, emin) - precision + 1)
-    n = a / ulp
-    whole = n.numerator // n.denominator
-    rest = n - whole
-    if rest > Q(1, 2) or (rest == Q(1, 2) and whole % 2):
-        whole += 1
-    return (whole * ulp) * (1 if q > 0 else -1)
-
-
 def f32(q: Fraction) -> Fraction:
-    return round_binary(q, 24, -126)
+    return round_nearest_even(q, 24, -126)
 
 
 def bf16(q: Fraction) -> Fraction:
-    return round_binary(q, 8, -126)
+    return round_nearest_even(q, 8, -126)
 
 
 @cache
@@ -76,7 +59,7 @@ def e4m3_codes(fnuz: bool = False) -> dict[Fraction, int]:
 def e4m3fn_code(v: Fraction, negative: bool) -> int:
     """E4M3FN code of ``v``: nearest-even on 4 significant bits, emin -6, saturating at 448;
     the sign bit from ``negative`` (a zero keeps its sign)."""
-    magnitude = min(round_binary(abs(v), 4, -6), Q(448))
+    magnitude = min(round_nearest_even(abs(v), 4, -6), Q(448))
     return e4m3_codes()[magnitude] | (0x80 if negative else 0)
 
 
@@ -308,6 +291,25 @@ def test_tiny_tiles_and_the_deepgemm_floor() -> None:
     assert _one_tile(huge, "ue8m0").codes.tolist() == [[0x76, 0xE9, 0x00, 0x00]]
 
 
+#: The bfloat16 neighbours of DeepGEMM's floor float32(1e-4) = 0x1.a36e2ep-14.
+BELOW_FLOOR, ABOVE_FLOOR = float.fromhex("0x1.a2p-14"), float.fromhex("0x1.a4p-14")
+
+
+@pytest.mark.parametrize("profile", ["deepseek", "deepgemm"])
+@pytest.mark.parametrize("anchor", [BELOW_FLOOR, ABOVE_FLOOR], ids=["below", "above"])
+def test_the_deepgemm_floor_from_both_sides(profile: str, anchor: float) -> None:
+    """A tile maximum one bfloat16 step below the 1e-4 floor is raised to it; one step above
+    is its own: scale and codes are the oracle's on both sides (ue8m0 rounds both sides to
+    the same power of two, so only these profiles can show the step)."""
+    assert oracle_scale(profile, Q(BELOW_FLOOR)) != oracle_scale(profile, Q(ABOVE_FLOOR))
+    tile = np.array([anchor, -anchor / 3, anchor / 7, 2.0**-20], dtype=BF16)
+    blocks = _one_tile(tile.astype(np.float64).tolist(), profile)
+    amax = Q(anchor)
+    assert _scale_bits(blocks) == int(np.float32(oracle_scale(profile, amax)).view(np.uint32))
+    element = oracle_element(profile, amax)
+    assert blocks.codes.tolist() == [[element(float(v)) | (0x80 if v < 0 else 0) for v in tile]]
+
+
 def test_fnuz_is_vllms_conversion_of_deepseek() -> None:
     """vLLM normalize_e4m3fn_to_e4m3fnuz: same bytes, 0x80 -> 0x00, float32 scales doubled;
     the decoded values are unchanged."""
@@ -318,7 +320,10 @@ def test_fnuz_is_vllms_conversion_of_deepseek() -> None:
     fnuz = quantize_fp8_block(x, block=(16, 8), profile="deepseek-fnuz")
     assert np.array_equal(fnuz.codes, np.where(fn.codes == 0x80, 0, fn.codes))
     assert np.array_equal(fnuz.scales, fn.scales * np.float32(2))
-    assert np.array_equal(dequantize_fp8_block(fn), dequantize_fp8_block(fnuz))
+    # The same bytes decoded, but for -0 (0x80), which FNUZ stores as +0.
+    fn_values = dequantize_fp8_block(fn)
+    plus_zero = np.where(fn.codes == 0x80, fn_values.dtype.type(0), fn_values)
+    assert dequantize_fp8_block(fnuz).tobytes() == plus_zero.tobytes()
 
 
 def test_fnuz_special_tiles_read_back() -> None:

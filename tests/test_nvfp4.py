@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from oracle import oracle_decode, oracle_encode
+from oracle import oracle_decode, oracle_encode, round_nearest_even
 
 from mxformats import E2M1, NVFP4Array, dequantize_nvfp4, quantize_nvfp4
 from mxformats.schemes.nvfp4 import CONSUMERS, PRODUCERS
@@ -40,17 +40,7 @@ def round_ieee(value: Fraction, dtype: str) -> Fraction:
     """``value`` rounded to nearest-even in ``dtype`` with subnormals (no overflow: the tests
     stay in range)."""
     bits, emin, _ = IEEE[dtype]
-    if value == 0:
-        return Fraction(0)
-    a = abs(value)
-    e = a.numerator.bit_length() - a.denominator.bit_length()
-    if Fraction(2) ** e > a:
-        e -= 1
-    quantum = Fraction(2) ** (max(e, emin) - bits + 1)
-    n, rest = divmod(a / quantum, 1)
-    if rest > Fraction(1, 2) or (rest == Fraction(1, 2) and n % 2):
-        n += 1
-    return (1 if value > 0 else -1) * n * quantum
+    return round_nearest_even(value, bits, emin)
 
 
 def e4m3(value: Fraction) -> tuple[int, Fraction]:

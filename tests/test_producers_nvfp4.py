@@ -4,10 +4,12 @@ quantized tensor of the NVFP4 checkpoints written by ModelOpt 0.47.0 and by llm-
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import ml_dtypes
 import numpy as np
 import pytest
-from test_producers_int4 import checkpoint
+from producer_fixtures import checkpoint
 
 from mxformats import quantize_nvfp4
 from mxformats.schemes.nvfp4 import PRODUCERS
@@ -19,7 +21,7 @@ FIXTURES = {
 FUSED = ("gate_proj", "up_proj")
 
 
-def _shared_amax(src: dict[str, np.ndarray], module: str) -> np.float32 | None:
+def _shared_amax(src: Mapping[str, np.ndarray], module: str) -> np.float32 | None:
     """Both producers give an expert's gate_proj and up_proj one global scale, from the larger
     of their two maxima (ModelOpt ``sync_moe_gate_up_amax``; llm-compressor's fused global
     scale is the smaller 2688 / amax, the same thing)."""

@@ -10,7 +10,7 @@ import shutil
 import struct
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -738,11 +738,11 @@ def options(c: Case, *, twin: bool = False) -> Options:
     return Options(level=c.level, workers=1, source=source_of(base) if c.source else None)
 
 
-@pytest.fixture(scope="session")
-def twins(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """One clean twin per base, generated once per session (with its BF16 source)."""
-    root = tmp_path_factory.mktemp("twins")
-    for name in sorted({c.base for c in CASES} | {"bf16"}):
+def ensure_twins(root: Path, names: Iterable[str]) -> dict[str, Path]:
+    """The clean twins ``names`` in the session cache :data:`TWINS`, each generated under
+    ``root`` unless an earlier module of the session already did (test_validate_hub shares
+    them)."""
+    for name in sorted(names):
         if name not in TWINS or not TWINS[name].exists():
             fmt, kw = BASES[name]
             built = {MIXED: make_mixed_ct, MODELOPT_FP8: make_modelopt_fp8_block,
@@ -757,6 +757,12 @@ def twins(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
                 continue
             TWINS[name] = make_kimi_checkpoint(root / name, fmt, **kw)
     return TWINS
+
+
+@pytest.fixture(scope="session")
+def twins(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """One clean twin per base, generated once per session (with its BF16 source)."""
+    return ensure_twins(tmp_path_factory.mktemp("twins"), {c.base for c in CASES} | {"bf16"})
 
 
 _CLEAN: dict[tuple[str, Level, bool], tuple[int, set[Key]]] = {}

@@ -18,7 +18,6 @@ from conftest import requires
 from hubserver import HubServer, Repo
 from validate_corpus import copy_tree
 
-from mxformats.testing import make_kimi_checkpoint
 from mxformats.testing.sparse import KIMI_K26_TEXT, write_full_size_layout
 from mxformats.validate.findings import Level
 from mxformats.validate.model import Options
@@ -39,12 +38,8 @@ def server() -> Iterator[HubServer]:
 @pytest.fixture(scope="session")
 def twins(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """The corpus' clean twins this module uses, in the corpus' session cache."""
-    root = tmp_path_factory.mktemp("hub-twins")
-    for name in sorted({_BY_NAME[n].base for n in REMOTE_CASES} | {"bf16"}):
-        if name not in corpus.TWINS or not corpus.TWINS[name].exists():
-            fmt, kw = corpus.BASES[name]
-            corpus.TWINS[name] = make_kimi_checkpoint(root / name, fmt, **kw)
-    return corpus.TWINS
+    return corpus.ensure_twins(tmp_path_factory.mktemp("hub-twins"),
+                               {_BY_NAME[n].base for n in REMOTE_CASES} | {"bf16"})
 
 
 @pytest.fixture(autouse=True)
