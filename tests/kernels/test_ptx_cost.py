@@ -51,6 +51,32 @@ def test_fast_path_is_the_shortest_path_and_total_counts_everything() -> None:
     assert (fast, total) == (7, 11)  # 4 + shl + st + ret; every instruction: 11
 
 
+PREDICATED = _kernel("""
+\tld.param.b64 %rd1, [k_param_0];
+\t.loc\t1 12 7
+\t// begin inline asm
+\tmov.u32 %r1, %tid.x;
+\t// end inline asm
+\tsetp.eq.b32 %p1, %r1, 0;
+\t@%p1 st.global.b32 [%rd1], %r1;
+\t@%p1 bra $L__BB0_2;
+\tadd.s32 %r2, %r1, 1;
+\tadd.s32 %r3, %r2, 1;
+\tadd.s32 %r4, %r3, 1;
+\tst.global.b32 [%rd1], %r4;
+$L__BB0_2:                              // %exit
+\tret;
+""")
+
+
+def test_predicated_instructions_count_and_directives_do_not() -> None:
+    """A predicated store is an instruction, a predicated (not negated) ``bra`` a branch whose
+    target is the shorter path; ``.loc`` and comment lines are not instructions, a label
+with a comment (as LLVM writes them) still a label."""
+    fast, total = _ptx_cost().path_costs(PREDICATED)
+    assert (fast, total) == (6, 10)  # ld, mov, setp, @st, @bra, ret; + 3 add + st
+
+
 def test_a_loop_is_refused() -> None:
     looping = _kernel("$L__BB0_1:\n\tadd.s32 %r1, %r1, 1;\n\t@%p1 bra $L__BB0_1;\n\tret;\n")
     with pytest.raises(ValueError, match="loop"):
