@@ -57,3 +57,21 @@ def test_dry_run_writes_json_and_markdown(tmp_path: Path) -> None:
     rows = [line for line in markdown.splitlines() if line.startswith("| triton | ") and "×" in line]
     assert len(rows) == len(triton_rows)
     assert (out / "kernel-tests.xml").exists()
+
+
+def test_dry_run_over_budget_fails(tmp_path: Path) -> None:
+    """A plan that does not fit the budget makes the dry run exit 1, naming the plan (and
+    nothing else: the tests are skipped, the timing left out for the spent budget)."""
+    requires("torch")
+    requires("triton")
+    out = tmp_path / "out"
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks/gpu.py"), "--dry-run", "--budget-s", "1",
+         "--backends", "triton", "--no-peers", "--skip-tests", "--out", str(out)],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
+    plan = json.loads((out / "results.json").read_text())["plan"]
+    assert not plan["fits"] and plan["seconds"] > plan["budget_s"] == 1, plan
+    failures = [line for line in done.stdout.splitlines() if line.startswith("FAILED: ")]
+    assert failures == [f"FAILED: plan: {plan['seconds']} s estimated for a budget of 1.0 s"]

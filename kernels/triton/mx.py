@@ -80,6 +80,22 @@ def _scale_entries(amax: tl.tensor, table: tl.tensor, SRC_EBITS: tl.constexpr,
 
 
 @triton.jit
+def _store_scales(amax: tl.tensor, table: tl.tensor, scales_out: tl.tensor, row: tl.tensor,
+                  block: tl.tensor, rows: tl.tensor, blocks_per_row: tl.tensor,
+                  SRC_EBITS: tl.constexpr, SRC_MBITS: tl.constexpr,
+                  SRC_BIAS: tl.constexpr) -> tuple[tl.tensor, ...]:
+    """Store the scale byte of each ``(row, block)`` from its block maximum ``amax`` (a
+    ``[ROWS, BLOCKS]`` tile); returns the blocks' ``(k, kind, nan_block)``."""
+    byte, k, kind, nan_block = _unpack_entries(
+        _scale_entries(amax, table, SRC_EBITS, SRC_MBITS, SRC_BIAS))
+    row2 = row[:, None]
+    block2 = block[None, :]
+    tl.store(scales_out + row2.to(tl.int64) * blocks_per_row + block2, byte.to(tl.uint8),
+             mask=(row2 < rows) & (block2 < blocks_per_row))
+    return k, kind, nan_block
+
+
+@triton.jit
 def _unpack_entries(entry: tl.tensor) -> tuple[tl.tensor, ...]:
     """A packed scale entry's ``(byte, k, kind, nan_block)`` (see ``mx_plan``)."""
     k = ((entry >> SCALE_K_SHIFT) & 0xFF) - SCALE_K_OFFSET
@@ -145,12 +161,8 @@ def _quantize_mx_kernel(
     # Block maximum of |x| as an integer maximum of the magnitude bits: a NaN's bits exceed
     # Inf's, so NaN propagates (torch.amax), whatever the order of the lanes.
     amax = tl.max(bits & ((1 << (SRC_BITS - 1)) - 1), axis=2)
-    byte, k, kind, nan_block = _unpack_entries(
-        _scale_entries(amax, table, SRC_EBITS, SRC_MBITS, SRC_BIAS))
-    row2 = row[:, None]
-    block2 = block[None, :]
-    tl.store(scales_out + row2.to(tl.int64) * blocks_per_row + block2, byte.to(tl.uint8),
-             mask=(row2 < rows) & (block2 < blocks_per_row))
+    k, kind, nan_block = _store_scales(amax, table, scales_out, row, block, rows,
+                                       blocks_per_row, SRC_EBITS, SRC_MBITS, SRC_BIAS)
     k = k[:, :, None]
     kind = kind[:, :, None]
     nan_block = nan_block[:, :, None]
@@ -278,12 +290,8 @@ def _quantize_mx4_kernel(
     # Inf's, so NaN propagates (torch.amax), whatever the order of the lanes.
     magnitude_mask = (1 << (SRC_BITS - 1)) - 1
     amax = tl.max(tl.maximum(even & magnitude_mask, odd & magnitude_mask), axis=2)
-    byte, k, kind, nan_block = _unpack_entries(
-        _scale_entries(amax, table, SRC_EBITS, SRC_MBITS, SRC_BIAS))
-    row2 = row[:, None]
-    block2 = block[None, :]
-    tl.store(scales_out + row2.to(tl.int64) * blocks_per_row + block2, byte.to(tl.uint8),
-             mask=(row2 < rows) & (block2 < blocks_per_row))
+    k, kind, nan_block = _store_scales(amax, table, scales_out, row, block, rows,
+                                       blocks_per_row, SRC_EBITS, SRC_MBITS, SRC_BIAS)
     general = (kind != KIND_POW2) | nan_block | (k >= SHIFT_K_LIMIT) \
         | ((amax >> SRC_MBITS) == (1 << SRC_EBITS) - 1)
     row_of_k = elements + (k[:, :, None] + SCALE_K_OFFSET) * (E_MAX_CODE + 2)

@@ -248,19 +248,23 @@ def test_quantize_mx_finite_sweep(backend: Backend, dtype: str, device: str) -> 
     kernel takes its shift-and-round path on every tile it can), in magnitude order (each
     block near its maximum: every binade, every tie) and shuffled (small elements under large
     maxima: the subnormal quanta), 16K elements per call, for every E2M1 claim that takes
-    ``dtype``: equal bytes with the reference."""
+    ``dtype``: equal bytes with the reference. The shuffled values are swept once more without
+    the top binade: there compressed-tensors' bfloat16 factor is zero (a general-path block
+    in every shuffled tile), so without it its sign-function zeros never reach the fast path."""
     fn = _kernel(backend, "quantize_mx")
     np_dtype = float_dtype(dtype)
     patterns = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(np_dtype)
     finite = patterns[np.isfinite(patterns.astype(np.float32))]
     finite = finite[np.argsort(np.abs(finite.astype(np.float32)), kind="stable")]
     shuffled = finite[np.random.default_rng(16).permutation(finite.size)]
+    below_top = shuffled[np.abs(shuffled.astype(np.float32)) < abs(float(finite[-1])) / 2]
     chunk = 1 << 14
     claims = [profile for fmt, profile in _claimed(backend, "quantize_mx")
               if fmt == "e2m1" and np_dtype in PRODUCERS[profile].dtypes]
     assert claims
     for profile in claims:
-        for order, values in (("sorted", finite), ("shuffled", shuffled)):
+        for order, values in (("sorted", finite), ("shuffled", shuffled),
+                              ("shuffled below the top binade", below_top)):
             values = values[:values.size // 32 * 32]
             for start in range(0, values.size, chunk):
                 part = values[start:start + chunk]

@@ -51,7 +51,60 @@ def test_fast_path_is_the_shortest_path_and_total_counts_everything() -> None:
     assert (fast, total) == (7, 11)  # 4 + shl + st + ret; every instruction: 11
 
 
+PREDICATED = _kernel("""
+\tld.param.b64 %rd1, [k_param_0];
+\t.loc\t1 12 7
+\t// begin inline asm
+\tmov.u32 %r1, %tid.x;
+\t// end inline asm
+\tsetp.eq.b32 %p1, %r1, 0;
+\t@%p1 st.global.b32 [%rd1], %r1;
+\t@%p1 bra $L__BB0_2;
+\tadd.s32 %r2, %r1, 1;
+\tadd.s32 %r3, %r2, 1;
+\tadd.s32 %r4, %r3, 1;
+\tst.global.b32 [%rd1], %r4;
+$L__BB0_2:                              // %exit
+\tret;
+""")
+
+
+def test_predicated_instructions_count_and_directives_do_not() -> None:
+    """A predicated store is an instruction, a predicated (not negated) ``bra`` a branch whose
+    target is the shorter path; ``.loc`` and comment lines are not instructions, a label
+with a comment (as LLVM writes them) still a label."""
+    fast, total = _ptx_cost().path_costs(PREDICATED)
+    assert (fast, total) == (6, 10)  # ld, mov, setp, @st, @bra, ret; + 3 add + st
+
+
 def test_a_loop_is_refused() -> None:
     looping = _kernel("$L__BB0_1:\n\tadd.s32 %r1, %r1, 1;\n\t@%p1 bra $L__BB0_1;\n\tret;\n")
     with pytest.raises(ValueError, match="loop"):
         _ptx_cost().path_costs(looping)
+
+
+def _main_with_costs(monkeypatch: pytest.MonkeyPatch, *costs: tuple[str, float],
+                     check: bool = True) -> int:
+    """``main`` with the recording and compiling replaced: one launch per ``(name, per
+    element)`` cost."""
+    module = _ptx_cost()
+    launches = [module.Launch(name, None, {}, {}, {}, 1, 1) for name, _ in costs]
+    per_element = dict(costs)
+    monkeypatch.setattr(module, "record_launches", lambda only: launches)
+    monkeypatch.setattr(module, "compile_cost", lambda launch: module.Cost(
+        launch.name, "k", 1.0, int(per_element[launch.name]), 0, per_element[launch.name], 0.0))
+    return int(module.main(["--check"] if check else []))
+
+
+def test_check_holds_the_mxfp4_quantizer_to_its_target(monkeypatch: pytest.MonkeyPatch) -> None:
+    at, above = 35.0, 35.1
+    assert _main_with_costs(monkeypatch, ("quantize_mx e2m1 ocp from bfloat16", at)) == 0
+    assert _main_with_costs(monkeypatch, ("quantize_mx e2m1 ocp from bfloat16", above)) == 1
+    assert _main_with_costs(monkeypatch, ("quantize_mx e2m1 ocp from bfloat16", above),
+                            check=False) == 0
+
+
+def test_check_that_measured_no_mxfp4_quantizer_fails(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert _main_with_costs(monkeypatch, ("dequantize_mx e2m1 ocp to bfloat16", 10.0)) == 1
+    assert _main_with_costs(monkeypatch, ("dequantize_mx e2m1 ocp to bfloat16", 10.0),
+                            check=False) == 0
