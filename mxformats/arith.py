@@ -10,6 +10,7 @@ checkpoint can hold and how torch rounds one operation on them, nothing about an
   ``aten/src/ATen/OpMathType.h``, pytorch v2.9.0).
 - :func:`round_once`, :func:`round_to`, :func:`round_half_even`: rounding exact values.
 - :func:`require_finite`: the producers' refusal of NaN and ±Inf inputs.
+- :func:`check_axis`: the quantized axis of an array, as every scheme checks it.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ __all__ = [
     "arithmetic_dtype",
     "as_array",
     "as_float_array",
+    "check_axis",
     "divide_in",
     "multiply_in",
     "require_finite",
@@ -65,6 +67,13 @@ def as_float_array(x: object, what: str = "input") -> NDArray[Any]:
             f"{what}: dtype {arr.dtype} is not one of float16, bfloat16, float32, float64"
         )
     return arr
+
+
+def check_axis(ndim: int, axis: int) -> int:
+    """``axis`` of an ``ndim``-d array in ``[0, ndim)``; ValueError when out of range."""
+    if not -ndim <= axis < ndim:
+        raise ValueError(f"axis {axis} is out of range for a {ndim}-d array")
+    return axis % ndim
 
 
 def arithmetic_dtype(dtype: np.dtype[Any]) -> np.dtype[Any]:

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from mxformats._version import __version__
-from mxformats.arith import BF16
+from mxformats.containers import numpy_dtype
 from mxformats.formats import E2M1, Format, get_format
 from mxformats.text import short_float
 
@@ -424,7 +424,7 @@ def compare_profiles(
 def _rounded(values: NDArray[np.float64], dtype: str) -> tuple[NDArray[Any], str]:
     """``values`` in ``dtype``, and a note naming the values that changed ("" if none)."""
     with np.errstate(over="ignore", invalid="ignore"):
-        x = values.astype(_np_dtype(dtype))
+        x = values.astype(numpy_dtype(dtype))
         seen = x.astype(np.float64)
     changed = ~((seen == values) | (np.isnan(seen) & np.isnan(values)))
     if not changed.any():
@@ -437,11 +437,7 @@ def _rounded(values: NDArray[np.float64], dtype: str) -> tuple[NDArray[Any], str
 def _input_dtype(wanted: str, accepted: Sequence[np.dtype[Any]]) -> str:
     """``wanted`` when the producer takes it, else the first of :data:`_DTYPES_FALLBACK` it
     takes (``wanted`` again when none: the producer then refuses with its reason)."""
-    if _np_dtype(wanted) in accepted:
+    if numpy_dtype(wanted) in accepted:
         return wanted
-    return next((d for d in _DTYPES_FALLBACK if _np_dtype(d) in accepted), wanted)
+    return next((d for d in _DTYPES_FALLBACK if numpy_dtype(d) in accepted), wanted)
 
-
-def _np_dtype(name: str) -> np.dtype[Any]:
-    result: np.dtype[Any] = BF16 if name == "bfloat16" else np.dtype(name)
-    return result

@@ -257,6 +257,19 @@ def test_axis_is_the_block_axis(profile: str) -> None:
     assert along0.packed().shape == (16, 3)
 
 
+@pytest.mark.parametrize("axis", [-3, 2])
+def test_axis_out_of_range_is_refused_both_ways(axis: int) -> None:
+    # -2 and 1 are the edges of a 2-d array's axes; one step beyond either side is refused.
+    x = np.ones((16, 16), dtype=np.float32)
+    for inside in (-2, 1):
+        assert quantize_nvfp4(x, axis=inside).codes.shape == (16, 16)
+    with pytest.raises(ValueError, match=f"axis {axis} is out of range for a 2-d array"):
+        quantize_nvfp4(x, axis=axis)
+    codes, scales = np.zeros((16, 16), np.uint8), np.zeros((16, 1), np.uint8)
+    with pytest.raises(ValueError, match=f"axis {axis} is out of range for a 2-d array"):
+        dequantize_nvfp4(codes, scales, np.float32(1.0), axis=axis, profile="vllm-modelopt")
+
+
 def test_global_amax_is_shared_and_recorded() -> None:
     x = np.full((1, 16), 0.5, dtype=BF16)
     modelopt = quantize_nvfp4(x, profile="modelopt", global_amax=2.0)

@@ -41,6 +41,7 @@ import numpy as np
 
 from mxformats.arith import (
     as_float_array,
+    check_axis,
     divide_in,
     multiply_in,
     require_finite,
@@ -208,13 +209,6 @@ def get_consumer(profile: str) -> Int4Consumer:
 
 
 # -- groups -----------------------------------------------------------------------------------
-
-
-def check_axis(ndim: int, axis: int) -> int:
-    """``axis`` of an ``ndim``-d array in ``[0, ndim)``; ValueError when out of range."""
-    if not -ndim <= axis < ndim:
-        raise ValueError(f"axis {axis} is out of range for a {ndim}-d array")
-    return axis % ndim
 
 
 def _grouped(x: NDArray[Any], group_size: int | None, axis: int) -> NDArray[Any]:

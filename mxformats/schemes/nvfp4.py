@@ -55,9 +55,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import ml_dtypes
 import numpy as np
-from numpy.lib.array_utils import normalize_axis_index
 
-from mxformats.arith import BF16, as_float_array, divide_in, round_once
+from mxformats.arith import BF16, as_float_array, check_axis, divide_in, round_once
 from mxformats.containers import containers
 from mxformats.formats import E2M1, E4M3FN
 from mxformats.registry import Kind, ProfileInfo, get_profile_info, register
@@ -411,7 +410,7 @@ def quantize_nvfp4_with(
         )
     if data.ndim == 0:
         raise ValueError("quantize_nvfp4 needs at least one dimension")
-    ax = normalize_axis_index(axis, data.ndim)
+    ax = check_axis(data.ndim, axis)
     blocks = _blocks(data, ax)
     if not np.all(np.isfinite(blocks.astype(F32))):
         raise ValueError(
@@ -485,7 +484,7 @@ def dequantize_nvfp4(
         raise ValueError(f"pass a consumer profile; valid: {', '.join(sorted(CONSUMERS))}")
     consumer = get_consumer(profile)
     c = np.asarray(codes)
-    ax = normalize_axis_index(axis, c.ndim)
+    ax = check_axis(c.ndim, axis)
     c = unpack_fp4(c, axis=ax) if packed else c
     if c.dtype.kind not in "iu" or (c.size and (int(c.min()) < 0 or int(c.max()) > 0xF)):
         raise ValueError("codes must be 4-bit E2M1 codes (0..15)")

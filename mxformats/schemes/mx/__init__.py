@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from mxformats.arith import FLOAT_DTYPES, as_array, round_to
+from mxformats.arith import FLOAT_DTYPES, as_array, check_axis, round_to
 from mxformats.containers import containers
 from mxformats.formats import E2M1, E8M0, Format, get_format
 from mxformats.pairing import consumer_for
@@ -88,13 +88,6 @@ def _as_float_array(x: object) -> NDArray[np.generic]:
             f"quantize_mx takes float16, bfloat16, float32 or float64 data, got {arr.dtype}"
         )
     return arr
-
-
-def check_axis(ndim: int, axis: int) -> int:
-    """``axis`` of ``ndim``-dimensional data in ``[0, ndim)``; ValueError when out of range."""
-    if not -ndim <= axis < ndim:
-        raise ValueError(f"axis {axis} is out of range for {ndim}-dimensional data")
-    return axis % ndim
 
 
 def check_elem(elem: Format | str, allowed: tuple[Format, ...], what: str) -> Format:
