@@ -18,6 +18,7 @@ from conftest import requires
 from hubserver import HubServer, Repo
 from validate_corpus import copy_tree
 
+from mxformats.testing import make_kimi_checkpoint
 from mxformats.testing.sparse import KIMI_K26_TEXT, write_full_size_layout
 from mxformats.validate.findings import Level
 from mxformats.validate.model import Options
