@@ -1,22 +1,30 @@
 """Deployment checks, given ``--target``, ``--tp`` and ``--ep``: will vLLM run it there?
 
-What the loader needs (checkpoints.md §2.5, §3.4, §4.3):
+What vLLM's loader needs (``vllm==0.33.0`` from PyPI, paths under
+``vllm/model_executor/layers/quantization/``):
 
 - TP splits each routed expert's ``moe_intermediate_size`` (unless EP is on) and the dense
-  MLP's ``intermediate_size``; a group-quantized weight (MXFP4, INT4 g32) needs each partition
-  to be a multiple of 32, a packed INT4 weight a multiple of 8. Attention heads split by TP.
+  MLP's ``intermediate_size``; a group-quantized weight needs each partition to be a multiple
+  of the group: ``compressed_tensors/compressed_tensors_moe/compressed_tensors_moe_wna16.py:244``
+  raises when ``intermediate_size_per_partition % group_size != 0``, and
+  ``quark/schemes/quark_ocp_mx.py:192`` registers the MXFP4 scale as a
+  ``GroupQuantScaleParameter`` of ``I_part/32`` columns. A packed INT4 weight needs a multiple
+  of 8. Attention heads split by TP.
 - EP splits the routed experts: ``n_routed_experts % ep == 0``.
 - Quark W4A8 has one vLLM kernel, ``QuarkW4A8Fp8MoEMethod``, which asserts ROCm with AITER's
-  fused MoE: it cannot run on CUDA targets.
+  fused MoE (``quark/quark_moe.py:1420``): it cannot run on CUDA targets.
 - Quark MXFP4 (``QuarkOCP_MX``) has native AITER kernels only on gfx950 (MI355X); on gfx942
   (MI300X) and CUDA it dequantizes (emulation): runs, slowly.
 - compressed-tensors WNA16 runs through Marlin on CUDA; ROCm kernels are partial (warning).
 - FP8 block needs each partition a multiple of 128; NVFP4 has FP4 tensor cores only on sm100.
+- fnuz targets (MI300X, e4m3fnuz): ``utils/w8a8_utils.py:127`` and ``:129``
+  (``normalize_e4m3fn_to_e4m3fnuz``) double FP8 weight and input scales, so every float scale
+  must stay finite when doubled.
 
 Each format's part (the partition multiple, the kernel per target) is its descriptor's
-(:attr:`Descriptor.tp_multiple`, :meth:`Descriptor.kernel`).
-- fnuz targets (MI300X, e4m3fnuz): vLLM doubles FP8 weight and input scales when converting
-  e4m3fn to fnuz, so every float scale must stay finite when doubled.
+(:attr:`Descriptor.tp_multiple`, :meth:`Descriptor.kernel`, whose rules cite their loader code;
+for a mixed-precision format the members' rules, :meth:`Descriptor.paths_for`). SGLang's rules
+are in the same descriptors (``engine_paths``) and show in ``mxformats preflight``.
 """
 
 from __future__ import annotations
@@ -84,9 +92,11 @@ def deployment_problems(
     intermediate: int,
     heads: int,
     dense_quantized: bool = False,
+    ckpt: Checkpoint | None = None,
 ) -> list[tuple[str, str]]:
     """Pure core: ``(check id, message)`` for a format (its descriptor), target and parallel
-    sizes."""
+    sizes; ``ckpt``, when given, picks a mixed-precision format's kernel path from the members
+    its layers use."""
     out: list[tuple[str, str]] = []
     group = fmt.tp_multiple
     if tp < 1 or ep < 1:
@@ -111,7 +121,7 @@ def deployment_problems(
     if target is None:
         return out
     vendor, arch, _ = TARGETS[target]
-    said = fmt.kernel(target, vendor, arch)
+    said = fmt.kernel(target, vendor, arch, ckpt)
     if said is not None:
         kind, message = said
         check = {"unsupported": DEPLOY_UNSUPPORTED, "slow": DEPLOY_SLOW_PATH,
@@ -161,7 +171,7 @@ def run(ckpt: Checkpoint, opts: Options) -> Iterator[Finding]:
         for cid, msg in deployment_problems(
                 desc, opts.target, opts.tp or 1, opts.ep or 1, experts=a.experts,
                 moe_intermediate=a.moe_intermediate, intermediate=a.intermediate,
-                heads=a.heads, dense_quantized=dense):
+                heads=a.heads, dense_quantized=dense, ckpt=ckpt):
             yield Finding(checks[cid], msg, "config.json")
     if opts.target is None or not TARGETS[opts.target][2] or not opts.at_least(Level.SCALES):
         return

@@ -67,7 +67,7 @@ def preflight_rows(ckpt: Checkpoint, descriptor: Descriptor) -> list[Row]:
         for name, key in TARGET_NAMES.items():
             vendor, arch, _ = TARGETS[key]
             row = Row(engine, name, "undeclared")
-            for path in descriptor.engine_paths:
+            for path in descriptor.paths_for(ckpt):
                 if not path.applies(engine, vendor, arch):
                     continue
                 unmet = [] if path.requires is None else descriptor.path_problems(

@@ -222,14 +222,31 @@ class Descriptor:
     #: each engine's kernel paths, in the order the engine tries them (preflight's data)
     engine_paths: tuple[EnginePath, ...] = ()
 
-    def kernel(self, target: str, vendor: str, arch: str) -> tuple[str, str] | None:
+    def paths_for(self, ckpt: Checkpoint) -> tuple[EnginePath, ...]:
+        """The engine paths of ``ckpt`` stored in this format: :attr:`engine_paths`, except
+        for a mixed-precision format, whose paths follow the members its layers use."""
+        return self.engine_paths
+
+    def kernel(self, target: str, vendor: str, arch: str, ckpt: Checkpoint | None = None
+               ) -> tuple[str, str] | None:
         """Whether vLLM has a kernel for this format on ``target``: ``(kind, message)`` with
         kind ``unsupported``, ``slow`` (emulated or a fallback) or ``note`` (native, with what
         it needs); None when no path is declared. The first vLLM path of
-        :attr:`engine_paths` that takes every checkpoint of the format."""
-        for path in self.engine_paths:
+        :attr:`engine_paths` (of :meth:`paths_for` ``ckpt`` when given) that takes every
+        checkpoint of the format."""
+        for path in self.engine_paths if ckpt is None else self.paths_for(ckpt):
             if path.applies("vllm", vendor, arch) and path.requires is None:
                 return _DEPLOY_KIND[path.kind], path.describe(target, arch)
+        return None
+
+    def path_taken(self, ckpt: Checkpoint, engine: str, vendor: str, arch: str
+                   ) -> EnginePath | None:
+        """The first of :attr:`engine_paths` that ``engine`` takes on a ``vendor``/``arch``
+        target for ``ckpt`` (its requirement met); None when none is declared."""
+        for path in self.engine_paths:
+            if path.applies(engine, vendor, arch) and (
+                    path.requires is None or not self.path_problems(ckpt, path.requires)):
+                return path
         return None
 
     def path_problems(self, ckpt: Checkpoint, requires: str) -> list[str]:
@@ -270,11 +287,57 @@ class Descriptor:
         raise NotImplementedError(f"{self.format.value} has no decoder")
 
 
+#: EnginePath kinds from best to worst: a mixed checkpoint runs as its worst member does.
+_KINDS = ("native", "emulated", "unsupported")
+
+
 class MixedDescriptor(Descriptor):
     """A mixed-precision format: :meth:`~Descriptor.for_module` picks each module's descriptor,
-    and the checks across modules run per member descriptor on its own modules."""
+    and the checks across modules run per member descriptor on its own modules.
+
+    Its engine paths are composed per target from the members its quantized layers use
+    (:meth:`paths_for`): an engine runs the checkpoint natively only where it runs every
+    member natively; one emulated member makes it emulated, one unsupported member
+    unsupported; a member with no declared path leaves the target undeclared."""
 
     numeric = True
+    #: engine -> the loader code that dispatches a scheme per layer (cited with the members')
+    dispatcher: Mapping[str, str] = {}
+
+    def members(self, ckpt: Checkpoint) -> list[Descriptor]:
+        """The member descriptors of ``ckpt``'s quantized modules, by format name."""
+        found: dict[str, Descriptor] = {}
+        for name, module in ckpt.modules.items():
+            member = self.for_module(ckpt, name) if module.quantized else self
+            if member is not self:
+                found.setdefault(member.format.value, member)
+        return [found[k] for k in sorted(found)]
+
+    def member_path(self, ckpt: Checkpoint, member: Descriptor, engine: str, vendor: str,
+                    arch: str) -> EnginePath | None:
+        """The path ``engine`` takes for ``member``'s layers: the member's own
+        (:meth:`~Descriptor.path_taken`) unless this format's dispatcher differs."""
+        return member.path_taken(ckpt, engine, vendor, arch)
+
+    def paths_for(self, ckpt: Checkpoint) -> tuple[EnginePath, ...]:
+        from ..deployment import TARGETS  # deployment imports the descriptors
+
+        members = self.members(ckpt)
+        engines = sorted({p.engine for m in members for p in m.engine_paths})
+        out = []
+        for engine in engines:
+            for vendor, arch, _ in TARGETS.values():
+                taken = [(m, self.member_path(ckpt, m, engine, vendor, arch)) for m in members]
+                paths = [p for _, p in taken if p is not None]
+                if len(paths) < len(taken):
+                    continue
+                sources = [self.dispatcher[engine]] if engine in self.dispatcher else []
+                out.append(EnginePath(
+                    engine, max((p.kind for p in paths), key=_KINDS.index),
+                    "; ".join(f"{m.format.value} layers: {p.what}" for m, p in taken if p),
+                    " + ".join(dict.fromkeys([*sources, *(p.source for p in paths)])),
+                    archs=(arch,)))
+        return tuple(out)
 
     def quantized(self, module: Module) -> bool:
         """False: a module no member descriptor claims (a scheme with no descriptor, such as

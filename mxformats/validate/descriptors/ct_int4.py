@@ -75,6 +75,10 @@ class CompressedTensorsInt4(CompressedTensorsDescriptor):
         EnginePath("sglang", "native", "compressed-tensors WNA16 MoE on {target} runs Marlin",
                    f"{_SGLANG_CT}compressed_tensors_wNa16_moe.py @ "
                    "b8e5a7c39773b60a4d1f77647b8fda1fee65bba1", archs=("cuda",)),
+        EnginePath("sglang", "native", "compressed-tensors WNA16 MoE on {target} runs the "
+                   "Triton WNA16 MoE kernel (CompressedTensorsWNA16TritonMoE)",
+                   "sgl-project/sglang python/sglang/srt/layers/quantization/compressed_tensors/"
+                   "compressed_tensors.py:920 @ sglang==0.5.23", archs=("rocm",)),
     )
 
     def path_problems(self, ckpt: Checkpoint, requires: str) -> list[str]:

@@ -54,6 +54,12 @@ class CompressedTensorsMixed(MixedDescriptor, CompressedTensorsDescriptor):
     detail = "compressed-tensors mixed precision (a scheme per config group)"
     storage = ("mixed-precision",)
     profile = "per group"
+    #: both engines read each config group's own ``format`` and pick the group's scheme per
+    #: layer (the members' own loaders)
+    dispatcher = {
+        "sglang": ("sgl-project/sglang python/sglang/srt/layers/quantization/compressed_tensors/"
+                   "compressed_tensors.py:377 (a group's format) @ sglang==0.5.23"),
+    }
 
     def detect(self, configs: Configs) -> str | None:
         found = [member_for(w) for _, w in weight_schemes(configs)]

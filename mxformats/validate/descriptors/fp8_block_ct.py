@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..model import CheckpointFormat
+from .base import EnginePath
 from .compressed_tensors import CompressedTensorsDescriptor, groups
 from .fp8_block import FP8BlockDescriptor
 
@@ -20,6 +21,16 @@ if TYPE_CHECKING:
     from ..model import Checkpoint
 
 __all__ = ["DESCRIPTOR"]
+
+#: vLLM: CompressedTensorsW8A8Fp8 with block weights (get_min_capability 89) and
+#: CompressedTensorsW8A8Fp8MoEMethod
+_VLLM = ("vllm-project/vllm vllm/model_executor/layers/quantization/compressed_tensors/"
+         "schemes/compressed_tensors_w8a8_fp8.py:83 (CompressedTensorsW8A8Fp8) @ vllm==0.33.0")
+#: SGLang: CompressedTensorsW8A8Fp8 dispatches a block-FP8 GEMM when ``block_structure`` is
+#: set (get_min_capability 89), CompressedTensorsW8A8Fp8MoE a block-quantized fused MoE (80)
+_SGLANG = ("sgl-project/sglang python/sglang/srt/layers/quantization/compressed_tensors/"
+           "schemes/compressed_tensors_w8a8_fp8.py:57, compressed_tensors_w8a8_fp8_moe.py:66 "
+           "@ sglang==0.5.23")
 
 
 class CompressedTensorsFP8Block(FP8BlockDescriptor, CompressedTensorsDescriptor):
@@ -32,6 +43,13 @@ class CompressedTensorsFP8Block(FP8BlockDescriptor, CompressedTensorsDescriptor)
     profile = "compressed-tensors"
     weight_requirements = (("block_structure", [128, 128]), ("symmetric", True),
                            ("dynamic", False))
+
+    engine_paths = (
+        EnginePath("vllm", "native", "FP8 block on {target}: block-scaled FP8 GEMM and MoE "
+                   "(compressed-tensors W8A8 FP8, block weights)", _VLLM),
+        EnginePath("sglang", "native", "FP8 block on {target}: block-scaled FP8 GEMM and MoE "
+                   "(compressed-tensors W8A8 FP8, block weights)", _SGLANG),
+    )
 
     def matches_scheme(self, weights: Mapping[str, Any]) -> bool:
         return (weights.get("type") == "float" and weights.get("num_bits") == 8

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..model import CheckpointFormat
+from .base import EnginePath
 from .fp8_block import FP8BlockDescriptor
 from .modelopt import ModelOptDescriptor, modelopt_view
 
@@ -29,6 +30,13 @@ if TYPE_CHECKING:
 
 __all__ = ["DESCRIPTOR"]
 
+#: SGLang maps a ModelOpt ``quant_algo`` other than MIXED_PRECISION, FP8, MXFP8 and the FP4
+#: ones to its generic ``modelopt`` method, ModelOptFp8Config, whose from_config raises
+#: "ModelOptFp8Config only supports regular FP8 quantization" (block FP8 is dispatched only
+#: inside MIXED_PRECISION)
+_SGLANG = ("sgl-project/sglang python/sglang/srt/layers/quantization/modelopt_quant.py:510 "
+           "(ModelOptFp8Config.from_config) @ sglang==0.5.23")
+
 
 class ModelOptFP8Block(ModelOptDescriptor, FP8BlockDescriptor):
     format = CheckpointFormat.MODELOPT_FP8_BLOCK
@@ -38,6 +46,11 @@ class ModelOptFP8Block(ModelOptDescriptor, FP8BlockDescriptor):
     scale_params = ("weight_scale",)
     scale_dtype = "F32"
     profile = None
+    engine_paths = (
+        EnginePath("sglang", "unsupported", "SGLang loads a standalone ModelOpt FP8_PB_WO "
+                   "checkpoint with ModelOptFp8Config, which refuses any quant_algo but FP8",
+                   _SGLANG),
+    )
 
     def config_problems(self, ckpt: Checkpoint) -> list[str]:
         view = modelopt_view(ckpt.quant_config)

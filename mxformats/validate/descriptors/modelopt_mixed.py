@@ -15,8 +15,10 @@ from typing import TYPE_CHECKING, Any
 from ..findings import Finding, Severity
 from ..model import CheckpointFormat
 from . import fp8_block_modelopt, nvfp4_modelopt
-from .base import Descriptor, MixedDescriptor
+from .base import Descriptor, EnginePath, MixedDescriptor
+from .fp8_block import FP8BlockDescriptor
 from .modelopt import ModelOptDescriptor
+from .nvfp4 import NVFP4Descriptor
 
 if TYPE_CHECKING:
     from ..model import Checkpoint
@@ -33,6 +35,21 @@ DISPATCHED: dict[str, Descriptor] = {
 STORED: dict[str, Descriptor] = {"FP8_PB_WO": fp8_block_modelopt.DESCRIPTOR}
 #: Dispatched by vLLM, but with no descriptor here (per-tensor FP8): structure unchecked.
 UNVERIFIED = ("FP8",)
+
+
+_SGLANG_MODELOPT = "sgl-project/sglang python/sglang/srt/layers/quantization/modelopt_quant.py"
+#: SGLang's ModelOptMixedPrecisionConfig.get_quant_method dispatches FP8, the block-FP8
+#: algorithms (FP8_PB_WO, FP8_BLOCK_SCALES: Fp8LinearMethod / Fp8MoEMethod), MXFP8, NVFP4 and
+#: W4A16_NVFP4 per layer
+_SGLANG_DISPATCH = f"{_SGLANG_MODELOPT}:1036 (ModelOptMixedPrecisionConfig) @ sglang==0.5.23"
+#: ...and only when a layer is NVFP4: without one, ``_parse_modelopt_quant_config`` sends
+#: MIXED_PRECISION to the ``w4afp8`` method instead
+_SGLANG_ROUTE = ("sgl-project/sglang python/sglang/srt/configs/model_config.py:1855 "
+                 "@ sglang==0.5.23")
+_SGLANG_BLOCK = EnginePath(
+    "sglang", "native", "FP8 block on {target}: block-scaled FP8 GEMM and MoE (Fp8LinearMethod "
+    "/ Fp8MoEMethod, the block size from the layers' group_size)",
+    f"{_SGLANG_MODELOPT}:1055, modelopt_quant.py:1086 @ sglang==0.5.23")
 
 
 def quantized_layers(cfg: Mapping[str, Any] | None) -> dict[str, str]:
@@ -62,6 +79,19 @@ class ModelOptMixed(MixedDescriptor, ModelOptDescriptor):
     detail = "NVIDIA ModelOpt MIXED_PRECISION (a quant_algo per layer)"
     algos = ("MIXED_PRECISION",)
     profile = "per layer"
+
+    dispatcher = {"sglang": _SGLANG_DISPATCH}
+
+    def member_path(self, ckpt: Checkpoint, member: Descriptor, engine: str, vendor: str,
+                    arch: str) -> EnginePath | None:
+        """SGLang runs the block-FP8 layers of a MIXED_PRECISION file (standalone FP8_PB_WO it
+        refuses), and reads the file as ModelOpt mixed only when some layer is NVFP4."""
+        if engine == "sglang":
+            if not any(isinstance(m, NVFP4Descriptor) for m in self.members(ckpt)):
+                return None
+            if isinstance(member, FP8BlockDescriptor):
+                return _SGLANG_BLOCK
+        return super().member_path(ckpt, member, engine, vendor, arch)
 
     def algo_of(self, ckpt: Checkpoint, module: str) -> str | None:
         table = quantized_layers(ckpt.quant_config)

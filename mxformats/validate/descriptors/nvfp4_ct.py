@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..findings import Severity
 from ..model import CheckpointFormat
+from .base import EnginePath
 from .compressed_tensors import CompressedTensorsDescriptor, groups
 from .nvfp4 import NVFP4Descriptor
 
@@ -21,6 +22,26 @@ if TYPE_CHECKING:
     from ..model import Checkpoint
 
 __all__ = ["DESCRIPTOR"]
+
+_VLLM_CT = "vllm-project/vllm vllm/model_executor/layers/quantization/compressed_tensors/"
+#: vLLM: CompressedTensorsW4A4Fp4 (get_min_capability 75) picks its GEMM with
+#: ``init_nvfp4_linear_kernel``, the MoE method with ``select_nvfp4_moe_backend``: FP4 tensor
+#: cores on sm100, a Marlin or emulation backend elsewhere
+_VLLM = (f"{_VLLM_CT}schemes/compressed_tensors_w4a4_nvfp4.py:31 (init_nvfp4_linear_kernel), "
+         "compressed_tensors_moe/compressed_tensors_moe_w4a4_nvfp4.py:63 "
+         "(select_nvfp4_moe_backend) @ vllm==0.33.0")
+_SGLANG_CT = "sgl-project/sglang python/sglang/srt/layers/quantization/compressed_tensors/"
+#: SGLang: CompressedTensorsW4A4Fp4 and CompressedTensorsW4A4Nvfp4MoE when the device has
+#: compute capability 100 (``_check_scheme_supported``)
+_SGLANG_W4A4 = (f"{_SGLANG_CT}compressed_tensors.py:767, compressed_tensors.py:967 "
+                "(get_min_capability 100) @ sglang==0.5.23")
+#: below it SGLang serves the file weight-only through FP4 Marlin (activation quantization
+#: ignored, a warning), whose kernels it imports only on CUDA (``if _is_cuda``)
+_SGLANG_MARLIN = (f"{_SGLANG_CT}compressed_tensors.py:783, compressed_tensors.py:975 "
+                  "(CompressedTensorsW4A16Fp4 / W4A16Nvfp4MoE) @ sglang==0.5.23")
+_SGLANG_NO_ROCM = (f"{_SGLANG_CT}compressed_tensors.py:783, "
+                   "sgl-project/sglang python/sglang/srt/layers/quantization/"
+                   "marlin_utils_fp4.py:21 @ sglang==0.5.23")
 
 
 class CompressedTensorsNVFP4(NVFP4Descriptor, CompressedTensorsDescriptor):
@@ -41,6 +62,21 @@ class CompressedTensorsNVFP4(NVFP4Descriptor, CompressedTensorsDescriptor):
                       "design; vLLM CompressedTensorsW4A4Nvfp4MoEMethod."
                       "process_weights_after_loading warns and uses gate's "
                       "(w13_weight_global_scale[:, 0], @08f95fe)")
+
+    engine_paths = (
+        EnginePath("vllm", "native", "NVFP4 on {target} runs native FP4 tensor-core GEMMs "
+                   "and MoE (CUTLASS / FlashInfer)", _VLLM, archs=("sm100",)),
+        EnginePath("vllm", "emulated", "NVFP4 on {target} ({arch}) has no FP4 tensor cores: "
+                   "vLLM picks a Marlin or emulation backend", _VLLM),
+        EnginePath("sglang", "native", "NVFP4 W4A4 on {target}: FP4 tensor-core GEMMs and MoE "
+                   "(FlashInfer / CUTLASS)", _SGLANG_W4A4, archs=("sm100",)),
+        EnginePath("sglang", "emulated", "NVFP4 on {target} ({arch}): SGLang serves it "
+                   "weight-only through FP4 Marlin; the activation quantization "
+                   "(input_global_scale) is ignored", _SGLANG_MARLIN, archs=("cuda",)),
+        EnginePath("sglang", "unsupported", "NVFP4 below compute capability 100 falls back to "
+                   "FP4 Marlin, which SGLang builds only for CUDA: no path on {target}",
+                   _SGLANG_NO_ROCM, archs=("rocm",)),
+    )
 
     def matches_scheme(self, weights: Mapping[str, Any]) -> bool:
         return (weights.get("type") == "float" and weights.get("num_bits") == 4

@@ -27,6 +27,16 @@ if TYPE_CHECKING:
 
 _SOURCE = ("vllm-project/vllm vllm/model_executor/layers/quantization/quark/schemes/"
            "quark_ocp_mx.py (QuarkOCP_MX) @ fb33ec8cf0a73c82af00a2128dee4ad058d16e9b")
+_SGLANG = "sgl-project/sglang python/sglang/srt/layers/quantization/quark/schemes/"
+#: SGLang shuffles the MoE weights for its FP4 kernels only on gfx95 with AITER
+#: (``_is_shuffle_moe_mxfp4 = _use_aiter and _is_gfx95``); the dense Linears run AITER's
+#: ``gemm_afp4wfp4``
+_SGLANG_GFX95 = (f"{_SGLANG}quark_w4a4_mxfp4_moe.py:49 (QuarkW4A4MXFp4MoE), "
+                 "quark_w4a4_mxfp4.py:960 (QuarkW4A4MXFP4.apply_weights) @ sglang==0.5.23")
+#: ``create_moe_runner`` raises "Quark MXFP4 MoE currently requires the AITER runner" for any
+#: other MoE runner, and the AITER GEMMs are defined only ``if _is_hip``
+_SGLANG_AITER_ONLY = (f"{_SGLANG}quark_w4a4_mxfp4_moe.py:1062 (create_moe_runner), "
+                      "quark_w4a4_mxfp4.py:162 @ sglang==0.5.23")
 
 __all__ = ["DESCRIPTOR", "QUARK_MX_MODES"]
 
@@ -75,6 +85,15 @@ class QuarkMXFP4(QuarkDescriptor):
                    _SOURCE, archs=("gfx950",)),
         EnginePath("vllm", "emulated", "MXFP4 on {target} ({arch}) is emulated: vLLM's Quark "
                    "OCP_MX scheme dequantizes to BF16 (native kernels: gfx950)", _SOURCE),
+        EnginePath("sglang", "unsupported", "SGLang's Quark MXFP4 MoE needs the AITER runner "
+                   "(ROCm): on {target} create_moe_runner raises NotImplementedError",
+                   _SGLANG_AITER_ONLY, archs=("cuda",)),
+        EnginePath("sglang", "native", "MXFP4 on {target}: AITER FP4 GEMMs and the AITER MoE "
+                   "runner on preshuffled weights (SGLANG_USE_AITER=1)", _SGLANG_GFX95,
+                   archs=("gfx950",)),
+        EnginePath("sglang", "emulated", "MXFP4 on {target} ({arch}): no FP4 instructions; "
+                   "SGLang skips the gfx95 FP4 weight shuffle and AITER's Triton kernels "
+                   "upcast the FP4 operands", _SGLANG_GFX95, archs=("gfx942",)),
     )
 
     def scale_findings(self, ckpt: Checkpoint, module: Module,

@@ -27,6 +27,13 @@ if TYPE_CHECKING:
 
 _SOURCE = ("vllm-project/vllm vllm/model_executor/layers/quantization/quark/quark_moe.py "
            "(QuarkW4A8Fp8MoEMethod) @ bed874faf610cfd61d52e3e8e4d1b87643fb6c51")
+#: SGLang's QuarkConfig has no scheme for the FP8 -> INT4 weight list: ``_get_block_fp8_config``
+#: calls ``.get("block_size")`` on the weight spec, a list here (AttributeError), and
+#: ``get_moe_scheme`` (MXFP4, MXFP4-W/FP8-A, FP8 W8A8) ends in "Unsupported FusedMoe scheme".
+#: ``quark_int4fp8_moe`` quantizes a BF16 checkpoint online; it does not load this one.
+_SGLANG = ("sgl-project/sglang python/sglang/srt/layers/quantization/quark/quark.py:438 "
+           "(QuarkConfig._get_block_fp8_config), quark.py:1080 (get_moe_scheme) "
+           "@ sglang==0.5.23")
 
 __all__ = ["DESCRIPTOR", "PACK_METHOD"]
 
@@ -88,6 +95,9 @@ class QuarkW4A8(QuarkDescriptor):
                    archs=("cuda",)),
         EnginePath("vllm", "native", "Quark W4A8 on {target} needs ROCm vLLM with AITER "
                    "(VLLM_ROCM_USE_AITER=1, fused MoE enabled)", _SOURCE, archs=("rocm",)),
+        EnginePath("sglang", "unsupported", "SGLang has no scheme for Quark's FP8 -> INT4 "
+                   "weight list on any target: its QuarkConfig fails on the list at load "
+                   "('Unsupported FusedMoe scheme' for the experts)", _SGLANG),
     )
 
     def config_findings(self, ckpt: Checkpoint) -> Iterator[Finding]:
