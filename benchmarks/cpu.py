@@ -5,7 +5,7 @@
     python benchmarks/cpu.py --elements 4194304   # a quick run on 4M elements
 
 Each implementation's time is the median of its rounds (pytest-benchmark). GB/s counts 4 bytes
-per element (the float32 consumed or produced, the convention of peers.md §5); "% of copy" is
+per element (the float32 consumed or produced); "% of copy" is
 that rate over ``np.copyto``'s on the same array in the same run. The issue 8 targets are
 checked with a 10 % noise margin. ``--json`` keeps pytest-benchmark's raw results.
 """

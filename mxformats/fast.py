@@ -22,7 +22,7 @@ measured in ``docs/benchmarks.md``.
 - :func:`quantize_nvfp4` (:func:`mxformats.schemes.nvfp4.quantize_nvfp4`): both profiles; the
   scales are the reference's, the E2M1 codes of the float32 quotients a table lookup.
 
-How (peers.md §5). A float32 value's code depends only on its top bits and on whether the rest
+How. A float32 value's code depends only on its top bits and on whether the rest
 is zero: the class index ``(bits >> k) | (any of the low k bits set)`` rounds to odd at
 ``mbits + 2`` mantissa bits, which keeps everything a rounding to ``mbits`` bits looks at. One
 table lookup per value then gives the code; each table is built by running the reference's own

@@ -157,8 +157,8 @@ def test_special_tiny_huge_and_reference_blocks() -> None:
     b = mx_blocks()
     labels = set(b.labels)
     for label in ("specials: all +0.0", "specials: all -0.0", "specials: NaN last",
-                  "specials: +Inf and -Inf", "reference: formats.md vector 18",
-                  "reference: formats.md vector 20", "tiny: amax 2^-125",
+                  "specials: +Inf and -Inf", "reference: sources.md §6 #18",
+                  "reference: sources.md §6 #20", "tiny: amax 2^-125",
                   "tiny: all 2^-149", "huge: amax 1.75·2^127", "huge: largest finite float32"):
         assert label in labels, label
     tiny = b.family("tiny").values.astype(np.float64)
@@ -198,7 +198,7 @@ def test_int4_groups() -> None:
     values = row.astype(np.float64)
     assert values[0] == 7.5 * scale  # amax first: the scale amax / 7.5 is a power of two
     assert values[1] == -7.5 * scale and values[2] == -6.5 * scale  # k + 0.5 from k = -8
-    assert "reference: formats.md vector 42 (x = -amax)" in g.labels
+    assert "reference: sources.md §6.7 #42 (x = -amax)" in g.labels
 
 
 # -- Hypothesis ---------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """compare_profiles: each MX producer profile's bytes for one block, against "ocp".
 
-Expected bytes are the vectors of shared/reference/formats.md §6 (numbers in comments).
+Expected bytes are the vectors of spec/sources.md §6 (numbers in comments).
 """
 
 from __future__ import annotations

@@ -81,7 +81,7 @@ def test_mode_table_contents() -> None:
 
 
 def test_metadata_of_the_headline_formats() -> None:
-    """Typed from formats.md §1.2-1.4 and §2.2 (research), independent of the value tables."""
+    """Typed from the standards (sources.md §1.2-1.4 and §2.2), independent of the value tables."""
     expected = {
         # name: (max, min_normal, min_subnormal, nan codes, inf codes, signed zero, emax)
         "e2m1": (6.0, 1.0, 0.5, (), (), True, 2),

@@ -40,7 +40,7 @@ def test_fp8_vectors() -> None:
 
 
 def test_vectors_35_36_as_elements() -> None:
-    """formats.md §6.5 #35 (-0.0) and #36 (2^-10) inside tensors whose scale is 1."""
+    """sources.md §6.5 #35 (-0.0) and #36 (2^-10) inside tensors whose scale is 1."""
     for fmt, neg_zero, tiny in ((E4M3FN, 0x80, 0x00), (E4M3FNUZ, 0x00, 0x01)):
         x = np.array([fmt.max, -0.0, 2.0**-10], np.float32)
         codes, scale = quantize_fp8(x, fmt, profile="static")

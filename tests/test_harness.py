@@ -242,7 +242,7 @@ def test_function_that_raises_is_reported_at_the_first_block_it_refuses() -> Non
         return fake_quantize_mx(x, elem, **kw)
 
     m = first(check_quantizer(no_nan, reference=fake_quantize_mx, profile=FAKE, sources=["boundary"]))
-    assert m.label == "reference: formats.md vector 18"  # [NaN, 1.0]: the first NaN block
+    assert m.label == "reference: sources.md §6 #18"  # [NaN, 1.0]: the first NaN block
     assert m.got.error == "ValueError: NaN not supported"
     assert m.expected.scale == 0xFF
     assert m.summary == "the function raises on this block"
@@ -470,7 +470,7 @@ def test_real_dequantizer_vectors() -> None:
     assert check_dequantizer(dequantize_mx, profile="quark-hip-fp16", dtype="float16",
                              max_examples=10).ok
     m = first(check_dequantizer(spec_decoder, profile="quark-hip-fp16", dtype="float16"))
-    # formats.md #49: Quark's HIP fp16 decoder clamps the NaN scale 0xFF to 2^15.
+    # sources.md §6.8 #49: Quark's HIP fp16 decoder clamps the NaN scale 0xFF to 2^15.
     assert m.source == "vectors" and "#49" in m.label and m.input_scale == 0xFF
 
 

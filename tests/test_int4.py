@@ -66,7 +66,7 @@ def test_every_vector_names_a_target_or_is_documentation_only() -> None:
             ids.append(case.get("id", ""))
     sources = " ".join(ids)
     for number in ("42", "43", "44", "45", "46"):
-        assert number in sources, f"formats.md §6.7 #{number} missing"
+        assert number in sources, f"vector §6.7 #{number} missing"
 
 
 #: Written out from the layouts' sources, not taken from mxformats: nibble i (bits 4i..4i+3) of
@@ -141,7 +141,7 @@ def test_quantize_vectors() -> None:
 
 
 def test_vectors_42_and_43_divide_the_profiles() -> None:
-    """formats.md §6.7: the true division (compressed-tensors) and the reciprocal (Quark)."""
+    """sources.md §6.7: the true division (compressed-tensors) and the reciprocal (Quark)."""
     cases = {c["id"]: c for c in _vectors("int4/quantize.json")["cases"]}
     executed = {"42": (-8, -7, 0.12111390382051468), "43": (2, 1, 0.1012464091181755)}
     for number, (ct, quark, scale) in executed.items():

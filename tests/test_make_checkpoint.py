@@ -7,8 +7,11 @@ shapes, order, offsets). Given the fixtures' BF16 source it must reproduce the p
 byte for byte. The rest covers what the fixtures cannot show: the K2.5/K2.6 multimodal layout,
 other expert counts, exclude/ignore semantics as vLLM applies them, determinism and numerics.
 
-The decoders here are written from the checkpoint layouts (checkpoints.md Appendix A), not with
-``mxformats``' own dequantizers, so the sanity check does not lean on the code it checks.
+The decoders here are written from the producers' own layouts (compressed-tensors
+``unpack_from_int32``: element 8c+i in nibble i, stored q+8; Quark's reorder packing
+[0,2,4,6,1,3,5,7]; OCP MX v1.0 E2M1 with element 2k in the low nibble; see
+tests/data/producers/README.md, where each was measured), not with ``mxformats``' own
+dequantizers, so the sanity check does not lean on the code it checks.
 """
 
 from __future__ import annotations
@@ -102,7 +105,7 @@ def make(tmp_path: Path, fmt: str, name: str = "ckpt", **kw: Any) -> Path:
     return make_kimi_checkpoint(tmp_path / name, fmt, **kw)
 
 
-# -- decoders (checkpoints.md Appendix A) ---------------------------------------------------------
+# -- decoders (the producers' layouts, tests/data/producers/README.md) ----------------------------
 
 E2M1 = np.array([0, 0.5, 1, 1.5, 2, 3, 4, 6, -0.0, -0.5, -1, -1.5, -2, -3, -4, -6], np.float64)
 

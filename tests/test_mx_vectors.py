@@ -1,7 +1,7 @@
-"""formats.md §6 MX vectors (1-22, 39-41, 47-51): every targeted vector asserted, through the
+"""sources.md §6 MX vectors (1-22, 39-41, 47-51): every targeted vector asserted, through the
 code and through the committed spec/vectors/mx/<profile>.json.
 
-The expected values below are transcribed by hand from shared/reference/formats.md §6 (the
+The expected values below are transcribed by hand from the research vectors spec/sources.md §6 lists (the
 research's executed, ported or emulated results), independently of the code that generates the
 JSON. Corrections to the research are marked CORRECTION with the reason.
 """
@@ -88,7 +88,7 @@ EXPECTED: dict[int, dict[str, tuple[int, list[int]]]] = {
         (TORCHAO3, (0xFF, [3, 0])), (g("torchao-rceil"), (0xFF, ALL3)),
         (g("triton-round-up"), (0x00, [7, 0])), (g("triton-round-down"), (0xFF, [7, 0])),
         (g("quark"), (0x7F, ALL7)), (g("quark-triton"), (0xFF, ALL7)),
-        # CORRECTION: formats.md lists 0xFF, the output of generate_mx_scales alone; the byte
+        # CORRECTION: the research lists 0xFF, the output of generate_mx_scales alone; the byte
         # compressed-tensors writes, after compress_mx_scale (127 + int32(floor(log2(inf)))),
         # is 0x7F on x86 (executed with compressed-tensors 0.20.1, a one-block tensor).
         (g("compressed-tensors"), (0x7F, [0, 0])),
@@ -193,7 +193,7 @@ DECODE_EXPECTED: dict[tuple[str, str, str], list[str]] = {
     ("48", "triton", "bfloat16"): ["0x0040"],
     ("48", "compressed-tensors", "bfloat16"): ["0x0040"],
     # ... except in Quark's Triton dequant, which builds the scale as b << 7 (DECISION, spec/mx.md
-    # §6: quark/torch/kernel/mx/triton.py L284; checkpoints.md §2.5 is right, formats.md §3.9 not)
+    # §6: quark/torch/kernel/mx/triton.py L284; sources.md §C2.5 is right, §3.9 not)
     ("48", "quark-triton", "bfloat16"): ["0x0000"],
     # #49: scale 0xFF, elements [0.5, 1.0]
     ("49", "ocp", "float16"): _f16([0x7E00, 0x7E00, 0x7E00]),
@@ -209,7 +209,7 @@ DECODE_EXPECTED: dict[tuple[str, str, str], list[str]] = {
     # #51: scale 2^-25, element 6.0: exact 3 * 2^-24; Quark HIP fp16 flushes the scale
     ("51", "ocp", "float16"): _f16([0x0003]),
     ("51", "quark-hip-fp16", "float16"): _f16([0x0000]),
-    # formats.md §4 (sglang PR #25519): byte 134 (scale 128.0) is NaN, byte 255 +Inf
+    # sources.md §4 (sglang PR #25519): byte 134 (scale 128.0) is NaN, byte 255 +Inf
     ("§4 sglang#25519", "vllm-e8m0-to-f32", "float32"): ["0x7FC00000", "0x7FC00000"],
     ("§4 sglang#25519", "ocp", "float32"): ["0x43000000", "0x00000000"],
 }

@@ -230,7 +230,7 @@ def test_ml_dtypes_e8m0(src: str) -> None:
 
 
 def test_e8m0_known_values_both_libraries(torch: ModuleType) -> None:
-    """The E8M0 table of formats.md §6.4, against both libraries and our modes."""
+    """The E8M0 table of sources.md §6.4, against both libraries and our modes."""
     x = np.array(
         [0.0, -1.0, 3.0, 0.75, _HUGE_TIE, 2.0**-128, np.inf, np.nan, 1.5, 1.25 * _TINY],
         dtype=np.float32,

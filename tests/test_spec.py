@@ -1,5 +1,5 @@
 """spec/: committed files equal the generator's output; vectors agree with the reference, with
-the independent oracle and with the values executed in shared/reference/formats.md §6.4-6.5."""
+the independent oracle and with the values executed that spec/sources.md §6.4-6.5 records."""
 
 from __future__ import annotations
 
@@ -78,7 +78,7 @@ def _expected(name: str, x: float, rounding: str, overflow: str) -> str:
     return specgen.expected_code(fmt, x, rounding, overflow)
 
 
-# formats.md §6.4 (E8M0) and §6.5 (FP8), executed with torch 2.14.1 and ml_dtypes 0.6.0. Each row:
+# sources.md §6.4 (E8M0) and §6.5 (FP8), executed with torch 2.14.1 and ml_dtypes 0.6.0. Each row:
 # (vector #, format, input, rounding, overflow, our code, what the research recorded and why).
 EXECUTED = [
     ("25", "e8m0", 3.0, "nearest-linear", "saturate", "0x81", "torch and ml_dtypes: ties up"),
@@ -219,12 +219,12 @@ def test_every_citation_in_the_spec_resolves_to_sources_md() -> None:
 
 
 def test_every_sources_md_citation_in_code_and_docs_resolves() -> None:
-    """The generators, the reference, the kernels and the docs cite ``sources.md §N`` too
-    (a range ``§3.2-§3.8`` names both ends); each section they name exists."""
+    """The generators, the reference, the kernels, the tests and the docs cite ``sources.md
+    §N`` too (a range ``§3.2-§3.8`` names both ends); each section they name exists."""
     sections = _sources_sections()
     root = SPEC.parent
     cited: dict[str, list[str]] = {}
-    for folder in ("mxformats", "kernels", "docs"):
+    for folder in ("mxformats", "kernels", "tests", "docs", "benchmarks"):
         for path in sorted((root / folder).rglob("*")):
             if path.suffix not in (".py", ".md") or "_build" in path.parts:
                 continue
@@ -237,8 +237,60 @@ def test_every_sources_md_citation_in_code_and_docs_resolves() -> None:
     assert not missing, f"cited but not in spec/sources.md: {missing}"
 
 
+#: The project's research notes, outside this repository: never a citation (the names are
+#: assembled so that this file does not hold them either).
+RESEARCH_NOTES = tuple(f"{n}.md" for n in ("checkpoints-wave2", "checkpoints", "formats", "peers",
+                                           "style")) + ("shared/" + "reference",)
+_RESEARCH = re.compile("|".join(map(re.escape, RESEARCH_NOTES)))
+#: A vector's key (``formats.md §6 #18``, ``formats.md #48``, or an f-string building one), the
+#: identity spec/vectors gives each vector and spec/sources.md maps: a lookup, not a citation.
+_VECTOR_KEY = re.compile(re.escape(RESEARCH_NOTES[2]) + r" (?:§\d+(?:\.\d+)? )?#(?:\d|\{)")
+#: Folders and files that must cite primary sources only. mxformats/specgen is left out: its
+#: strings are the vector files' keys and notes, which spec/sources.md maps.
+_CITING = ("mxformats", "kernels", "tests", "docs", "benchmarks", "README.md", "CHANGELOG.md")
+
+
+def research_citations(root: Path) -> list[str]:
+    """``path:line: text`` of every mention of a research note under :data:`_CITING` (vector
+    keys excepted)."""
+    found = []
+    for entry in _CITING:
+        top = root / entry
+        paths = [top] if top.is_file() else sorted(top.rglob("*"))
+        for path in paths:
+            rel = path.relative_to(root)
+            if (path.suffix not in (".py", ".md", ".patch", ".toml", ".txt", ".yaml", ".cfg")
+                    or rel.parts[:2] in (("mxformats", "specgen"), ("tests", "data"))
+                    or "_build" in rel.parts):
+                continue
+            for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+                if _RESEARCH.search(_VECTOR_KEY.sub("", line)):
+                    found.append(f"{rel}:{number}: {line.strip()}")
+    return found
+
+
+def test_code_tests_and_docs_cite_primary_sources_not_the_research_notes() -> None:
+    """The research notes live outside the repository: code, tests and docs cite the primary
+    source (a repository at a commit or release, with path and line) or spec/sources.md."""
+    assert research_citations(SPEC.parent) == []
+
+
+def test_the_research_citation_scan_can_fail(tmp_path: Path) -> None:
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_x.py").write_text(
+        f"# see {RESEARCH_NOTES[1]} §6.2\n"
+        f'KEY = f"{RESEARCH_NOTES[2]} §6 #{{n}}"  # a vector key: allowed\n'
+        f"# {RESEARCH_NOTES[2]} §3.1 as a citation\n", encoding="utf-8")
+    (tmp_path / "mxformats" / "specgen").mkdir(parents=True)
+    (tmp_path / "mxformats" / "specgen" / "x.py").write_text(
+        f'NOTE = "{RESEARCH_NOTES[2]} §6"\n', encoding="utf-8")
+    assert [c.split(": ")[0] for c in research_citations(tmp_path)] == [
+        "tests/test_x.py:1", "tests/test_x.py:3"]
+
+
 def test_the_spec_names_no_file_outside_the_repository() -> None:
+    key = RESEARCH_NOTES[2] + " §"
     for path in sorted(SPEC.glob("*.md")):
         text = path.read_text(encoding="utf-8")
-        assert "formats.md §" not in text.replace("`formats.md §", ""), path.name
-        assert "shared/reference" not in text, path.name
+        assert key not in text.replace(f"`{key}", ""), path.name
+        assert RESEARCH_NOTES[-1] not in text, path.name

@@ -1,5 +1,5 @@
 """The validator's corruption corpus (issue 4, item 6): ≥ 30 declarative cases, each built from a
-generated clean twin (checkpoints.md §7.3 injectors and more), each asserting its exit code and
+generated clean twin (the injectors of tests/validate_corpus.py), each asserting its exit code and
 the exact set of findings ``(check ID, severity, tensor)`` that differ from the twin's."""
 
 from __future__ import annotations
@@ -286,7 +286,7 @@ G_IDX = first_listed("QUANT_TENSOR_MISSING", ".weight_g_idx")
 CT_G128 = {("CONFIG_QUANT", E, None)} | first_listed("QUANT_SHAPE", ".weight_scale")
 
 CASES: list[Case] = [
-    # -- files and index (checkpoints.md §6.0 1-6) --
+    # -- files and index: shard spans, headers, the index's weight_map and total_size --
     case("truncated-shard", "mxfp4", truncate, 1, {("TENSOR_SPAN", E, "model.layers.2.mlp.experts.3.up_proj.weight_scale")}),
     case("header-length-absurd", "mxfp4", absurd_length, 1, {("HEADER_LENGTH", E, None)}),
     case("header-not-utf8", "ct", header_bytes(b'{"a\xff":1}'), 1, {("HEADER_INVALID", E, None)}),

@@ -3,7 +3,8 @@
 A :class:`Case` is a declarative record: the clean twin it starts from (one generated checkpoint
 per base, see :data:`BASES`), the corruption applied to a copy, the level and options it runs
 at, its expected exit code and the exact set of findings ``(check ID, severity, tensor)`` that
-differ from the clean twin's. The injectors follow checkpoints.md §7.3; each edits files on
+differ from the clean twin's. Each injector plants one load failure seen in practice (a
+truncated shard, a renamed or dropped tensor, a wrong dtype, shape or scale) and edits files on
 disk only (shards through :mod:`mxformats.tensorfile`, headers byte by byte).
 """
 

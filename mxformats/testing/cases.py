@@ -407,7 +407,7 @@ def _reference_blocks(b: _Builder, elem: Format) -> None:
         (22, [3e38, 1.0]),
     ]
     for number, block in blocks:
-        b.add(f"reference: formats.md vector {number}", block)
+        b.add(f"reference: sources.md §6 #{number}", block)
 
 
 def _tiny_blocks(b: _Builder, elem: Format, dtype: str) -> None:
@@ -680,9 +680,9 @@ def _int4_reference(b: _Builder) -> None:
     """The INT4 cases of spec/sources.md §6.7 (vectors 42 and 43): where x / s
     and x · (1/s) round differently."""
     amax = 0.9083542823791504
-    b.add("reference: formats.md vector 42 (x = -amax)", [amax, -amax, 0.5 * amax])
+    b.add("reference: sources.md §6.7 #42 (x = -amax)", [amax, -amax, 0.5 * amax])
     s = 0.1012464091181755
-    b.add("reference: formats.md vector 43", [s * _INT4_AMAX_STEPS, 0.15186960995197296])
+    b.add("reference: sources.md §6.7 #43", [s * _INT4_AMAX_STEPS, 0.15186960995197296])
 
 
 def int4_groups(

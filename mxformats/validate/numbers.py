@@ -332,8 +332,13 @@ def w4a8_row_tightness(q: NDArray[Any], scale_2: NDArray[Any] | None = None) -> 
 
 def w4a8_scale2_severity(top: float) -> Severity | None:
     """The verdict on max(weight_scale_2) of a W4A8 tensor: None within 1e-3 (relative) of
-    :data:`W4A8_SCALE2_MAX`, a warning below, an error above (no row can then map to FP8 448;
-    checkpoints.md §6.2 check 6)."""
+    :data:`W4A8_SCALE2_MAX`, a warning below, an error above (no row can then map to FP8 448).
+
+    Why 448/7.5: Quark's FP8 stage maps the tensor's amax to 448 (``calculate_qmin_qmax`` gives
+    e4m3 ±448, ``quark/torch/quantization/utils.py:117`` in ``amd-quark==0.13``), and its
+    symmetric INT4 stage divides each row's amax by ``(quant_max - quant_min) / 2 = 7.5``
+    (``quark/torch/quantization/observer/observer.py:280``), so the row holding the amax gets
+    448/7.5 (measured on the producer fixture, tests/data/producers/README.md)."""
     if abs(top / W4A8_SCALE2_MAX - 1) <= W4A8_SCALE2_TOLERANCE:
         return None
     return Severity.ERROR if top > W4A8_SCALE2_MAX else Severity.WARNING

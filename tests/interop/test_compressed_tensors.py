@@ -106,7 +106,7 @@ def _check_mxfp4(x: np.ndarray, labels: list[str] | None = None) -> dict[str, in
     return outcomes
 
 
-# The wrapper against formats.md §6 (compressed-tensors columns; the vectors list the byte
+# The wrapper against sources.md §6 (compressed-tensors columns; the vectors list the byte
 # generate_mx_scales computes, the written byte is compress_mx_scale's).
 MX_VECTORS = [
     ("6", [4.0, -0.0], 0x7F, [6, 0]),
@@ -138,7 +138,7 @@ def test_mxfp4_wrapper_reproduces_formats_md_vectors(
 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_mxfp4_nan_inf_huge_vectors(dtype: str) -> None:
-    """Vectors 18, 19, 22: ``generate_mx_scales`` computes 255 (formats.md's 0xFF), then
+    """Vectors 18, 19, 22: ``generate_mx_scales`` computes 255 (the research's 0xFF), then
     ``compress_mx_scale`` writes 127 + int32(floor(log2(inf))) = 0x7F (x86: int32(inf) is
     INT_MIN) and every element is x / inf = 0. A single block takes torch's scalar path."""
     import torch
@@ -273,7 +273,7 @@ def test_int4_consumer_decompress(dtype: str) -> None:
     assert P.same_floats(ours, theirs)
 
 
-INT4_VECTORS = [  # formats.md §6.7
+INT4_VECTORS = [  # sources.md §6.7
     ("44", [0, 1, 2, 3, 4, 5, 6, 7], 0xFEDCBA98),
     ("45", [-8, -7, -6, -5, -4, -3, -2, -1], 0x76543210),
 ]
@@ -292,7 +292,7 @@ def test_pack_to_int32_reproduces_formats_md_vectors(vector: str, values: list[i
 
 
 def test_int4_vector_42_true_division_in_bf16_and_f32() -> None:
-    """formats.md #42: x = -amax (amax 0.9083542823791504) is stored as -8 (x / s = -7.5
+    """sources.md §6.7 #42: x = -amax (amax 0.9083542823791504) is stored as -8 (x / s = -7.5
     rounds to even). The group is float32 here (the vector's values are float32)."""
     amax = 0.9083542823791504
     x = np.zeros((1, 32), dtype=np.float32)

@@ -1,12 +1,12 @@
 """ml_dtypes casts (0.6.0 pinned; version-keyed differences in ``tests/peers.py``) against mxformats where they define the same thing.
 
-* ``ocp`` producer elements = ml_dtypes' cast of ``x / 2**e`` (formats.md §6.2/§6.3:
+* ``ocp`` producer elements = ml_dtypes' cast of ``x / 2**e`` (sources.md §6.2/§6.3:
   "ml_dtypes + FLOOR"): ml_dtypes rounds to nearest-even from the exact quotient (float64) to
   ``float4_e2m1fn``, ``float6_e2m3fn``, ``float6_e3m2fn``, ``float8_e4m3fn``, ``float8_e5m2``.
   Where they differ, the divergence is asserted, not skipped: ml_dtypes' E4M3FN overflow gives
   NaN (0x7F, |q| > 464) and E5M2's gives Inf (0x7C, |q| >= 61440) where ``ocp`` saturates; a
   NaN/Inf block is a NaN block in ``ocp`` (0xFF, codes 0) where ml_dtypes casts each element
-  (E2M1: +NaN → 0x8, -NaN → 0x0, ±Inf → ±6; formats.md §3.1).
+  (E2M1: +NaN → 0x8, -NaN → 0x0, ±Inf → ±6; sources.md §3.1).
 * ``ocp`` consumer = ml_dtypes decode of the codes × ml_dtypes ``float8_e8m0fnu`` decode of
   the scale, for every code and every scale byte, into float32, bfloat16 and float16 (the
   products are exact in float32, so the one rounding matches the profile's).
@@ -63,7 +63,7 @@ def _check_ocp(x: np.ndarray, elem: str) -> None:
             wide = xb[special].astype(np.float64)
         ml = _ml_codes(wide, elem)
         sign = np.signbit(wide)
-        assert np.all(ml[nan] == np.where(sign[nan], 0x0, 0x8))  # formats.md §3.1
+        assert np.all(ml[nan] == np.where(sign[nan], 0x0, 0x8))  # sources.md §3.1
     finite = ~special
     with np.errstate(over="ignore"):
         q = xb[finite].astype(np.float64) * np.exp2(127.0 - scales[finite])[:, None]
@@ -140,7 +140,7 @@ def test_ocp_consumer_is_ml_dtypes_decode(elem: str, out: str) -> None:
 
 
 def test_ml_dtypes_nan_and_inf_element_codes() -> None:
-    """formats.md §3.1, asserted on the installed ml_dtypes: E2M1 +NaN → 0x8 (-0), -NaN →
+    """sources.md §3.1, asserted on the installed ml_dtypes: E2M1 +NaN → 0x8 (-0), -NaN →
     0x0, ±Inf → ±6, no saturation for E4M3FN (464 ties to 448, 464.0001 and Inf → NaN)."""
     x = np.array([np.nan, -np.nan, np.inf, -np.inf, 7.0, 1e9])
     assert _ml_codes(x, "e2m1").tolist() == [0x8, 0x0, 0x7, 0xF, 0x7, 0x7]
@@ -159,7 +159,7 @@ def test_int4_nibbles_read_as_ml_dtypes_int4_uint4() -> None:
 
 
 def test_ml_dtypes_int4_cast_truncates_and_wraps() -> None:
-    """formats.md #46: ml_dtypes' int4 is a storage type, not a quantizer."""
+    """sources.md §6.7 #46: ml_dtypes' int4 is a storage type, not a quantizer."""
     x = np.array([9.0, 2.5, -2.5, 100.0])
     with np.errstate(invalid="ignore"):  # 0.7.0 warns on the out-of-range 9 and 100
         got = x.astype(ml_dtypes.int4).astype(np.int8).tolist()

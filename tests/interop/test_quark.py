@@ -62,7 +62,7 @@ def _block(head: list[float]) -> np.ndarray:
     return x
 
 
-# (vector, block head, {profile: (scale, codes)}), formats.md §6 ("Quark export" and "Quark
+# (vector, block head, {profile: (scale, codes)}), sources.md §6 ("Quark export" and "Quark
 # Triton" / "triton-old" entries)
 VECTORS = [
     ("1", [6.0, 5.0], {"quark": (0x7F, [7, 6]), "quark-triton": (0x7F, [7, 7])}),
@@ -236,7 +236,7 @@ def test_int4_consumer_dequantize(group_size: int | None) -> None:
 
 
 def test_pack_4_bits_reproduces_formats_md_vectors() -> None:
-    """formats.md #44/#45: ``Pack_4_bits`` with and without reorder; ``pack_int4`` layouts
+    """sources.md §6.7 #44/#45: ``Pack_4_bits`` with and without reorder; ``pack_int4`` layouts
     ``quark`` and ``linear`` write the same words."""
     import torch
     from quark.torch.utils.pack import Pack_4_bits
@@ -281,7 +281,7 @@ def _check_int4(x: np.ndarray, group_size: int | None) -> None:
 
 
 def test_int4_vectors_42_43_reciprocal_multiply() -> None:
-    """formats.md #42: x = -amax → -7 in Quark (x · (1/s) = -7.4999995), -8 in
+    """sources.md §6.7 #42: x = -amax → -7 in Quark (x · (1/s) = -7.4999995), -8 in
     compressed-tensors; #43: x = 0.15186960995197296 at s = 0.1012464091181755 → 1."""
     import torch
     from quark.torch.kernel.hw_emulation.hw_emulation_interface import (

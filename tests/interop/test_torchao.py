@@ -54,7 +54,7 @@ def _check(x: np.ndarray, elem: str, profile: str, labels: list[str] | None = No
         assert np.all(ours[1].reshape(-1)[rows] == 0xFF)
 
 
-# -- the wrapper against formats.md §6 (values executed with torchao 0.18.0) --------------------
+# -- the wrapper against sources.md §6 (values executed with torchao 0.18.0) --------------------
 
 Z = [0.0] * 30
 
@@ -127,7 +127,7 @@ def test_wrapper_reproduces_formats_md_vectors(
     vector: str, head: list[float], elem: str, expected: dict[str, tuple[int, list[int]]]
 ) -> None:
     """The wrapper's byte layout (scale view, E2M1 nibble order, FP8 bytes) is right: the real
-    to_mx gives the bytes formats.md §6 records for torchao, and so does the profile."""
+    to_mx gives the bytes sources.md §6 records for torchao, and so does the profile."""
     x = np.array([_block(*head)], dtype=np.float32)
     for profile, (scale, codes) in expected.items():
         got_codes, got_scales = P.torchao_to_mx(x, elem, profile)

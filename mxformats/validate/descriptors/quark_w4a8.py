@@ -106,7 +106,9 @@ class QuarkW4A8(QuarkDescriptor):
         if method != "reorder":
             yield Finding(
                 PACK_METHOD,
-                f"export.pack_method is {method!r}, not 'reorder' (checkpoints.md §6.2 check 3)",
+                f"export.pack_method is {method!r}, not 'reorder': vLLM reads it "
+                "(quark/quark.py:277) but QuarkW4A8Fp8MoEMethod (quark/quark_moe.py:1406) "
+                "hands the words to AITER's reorder-order kernel unchanged (vllm==0.33.0)",
                 file="config.json",
             )
 
@@ -124,7 +126,8 @@ class QuarkW4A8(QuarkDescriptor):
 
     def scale_findings(self, ckpt: Checkpoint, module: Module,
                        arrays: dict[str, NDArray[Any]]) -> Iterator[Finding]:
-        # checkpoints.md §6.2 checks 5-6: a zero scale is an error, vLLM asserts on it
+        # a zero scale is an error: vLLM asserts "fp8 weight scale cannot be zero"
+        # (vllm/model_executor/layers/quantization/quark/quark_moe.py:1507 @ vllm==0.33.0)
         for p in self.scale_params:
             ref, s = module.tensors[p], arrays[p]
             yield from scale_findings(ref, s, zero_severity=Severity.ERROR)
