@@ -16,7 +16,7 @@ from mxformats.validate.descriptors import ct_int4, fp8_block_deepseek
 from mxformats.validate.files import load
 from mxformats.validate.findings import Level
 from mxformats.validate.model import Options
-from mxformats.validate.preflight import Row, grid_notes, preflight_rows
+from mxformats.validate.preflight import TARGET_NAMES, Row, grid_notes, preflight_rows
 
 PRODUCERS = Path(__file__).resolve().parent / "data" / "producers"
 INT4 = PRODUCERS / "kimi-k2-int4-compressed-tensors"
@@ -152,3 +152,123 @@ def test_cli_exit_1_on_fused_siblings_with_different_schemes(
     assert main(["preflight", "--json", str(folder)]) == 1
     data = json.loads(capsys.readouterr().out)
     assert "FUSED_PAIR_MISMATCH" in {f["check"] for f in data["findings"]}
+
+
+# -- SGLang rules (sglang==0.5.23) and the mixed-precision composition ---------------------------
+
+def _sglang(folder: Path) -> dict[str, Row]:
+    return {t: r for (e, t), r in _rows(folder).items() if e == "sglang"}
+
+
+def _cites_a_line(source: str) -> bool:
+    """A rule's source names a repository, a file with its line and a release or commit."""
+    import re
+    return bool(re.search(r"\.py:\d+", source)) and " @ " in source
+
+
+def test_quark_mxfp4_sglang_needs_aiter() -> None:
+    """SGLang's Quark MXFP4 MoE raises without the AITER runner (CUDA), preshuffles for its FP4
+    kernels on gfx95 only (MI355X native, MI300X upcast)."""
+    rows = _sglang(PRODUCERS / "kimi-k2-mxfp4-quark")
+    assert {t: r.path for t, r in rows.items()} == {
+        "H100/H200": "unsupported", "B200/GB200": "unsupported", "MI300X": "emulated",
+        "MI355X": "native"}
+    assert "create_moe_runner" in rows["B200/GB200"].what and rows["B200/GB200"].tp == []
+    assert all(_cites_a_line(r.source) for r in rows.values())
+    assert "quark_w4a4_mxfp4_moe.py:1062" in rows["H100/H200"].source
+
+
+def test_quark_w4a8_sglang_has_no_scheme() -> None:
+    rows = _sglang(PRODUCERS / "kimi-k2-w4a8-quark")
+    assert {r.path for r in rows.values()} == {"unsupported"}
+    assert all("quark.py:438" in r.source and r.tp == [] for r in rows.values())
+
+
+def test_ct_nvfp4_sglang_marlin_below_sm100_and_nothing_on_rocm() -> None:
+    rows = _rows(PRODUCERS / "kimi-k2-nvfp4-compressed-tensors")
+    assert [rows["sglang", t].path for t in ("B200/GB200", "H100/H200", "MI300X", "MI355X")] == [
+        "native", "emulated", "unsupported", "unsupported"]
+    assert "Marlin" in rows["sglang", "H100/H200"].what
+    assert "input_global_scale" in rows["sglang", "H100/H200"].what
+    assert "marlin_utils_fp4.py:21" in rows["sglang", "MI300X"].source
+    # vLLM's rows cite its compressed-tensors scheme, not the ModelOpt one
+    assert all("compressed_tensors" in rows["vllm", t].source and
+               "modelopt" not in rows["vllm", t].source for t in TARGET_NAMES)
+
+
+def test_fp8_block_ct_runs_everywhere_modelopt_pb_wo_not_in_sglang(tmp_path: Path) -> None:
+    from validate_corpus import make_modelopt_fp8_block
+
+    ct = _rows(PRODUCERS / "kimi-k2-fp8-block-compressed-tensors")
+    assert {r.path for r in ct.values()} == {"native"}
+    modelopt = _sglang(make_modelopt_fp8_block(tmp_path / "pbwo"))
+    assert {r.path for r in modelopt.values()} == {"unsupported"}
+    assert all("modelopt_quant.py:510" in r.source for r in modelopt.values())
+
+
+@pytest.fixture(scope="module")
+def mixed_ct(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from validate_corpus import make_mixed_ct
+    return make_mixed_ct(tmp_path_factory.mktemp("ct") / "mixed")
+
+
+@pytest.fixture(scope="module")
+def mixed_modelopt(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from validate_corpus import make_modelopt_mixed
+    return make_modelopt_mixed(tmp_path_factory.mktemp("mo") / "mixed")
+
+
+def test_ct_mixed_runs_as_its_worst_member(mixed_ct: Path) -> None:
+    """INT4 layers (Marlin on CUDA, Triton on ROCm) with NVFP4 layers (FP4 on sm100, weight-only
+    Marlin on sm90, nothing on ROCm): native only where both are."""
+    rows = _sglang(mixed_ct)
+    assert {t: r.path for t, r in rows.items()} == {
+        "H100/H200": "emulated", "B200/GB200": "native", "MI300X": "unsupported",
+        "MI355X": "unsupported"}
+    b200 = rows["B200/GB200"]
+    assert b200.what.startswith("compressed-tensors-int4 layers: ")
+    assert "; compressed-tensors-nvfp4 layers: " in b200.what
+    assert b200.source.startswith("sgl-project/sglang python/sglang/srt/layers/quantization/"
+                                  "compressed_tensors/compressed_tensors.py:377")
+    assert rows["MI300X"].tp == [] and b200.tp != []
+
+
+def test_modelopt_mixed_sglang_dispatch(mixed_modelopt: Path, tmp_path: Path) -> None:
+    """All-NVFP4 layers: SGLang's ModelOptMixedPrecisionConfig with the NVFP4 rules. A block-FP8
+    layer runs in SGLang's mixed dispatcher (standalone FP8_PB_WO it refuses); with no NVFP4
+    layer at all SGLang reads the file as w4afp8: undeclared."""
+    rows = _sglang(mixed_modelopt)
+    assert rows["B200/GB200"].path == "native"
+    assert "modelopt_quant.py:1036" in rows["B200/GB200"].source
+    folder = tmp_path / "mixed"
+    shutil.copytree(mixed_modelopt, folder)
+
+    def retag(count: int | None) -> dict[str, Row]:
+        cfg = json.loads((folder / "config.json").read_text())
+        table = cfg["quantization_config"]["quantized_layers"]
+        for layer in sorted(table)[:count]:
+            table[layer]["quant_algo"] = "FP8_PB_WO"
+        (folder / "config.json").write_text(json.dumps(cfg))
+        return _sglang(folder)
+
+    one = retag(1)["B200/GB200"]
+    assert one.path == "native" and "modelopt-fp8-block layers: FP8 block" in one.what
+    assert "modelopt_quant.py:1086" in one.source
+    assert {r.path for r in retag(None).values()} == {"undeclared"}
+
+
+def test_validate_target_on_a_mixed_checkpoint_uses_its_members(mixed_ct: Path) -> None:
+    """``validate --target`` (vLLM) reads the same composition: MI300X runs the INT4 layers
+    through fallback kernels, so the checkpoint is on a slow path there."""
+    from mxformats.validate import deployment
+    from mxformats.validate.descriptors import ct_mixed
+
+    ckpt = load(str(mixed_ct), Options(level=Level.STRUCTURE)).ckpt
+    assert ckpt is not None
+    said = ct_mixed.DESCRIPTOR.kernel("mi300x", "rocm", "gfx942", ckpt)
+    assert said is not None and said[0] == "slow"
+    assert ct_mixed.DESCRIPTOR.kernel("mi300x", "rocm", "gfx942") is None  # no members known
+    found = deployment.deployment_problems(
+        ct_mixed.DESCRIPTOR, "mi300x", 1, 1, experts=4, moe_intermediate=96, intermediate=256,
+        heads=8, ckpt=ckpt)
+    assert [c for c, _ in found] == ["DEPLOY_SLOW_PATH"]

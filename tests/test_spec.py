@@ -239,8 +239,8 @@ def test_every_sources_md_citation_in_code_and_docs_resolves() -> None:
 
 #: The project's research notes, outside this repository: never a citation (the names are
 #: assembled so that this file does not hold them either).
-RESEARCH_NOTES = tuple(f"{n}.md" for n in ("checkpoints-wave2", "checkpoints", "formats", "peers",
-                                           "style")) + ("shared/" + "reference",)
+RESEARCH_NOTES = (*(f"{n}.md" for n in ("checkpoints-wave2", "checkpoints", "formats", "peers",
+                                         "style")), "shared/" + "reference")
 _RESEARCH = re.compile("|".join(map(re.escape, RESEARCH_NOTES)))
 #: A vector's key (``formats.md §6 #18``, ``formats.md #48``, or an f-string building one), the
 #: identity spec/vectors gives each vector and spec/sources.md maps: a lookup, not a citation.

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from ..model import CheckpointFormat
@@ -56,10 +57,10 @@ class CompressedTensorsMixed(MixedDescriptor, CompressedTensorsDescriptor):
     profile = "per group"
     #: both engines read each config group's own ``format`` and pick the group's scheme per
     #: layer (the members' own loaders)
-    dispatcher = {
+    dispatcher = MappingProxyType({
         "sglang": ("sgl-project/sglang python/sglang/srt/layers/quantization/compressed_tensors/"
                    "compressed_tensors.py:377 (a group's format) @ sglang==0.5.23"),
-    }
+    })
 
     def detect(self, configs: Configs) -> str | None:
         found = [member_for(w) for _, w in weight_schemes(configs)]

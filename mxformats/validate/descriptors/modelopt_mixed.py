@@ -10,6 +10,7 @@ An empty table raises. Each module is checked against its own layer's format.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from ..findings import Finding, Severity
@@ -80,7 +81,7 @@ class ModelOptMixed(MixedDescriptor, ModelOptDescriptor):
     algos = ("MIXED_PRECISION",)
     profile = "per layer"
 
-    dispatcher = {"sglang": _SGLANG_DISPATCH}
+    dispatcher = MappingProxyType({"sglang": _SGLANG_DISPATCH})
 
     def member_path(self, ckpt: Checkpoint, member: Descriptor, engine: str, vendor: str,
                     arch: str) -> EnginePath | None:

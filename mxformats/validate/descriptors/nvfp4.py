@@ -91,7 +91,7 @@ class NVFP4Descriptor(Descriptor):
     gate_up_severity = Severity.WARNING
     gate_up_loader = ""
 
-    engine_paths = (
+    engine_paths: tuple[EnginePath, ...] = (
         EnginePath("vllm", "native", "NVFP4 on {target} runs native FP4 tensor-core GEMMs "
                    "(CUTLASS / FlashInfer)", _VLLM_MODELOPT, archs=("sm100",)),
         EnginePath("vllm", "emulated", "NVFP4 on {target} ({arch}) has no FP4 tensor cores: "
