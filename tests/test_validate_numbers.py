@@ -56,7 +56,13 @@ def _numbers(folder: Path, opts: Options = FULL) -> list[Finding]:
 
 
 def _problems(findings: list[Finding]) -> set[tuple[str, str | None]]:
-    return {(f.check.id, f.tensor) for f in findings if f.check.id != "CODE_HISTOGRAM"}
+    return {(f.check.id, f.tensor) for f in findings
+            if f.check.id not in ("CODE_HISTOGRAM", "FINGERPRINT")}
+
+
+def _prints(findings: list[Finding]) -> list[str]:
+    """The FINGERPRINT sentences (its JSON extras)."""
+    return [p for f in findings if f.check.id == "FINGERPRINT" for p in f.extra["fingerprints"]]
 
 
 def _plant(tmp_path: Path, fixture: str, edits: dict[str, Callable[[np.ndarray], Any]]) -> Path:
@@ -162,7 +168,10 @@ def test_silent_on_generated_checkpoints(tmp_path: Path, fmt: str, multimodal: b
     folder = make_kimi_checkpoint(tmp_path / "q", fmt, multimodal=multimodal, seed=3)
     findings = _numbers(folder)
     assert not _problems(findings)
-    assert _ids(findings) == Counter({"CODE_HISTOGRAM": 1})
+    # the quark profile writes every E2M1 zero as +0, as Quark does: its provenance shows
+    quark = fmt == "quark-mxfp4"
+    assert _ids(findings) == Counter({"CODE_HISTOGRAM": 1, "FINGERPRINT": int(quark)})
+    assert [p.startswith("no E2M1 -0 (code 8)") for p in _prints(findings)] == [True] * quark
 
 
 def test_nothing_runs_at_structure_level_or_on_bf16() -> None:
@@ -560,3 +569,90 @@ def test_code_histogram_counts_are_in_the_json_extras(tmp_path: Path,
                               for w in weights])
     assert hist["extras"] == {"fp4": np.bincount(nibbles, minlength=16).tolist()}
     assert sum(hist["extras"]["fp4"]) == 2 * sum(w.size for w in weights)
+
+
+# -- fingerprints: the producer the numbers point to -----------------------------------------
+
+#: layer 0's dense down_proj is [128, 256]: two FP8 tiles side by side; zeroing the second
+#: leaves every row non-zero
+DOWN0 = "model.layers.0.mlp.down_proj"
+#: DeepGEMM per_block_cast_to_fp8: float32(max(amax, 1e-4)) / 448 for an all-zero tile
+DEEPGEMM_ZERO = float(np.float32(1e-4) / np.float32(448.0))
+
+
+def _zero_tile(tmp_path: Path, fixture: str, scale_param: str, scale: float) -> list[Finding]:
+    def codes(a: np.ndarray) -> None:
+        a[:, 128:] = 0
+
+    folder = _plant(tmp_path, fixture, {f"{DOWN0}.weight": codes,
+                                        f"{DOWN0}.{scale_param}": _set((0, 1), scale)})
+    return _numbers(folder)
+
+
+@pytest.mark.parametrize(("fixture", "param", "scale", "producers", "warned"), [
+    ("kimi-k2-fp8-block-deepseek", "weight_scale_inv", DEEPGEMM_ZERO, ("deepseek", "deepgemm"),
+     False),
+    ("kimi-k2-fp8-block-compressed-tensors", "weight_scale", 2.0**-7, ("compressed-tensors",),
+     False),
+    # a UE8M0 writer's zero tile (2^-22) in a compressed-tensors file: named, and warned
+    ("kimi-k2-fp8-block-compressed-tensors", "weight_scale", 2.0**-22, ("ue8m0",), True),
+], ids=["deepgemm", "llm-compressor", "ue8m0-in-ct"])
+def test_zero_fp8_tile_names_its_producer(tmp_path: Path, fixture: str, param: str,
+                                          scale: float, producers: tuple[str, ...],
+                                          warned: bool) -> None:
+    findings = _zero_tile(tmp_path, fixture, param, scale)
+    [mark] = [p for p in _prints(findings) if "all-zero FP8 tiles" in p]
+    head, _, who = mark.partition(": ")
+    assert head == f"1 all-zero FP8 tiles with scale {scale:.8g}"
+    assert [name.split(" (")[0] for name in who.split("; ")] == list(producers)
+    assert (("FP8_ZERO_TILE_SCALE", f"{DOWN0}.{param}") in _problems(findings)) is warned
+
+
+def test_zero_fp8_tile_of_no_known_producer_is_no_fingerprint(tmp_path: Path) -> None:
+    """The other side: the fixtures have no zero tile, and a zero tile whose scale no producer
+    writes is the FP8_ZERO_TILE_SCALE warning alone."""
+    assert _prints(_numbers(PRODUCERS / "kimi-k2-fp8-block-deepseek")) == []
+    findings = _zero_tile(tmp_path, "kimi-k2-fp8-block-deepseek", "weight_scale_inv", 0.5)
+    assert not [p for p in _prints(findings) if "all-zero" in p]
+    assert ("FP8_ZERO_TILE_SCALE", f"{DOWN0}.weight_scale_inv") in _problems(findings)
+
+
+@pytest.mark.parametrize(("scale", "producer"), [(1.0, "modelopt"), (0.125, "compressed-tensors"),
+                                                 (2.0, None)])
+def test_zero_nvfp4_block_names_its_producer(tmp_path: Path, scale: float,
+                                             producer: str | None) -> None:
+    """ModelOpt writes 1.0 for an all-zero block, compressed-tensors 0.125; another value
+    names nobody."""
+    gate = EXPERT.format(0, "gate_proj")
+
+    def codes(a: np.ndarray) -> None:
+        a[0, :8] = 0  # block (0, 0): 16 E2M1 codes, 8 bytes
+
+    folder = _plant(tmp_path, "kimi-k2-nvfp4-modelopt", {f"{gate}.weight": codes,
+                                                           f"{gate}.weight_scale": _set((0, 0), scale)})
+    marks = [p for p in _prints(_numbers(folder)) if "all-zero NVFP4 blocks" in p]
+    if producer is None:
+        assert marks == []
+    else:
+        assert len(marks) == 1
+        assert marks[0].startswith(f"1 all-zero NVFP4 blocks with scale {scale:.8g}: {producer} (")
+
+
+def test_negative_zero_fingerprint_both_sides() -> None:
+    """E2M1 -0 shows the producer keeps the sign of a value rounding to zero (both NVFP4
+    producers), its absence among zeros and negatives that it writes +0 (Quark MXFP4)."""
+    nvfp4 = _prints(_numbers(PRODUCERS / "kimi-k2-nvfp4-modelopt"))
+    assert sum(p.startswith("E2M1 -0 (code 8) in ") for p in nvfp4) == 1
+    quark = _prints(_numbers(PRODUCERS / MXFP4))
+    assert [p for p in quark if "-0" in p][0].startswith("no E2M1 -0 (code 8) among ")
+    hist = np.zeros(16, np.int64)
+    assert numbers.negative_zero_fingerprint(None) == []
+    assert numbers.negative_zero_fingerprint(hist) == []
+    hist[1] = 5  # positive codes only: nothing tells
+    assert numbers.negative_zero_fingerprint(hist) == []
+    hist[0] = 3
+    assert numbers.negative_zero_fingerprint(hist) == []  # zeros, but no negative value
+    hist[9] = 2
+    assert numbers.negative_zero_fingerprint(hist)[0].startswith("no E2M1 -0")
+    hist[8] = 1
+    assert numbers.negative_zero_fingerprint(hist)[0].startswith("E2M1 -0 (code 8) in 1 of 11 ")

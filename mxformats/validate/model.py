@@ -33,7 +33,7 @@ from __future__ import annotations
 import difflib
 import os
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -448,11 +448,24 @@ class Checkpoint:
 @dataclass
 class CodeStats:
     """What a module's code checks leave for the checkpoint-wide ones: the code histogram by
-    kind (``fp4``, ``int4``) and the dequantized RMS of the sampled rows (None: not computed,
-    the per-expert checks skip the module)."""
+    kind (``fp4``, ``int4``), the dequantized RMS of the sampled rows (None: not computed,
+    the per-expert checks skip the module), and the all-zero blocks whose scale names the
+    producer that wrote them (``zero_blocks``: what the scale says -> how many blocks)."""
 
     hist: dict[str, NDArray[Any]] = field(default_factory=dict)
     rms: float | None = None
+    zero_blocks: dict[str, int] = field(default_factory=dict)
+
+    def count_zero_blocks(self, scales: NDArray[Any], known: Mapping[float, str],
+                          unit: str) -> None:
+        """Count the (decoded) ``scales`` of all-zero blocks whose value ``known`` maps to a
+        producer; other values are left to the format's own checks."""
+        values, counts = np.unique(np.asarray(scales, np.float64), return_counts=True)
+        for value, n in zip(values.tolist(), counts.tolist(), strict=True):
+            who = known.get(value)
+            if who is not None:
+                key = f"{unit} with scale {value:.8g}: {who}"
+                self.zero_blocks[key] = self.zero_blocks.get(key, 0) + n
 
 
 @dataclass

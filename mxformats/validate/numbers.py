@@ -130,7 +130,10 @@ FINGERPRINT = declare(
     "Which producer, recipe or calibration the numbers point to (the JSON finding's extras "
     "list each): INT4 codes that never use -8 (QAT: Kimi's official INT4 uses 15 of 16 codes), "
     "one activation scale shared by every expert of a layer (one calibration value per layer, "
-    "or experts never routed during calibration), gate and up sharing one global scale.",
+    "or experts never routed during calibration), gate and up sharing one global scale, "
+    "power-of-two FP8 block scales nobody declared, E2M1 -0 kept or never written, and the "
+    "scale of all-zero FP8 tiles (1e-4/448 DeepGEMM, 2^-7 llm-compressor, 2^-22 UE8M0) and "
+    "NVFP4 blocks (1.0 ModelOpt, 0.125 compressed-tensors).",
     "Nothing to fix: provenance.")
 ROW_ALL_ZERO = declare(
     "ROW_ALL_ZERO", W, _F, _N,
@@ -708,6 +711,7 @@ def run(ckpt: Checkpoint, opts: Options) -> Iterator[Finding]:
     modules = quantized_modules(ckpt)
     in_modules = {t.name for m in modules for t in m.tensors.values()}
     hist: dict[str, NDArray[np.int64]] = {}
+    zero_blocks: dict[str, int] = {}
     experts: dict[str, dict[int, dict[str, tuple[bytes, float, bool]]]] = defaultdict(dict)
     small: dict[str, dict[str, NDArray[Any]]] = {}
     lock = threading.Lock()
@@ -738,6 +742,8 @@ def run(ckpt: Checkpoint, opts: Options) -> Iterator[Finding]:
         with lock:
             for k, v in stats.hist.items():
                 hist[k] = hist.get(k, np.zeros(16, np.int64)) + v
+            for key, n in stats.zero_blocks.items():
+                zero_blocks[key] = zero_blocks.get(key, 0) + n
         match = _EXPERT.match(module.name)
         if stats.rms is None or match is None:
             return
@@ -763,8 +769,30 @@ def run(ckpt: Checkpoint, opts: Options) -> Iterator[Finding]:
             prints.append(f"INT4 codes never use -8 ({int(int4.sum())} sampled codes, "
                           f"{int(np.count_nonzero(int4))} of 16 values): quantization-aware "
                           "training, as Kimi's official INT4 releases")
+        prints.extend(negative_zero_fingerprint(hist.get("fp4")))
+        prints.extend(f"{n} {key}" for key, n in sorted(zero_blocks.items()))
     if prints:
         yield Finding(FINGERPRINT, "; ".join(prints), extra={"fingerprints": prints})
+
+
+def negative_zero_fingerprint(fp4: NDArray[np.int64] | None) -> list[str]:
+    """How the producer writes a negative value that rounds to zero, from the E2M1 code
+    histogram (code 0 is +0, code 8 is -0): with the sign kept (ModelOpt and llm-compressor
+    NVFP4, torch's and ml_dtypes' E2M1 casts, torchao's MX) or as +0 (Quark's MXFP4 export).
+    Measured on the producer fixtures (tests/data/producers/README.md). Silent when the
+    histogram holds no zero or no negative code, where neither can show."""
+    if fp4 is None or not fp4.sum():
+        return []
+    total, minus_zero = int(fp4.sum()), int(fp4[8])
+    if minus_zero:
+        return [f"E2M1 -0 (code 8) in {minus_zero} of {total} sampled codes: the producer "
+                "keeps the sign of a negative value that rounds to zero (ModelOpt, "
+                "llm-compressor, torchao; not Quark)"]
+    if fp4[0] and fp4[9:].sum():
+        return [f"no E2M1 -0 (code 8) among {total} sampled codes, {int(fp4[0])} of them "
+                "zero and some negative: the producer writes every zero as +0 (Quark's MXFP4 "
+                "export)"]
+    return []
 
 
 def _bias_and_float_findings(ckpt: Checkpoint, skip: set[str], full: bool

@@ -15,12 +15,13 @@ the producer fixtures in tests/data/producers):
 from __future__ import annotations
 
 from collections.abc import Iterator
+from functools import cache
 from typing import TYPE_CHECKING, Any
 
 import ml_dtypes
 import numpy as np
 
-from mxformats.schemes.fp8_block import dequantize_fp8_block, quantize_fp8_block
+from mxformats.schemes.fp8_block import PROFILES, dequantize_fp8_block, quantize_fp8_block
 
 from ..findings import Level, Severity, declare
 from ..numbers import Count, finding, scale_findings, where
@@ -73,6 +74,22 @@ def tile_flags(codes: NDArray[Any], block: tuple[int, int]
     nonzero = np.any(mag != 0, axis=(1, 3))
     top = np.any((mag & _TOP) == _TOP, axis=(1, 3))
     return nonzero, top
+
+
+@cache
+def zero_tile_producers() -> dict[float, str]:
+    """The scale each FP8 block producer profile writes for an all-zero tile of BF16 weights,
+    computed with the reference codec -> the profiles (library, version) that write it:
+    ``1e-4/448`` DeepGEMM's ``per_block_cast_to_fp8`` (the DeepSeek-V3 / Kimi-K2 releases),
+    ``2^-22`` its UE8M0 rounding, ``2^-7`` llm-compressor's bf16 eps, ``2e-4/448`` the first
+    converted to e4m3fnuz."""
+    zero = np.zeros((1, 1), dtype=ml_dtypes.bfloat16)
+    found: dict[float, list[str]] = {}
+    for name, profile in PROFILES.items():
+        scale = quantize_fp8_block(zero, block=(1, 1), profile=name).scales
+        found.setdefault(float(np.asarray(scale).astype(np.float64)[0, 0]), []).append(
+            f"{name} ({profile.library} {profile.version})")
+    return {value: "; ".join(names) for value, names in found.items()}
 
 
 class FP8BlockDescriptor(Descriptor):
@@ -160,6 +177,7 @@ class FP8BlockDescriptor(Descriptor):
         if loose.n:
             yield finding(FP8_TILE_NOT_TIGHT, wref, f"{loose.n} non-zero tile(s) whose largest "
                           f"|code| is below 256 (first tile {where(scales.shape, loose.first)})")
+        stats.count_zero_blocks(scales[~nonzero], zero_tile_producers(), "all-zero FP8 tiles")
         mark = self.fingerprint()
         if mark is None:
             return

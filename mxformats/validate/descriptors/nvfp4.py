@@ -17,7 +17,12 @@ from typing import TYPE_CHECKING, Any
 import ml_dtypes
 import numpy as np
 
-from mxformats.schemes.nvfp4 import DEFAULT_CONSUMER, dequantize_nvfp4, quantize_nvfp4
+from mxformats.schemes.nvfp4 import (
+    DEFAULT_CONSUMER,
+    PRODUCERS,
+    dequantize_nvfp4,
+    quantize_nvfp4,
+)
 
 from ..findings import Level, Severity, declare
 from ..numbers import Count, byte_stats, finding, scale_findings, where
@@ -64,6 +69,11 @@ NVFP4_GATE_UP_SCALE = declare(
     "and uses gate's, so up_proj is decoded off by their ratio (ModelOpt: a warning; "
     "compressed-tensors model_free_ptq writes separate scales by design: info).",
     "Calibrate gate and up with one amax (ModelOpt does for its own exports).")
+
+#: The block scale each NVFP4 producer writes for an all-zero block (its zero scale replaced:
+#: ModelOpt 1.0, compressed-tensors 0.125; measured on the producer fixtures) -> the producer.
+ZERO_BLOCK_PRODUCERS = {p.zero_block_scale: f"{p.name} ({p.library} {p.version})"
+                        for p in PRODUCERS.values()}
 
 #: E4M3FN magnitude bits; a byte with all of them set is NaN.
 _E4M3_MAG = 0x7F
@@ -147,6 +157,9 @@ class NVFP4Descriptor(Descriptor):
         scales = np.asarray(arrays["weight_scale"]).astype(np.float64)
         if st.gmax.shape != scales.shape:
             return  # the layout checks report the shapes
+        stats.hist["fp4"] = stats.hist.get("fp4", np.zeros(16, np.int64)) + st.hist
+        stats.count_zero_blocks(scales[st.gmax == 0], ZERO_BLOCK_PRODUCERS,
+                                "all-zero NVFP4 blocks")
         clamped = np.isin(scales, self.clamped_scales)
         loose = Count.of((st.gmax > 0) & (st.gmax < _SIX) & ~clamped)
         if loose.n:
