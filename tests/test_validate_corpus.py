@@ -548,6 +548,15 @@ def _fp8_pow2_but(keep: str, declare: bool = True) -> Callable[[Path], None]:
     return run
 
 
+#: DeepGEMM per_block_cast_to_fp8's scale for an all-zero tile: float32(max(0, 1e-4)) / 448
+DEEPGEMM_ZERO = float(np.float32(1e-4) / np.float32(448.0))
+
+
+def _fill(value: float) -> Callable[[Any], Any]:
+    """Every element of a tensor set to ``value`` (in its own dtype)."""
+    return lambda a: np.full(a.shape, value, a.dtype)
+
+
 def _fp8_bytes(value: int) -> Callable[[Any], Any]:
     """Every code of an FP8 weight set to the byte ``value``."""
     return lambda a: np.full(a.shape, value, np.uint8).view(a.dtype)
@@ -651,6 +660,10 @@ CASES += [
     case("ct-fp8-block-clean-full-source", "ct-fp8", lambda p: None, 0, set(), level=Level.FULL, source=True),
     case("ct-fp8-block-scale-f32", "ct-fp8", set_tensor(f"{EXPERT}.weight_scale", lambda a: a.astype(np.float32)), 1, {("QUANT_DTYPE", E, f"{EXPERT}.weight_scale")}),
     case("ct-fp8-block-zero-tile-foreign-scale", "ct-fp8", set_tensor(FP8_W, _fp8_bytes(0)), 0, {("FP8_ZERO_TILE_SCALE", W, f"{EXPERT}.weight_scale")}, level=Level.FULL),
+    # the producer of all-zero tiles, from their scale: DeepGEMM's 1e-4/448 (no warning in a DeepSeek file),
+    # a UE8M0 writer's 2^-22 in a compressed-tensors file (named, and warned: not the claimed producer's 2^-7)
+    case("fp8-block-zero-tile-deepgemm-fingerprint", "fp8", both(set_tensor(FP8_W, _fp8_bytes(0)), set_tensor(f"{EXPERT}.weight_scale_inv", _fill(DEEPGEMM_ZERO))), 0, {("FINGERPRINT", INFO, None)}, level=Level.FULL),
+    case("ct-fp8-block-zero-tile-ue8m0-fingerprint", "ct-fp8", both(set_tensor(FP8_W, _fp8_bytes(0)), set_tensor(f"{EXPERT}.weight_scale", _fill(2.0**-22))), 0, {("FP8_ZERO_TILE_SCALE", W, f"{EXPERT}.weight_scale"), ("FINGERPRINT", INFO, None)}, level=Level.FULL),
     case("ct-fp8-block-tile-just-below-256", "ct-fp8", set_tensor(FP8_W, _fp8_bytes(0x77)), 1, {("FP8_TILE_NOT_TIGHT", E, FP8_W)}, level=Level.FULL),
     case("ct-fp8-block-scale-missing", "ct-fp8", drop_tensor(f"{EXPERT}.weight_scale"), 1, {("QUANT_TENSOR_MISSING", E, f"{EXPERT}.weight_scale")}),
     case("ct-fp8-block-k25-clean-full-source", "ct-fp8-mm", lambda p: None, 0, set(), level=Level.FULL, source=True),
