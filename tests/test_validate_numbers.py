@@ -644,7 +644,7 @@ def test_negative_zero_fingerprint_both_sides() -> None:
     nvfp4 = _prints(_numbers(PRODUCERS / "kimi-k2-nvfp4-modelopt"))
     assert sum(p.startswith("E2M1 -0 (code 8) in ") for p in nvfp4) == 1
     quark = _prints(_numbers(PRODUCERS / MXFP4))
-    assert [p for p in quark if "-0" in p][0].startswith("no E2M1 -0 (code 8) among ")
+    assert next(p for p in quark if "-0" in p).startswith("no E2M1 -0 (code 8) among ")
     hist = np.zeros(16, np.int64)
     assert numbers.negative_zero_fingerprint(None) == []
     assert numbers.negative_zero_fingerprint(hist) == []

@@ -742,8 +742,8 @@ def run(ckpt: Checkpoint, opts: Options) -> Iterator[Finding]:
         with lock:
             for k, v in stats.hist.items():
                 hist[k] = hist.get(k, np.zeros(16, np.int64)) + v
-            for key, n in stats.zero_blocks.items():
-                zero_blocks[key] = zero_blocks.get(key, 0) + n
+            for said, n in stats.zero_blocks.items():
+                zero_blocks[said] = zero_blocks.get(said, 0) + n
         match = _EXPERT.match(module.name)
         if stats.rms is None or match is None:
             return
@@ -770,7 +770,7 @@ def run(ckpt: Checkpoint, opts: Options) -> Iterator[Finding]:
                           f"{int(np.count_nonzero(int4))} of 16 values): quantization-aware "
                           "training, as Kimi's official INT4 releases")
         prints.extend(negative_zero_fingerprint(hist.get("fp4")))
-        prints.extend(f"{n} {key}" for key, n in sorted(zero_blocks.items()))
+        prints.extend(f"{n} {said}" for said, n in sorted(zero_blocks.items()))
     if prints:
         yield Finding(FINGERPRINT, "; ".join(prints), extra={"fingerprints": prints})
 
