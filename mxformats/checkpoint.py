@@ -37,9 +37,9 @@ def read_tensor(
     Quark MXFP4 by ``quark-hip-bf16`` (vLLM's emulation calls Quark's ``dq_mxfp4``),
     compressed-tensors INT4 by compressed-tensors' ``decompress``, Quark W4A8 by vLLM's folded
     scales, FP8 block by vLLM's ``scaled_dequantize``, NVFP4 by its vLLM scheme. Any other
-    tensor (a BF16 weight, a scale itself) is returned as stored. ``dtype`` (numpy, ml_dtypes or torch spelling) is the
-    decoded values' type. ValueError when the folder cannot be read or its format has no
-    decoder, KeyError for a tensor it does not hold."""
+    tensor (a BF16 weight, a scale itself) is returned as stored. ``dtype`` (numpy, ml_dtypes
+    or torch spelling) is the decoded values' type. ValueError when the folder cannot be read
+    or its format has no decoder, KeyError for a tensor it does not hold."""
     from .validate.files import load
     from .validate.findings import Level
     from .validate.model import Options

@@ -98,6 +98,28 @@ def test_fast_paths_return_the_container_given() -> None:
     assert isinstance(fast.encode(E4M3FN, t), torch.Tensor)
 
 
+def test_codec_functions_take_torch_and_ml_dtypes() -> None:
+    """mxformats.codec's module-level encode and decode take the containers Format's methods
+    take (the codec imports the containers module; no cycle)."""
+    from mxformats import codec
+
+    t, n = _weights(torch.bfloat16)
+    encoded = codec.encode(E4M3FN, t)
+    assert isinstance(encoded, torch.Tensor) and encoded.device == t.device
+    assert _bits(encoded) == _bits(codec.encode(E4M3FN, n))
+    codes = np.arange(256, dtype=np.uint8)
+    tensor = torch.from_numpy(codes).view(torch.float8_e4m3fn)
+    decoded = codec.decode(E4M3FN, tensor, dtype=torch.bfloat16)
+    assert isinstance(decoded, torch.Tensor) and decoded.dtype == torch.bfloat16
+    assert _bits(decoded) == _bits(codec.decode(E4M3FN, codes, ml_dtypes.bfloat16))
+    native = codec.decode(E4M3FN, codes.view(ml_dtypes.float8_e4m3fn))
+    assert isinstance(native, np.ndarray) and _bits(native) == _bits(codec.decode(E4M3FN, codes))
+    x2 = torch.from_numpy(pack_fp4(codes[:16])).view(torch.float4_e2m1fn_x2)
+    assert _bits(codec.decode(E2M1, x2)) == _bits(codec.decode(E2M1, codes[:16]))
+    with pytest.raises(TypeError, match="not e4m3fn codes"):
+        codec.decode(E4M3FN, tensor.view(torch.float8_e5m2))
+
+
 @pytest.mark.parametrize("spelling", [torch.bfloat16, ml_dtypes.bfloat16, "bfloat16",
                                       "torch.bfloat16", np.dtype(ml_dtypes.bfloat16)])
 def test_dtype_takes_numpy_ml_dtypes_and_torch(spelling: Any) -> None:
