@@ -323,5 +323,7 @@ def test_project_urls_name_the_docs() -> None:
     import tomllib
 
     urls = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["urls"]
-    assert urls["Documentation"] == DOCS_URL
-    assert urls["Check catalogue"] == check_url("").removesuffix("#")
+    assert urls == {"Documentation": DOCS_URL, "Changelog": f"{DOCS_URL}changelog.html",
+                    "Check catalogue": check_url("").removesuffix("#")}
+    conf = (ROOT / "docs" / "conf.py").read_text()
+    assert "html_baseurl = DOCS_URL" in conf and "readthedocs" not in conf
