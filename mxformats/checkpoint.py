@@ -4,8 +4,8 @@ Built on the validator's reader: :func:`mxformats.validate.files.load` reads the
 index and the shard headers (strictly, as ``mxformats validate`` does, with the same format
 detection), :meth:`~mxformats.validate.model.Checkpoint.read` reads the module's tensors, and
 the format's descriptor (:mod:`mxformats.validate.descriptors`) decodes them with its
-:attr:`~mxformats.validate.descriptors.Descriptor.consumer`: the default consumer of the
-producer the config names, from the pairing table (:mod:`mxformats.pairing`).
+``Descriptor.consumer``: the default consumer of the producer the config names, from the
+pairing table (:mod:`mxformats.pairing`).
 """
 
 from __future__ import annotations

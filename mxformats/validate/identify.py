@@ -45,8 +45,8 @@ EXAMPLES: tuple[tuple[str, dict[str, Any] | None], ...] = (
 
 def profiles_of(fmt: CheckpointFormat) -> dict[str, str | None]:
     """The producer profile (``scheme:name``) of a detected format and its default consumer,
-    the descriptor's :attr:`~.descriptors.Descriptor.consumer` (None where the format has no
-    single producer profile here)."""
+    the descriptor's ``Descriptor.consumer`` (None where the format has no single producer
+    profile here)."""
     descriptor = by_format(fmt.value)
     consumer = descriptor.consumer
     if consumer is None:
