@@ -36,11 +36,12 @@ _SQRT2_ABOVE = float(np.sqrt(2.0))
 # -- inputs ----------------------------------------------------------------------------------
 
 
+@containers()
 def bfloat16_bits_to_float32(bits: ArrayLike) -> NDArray[np.float32]:
     """Raw bfloat16 bit patterns (uint16) to float32 values, exactly (``bits << 16``).
 
     For callers holding bfloat16 data as uint16 (e.g. read from a safetensors ``BF16`` buffer)
-    without ml_dtypes.
+    without ml_dtypes. A torch ``uint16`` tensor gives a torch float32 tensor.
     """
     b = np.asarray(bits)
     if b.dtype != np.uint16:

@@ -118,6 +118,10 @@ def test_codec_functions_take_torch_and_ml_dtypes() -> None:
     assert _bits(codec.decode(E2M1, x2)) == _bits(codec.decode(E2M1, codes[:16]))
     with pytest.raises(TypeError, match="not e4m3fn codes"):
         codec.decode(E4M3FN, tensor.view(torch.float8_e5m2))
+    bits = torch.tensor([0x3F80, 0xC040, 0x7FC0], dtype=torch.uint16)
+    widened = codec.bfloat16_bits_to_float32(bits)
+    assert isinstance(widened, torch.Tensor) and widened.dtype == torch.float32
+    assert _bits(widened) == _bits(codec.bfloat16_bits_to_float32(bits.numpy()))
 
 
 @pytest.mark.parametrize("spelling", [torch.bfloat16, ml_dtypes.bfloat16, "bfloat16",
