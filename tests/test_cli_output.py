@@ -256,6 +256,23 @@ def test_preflight_machine_format_alone_on_stdout(
         assert "::notice title=mxformats preflight::vllm: H100/H200 " in out
 
 
+@pytest.mark.parametrize("fmt", ["text", "json", "junit", "github"])
+def test_preflight_unreadable_folder_exits_2_with_the_reason(
+    fmt: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["preflight", str(tmp_path / "absent"), "--format", fmt]) == 2
+    captured = capsys.readouterr()
+    assert "cannot read" in captured.err
+    if fmt == "text":
+        assert captured.out == ""  # the reason is on stderr
+        return
+    _machine(fmt, captured.out)
+    assert "not a readable directory" in captured.out
+    if fmt == "json":
+        data = json.loads(captured.out)
+        assert data["exit"] == 2 and data["rows"] == [] and data["fatal"]
+
+
 def test_preflight_output_file_alias_quiet_and_colour(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -150,17 +150,24 @@ def _summaries(rows: list[Row]) -> list[str]:
     return [f"{engine}: {paths}" for engine, paths in _by_engine(rows).items()]
 
 
-def _renderers(report: Report, rows: list[Row], notes: list[str], output: Output
-               ) -> dict[str, Callable[[IO[str]], object]]:
+def _renderers(report: Report, rows: list[Row], notes: list[str], output: Output,
+               fatal: str | None) -> dict[str, Callable[[IO[str]], object]]:
     """The four reports of one preflight: ``validate --level structure``'s findings (each with
-    its check's catalogue ``url``, ``meaning`` and ``fix`` in JSON) and the table."""
+    its check's catalogue ``url``, ``meaning`` and ``fix`` in JSON) and the table. ``fatal``:
+    why the folder could not be read (no rows; the text report leaves it to stderr, the
+    machine reports carry it, as ``validate``'s do)."""
     from mxformats.output import JUnitCase, github_annotation, junit_xml
 
     from .report import exit_code, print_report, printable, to_github
 
-    errors = [f for f in report.findings if f.effective_severity is Severity.ERROR]
+    errors = [f"{f.check.id}: {printable(f.message)}" for f in report.findings
+              if f.effective_severity is Severity.ERROR]
+    if fatal is not None:
+        errors.append(f"cannot read the checkpoint: {printable(fatal)}")
 
     def text(fp: IO[str]) -> None:
+        if fatal is not None:
+            return
         console = output.console(fp)
         print_report(report, fp, quiet=output.quiet, console=console)
         for line in _summaries(rows) if output.quiet else ():
@@ -171,13 +178,14 @@ def _renderers(report: Report, rows: list[Row], notes: list[str], output: Output
                 console.print(f"note: {note}")
 
     def json_report(fp: IO[str]) -> None:
-        json.dump({"format": report.format, "exit": exit_code(report), "notes": notes,
+        json.dump({"format": report.format, "fatal": fatal,
+                   "exit": 2 if fatal is not None else exit_code(report), "notes": notes,
                    "findings": [f.to_json() for f in report.findings],
                    "rows": [asdict(r) for r in rows]}, fp, indent=2)
         fp.write("\n")
 
     def junit(fp: IO[str]) -> None:
-        failure = "\n".join(f"{f.check.id}: {printable(f.message)}" for f in errors) or None
+        failure = "\n".join(errors) or None
         cases = [JUnitCase("preflight", "structure", failure=failure,
                            message=f"{len(errors)} error(s)" if errors else "")]
         cases += [JUnitCase(f"preflight.{r.engine}", r.target,
@@ -188,6 +196,8 @@ def _renderers(report: Report, rows: list[Row], notes: list[str], output: Output
 
     def github(fp: IO[str]) -> None:
         fp.write(to_github(report))
+        if fatal is not None and report.fatal is None:
+            print(github_annotation("error", errors[-1], title="mxformats preflight"), file=fp)
         for line in [*_summaries(rows), *notes]:
             print(github_annotation("notice", printable(line), title="mxformats preflight"),
                   file=fp)
@@ -210,14 +220,16 @@ def cmd_preflight(args: argparse.Namespace) -> int:
         print(f"mxformats preflight: {err}", file=sys.stderr)
         return 2
     report = validate(args.dir, Options(level=Level.STRUCTURE))
-    if report.fatal is not None or report.ckpt is None:
-        print(f"mxformats preflight: cannot read {printable(args.dir)}: "
-              f"{printable(str(report.fatal))}", file=sys.stderr)
-        return 2
     ckpt = report.ckpt
+    if report.fatal is not None or ckpt is None:
+        fatal = str(report.fatal or "no checkpoint was read")
+        print(f"mxformats preflight: cannot read {printable(args.dir)}: {printable(fatal)}",
+              file=sys.stderr)
+        return output.emit("preflight", _renderers(report, [], [], output, fatal), 2)
     descriptor = ckpt.descriptor or by_format(ckpt.format.value)
     rows, notes = preflight_rows(ckpt, descriptor), grid_notes(ckpt, descriptor)
-    return output.emit("preflight", _renderers(report, rows, notes, output), exit_code(report))
+    return output.emit("preflight", _renderers(report, rows, notes, output, None),
+                       exit_code(report))
 
 
 def add_parser(commands: Any) -> None:
