@@ -14,6 +14,7 @@ DOCS = Path(__file__).resolve().parent
 sys.path.insert(0, str(DOCS / "_ext"))
 
 import mxformats  # noqa: E402
+from mxformats.output import DOCS_URL  # noqa: E402
 
 project = "mxformats"
 author = "the mxformats authors"
@@ -79,6 +80,8 @@ intersphinx_timeout = 1
 
 html_theme = "pydata_sphinx_theme"
 html_title = f"mxformats {release}"
+# The intended hosting, the one address the CLI and every JSON finding's url name.
+html_baseurl = DOCS_URL
 html_static_path = ["_static"]
 html_css_files = ["mxformats.css"]
 #: Pages whose tables need the full width (the divergence matrix, the check catalogue, the

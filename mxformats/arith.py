@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import ml_dtypes
 import numpy as np
 
-from mxformats.codec import tensor_to_numpy
+from mxformats.containers import tensor_to_numpy
 
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike, DTypeLike, NDArray
@@ -48,8 +48,8 @@ FLOAT_DTYPES = (np.dtype(np.float16), BF16, np.dtype(np.float32), np.dtype(np.fl
 
 def as_array(x: object) -> NDArray[Any]:
     """``x`` as a numpy array in its own dtype: a torch tensor through
-    :func:`mxformats.codec.tensor_to_numpy` (bfloat16 becomes ``ml_dtypes.bfloat16`` holding the
-    same bits), anything else through ``np.asarray``."""
+    :func:`mxformats.containers.tensor_to_numpy` (bfloat16 becomes ``ml_dtypes.bfloat16``
+    holding the same bits), anything else through ``np.asarray``."""
     tensor = tensor_to_numpy(x)
     return np.asarray(x) if tensor is None else tensor
 

@@ -3,7 +3,9 @@
 Built on the validator's reader: :func:`mxformats.validate.files.load` reads the config, the
 index and the shard headers (strictly, as ``mxformats validate`` does, with the same format
 detection), :meth:`~mxformats.validate.model.Checkpoint.read` reads the module's tensors, and
-the format's descriptor (:mod:`mxformats.validate.descriptors`) decodes them.
+the format's descriptor (:mod:`mxformats.validate.descriptors`) decodes them with its
+``Descriptor.consumer``: the default consumer of the producer the config names, from the
+pairing table (:mod:`mxformats.pairing`).
 """
 
 from __future__ import annotations
@@ -29,14 +31,15 @@ def read_tensor(
     ``.safetensors`` files), decoded with its scales.
 
     ``name``: a quantized module's weight (``...experts.0.down_proj.weight``) or the module
-    (``...down_proj``): its codes are decoded with its scales as the validator's descriptor of
-    the format the ``quantization_config`` names decodes them (the consumer ``--source``
-    measures against: Quark MXFP4 by the exact ``ocp`` decoder, compressed-tensors INT4 by
-    compressed-tensors', Quark W4A8 by vLLM's folded scales, FP8 block by vLLM's
-    ``scaled_dequantize``, NVFP4 by its vLLM scheme). Any other tensor (a BF16 weight, a scale
-    itself) is returned as stored. ``dtype`` (numpy, ml_dtypes or torch spelling) is the
-    decoded values' type. ValueError when the folder cannot be read or its format has no
-    decoder, KeyError for a tensor it does not hold."""
+    (``...down_proj``): its codes are decoded with its scales by the consumer the pairing table
+    (``spec/profiles.md``) names for the producer of the format the ``quantization_config``
+    declares, the same one ``mxformats inspect`` prints and ``--source`` measures against:
+    Quark MXFP4 by ``quark-hip-bf16`` (vLLM's emulation calls Quark's ``dq_mxfp4``),
+    compressed-tensors INT4 by compressed-tensors' ``decompress``, Quark W4A8 by vLLM's folded
+    scales, FP8 block by vLLM's ``scaled_dequantize``, NVFP4 by its vLLM scheme. Any other
+    tensor (a BF16 weight, a scale itself) is returned as stored. ``dtype`` (numpy, ml_dtypes
+    or torch spelling) is the decoded values' type. ValueError when the folder cannot be read
+    or its format has no decoder, KeyError for a tensor it does not hold."""
     from .validate.files import load
     from .validate.findings import Level
     from .validate.model import Options

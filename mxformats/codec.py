@@ -5,16 +5,21 @@ are all float64 values), and then rounded **once** to the target: a magnitude ``
 rescaled by a power of two (exact) so that one unit of the result is one integer, and the
 integer part is kept or incremented according to the rounding mode. The rules are stated in
 ``spec/README.md``; the names here follow its sections.
+
+:func:`encode` and :func:`decode` take and return the caller's containers (torch in, torch
+out; native float8/float4/e8m0 codes as they are): :func:`mxformats.containers.containers`.
+:func:`tensor_to_numpy` lives in :mod:`mxformats.containers` and is re-exported here.
 """
 
 from __future__ import annotations
 
-import sys
 from functools import cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import ml_dtypes
 import numpy as np
+
+from mxformats.containers import containers, tensor_to_numpy
 
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike, DTypeLike, NDArray
@@ -31,38 +36,17 @@ _SQRT2_ABOVE = float(np.sqrt(2.0))
 # -- inputs ----------------------------------------------------------------------------------
 
 
+@containers()
 def bfloat16_bits_to_float32(bits: ArrayLike) -> NDArray[np.float32]:
     """Raw bfloat16 bit patterns (uint16) to float32 values, exactly (``bits << 16``).
 
     For callers holding bfloat16 data as uint16 (e.g. read from a safetensors ``BF16`` buffer)
-    without ml_dtypes.
+    without ml_dtypes. A torch ``uint16`` tensor gives a torch float32 tensor.
     """
     b = np.asarray(bits)
     if b.dtype != np.uint16:
         raise TypeError(f"bfloat16 bits must be uint16, got {b.dtype}")
     return (b.astype(np.uint32) << 16).view(np.float32)
-
-
-def tensor_to_numpy(x: object) -> NDArray[Any] | None:
-    """A torch tensor as a numpy array with the same bytes and dtype, or None if ``x`` is not one.
-
-    bfloat16 and the float8 types become their ``ml_dtypes`` twins; other one-byte types numpy
-    lacks (``float4_e2m1fn_x2``) become uint8. torch is never imported here: a tensor can only
-    exist if the caller imported torch. The one conversion the package, kernels and harness share.
-    """
-    torch = sys.modules.get("torch")
-    if torch is None or not isinstance(x, torch.Tensor):
-        return None
-    t = x.detach().cpu().contiguous()
-    if t.dtype == torch.bfloat16:
-        as_bf16: NDArray[Any] = t.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
-        return as_bf16
-    if t.dtype.itemsize == 1 and t.dtype not in (torch.uint8, torch.int8, torch.bool):
-        twin = getattr(ml_dtypes, str(t.dtype).removeprefix("torch."), np.uint8)
-        as_bytes: NDArray[Any] = t.view(torch.uint8).numpy().view(twin)
-        return as_bytes
-    result: NDArray[Any] = t.numpy()
-    return result
 
 
 def as_float64(x: object) -> NDArray[np.float64]:
@@ -127,6 +111,7 @@ def _check_modes(fmt: Format, rounding: str, overflow: str | None) -> str:
 # -- encode -----------------------------------------------------------------------------------
 
 
+@containers()
 def encode(
     fmt: Format,
     x: object,
@@ -278,8 +263,6 @@ _BITS_VIEW = {2: np.uint16, 4: np.uint32, 8: np.uint64}
 @cache
 def _decode_table(fmt: Format, dtype: np.dtype[np.generic]) -> NDArray[np.generic]:
     """The value of every code in ``dtype``; NaN entries hold the canonical quiet NaN."""
-    import ml_dtypes
-
     with np.errstate(over="ignore", invalid="ignore"):  # E8M0 overflows float16: it becomes Inf
         table = fmt.values.astype(np.float32).astype(dtype)  # float32 holds every value exactly
     # Canonical quiet NaN: sign clear, exponent all ones, only the top mantissa bit set
@@ -291,6 +274,7 @@ def _decode_table(fmt: Format, dtype: np.dtype[np.generic]) -> NDArray[np.generi
     return table
 
 
+@containers(codes={"codes": "fmt"}, unpack_x2=True)
 def decode(fmt: Format, codes: ArrayLike, dtype: DTypeLike = np.float32) -> NDArray[np.generic]:
     """Decode ``fmt`` codes to ``dtype`` values. See :meth:`mxformats.formats.Format.decode`."""
     c = np.asarray(codes)

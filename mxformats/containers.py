@@ -2,7 +2,7 @@
 
 Every public reference and fast function is wrapped by :func:`containers` (one decorator, the
 one place this logic lives). Given a torch tensor anywhere in its arguments, the function runs
-on numpy copies with the same bytes (:func:`mxformats.codec.tensor_to_numpy`) and every array
+on numpy copies with the same bytes (:func:`tensor_to_numpy`) and every array
 it returns, alone, in a tuple or in a result dataclass (``MXArray``, ``Int4Array``, ...), comes
 back as a torch tensor on the device of the first tensor given; given numpy, numpy comes back.
 
@@ -32,12 +32,12 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 import ml_dtypes
 import numpy as np
 
-from mxformats.codec import tensor_to_numpy
-
 if TYPE_CHECKING:
+    from numpy.typing import NDArray
+
     from mxformats.formats import Format
 
-__all__ = ["containers", "native_codes", "numpy_dtype", "to_torch"]
+__all__ = ["containers", "native_codes", "numpy_dtype", "tensor_to_numpy", "to_torch"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -46,7 +46,7 @@ R = TypeVar("R")
 def _code_dtypes() -> tuple[dict[str, str], dict[str, str]]:
     """torch dtypes whose byte holds codes (``float4_e2m1fn_x2``: two), and ml_dtypes types
     whose byte holds one code (float4/float6 in the low bits), each -> the format's name.
-    Built on first use: :mod:`mxformats.formats` imports this module."""
+    Built on first use: :mod:`mxformats.formats` imports this module (through the codec)."""
     from mxformats.formats import NATIVE_DTYPES
 
     by_torch = {t: fmt for fmt, (t, _, _) in NATIVE_DTYPES.items() if t is not None}
@@ -57,6 +57,29 @@ def _code_dtypes() -> tuple[dict[str, str], dict[str, str]]:
 #: ml_dtypes types with a torch twin of the same bytes (the others go to torch as uint8).
 _TORCH_TWINS = ("bfloat16", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2",
                 "float8_e5m2fnuz", "float8_e8m0fnu")
+
+
+def tensor_to_numpy(x: object) -> NDArray[Any] | None:
+    """A torch tensor as a numpy array with the same bytes and dtype, or None if ``x`` is not one.
+
+    bfloat16 and the float8 types become their ``ml_dtypes`` twins; other one-byte types numpy
+    lacks (``float4_e2m1fn_x2``) become uint8. torch is never imported here: a tensor can only
+    exist if the caller imported torch. The one conversion the package, kernels and harness share
+    (also importable from :mod:`mxformats.codec`).
+    """
+    torch = sys.modules.get("torch")
+    if torch is None or not isinstance(x, torch.Tensor):
+        return None
+    t = x.detach().cpu().contiguous()
+    if t.dtype == torch.bfloat16:
+        as_bf16: NDArray[Any] = t.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
+        return as_bf16
+    if t.dtype.itemsize == 1 and t.dtype not in (torch.uint8, torch.int8, torch.bool):
+        twin = getattr(ml_dtypes, str(t.dtype).removeprefix("torch."), np.uint8)
+        as_bytes: NDArray[Any] = t.view(torch.uint8).numpy().view(twin)
+        return as_bytes
+    result: NDArray[Any] = t.numpy()
+    return result
 
 
 def _torch() -> Any:

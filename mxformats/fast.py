@@ -49,8 +49,7 @@ import numpy as np
 
 from mxformats import codec as reference_codec
 from mxformats.arith import BF16
-from mxformats.codec import tensor_to_numpy
-from mxformats.containers import containers
+from mxformats.containers import containers, tensor_to_numpy
 from mxformats.formats import E2M1, E8M0, Format
 from mxformats.schemes import fp8_block as reference_fp8_block
 from mxformats.schemes import int4 as reference_int4

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import ml_dtypes
 import numpy as np
 
-from mxformats.containers import containers
+from mxformats import codec
 
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike, DTypeLike, NDArray
@@ -232,7 +232,6 @@ class Format:
 
     # -- the codec ----------------------------------------------------------------------------
 
-    @containers(codes={"codes": "self"}, unpack_x2=True)
     def decode(self, codes: ArrayLike, dtype: DTypeLike = np.float32) -> NDArray[np.generic]:
         """Decode codes (integers in ``0 .. 2**bits - 1``, low bits of a uint8) to values.
 
@@ -240,12 +239,10 @@ class Format:
         ``dtype`` may also be float64, float16 or ``ml_dtypes.bfloat16``; values are then
         rounded to nearest-even into that type (E8M0 does not fit float16). NaN comes out as
         the canonical positive quiet NaN of the output type; -0 as -0.0. Spec: "Decoding".
+        Containers as :func:`mxformats.codec.decode` (torch in, torch out; native codes).
         """
-        from mxformats.codec import decode
+        return codec.decode(self, codes, dtype)
 
-        return decode(self, codes, dtype)
-
-    @containers()
     def encode(
         self,
         x: object,
@@ -262,9 +259,7 @@ class Format:
         ``nan_code``: for formats without NaN, the code every NaN becomes (default: NaN
         raises ``ValueError``). Returns uint8 codes of ``x``'s shape. Spec: "Encoding".
         """
-        from mxformats.codec import encode
-
-        return encode(self, x, rounding=rounding, overflow=overflow, nan_code=nan_code)
+        return codec.encode(self, x, rounding=rounding, overflow=overflow, nan_code=nan_code)
 
     # -- integer helpers ----------------------------------------------------------------------
 

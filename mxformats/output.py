@@ -45,7 +45,12 @@ __all__ = [
     "quiet_broken_pipe",
 ]
 
-#: Where the documentation is published; ``[project.urls]`` in pyproject.toml names the same.
+#: Where the documentation is meant to be hosted (Read the Docs, ``latest``): the one address
+#: the CLI's epilog, every JSON finding's ``url`` (:func:`check_url`) and the Sphinx pages'
+#: canonical links (``docs/conf.py``) use. pyproject.toml cannot import it, so its
+#: ``[project.urls]`` repeat it; tests/test_cli_output.py and tests/test_wheel.py (the
+#: installed wheel's metadata) keep them equal. An intended address: nothing here can check
+#: that the site is live.
 DOCS_URL = "https://mxformats.readthedocs.io/en/latest/"
 FORMATS = ("text", "json", "junit", "github")
 COLORS = ("auto", "always", "never")

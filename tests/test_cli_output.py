@@ -232,6 +232,76 @@ def test_github_annotation_escapes_like_the_actions_toolkit() -> None:
     assert github_annotation("error", "plain") == "::error::plain"
 
 
+# -- preflight -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("fmt", ["json", "junit", "github"])
+def test_preflight_machine_format_alone_on_stdout(
+    fmt: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["preflight", str(_broken(tmp_path)), "--format", fmt]) == 1
+    out = capsys.readouterr().out
+    _machine(fmt, out)
+    assert "SHARD_TENSOR_NOT_IN_INDEX" in out
+    if fmt == "json":
+        data = json.loads(out)
+        assert data["exit"] == 1 and len(data["rows"]) == 8
+        assert all(f["url"] == check_url(f["check"]) and f["meaning"] and f["fix"]
+                   for f in data["findings"])
+    elif fmt == "junit":
+        suite = ET.fromstring(out.encode())
+        failed = [c.get("name") for c in suite if c.find("failure") is not None]
+        assert failed == ["structure"] and suite.get("tests") == "9"
+    else:
+        assert "::notice title=mxformats preflight::vllm: H100/H200 " in out
+
+
+@pytest.mark.parametrize("fmt", ["text", "json", "junit", "github"])
+def test_preflight_unreadable_folder_exits_2_with_the_reason(
+    fmt: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["preflight", str(tmp_path / "absent"), "--format", fmt]) == 2
+    captured = capsys.readouterr()
+    assert "cannot read" in captured.err
+    if fmt == "text":
+        assert captured.out == ""  # the reason is on stderr
+        return
+    _machine(fmt, captured.out)
+    assert "not a readable directory" in captured.out
+    if fmt == "json":
+        data = json.loads(captured.out)
+        assert data["exit"] == 2 and data["rows"] == [] and data["fatal"]
+
+
+def test_preflight_output_file_alias_quiet_and_colour(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    report = tmp_path / "preflight.json"
+    assert main(["preflight", str(MX), "--format", "json", "-o", str(report)]) == 0
+    assert capsys.readouterr().out == ""
+    assert json.loads(report.read_text())["format"] == "quark-mxfp4"
+    assert main(["preflight", "--json", str(MX)]) == 0  # the alias of --format json
+    assert json.loads(capsys.readouterr().out)["exit"] == 0
+    assert main(["preflight", str(MX), "--json", "--format", "junit"]) == 2
+    assert "--json contradicts --format junit" in capsys.readouterr().err
+    assert main(["preflight", str(MX), "-q"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split(":")[0] for line in lines] == ["OK " + str(MX), "vllm", "sglang"]
+    assert main(["preflight", str(MX)]) == 0
+    assert "mxformats preflight" in capsys.readouterr().out  # the table, without -q
+    ckpt = str(_broken(tmp_path))
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    monkeypatch.delenv("FORCE_COLOR", raising=False)
+    assert main(["preflight", ckpt, "--color", "always"]) == 1
+    assert f"{RED}error" in capsys.readouterr().out
+    assert main(["preflight", ckpt, "--color", "never"]) == 1
+    assert not ANSI.search(capsys.readouterr().out)
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert main(["preflight", ckpt]) == 1
+    assert "31m" not in capsys.readouterr().out
+
+
 # -- the program ---------------------------------------------------------------------------------
 
 
@@ -248,7 +318,7 @@ def test_every_reporting_command_takes_the_convention() -> None:
     parser = build_parser()
     subparsers = next(a for a in parser._actions if hasattr(a, "choices") and a.choices
                       and "validate" in a.choices).choices
-    for name in ("validate", "inspect", "diff", "check"):
+    for name in ("validate", "inspect", "diff", "check", "preflight"):
         options = {o for a in subparsers[name]._actions for o in a.option_strings}
         assert {"--format", "-o", "-q", "--quiet", "--color"} <= options, name
 
@@ -270,5 +340,7 @@ def test_project_urls_name_the_docs() -> None:
     import tomllib
 
     urls = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["urls"]
-    assert urls["Documentation"] == DOCS_URL
-    assert urls["Check catalogue"] == check_url("").removesuffix("#")
+    assert urls == {"Documentation": DOCS_URL, "Changelog": f"{DOCS_URL}changelog.html",
+                    "Check catalogue": check_url("").removesuffix("#")}
+    conf = (ROOT / "docs" / "conf.py").read_text()
+    assert "html_baseurl = DOCS_URL" in conf and "readthedocs" not in conf

@@ -6,6 +6,7 @@ mxformats.read_tensor on the real producers' fixtures."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -95,6 +96,32 @@ def test_fast_paths_return_the_container_given() -> None:
     assert isinstance(got.codes, torch.Tensor) and _bits(got.codes) == _bits(quantize_mx(n).codes)
     assert isinstance(fast.dequantize_mx(got), torch.Tensor)
     assert isinstance(fast.encode(E4M3FN, t), torch.Tensor)
+
+
+def test_codec_functions_take_torch_and_ml_dtypes() -> None:
+    """mxformats.codec's module-level encode and decode take the containers Format's methods
+    take (the codec imports the containers module; no cycle)."""
+    from mxformats import codec
+
+    t, n = _weights(torch.bfloat16)
+    encoded = codec.encode(E4M3FN, t)
+    assert isinstance(encoded, torch.Tensor) and encoded.device == t.device
+    assert _bits(encoded) == _bits(codec.encode(E4M3FN, n))
+    codes = np.arange(256, dtype=np.uint8)
+    tensor = torch.from_numpy(codes).view(torch.float8_e4m3fn)
+    decoded = codec.decode(E4M3FN, tensor, dtype=torch.bfloat16)
+    assert isinstance(decoded, torch.Tensor) and decoded.dtype == torch.bfloat16
+    assert _bits(decoded) == _bits(codec.decode(E4M3FN, codes, ml_dtypes.bfloat16))
+    native = codec.decode(E4M3FN, codes.view(ml_dtypes.float8_e4m3fn))
+    assert isinstance(native, np.ndarray) and _bits(native) == _bits(codec.decode(E4M3FN, codes))
+    x2 = torch.from_numpy(pack_fp4(codes[:16])).view(torch.float4_e2m1fn_x2)
+    assert _bits(codec.decode(E2M1, x2)) == _bits(codec.decode(E2M1, codes[:16]))
+    with pytest.raises(TypeError, match="not e4m3fn codes"):
+        codec.decode(E4M3FN, tensor.view(torch.float8_e5m2))
+    bits = torch.tensor([0x3F80, 0xC040, 0x7FC0], dtype=torch.uint16)
+    widened = codec.bfloat16_bits_to_float32(bits)
+    assert isinstance(widened, torch.Tensor) and widened.dtype == torch.float32
+    assert _bits(widened) == _bits(codec.bfloat16_bits_to_float32(bits.numpy()))
 
 
 @pytest.mark.parametrize("spelling", [torch.bfloat16, ml_dtypes.bfloat16, "bfloat16",
@@ -250,7 +277,8 @@ def test_read_tensor_decodes_quark_mxfp4() -> None:
     module, index = _first_expert(folder)
     raw = {p: read_raw_tensor(folder / index[f"{module}.{p}"], f"{module}.{p}")
            for p in ("weight", "weight_scale")}
-    want = dequantize_mx(raw["weight"], raw["weight_scale"], profile="ocp")
+    assert default_consumer("mx", "quark") == "quark-hip-bf16"  # spec/profiles.md
+    want = dequantize_mx(raw["weight"], raw["weight_scale"], profile="quark-hip-bf16")
     assert _bits(read_tensor(folder, f"{module}.weight")) == _bits(want)
     assert _bits(read_tensor(folder, module)) == _bits(want)
     shard = folder / index[f"{module}.weight"]
@@ -259,6 +287,52 @@ def test_read_tensor_decodes_quark_mxfp4() -> None:
     assert got.dtype == BF16
     # A scale, or a tensor that is not quantized, comes back as stored.
     assert _bits(read_tensor(folder, f"{module}.weight_scale")) == _bits(raw["weight_scale"])
+
+
+def test_read_tensor_follows_the_pairing_table(tmp_path: Path) -> None:
+    """The Quark fixture with one scale byte set to 0xFF, where the consumers part: the paired
+    ``quark-hip-bf16`` decodes the block as +-Inf (NaN for zero codes), ``ocp`` as NaN. The
+    validator's ``--source`` figures, ``inspect`` and read_tensor name the same consumer."""
+    from mxformats.tensorfile import read_header
+    from mxformats.validate.descriptors import by_format
+    from mxformats.validate.identify import profiles_of
+    from mxformats.validate.model import CheckpointFormat
+
+    folder = tmp_path / "quark"
+    shutil.copytree(PRODUCERS / "kimi-k2-mxfp4-quark", folder)
+    module, index = _first_expert(folder)
+    shard = folder / index[f"{module}.weight_scale"]
+    header, data_offset = read_header(shard)
+    with shard.open("r+b") as f:  # the first block's scale byte, in place
+        f.seek(data_offset + header[f"{module}.weight_scale"]["data_offsets"][0])
+        f.write(b"\xff")
+    codes = read_raw_tensor(folder / index[f"{module}.weight"], f"{module}.weight")
+    scales = read_raw_tensor(shard, f"{module}.weight_scale")
+    assert scales[0, 0] == 0xFF
+    got = read_tensor(folder, module)
+    assert _bits(got) == _bits(dequantize_mx(codes, scales, profile="quark-hip-bf16"))
+    assert _bits(got) != _bits(dequantize_mx(codes, scales, profile="ocp"))
+    assert np.isinf(got[0, :32]).any()
+    descriptor = by_format(CheckpointFormat.QUARK_MXFP4.value)
+    assert descriptor.consumer == default_consumer("mx", "quark")
+    assert profiles_of(CheckpointFormat.QUARK_MXFP4)["consumer_profile"] == "mx:quark-hip-bf16"
+
+
+def test_every_decoding_descriptor_names_a_paired_consumer() -> None:
+    """Each descriptor with a producer profile decodes with that producer's default consumer;
+    W4A8 and FP8 block have one consumer each (vLLM's), which the table must name."""
+    from mxformats.validate.descriptors import DESCRIPTORS
+
+    named = {d.format.value: d.consumer for d in DESCRIPTORS if d.consumer is not None}
+    assert named == {
+        "quark-mxfp4": "quark-hip-bf16", "quark-w4a8": "vllm",
+        "compressed-tensors-int4": "compressed-tensors",
+        "compressed-tensors-nvfp4": "vllm-compressed-tensors",
+        "modelopt-nvfp4": "vllm-modelopt", "compressed-tensors-fp8-block": "vllm",
+        "fp8-block": "vllm"}
+    for d in DESCRIPTORS:
+        if d.consumer is not None:
+            assert d.consumer == default_consumer(str(d.scheme), str(d.profile))
 
 
 @pytest.mark.parametrize("fixture", ["kimi-k2-int4-compressed-tensors", "kimi-k2-w4a8-quark",

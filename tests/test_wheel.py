@@ -101,3 +101,13 @@ def test_the_installed_core_imports_no_torch_and_runs_as_a_module(installed: Pat
     assert done.returncode == 0 and done.stdout.startswith("mxformats ")
     hypothesis = _run(installed, python, "-c", "import hypothesis")
     assert hypothesis.returncode != 0  # the venv is a core install
+
+
+def test_the_installed_metadata_names_the_docs_url(installed: Path) -> None:
+    """The wheel's ``Project-URL: Documentation`` (what pip and PyPI show) is the address the
+    CLI and the JSON findings link to."""
+    code = ("import importlib.metadata as m, mxformats.output as o; "
+            "urls = dict(u.split(', ', 1) for u in m.metadata('mxformats').get_all('Project-URL'));"
+            "assert urls['Documentation'] == o.DOCS_URL, urls")
+    done = _run(installed, str(installed / "bin" / "python"), "-c", code)
+    assert done.returncode == 0, done.stderr

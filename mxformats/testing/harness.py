@@ -51,7 +51,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from mxformats.arith import BF16
-from mxformats.codec import tensor_to_numpy
+from mxformats.containers import tensor_to_numpy
 from mxformats.formats import E2M1, Format, get_format
 from mxformats.schemes.mx import pack_fp4
 from mxformats.testing.cases import (

@@ -14,25 +14,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from mxformats.pairing import default_consumer
-from mxformats.registry import profiles
-
 from .deployment import TARGETS
 from .descriptors import DESCRIPTORS, Configs, Descriptor, by_format, detect
 from .model import CheckpointFormat
 
-__all__ = ["EXAMPLES", "SCHEMES", "profiles_of", "render_markdown"]
-
-#: The profile scheme (the API that takes the profile) of each format with one producer.
-SCHEMES = {
-    CheckpointFormat.QUARK_MXFP4: "mx",
-    CheckpointFormat.QUARK_W4A8: "w4a8",
-    CheckpointFormat.CT_INT4: "int4",
-    CheckpointFormat.CT_NVFP4: "nvfp4",
-    CheckpointFormat.MODELOPT_NVFP4: "nvfp4",
-    CheckpointFormat.CT_FP8_BLOCK: "fp8-block",
-    CheckpointFormat.FP8_BLOCK: "fp8-block",
-}
+__all__ = ["EXAMPLES", "profiles_of", "render_markdown"]
 
 #: A minimal ``quantization_config`` of each kind a Kimi-K2-class checkpoint ships with: the
 #: keys ``detect_format`` reads (AMD Quark 0.13 ``export_safetensors``; compressed-tensors
@@ -58,16 +44,15 @@ EXAMPLES: tuple[tuple[str, dict[str, Any] | None], ...] = (
 
 
 def profiles_of(fmt: CheckpointFormat) -> dict[str, str | None]:
-    """The producer profile (``scheme:name``) of a detected format and its default consumer
-    (None where the format has no single producer profile here)."""
+    """The producer profile (``scheme:name``) of a detected format and its default consumer,
+    the descriptor's ``Descriptor.consumer`` (None where the format has no single producer
+    profile here)."""
     descriptor = by_format(fmt.value)
-    scheme = SCHEMES.get(fmt)
-    registered = {(p.scheme, p.name) for p in profiles() if p.kind == "producer"}
-    if scheme is None or (scheme, descriptor.profile) not in registered:
+    consumer = descriptor.consumer
+    if consumer is None:
         return {"producer_profile": None, "consumer_profile": None}
-    producer = str(descriptor.profile)
-    return {"producer_profile": f"{scheme}:{producer}",
-            "consumer_profile": f"{scheme}:{default_consumer(scheme, producer)}"}
+    return {"producer_profile": f"{descriptor.scheme}:{descriptor.profile}",
+            "consumer_profile": f"{descriptor.scheme}:{consumer}"}
 
 
 def _vllm_path(descriptor: Descriptor, target: str) -> str:
@@ -130,7 +115,7 @@ def render_markdown() -> str:
         "|---|" + "---|" * len(TARGETS),
     ]
     for descriptor in DESCRIPTORS:
-        if descriptor.format in SCHEMES:
+        if descriptor.consumer is not None:
             cells = [_cell(_vllm_path(descriptor, target)) for target in TARGETS]
             lines.append(f"| `{descriptor.format.value}` | " + " | ".join(cells) + " |")
     lines += [

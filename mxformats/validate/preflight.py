@@ -18,16 +18,24 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
+
+from mxformats.output import add_output_arguments
 
 from .deployment import TARGETS, admissible_tp
-from .findings import Level
+from .findings import Level, Severity
 from .model import Options
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
+    from mxformats.output import Output
+
     from .descriptors import Descriptor
     from .model import Checkpoint
+    from .report import Report
 
 __all__ = ["ENGINES", "TARGET_NAMES", "Row", "add_parser", "engine_summary", "grid_notes",
            "preflight_rows"]
@@ -105,16 +113,20 @@ def grid_notes(ckpt: Checkpoint, descriptor: Descriptor) -> list[str]:
             f"it is replicated, so no TP size cuts it ({_REPLICATED_SOURCE})"]
 
 
-def engine_summary(ckpt: Checkpoint, descriptor: Descriptor) -> dict[str, str]:
-    """Per engine, its path on each target in words (``inspect``'s consumer profile)."""
+def _by_engine(rows: list[Row]) -> dict[str, str]:
+    """Per engine, its path on each target in words."""
     out: dict[str, list[str]] = {}
-    for r in preflight_rows(ckpt, descriptor):
+    for r in rows:
         out.setdefault(r.engine, []).append(f"{r.target} {r.path}")
     return {engine: ", ".join(parts) for engine, parts in out.items()}
 
 
-def _text(rows: list[Row], out: Any) -> None:
-    from rich.console import Console
+def engine_summary(ckpt: Checkpoint, descriptor: Descriptor) -> dict[str, str]:
+    """Per engine, its path on each target in words (``inspect``'s consumer profile)."""
+    return _by_engine(preflight_rows(ckpt, descriptor))
+
+
+def _table(rows: list[Row], console: Console) -> None:
     from rich.table import Table
 
     from .report import printable
@@ -129,35 +141,95 @@ def _text(rows: list[Row], out: Any) -> None:
         for skipped in r.skipped:
             words += f"\n  skipped {printable(skipped)}"
         table.add_row(r.engine, r.target, r.path, ", ".join(map(str, r.tp)) or "none", words)
-    Console(file=out, markup=False, emoji=False, highlight=False, width=140).print(table)
+    console.width = max(console.width, 140)  # the sources are long: fold less
+    console.print(table)
+
+
+def _summaries(rows: list[Row]) -> list[str]:
+    """One line per engine: its path on each target (``-q``, the github notices)."""
+    return [f"{engine}: {paths}" for engine, paths in _by_engine(rows).items()]
+
+
+def _renderers(report: Report, rows: list[Row], notes: list[str], output: Output,
+               fatal: str | None) -> dict[str, Callable[[IO[str]], object]]:
+    """The four reports of one preflight: ``validate --level structure``'s findings (each with
+    its check's catalogue ``url``, ``meaning`` and ``fix`` in JSON) and the table. ``fatal``:
+    why the folder could not be read (no rows; the text report leaves it to stderr, the
+    machine reports carry it, as ``validate``'s do)."""
+    from mxformats.output import JUnitCase, github_annotation, junit_xml
+
+    from .report import exit_code, print_report, printable, to_github
+
+    errors = [f"{f.check.id}: {printable(f.message)}" for f in report.findings
+              if f.effective_severity is Severity.ERROR]
+    if fatal is not None:
+        errors.append(f"cannot read the checkpoint: {printable(fatal)}")
+
+    def text(fp: IO[str]) -> None:
+        if fatal is not None:
+            return
+        console = output.console(fp)
+        print_report(report, fp, quiet=output.quiet, console=console)
+        for line in _summaries(rows) if output.quiet else ():
+            console.print(line)
+        if not output.quiet:
+            _table(rows, console)
+            for note in notes:
+                console.print(f"note: {note}")
+
+    def json_report(fp: IO[str]) -> None:
+        json.dump({"format": report.format, "fatal": fatal,
+                   "exit": 2 if fatal is not None else exit_code(report), "notes": notes,
+                   "findings": [f.to_json() for f in report.findings],
+                   "rows": [asdict(r) for r in rows]}, fp, indent=2)
+        fp.write("\n")
+
+    def junit(fp: IO[str]) -> None:
+        failure = "\n".join(errors) or None
+        cases = [JUnitCase("preflight", "structure", failure=failure,
+                           message=f"{len(errors)} error(s)" if errors else "")]
+        cases += [JUnitCase(f"preflight.{r.engine}", r.target,
+                            skipped=None if r.path in ("native", "emulated") else
+                            f"{r.path}: {printable(r.what or 'no path declared')}")
+                  for r in rows]
+        fp.write(junit_xml("mxformats preflight", cases, seconds=report.seconds))
+
+    def github(fp: IO[str]) -> None:
+        fp.write(to_github(report))
+        if fatal is not None and report.fatal is None:
+            print(github_annotation("error", errors[-1], title="mxformats preflight"), file=fp)
+        for line in [*_summaries(rows), *notes]:
+            print(github_annotation("notice", printable(line), title="mxformats preflight"),
+                  file=fp)
+
+    return {"text": text, "json": json_report, "junit": junit, "github": github}
 
 
 def cmd_preflight(args: argparse.Namespace) -> int:
-    """Run ``validate --level structure`` and print the preflight table after its report."""
-    from .descriptors import by_format
-    from .report import print_report, printable
-    from .runner import exit_code, validate
+    """Run ``validate --level structure`` and report it with the preflight table, in the
+    format ``--format`` names (:mod:`mxformats.output`)."""
+    from mxformats.output import Output, UsageError
 
-    report = validate(args.dir, Options(level=Level.STRUCTURE))
-    if report.fatal is not None or report.ckpt is None:
-        print(f"mxformats preflight: cannot read {printable(args.dir)}: "
-              f"{printable(str(report.fatal))}", file=sys.stderr)
+    from .descriptors import by_format
+    from .report import exit_code, printable
+    from .runner import validate
+
+    try:
+        output = Output.from_args(args)
+    except UsageError as err:
+        print(f"mxformats preflight: {err}", file=sys.stderr)
         return 2
+    report = validate(args.dir, Options(level=Level.STRUCTURE))
     ckpt = report.ckpt
+    if report.fatal is not None or ckpt is None:
+        fatal = str(report.fatal or "no checkpoint was read")
+        print(f"mxformats preflight: cannot read {printable(args.dir)}: {printable(fatal)}",
+              file=sys.stderr)
+        return output.emit("preflight", _renderers(report, [], [], output, fatal), 2)
     descriptor = ckpt.descriptor or by_format(ckpt.format.value)
     rows, notes = preflight_rows(ckpt, descriptor), grid_notes(ckpt, descriptor)
-    if args.json:
-        json.dump({"format": report.format, "exit": exit_code(report), "notes": notes,
-                   "findings": [{"check": f.check.id, "message": f.message}
-                                for f in report.findings],
-                   "rows": [asdict(r) for r in rows]}, sys.stdout, indent=2)
-        sys.stdout.write("\n")
-    else:
-        print_report(report, sys.stdout, quiet=True)
-        _text(rows, sys.stdout)
-        for note in notes:
-            print(f"note: {note}")
-    return exit_code(report)
+    return output.emit("preflight", _renderers(report, rows, notes, output, None),
+                       exit_code(report))
 
 
 def add_parser(commands: Any) -> None:
@@ -173,5 +245,5 @@ def add_parser(commands: Any) -> None:
         "schemes), 2 could not run.",
     )
     p.add_argument("dir", metavar="DIR", help="the checkpoint folder, or hf://ORG/NAME[@REV]")
-    p.add_argument("--json", action="store_true", help="print the table as JSON")
+    add_output_arguments(p)
     p.set_defaults(handler=cmd_preflight)

@@ -17,6 +17,8 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from mxformats.pairing import default_consumer
+
 from ..model import CheckpointFormat, CodeStats, ExcludeMatcher
 
 if TYPE_CHECKING:
@@ -128,6 +130,8 @@ class Descriptor:
         needs_exclude_entries: a BF16 Linear the list does not exclude fails to load (vLLM
             builds every Linear with the scheme); False where a module's own tensors decide.
         profile: the reference profile that reproduces its bytes (None: no ``--source``).
+        scheme: the profile's scheme, the API that takes it (``mx``, ``int4``, ``w4a8``,
+            ``nvfp4``, ``fp8-block``; None where the format has no single producer profile).
         error_threshold: the dequantized relative error above which ``--source`` reports.
         missing_hint: per parameter, the converter bug a missing tensor points to.
     """
@@ -140,6 +144,7 @@ class Descriptor:
     small_params: tuple[str, ...] = ()
     needs_exclude_entries: bool = True
     profile: str | None = None
+    scheme: str | None = None
     error_threshold: float = 0.15
     #: param -> the converter bug its absence looks like (QUANT_TENSOR_MISSING says it)
     missing_hint: Mapping[str, str] = {}
@@ -282,8 +287,19 @@ class Descriptor:
         """The tensors the producer writes for source weight ``w``."""
         raise NotImplementedError(f"{self.format.value} has no reference profile")
 
+    @property
+    def consumer(self) -> str | None:
+        """The consumer profile that decodes this format's weights: the default consumer of
+        :attr:`profile` in the pairing table (:func:`mxformats.pairing.default_consumer`, printed
+        in ``spec/profiles.md``), None where the format has no producer profile. The one
+        choice :meth:`dequantize`, ``--source``'s error figures, :func:`mxformats.read_tensor`
+        and ``mxformats inspect`` share; ValueError for a profile the registry lacks."""
+        if self.scheme is None or self.profile is None:
+            return None
+        return default_consumer(self.scheme, self.profile)
+
     def dequantize(self, arrays: dict[str, NDArray[Any]], cols: int) -> NDArray[Any]:
-        """The module's weight as its consumer decodes it."""
+        """The module's weight as its :attr:`consumer` decodes it."""
         raise NotImplementedError(f"{self.format.value} has no decoder")
 
 

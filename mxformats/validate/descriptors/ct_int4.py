@@ -52,6 +52,7 @@ class CompressedTensorsInt4(CompressedTensorsDescriptor):
     small_params = ("weight_shape",)
     storage = ("pack-quantized",)
     profile = "compressed-tensors"
+    scheme = "int4"
     weight_requirements = (("num_bits", 4), ("type", "int"), ("symmetric", True),
                            ("strategy", "group"), ("group_size", 32), ("dynamic", False))
     error_threshold = 0.15
@@ -148,7 +149,7 @@ class CompressedTensorsInt4(CompressedTensorsDescriptor):
     def dequantize(self, arrays: dict[str, NDArray[Any]], cols: int) -> NDArray[Any]:
         q = unpack_int4(arrays["weight_packed"], layout="compressed-tensors", size=cols)
         d = dequantize_int4(q, arrays["weight_scale"], group_size=32,
-                            profile="compressed-tensors")
+                            profile=self.consumer)
         return np.asarray(d, dtype=np.float64)
 
 

@@ -98,6 +98,7 @@ class FP8BlockDescriptor(Descriptor):
     scale_name = "weight_scale_inv"
     scale_dtype = "F32"
     numeric = True
+    scheme = "fp8-block"
     #: the amax below which the producer clamps (tiles there are exempt from tightness)
     amax_floor: float | None = None
     error_threshold = 0.05
@@ -194,6 +195,9 @@ class FP8BlockDescriptor(Descriptor):
         return {"weight": codes.view(ml_dtypes.float8_e4m3fn), self.scale_name: scales}
 
     def dequantize(self, arrays: dict[str, NDArray[Any]], cols: int) -> NDArray[Any]:
+        """vLLM's ``scaled_dequantize``: ``dequantize_fp8_block`` is the ``vllm`` consumer,
+        the only one, which the pairing table names for every producer (:attr:`consumer`);
+        the producer profile only picks the code format."""
         codes = np.ascontiguousarray(arrays["weight"]).view(np.uint8)
         d = dequantize_fp8_block(codes, arrays[self.scale_name], block=(128, 128),
                                  profile=self.profile or "")

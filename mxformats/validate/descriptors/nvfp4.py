@@ -17,12 +17,7 @@ from typing import TYPE_CHECKING, Any
 import ml_dtypes
 import numpy as np
 
-from mxformats.schemes.nvfp4 import (
-    DEFAULT_CONSUMER,
-    PRODUCERS,
-    dequantize_nvfp4,
-    quantize_nvfp4,
-)
+from mxformats.schemes.nvfp4 import PRODUCERS, dequantize_nvfp4, quantize_nvfp4
 
 from ..findings import Level, Severity, declare
 from ..numbers import Count, byte_stats, finding, scale_findings, where
@@ -89,6 +84,7 @@ class NVFP4Descriptor(Descriptor):
     (``global_is_divisor``) and the activation scale."""
 
     numeric = True
+    scheme = "nvfp4"
     error_threshold = 0.15
     tp_multiple = 16
     global_name = "weight_scale_2"
@@ -188,7 +184,7 @@ class NVFP4Descriptor(Descriptor):
         codes = np.ascontiguousarray(arrays[self.weight_param]).view(np.uint8)
         scales = np.ascontiguousarray(arrays["weight_scale"]).view(np.uint8)
         d = dequantize_nvfp4(codes, scales, arrays[self.global_name], packed=True,
-                             profile=DEFAULT_CONSUMER[self.profile or ""])
+                             profile=self.consumer)
         return np.asarray(d, dtype=np.float64)[..., :cols]
 
     def fingerprints(self, ckpt: Checkpoint, arrays: dict[str, dict[str, NDArray[Any]]]

@@ -53,6 +53,7 @@ class QuarkMXFP4(QuarkDescriptor):
     numeric = True
     scale_params = ("weight_scale",)
     profile = "quark"
+    scheme = "mx"
     error_threshold = 0.15
 
     def matches_weight(self, weight: Any) -> bool:
@@ -117,7 +118,9 @@ class QuarkMXFP4(QuarkDescriptor):
         return {"weight": mx.codes, "weight_scale": mx.scales}
 
     def dequantize(self, arrays: dict[str, NDArray[Any]], cols: int) -> NDArray[Any]:
-        d = dequantize_mx(arrays["weight"], arrays["weight_scale"], profile="ocp")
+        """As Quark's producer pairs (``quark-hip-bf16``: vLLM's emulation path calls Quark's
+        ``dq_mxfp4``, :mod:`mxformats.pairing`)."""
+        d = dequantize_mx(arrays["weight"], arrays["weight_scale"], profile=self.consumer)
         return np.asarray(d, dtype=np.float64)
 
 

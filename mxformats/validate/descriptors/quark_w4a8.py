@@ -55,6 +55,7 @@ class QuarkW4A8(QuarkDescriptor):
     numeric = True
     scale_params = ("weight_scale", "weight_scale_2")
     profile = "quark"
+    scheme = "w4a8"
     error_threshold = 0.25
     bf16_linear_why = "Quark W4A8 has no Linear scheme ('No quark compatible scheme')"
 
@@ -144,6 +145,8 @@ class QuarkW4A8(QuarkDescriptor):
                 "weight_scale_2": r.weight_scale_2}
 
     def dequantize(self, arrays: dict[str, NDArray[Any]], cols: int) -> NDArray[Any]:
+        """vLLM's folded scales: ``dequantize_w4a8`` is the ``vllm`` consumer, the only one,
+        which the pairing table names for ``quark`` (:attr:`consumer`)."""
         d = dequantize_w4a8(arrays["weight"], arrays["weight_scale"], arrays["weight_scale_2"])
         return np.asarray(d[..., :cols], dtype=np.float64)
 
