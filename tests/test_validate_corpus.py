@@ -553,6 +553,19 @@ def _fp8_bytes(value: int) -> Callable[[Any], Any]:
     return lambda a: np.full(a.shape, value, np.uint8).view(a.dtype)
 
 
+def _four_over_six(scale_byte: int, first_block: int | None = None) -> Callable[[Path], None]:
+    """MO_EXPERT's down_proj as ModelOpt's Four-Over-Six export writes an all-"M=4" tensor: every
+    code 4 (0x66), every block scale the E4M3 byte ``scale_byte``; ``first_block``: the byte of
+    every code pair of block [0, 0] instead."""
+    def codes(a: Any) -> Any:
+        out = np.full_like(a, 0x66)
+        if first_block is not None:
+            out[0, :8] = first_block
+        return out
+    return both(set_tensor(f"{MO_EXPERT}.down_proj.weight", codes),
+                set_tensor(f"{MO_EXPERT}.down_proj.weight_scale", _fp8_bytes(scale_byte)))
+
+
 def _first_code_flipped(a: Any) -> Any:
     """The lowest mantissa bit of element [0, 0] flipped (never a NaN: 0x7E is not touched)."""
     codes = a.view(np.uint8).copy()
@@ -668,6 +681,10 @@ CASES += [
     case("nvfp4-modelopt-global-in-ct-convention", "nvfp4-mo", set_tensor(f"{MO_EXPERT}.down_proj.weight_scale_2", lambda a: (1 / a).astype(np.float32)), 1, {("NVFP4_GLOBAL_CONVENTION", E, f"{MO_EXPERT}.down_proj.weight_scale_2")}, level=Level.SCALES),
     case("nvfp4-modelopt-gate-up-scale-2-differ", "nvfp4-mo", set_tensor(f"{MO_EXPERT}.up_proj.weight_scale_2", lambda a: (a * 2).astype(np.float32)), 0, {("NVFP4_GATE_UP_SCALE", W, f"{MO_EXPERT}.up_proj.weight_scale_2")}, level=Level.SCALES),
     case("nvfp4-modelopt-block-not-tight", "nvfp4-mo", set_tensor(f"{MO_EXPERT}.down_proj.weight", lambda a: np.full_like(a, 0x11)), 1, {("NVFP4_BLOCK_NOT_TIGHT", E, f"{MO_EXPERT}.down_proj.weight")}, level=Level.FULL),
+    # ModelOpt's Four-Over-Six recipe: blocks whose amax maps to 4, no non-zero scale above 384
+    case("must-pass-nvfp4-modelopt-four-over-six-tensor", "nvfp4-mo", _four_over_six(0x7C), 0, set(), level=Level.FULL),
+    case("nvfp4-modelopt-four-over-six-block-below-4", "nvfp4-mo", _four_over_six(0x7C, first_block=0x55), 1, {("NVFP4_BLOCK_NOT_TIGHT", E, f"{MO_EXPERT}.down_proj.weight")}, level=Level.FULL),
+    case("nvfp4-modelopt-code-4-with-scale-above-384", "nvfp4-mo", _four_over_six(0x7D), 1, {("NVFP4_BLOCK_NOT_TIGHT", E, f"{MO_EXPERT}.down_proj.weight")}, level=Level.FULL),
     case("nvfp4-modelopt-scale-2-missing", "nvfp4-mo", drop_tensor(f"{MO_EXPERT}.down_proj.weight_scale_2"), 1, {("QUANT_TENSOR_MISSING", E, f"{MO_EXPERT}.down_proj.weight_scale_2")}),
     # one root cause in every expert: the first findings and one summary, never one per module
     case("nvfp4-modelopt-scale-2-missing-everywhere", "nvfp4-mo", _drop_every(".weight_scale_2"), 1, first_listed("QUANT_TENSOR_MISSING", ".weight_scale_2")),
