@@ -55,6 +55,7 @@ from validate_corpus import (
     write_raw,
 )
 
+from mxformats.tensorfile import read_safetensors
 from mxformats.testing.checkpoints import make_kimi_checkpoint
 from mxformats.validate.catalogue import load_all
 from mxformats.validate.findings import CHECKS, Level
@@ -566,6 +567,39 @@ def _four_over_six(scale_byte: int, first_block: int | None = None) -> Callable[
                 set_tensor(f"{MO_EXPERT}.down_proj.weight_scale", _fp8_bytes(scale_byte)))
 
 
+def _four_over_six_from_source(path: Path) -> None:
+    """MO_EXPERT's down_proj re-quantized from its BF16 source (tests/data/producers/src-bf16)
+    as ModelOpt's Four-Over-Six export writes a tensor whose every block took the amax
+    multiplier 1.5 (spec/nvfp4.md, "ModelOpt Four Over Six"): ``weight_scale_2 = f32(G)/1536``,
+    block scale ``e4m3(f32(f32(1.5 b / 6) * 256) / f32(G / 6))``, codes of ``x / (s *
+    weight_scale_2)``. A valid 4/6 tensor; not a claim about which blocks MSE picks."""
+    from mxformats.schemes.mx import pack_fp4
+    from mxformats.schemes.nvfp4 import e2m1_codes
+
+    name = f"{MO_EXPERT}.down_proj"
+    source = Path(__file__).resolve().parent / "data" / "producers" / "src-bf16"
+    for shard in shards(source):
+        w = read_safetensors(source / shard).get(f"{name}.weight")
+        if w is not None:
+            break
+    f32 = np.float32
+    blocks = np.asarray(w, f32).reshape(w.shape[0], -1, 16)
+    b = np.abs(blocks).max(axis=-1)
+    g = f32(b.max())
+    s = (b * f32(1.5) / f32(6)).astype(f32)
+    s = np.where(s == 0, f32(1), s)
+    scales = np.clip(s * f32(256) / (g / f32(6)), 2.0**-9, 448.0).astype(f32).astype(
+        ml_dtypes.float8_e4m3fn)
+    scale_2 = f32(g / f32(1536))
+    codes = e2m1_codes(blocks / (scales.astype(f32)[..., None] * scale_2)).reshape(w.shape)
+
+    def inner(data: Tensors) -> None:
+        for param, value in (("weight", pack_fp4(codes)), ("weight_scale", scales),
+                             ("weight_scale_2", np.asarray(scale_2))):
+            data[find(data, f"{name}.{param}")][f"{name}.{param}"] = value
+    edit(path, inner)
+
+
 def _first_code_flipped(a: Any) -> Any:
     """The lowest mantissa bit of element [0, 0] flipped (never a NaN: 0x7E is not touched)."""
     codes = a.view(np.uint8).copy()
@@ -685,6 +719,8 @@ CASES += [
     case("must-pass-nvfp4-modelopt-four-over-six-tensor", "nvfp4-mo", _four_over_six(0x7C), 0, set(), level=Level.FULL),
     case("nvfp4-modelopt-four-over-six-block-below-4", "nvfp4-mo", _four_over_six(0x7C, first_block=0x55), 1, {("NVFP4_BLOCK_NOT_TIGHT", E, f"{MO_EXPERT}.down_proj.weight")}, level=Level.FULL),
     case("nvfp4-modelopt-code-4-with-scale-above-384", "nvfp4-mo", _four_over_six(0x7D), 1, {("NVFP4_BLOCK_NOT_TIGHT", E, f"{MO_EXPERT}.down_proj.weight")}, level=Level.FULL),
+    case("nvfp4-modelopt-four-over-six-source-bytes-unverified-warning-only", "nvfp4-mo", _four_over_six_from_source, 0, {("REPRO_MISMATCH", W, None)}, level=Level.FULL, source=True),
+    case("nvfp4-modelopt-four-over-six-source-nibbles-swapped", "nvfp4-mo", both(_four_over_six_from_source, set_tensor(f"{MO_EXPERT}.down_proj.weight", nibble_swap)), 1, {("REPRO_MISMATCH", W, None), ("REPRO_UNCORRELATED", E, f"{MO_EXPERT}.down_proj.weight")}, level=Level.FULL, source=True),
     case("nvfp4-modelopt-scale-2-missing", "nvfp4-mo", drop_tensor(f"{MO_EXPERT}.down_proj.weight_scale_2"), 1, {("QUANT_TENSOR_MISSING", E, f"{MO_EXPERT}.down_proj.weight_scale_2")}),
     # one root cause in every expert: the first findings and one summary, never one per module
     case("nvfp4-modelopt-scale-2-missing-everywhere", "nvfp4-mo", _drop_every(".weight_scale_2"), 1, first_listed("QUANT_TENSOR_MISSING", ".weight_scale_2")),

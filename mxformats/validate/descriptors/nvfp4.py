@@ -73,6 +73,8 @@ NVFP4_GATE_UP_SCALE = declare(
 _E4M3_MAG = 0x7F
 #: E2M1 magnitude index of 6.0
 _SIX = 7
+#: packed bytes per block of 16 E2M1 codes
+BLOCK_BYTES = 8
 #: E2M1 magnitude index of 4.0, the largest code of a Four-Over-Six "M=4" block
 _FOUR = 6
 #: The projections both producers give one global scale (the larger amax of the two):
@@ -179,6 +181,16 @@ class NVFP4Descriptor(Descriptor):
             return False
         nonzero = gmax > 0
         return bool(nonzero.any()) and float(scales[nonzero].max()) <= self.four_over_six_scale_max
+
+    def unclaimed_tensors(self, arrays: dict[str, NDArray[Any]]) -> str:
+        if self.four_over_six_scale_max is None:
+            return ""
+        st = byte_stats(arrays[self.weight_param], "fp4", BLOCK_BYTES)
+        scales = np.asarray(arrays["weight_scale"]).astype(np.float64)
+        if st.gmax.shape != scales.shape or not self.is_four_over_six(st.gmax, scales):
+            return ""
+        return (f"ModelOpt Four-Over-Six block scales (no non-zero block above "
+                f"{self.four_over_six_scale_max:g}), a recipe no producer profile reproduces")
 
     def produce_module(self, module: str, w: NDArray[Any],
                        sibling: Callable[[str], NDArray[Any] | None]) -> dict[str, NDArray[Any]]:
