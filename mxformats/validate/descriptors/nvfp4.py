@@ -59,7 +59,8 @@ NVFP4_BLOCK_NOT_TIGHT = declare(
     "NVFP4_BLOCK_NOT_TIGHT", Severity.ERROR, Level.FULL, _N,
     "NVFP4 blocks of 16 whose largest |code| is not 6: both producers map a block's amax to 6, "
     "so a wrong block size, nibble order or scale from another tensor shows here (blocks with "
-    "a clamped scale exempt).",
+    "a clamped scale exempt; 4 is tight too in a ModelOpt tensor with no non-zero block scale "
+    "above 384, which ModelOpt's Four-Over-Six recipe writes).",
     "Re-quantize with 16-element blocks along the input dimension.")
 NVFP4_GATE_UP_SCALE = declare(
     "NVFP4_GATE_UP_SCALE", Severity.WARNING, Level.SCALES, _N,
