@@ -225,7 +225,9 @@ def _page() -> str:
         "triton-lang/triton#10661) and a CUDA sum, so a block whose two losses differ by rounding, "
         "or whose `|x| / scale` lies within an ulp of an E2M1 boundary, is decided by GPU "
         "rounding that no CPU run can check. With only ModelOpt's Triton kernel run by the Triton "
-        "interpreter on the CPU, the formulas above reproduced all 7 exported weights of a "
+        "interpreter on the CPU (`tests/interop/modelopt_four_over_six_probe.py`, which runs the "
+        "producer unchanged where CUDA is present), the formulas above reproduced all 7 exported "
+        "weights of a "
         "one-layer Llama (hidden 64, intermediate 128, BF16) byte for byte, 45 % of the blocks at "
         "`m = 1.5`: evidence for the description, not a producer to be bit-identical to.",
         "- `mxformats validate` reads a ModelOpt NVFP4 tensor none of whose non-zero blocks has a "
