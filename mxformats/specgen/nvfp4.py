@@ -200,7 +200,7 @@ def _page() -> str:
         "(`:348-352`: per-block amax `b`; global amax `G`, the largest `b` of the tensor or of its "
         "fused group, q/k/v or gate/up), then runs `MseCalibrator` on that weight with the "
         "multipliers `m` in `linspace(1.0, 1.5, 2)` (`calib/mse.py:73`; preset "
-        "`modelopt_recipes/configs/ptq/presets/model/nvfp4_four_over_six.yaml:26-30`). Per block, "
+        "`modelopt_recipes/configs/ptq/presets/model/nvfp4_four_over_six.yaml:26-31`). Per block, "
         "the loss is the float32 sum over 16 of `(x - fq(x, m·b))²` (`mse.py:112-114`), and "
         "`argmin` keeps the first of equal losses (`mse.py:155`: an all-zero block keeps 1.0). Two "
         "runs with different calibration activations export identical `weight`, `weight_scale` "
@@ -231,10 +231,12 @@ def _page() -> str:
         "one-layer Llama (hidden 64, intermediate 128, BF16) byte for byte, 45 % of the blocks at "
         "`m = 1.5`: evidence for the description, not a producer to be bit-identical to.",
         "- `mxformats validate` reads a ModelOpt NVFP4 tensor none of whose non-zero blocks has a "
-        "scale above 384 as Four Over Six: there a block whose largest |code| is 4 is tight "
+        "scale above 384 as Four Over Six: there a block's largest |code| may be 4 or 6 "
         "(`NVFP4_BLOCK_NOT_TIGHT` fires on any other). A plain tensor whose global amax comes "
         "from a larger fused sibling can pass the same test, so its code-4 blocks go unflagged. "
-        "`--source` reproduces with `modelopt` and reports a 4/6 tensor as `REPRO_MISMATCH`.",
+        "`--source` reproduces with `modelopt`; a module whose bytes differ and whose scales "
+        "read as Four Over Six is judged by its error and correlation against the source, with "
+        "one `REPRO_MISMATCH` warning that its bytes are not verified.",
         "",
         "## Special inputs",
         "",
