@@ -55,6 +55,7 @@ from validate_corpus import (
     write_raw,
 )
 
+from mxformats.tensorfile import read_safetensors
 from mxformats.testing.checkpoints import make_kimi_checkpoint
 from mxformats.validate.catalogue import load_all
 from mxformats.validate.findings import CHECKS, Level
@@ -562,6 +563,52 @@ def _fp8_bytes(value: int) -> Callable[[Any], Any]:
     return lambda a: np.full(a.shape, value, np.uint8).view(a.dtype)
 
 
+def _four_over_six(scale_byte: int, first_block: int | None = None) -> Callable[[Path], None]:
+    """MO_EXPERT's down_proj as ModelOpt's Four-Over-Six export writes an all-"M=4" tensor: every
+    code 4 (0x66), every block scale the E4M3 byte ``scale_byte``; ``first_block``: the byte of
+    every code pair of block [0, 0] instead."""
+    def codes(a: Any) -> Any:
+        out = np.full_like(a, 0x66)
+        if first_block is not None:
+            out[0, :8] = first_block
+        return out
+    return both(set_tensor(f"{MO_EXPERT}.down_proj.weight", codes),
+                set_tensor(f"{MO_EXPERT}.down_proj.weight_scale", _fp8_bytes(scale_byte)))
+
+
+def _four_over_six_from_source(path: Path) -> None:
+    """MO_EXPERT's down_proj re-quantized from its BF16 source (tests/data/producers/src-bf16)
+    as ModelOpt's Four-Over-Six export writes a tensor whose every block took the amax
+    multiplier 1.5 (spec/nvfp4.md, "ModelOpt Four Over Six"): ``weight_scale_2 = f32(G)/1536``,
+    block scale ``e4m3(f32(f32(1.5 b / 6) * 256) / f32(G / 6))``, codes of ``x / (s *
+    weight_scale_2)``. A valid 4/6 tensor; not a claim about which blocks MSE picks."""
+    from mxformats.schemes.mx import pack_fp4
+    from mxformats.schemes.nvfp4 import e2m1_codes
+
+    name = f"{MO_EXPERT}.down_proj"
+    source = Path(__file__).resolve().parent / "data" / "producers" / "src-bf16"
+    for shard in shards(source):
+        w = read_safetensors(source / shard).get(f"{name}.weight")
+        if w is not None:
+            break
+    f32 = np.float32
+    blocks = np.asarray(w, f32).reshape(w.shape[0], -1, 16)
+    b = np.abs(blocks).max(axis=-1)
+    g = f32(b.max())
+    s = (b * f32(1.5) / f32(6)).astype(f32)
+    s = np.where(s == 0, f32(1), s)
+    scales = np.clip(s * f32(256) / (g / f32(6)), 2.0**-9, 448.0).astype(f32).astype(
+        ml_dtypes.float8_e4m3fn)
+    scale_2 = f32(g / f32(1536))
+    codes = e2m1_codes(blocks / (scales.astype(f32)[..., None] * scale_2)).reshape(w.shape)
+
+    def inner(data: Tensors) -> None:
+        for param, value in (("weight", pack_fp4(codes)), ("weight_scale", scales),
+                             ("weight_scale_2", np.asarray(scale_2))):
+            data[find(data, f"{name}.{param}")][f"{name}.{param}"] = value
+    edit(path, inner)
+
+
 def _first_code_flipped(a: Any) -> Any:
     """The lowest mantissa bit of element [0, 0] flipped (never a NaN: 0x7E is not touched)."""
     codes = a.view(np.uint8).copy()
@@ -681,6 +728,12 @@ CASES += [
     case("nvfp4-modelopt-global-in-ct-convention", "nvfp4-mo", set_tensor(f"{MO_EXPERT}.down_proj.weight_scale_2", lambda a: (1 / a).astype(np.float32)), 1, {("NVFP4_GLOBAL_CONVENTION", E, f"{MO_EXPERT}.down_proj.weight_scale_2")}, level=Level.SCALES),
     case("nvfp4-modelopt-gate-up-scale-2-differ", "nvfp4-mo", set_tensor(f"{MO_EXPERT}.up_proj.weight_scale_2", lambda a: (a * 2).astype(np.float32)), 0, {("NVFP4_GATE_UP_SCALE", W, f"{MO_EXPERT}.up_proj.weight_scale_2")}, level=Level.SCALES),
     case("nvfp4-modelopt-block-not-tight", "nvfp4-mo", set_tensor(f"{MO_EXPERT}.down_proj.weight", lambda a: np.full_like(a, 0x11)), 1, {("NVFP4_BLOCK_NOT_TIGHT", E, f"{MO_EXPERT}.down_proj.weight")}, level=Level.FULL),
+    # ModelOpt's Four-Over-Six recipe: blocks whose amax maps to 4, no non-zero scale above 384
+    case("must-pass-nvfp4-modelopt-four-over-six-tensor", "nvfp4-mo", _four_over_six(0x7C), 0, set(), level=Level.FULL),
+    case("nvfp4-modelopt-four-over-six-block-below-4", "nvfp4-mo", _four_over_six(0x7C, first_block=0x55), 1, {("NVFP4_BLOCK_NOT_TIGHT", E, f"{MO_EXPERT}.down_proj.weight")}, level=Level.FULL),
+    case("nvfp4-modelopt-code-4-with-scale-above-384", "nvfp4-mo", _four_over_six(0x7D), 1, {("NVFP4_BLOCK_NOT_TIGHT", E, f"{MO_EXPERT}.down_proj.weight")}, level=Level.FULL),
+    case("nvfp4-modelopt-four-over-six-source-bytes-unverified-warning-only", "nvfp4-mo", _four_over_six_from_source, 0, {("REPRO_MISMATCH", W, None)}, level=Level.FULL, source=True),
+    case("nvfp4-modelopt-four-over-six-source-nibbles-swapped", "nvfp4-mo", both(_four_over_six_from_source, set_tensor(f"{MO_EXPERT}.down_proj.weight", nibble_swap)), 1, {("REPRO_MISMATCH", W, None), ("REPRO_UNCORRELATED", E, f"{MO_EXPERT}.down_proj.weight")}, level=Level.FULL, source=True),
     case("nvfp4-modelopt-scale-2-missing", "nvfp4-mo", drop_tensor(f"{MO_EXPERT}.down_proj.weight_scale_2"), 1, {("QUANT_TENSOR_MISSING", E, f"{MO_EXPERT}.down_proj.weight_scale_2")}),
     # one root cause in every expert: the first findings and one summary, never one per module
     case("nvfp4-modelopt-scale-2-missing-everywhere", "nvfp4-mo", _drop_every(".weight_scale_2"), 1, first_listed("QUANT_TENSOR_MISSING", ".weight_scale_2")),

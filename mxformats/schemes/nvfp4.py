@@ -27,11 +27,12 @@ Both round elements to nearest, ties to the even code, saturating at ±6, with t
 iff the float32 quotient is < 0 (``-0.0`` is code 0; a small negative that rounds to zero is
 code 8), and pack element 2k in the low nibble (:func:`mxformats.schemes.mx.pack_fp4`).
 
-ModelOpt 0.47.0 also has a "Four Over Six" variant (``NVFP4_FOUR_OVER_SIX_CFG``; 256 instead of
-448 in ``weight_scale_2``, ``utils/numeric_utils.py`` ``E4M3_MAX_46`` and
-``fp8_max_for_normalization``). Its per-block choice between 4 and 6 is made by an MSE
-calibrator and exported through the static-quantizer path (``tensor_quantizer.py`` refuses it in
-``mtq.compress``), so it is not a function of the weight alone; it has no profile here.
+ModelOpt 0.47.0 also has a "Four Over Six" variant (``NVFP4_FOUR_OVER_SIX_CFG``;
+``weight_scale_2 = amax / 1536``, 256 instead of 448, ``utils/numeric_utils.py``
+``fp8_max_for_normalization``). Its per-block choice of the amax multiplier 1.0 or 1.5 is a
+weight-only MSE calibration, but it runs only as a Triton kernel on CUDA (``mtq.quantize``
+raises on the CPU) with a non-IEEE float32 division, so no CPU run can be bit-identical to it:
+no profile here (``spec/nvfp4.md``, "ModelOpt Four Over Six").
 
 Special inputs, decided once for every profile (the spec lists each):
 

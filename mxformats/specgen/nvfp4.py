@@ -190,10 +190,53 @@ def _page() -> str:
         "- both: the E2M1 code of `q` rounds `|q|` to nearest, ties to the even code, saturating "
         "at 6; the sign bit is set iff `q < 0`.",
         "",
-        "ModelOpt 0.47.0 also has the \"Four Over Six\" recipe (`NVFP4_FOUR_OVER_SIX_CFG`: 256 "
-        "instead of 448 in the global scale). Its per-block choice between the maxima 4 and 6 is "
-        "made by an MSE calibrator and exported through the static-quantizer path, so it is not a "
-        "function of the weight alone: no profile reproduces it.",
+        "### ModelOpt Four Over Six: no profile",
+        "",
+        "ModelOpt 0.47.0's \"Four Over Six\" recipe (`NVFP4_FOUR_OVER_SIX_CFG`) was read and run "
+        "(file:line in the 0.47.0 wheel, sources.md §8.1):",
+        "",
+        "- The per-block choice depends on the weight alone. `mse_calibrate` "
+        "(`model_calib.py:733-776`) max-calibrates each weight quantizer on its own weight "
+        "(`:348-352`: per-block amax `b`; global amax `G`, the largest `b` of the tensor or of its "
+        "fused group, q/k/v or gate/up), then runs `MseCalibrator` on that weight with the "
+        "multipliers `m` in `linspace(1.0, 1.5, 2)` (`calib/mse.py:73`; preset "
+        "`modelopt_recipes/configs/ptq/presets/model/nvfp4_four_over_six.yaml:26-31`). Per block, "
+        "the loss is the float32 sum over 16 of `(x - fq(x, m·b))²` (`mse.py:112-114`), and "
+        "`argmin` keeps the first of equal losses (`mse.py:155`: an all-zero block keeps 1.0). Two "
+        "runs with different calibration activations export identical `weight`, `weight_scale` "
+        "and `weight_scale_2`; only `input_scale` differs.",
+        "- `fq` fake-quantizes the block scale `m·b/6` to E4M3 against `G·(448/256)/6` "
+        "(`kernels/quantization/gemm/fp4_kernel.py:248`) and rounds `|x| / scale` "
+        "(`kernels/quantization/common/nvfp4_quant.py:97`) to E2M1.",
+        "- The export (`qtensor/nvfp4_tensor.py:89-163`, the static path): `weight_scale_2 = "
+        "f32(G) / 1536` (6 · 256); `s = e4m3(clamp(f32(f32(m·b/6) · 256) / f32(G/6), 2^-9, 448))`, "
+        "where `m·b/6 = 0` becomes 1.0 first, so a zero block's scale is `1536/G` clamped to 448; "
+        "elements as `modelopt`. A block with `m = 1.5` maps its amax to 4 (largest code 4), every "
+        "non-zero block scale is at most 384 (256 · 1.5), and the config is plain NVFP4 "
+        "(`quant_algo: NVFP4`, no 4/6 key).",
+        "- Why no profile: the producer does not run on a CPU. `fq` is "
+        "`StaticBlockwiseFP4FakeQuantFunction`, which raises \"static_blockwise_fp4_fake_quant "
+        "requires triton\" (`tensor_quant.py:586-590`) unless ModelOpt's Triton kernels are "
+        "loaded, and they load only when `torch.cuda.is_available()` "
+        "(`kernels/quantization/gemm/__init__.py:22-41`); "
+        "`tests/interop/test_nvfp4_interop.py::test_modelopt_four_over_six_has_no_cpu_path` "
+        "asserts it. On a GPU the deciding loss uses Triton's float32 `/` (Triton 3.9 "
+        "`language/semantic.py:338` `create_fdiv`, lowered to `div.full.f32`, up to 2 ulp: "
+        "triton-lang/triton#10661) and a CUDA sum, so a block whose two losses differ by rounding, "
+        "or whose `|x| / scale` lies within an ulp of an E2M1 boundary, is decided by GPU "
+        "rounding that no CPU run can check. With only ModelOpt's Triton kernel run by the Triton "
+        "interpreter on the CPU (`tests/interop/modelopt_four_over_six_probe.py`, which runs the "
+        "producer unchanged where CUDA is present), the formulas above reproduced all 7 exported "
+        "weights of a "
+        "one-layer Llama (hidden 64, intermediate 128, BF16) byte for byte, 45 % of the blocks at "
+        "`m = 1.5`: evidence for the description, not a producer to be bit-identical to.",
+        "- `mxformats validate` reads a ModelOpt NVFP4 tensor none of whose non-zero blocks has a "
+        "scale above 384 as Four Over Six: there a block's largest |code| may be 4 or 6 "
+        "(`NVFP4_BLOCK_NOT_TIGHT` fires on any other). A plain tensor whose global amax comes "
+        "from a larger fused sibling can pass the same test, so its code-4 blocks go unflagged. "
+        "`--source` reproduces with `modelopt`; a module whose bytes differ and whose scales "
+        "read as Four Over Six is judged by its error and correlation against the source, with "
+        "one `REPRO_MISMATCH` warning that its bytes are not verified.",
         "",
         "## Special inputs",
         "",

@@ -295,8 +295,10 @@ def run(ckpt: Checkpoint, opts: Options) -> Iterator[Finding]:
     whose bytes differ is an error (REPRO_MISMATCH), and a run that verified no module at all
     is one too (REPRO_NOTHING_VERIFIED), never OK. Where the config names a recipe no profile
     reproduces (:func:`claimed_profile`), one REPRO_MISMATCH warning says so and each module is
-    judged by :func:`_numeric_verdict` alone. Per check, the first :data:`MAX_LISTED` modules
-    are listed and the rest counted in one finding.
+    judged by :func:`_numeric_verdict` alone; so is a module whose bytes differ and show such a
+    recipe the config cannot name (:meth:`Descriptor.unclaimed_tensors`: ModelOpt's NVFP4 Four
+    Over Six). Per check, the first :data:`MAX_LISTED` modules are listed and the rest counted
+    in one finding.
     """
     if opts.source is None:
         return
@@ -320,6 +322,8 @@ def run(ckpt: Checkpoint, opts: Options) -> Iterator[Finding]:
     missing: list[Finding] = []
     listed = Listing(MAX_LISTED, " (the reproduction block has every module)")
     unprofiled: list[tuple[str, str]] = []  # (module, its format) where no profile exists
+    #: (module, why) where the bytes show a recipe the config does not name and no profile has
+    unrecognised: list[tuple[str, str]] = []
     for name in chosen:
         module = modules[name]
         own = desc.for_module(ckpt, name)
@@ -350,12 +354,16 @@ def run(ckpt: Checkpoint, opts: Options) -> Iterator[Finding]:
                                    wref.name, wref.begin))
             continue
         results.append(r)
-        mismatches = {} if unclaimed else r.first_mismatch  # unclaimed: other bytes expected
+        # a module the profile reproduces is claimed whatever its bytes look like
+        recipe = unclaimed or (own.unclaimed_tensors(arrays) if r.first_mismatch else "")
+        if recipe and not unclaimed:
+            unrecognised.append((name, recipe))
+        mismatches = {} if recipe else r.first_mismatch  # unclaimed: other bytes expected
         for p, msg in mismatches.items():
             ref = module.tensors.get(p, wref)
             yield from listed.add(Finding(REPRO_MISMATCH, f"{name}.{p} not reproduced by profile "
                                           f"{profile!r}: {msg}", ref.file, ref.name, ref.begin))
-        verdict = _numeric_verdict(own, r, claimed=not unclaimed)
+        verdict = _numeric_verdict(own, r, claimed=not recipe)
         if verdict is not None:
             check, severity, message = verdict
             yield from listed.add(Finding(check, f"{name}: {message}", wref.file, wref.name,
@@ -375,6 +383,10 @@ def run(ckpt: Checkpoint, opts: Options) -> Iterator[Finding]:
         yield Finding(REPRO_MISMATCH, f"bytes not verified: {len(unprofiled)} module(s) (e.g. "
                       f"{unprofiled[0][0]}) are {unprofiled[0][1]}, which no producer profile "
                       "reproduces", severity=Severity.WARNING)
+    if unrecognised:
+        yield Finding(REPRO_MISMATCH, f"bytes not verified: {len(unrecognised)} module(s) (e.g. "
+                      f"{unrecognised[0][0]}) hold {unrecognised[0][1]}; each is judged by its "
+                      "error and correlation against the source", severity=Severity.WARNING)
     if unclaimed and results:
         yield Finding(REPRO_MISMATCH, f"bytes not verified: {unclaimed}; each module is judged "
                       "by its error and correlation against the source",

@@ -201,3 +201,37 @@ def test_spec_vectors_are_what_the_real_producer_writes(profile: str) -> None:
         assert [f"0x{int(b):02X}" for b in scales.reshape(-1)] == case["scales"], case["vector"]
         assert float(global_scale.reshape(-1)[0]).hex() == float.fromhex(
             case["global_scale"]).hex(), case["vector"]
+
+
+def test_modelopt_four_over_six_has_no_cpu_path() -> None:
+    """Why no profile reproduces ModelOpt's Four-Over-Six recipe (spec/nvfp4.md, "ModelOpt Four
+    Over Six"), asserted on nvidia-modelopt 0.47.0 so that a release which changes it fails here.
+
+    The recipe is weight-only MSE calibration over the per-block amax multipliers 1.0 ("M=6")
+    and 1.5 ("M=4") on a static weight quantizer with 256 for the E4M3 normalisation; its fake
+    quantisation (``tensor_quant.py`` ``StaticBlockwiseFP4FakeQuantFunction``) runs only as a
+    Triton kernel on CUDA, so ``mtq.quantize`` raises on the CPU: there is no CPU producer to
+    be bit-identical to.
+    """
+    import copy
+    import warnings
+
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("the recipe runs on CUDA; this pins its CPU behaviour")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import modelopt.torch.quantization as mtq
+        from modelopt.torch.quantization.config import NVFP4_FOUR_OVER_SIX_CFG
+
+    config = copy.deepcopy(NVFP4_FOUR_OVER_SIX_CFG)
+    assert config["algorithm"] == {"method": "mse", "fp8_scale_sweep": False,
+                                   "start_multiplier": 1.0, "stop_multiplier": 1.5,
+                                   "step_size": 0.5}
+    weight = next(e["cfg"] for e in config["quant_cfg"]
+                  if e["quantizer_name"] == "*weight_quantizer")
+    assert weight["block_sizes"]["type"] == "static" and weight["block_sizes"]["four_over_six"]
+    model = torch.nn.Sequential(torch.nn.Linear(32, 16, bias=False, dtype=torch.bfloat16))
+    with pytest.raises(RuntimeError, match="requires triton"):
+        mtq.quantize(model, config, lambda m: m(torch.ones(1, 32, dtype=torch.bfloat16)))

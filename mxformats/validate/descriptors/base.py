@@ -276,6 +276,12 @@ class Descriptor:
         ("" when the profile's bytes are claimed)."""
         return ""
 
+    def unclaimed_tensors(self, arrays: dict[str, NDArray[Any]]) -> str:
+        """Why one module's tensors (``arrays``, :meth:`reproduce_params` read) come from a
+        recipe :attr:`profile` does not reproduce, recognised from the bytes because the config
+        does not name it ("" when the profile's bytes are claimed)."""
+        return ""
+
     def produce_module(self, module: str, w: NDArray[Any],
                        sibling: Callable[[str], NDArray[Any] | None]) -> dict[str, NDArray[Any]]:
         """The tensors the producer writes for ``module`` from source weight ``w``;

@@ -7,6 +7,10 @@ multiplier), compressed-tensors ``weight_global_scale = 2688 / amax`` (a divisor
 Numeric invariants, measured on both producers (tests/data/producers/README.md): every
 non-zero block's largest |code| is 6 (the block scale maps its amax to 6 within E4M3 rounding),
 except where the block scale was clamped (ModelOpt: 2^-9 or 448; compressed-tensors: 448).
+ModelOpt's Four-Over-Six recipe (``NVFP4_FOUR_OVER_SIX_CFG``) writes the same config and maps
+some blocks' amax to 4 instead: a tensor none of whose non-zero blocks has a scale above
+``four_over_six_scale_max`` (384) is read as one, and a largest |code| of 4 is tight there
+(``spec/nvfp4.md``, "ModelOpt Four Over Six").
 """
 
 from __future__ import annotations
@@ -55,7 +59,8 @@ NVFP4_BLOCK_NOT_TIGHT = declare(
     "NVFP4_BLOCK_NOT_TIGHT", Severity.ERROR, Level.FULL, _N,
     "NVFP4 blocks of 16 whose largest |code| is not 6: both producers map a block's amax to 6, "
     "so a wrong block size, nibble order or scale from another tensor shows here (blocks with "
-    "a clamped scale exempt).",
+    "a clamped scale exempt; 4 is tight too in a ModelOpt tensor with no non-zero block scale "
+    "above 384, which ModelOpt's Four-Over-Six recipe writes).",
     "Re-quantize with 16-element blocks along the input dimension.")
 NVFP4_GATE_UP_SCALE = declare(
     "NVFP4_GATE_UP_SCALE", Severity.WARNING, Level.SCALES, _N,
@@ -74,6 +79,10 @@ ZERO_BLOCK_PRODUCERS = {p.zero_block_scale: f"{p.name} ({p.library} {p.version})
 _E4M3_MAG = 0x7F
 #: E2M1 magnitude index of 6.0
 _SIX = 7
+#: packed bytes per block of 16 E2M1 codes
+BLOCK_BYTES = 8
+#: E2M1 magnitude index of 4.0, the largest code of a Four-Over-Six "M=4" block
+_FOUR = 6
 #: The projections both producers give one global scale (the larger amax of the two):
 #: ModelOpt ``sync_moe_gate_up_amax``, llm-compressor's fused-layer global scale (``oneshot``).
 FUSED = ("gate_proj", "up_proj")
@@ -93,6 +102,10 @@ class NVFP4Descriptor(Descriptor):
     global_shapes: tuple[tuple[int, ...], ...] = ((), (1,))
     #: block scales at which the producer clamped (decoded values): exempt from tightness
     clamped_scales: tuple[float, ...] = (448.0,)
+    #: the largest non-zero block scale (decoded) of a tensor written by the producer's
+    #: Four-Over-Six recipe, where a block's amax may map to 4 rather than 6; None: the producer
+    #: has no such recipe
+    four_over_six_scale_max: float | None = None
     #: severity of NVFP4_GATE_UP_SCALE for this producer
     gate_up_severity = Severity.WARNING
     gate_up_loader = ""
@@ -157,12 +170,37 @@ class NVFP4Descriptor(Descriptor):
         stats.count_zero_blocks(scales[st.gmax == 0], ZERO_BLOCK_PRODUCERS,
                                 "all-zero NVFP4 blocks")
         clamped = np.isin(scales, self.clamped_scales)
-        loose = Count.of((st.gmax > 0) & (st.gmax < _SIX) & ~clamped)
+        tight = st.gmax == _SIX
+        if self.is_four_over_six(st.gmax, scales):
+            tight |= st.gmax == _FOUR
+        loose = Count.of((st.gmax > 0) & ~tight & ~clamped)
         if loose.n:
             row, blk = divmod(loose.first, scales.shape[1])
             yield finding(NVFP4_BLOCK_NOT_TIGHT, ref, f"{loose.n} non-zero block(s) whose "
                           f"largest |code| is below 6 (first: row {row}, block {blk})",
                           row * (scales.shape[1] * gs // 2) + blk * gs // 2, 1)
+
+    def is_four_over_six(self, gmax: NDArray[Any], scales: NDArray[np.float64]) -> bool:
+        """Whether a tensor (``gmax``: the largest E2M1 magnitude index per block; ``scales``:
+        its decoded block scales) was written by the producer's Four-Over-Six recipe: it has
+        one, the tensor has a non-zero block, and no non-zero block's scale exceeds
+        :attr:`four_over_six_scale_max`. The plain recipe maps the tensor's largest block to
+        scale 448, so it never passes; zero blocks are left out because the 4/6 export clamps
+        their scale, ``1.0 * 256 / (amax / 6)``, to 448."""
+        if self.four_over_six_scale_max is None:
+            return False
+        nonzero = gmax > 0
+        return bool(nonzero.any()) and float(scales[nonzero].max()) <= self.four_over_six_scale_max
+
+    def unclaimed_tensors(self, arrays: dict[str, NDArray[Any]]) -> str:
+        if self.four_over_six_scale_max is None:
+            return ""
+        st = byte_stats(arrays[self.weight_param], "fp4", BLOCK_BYTES)
+        scales = np.asarray(arrays["weight_scale"]).astype(np.float64)
+        if st.gmax.shape != scales.shape or not self.is_four_over_six(st.gmax, scales):
+            return ""
+        return (f"ModelOpt Four-Over-Six block scales (no non-zero block above "
+                f"{self.four_over_six_scale_max:g}), a recipe no producer profile reproduces")
 
     def produce_module(self, module: str, w: NDArray[Any],
                        sibling: Callable[[str], NDArray[Any] | None]) -> dict[str, NDArray[Any]]:

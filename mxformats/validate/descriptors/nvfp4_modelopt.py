@@ -3,6 +3,12 @@ Kimi NVFP4 releases): ``weight`` U8 ``[O, I/2]``, ``weight_scale`` F8_E4M3 ``[O,
 ``weight_scale_2`` F32 ``[]`` = amax/2688, ``input_scale`` F32 ``[]`` (W4A4; W4A16_NVFP4 has
 none).
 
+ModelOpt's Four-Over-Six recipe (``NVFP4_FOUR_OVER_SIX_CFG``) exports the same config
+(``quant_algo: NVFP4``) with ``weight_scale_2 = amax/1536`` and every non-zero block scale at most
+``256 * 1.5 = 384`` (``qtensor/nvfp4_tensor.py`` ``_cast_per_block_scale_to_fp8`` with
+``fp8_max_for_normalization`` 256): such tensors are recognised by their scales
+(:meth:`NVFP4Descriptor.is_four_over_six`). No producer profile reproduces them.
+
 Both ModelOpt config forms are read (:mod:`.modelopt`).
 """
 
@@ -35,6 +41,8 @@ class ModelOptNVFP4(ModelOptDescriptor, NVFP4Descriptor):
     global_is_divisor = False
     #: ModelOpt clamps block scales to [2^-9, 448]
     clamped_scales = (2.0**-9, 448.0)
+    #: the 4/6 export's largest non-zero block scale: 256 * 1.5 (the "M=4" multiplier)
+    four_over_six_scale_max = 384.0
     profile = "modelopt"
     gate_up_severity = Severity.WARNING
     gate_up_loader = ("vLLM ModelOptNvFp4FusedMoE.process_weights_after_loading warns and uses "
