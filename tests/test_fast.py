@@ -18,7 +18,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 from conftest import requires
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mxformats import codec, fast
@@ -612,7 +612,9 @@ def nvfp4_arguments(draw: st.DrawFn) -> tuple[Any, ...]:
     return codes, scales, stored, axis, packed, profile
 
 
-@settings(max_examples=150, deadline=None)
+@pytest.mark.usefixtures("small_chunks")
+@settings(max_examples=150, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(nvfp4_arguments())
 def test_dequantize_nvfp4_shapes_and_axes(arguments: tuple[Any, ...]) -> None:
     codes, scales, stored, axis, packed, profile = arguments
@@ -736,7 +738,9 @@ def fp8_block_arguments(draw: st.DrawFn) -> tuple[Any, ...]:
     return codes, scales, block, draw(st.sampled_from(sorted(fp8_block.PROFILES)))
 
 
-@settings(max_examples=150, deadline=None)
+@pytest.mark.usefixtures("small_chunks")  # several chunks a call, edges inside tile rows
+@settings(max_examples=150, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(fp8_block_arguments())
 def test_dequantize_fp8_block_shapes_and_tiles(arguments: tuple[Any, ...]) -> None:
     codes, scales, block, profile = arguments
