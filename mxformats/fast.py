@@ -41,13 +41,14 @@ the reference.
 
 from __future__ import annotations
 
+import inspect
 import os
 import sys
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from functools import cache
+from functools import cache, wraps
 from itertools import pairwise
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
@@ -96,6 +97,36 @@ _MAGNITUDE = np.uint32(0x7FFFFFFF)
 _E2M1_LOW_BITS = 20
 _EXPONENT_SHIFT = 23
 _NONFINITE_EXPONENT = 0xFF
+
+
+R = TypeVar("R")
+
+
+def with_signature_of(reference: Callable[..., Any]) -> Callable[[Callable[..., R]],
+                                                                 Callable[..., R]]:
+    """Give a fast path ``reference``'s signature plus keyword ``threads``.
+
+    The caller's arguments are bound to the reference's signature with its defaults applied
+    (so both take the same calls, and a default is written once, in the reference) and passed
+    to the implementation by name, with ``threads``; the implementation declares the same
+    names, without defaults.
+    """
+    signature = inspect.signature(reference)
+    threads = inspect.Parameter("threads", inspect.Parameter.KEYWORD_ONLY, default=None,
+                                annotation="int | None")
+    public = signature.replace(parameters=[*signature.parameters.values(), threads])
+
+    def decorate(implementation: Callable[..., R]) -> Callable[..., R]:
+        @wraps(implementation)
+        def bound(*args: Any, threads: int | None = None, **kwargs: Any) -> R:
+            arguments = signature.bind(*args, **kwargs)
+            arguments.apply_defaults()
+            return implementation(**arguments.arguments, threads=threads)
+
+        bound.__signature__ = public  # type: ignore[attr-defined]
+        return bound
+
+    return decorate
 
 
 def workers() -> int:
@@ -390,21 +421,16 @@ def _scale_rows(
 
 
 @containers(codes={"codes": "elem", "scales": E8M0})
+@with_signature_of(reference_mx.dequantize_mx)
 def dequantize_mx(
-    codes: ArrayLike | MXArray,
-    scales: ArrayLike | None = None,
-    elem: Format = E2M1,
-    *,
-    block_size: int = 32,
-    axis: int = -1,
-    profile: str = "ocp",
-    dtype: DTypeLike = np.float32,
-    threads: int | None = None,
+    codes: ArrayLike | MXArray, scales: ArrayLike | None, elem: Format, *, block_size: int,
+    axis: int, profile: str | None, dtype: DTypeLike, threads: int | None,
 ) -> NDArray[np.generic]:
     """:func:`mxformats.dequantize_mx`, the same bytes, fast for MXFP4 ``ocp`` to float32.
 
     Fast path: packed E2M1 uint8 codes and uint8 scales of matching shapes, ``block_size`` 32,
-    consumer ``ocp``, ``dtype`` float32, a length along ``axis`` that is a multiple of 32.
+    consumer ``ocp`` (an MXArray of a producer whose default consumer is another goes to the
+    reference), ``dtype`` float32, a length along ``axis`` that is a multiple of 32.
     ``element * 2**(b - 127)`` is one float32 multiply of exact operands (2**-127 is a float32
     subnormal), so it is the single rounding the reference specifies. Blocks with byte 0xFF go
     to the reference; so does every other input. Spec: spec/mx.md, "Consumers".
@@ -416,6 +442,7 @@ def dequantize_mx(
         given = codes
         codes, scales, elem, block_size, axis = (
             given.codes, given.scales, given.elem, given.block_size, given.axis)
+        profile = given.profile if profile is None else profile
     c = codes if isinstance(codes, np.ndarray) else None
     s = scales if isinstance(scales, np.ndarray) else None
     if (
@@ -424,7 +451,7 @@ def dequantize_mx(
         or s is None
         or elem is not E2M1
         or block_size != BLOCK
-        or profile != "ocp"
+        or (profile or reference_mx.DEFAULT_CONSUMER) != "ocp"
         or np.dtype(dtype) != _F32
         or c.dtype != np.uint8
         or s.dtype != np.uint8
@@ -482,16 +509,10 @@ def _nvfp4_global(global_scale: object) -> np.float32 | None:
 
 
 @containers(codes={"scales": E4M3FN})
+@with_signature_of(reference_nvfp4.dequantize_nvfp4)
 def dequantize_nvfp4(
-    codes: ArrayLike | NVFP4Array,
-    scales: ArrayLike | None = None,
-    global_scale: ArrayLike | None = None,
-    *,
-    axis: int = -1,
-    profile: str | None = None,
-    packed: bool = False,
-    dtype: DTypeLike = np.float32,
-    threads: int | None = None,
+    codes: ArrayLike | NVFP4Array, scales: ArrayLike | None, global_scale: ArrayLike | None, *,
+    axis: int, profile: str | None, packed: bool, dtype: DTypeLike, threads: int | None,
 ) -> NDArray[Any]:
     """:func:`mxformats.dequantize_nvfp4`, the same bytes, fast to float32, every consumer.
 
@@ -764,13 +785,9 @@ def _unpack_words(
 
 
 @containers()
+@with_signature_of(reference_int4.unpack_int4)
 def unpack_int4(
-    packed: ArrayLike,
-    *,
-    layout: str = "compressed-tensors",
-    axis: int = -1,
-    size: int | None = None,
-    threads: int | None = None,
+    packed: ArrayLike, *, layout: str, axis: int, size: int | None, threads: int | None,
 ) -> NDArray[np.int8]:
     """:func:`mxformats.unpack_int4`, the same values, fast for whole words.
 
@@ -801,15 +818,10 @@ def unpack_int4(
 
 
 @containers()
+@with_signature_of(reference_int4.dequantize_int4)
 def dequantize_int4(
-    q: ArrayLike | Int4Array,
-    scales: ArrayLike | None = None,
-    *,
-    group_size: int | None = 32,
-    axis: int = -1,
-    profile: str = "compressed-tensors",
-    dtype: DTypeLike = np.float32,
-    threads: int | None = None,
+    q: ArrayLike | Int4Array, scales: ArrayLike | None, *, group_size: int | None, axis: int,
+    profile: str | None, dtype: DTypeLike, threads: int | None,
 ) -> NDArray[np.generic]:
     """:func:`mxformats.dequantize_int4`, the same bytes, fast to float32.
 
@@ -824,11 +836,11 @@ def dequantize_int4(
             return reference_int4.dequantize_int4(q, scales, group_size=group_size, axis=axis,
                                                   profile=profile, dtype=dtype)
         given = q
-        q, scales, group_size, axis, profile = (
-            given.q, given.scales, given.group_size, given.axis, given.profile)
+        q, scales, group_size, axis = given.q, given.scales, given.group_size, given.axis
+        profile = given.profile if profile is None else profile
     values = q if isinstance(q, np.ndarray) else None
     s = scales if isinstance(scales, np.ndarray) else None
-    consumer = reference_int4.CONSUMERS.get(profile)
+    consumer = reference_int4.CONSUMERS.get(profile or reference_int4.DEFAULT_CONSUMER)
     float32_product = consumer is not None and consumer.product_dtype == "float32"
     scale_types = (_F32,) if float32_product else (_F32, BF16, _F16)
     if (
@@ -945,14 +957,10 @@ def _fp8_block_rows(
 
 
 @containers()
+@with_signature_of(reference_fp8_block.dequantize_fp8_block)
 def dequantize_fp8_block(
-    codes: ArrayLike | FP8BlockArray,
-    scales: ArrayLike | None = None,
-    *,
-    block: tuple[int, int] = (128, 128),
-    profile: str = "deepseek",
-    dtype: DTypeLike = np.float32,
-    threads: int | None = None,
+    codes: ArrayLike | FP8BlockArray, scales: ArrayLike | None, *, block: tuple[int, int],
+    profile: str, dtype: DTypeLike, threads: int | None,
 ) -> NDArray[np.generic]:
     """:func:`mxformats.schemes.fp8_block.dequantize_fp8_block`, the same bytes, fast to
     float32.

@@ -9,6 +9,7 @@ chunk edges. Bit-exact means equal bytes; NaN is compared by its bits.
 
 from __future__ import annotations
 
+import inspect
 import re
 import subprocess
 import sys
@@ -431,6 +432,45 @@ REFERENCES = {"quantize_mx": mx.quantize_mx, "dequantize_mx": mx.dequantize_mx,
               "unpack_int4": int4.unpack_int4, "dequantize_int4": int4.dequantize_int4,
               "dequantize_nvfp4": nvfp4.dequantize_nvfp4,
               "dequantize_fp8_block": fp8_block.dequantize_fp8_block}
+
+
+SIGNATURES_FROM_THE_REFERENCE = {
+    "dequantize_mx": mx.dequantize_mx, "unpack_int4": int4.unpack_int4,
+    "dequantize_int4": int4.dequantize_int4, "dequantize_nvfp4": nvfp4.dequantize_nvfp4,
+    "dequantize_fp8_block": fp8_block.dequantize_fp8_block,
+}
+
+
+@pytest.mark.parametrize("name", SIGNATURES_FROM_THE_REFERENCE)
+def test_signature_is_the_references_plus_threads(name: str) -> None:
+    *params, threads = inspect.signature(getattr(fast, name)).parameters.values()
+    assert params == list(inspect.signature(SIGNATURES_FROM_THE_REFERENCE[name])
+                          .parameters.values())
+    assert threads.name == "threads" and threads.kind is threads.KEYWORD_ONLY
+
+
+def test_arrays_are_read_with_their_producers_consumer() -> None:
+    """An MXArray or Int4Array with no profile is read by its producer's default consumer,
+    and a profile given with one wins, as in the reference (every E8M0 byte: Quark's consumer
+    turns 0xFF into ±Inf, not NaN)."""
+    rng = np.random.default_rng(37)
+    codes = rng.integers(0, 256, (256, 16), dtype=np.uint8)
+    scales = np.arange(256, dtype=np.uint8)[:, None]
+    for producer in ("ocp", "quark", "torchao-floor"):
+        array = mx.MXArray(codes, scales, E2M1, 32, 1, producer)
+        for profile in (None, "ocp"):
+            want = quiet(mx.dequantize_mx, array, profile=profile)
+            got = quiet(fast.dequantize_mx, array, profile=profile)
+            assert got.dtype == want.dtype and np.array_equal(bits(got), bits(want))
+    with pytest.raises(ValueError, match="cannot produce"):
+        fast.dequantize_mx(mx.MXArray(codes, scales, E2M1, 32, 1, "quark"), dtype=np.float16)
+    x = rng.standard_normal((8, 64)).astype(BF16)
+    result = int4.quantize_int4(x, profile="compressed-tensors")
+    for profile in (None, "quark"):
+        with np.errstate(over="ignore"):
+            want = int4.dequantize_int4(result, profile=profile)
+        got = fast.dequantize_int4(result, profile=profile)
+        assert np.array_equal(bits(got), bits(want))
 
 
 @pytest.mark.parametrize("name", EMPTY_CALLS)
