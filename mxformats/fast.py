@@ -1,11 +1,12 @@
 """Fast CPU paths for large arrays, byte-identical to the references they stand in for.
 
 Each function has its reference's signature (plus ``threads``, the most threads it may use,
-where it uses threads) and returns the same bytes. Inputs outside a fast path go to the
-reference itself, so every call is defined exactly as the reference defines it, errors included.
-Verified by ``tests/test_fast.py`` (the harness's ``check_quantizer`` / ``check_dequantizer`` /
-``check_int4_quantizer`` and exhaustive sweeps over the classes each table is built on);
-measured in ``docs/benchmarks.md``.
+where it uses threads; the dequantizers, :func:`unpack_int4` and :func:`encode` take it from the
+reference itself, defaults included) and returns the same bytes. Inputs outside a fast path go
+to the reference itself, so every call is defined exactly as the reference defines it, errors
+included. Verified by ``tests/test_fast.py`` (the harness's ``check_quantizer`` /
+``check_dequantizer`` / ``check_int4_quantizer`` and exhaustive sweeps over the classes each
+table is built on); measured in ``docs/benchmarks.md``.
 
 - :func:`quantize_mx` (:func:`mxformats.quantize_mx`): E2M1 blocks of 32, profiles ``ocp``
   and ``quark``, float32 / bfloat16 / float16 input.
@@ -102,7 +103,7 @@ _NONFINITE_EXPONENT = 0xFF
 R = TypeVar("R")
 
 
-def with_signature_of(reference: Callable[..., Any]) -> Callable[[Callable[..., R]],
+def _with_signature_of(reference: Callable[..., Any]) -> Callable[[Callable[..., R]],
                                                                  Callable[..., R]]:
     """Give a fast path ``reference``'s signature plus keyword ``threads``.
 
@@ -421,7 +422,7 @@ def _scale_rows(
 
 
 @containers(codes={"codes": "elem", "scales": E8M0})
-@with_signature_of(reference_mx.dequantize_mx)
+@_with_signature_of(reference_mx.dequantize_mx)
 def dequantize_mx(
     codes: ArrayLike | MXArray, scales: ArrayLike | None, elem: Format, *, block_size: int,
     axis: int, profile: str | None, dtype: DTypeLike, threads: int | None,
@@ -509,7 +510,7 @@ def _nvfp4_global(global_scale: object) -> np.float32 | None:
 
 
 @containers(codes={"scales": E4M3FN})
-@with_signature_of(reference_nvfp4.dequantize_nvfp4)
+@_with_signature_of(reference_nvfp4.dequantize_nvfp4)
 def dequantize_nvfp4(
     codes: ArrayLike | NVFP4Array, scales: ArrayLike | None, global_scale: ArrayLike | None, *,
     axis: int, profile: str | None, packed: bool, dtype: DTypeLike, threads: int | None,
@@ -637,14 +638,10 @@ def _encode_chunks(
 
 
 @containers()
+@_with_signature_of(reference_codec.encode)
 def encode(
-    fmt: Format,
-    x: object,
-    *,
-    rounding: str = "nearest-even",
-    overflow: str | None = None,
-    nan_code: int | None = None,
-    threads: int | None = None,
+    fmt: Format, x: object, *, rounding: str, overflow: str | None, nan_code: int | None,
+    threads: int | None,
 ) -> NDArray[np.uint8]:
     """:func:`mxformats.codec.encode` (``Format.encode``), the same codes, fast for FP8.
 
@@ -785,7 +782,7 @@ def _unpack_words(
 
 
 @containers()
-@with_signature_of(reference_int4.unpack_int4)
+@_with_signature_of(reference_int4.unpack_int4)
 def unpack_int4(
     packed: ArrayLike, *, layout: str, axis: int, size: int | None, threads: int | None,
 ) -> NDArray[np.int8]:
@@ -818,7 +815,7 @@ def unpack_int4(
 
 
 @containers()
-@with_signature_of(reference_int4.dequantize_int4)
+@_with_signature_of(reference_int4.dequantize_int4)
 def dequantize_int4(
     q: ArrayLike | Int4Array, scales: ArrayLike | None, *, group_size: int | None, axis: int,
     profile: str | None, dtype: DTypeLike, threads: int | None,
@@ -957,7 +954,7 @@ def _fp8_block_rows(
 
 
 @containers()
-@with_signature_of(reference_fp8_block.dequantize_fp8_block)
+@_with_signature_of(reference_fp8_block.dequantize_fp8_block)
 def dequantize_fp8_block(
     codes: ArrayLike | FP8BlockArray, scales: ArrayLike | None, *, block: tuple[int, int],
     profile: str, dtype: DTypeLike, threads: int | None,

@@ -437,7 +437,7 @@ REFERENCES = {"quantize_mx": mx.quantize_mx, "dequantize_mx": mx.dequantize_mx,
 SIGNATURES_FROM_THE_REFERENCE = {
     "dequantize_mx": mx.dequantize_mx, "unpack_int4": int4.unpack_int4,
     "dequantize_int4": int4.dequantize_int4, "dequantize_nvfp4": nvfp4.dequantize_nvfp4,
-    "dequantize_fp8_block": fp8_block.dequantize_fp8_block,
+    "dequantize_fp8_block": fp8_block.dequantize_fp8_block, "encode": codec.encode,
 }
 
 
