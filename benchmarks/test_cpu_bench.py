@@ -26,7 +26,7 @@ import pytest
 
 from mxformats import fast, quantize_nvfp4
 from mxformats.formats import E2M1, E4M3FN
-from mxformats.schemes import fp8_block, int4, mx
+from mxformats.schemes import fp8_block, int4, mx, nvfp4
 
 ELEMENTS = int(os.environ.get("MXF_BENCH_ELEMENTS", 1 << 26))
 COLUMNS = 4096
@@ -392,3 +392,104 @@ def test_nvfp4_quantize_compressed_tensors(benchmark: Any, data: dict[str, Any],
     ours = fast.quantize_nvfp4(head(data["x_bf16"]), profile="compressed-tensors",
                                global_amax=float(np.abs(data["x"]).max().astype(ml_dtypes.bfloat16)))
     assert same_bits(head(torch_bytes(out["weight_packed"])), ours.packed())
+
+
+# -- NVFP4 and FP8 block dequantize -----------------------------------------------------------
+
+NVFP4_DEQUANT_OP = "NVFP4 dequantize (packed, float32 out)"
+FP8_BLOCK_DEQUANT_OP = "FP8 block dequantize (128 × 128, float32 out)"
+
+
+@pytest.fixture(scope="module")
+def nvfp4_weight(data: dict[str, Any]) -> Any:
+    """``x`` (bfloat16) quantized as llm-compressor writes it (compressed-tensors profile)."""
+    return fast.quantize_nvfp4(data["x_bf16"], profile="compressed-tensors")
+
+
+@pytest.fixture(scope="module")
+def fp8_block_weight(data: dict[str, Any]) -> Any:
+    """``x`` quantized as DeepSeek/Kimi-K2 ship it (128 × 128 tiles, float32 scales)."""
+    return fast.quantize_fp8_block(data["x"], profile="deepseek")
+
+
+@pytest.mark.parametrize("consumer", ["vllm-compressed-tensors",
+                                      "vllm-compressed-tensors-emulation"])
+def test_nvfp4_dequantize_fast(benchmark: Any, nvfp4_weight: Any, consumer: str) -> None:
+    packed, w = nvfp4_weight.packed(), nvfp4_weight
+    out = run(benchmark, lambda: fast.dequantize_nvfp4(packed, w.scales, w.global_scale,
+                                                       profile=consumer, packed=True),
+              NVFP4_DEQUANT_OP, f"mxformats.fast ({consumer})", True)
+    want = nvfp4.dequantize_nvfp4(head(w.codes), head(w.scales), w.global_scale,
+                                  profile=consumer)
+    assert same_bits(head(out), want)
+
+
+def test_nvfp4_dequantize_compressed_tensors(benchmark: Any, nvfp4_weight: Any,
+                                             peers: dict[str, Any]) -> None:
+    """``NVFP4PackedCompressor.decompress``: unpack to bfloat16, ``scale / global`` in
+    float32, the product rounded to bfloat16 (half our bytes). Its bytes are the
+    ``vllm-compressed-tensors-emulation`` consumer's float32 result rounded to bfloat16."""
+    torch = peers["torch"]
+    w = nvfp4_weight
+    state = {"weight_packed": torch.from_numpy(w.packed()),
+             "weight_scale": torch.from_numpy(w.scales).view(torch.float8_e4m3fn),
+             "weight_global_scale": torch.from_numpy(w.global_scale)}
+    out = run(benchmark, lambda: peers["ct_nvfp4"].decompress(state, peers["ct_nvfp4_scheme"]),
+              NVFP4_DEQUANT_OP, "compressed-tensors NVFP4PackedCompressor.decompress (bf16 out)",
+              False, slow=True)
+    ours = fast.dequantize_nvfp4(w.codes, w.scales, w.global_scale,
+                                 profile="vllm-compressed-tensors-emulation")
+    assert same_bits(out["weight"].view(torch.int16).numpy(), ours.astype(ml_dtypes.bfloat16))
+
+
+def test_nvfp4_dequantize_ml_dtypes(benchmark: Any, nvfp4_weight: Any) -> None:
+    """The elementwise E2M1 -> float32 cast alone (no scales)."""
+    codes = nvfp4_weight.codes.view(ml_dtypes.float4_e2m1fn)
+    out = run(benchmark, lambda: codes.astype(np.float32), NVFP4_DEQUANT_OP,
+              "ml_dtypes astype float32 (elementwise, no scales)", False, slow=True)
+    assert same_bits(head(out), E2M1.decode(head(nvfp4_weight.codes)))
+
+
+@pytest.mark.parametrize("threads", [None, 1])
+def test_fp8_block_dequantize_fast(benchmark: Any, fp8_block_weight: Any,
+                                   threads: int | None) -> None:
+    w = fp8_block_weight
+    out = run(benchmark, lambda: fast.dequantize_fp8_block(w.codes, w.scales, threads=threads),
+              FP8_BLOCK_DEQUANT_OP, f"mxformats.fast (deepseek{one_thread(threads)})", True)
+    rows = head(w.codes).shape[0]
+    want = fp8_block.dequantize_fp8_block(head(w.codes), w.scales[: -(-rows // FP8_TILE)])
+    assert same_bits(head(out), want)
+
+
+def test_fp8_block_dequantize_torch(benchmark: Any, fp8_block_weight: Any,
+                                    peers: dict[str, Any]) -> None:
+    """The FP8 cast times the broadcast tile scales in eager torch, vLLM ``scaled_dequantize``'s
+    arithmetic (``x_q.to(float32) * x_s.to(float32)``, quant_utils.py@01693a6)."""
+    torch = peers["torch"]
+    codes = torch.from_numpy(fp8_block_weight.codes).view(torch.float8_e4m3fn)
+    scales = torch.from_numpy(fp8_block_weight.scales)
+    rows, cols = scales.shape
+
+    def dequantize() -> Any:
+        tiles = codes.view(rows, FP8_TILE, cols, FP8_TILE).to(torch.float32)
+        return (tiles * scales[:, None, :, None]).view(codes.shape)
+
+    out = run(benchmark, dequantize, FP8_BLOCK_DEQUANT_OP,
+              f"torch FP8 cast × block scales ({torch.get_num_threads()} threads)", False)
+    ours = fast.dequantize_fp8_block(fp8_block_weight.codes, fp8_block_weight.scales)
+    assert same_bits(out.numpy(), ours)
+
+
+def test_fp8_block_dequantize_ml_dtypes(benchmark: Any, fp8_block_weight: Any) -> None:
+    """The same product in numpy with ml_dtypes' FP8 cast."""
+    codes = fp8_block_weight.codes.view(ml_dtypes.float8_e4m3fn)
+    scales = fp8_block_weight.scales
+    rows, cols = scales.shape
+
+    def dequantize() -> Any:
+        tiles = codes.reshape(rows, FP8_TILE, cols, FP8_TILE).astype(np.float32)
+        return (tiles * scales[:, None, :, None]).reshape(codes.shape)
+
+    out = run(benchmark, dequantize, FP8_BLOCK_DEQUANT_OP,
+              "numpy + ml_dtypes astype float32 × block scales", False, slow=True)
+    assert same_bits(out, fast.dequantize_fp8_block(fp8_block_weight.codes, scales))

@@ -4,8 +4,9 @@ conversions every backend does before its launch code.
 The Triton (:mod:`mxformats.kernels.triton`) and HIP (:mod:`mxformats.kernels.hip`) front ends of
 ``quantize_int4``, ``pack_int4``, ``unpack_int4``, ``dequantize_int4``, ``dequantize_w4a8``,
 ``quantize_fp8`` and ``e4m3fn_to_fnuz`` call these with the reference's arguments and get back
-either the exception the reference raises for the same bad input (:mod:`mxformats.schemes.int4` and
-:mod:`mxformats.schemes.fp8`'s own messages), ``NotImplementedError`` for what the backend does not
+either the exception the reference raises for the same bad input (:mod:`mxformats.schemes.int4`,
+:mod:`mxformats.schemes.w4a8` and :mod:`mxformats.schemes.fp8`'s own messages),
+``NotImplementedError`` for what the backend does not
 claim or compute (float64 data, an unclaimed profile), ``TypeError`` for a non-tensor, or the
 checked arguments. ``kernels`` names the backend (``"Triton"``, ``"HIP"``) in messages that are
 the backend's own. The MX counterpart is :mod:`mxformats.kernels.mx_plan`, whose

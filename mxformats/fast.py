@@ -1,11 +1,12 @@
 """Fast CPU paths for large arrays, byte-identical to the references they stand in for.
 
 Each function has its reference's signature (plus ``threads``, the most threads it may use,
-where it uses threads) and returns the same bytes. Inputs outside a fast path go to the
-reference itself, so every call is defined exactly as the reference defines it, errors included.
-Verified by ``tests/test_fast.py`` (the harness's ``check_quantizer`` / ``check_dequantizer`` /
-``check_int4_quantizer`` and exhaustive sweeps over the classes each table is built on);
-measured in ``docs/benchmarks.md``.
+where it uses threads; the dequantizers, :func:`unpack_int4` and :func:`encode` take it from the
+reference itself, defaults included) and returns the same bytes. Inputs outside a fast path go
+to the reference itself, so every call is defined exactly as the reference defines it, errors
+included. Verified by ``tests/test_fast.py`` (the harness's ``check_quantizer`` /
+``check_dequantizer`` / ``check_int4_quantizer`` and exhaustive sweeps over the classes each
+table is built on); measured in ``docs/benchmarks.md``.
 
 - :func:`quantize_mx` (:func:`mxformats.quantize_mx`): E2M1 blocks of 32, profiles ``ocp``
   and ``quark``, float32 / bfloat16 / float16 input.
@@ -21,6 +22,10 @@ measured in ``docs/benchmarks.md``.
   profile; the reference's own vectorised arithmetic with the element cast by :func:`encode`.
 - :func:`quantize_nvfp4` (:func:`mxformats.schemes.nvfp4.quantize_nvfp4`): both profiles; the
   scales are the reference's, the E2M1 codes of the float32 quotients a table lookup.
+- :func:`dequantize_fp8_block` (:func:`mxformats.schemes.fp8_block.dequantize_fp8_block`):
+  every profile, partial edge tiles, float32 output.
+- :func:`dequantize_nvfp4` (:func:`mxformats.schemes.nvfp4.dequantize_nvfp4`): every consumer,
+  packed or one code a byte, any axis, float32 output.
 
 How. A float32 value's code depends only on its top bits and on whether the rest
 is zero: the class index ``(bits >> k) | (any of the low k bits set)`` rounds to odd at
@@ -37,20 +42,21 @@ the reference.
 
 from __future__ import annotations
 
+import inspect
 import os
 import sys
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from functools import cache
+from functools import cache, wraps
 from itertools import pairwise
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
 from mxformats import codec as reference_codec
 from mxformats.arith import BF16
 from mxformats.containers import containers, tensor_to_numpy
-from mxformats.formats import E2M1, E8M0, Format
+from mxformats.formats import E2M1, E4M3FN, E8M0, Format
 from mxformats.schemes import fp8_block as reference_fp8_block
 from mxformats.schemes import int4 as reference_int4
 from mxformats.schemes import mx as reference_mx
@@ -66,9 +72,9 @@ if TYPE_CHECKING:
     from numpy.typing import ArrayLike, DTypeLike, NDArray
 
 __all__ = [
-    "QUANTIZE_PROFILES", "code_table", "decode", "dequantize_int4", "dequantize_mx",
-    "element_table", "encode", "pack_int4", "quantize_fp8_block", "quantize_mx", "quantize_nvfp4",
-    "unpack_int4", "workers",
+    "QUANTIZE_PROFILES", "code_table", "decode", "dequantize_fp8_block", "dequantize_int4",
+    "dequantize_mx", "dequantize_nvfp4", "element_table", "encode", "pack_int4",
+    "quantize_fp8_block", "quantize_mx", "quantize_nvfp4", "unpack_int4", "workers",
 ]
 
 #: Blocks of 32 handled per chunk: 2048 blocks = 256 KiB of float32, so a chunk's input and its
@@ -91,6 +97,36 @@ _MAGNITUDE = np.uint32(0x7FFFFFFF)
 _E2M1_LOW_BITS = 20
 _EXPONENT_SHIFT = 23
 _NONFINITE_EXPONENT = 0xFF
+
+
+R = TypeVar("R")
+
+
+def _with_signature_of(reference: Callable[..., Any]) -> Callable[[Callable[..., R]],
+                                                                 Callable[..., R]]:
+    """Give a fast path ``reference``'s signature plus keyword ``threads``.
+
+    The caller's arguments are bound to the reference's signature with its defaults applied
+    (so both take the same calls, and a default is written once, in the reference) and passed
+    to the implementation by name, with ``threads``; the implementation declares the same
+    names, without defaults.
+    """
+    signature = inspect.signature(reference)
+    threads = inspect.Parameter("threads", inspect.Parameter.KEYWORD_ONLY, default=None,
+                                annotation="int | None")
+    public = signature.replace(parameters=[*signature.parameters.values(), threads])
+
+    def decorate(implementation: Callable[..., R]) -> Callable[..., R]:
+        @wraps(implementation)
+        def bound(*args: Any, threads: int | None = None, **kwargs: Any) -> R:
+            arguments = signature.bind(*args, **kwargs)
+            arguments.apply_defaults()
+            return implementation(**arguments.arguments, threads=threads)
+
+        bound.__signature__ = public  # type: ignore[attr-defined]
+        return bound
+
+    return decorate
 
 
 def workers() -> int:
@@ -357,37 +393,44 @@ def _e2m1_pair_table() -> NDArray[np.uint64]:
     return table
 
 
+@cache
+def _e2m1_value_table() -> NDArray[np.uint32]:
+    """The float32 bits of each E2M1 code's value (one code a byte)."""
+    table = E2M1.values.astype(np.float32).view(np.uint32)
+    table.flags.writeable = False
+    return table
+
+
 def _scale_rows(
-    packed: NDArray[np.uint8], factor: NDArray[np.float32], table: NDArray[np.uint64],
-    out: NDArray[np.float32], lo: int, hi: int,
+    codes: NDArray[np.uint8], factor: NDArray[np.float32], table: NDArray[np.uint64 | np.uint32],
+    out: NDArray[np.float32], lo: int, hi: int, then: np.float32 | None = None,
 ) -> None:
-    """``out[lo:hi] = values(packed[lo:hi]) * factor[lo:hi]`` by chunks (a row is a block of
-    16 packed bytes with its float32 factor)."""
-    index = np.empty((min(CHUNK_BLOCKS, hi - lo), packed.shape[1]), dtype=np.intp)
+    """``out[lo:hi] = values(codes[lo:hi]) * factor[lo:hi]``, then ``* then`` when given (a
+    second float32 multiply, rounded on its own), by chunks. A row is one block with its
+    float32 factor: packed bytes and :func:`_e2m1_pair_table` (two values a byte), or one code
+    a byte and :func:`_e2m1_value_table`."""
+    index = np.empty((min(CHUNK_BLOCKS, hi - lo), codes.shape[1]), dtype=np.intp)
     for start in range(lo, hi, CHUNK_BLOCKS):
         stop = min(start + CHUNK_BLOCKS, hi)
         n = stop - start
-        np.copyto(index[:n], packed[start:stop])
-        np.take(table, index[:n], out=out[start:stop].view(np.uint64), mode="clip")
+        np.copyto(index[:n], codes[start:stop])
+        np.take(table, index[:n], out=out[start:stop].view(table.dtype), mode="clip")
         out[start:stop] *= factor[start:stop, None]
+        if then is not None:
+            out[start:stop] *= then
 
 
 @containers(codes={"codes": "elem", "scales": E8M0})
+@_with_signature_of(reference_mx.dequantize_mx)
 def dequantize_mx(
-    codes: ArrayLike | MXArray,
-    scales: ArrayLike | None = None,
-    elem: Format = E2M1,
-    *,
-    block_size: int = 32,
-    axis: int = -1,
-    profile: str = "ocp",
-    dtype: DTypeLike = np.float32,
-    threads: int | None = None,
+    codes: ArrayLike | MXArray, scales: ArrayLike | None, elem: Format, *, block_size: int,
+    axis: int, profile: str | None, dtype: DTypeLike, threads: int | None,
 ) -> NDArray[np.generic]:
     """:func:`mxformats.dequantize_mx`, the same bytes, fast for MXFP4 ``ocp`` to float32.
 
     Fast path: packed E2M1 uint8 codes and uint8 scales of matching shapes, ``block_size`` 32,
-    consumer ``ocp``, ``dtype`` float32, a length along ``axis`` that is a multiple of 32.
+    consumer ``ocp`` (an MXArray of a producer whose default consumer is another goes to the
+    reference), ``dtype`` float32, a length along ``axis`` that is a multiple of 32.
     ``element * 2**(b - 127)`` is one float32 multiply of exact operands (2**-127 is a float32
     subnormal), so it is the single rounding the reference specifies. Blocks with byte 0xFF go
     to the reference; so does every other input. Spec: spec/mx.md, "Consumers".
@@ -399,6 +442,7 @@ def dequantize_mx(
         given = codes
         codes, scales, elem, block_size, axis = (
             given.codes, given.scales, given.elem, given.block_size, given.axis)
+        profile = given.profile if profile is None else profile
     c = codes if isinstance(codes, np.ndarray) else None
     s = scales if isinstance(scales, np.ndarray) else None
     if (
@@ -407,7 +451,7 @@ def dequantize_mx(
         or s is None
         or elem is not E2M1
         or block_size != BLOCK
-        or profile != "ocp"
+        or (profile or reference_mx.DEFAULT_CONSUMER) != "ocp"
         or np.dtype(dtype) != _F32
         or c.dtype != np.uint8
         or s.dtype != np.uint8
@@ -437,6 +481,124 @@ def dequantize_mx(
     if nan_blocks.size:
         out[nan_blocks] = reference_mx.dequantize_mx(rows[nan_blocks], byte[nan_blocks, None])
     shape = (*np.moveaxis(c, ax, -1).shape[:-1], 2 * c.shape[ax])
+    return np.ascontiguousarray(np.moveaxis(out.reshape(shape), -1, ax))
+
+
+# -- NVFP4 dequantize -------------------------------------------------------------------------
+
+
+@cache
+def _fp8_values(fmt: Format) -> NDArray[np.float32]:
+    """The float32 value of every byte of ``fmt``, decoded as the reference decodes codes."""
+    table = fmt.decode(np.arange(256, dtype=np.uint8), np.float32).astype(_F32)
+    table.flags.writeable = False
+    return table
+
+
+def _nvfp4_global(global_scale: object) -> np.float32 | None:
+    """The float32 global scale, as the reference reads it, when it is one finite value given
+    as a float or a float array; None sends the call to the reference."""
+    if isinstance(global_scale, np.ndarray) and global_scale.dtype.kind == "f":
+        stored = global_scale.astype(_F32)
+    elif isinstance(global_scale, float | np.floating):
+        stored = np.asarray(global_scale, dtype=_F32)
+    else:
+        return None
+    value = stored.reshape(-1)[0] if stored.size == 1 else None
+    return value if value is not None and np.isfinite(value) else None
+
+
+@containers(codes={"scales": E4M3FN})
+@_with_signature_of(reference_nvfp4.dequantize_nvfp4)
+def dequantize_nvfp4(
+    codes: ArrayLike | NVFP4Array, scales: ArrayLike | None, global_scale: ArrayLike | None, *,
+    axis: int, profile: str | None, packed: bool, dtype: DTypeLike, threads: int | None,
+) -> NDArray[Any]:
+    """:func:`mxformats.dequantize_nvfp4`, the same bytes, fast to float32, every consumer.
+
+    Fast path: uint8 codes (one a byte, or two a byte with ``packed``) whose length along
+    ``axis`` is a multiple of 16 elements, uint8 scales of the matching shape, a finite global
+    scale (one value), a consumer ``profile`` (or an :class:`NVFP4Array` read by its default
+    or a matching consumer), ``dtype`` float32. Each element is its E2M1 value (a table
+    lookup) times a float32 factor per block:
+
+    - ``multiply`` / ``reciprocal``: the factor is the scale ``s``; E2M1 × E4M3 is exact in
+      float32 (at most 6 significant bits, 2**-10 to 2688), so the second multiply, by
+      ``global`` or by ``float32(1 / global)``, is the one rounding the reference's float64
+      product makes;
+    - ``divide``: the factor is the reference's own float32 quotient ``s / global`` and the one
+      multiply is the reference's rounding (E2M1 × float32 is exact in float64).
+
+    Blocks whose factor is not finite (a NaN scale byte, an overflowing quotient) go to the
+    reference, and so does a call whose global factor is not finite, or any other input.
+    Spec: spec/nvfp4.md, "Consumers".
+    """
+
+    def reference() -> NDArray[Any]:
+        return reference_nvfp4.dequantize_nvfp4(codes, scales, global_scale, axis=axis,
+                                                profile=profile, packed=packed, dtype=dtype)
+
+    if isinstance(codes, NVFP4Array):
+        array = codes
+        producer = reference_nvfp4.PRODUCERS.get(array.profile)
+        name = profile if profile is not None else reference_nvfp4.DEFAULT_CONSUMER.get(
+            array.profile)
+        reader = reference_nvfp4.CONSUMERS.get(name) if isinstance(name, str) else None
+        if (scales is None and global_scale is None and not packed and producer is not None
+                and reader is not None and reader.global_form == producer.global_form):
+            return dequantize_nvfp4(array.codes, array.scales, array.global_scale,
+                                    axis=array.axis, profile=name, dtype=dtype, threads=threads)
+        return reference()
+    c = codes if isinstance(codes, np.ndarray) else None
+    s = scales if isinstance(scales, np.ndarray) else None
+    consumer = reference_nvfp4.CONSUMERS.get(profile) if isinstance(profile, str) else None
+    stored = _nvfp4_global(global_scale)
+    per_byte = 2 if packed else 1
+    if (
+        not _LITTLE_ENDIAN
+        or c is None
+        or s is None
+        or consumer is None
+        or stored is None
+        or np.dtype(dtype) != _F32
+        or c.dtype != np.uint8
+        or s.dtype != np.uint8
+        or c.ndim == 0
+        or c.size == 0
+        or not -c.ndim <= axis < c.ndim
+        or c.shape[axis] * per_byte % NVFP4_BLOCK
+        or s.shape != (*c.shape[:axis % c.ndim], c.shape[axis] * per_byte // NVFP4_BLOCK,
+                       *c.shape[axis % c.ndim + 1:])
+        or (not packed and int(c.max()) > 0xF)
+    ):
+        return reference()
+    scale_bytes = np.moveaxis(s, axis, -1).reshape(-1)
+    block_scale = _fp8_values(E4M3FN)[scale_bytes]
+    factor: NDArray[np.float32] = block_scale
+    then: np.float32 | None = stored
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+        if consumer.global_op == "divide":
+            factor, then = (block_scale / stored).astype(_F32, copy=False), None
+        elif consumer.global_op == "reciprocal":
+            then = np.float32(1) / stored
+    if then is not None and not np.isfinite(then):
+        return reference()
+    ax = axis % c.ndim
+    moved = np.moveaxis(c, ax, -1)
+    rows = np.ascontiguousarray(moved).reshape(-1, NVFP4_BLOCK // per_byte)
+    table = _e2m1_pair_table() if packed else _e2m1_value_table()
+    out = np.empty((rows.shape[0], NVFP4_BLOCK), dtype=np.float32)
+
+    def work(lo: int, hi: int) -> None:
+        with np.errstate(over="ignore", invalid="ignore"):  # Inf is specified; NaN redone
+            _scale_rows(rows, factor, table, out, lo, hi, then)
+
+    _parallel(rows.shape[0], work, threads, CHUNK_BLOCKS)
+    special = np.flatnonzero(~np.isfinite(factor))
+    if special.size:
+        out[special] = reference_nvfp4.dequantize_nvfp4(
+            rows[special], scale_bytes[special, None], stored, profile=profile, packed=packed)
+    shape = (*moved.shape[:-1], moved.shape[-1] * per_byte)
     return np.ascontiguousarray(np.moveaxis(out.reshape(shape), -1, ax))
 
 
@@ -475,14 +637,10 @@ def _encode_chunks(
 
 
 @containers()
+@_with_signature_of(reference_codec.encode)
 def encode(
-    fmt: Format,
-    x: object,
-    *,
-    rounding: str = "nearest-even",
-    overflow: str | None = None,
-    nan_code: int | None = None,
-    threads: int | None = None,
+    fmt: Format, x: object, *, rounding: str, overflow: str | None, nan_code: int | None,
+    threads: int | None,
 ) -> NDArray[np.uint8]:
     """:func:`mxformats.codec.encode` (``Format.encode``), the same codes, fast for FP8.
 
@@ -623,13 +781,9 @@ def _unpack_words(
 
 
 @containers()
+@_with_signature_of(reference_int4.unpack_int4)
 def unpack_int4(
-    packed: ArrayLike,
-    *,
-    layout: str = "compressed-tensors",
-    axis: int = -1,
-    size: int | None = None,
-    threads: int | None = None,
+    packed: ArrayLike, *, layout: str, axis: int, size: int | None, threads: int | None,
 ) -> NDArray[np.int8]:
     """:func:`mxformats.unpack_int4`, the same values, fast for whole words.
 
@@ -660,15 +814,10 @@ def unpack_int4(
 
 
 @containers()
+@_with_signature_of(reference_int4.dequantize_int4)
 def dequantize_int4(
-    q: ArrayLike | Int4Array,
-    scales: ArrayLike | None = None,
-    *,
-    group_size: int | None = 32,
-    axis: int = -1,
-    profile: str = "compressed-tensors",
-    dtype: DTypeLike = np.float32,
-    threads: int | None = None,
+    q: ArrayLike | Int4Array, scales: ArrayLike | None, *, group_size: int | None, axis: int,
+    profile: str | None, dtype: DTypeLike, threads: int | None,
 ) -> NDArray[np.generic]:
     """:func:`mxformats.dequantize_int4`, the same bytes, fast to float32.
 
@@ -683,11 +832,11 @@ def dequantize_int4(
             return reference_int4.dequantize_int4(q, scales, group_size=group_size, axis=axis,
                                                   profile=profile, dtype=dtype)
         given = q
-        q, scales, group_size, axis, profile = (
-            given.q, given.scales, given.group_size, given.axis, given.profile)
+        q, scales, group_size, axis = given.q, given.scales, given.group_size, given.axis
+        profile = given.profile if profile is None else profile
     values = q if isinstance(q, np.ndarray) else None
     s = scales if isinstance(scales, np.ndarray) else None
-    consumer = reference_int4.CONSUMERS.get(profile)
+    consumer = reference_int4.CONSUMERS.get(profile or reference_int4.DEFAULT_CONSUMER)
     float32_product = consumer is not None and consumer.product_dtype == "float32"
     scale_types = (_F32,) if float32_product else (_F32, BF16, _F16)
     if (
@@ -777,3 +926,93 @@ def quantize_fp8_block(
     return reference_fp8_block.quantize_fp8_block_with(
         table_encoder, x, block=block, profile=profile
     )
+
+
+# -- FP8 block dequantize -------------------------------------------------------------------
+
+
+def _fp8_block_rows(
+    codes: NDArray[np.uint8], table: NDArray[np.float32], column_scales: NDArray[np.float32],
+    tile_rows: int, out: NDArray[np.float32], lo: int, hi: int,
+) -> None:
+    """``out[lo:hi] = table[codes[lo:hi]] * column_scales[row // tile_rows]``, by chunks of
+    about :data:`CHUNK_ELEMENTS`, the multiply once per run of rows that share a tile row."""
+    columns = codes.shape[1]
+    step = max(1, CHUNK_ELEMENTS // columns)
+    index = np.empty((min(step, hi - lo), columns), dtype=np.intp)
+    for start in range(lo, hi, step):
+        stop = min(start + step, hi)
+        np.copyto(index[: stop - start], codes[start:stop])
+        np.take(table, index[: stop - start], out=out[start:stop], mode="clip")
+        first = start
+        while first < stop:
+            tile = first // tile_rows
+            last = min(stop, (tile + 1) * tile_rows)
+            out[first:last] *= column_scales[tile]
+            first = last
+
+
+@containers()
+@_with_signature_of(reference_fp8_block.dequantize_fp8_block)
+def dequantize_fp8_block(
+    codes: ArrayLike | FP8BlockArray, scales: ArrayLike | None, *, block: tuple[int, int],
+    profile: str, dtype: DTypeLike, threads: int | None,
+) -> NDArray[np.generic]:
+    """:func:`mxformats.schemes.fp8_block.dequantize_fp8_block`, the same bytes, fast to
+    float32.
+
+    Fast path: 2-D uint8 codes (not empty), float16/bfloat16/float32/float64 scales of the
+    grid's shape (partial edge tiles included), a valid ``block`` and ``profile``, ``dtype``
+    float32. The reference's arithmetic, ``float32(code) × float32(scale)`` rounded once to
+    float32 (vLLM ``scaled_dequantize``), with the code's value a lookup in the reference's
+    own decode table and each tile row's scales widened across its columns once. A call with
+    a NaN scale over a NaN code goes to the reference (which NaN's bits the reference returns
+    depends on the element's place in numpy's vector loop), and so does every other input.
+    Spec: spec/fp8-block.md §6, "Dequantization".
+    """
+
+    def reference() -> NDArray[np.generic]:
+        return reference_fp8_block.dequantize_fp8_block(codes, scales, block=block,
+                                                        profile=profile, dtype=dtype)
+
+    if isinstance(codes, FP8BlockArray) and scales is None:
+        return dequantize_fp8_block(codes.codes, codes.scales, block=codes.block,
+                                    profile=codes.profile, dtype=dtype, threads=threads)
+    c = codes if isinstance(codes, np.ndarray) else None
+    s = scales if isinstance(scales, np.ndarray) else None
+    record = reference_fp8_block.PROFILES.get(profile) if isinstance(profile, str) else None
+    try:
+        tile = reference_fp8_block.check_block(block)
+    except ValueError:
+        tile = None
+    if (
+        not _LITTLE_ENDIAN
+        or c is None
+        or s is None
+        or record is None
+        or tile is None
+        or np.dtype(dtype) != _F32
+        or c.dtype != np.uint8
+        or c.ndim != 2
+        or c.size == 0
+        or s.dtype not in (_F32, BF16, _F16, np.dtype(np.float64))
+        or s.shape != reference_fp8_block.scale_grid(c.shape, tile)
+    ):
+        return reference()
+    tile_scales = s.astype(_F32)
+    table = _fp8_values(record.code_format)
+    if np.isnan(tile_scales).any() and np.isnan(table)[c].any():
+        # NaN times NaN: which operand's bits come out depends on whether numpy's vector loop
+        # or its scalar tail multiplies the element, i.e. on its place in the whole array.
+        return reference()
+    column_scales = np.repeat(tile_scales, tile[1], axis=1)[:, : c.shape[1]]
+    column_scales = np.ascontiguousarray(column_scales)
+    rows = np.ascontiguousarray(c)
+    out = np.empty(c.shape, dtype=np.float32)
+
+    def work(lo: int, hi: int) -> None:
+        with np.errstate(over="ignore", invalid="ignore"):  # as the reference: Inf, NaN
+            _fp8_block_rows(rows, table, column_scales, tile[0], out, lo, hi)
+
+    _parallel(c.shape[0], work, threads, max(1, CHUNK_ELEMENTS // c.shape[1]))
+    return out

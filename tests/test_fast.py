@@ -9,6 +9,8 @@ chunk edges. Bit-exact means equal bytes; NaN is compared by its bits.
 
 from __future__ import annotations
 
+import inspect
+import re
 import subprocess
 import sys
 from typing import Any
@@ -17,6 +19,8 @@ import ml_dtypes
 import numpy as np
 import pytest
 from conftest import requires
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from mxformats import codec, fast
 from mxformats.formats import E2M1, E4M3FN, E4M3FNUZ, E5M2, E8M0, Format
@@ -418,10 +422,55 @@ EMPTY_CALLS = {
     "unpack_int4": ((np.zeros((0, 1), dtype=np.int32),), {}),
     "dequantize_int4": ((np.zeros((0, 32), dtype=np.int8), np.zeros((0, 1), dtype=np.float32)),
                         {}),
+    "dequantize_nvfp4": ((np.zeros((0, 16), dtype=np.uint8), np.zeros((0, 1), dtype=np.uint8),
+                          np.float32(1)), {"profile": "vllm-modelopt"}),
+    "dequantize_fp8_block": ((np.zeros((0, 3), dtype=np.uint8),
+                              np.zeros((0, 1), dtype=np.float32)), {}),
 }
 REFERENCES = {"quantize_mx": mx.quantize_mx, "dequantize_mx": mx.dequantize_mx,
               "encode": codec.encode, "decode": codec.decode, "pack_int4": int4.pack_int4,
-              "unpack_int4": int4.unpack_int4, "dequantize_int4": int4.dequantize_int4}
+              "unpack_int4": int4.unpack_int4, "dequantize_int4": int4.dequantize_int4,
+              "dequantize_nvfp4": nvfp4.dequantize_nvfp4,
+              "dequantize_fp8_block": fp8_block.dequantize_fp8_block}
+
+
+SIGNATURES_FROM_THE_REFERENCE = {
+    "dequantize_mx": mx.dequantize_mx, "unpack_int4": int4.unpack_int4,
+    "dequantize_int4": int4.dequantize_int4, "dequantize_nvfp4": nvfp4.dequantize_nvfp4,
+    "dequantize_fp8_block": fp8_block.dequantize_fp8_block, "encode": codec.encode,
+}
+
+
+@pytest.mark.parametrize("name", SIGNATURES_FROM_THE_REFERENCE)
+def test_signature_is_the_references_plus_threads(name: str) -> None:
+    *params, threads = inspect.signature(getattr(fast, name)).parameters.values()
+    assert params == list(inspect.signature(SIGNATURES_FROM_THE_REFERENCE[name])
+                          .parameters.values())
+    assert threads.name == "threads" and threads.kind is threads.KEYWORD_ONLY
+
+
+def test_arrays_are_read_with_their_producers_consumer() -> None:
+    """An MXArray or Int4Array with no profile is read by its producer's default consumer,
+    and a profile given with one wins, as in the reference (every E8M0 byte: Quark's consumer
+    turns 0xFF into ±Inf, not NaN)."""
+    rng = np.random.default_rng(37)
+    codes = rng.integers(0, 256, (256, 16), dtype=np.uint8)
+    scales = np.arange(256, dtype=np.uint8)[:, None]
+    for producer in ("ocp", "quark", "torchao-floor"):
+        array = mx.MXArray(codes, scales, E2M1, 32, 1, producer)
+        for profile in (None, "ocp"):
+            want = quiet(mx.dequantize_mx, array, profile=profile)
+            got = quiet(fast.dequantize_mx, array, profile=profile)
+            assert got.dtype == want.dtype and np.array_equal(bits(got), bits(want))
+    with pytest.raises(ValueError, match="cannot produce"):
+        fast.dequantize_mx(mx.MXArray(codes, scales, E2M1, 32, 1, "quark"), dtype=np.float16)
+    x = rng.standard_normal((8, 64)).astype(BF16)
+    result = int4.quantize_int4(x, profile="compressed-tensors")
+    for profile in (None, "quark"):
+        with np.errstate(over="ignore"):
+            want = int4.dequantize_int4(result, profile=profile)
+        got = fast.dequantize_int4(result, profile=profile)
+        assert np.array_equal(bits(got), bits(want))
 
 
 @pytest.mark.parametrize("name", EMPTY_CALLS)
@@ -473,6 +522,8 @@ def test_fp8_block_quantize_refuses_what_the_reference_refuses() -> None:
     for bad in (np.zeros(8, dtype=np.float32), np.zeros((2, 2), dtype=np.float64)):
         with pytest.raises(ValueError):
             fast.quantize_fp8_block(bad)
+
+
 # -- NVFP4 ------------------------------------------------------------------------------------
 
 
@@ -509,3 +560,251 @@ def test_fast_quantize_nvfp4_is_the_reference(profile: str, dtype: np.dtype) -> 
     x[7, 9] = np.nan
     with pytest.raises(ValueError, match="NaN or ±Inf"):
         fast.quantize_nvfp4(x, profile=profile)
+
+
+# -- NVFP4 dequantize -------------------------------------------------------------------------
+
+#: Global scales for every consumer: ordinary ModelOpt and compressed-tensors values, ones whose
+#: products underflow to float32 subnormals or overflow, and 0, ±Inf, NaN, negative (the
+#: reference defines them all; the fast path sends some blocks or calls to it).
+NVFP4_GLOBALS = (1.0, 3.7 / 2688, 2688 / 3.7, 2.0**-140, 2.0**-149, 1e38, -1.5, 0.0, np.inf,
+                 np.nan)
+
+
+def refuse_reference(monkeypatch: pytest.MonkeyPatch) -> None:
+    """From here on the fast dequantizers may not call their reference: the test is on the
+    fast path."""
+
+    def refuse(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("the fast path called the reference")
+
+    monkeypatch.setattr(fast.reference_nvfp4, "dequantize_nvfp4", refuse)
+    monkeypatch.setattr(fast.reference_fp8_block, "dequantize_fp8_block", refuse)
+
+
+@pytest.fixture
+def reference_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    refuse_reference(monkeypatch)
+
+
+def every_code_under_every_scale_byte(seed: int) -> tuple[np.ndarray[Any, Any],
+                                                           np.ndarray[Any, Any]]:
+    """:data:`BLOCKS` NVFP4 blocks, each holding the 16 E2M1 codes in a shuffled order, under
+    the 256 E4M3 scale bytes in turn (subnormals, 448 = 0x7E, the NaNs 0x7F and 0xFF), 5
+    blocks a row."""
+    rng = np.random.default_rng(seed)
+    codes = rng.permuted(np.tile(np.arange(16, dtype=np.uint8), (BLOCKS, 1)), axis=1)
+    scales = np.resize(np.arange(256, dtype=np.uint8), BLOCKS)
+    return codes.reshape(-1, 16 * 5), scales.reshape(-1, 5)
+
+
+def quiet(fn: Any, *args: Any, **kwargs: Any) -> Any:
+    """``fn(*args, **kwargs)`` without numpy's floating-point warnings: Inf and NaN are
+    specified results, and the reference warns where its float64 casts overflow."""
+    with np.errstate(all="ignore"):
+        return fn(*args, **kwargs)
+
+
+@pytest.mark.usefixtures("small_chunks")
+@pytest.mark.parametrize("profile", sorted(nvfp4.CONSUMERS))
+@pytest.mark.parametrize("threads", [1, 3])
+def test_dequantize_nvfp4_every_code_under_every_scale_byte(profile: str, threads: int) -> None:
+    codes, scales = every_code_under_every_scale_byte(threads)
+    packed = mx.pack_fp4(codes)
+    for value in NVFP4_GLOBALS:
+        stored = np.float32(value)
+        want = bits(quiet(nvfp4.dequantize_nvfp4, codes, scales, stored, profile=profile))
+        got = quiet(fast.dequantize_nvfp4, codes, scales, stored, profile=profile, threads=threads)
+        assert np.array_equal(bits(got), want), value
+        got = quiet(fast.dequantize_nvfp4, packed, scales, np.asarray([stored]), profile=profile,
+                                    packed=True, threads=threads)
+        assert np.array_equal(bits(got), want), value
+
+
+@pytest.mark.usefixtures("reference_refused")
+@pytest.mark.parametrize("profile", sorted(nvfp4.CONSUMERS))
+def test_dequantize_nvfp4_finite_scales_stay_on_the_fast_path(profile: str) -> None:
+    """Every code under every finite scale byte with a finite global: no call to the
+    reference (the previous test compares the bytes)."""
+    codes, scales = every_code_under_every_scale_byte(0)
+    scales = np.where((scales & 0x7F) == 0x7F, np.uint8(0x7E), scales)
+    for value in (1.0, 3.7 / 2688, 2688 / 3.7, 2.0**-110, 1e38):
+        quiet(fast.dequantize_nvfp4, codes, scales, np.float32(value), profile=profile)
+
+
+@st.composite
+def nvfp4_arguments(draw: st.DrawFn) -> tuple[Any, ...]:
+    """1-D to 3-D codes (one a byte or packed) along any axis, random scale bytes, any float32
+    global scale, any consumer."""
+    ndim = draw(st.integers(1, 3))
+    axis = draw(st.integers(-ndim, ndim - 1))
+    packed = draw(st.booleans())
+    shape = [draw(st.integers(1, 4)) for _ in range(ndim)]
+    elements = 16 * draw(st.integers(1, 4))
+    shape[axis] = elements // 2 if packed else elements
+    scale_shape = list(shape)
+    scale_shape[axis] = elements // 16
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    codes = rng.integers(0, 256 if packed else 16, shape, dtype=np.uint8)
+    scales = rng.integers(0, 256, scale_shape, dtype=np.uint8)
+    stored = np.float32(draw(st.floats(width=32)))
+    profile = draw(st.sampled_from(sorted(nvfp4.CONSUMERS)))
+    return codes, scales, stored, axis, packed, profile
+
+
+@pytest.mark.usefixtures("small_chunks")
+@settings(max_examples=150, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(nvfp4_arguments())
+def test_dequantize_nvfp4_shapes_and_axes(arguments: tuple[Any, ...]) -> None:
+    codes, scales, stored, axis, packed, profile = arguments
+    want = quiet(nvfp4.dequantize_nvfp4, codes, scales, stored, axis=axis, profile=profile, packed=packed)
+    got = quiet(fast.dequantize_nvfp4, codes, scales, stored, axis=axis, profile=profile,
+                                packed=packed, threads=2)
+    assert got.shape == want.shape and np.array_equal(bits(got), bits(want))
+
+
+def test_dequantize_nvfp4_arrays_and_fallbacks() -> None:
+    rng = np.random.default_rng(23)
+    x = (rng.standard_normal((32, 64)) * np.exp2(rng.integers(-20, 20, (32, 1)))).astype(BF16)
+    for producer in sorted(nvfp4.PRODUCERS):
+        result = nvfp4.quantize_nvfp4(x, axis=0, profile=producer)
+        for consumer in (None, *sorted(nvfp4.CONSUMERS)):
+            try:
+                want = quiet(nvfp4.dequantize_nvfp4, result, profile=consumer)
+            except ValueError as err:  # the other producer's global form
+                with pytest.raises(ValueError, match=re.escape(str(err))):
+                    quiet(fast.dequantize_nvfp4, result, profile=consumer)
+                continue
+            assert np.array_equal(bits(quiet(fast.dequantize_nvfp4, result, profile=consumer)),
+                                  bits(want))
+        q = nvfp4.quantize_nvfp4(x, profile=producer)
+        consumer = nvfp4.DEFAULT_CONSUMER[producer]
+        for kwargs in ({"dtype": BF16}, {"dtype": np.float16}):
+            want = quiet(nvfp4.dequantize_nvfp4, q.codes, q.scales, q.global_scale, profile=consumer, **kwargs)
+            got = quiet(fast.dequantize_nvfp4, q.codes, q.scales, q.global_scale, profile=consumer,
+                                        **kwargs)
+            assert got.dtype == want.dtype and np.array_equal(bits(got), bits(want))
+    bad_calls = [
+        ((q.codes, q.scales[:, :1], q.global_scale), {"profile": "vllm-modelopt"}),
+        ((q.codes + 16, q.scales, q.global_scale), {"profile": "vllm-modelopt"}),
+        ((q.codes, q.scales, q.global_scale), {}),
+        ((q.codes, q.scales, np.ones(2, np.float32)), {"profile": "vllm-modelopt"}),
+        ((q.codes, q.scales, q.global_scale), {"profile": "vllm-modelopt", "axis": 2}),
+    ]
+    for args, kwargs in bad_calls:
+        with pytest.raises(ValueError) as err:
+            nvfp4.dequantize_nvfp4(*args, **kwargs)
+        with pytest.raises(ValueError, match=re.escape(str(err.value))):
+            quiet(fast.dequantize_nvfp4, *args, **kwargs)
+
+
+# -- FP8 block dequantize ---------------------------------------------------------------------
+
+#: Scales at the edges of every scale dtype (each cast to it): ±0, the float32, bfloat16 and
+#: float16 subnormals and smallest normals, DeepSeek's zero-tile scale, UE8M0's, 448, the
+#: largest finite values, values that overflow to Inf, ±Inf.
+FP8_BLOCK_EDGE_SCALES = (0.0, -0.0, 2.0**-149, 2.0**-133, 2.0**-126, 2.0**-24, 2.0**-14,
+                         1e-4 / 448, 2.0**-22, 2.0**-7, 0.5, 1.0, -1.5, 448.0, 65504.0, 2.0**127,
+                         3.4028234663852886e38, 1e300, np.inf, -np.inf)
+SCALE_DTYPES = (np.dtype(np.float32), BF16, np.dtype(np.float16), np.dtype(np.float64))
+FP8_BLOCK = (3, 100)
+
+
+def every_code_under_edge_scales(dtype: np.dtype[Any], seed: int) -> tuple[np.ndarray[Any, Any],
+                                                                           np.ndarray[Any, Any]]:
+    """Codes ``[3 × edges + 1, 256]``, every row a shuffle of the 256 bytes, in tiles of
+    :data:`FP8_BLOCK` (ragged both ways), each tile row under one edge scale."""
+    rng = np.random.default_rng(seed)
+    rows = FP8_BLOCK[0] * len(FP8_BLOCK_EDGE_SCALES) + 1
+    codes = rng.permuted(np.tile(np.arange(256, dtype=np.uint8), (rows, 1)), axis=1)
+    with np.errstate(over="ignore"):
+        edges = np.asarray(FP8_BLOCK_EDGE_SCALES).astype(dtype)
+    grid = fp8_block.scale_grid(codes.shape, FP8_BLOCK)
+    scales = np.repeat(np.resize(edges, grid[0])[:, None], grid[1], axis=1)
+    return codes, scales
+
+
+@pytest.mark.usefixtures("small_chunks")
+@pytest.mark.parametrize("dtype", SCALE_DTYPES, ids=str)
+@pytest.mark.parametrize("profile", sorted(fp8_block.PROFILES))
+@pytest.mark.parametrize("threads", [1, 3])
+def test_dequantize_fp8_block_every_code_under_edge_scales(profile: str, dtype: np.dtype[Any],
+                                                           threads: int) -> None:
+    codes, scales = every_code_under_edge_scales(dtype, threads)
+    want = quiet(fp8_block.dequantize_fp8_block, codes, scales, block=FP8_BLOCK, profile=profile)
+    got = quiet(fast.dequantize_fp8_block, codes, scales, block=FP8_BLOCK, profile=profile,
+                                    threads=threads)
+    assert np.array_equal(bits(got), bits(want))
+
+
+@pytest.mark.usefixtures("reference_refused")
+def test_dequantize_fp8_block_edge_scales_stay_on_the_fast_path() -> None:
+    for profile in sorted(fp8_block.PROFILES):
+        for dtype in SCALE_DTYPES:
+            codes, scales = every_code_under_edge_scales(dtype, 0)
+            quiet(fast.dequantize_fp8_block, codes, scales, block=FP8_BLOCK, profile=profile)
+
+
+@pytest.mark.parametrize("profile", ["deepseek", "deepseek-fnuz"])
+def test_dequantize_fp8_block_nan_scales(profile: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A NaN scale over finite codes stays on the fast path (one NaN operand: its bits); over
+    a NaN code the reference decides (which NaN it returns depends on numpy's loop)."""
+    fmt = fp8_block.PROFILES[profile].code_format
+    codes, scales = every_code_under_edge_scales(np.dtype(np.float32), 5)
+    scales[1::2] = float32_from_bits([0xFFC12345])  # NaN with a payload, sign set
+    finite = np.where(np.isnan(fmt.decode(codes, np.float32)), np.uint8(0), codes)
+    want = quiet(fp8_block.dequantize_fp8_block, finite, scales, block=FP8_BLOCK, profile=profile)
+    with_nan_codes = quiet(fp8_block.dequantize_fp8_block, codes, scales, block=FP8_BLOCK, profile=profile)
+    got = quiet(fast.dequantize_fp8_block, codes, scales, block=FP8_BLOCK, profile=profile)
+    assert np.array_equal(bits(got), bits(with_nan_codes))
+    refuse_reference(monkeypatch)
+    got = quiet(fast.dequantize_fp8_block, finite, scales, block=FP8_BLOCK, profile=profile)
+    assert np.array_equal(bits(got), bits(want))
+
+
+@st.composite
+def fp8_block_arguments(draw: st.DrawFn) -> tuple[Any, ...]:
+    """Codes of any 2-D shape in tiles of any size (partial edge tiles, tiles larger than the
+    matrix), scales of random bit patterns (NaN, ±Inf, subnormals) in any scale dtype."""
+    shape = (draw(st.integers(1, 160)), draw(st.integers(1, 160)))
+    block = (draw(st.integers(1, 200)), draw(st.integers(1, 200)))
+    dtype = draw(st.sampled_from(SCALE_DTYPES))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    codes = rng.integers(0, 256, shape, dtype=np.uint8)
+    grid = fp8_block.scale_grid(shape, block)
+    patterns = rng.integers(0, 1 << (8 * dtype.itemsize), grid, dtype=np.uint64)
+    scales = patterns.astype(f"u{dtype.itemsize}").view(dtype)
+    return codes, scales, block, draw(st.sampled_from(sorted(fp8_block.PROFILES)))
+
+
+@pytest.mark.usefixtures("small_chunks")  # several chunks a call, edges inside tile rows
+@settings(max_examples=150, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(fp8_block_arguments())
+def test_dequantize_fp8_block_shapes_and_tiles(arguments: tuple[Any, ...]) -> None:
+    codes, scales, block, profile = arguments
+    want = quiet(fp8_block.dequantize_fp8_block, codes, scales, block=block, profile=profile)
+    got = quiet(fast.dequantize_fp8_block, codes, scales, block=block, profile=profile, threads=2)
+    assert np.array_equal(bits(got), bits(want))
+
+
+def test_dequantize_fp8_block_arrays_and_fallbacks() -> None:
+    rng = np.random.default_rng(29)
+    x = (rng.standard_normal((200, 300)) * np.exp2(rng.integers(-20, 20, (200, 1)))).astype(BF16)
+    for profile in sorted(fp8_block.PROFILES):
+        result = fp8_block.quantize_fp8_block(x, profile=profile)
+        assert np.array_equal(bits(quiet(fast.dequantize_fp8_block, result)),
+                              bits(fp8_block.dequantize_fp8_block(result)))
+        for dtype in (BF16, np.float16, np.float64):
+            want = quiet(fp8_block.dequantize_fp8_block, result, dtype=dtype)
+            got = quiet(fast.dequantize_fp8_block, result, dtype=dtype)
+            assert got.dtype == want.dtype and np.array_equal(bits(got), bits(want))
+    codes, scales = result
+    for args, kwargs in [((codes, scales[:, :1]), {}), ((codes, scales), {"block": (0, 128)}),
+                         ((codes, scales), {"profile": "nope"}), ((codes[0], scales), {}),
+                         ((result, scales), {})]:
+        with pytest.raises(ValueError) as err:
+            fp8_block.dequantize_fp8_block(*args, **kwargs)
+        with pytest.raises(ValueError, match=re.escape(str(err.value))):
+            quiet(fast.dequantize_fp8_block, *args, **kwargs)

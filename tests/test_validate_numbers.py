@@ -13,9 +13,9 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from mxformats.schemes.fp8 import quantize_w4a8
 from mxformats.schemes.int4 import pack_int4, quantize_int4, unpack_int4
 from mxformats.schemes.mx import quantize_mx
+from mxformats.schemes.w4a8 import quantize_w4a8
 from mxformats.testing.checkpoints import make_kimi_checkpoint
 from mxformats.validate import deployment, manifest, numbers
 from mxformats.validate.descriptors import (

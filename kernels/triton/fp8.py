@@ -9,8 +9,8 @@ Byte-identical to the numpy reference (same names and arguments, torch tensors i
   s), ±M))`` with a NaN product becoming +M.
 - :func:`e4m3fn_to_fnuz` (:func:`mxformats.conversions.e4m3fn_to_fnuz`): vLLM's MI300
   normalisation, the same bits with 0x80 (-0, the FNUZ NaN) made 0x00 and the scale doubled.
-- :func:`dequantize_w4a8` (:func:`mxformats.schemes.fp8.dequantize_w4a8`): Quark W4A8 weights, ``q ×
-  float32(s2 × s1)`` as vLLM folds the two scales.
+- :func:`dequantize_w4a8` (:func:`mxformats.schemes.w4a8.dequantize_w4a8`): Quark W4A8 weights,
+  ``q × float32(s2 × s1)`` as vLLM folds the two scales.
 
 Spec: ``spec/w4a8.md`` and ``spec/e4m3fnuz.md``. The per-tensor amax is a two-pass reduction
 (partial maxima per program, then their max) with NaN handled explicitly: ``static`` refuses
@@ -216,8 +216,8 @@ def dequantize_w4a8(
     dtype: object = torch.float32,
 ) -> torch.Tensor:
     """Quark W4A8 weights as vLLM dequantizes them, byte-identical to
-    :func:`mxformats.schemes.fp8.dequantize_w4a8` (NaN outputs: any NaN): ``float32(q × float32(s2 ×
-    s1))`` rounded once to ``dtype``.
+    :func:`mxformats.schemes.w4a8.dequantize_w4a8` (NaN outputs: any NaN): ``float32(q ×
+    float32(s2 × s1))`` rounded once to ``dtype``.
 
     ``weight``: int32 ``[O, W]`` in the ``quark`` nibble order; ``weight_scale``: one float
     (``s1``); ``weight_scale_2``: ``[O]`` (``s2``), both read as float32. ``dtype``: float32,

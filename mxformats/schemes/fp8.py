@@ -1,6 +1,7 @@
-"""FP8 per-tensor quantization and the Quark W4A8 progressive scheme (FP8, then INT4).
+"""FP8 per-tensor quantization: the first stage of Quark's W4A8 and vLLM's dynamic casts.
 
-Spec: ``spec/w4a8.md`` (the progressive scheme) and ``spec/int4-schemes.md`` (the INT4 stage).
+Spec: ``spec/w4a8.md``, "FP8 per tensor". The W4A8 progressive scheme built on the
+``static`` profile is :mod:`mxformats.schemes.w4a8`.
 
 FP8 per-tensor profiles (``quantize_fp8(x, fmt, profile=...)``):
 
@@ -19,17 +20,11 @@ FP8 per-tensor profiles (``quantize_fp8(x, fmt, profile=...)``):
   tensor has s = 0 and 0 × Inf = NaN; NaN inputs) becomes +M. Read from the CUDA source, not
   executed on a GPU.
 
-The Quark W4A8 ``ProgressiveSpec`` (``quantize_w4a8``) is the ``static`` E4M3FN stage followed
-by the ``quark`` INT4 per-channel stage on the FP8 values widened to float32, packed in the
-``quark`` layout: exactly the body of Quark 0.13
-``file2file_quantization._progressive_quantize_weight``.
-
 NaN and ±Inf inputs to the producer profiles are implementation-defined and raise ValueError.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -39,12 +34,11 @@ from mxformats.arith import as_float_array, divide_in, multiply_in, require_fini
 from mxformats.containers import containers
 from mxformats.formats import E4M3FN, E4M3FNUZ, E5M2, Format
 from mxformats.registry import Kind, ProfileInfo, register
-from mxformats.schemes.int4 import pack_int4, quantize_int4, unpack_int4
 
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike, DTypeLike, NDArray
 
-__all__ = ["W4A8", "dequantize_fp8", "dequantize_w4a8", "quantize_fp8", "quantize_w4a8"]
+__all__ = ["dequantize_fp8", "quantize_fp8"]
 
 #: vLLM's FP8 range on MI300 (``quant_type_max_v<c10::Float8_e4m3fnuz>``), not 240.
 VLLM_FNUZ_MAX = 224.0
@@ -130,59 +124,8 @@ FP8_PROFILES: dict[str, Fp8Profile] = {
                                  ("dynamic-fnuz", E4M3FNUZ, VLLM_FNUZ_MAX))
     },
 }
-
-
-@dataclass(frozen=True)
-class W4A8Producer:
-    """The Quark W4A8 ``ProgressiveSpec`` as data: the FP8 stage (a :data:`FP8_PROFILES` name
-    and its format), then the INT4 per-channel stage (an INT4 producer profile) on the FP8
-    values widened to float32, packed in ``layout``."""
-
-    info: ProfileInfo
-    fp8_profile: str
-    fp8_format: Format
-    int4_profile: str
-    layout: str
-
-
-@dataclass(frozen=True)
-class W4A8Consumer:
-    """A W4A8 consumer as data: ``weight`` unpacked from ``layout``, the two scales folded
-    into one float32 factor per output row (``float32(s2 × s1)``) before ``q × factor``."""
-
-    info: ProfileInfo
-    layout: str
-
-
-W4A8_PRODUCERS: dict[str, W4A8Producer] = {
-    "quark": W4A8Producer(
-        info=ProfileInfo(
-            "quark", "w4a8", "producer", "amd-quark", "0.13",
-            "file2file_quantization._progressive_quantize_weight (ProgressiveSpec: "
-            "FP8E4M3PerTensorSpec static -> Int4PerChannelSpec ch_axis 0)",
-            "W1 = e4m3fn(clamp(dtype(W/s1))), s1 = amax/448; q = int4 per row of W1 by "
-            "reciprocal multiply; Quark nibble order",
-        ),
-        fp8_profile="static",
-        fp8_format=E4M3FN,
-        int4_profile="quark",
-        layout="quark",
-    ),
-}
-W4A8_CONSUMERS: dict[str, W4A8Consumer] = {
-    "vllm": W4A8Consumer(
-        info=ProfileInfo(
-            "vllm", "w4a8", "consumer", "vllm", "0.33",
-            "quark_moe.QuarkW4A8Fp8MoEMethod.process_weights_after_loading",
-            "W = q × float32(s2 × s1): the two scales folded into one per-row factor",
-        ),
-        layout="quark",
-    ),
-}
-for _info in (*(r.info for r in FP8_PROFILES.values()),
-              *(r.info for r in W4A8_PRODUCERS.values()),
-              *(r.info for r in W4A8_CONSUMERS.values())):
-    register(_info)
+for _record in FP8_PROFILES.values():
+    register(_record.info)
 
 
 def get_fp8_profile(profile: str) -> Fp8Profile:
@@ -267,87 +210,3 @@ def dequantize_fp8(
     s = np.asarray(scale, dtype=np.float32).astype(np.float64)
     with np.errstate(invalid="ignore", over="ignore"):
         return round_once(values * s, dtype)
-
-
-# -- W4A8 -------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, eq=False)
-class W4A8:
-    """Quark W4A8 checkpoint tensors; unpacks as ``weight, weight_scale, weight_scale_2``.
-
-    ``weight``: int32 ``[O, ceil(I/8)]`` (Quark nibble order); ``weight_scale``: float32 shape
-    ``[]`` (stage-1 FP8 scale); ``weight_scale_2``: float32 ``[O]`` (stage-2 INT4 per-channel
-    scale).
-    """
-
-    weight: NDArray[np.int32]
-    weight_scale: NDArray[np.float32]
-    weight_scale_2: NDArray[np.float32]
-
-    def __iter__(self) -> Iterator[NDArray[np.generic]]:
-        yield self.weight
-        yield self.weight_scale
-        yield self.weight_scale_2
-
-
-@containers()
-def quantize_w4a8(w: object, *, profile: str = "quark") -> W4A8:
-    """The Quark ProgressiveSpec weight tensors for a 2-D weight ``w`` ``[O, I]``.
-
-    Stage 1: ``quantize_fp8(w, E4M3FN, profile="static")`` (``s1 = amax/448`` in float32,
-    ``W1 = e4m3fn(clamp(dtype(w / s1), ±448))``: the quotient is rounded to ``w``'s dtype
-    first). Stage 2: ``quantize_int4(float32(W1), group_size=None, axis=1, profile="quark")``
-    (``s2 = rowmax|W1| / 7.5``, ``q = round_half_even(W1 × (1/s2))``). ``weight`` is q packed
-    along I in the ``quark`` layout (``ceil(I/8)`` words, padding nibbles 0). Feed ``w`` in the
-    checkpoint's dtype (bfloat16 for BF16 models): a float32 copy of the same values gives
-    different bytes. Spec: ``w4a8.md``.
-    """
-    if profile not in W4A8_PRODUCERS:
-        raise ValueError(
-            f"unknown w4a8 producer profile {profile!r}; valid: {', '.join(W4A8_PRODUCERS)}"
-        )
-    producer = W4A8_PRODUCERS[profile]
-    arr = as_float_array(w)
-    if arr.ndim != 2 or arr.shape[1] == 0:
-        raise ValueError(f"quantize_w4a8 takes a 2-D weight [O, I] with I > 0, got {arr.shape}")
-    codes, s1 = quantize_fp8(arr, producer.fp8_format, profile=producer.fp8_profile)
-    w1 = producer.fp8_format.decode(codes, np.float32)
-    q, s2 = quantize_int4(w1, group_size=None, axis=1, profile=producer.int4_profile)
-    return W4A8(
-        weight=pack_int4(q, layout=producer.layout, axis=1),
-        weight_scale=s1,
-        weight_scale_2=s2.reshape(-1).astype(np.float32),
-    )
-
-
-@containers()
-def dequantize_w4a8(
-    weight: ArrayLike | W4A8,
-    weight_scale: ArrayLike | None = None,
-    weight_scale_2: ArrayLike | None = None,
-    *,
-    dtype: DTypeLike = np.float32,
-) -> NDArray[np.generic]:
-    """``q × s2 × s1`` per output channel, as vLLM folds it.
-
-    vLLM (``QuarkW4A8Fp8MoEMethod.process_weights_after_loading``) first folds the scales,
-    ``f = float32(s2 × s1)``, then applies ``f`` per output row after the GEMM: the result
-    here is ``float32(q × f)`` rounded to ``dtype``. (Quark's own fake-quant computes
-    ``(q × s2) × s1``, which can differ in the last float32 bit.) ``weight`` int32
-    ``[O, W]`` unpacks to ``8 W`` columns. Spec: ``w4a8.md``, "Dequantization".
-    """
-    if isinstance(weight, W4A8):
-        weight, weight_scale, weight_scale_2 = weight
-    if weight_scale is None or weight_scale_2 is None:
-        raise TypeError("dequantize_w4a8 needs weight_scale and weight_scale_2 (or a W4A8)")
-    q = unpack_int4(weight, layout=W4A8_CONSUMERS["vllm"].layout, axis=-1)
-    s1 = np.asarray(weight_scale, dtype=np.float32)
-    s2 = np.asarray(weight_scale_2, dtype=np.float32)
-    if s1.size != 1 or s2.shape != (q.shape[0],):
-        raise ValueError(
-            f"weight_scale must be a scalar and weight_scale_2 [{q.shape[0]}]; got "
-            f"{s1.shape} and {s2.shape}"
-        )
-    folded = s2 * s1.reshape(())
-    return round_once((q.astype(np.float32) * folded[:, None]).astype(np.float64), dtype)

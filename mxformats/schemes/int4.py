@@ -79,6 +79,8 @@ NIBBLE_ORDER: dict[str, tuple[int, ...]] = {
     "linear": (0, 1, 2, 3, 4, 5, 6, 7),
 }
 NIBBLE_OFFSET: dict[str, int] = {"compressed-tensors": 8, "quark": 0, "linear": 0}
+#: The consumer :func:`dequantize_int4` reads plain arrays with when no profile is given.
+DEFAULT_CONSUMER = "compressed-tensors"
 
 #: The INT4 grid: symmetric scale = amax / ((QMAX - QMIN) / 2) = amax / 7.5.
 QMIN, QMAX = -8, 7
@@ -371,7 +373,7 @@ def dequantize_int4(
         profile = result.profile if profile is None else profile
     if scales is None:
         raise TypeError("dequantize_int4 needs scales (or an Int4Array)")
-    consumer = get_consumer(consumer_for("int4", profile or "compressed-tensors"))
+    consumer = get_consumer(consumer_for("int4", profile or DEFAULT_CONSUMER))
     check_group_size(group_size)
     values = np.asarray(q)
     if values.dtype.kind not in "iu" or np.any((values < QMIN) | (values > QMAX)):

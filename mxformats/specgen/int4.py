@@ -2,7 +2,8 @@
 """Spec pages and vectors for the INT4 layouts and schemes and the W4A8 scheme, from the code.
 
 Called by :mod:`mxformats.specgen`. Every number on these pages (packed words, codes, scales)
-is computed here by running the reference (:mod:`mxformats.schemes.int4`, :mod:`mxformats.schemes.fp8`).
+is computed here by running the reference (:mod:`mxformats.schemes.int4`, :mod:`mxformats.schemes.fp8`,
+:mod:`mxformats.schemes.w4a8`).
 The vectors name their target (a profile of this package, or a library and version) or are
 marked documentation-only; ``tests/test_int4.py`` and ``tests/test_w4a8.py`` assert each one.
 """
@@ -17,7 +18,7 @@ import numpy as np
 from mxformats.arith import BF16, divide_in
 from mxformats.formats import E4M3FN, E4M3FNUZ, E5M2, INT4, Format
 from mxformats.registry import profiles
-from mxformats.schemes.fp8 import VLLM_FNUZ_MAX, dequantize_w4a8, quantize_fp8, quantize_w4a8
+from mxformats.schemes.fp8 import VLLM_FNUZ_MAX, quantize_fp8
 from mxformats.schemes.int4 import (
     LAYOUTS,
     NIBBLE_OFFSET,
@@ -25,6 +26,7 @@ from mxformats.schemes.int4 import (
     pack_int4,
     quantize_int4,
 )
+from mxformats.schemes.w4a8 import dequantize_w4a8, quantize_w4a8
 from mxformats.text import SCHEMA_VERSION, hex_float, json_file, table
 
 __all__ = ["fp8_cases", "int4_cases", "pages", "w4a8_cases"]

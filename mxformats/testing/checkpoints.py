@@ -110,11 +110,11 @@ import numpy as np
 
 from mxformats import tensorfile
 from mxformats.arith import BF16
-from mxformats.schemes import fp8 as fp8_scheme
 from mxformats.schemes import int4 as int4_scheme
 from mxformats.schemes import mx as mx_scheme
 from mxformats.schemes.fp8_block import quantize_fp8_block
 from mxformats.schemes.nvfp4 import quantize_nvfp4
+from mxformats.schemes.w4a8 import quantize_w4a8
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
@@ -883,7 +883,7 @@ def _quantize_file_to_file(fmt: str, weight: NDArray[Any]) -> dict[str, NDArray[
     if fmt == "quark-mxfp4":
         mx = mx_scheme.quantize_mx(weight, block_size=_GROUP, axis=-1, profile="quark")
         return {"": np.asarray(mx.codes, np.uint8), "_scale": np.asarray(mx.scales, np.uint8)}
-    w4a8 = fp8_scheme.quantize_w4a8(weight, profile="quark")
+    w4a8 = quantize_w4a8(weight, profile="quark")
     return {
         "": np.asarray(w4a8.weight, np.int32),
         "_scale": np.asarray(w4a8.weight_scale, np.float32).reshape(()),

@@ -39,9 +39,10 @@ import _producers as P  # noqa: E402
 
 from mxformats import E2M1  # noqa: E402
 from mxformats.formats import E4M3FN, E5M2  # noqa: E402
-from mxformats.schemes.fp8 import quantize_fp8, quantize_w4a8  # noqa: E402
+from mxformats.schemes.fp8 import quantize_fp8  # noqa: E402
 from mxformats.schemes.int4 import dequantize_int4, pack_int4, quantize_int4  # noqa: E402
 from mxformats.schemes.mx import dequantize_mx, pack_fp4, quantize_mx  # noqa: E402
+from mxformats.schemes.w4a8 import quantize_w4a8  # noqa: E402
 from mxformats.testing.cases import blocks_strategy, int4_group_strategy, mx_blocks  # noqa: E402
 
 DTYPES = {"float32": P.F32, "bfloat16": P.BF16, "float16": P.F16}

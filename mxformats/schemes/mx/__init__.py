@@ -52,6 +52,9 @@ __all__ = [
     "unpack_fp4",
 ]
 
+#: The consumer :func:`dequantize_mx` decodes plain arrays with when no profile is given.
+DEFAULT_CONSUMER = "ocp"
+
 @dataclass(frozen=True, eq=False)
 class MXArray:
     """The result of :func:`quantize_mx`; unpacks as ``codes, scales = quantize_mx(...)``.
@@ -242,7 +245,7 @@ def dequantize_mx(
         profile = mx.profile if profile is None else profile
     if scales is None:
         raise ValueError("dequantize_mx needs the scales")
-    profile = "ocp" if profile is None else consumer_for("mx", profile)
+    profile = DEFAULT_CONSUMER if profile is None else consumer_for("mx", profile)
     consumer = get_consumer(profile)
     fmt = check_elem(elem, consumer.elements, f"consumer profile {profile!r}")
     out = np.dtype(dtype)

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from mxformats.schemes.fp8 import dequantize_w4a8, quantize_w4a8
+from mxformats.schemes.w4a8 import dequantize_w4a8, quantize_w4a8
 
 from ..findings import Finding, Level, Severity, declare
 from ..model import CheckpointFormat
