@@ -13,7 +13,9 @@ come from :mod:`mxformats.kernels.mx_plan`, the INT4, W4A8 and FP8 argument chec
 - :func:`dequantize_int4`: compressed-tensors group scales (spec/int4-schemes.md);
 - :func:`dequantize_w4a8`: Quark W4A8 as vLLM folds its scales (spec/w4a8.md);
 - :func:`quantize_fp8`: Quark's static per-tensor FP8 and vLLM's dynamic one;
-  :func:`e4m3fn_to_fnuz` (spec/e4m3fnuz.md).
+  :func:`e4m3fn_to_fnuz` (spec/e4m3fnuz.md);
+- :func:`quantize_fp8_block`, :func:`dequantize_fp8_block`: FP8 block scaling, every profile
+  the plan of :mod:`mxformats.kernels.fp8_block_plan` describes (spec/fp8-block.md).
 
 Float64 data to quantize raises NotImplementedError (those kernels read at most 32-bit
 floats); the dequantizers take float64 scales and write float64 on request.
@@ -30,10 +32,12 @@ import torch
 from mxformats.arith import require_finite
 from mxformats.formats import E2M1, E4M3FN, Format
 from mxformats.schemes import fp8 as fp8_reference
+from mxformats.schemes import fp8_block as fp8_block_reference
 from mxformats.schemes import int4 as int4_reference
 from mxformats.schemes.mx.consumers import CONSUMERS
 from mxformats.schemes.mx.producers import PRODUCERS
 
+from .. import fp8_block_plan as block_plans
 from .. import int4_fp8_plan as args
 from .. import mx_plan as plans
 from ..mx_plan import KERNEL_ELEMENTS, QuantizedMX
@@ -44,9 +48,11 @@ __all__ = [
     "KernelError",
     "dequantize_int4",
     "dequantize_mx",
+    "dequantize_fp8_block",
     "dequantize_w4a8",
     "e4m3fn_to_fnuz",
     "quantize_fp8",
+    "quantize_fp8_block",
     "quantize_mx",
 ]
 
@@ -61,6 +67,11 @@ SUPPORTED: dict[str, tuple[tuple[str, str], ...]] = {
     "quantize_fp8": tuple((fmt.name, name) for name, record in fp8_reference.FP8_PROFILES.items()
                           for fmt in record.formats),
     "e4m3fn_to_fnuz": (("e4m3fn", "vllm"),),
+    "quantize_fp8_block": tuple((record.code_format.name, name)
+                                for name, record in fp8_block_reference.PROFILES.items()
+                                if block_plans.claims(record)),
+    "dequantize_fp8_block": tuple((record.code_format.name, name)
+                                  for name, record in fp8_block_reference.PROFILES.items()),
 }
 
 #: The kernels' dtype numbers (mxf::Dtype in mx_numerics.h).
@@ -278,3 +289,78 @@ def e4m3fn_to_fnuz(codes: torch.Tensor,
         _executor(c.device).run("e4m3fn_to_fnuz", [c.numel(), s.numel()], [c, s],
                                 [codes_out, scale_out])
     return codes_out, scale_out
+
+
+# -- FP8 block scaling ------------------------------------------------------------------------
+
+
+def _f32_bits(value: float) -> int:
+    return int(np.float32(value).view(np.uint32))
+
+
+def _block_rules(plan: block_plans.FP8BlockPlan) -> list[int]:
+    """The plan's fields in the order of ``rules`` in fp8_block.hip."""
+    scale = plan.scale_dtype
+    zero_scale = plan.zero_scale or 0.0
+    zero_bits = int(np.asarray(zero_scale, scale).view(f"u{scale.itemsize}"))
+    element = plan.element
+    return [_NUMPY_DTYPE_IDS[scale.name], _NUMPY_DTYPE_IDS[plan.quotient_dtype.name],
+            _f32_bits(plan.fmt_max), int(plan.has_floor), _f32_bits(plan.amax_floor),
+            _f32_bits(plan.max_over_amax_floor), int(plan.power_of_two_scale),
+            int(plan.zero_scale is not None), zero_bits, plan.multiplier,
+            int(plan.clamp_to_max), element.ebits, element.mbits, element.bias,
+            element.max_code, fp8_block_reference.NAN_CODE, int(plan.fnuz)]
+
+
+#: The kernels' dtype numbers by numpy dtype name.
+_NUMPY_DTYPE_IDS = {str(dtype).removeprefix("torch."): i for dtype, i in _DTYPE_IDS.items()}
+
+
+def quantize_fp8_block(x: torch.Tensor, *, block: tuple[int, int] = (128, 128),
+                       profile: str = "deepseek") -> tuple[torch.Tensor, torch.Tensor]:
+    """Quantize a 2-D weight to FP8 with one scale per ``block`` tile exactly as
+    ``mxformats.schemes.fp8_block.quantize_fp8_block`` with the same profile does
+    (spec/fp8-block.md; the profile's choices come from its record through
+    :func:`mxformats.kernels.fp8_block_plan.plan_for`).
+
+    ``x``: a float16, bfloat16 or float32 ``[M, N]`` tensor, any strides (read contiguous).
+    Returns ``(codes, scales)``: uint8 ``[M, N]`` and ``[ceil(M / bm), ceil(N / bn)]`` in the
+    profile's scale dtype, on ``x``'s device. Raises what the reference raises for bad
+    arguments."""
+    t = args.require_tensor(x, "quantize_fp8_block", KERNELS)
+    name = plans.float_dtype_name(t.dtype)  # numpy's TypeError for a dtype it lacks
+    dtype = fp8_block_reference.BF16 if name == "bfloat16" else np.dtype(name)
+    bm, bn = block_plans.check_quantize_args(tuple(t.shape), dtype, block, profile)
+    plan = block_plans.plan_for(profile, dtype)
+    rows, cols = t.shape
+    codes = torch.empty((rows, cols), dtype=torch.uint8, device=t.device)
+    scales = torch.empty(fp8_block_reference.scale_grid((rows, cols), (bm, bn)),
+                         dtype=getattr(torch, plan.scale_dtype.name), device=t.device)
+    _executor(t.device).run("quantize_fp8_block",
+                            [_DTYPE_IDS[t.dtype], rows, cols, bm, bn, *_block_rules(plan)],
+                            [t.contiguous()], [codes, scales])
+    return codes, scales
+
+
+def dequantize_fp8_block(codes: torch.Tensor, scales: torch.Tensor, *,
+                         block: tuple[int, int] = (128, 128), profile: str = "deepseek",
+                         dtype: Any = torch.float32) -> torch.Tensor:
+    """Decode FP8 block codes exactly as ``mxformats.schemes.fp8_block.dequantize_fp8_block``
+    (vLLM ``scaled_dequantize``): ``float32(code) x float32(scale)`` rounded to float32, then
+    to ``dtype`` (float32, bfloat16, float16, float64; torch or numpy). ``codes``: uint8
+    ``[M, N]``; ``scales``: ``[ceil(M / bm), ceil(N / bn)]`` float32, bfloat16 or float16."""
+    c = args.require_tensor(codes, "dequantize_fp8_block", KERNELS)
+    s = args.require_tensor(scales, "dequantize_fp8_block", KERNELS)
+    layout, (bm, bn), _ = block_plans.check_dequantize_args(
+        tuple(c.shape), str(c.dtype).removeprefix("torch."), tuple(s.shape), block, profile)
+    scale_id = args.require_kernel_float(s.dtype, "dequantize_fp8_block scales", _INPUT_IDS,
+                                         KERNELS)
+    out_dtype = args.as_torch_dtype(dtype, KERNELS)
+    out = torch.empty(tuple(c.shape), dtype=out_dtype, device=c.device)
+    if out.numel():
+        _executor(c.device).run(
+            "dequantize_fp8_block",
+            [scale_id, _DTYPE_IDS[out_dtype], *c.shape, bm, bn, layout.ebits, layout.mbits,
+             layout.bias, layout.specials],
+            [c, s], [out])
+    return out
