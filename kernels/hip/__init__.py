@@ -46,9 +46,9 @@ from ._device import CpuDriver, Executor, KernelError, SharedLibrary
 __all__ = [
     "SUPPORTED",
     "KernelError",
+    "dequantize_fp8_block",
     "dequantize_int4",
     "dequantize_mx",
-    "dequantize_fp8_block",
     "dequantize_w4a8",
     "e4m3fn_to_fnuz",
     "quantize_fp8",
