@@ -5,7 +5,8 @@
   every kernel for gfx90a and gfx940);
 - the CPU runtime honours waves of 32 and 64: shuffles of every width, ``__syncthreads``, and a
   barrier no thread can pass aborts instead of hanging;
-- the kernels equal the reference at both wave sizes, on ragged last blocks too;
+- the kernels equal the reference at both wave sizes, on ragged last blocks too, and an FP8
+  block tile's maximum wherever it lies in the work-group;
 - AddressSanitizer reports a read past the end of a tensor, and the call fails with its report.
 """
 
@@ -29,6 +30,7 @@ hip = requires("mxformats.kernels.hip")
 from mxformats.formats import E4M3FN  # noqa: E402
 from mxformats.kernels import mx_plan  # noqa: E402
 from mxformats.kernels.hip import _build, _device, _quantize_rules  # noqa: E402
+from mxformats.schemes import fp8_block as fp8_block_reference  # noqa: E402
 
 WAVES = (32, 64)
 
@@ -151,3 +153,22 @@ def test_wave_sized_reductions(wave: int) -> None:
         expected_codes, expected_scale = mxformats.quantize_fp8(y.numpy(), E4M3FN)
         assert _bits(scale).item() == expected_scale.view(np.uint32).item(), f"max at {spot}"
         np.testing.assert_array_equal(fp8_codes.numpy(), expected_codes)
+
+
+def test_fp8_block_tile_maximum_over_waves(wave: int) -> None:
+    """An FP8 block tile's maximum is reduced over the lanes of each wave, then over the waves
+    through LDS, with each thread taking several lanes of a 128 x 128 tile: one large element
+    in the first and last lane of a wave, of a work-group's first round of lanes and beyond it,
+    at both wave sizes, gives the reference's scale and codes (a 96-column edge tile too)."""
+    rng = np.random.default_rng(wave)
+    x = torch.from_numpy(rng.standard_normal((128, 224)).astype(np.float32))
+    for spot in (0, 7, 8 * 31, 8 * 32, 8 * 63, 8 * 64, 8 * 255, 8 * 256, 127 * 224 + 127,
+                 40 * 224 + 200, 127 * 224 + 223):
+        y = x.clone().reshape(-1)
+        y[spot] = 1e6
+        y = y.reshape(x.shape)
+        codes, scales = hip.quantize_fp8_block(y, profile="deepseek")
+        expected = fp8_block_reference.quantize_fp8_block(y.numpy(), profile="deepseek")
+        np.testing.assert_array_equal(_bits(scales), expected.scales.view(np.uint32),
+                                      err_msg=f"max at {spot}")
+        np.testing.assert_array_equal(codes.numpy(), expected.codes, err_msg=f"max at {spot}")
