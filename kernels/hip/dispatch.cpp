@@ -38,6 +38,8 @@ constexpr int kFp8Target = 8;
 constexpr int kNibbleLayout = 9;
 constexpr int kBlockRules = 17;
 constexpr int kElementLayout = 4;
+constexpr int kNvfp4Rules = 21;
+constexpr int kNvfp4Layouts = 9;
 
 // params: dtype, rows, n, block size, the 14 rules; in: x, table; out: codes, scales.
 hipError_t quantize_mx(const Call& c) {
@@ -100,6 +102,25 @@ hipError_t dequantize_fp8_block(const Call& c) {
                                   c.stream);
 }
 
+// params: dtype, count, pass-1 groups, has global_amax, its float32 bits, the 21 rules;
+// in: x; out: codes, scales, global scale, amax bits, pass-1 partials [groups].
+hipError_t quantize_nvfp4(const Call& c) {
+  const Rules rules(c.p, 5, kNvfp4Rules);
+  return mxf_quantize_nvfp4(c.in[0], dtype_of(c.p[0]), c.p[1], c.p[2], static_cast<int>(c.p[3]),
+                            static_cast<uint32_t>(c.p[4]), rules.values, output<uint8_t>(c, 0),
+                            output<uint8_t>(c, 1), output<uint32_t>(c, 2),
+                            output<uint32_t>(c, 3), output<uint32_t>(c, 4), c.stream);
+}
+
+// params: packed, count, out dtype, the 9 layout fields; in: codes, scales, global scale;
+// out: values.
+hipError_t dequantize_nvfp4(const Call& c) {
+  const Rules layouts(c.p, 3, kNvfp4Layouts);
+  return mxf_dequantize_nvfp4(input<uint8_t>(c, 0), static_cast<int>(c.p[0]),
+                              input<uint8_t>(c, 1), input<uint32_t>(c, 2), c.p[1],
+                              layouts.values, dtype_of(c.p[2]), c.out[0], c.stream);
+}
+
 struct Op {
   const char* name;
   int64_t params, inputs, outputs;
@@ -115,6 +136,8 @@ const Op kOps[] = {
     {"e4m3fn_to_fnuz", 2, 2, 2, e4m3fn_to_fnuz},
     {"quantize_fp8_block", 5 + kBlockRules, 1, 2, quantize_fp8_block},
     {"dequantize_fp8_block", 6 + kElementLayout, 2, 1, dequantize_fp8_block},
+    {"quantize_nvfp4", 5 + kNvfp4Rules, 1, 5, quantize_nvfp4},
+    {"dequantize_nvfp4", 3 + kNvfp4Layouts, 3, 1, dequantize_nvfp4},
 };
 
 }  // namespace

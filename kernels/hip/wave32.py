@@ -14,11 +14,13 @@ from . import (
     dequantize_fp8_block,
     dequantize_int4,
     dequantize_mx,
+    dequantize_nvfp4,
     dequantize_w4a8,
     e4m3fn_to_fnuz,
     quantize_fp8,
     quantize_fp8_block,
     quantize_mx,
+    quantize_nvfp4,
 )
 from ._device import wave_size
 
@@ -27,11 +29,13 @@ __all__ = [
     "dequantize_fp8_block",
     "dequantize_int4",
     "dequantize_mx",
+    "dequantize_nvfp4",
     "dequantize_w4a8",
     "e4m3fn_to_fnuz",
     "quantize_fp8",
     "quantize_fp8_block",
     "quantize_mx",
+    "quantize_nvfp4",
 ]
 
 P = ParamSpec("P")
@@ -56,3 +60,5 @@ quantize_fp8 = _on_waves_of_32(quantize_fp8)
 e4m3fn_to_fnuz = _on_waves_of_32(e4m3fn_to_fnuz)
 quantize_fp8_block = _on_waves_of_32(quantize_fp8_block)
 dequantize_fp8_block = _on_waves_of_32(dequantize_fp8_block)
+quantize_nvfp4 = _on_waves_of_32(quantize_nvfp4)
+dequantize_nvfp4 = _on_waves_of_32(dequantize_nvfp4)
