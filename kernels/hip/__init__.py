@@ -358,10 +358,11 @@ def quantize_fp8_block(x: torch.Tensor, *, block: tuple[int, int] = (128, 128),
 def dequantize_fp8_block(codes: torch.Tensor, scales: torch.Tensor, *,
                          block: tuple[int, int] = (128, 128), profile: str = "deepseek",
                          dtype: Any = torch.float32) -> torch.Tensor:
-    """Decode FP8 block codes exactly as ``mxformats.schemes.fp8_block.dequantize_fp8_block``
-    (vLLM ``scaled_dequantize``): ``float32(code) x float32(scale)`` rounded to float32, then
-    to ``dtype`` (float32, bfloat16, float16, float64; torch or numpy). ``codes``: uint8
-    ``[M, N]``; ``scales``: ``[ceil(M / bm), ceil(N / bn)]`` float32, bfloat16 or float16."""
+    """The bytes of ``mxformats.schemes.fp8_block.dequantize_fp8_block`` (vLLM's
+    ``scaled_dequantize``: each code times its tile's scale, both as float32, one float32
+    rounding, then one rounding to ``dtype``: float32, bfloat16, float16 or float64, torch or
+    numpy). ``codes``: a uint8 ``[M, N]`` tensor; ``scales``: float32, bfloat16 or float16,
+    one per tile (``[ceil(M / bm), ceil(N / bn)]``). The profile picks the code format."""
     c = args.require_tensor(codes, "dequantize_fp8_block", KERNELS)
     s = args.require_tensor(scales, "dequantize_fp8_block", KERNELS)
     layout, (bm, bn), _ = block_plans.check_dequantize_args(
