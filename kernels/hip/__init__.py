@@ -432,15 +432,17 @@ def quantize_nvfp4(x: torch.Tensor, *, axis: int = -1, profile: str = "modelopt"
     global_scale = torch.empty(1, dtype=torch.float32, device=device)
     amax_bits = torch.empty(1, dtype=torch.int32, device=device)
     partials = torch.empty(groups, dtype=torch.int32, device=device)
-    if count:
-        _executor(device).run(
-            "quantize_nvfp4",
-            [_DTYPE_IDS[t.dtype], count, groups, int(amax is not None),
-             _f32_bits(amax or 0.0), *_nvfp4_rules(plan)],
-            [source], [codes, scales, global_scale, amax_bits, partials])
-        if int(amax_bits.item()) >= 0x7F800000:  # |x| bits: NaN or ±Inf somewhere
-            raise ValueError(f"quantize_nvfp4(profile={profile!r}): the input holds NaN or "
-                             "±Inf, which the reference refuses")
+    if refused is None and amax is None and not count:  # np.max of nothing, as the reference
+        raise ValueError("quantize_nvfp4: the maximum of an empty tensor is undefined; pass "
+                         "global_amax")
+    _executor(device).run(
+        "quantize_nvfp4",
+        [_DTYPE_IDS[t.dtype], count, groups, int(amax is not None), _f32_bits(amax or 0.0),
+         *_nvfp4_rules(plan)],
+        [source], [codes, scales, global_scale, amax_bits, partials])
+    if int(amax_bits.item()) >= 0x7F800000:  # |x| bits: NaN or ±Inf somewhere
+        raise ValueError(f"quantize_nvfp4(profile={profile!r}): the input holds NaN or ±Inf, "
+                         "which the reference refuses")
     if refused is not None:
         raise refused
     scale_shape = (*moved.shape[:-1], moved.shape[-1] // nvfp4_reference.BLOCK)
@@ -467,11 +469,9 @@ def dequantize_nvfp4(codes: torch.Tensor, scales: torch.Tensor | None = None,
     ax, plan = nvfp4_plans.check_dequantize_args(
         tuple(c.shape), _numpy_dtype(c.dtype), tuple(s.shape), _numpy_dtype(s.dtype),
         g.numel(), axis=axis, profile=profile, packed=packed)
-    if c.numel() and int(c.max()) > (0xFF if packed else 0xF):
+    if c.numel() and (int(c.min()) < 0 or int(c.max()) > (0xFF if packed else 0xF)):
         raise ValueError("packed fp4 codes are bytes (0..255)" if packed
                          else "codes must be 4-bit E2M1 codes (0..15)")
-    if c.numel() and not packed and int(c.min()) < 0:
-        raise ValueError("codes must be 4-bit E2M1 codes (0..15)")
     out_dtype = args.as_torch_dtype(dtype, KERNELS)
     moved = c.movedim(ax, -1)
     shape = (*moved.shape[:-1], moved.shape[-1] * (2 if packed else 1))

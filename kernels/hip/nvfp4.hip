@@ -280,8 +280,8 @@ hipError_t launch_dequantize_nvfp4(const uint8_t* codes, bool packed, const uint
 
 }  // namespace mxf
 
-/// quantize_nvfp4: ``x`` [count] of ``dtype`` (float32, bfloat16, float16), count a positive
-/// multiple of 16; pass 1 runs ``groups`` work-groups (>= 1) writing ``partials`` [groups].
+/// quantize_nvfp4: ``x`` [count] of ``dtype`` (float32, bfloat16, float16), count a multiple
+/// of 16 (0: only the global scale, from ``global_amax``); pass 1 runs ``groups`` work-groups (>= 1) writing ``partials`` [groups].
 /// ``rules`` (host memory), NVFP4QuantizePlan's fields: arithmetic dtype (mxf::Dtype), inverse
 /// global, float32 bits of six_m, amax_floor, has nonfinite global, float32 bits of
 /// nonfinite_global, scale_floor, scale_clamp, zero_block_scale, zero after cast, NaN scale
@@ -293,7 +293,7 @@ MXF_LAUNCHER mxf_quantize_nvfp4(const void* x, int dtype, int64_t count, int64_t
                                 const int32_t* rules, uint8_t* codes, uint8_t* scales,
                                 uint32_t* global_out, uint32_t* amax, uint32_t* partials,
                                 hipStream_t stream) {
-  if (count < 1 || count % mxf::kNvfp4Block || groups < 1) return hipErrorInvalidConfiguration;
+  if (count < 0 || count % mxf::kNvfp4Block || groups < 1) return hipErrorInvalidConfiguration;
   mxf::Nvfp4Rules r;
   r.arithmetic = mxf::binary_of(rules[0]);
   r.inverse_global = rules[1] != 0;

@@ -8,7 +8,7 @@ accepted and computed as the reference computes it.
 - MX codes and E8M0 scales (``dequantize_mx``, every claimed consumer) held in int16/int32:
   256 refused, 255 accepted.
 - NVFP4 codes (``dequantize_nvfp4``) held in int16/int32: one code per element 16 and -1
-  refused, 15 and 0 accepted; two per byte 256 refused, 255 accepted.
+  refused, 15 and 0 accepted; two per byte 256 and -1 refused, 255 and 0 accepted.
 """
 
 from __future__ import annotations
@@ -126,8 +126,8 @@ def test_dequantize_nvfp4_wide_codes(
     backend: Backend, fmt: str, profile: str, device: str, dtype: str, packed: bool
 ) -> None:
     """E2M1 codes in a wider integer tensor: the largest code (15, or the byte 255 packed) and 0
-    are read as the uint8 ones are; one past either end (16 or -1; 256 packed) is refused as
-    the reference refuses it."""
+    are read as the uint8 ones are; one past either end (16 or 256 packed, and -1) is refused
+    as the reference refuses it."""
     dequantize = _function(backend, "dequantize_nvfp4")
     top = 0xFF if packed else 0xF
     codes = np.zeros((1, 8 if packed else 16), dtype)
@@ -139,7 +139,7 @@ def test_dequantize_nvfp4_wide_codes(
     got = dequantize(_on(codes, device), _on(scales, device), _on(stored, device),
                      profile=profile, packed=packed)
     assert _bytes(got) == want.tobytes()
-    for outside in (top + 1,) if packed else (top + 1, -1):
+    for outside in (top + 1, -1):
         codes[0, 1] = outside
         with pytest.raises(ValueError):
             nvfp4_reference.dequantize_nvfp4(codes, scales, stored, profile=profile,
