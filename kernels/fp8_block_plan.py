@@ -21,7 +21,14 @@ from mxformats.schemes import fp8_block as reference
 
 from .mx_plan import FloatLayout
 
-__all__ = ["MULTIPLIER_IDS", "FP8BlockPlan", "check_quantize_args", "claims", "plan_for"]
+__all__ = [
+    "MULTIPLIER_IDS",
+    "FP8BlockPlan",
+    "check_dequantize_args",
+    "check_quantize_args",
+    "claims",
+    "plan_for",
+]
 
 #: How the scaled element is formed (FP8BlockProfile.multiplier), as kernel constants.
 MULTIPLIER_IDS = {"max-over-amax": 0, "reciprocal-of-scale": 1, "divide-by-scale": 2}
@@ -96,3 +103,21 @@ def check_quantize_args(shape: tuple[int, ...], dtype: np.dtype[Any], block: obj
         raise ValueError(
             f"quantize_fp8_block takes float16, bfloat16 or float32 weights, not {dtype}")
     return bm, bn
+
+
+def check_dequantize_args(codes_shape: tuple[int, ...], codes_dtype: str,
+                          scales_shape: tuple[int, ...], block: object,
+                          profile: str) -> tuple[FloatLayout, tuple[int, int], tuple[int, int]]:
+    """The reference's checks of ``dequantize_fp8_block``'s arguments, in its order: ValueError
+    for an unknown profile, a bad block, codes that are not a 2-D uint8 array (``codes_dtype``:
+    the dtype's name), scales of a shape other than the tile grid of the codes. Returns the
+    profile's code layout (E4M3FNUZ after the fnuz conversion), ``(bm, bn)`` and the grid."""
+    record = reference.get_profile(profile)
+    bm, bn = reference.check_block(block)
+    if codes_dtype != "uint8" or len(codes_shape) != 2:
+        raise ValueError(f"codes must be a 2-D uint8 array, got {codes_dtype} {codes_shape}")
+    grid = reference.scale_grid(codes_shape, (bm, bn))
+    if scales_shape != grid:
+        raise ValueError(f"scales have shape {scales_shape}; {codes_shape} in tiles of "
+                         f"{(bm, bn)} needs {grid}")
+    return FloatLayout.of_format(record.code_format), (bm, bn), grid

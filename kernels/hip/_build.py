@@ -33,7 +33,8 @@ __all__ = [
 
 SOURCE_DIR = Path(__file__).resolve().parent
 #: The kernel sources (each compiled on its own), then the host-side dispatch.
-KERNELS = ("mx_quantize.hip", "mx_dequantize.hip", "int4_dequantize.hip", "fp8_cast.hip")
+KERNELS = ("mx_quantize.hip", "mx_dequantize.hip", "int4_dequantize.hip", "fp8_cast.hip",
+           "fp8_block.hip", "nvfp4.hip")
 DISPATCH = "dispatch.cpp"
 DRIVER = "driver.cpp"
 #: Probes of the CPU runtime's semantics, linked into the CPU driver only.

@@ -26,7 +26,7 @@ T* output(const Call& c, int i) { return static_cast<T*>(c.out[i]); }
 
 /// Integer fields (a plan's rules, a format's layout), from params[first] on, for a launcher.
 struct Rules {
-  int32_t values[16];
+  int32_t values[24];
   Rules(const int64_t* p, int first, int count) {
     for (int i = 0; i < count; ++i) values[i] = static_cast<int32_t>(p[first + i]);
   }
@@ -36,6 +36,10 @@ constexpr int kQuantizeRules = 14;
 constexpr int kDequantizeRules = 9;
 constexpr int kFp8Target = 8;
 constexpr int kNibbleLayout = 9;
+constexpr int kBlockRules = 17;
+constexpr int kElementLayout = 4;
+constexpr int kNvfp4Rules = 21;
+constexpr int kNvfp4Layouts = 9;
 
 // params: dtype, rows, n, block size, the 14 rules; in: x, table; out: codes, scales.
 hipError_t quantize_mx(const Call& c) {
@@ -82,6 +86,41 @@ hipError_t e4m3fn_to_fnuz(const Call& c) {
                             output<uint8_t>(c, 0), output<uint32_t>(c, 1), c.stream);
 }
 
+// params: dtype, rows, cols, bm, bn, the 17 rules; in: x; out: codes, scales.
+hipError_t quantize_fp8_block(const Call& c) {
+  const Rules rules(c.p, 5, kBlockRules);
+  return mxf_quantize_fp8_block(c.in[0], dtype_of(c.p[0]), c.p[1], c.p[2], c.p[3], c.p[4],
+                                rules.values, output<uint8_t>(c, 0), c.out[1], c.stream);
+}
+
+// params: scale dtype, out dtype, rows, cols, bm, bn, the 4 element fields (ebits, mbits, bias,
+// specials); in: codes, scales; out: values.
+hipError_t dequantize_fp8_block(const Call& c) {
+  const Rules element(c.p, 6, kElementLayout);
+  return mxf_dequantize_fp8_block(input<uint8_t>(c, 0), c.in[1], c.p[2], c.p[3], c.p[4], c.p[5],
+                                  element.values, dtype_of(c.p[0]), dtype_of(c.p[1]), c.out[0],
+                                  c.stream);
+}
+
+// params: dtype, count, pass-1 groups, has global_amax, its float32 bits, the 21 rules;
+// in: x; out: codes, scales, global scale, amax bits, pass-1 partials [groups].
+hipError_t quantize_nvfp4(const Call& c) {
+  const Rules rules(c.p, 5, kNvfp4Rules);
+  return mxf_quantize_nvfp4(c.in[0], dtype_of(c.p[0]), c.p[1], c.p[2], static_cast<int>(c.p[3]),
+                            static_cast<uint32_t>(c.p[4]), rules.values, output<uint8_t>(c, 0),
+                            output<uint8_t>(c, 1), output<uint32_t>(c, 2),
+                            output<uint32_t>(c, 3), output<uint32_t>(c, 4), c.stream);
+}
+
+// params: packed, count, out dtype, the 9 layout fields; in: codes, scales, global scale;
+// out: values.
+hipError_t dequantize_nvfp4(const Call& c) {
+  const Rules layouts(c.p, 3, kNvfp4Layouts);
+  return mxf_dequantize_nvfp4(input<uint8_t>(c, 0), static_cast<int>(c.p[0]),
+                              input<uint8_t>(c, 1), input<uint32_t>(c, 2), c.p[1],
+                              layouts.values, dtype_of(c.p[2]), c.out[0], c.stream);
+}
+
 struct Op {
   const char* name;
   int64_t params, inputs, outputs;
@@ -95,6 +134,10 @@ const Op kOps[] = {
     {"dequantize_w4a8", 3 + kNibbleLayout, 3, 1, dequantize_w4a8},
     {"quantize_fp8", 2 + kFp8Target, 1, 3, quantize_fp8},
     {"e4m3fn_to_fnuz", 2, 2, 2, e4m3fn_to_fnuz},
+    {"quantize_fp8_block", 5 + kBlockRules, 1, 2, quantize_fp8_block},
+    {"dequantize_fp8_block", 6 + kElementLayout, 2, 1, dequantize_fp8_block},
+    {"quantize_nvfp4", 5 + kNvfp4Rules, 1, 5, quantize_nvfp4},
+    {"dequantize_nvfp4", 3 + kNvfp4Layouts, 3, 1, dequantize_nvfp4},
 };
 
 }  // namespace

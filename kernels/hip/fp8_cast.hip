@@ -15,9 +15,7 @@
 
 namespace mxf {
 
-constexpr int kFp8Lane = 8;
 constexpr int kFp8Threads = 256;
-constexpr int kMinWave = 32;
 
 /// The FP8 format written and the profile's arithmetic, from mxformats.formats and
 /// mxformats.fp8 (no number typed here).
@@ -29,26 +27,6 @@ struct Fp8Target {
   bool signed_zero;      // false for FNUZ: a zero result is +0
   bool dynamic;          // vLLM's arithmetic (see the top of this file); else Quark's static
 };
-
-/// The 8 elements of one lane (16-bit or float32 input), zero past ``count``, as float32 bits.
-template <class T>
-MXF_HD void load_lane(const T* x, int64_t first, int64_t count, Binary in,
-                      uint32_t (&v)[kFp8Lane]) {
-  T raw[kFp8Lane];
-  const T* src = x + first;
-  if (first + kFp8Lane <= count && vector_aligned(src, kFp8Lane, sizeof(T))) {
-    load_vectors(src, raw, kFp8Lane, sizeof(T));
-  } else {
-    for (int i = 0; i < kFp8Lane; ++i) raw[i] = first + i < count ? src[i] : T(0);
-  }
-  for (int i = 0; i < kFp8Lane; ++i) {
-    const Parts p = unpack(raw[i], in);
-    // Widening is exact; NaN and Inf keep their order above every finite value.
-    v[i] = p.nan ? 0x7FC00000u
-         : p.inf ? 0x7F800000u | (static_cast<uint32_t>(p.negative) << 31)
-                 : static_cast<uint32_t>(round_to_ieee(p.negative, p.sig, p.exp, f32_layout()));
-  }
-}
 
 template <class T>
 __global__ __launch_bounds__(kFp8Threads) void amax_kernel(const T* __restrict__ x,
@@ -65,17 +43,8 @@ __global__ __launch_bounds__(kFp8Threads) void amax_kernel(const T* __restrict__
     if (ignore_nan && magnitude > 0x7F800000u) magnitude = 0;  // fmaxf skips NaN
     m = magnitude > m ? magnitude : m;
   }
-  // Butterfly over the whole wave: every lane ends with the wave's maximum.
-  for (int mask = warpSize / 2; mask > 0; mask /= 2) {
-    const uint32_t other = MXF_SHFL_XOR(m, mask, warpSize);
-    m = other > m ? other : m;
-  }
-  const int wave = threadIdx.x / warpSize;
-  if (threadIdx.x % warpSize == 0) wave_max[wave] = m;
-  __syncthreads();
+  m = block_max(m, wave_max);
   if (threadIdx.x == 0) {
-    for (int w = 1; w < static_cast<int>(blockDim.x / warpSize); ++w)
-      m = wave_max[w] > m ? wave_max[w] : m;
     atomicMax(amax_bits, m);
   }
 }
@@ -126,14 +95,7 @@ __global__ __launch_bounds__(kFp8Threads) void quantize_fp8_kernel(
     out[i] = static_cast<uint8_t>(magnitude | (static_cast<uint64_t>(negative)
                                                << (target.fmt.ebits + target.fmt.mbits)));
   }
-  uint8_t* dst = codes + first;
-  if (first + kFp8Lane <= count && (reinterpret_cast<uintptr_t>(dst) & 7) == 0) {
-    uint2 word;
-    __builtin_memcpy(&word, out, sizeof word);
-    *reinterpret_cast<uint2*>(dst) = word;
-  } else {
-    for (int i = 0; i < kFp8Lane && first + i < count; ++i) dst[i] = out[i];
-  }
+  store_lane(codes, first, count, out);
 }
 
 constexpr int kFnuzLane = 16;

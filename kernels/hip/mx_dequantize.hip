@@ -15,8 +15,6 @@ constexpr int kDequantLane = 8;
 constexpr int kDequantThreads = 256;
 constexpr int kDequantKOffset = 128;
 constexpr int kDequantPow2 = 0, kDequantZero = 1, kDequantNan = 2, kDequantInf = 3;
-/// Element NaN/Inf encodings (_mx_plan.SPECIALS_IDS): none, IEEE, fn, fnuz.
-enum Specials : int { kNoSpecials = 0, kIeee = 1, kFn = 2, kFnuz = 3 };
 
 /// DequantizePlan's constants.
 struct DequantizeRules {
@@ -33,14 +31,7 @@ struct DequantizeRules {
 
 /// An element code taken apart, with the NaN/Inf encodings of its format.
 MXF_HD Parts decode_element(int code, const DequantizeRules& r) {
-  Parts p = unpack(static_cast<uint64_t>(code), r.elem);
-  const int magnitude = code & ((1 << (r.elem_bits - 1)) - 1);
-  p.inf = r.elem_specials == kIeee && p.inf;
-  p.nan = r.elem_specials == kIeee ? p.nan
-        : r.elem_specials == kFn   ? magnitude == (1 << (r.elem_bits - 1)) - 1
-        : r.elem_specials == kFnuz ? magnitude == 0 && p.negative
-                                   : false;
-  return p;
+  return decode_code(code, r.elem, r.elem_bits, r.elem_specials);
 }
 
 MXF_HD uint64_t decode_value(int code, int byte, int32_t entry, const DequantizeRules& r) {

@@ -174,4 +174,94 @@ MXF_HD uint64_t divide(Parts a, Parts b, Binary f) {
   return round_to_ieee(negative, (quotient << 1) | sticky, a.exp - b.exp - shift - 1, f);
 }
 
+/// IEEE a / b rounded once to nearest-even into ``f``, every operand allowed: NaN (the
+/// canonical quiet NaN) for a NaN operand, 0 / 0 and Inf / Inf; x / 0 and Inf / y are Inf,
+/// y / Inf is 0, each with the sign of the quotient.
+MXF_HD uint64_t divide_ieee(Parts a, Parts b, Binary f) {
+  const uint64_t sign = static_cast<uint64_t>(a.negative != b.negative) << (f.ebits + f.mbits);
+  const uint64_t inf = ((uint64_t{1} << f.ebits) - 1) << f.mbits;
+  if (a.nan || b.nan || (a.inf && b.inf) || (a.sig == 0 && !a.inf && b.sig == 0 && !b.inf))
+    return quiet_nan(f);
+  if (a.inf || (b.sig == 0 && !b.inf)) return inf | sign;
+  if (b.inf) return sign;
+  return divide(a, b, f);
+}
+
+/// Raw bits of a float32, bfloat16 or float16 value ``in`` widened to float32 (exact; NaN
+/// becomes the canonical quiet NaN, so NaN and Inf keep their order above every finite value).
+MXF_HD uint32_t widen_to_f32(uint64_t raw, Binary in) {
+  const Parts p = unpack(raw, in);
+  return p.nan ? 0x7FC00000u
+       : p.inf ? 0x7F800000u | (static_cast<uint32_t>(p.negative) << 31)
+               : static_cast<uint32_t>(round_to_ieee(p.negative, p.sig, p.exp, f32_layout()));
+}
+
+/// Elements one lane of the FP8 kernels loads and stores at once.
+constexpr int kFp8Lane = 8;
+
+/// The ``kFp8Lane`` elements from ``x + first`` (16-bit or float32 input), zero from ``count``
+/// on, as float32 bits: one vector load where they are whole and aligned.
+template <class T>
+MXF_HD void load_lane(const T* x, int64_t first, int64_t count, Binary in,
+                      uint32_t (&v)[kFp8Lane]) {
+  T raw[kFp8Lane];
+  const T* src = x + first;
+  if (first + kFp8Lane <= count && vector_aligned(src, kFp8Lane, sizeof(T))) {
+    load_vectors(src, raw, kFp8Lane, sizeof(T));
+  } else {
+    for (int i = 0; i < kFp8Lane; ++i) raw[i] = first + i < count ? src[i] : T(0);
+  }
+  for (int i = 0; i < kFp8Lane; ++i) v[i] = widen_to_f32(raw[i], in);
+}
+
+/// The first ``count - first`` (at most ``kFp8Lane``) of ``codes`` to ``dst + first``: one
+/// 8-byte store where they are whole and aligned.
+MXF_HD void store_lane(uint8_t* dst, int64_t first, int64_t count,
+                       const uint8_t (&codes)[kFp8Lane]) {
+  uint8_t* to = dst + first;
+  if (first + kFp8Lane <= count && (reinterpret_cast<uintptr_t>(to) & 7) == 0) {
+    uint2 word;
+    __builtin_memcpy(&word, codes, sizeof word);
+    *reinterpret_cast<uint2*>(to) = word;
+  } else {
+    for (int i = 0; i < kFp8Lane && first + i < count; ++i) to[i] = codes[i];
+  }
+}
+
+/// Element NaN/Inf encodings (mxformats.kernels.mx_plan.SPECIALS_IDS): none, IEEE, fn, fnuz.
+enum Specials : int { kNoSpecials = 0, kIeee = 1, kFn = 2, kFnuz = 3 };
+
+/// A ``bits``-wide element code of format ``f`` taken apart, with the NaN/Inf encodings
+/// ``specials``: IEEE's, fn's (every magnitude bit set is NaN, no Inf), fnuz's (-0 is NaN).
+MXF_HD Parts decode_code(int code, Binary f, int bits, int specials) {
+  Parts p = unpack(static_cast<uint64_t>(code), f);
+  const int magnitude = code & ((1 << (bits - 1)) - 1);
+  p.inf = specials == kIeee && p.inf;
+  p.nan = specials == kIeee ? p.nan
+        : specials == kFn   ? magnitude == (1 << (bits - 1)) - 1
+        : specials == kFnuz ? magnitude == 0 && p.negative
+                            : false;
+  return p;
+}
+
+
+/// The smallest wave of any target (RDNA, NVIDIA): LDS for a work-group's wave maxima is sized
+/// by it.
+constexpr int kMinWave = 32;
+
+/// The maximum of ``m`` over the work-group (blockDim.x a multiple of the wave size), returned
+/// to every thread: a butterfly over each wave, then the waves' maxima through ``wave_max``
+/// (LDS of blockDim.x / kMinWave words). Every thread of the group must call it.
+__device__ __forceinline__ uint32_t block_max(uint32_t m, uint32_t* wave_max) {
+  for (int mask = warpSize / 2; mask > 0; mask /= 2) {
+    const uint32_t other = MXF_SHFL_XOR(m, mask, warpSize);
+    m = other > m ? other : m;
+  }
+  if (threadIdx.x % warpSize == 0) wave_max[threadIdx.x / warpSize] = m;
+  __syncthreads();
+  for (int w = 0; w < static_cast<int>(blockDim.x / warpSize); ++w)
+    m = wave_max[w] > m ? wave_max[w] : m;
+  return m;
+}
+
 }  // namespace mxf

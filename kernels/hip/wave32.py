@@ -11,23 +11,31 @@ from typing import ParamSpec, TypeVar
 
 from . import (
     SUPPORTED,
+    dequantize_fp8_block,
     dequantize_int4,
     dequantize_mx,
+    dequantize_nvfp4,
     dequantize_w4a8,
     e4m3fn_to_fnuz,
     quantize_fp8,
+    quantize_fp8_block,
     quantize_mx,
+    quantize_nvfp4,
 )
 from ._device import wave_size
 
 __all__ = [
     "SUPPORTED",
+    "dequantize_fp8_block",
     "dequantize_int4",
     "dequantize_mx",
+    "dequantize_nvfp4",
     "dequantize_w4a8",
     "e4m3fn_to_fnuz",
     "quantize_fp8",
+    "quantize_fp8_block",
     "quantize_mx",
+    "quantize_nvfp4",
 ]
 
 P = ParamSpec("P")
@@ -50,3 +58,7 @@ dequantize_int4 = _on_waves_of_32(dequantize_int4)
 dequantize_w4a8 = _on_waves_of_32(dequantize_w4a8)
 quantize_fp8 = _on_waves_of_32(quantize_fp8)
 e4m3fn_to_fnuz = _on_waves_of_32(e4m3fn_to_fnuz)
+quantize_fp8_block = _on_waves_of_32(quantize_fp8_block)
+dequantize_fp8_block = _on_waves_of_32(dequantize_fp8_block)
+quantize_nvfp4 = _on_waves_of_32(quantize_nvfp4)
+dequantize_nvfp4 = _on_waves_of_32(dequantize_nvfp4)

@@ -7,6 +7,8 @@ accepted and computed as the reference computes it.
   int8 and for wider integers.
 - MX codes and E8M0 scales (``dequantize_mx``, every claimed consumer) held in int16/int32:
   256 refused, 255 accepted.
+- NVFP4 codes (``dequantize_nvfp4``) held in int16/int32: one code per element 16 and -1
+  refused, 15 and 0 accepted; two per byte 256 and -1 refused, 255 and 0 accepted.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from conftest import requires
 
 import mxformats
 from mxformats.schemes import mx as mx_reference
+from mxformats.schemes import nvfp4 as nvfp4_reference
 
 from .backends import Backend
 
@@ -114,3 +117,33 @@ def test_dequantize_mx_wide_codes_and_scales(
             dequantize(
                 _on(codes, device), _on(scales, device), elem, profile=profile, dtype=torch.float32
             )
+
+
+@pytest.mark.kernel("dequantize_nvfp4")
+@pytest.mark.parametrize("dtype", WIDE)
+@pytest.mark.parametrize("packed", [False, True])
+def test_dequantize_nvfp4_wide_codes(
+    backend: Backend, fmt: str, profile: str, device: str, dtype: str, packed: bool
+) -> None:
+    """E2M1 codes in a wider integer tensor: the largest code (15, or the byte 255 packed) and 0
+    are read as the uint8 ones are; one past either end (16 or 256 packed, and -1) is refused
+    as the reference refuses it."""
+    dequantize = _function(backend, "dequantize_nvfp4")
+    top = 0xFF if packed else 0xF
+    codes = np.zeros((1, 8 if packed else 16), dtype)
+    codes[0, :2] = top, 0
+    scales = np.array([[0x38]], np.uint8)  # 1.0
+    stored = np.array([1.5], np.float32)
+    want = nvfp4_reference.dequantize_nvfp4(codes, scales, stored, profile=profile,
+                                            packed=packed)
+    got = dequantize(_on(codes, device), _on(scales, device), _on(stored, device),
+                     profile=profile, packed=packed)
+    assert _bytes(got) == want.tobytes()
+    for outside in (top + 1, -1):
+        codes[0, 1] = outside
+        with pytest.raises(ValueError):
+            nvfp4_reference.dequantize_nvfp4(codes, scales, stored, profile=profile,
+                                             packed=packed)
+        with pytest.raises(ValueError):
+            dequantize(_on(codes, device), _on(scales, device), _on(stored, device),
+                       profile=profile, packed=packed)

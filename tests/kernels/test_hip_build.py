@@ -5,7 +5,11 @@
   every kernel for gfx90a and gfx940);
 - the CPU runtime honours waves of 32 and 64: shuffles of every width, ``__syncthreads``, and a
   barrier no thread can pass aborts instead of hanging;
-- the kernels equal the reference at both wave sizes, on ragged last blocks too;
+- the kernels equal the reference at both wave sizes, on ragged last blocks too, and an FP8
+  block tile's maximum wherever it lies in the work-group;
+- NVFP4 (until the shared module's NVFP4 tests run these kernels too): every 16-bit pattern
+  through the quantizer, every code under every scale byte through the dequantizer, and the
+  two-pass tensor maximum with the same bytes whatever the number of work-groups;
 - AddressSanitizer reports a read past the end of a tensor, and the call fails with its report.
 """
 
@@ -29,6 +33,10 @@ hip = requires("mxformats.kernels.hip")
 from mxformats.formats import E4M3FN  # noqa: E402
 from mxformats.kernels import mx_plan  # noqa: E402
 from mxformats.kernels.hip import _build, _device, _quantize_rules  # noqa: E402
+from mxformats.schemes import fp8_block as fp8_block_reference  # noqa: E402
+from mxformats.schemes import nvfp4 as nvfp4_reference  # noqa: E402
+from mxformats.schemes.mx import pack_fp4  # noqa: E402
+from mxformats.testing.cases import float_dtype  # noqa: E402
 
 WAVES = (32, 64)
 
@@ -151,3 +159,120 @@ def test_wave_sized_reductions(wave: int) -> None:
         expected_codes, expected_scale = mxformats.quantize_fp8(y.numpy(), E4M3FN)
         assert _bits(scale).item() == expected_scale.view(np.uint32).item(), f"max at {spot}"
         np.testing.assert_array_equal(fp8_codes.numpy(), expected_codes)
+
+
+def test_fp8_block_tile_maximum_over_waves(wave: int) -> None:
+    """An FP8 block tile's maximum is reduced over the lanes of each wave, then over the waves
+    through LDS, with each thread taking several lanes of a 128 x 128 tile: one large element
+    in the first and last lane of a wave, of a work-group's first round of lanes and beyond it,
+    at both wave sizes, gives the reference's scale and codes (a 96-column edge tile too)."""
+    rng = np.random.default_rng(wave)
+    x = torch.from_numpy(rng.standard_normal((128, 224)).astype(np.float32))
+    for spot in (0, 7, 8 * 31, 8 * 32, 8 * 63, 8 * 64, 8 * 255, 8 * 256, 127 * 224 + 127,
+                 40 * 224 + 200, 127 * 224 + 223):
+        y = x.clone().reshape(-1)
+        y[spot] = 1e6
+        y = y.reshape(x.shape)
+        codes, scales = hip.quantize_fp8_block(y, profile="deepseek")
+        expected = fp8_block_reference.quantize_fp8_block(y.numpy(), profile="deepseek")
+        np.testing.assert_array_equal(_bits(scales), expected.scales.view(np.uint32),
+                                      err_msg=f"max at {spot}")
+        np.testing.assert_array_equal(codes.numpy(), expected.codes, err_msg=f"max at {spot}")
+
+
+# -- NVFP4 ----------------------------------------------------------------------------------
+
+
+def _torch16(values: np.ndarray) -> Any:
+    """A numpy array (bfloat16 through its bits) as a CPU torch tensor."""
+    if values.dtype.itemsize == 2 and values.dtype != np.float16:
+        return torch.from_numpy(np.ascontiguousarray(values).view(np.int16)).view(torch.bfloat16)
+    return torch.from_numpy(np.ascontiguousarray(values))
+
+
+def _check_nvfp4(values: np.ndarray, given: Any, profile: str, what: str, **kwargs: Any) -> None:
+    """hip.quantize_nvfp4 on ``given`` (``values`` as a tensor) has the reference's bytes, or
+    raises its exception class."""
+    try:
+        expected = nvfp4_reference.quantize_nvfp4(values, profile=profile, **kwargs)
+    except ValueError:
+        with pytest.raises(ValueError):
+            hip.quantize_nvfp4(given, profile=profile, **kwargs)
+        return
+    codes, scales, global_scale = hip.quantize_nvfp4(given, profile=profile, **kwargs)
+    np.testing.assert_array_equal(codes.numpy(), expected.codes, err_msg=f"codes, {what}")
+    np.testing.assert_array_equal(scales.numpy(), expected.scales, err_msg=f"scales, {what}")
+    np.testing.assert_array_equal(_bits(global_scale), expected.global_scale.view(np.uint32),
+                                  err_msg=f"global scale, {what}")
+
+
+@pytest.mark.parametrize("profile", sorted(nvfp4_reference.PRODUCERS))
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_nvfp4_quantize_every_pattern(wave: int, profile: str, dtype: str) -> None:
+    """Every finite bfloat16 / float16 pattern shuffled into one tensor (small elements under
+    large maxima, tiny and zero block scales), with its own maximum and with a caller's
+    ``global_amax`` (below it: saturated elements); the top 16K patterns in magnitude order (each block near its maximum:
+    every tie); NaN and ±Inf refused as the reference refuses them."""
+    patterns = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(float_dtype(dtype))
+    wide = patterns.astype(np.float32)
+    finite = patterns[np.isfinite(wide)]
+    finite = finite[:finite.size // 256 * 256]
+    shuffled = finite[np.random.default_rng(wave).permutation(finite.size)].reshape(-1, 256)
+    ordered = finite[np.argsort(np.abs(finite.astype(np.float32)), kind="stable")]
+    top = ordered[-(1 << 14):].reshape(-1, 256)
+    for what, values, kwargs in (
+            ("shuffled", shuffled, {}),
+            # 1120 / 2688 is not 1120 * float32(1 / 2688): an approximate division shows
+            ("shuffled, global_amax", shuffled, {"global_amax": 1120.0}),
+            ("sorted", top, {}),
+            ("NaN", np.concatenate([finite[:32], patterns[np.isnan(wide)][:16]]), {}),
+            ("-Inf", np.concatenate([finite[:31], patterns[wide == -np.inf]]), {})):
+        _check_nvfp4(values, _torch16(values), profile, f"{profile} {dtype} {what}", **kwargs)
+
+
+@pytest.mark.parametrize("consumer", sorted(nvfp4_reference.CONSUMERS))
+def test_nvfp4_dequantize_every_code_and_scale(wave: int, consumer: str) -> None:
+    """All 16 codes under all 256 scale bytes (NaN 0x7F/0xFF, subnormals, ±0) and global
+    scales with every special, packed and unpacked, into float32 and bfloat16. A NaN output
+    may be any NaN where the reference has one."""
+    codes = np.tile(np.arange(16, dtype=np.uint8), (256, 1))
+    scales = np.arange(256, dtype=np.uint8).reshape(256, 1)
+    for value in (0.0, -0.0, 2.0**-149, 1 / 2688, 2688.0, 3.4028235e38, np.inf, np.nan):
+        stored = np.array([value], np.float32)
+        for packed in (False, True):
+            given = pack_fp4(codes) if packed else codes
+            for out in ("float32", "bfloat16"):
+                expected = nvfp4_reference.dequantize_nvfp4(
+                    given, scales, stored, profile=consumer, packed=packed,
+                    dtype=float_dtype(out))
+                got = hip.dequantize_nvfp4(torch.from_numpy(given), torch.from_numpy(scales),
+                                           torch.from_numpy(stored), profile=consumer,
+                                           packed=packed, dtype=getattr(torch, out))
+                what = f"{consumer} global {value} packed={packed} to {out}"
+                nan = np.isnan(expected.astype(np.float32))
+                got_bits = _bits(got)
+                expected_bits = np.ascontiguousarray(expected).view(got_bits.dtype)
+                assert np.array_equal(np.isnan(got.float().numpy()), nan), what
+                np.testing.assert_array_equal(got_bits[~nan], expected_bits[~nan], err_msg=what)
+
+
+@pytest.mark.parametrize("groups", [1, 3, 1024])
+def test_nvfp4_global_amax_is_the_same_whatever_the_grid(wave: int, groups: int,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pass 1 of the tensor maximum on 1, 3 or up to 1024 work-groups (each striding over the
+    tensor), at both wave sizes: the same bytes as the reference, the maximum in the last
+    element, along either axis and through a transposed view; NaN anywhere is still refused."""
+    monkeypatch.setattr(hip, "AMAX_GROUPS", groups)
+    rng = np.random.default_rng(groups)
+    values = (rng.standard_normal((96, 512)) * 2.0 ** rng.integers(-20, 20, (96, 1))).astype(
+        np.float32)
+    values[95, 511] = 2.0**100
+    poisoned = values.copy()
+    poisoned[95, 0] = np.nan
+    for profile in nvfp4_reference.PRODUCERS:
+        what = f"{profile}, {groups} groups"
+        for axis in (-1, 0):
+            _check_nvfp4(values, torch.from_numpy(values), profile, f"{what} axis {axis}",
+                         axis=axis)
+        _check_nvfp4(values, torch.from_numpy(values.T.copy()).T, profile, f"{what} view")
+        _check_nvfp4(poisoned, torch.from_numpy(poisoned), profile, f"{what} NaN")
