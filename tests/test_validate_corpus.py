@@ -712,6 +712,7 @@ CASES += [
     # per-tensor FP8 layers (no descriptor here): said to be unchecked, nothing to reproduce,
     # never an internal error
     case("modelopt-mixed-layer-algo-fp8-unverified", "mo-mixed", _mixed_algo(f"{MO_EXPERT}.down_proj", "FP8"), 0, {("CONFIG_QUANT", W, None)}),
+    case("modelopt-mixed-layer-algo-mxfp8-unverified", "mo-mixed", _mixed_algo(f"{MO_EXPERT}.down_proj", "MXFP8"), 0, {("CONFIG_QUANT", W, None)}),
     case("modelopt-mixed-all-fp8-source-nothing-verified", "mo-mixed", _mixed_table(lambda t: [v.update(quant_algo="FP8") for v in t.values()]), 1, {("CONFIG_QUANT", W, None), ("REPRO_NOTHING_VERIFIED", E, None)}, source=True),
     case("modelopt-mixed-empty-table", "mo-mixed", _mixed_table(lambda t: t.clear()), 1, {("CONFIG_QUANT", E, None)}),
     # mixed precision: each module against its own group's scheme

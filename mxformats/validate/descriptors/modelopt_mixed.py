@@ -38,8 +38,9 @@ DISPATCHED: dict[str, Descriptor] = {
     "W4A16_NVFP4": nvfp4_modelopt.ModelOptNVFP4(weight_only=True),
     "FP8_PB_WO": fp8_block_modelopt.DESCRIPTOR,
 }
-#: Dispatched by vLLM, but with no descriptor here (per-tensor FP8): structure unchecked.
-UNVERIFIED = ("FP8",)
+#: Dispatched by vLLM (linears and routed experts), but with no descriptor here (per-tensor
+#: FP8; MXFP8, which vLLM 0.33.0 added: ``modelopt.py:1907``): structure unchecked.
+UNVERIFIED = ("FP8", "MXFP8")
 
 
 _SGLANG_MODELOPT = "sgl-project/sglang python/sglang/srt/layers/quantization/modelopt_quant.py"
