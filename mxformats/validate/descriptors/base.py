@@ -238,9 +238,10 @@ class Descriptor:
         kind ``unsupported``, ``slow`` (emulated or a fallback) or ``note`` (native, with what
         it needs); None when no path is declared. The first vLLM path of
         :attr:`engine_paths` (of :meth:`paths_for` ``ckpt`` when given) that takes every
-        checkpoint of the format."""
+        checkpoint of the format, or, when ``ckpt`` is given, whose requirement it meets."""
         for path in self.engine_paths if ckpt is None else self.paths_for(ckpt):
-            if path.applies("vllm", vendor, arch) and path.requires is None:
+            if path.applies("vllm", vendor, arch) and (path.requires is None or (
+                    ckpt is not None and not self.path_problems(ckpt, path.requires))):
                 return _DEPLOY_KIND[path.kind], path.describe(target, arch)
         return None
 
