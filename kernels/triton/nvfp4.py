@@ -31,7 +31,7 @@ from mxformats.schemes import nvfp4 as reference
 
 from .. import nvfp4_plan as plans
 from ..mx_plan import require_tensor
-from ._codec import decode_float, decode_to_float32, encode_float
+from ._codec import decode_to_float32
 from .fp8 import _encode_float32, _flat_offsets
 from .int4 import (
     FLOAT_KINDS,
@@ -131,6 +131,31 @@ def _global_scale(amax: tl.tensor, ARITH_KIND: tl.constexpr, INVERSE: tl.constex
 
 
 @triton.jit
+def _e2m1_code(q: tl.tensor, NAN_CODE: tl.constexpr) -> tl.tensor:
+    """The E2M1 code of float32 ``q``: the nearest of 0, 0.5, 1, 1.5, 2, 3, 4, 6, ties to the
+    even code (a midpoint rounds down where the code below is even: ``>``, up where it is odd:
+    ``>=``), saturating at 6 (±Inf too); the sign bit iff ``q < 0`` (-0.0 is code 0, a negative
+    that rounds to 0 code 8); ``NAN_CODE`` for NaN."""
+    a = tl.abs(q)
+    magnitude = ((a > 0.25).to(tl.int32) + (a >= 0.75).to(tl.int32) + (a > 1.25).to(tl.int32)
+                 + (a >= 1.75).to(tl.int32) + (a > 2.5).to(tl.int32) + (a >= 3.5).to(tl.int32)
+                 + (a > 5.0).to(tl.int32))
+    code = magnitude | tl.where(q < 0, 8, 0)
+    return tl.where(q != q, NAN_CODE, code)
+
+
+@triton.jit
+def _e2m1_to_float32(code: tl.tensor) -> tl.tensor:
+    """E2M1 codes (int32, 0..15) as float32, on the bits: exponent field ``e``, mantissa ``m``;
+    ``(1 + m / 2) 2**(e - 1)`` for ``e > 0``, ``m / 2`` for ``e = 0``."""
+    field = (code >> 1) & 3
+    mantissa = code & 1
+    normal = ((field + 126) << 23) | (mantissa << 22)
+    magnitude = tl.where(field > 0, normal, mantissa * 0x3F000000)
+    return (magnitude | ((code & 8) << 28)).to(tl.float32, bitcast=True)
+
+
+@triton.jit
 def _quantize_nvfp4_kernel(
     x_ptr: tl.tensor, amax_ptr: tl.tensor, codes_ptr: tl.tensor, scales_ptr: tl.tensor,
     global_ptr: tl.tensor, bad_ptr: tl.tensor, blocks: tl.tensor, blocks_per_row: tl.tensor,
@@ -172,10 +197,7 @@ def _quantize_nvfp4_kernel(
 
     divisor = tl.math.div_rn(value, stored) if INVERSE else value * stored
     quotient = tl.math.div_rn(wide, divisor[:, None])
-    _, s, exp, is_inf, is_nan = decode_float(quotient.to(tl.int32, bitcast=True), 8, 23, 127, 1)
-    # Sign bit iff the quotient is < 0: -0.0 is code 0, a negative that rounds to 0 code 8.
-    codes = encode_float((quotient < 0).to(tl.int32), s, exp, is_inf, is_nan, 1, 1, 8, 7, True,
-                         7, ELEMENT_NAN_CODE, True, False)
+    codes = _e2m1_code(quotient, ELEMENT_NAN_CODE)
     tl.store(codes_ptr + block[:, None] * 16 + j[None, :], codes.to(tl.uint8), mask=mask)
     tl.store(scales_ptr + block, scale_byte.to(tl.uint8), mask=inside)
     if tl.program_id(0) == 0:
@@ -277,7 +299,7 @@ def _dequantize_nvfp4_kernel(
     else:
         code = tl.load(codes_ptr + element, mask=mask, other=0).to(tl.int32)
         raise_flag(bad_ptr, code > 0xF)
-    e2m1 = decode_to_float32(code, 2, 1, 1, 0)
+    e2m1 = _e2m1_to_float32(code)
     scale = decode_to_float32(tl.load(scales_ptr + block, mask=inside, other=0).to(tl.int32),
                               4, 3, 7, 2)
     stored = tl.load(global_ptr)

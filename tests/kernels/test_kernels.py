@@ -1033,9 +1033,10 @@ def test_nvfp4_shapes(backend: Backend, fmt: str, profile: str, device: str,
             return
         codes = q.packed() if packed else q.codes
         out_dtype = np.dtype(out) if out == "float64" else float_dtype(out)
-        expected = nvfp4_reference.dequantize_nvfp4(codes, q.scales, q.global_scale, axis=axis,
-                                                    profile=consumer, packed=packed,
-                                                    dtype=out_dtype)
+        with np.errstate(over="ignore"):  # float16 overflows to Inf
+            expected = nvfp4_reference.dequantize_nvfp4(codes, q.scales, q.global_scale,
+                                                        axis=axis, profile=consumer,
+                                                        packed=packed, dtype=out_dtype)
         got = dequantize(_laid_out(codes, layout, device), _torch(q.scales, device),
                          _torch(q.global_scale, device), axis=axis, profile=consumer,
                          packed=packed, dtype=getattr(torch, out))
