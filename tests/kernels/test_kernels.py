@@ -1061,6 +1061,21 @@ def test_quantize_nvfp4_checkpoint_shapes(backend: Backend, fmt: str, profile: s
         _check_nvfp4(fn, expert, profile, device, f"{profile} (384, 96) axis={axis}", axis=axis)
 
 
+@pytest.mark.kernel("quantize_nvfp4")
+def test_quantize_nvfp4_edge_program_reads_only_its_tensor(backend: Backend, fmt: str,
+                                                           profile: str, device: str) -> None:
+    """Nine blocks (3 rows of 48), fewer than a program takes: the rows of the storage after
+    the tensor hold NaN, which a program reading past the tensor's last block would find (and
+    refuse the finite tensor)."""
+    fn = _kernel(backend, "quantize_nvfp4")
+    storage = np.full((3 + 64, 48), np.nan, np.float32)
+    storage[:3] = _random_values(3, (3, 48), "float32")
+    values = np.where(np.isfinite(storage[:3]), storage[:3], np.float32(1.0))
+    storage[:3] = values
+    _check_nvfp4(fn, values, profile, device, f"{profile} (3, 48) in a NaN storage",
+                 given=_torch(storage, device)[:3])
+
+
 def test_nvfp4_global_amax_is_the_same_whatever_the_grid(device: str, monkeypatch: Any) -> None:
     """The Triton two-pass maximum, the block scales and the codes do not depend on the
     launch grid: elements per program of pass 1, partials per program of pass 2 (several
