@@ -57,9 +57,11 @@ SUPPORTED: dict[str, tuple[tuple[str, str], ...]] = {
 }
 
 #: Elements per program of pass 1, and 16-element blocks per program of the quantize and
-#: dequantize kernels: small on a GPU, large under the interpreter (milliseconds per program).
+#: dequantize kernels: on a GPU 4096 elements (32 per thread: fewer PTX instructions per
+#: element than 1024, benchmarks/ptx_cost.py), under the interpreter 32K (milliseconds per
+#: program).
 AMAX_ELEMENTS = {"gpu": 4096, "interpreter": 1 << 15}
-BLOCKS = {"gpu": 64, "interpreter": 2048}
+BLOCKS = {"gpu": 256, "interpreter": 2048}
 #: Partial maxima per program of pass 2.
 REDUCE_BLOCK = 4096
 
