@@ -80,6 +80,9 @@ TEST_SECONDS = {
     "test_dequantize_int4_shapes": 8.0, "test_quantize_fp8_shapes": 3.0,
     "test_quantize_fp8_block_exhaustive": 1.5, "test_quantize_fp8_block_checkpoint_shapes": 2.0,
     "test_fp8_block_shapes": 3.0, "test_dequantize_fp8_block_exhaustive": 1.0,
+    "test_quantize_nvfp4_exhaustive": 2.0, "test_nvfp4_shapes": 4.0,
+    "test_quantize_nvfp4_checkpoint_shapes": 2.0, "test_dequantize_nvfp4_exhaustive": 2.0,
+    "test_nvfp4_global_amax_is_the_same_whatever_the_grid": 2.0,
 }
 DEFAULT_TEST_SECONDS = 0.5
 #: Fixed steps of a GPU run (seconds): interpreter start and imports, the version checks, pytest
@@ -391,6 +394,15 @@ def _kernel_call(fn: Callable[..., Any], function: str, fmt: str, profile: str
             codes = integers(0, 256, (rows, cols), torch.uint8)
             scales = torch.rand(-(-rows // 128), -(-cols // 128), device=device)
             return (lambda: fn(codes, scales, profile=profile, dtype=bf16)), n + 2 * n
+        if function == "quantize_nvfp4":
+            x = source()
+            return (lambda: fn(x, profile=profile)), 2 * n + 2 * n + n + n // 16  # amax pass
+        if function == "dequantize_nvfp4":
+            codes = integers(0, 256, (rows, cols // 2), torch.uint8)
+            scales = integers(0, 0x7F, (rows, cols // 16), torch.uint8)
+            stored = torch.tensor(0.01, device=device)
+            return (lambda: fn(codes, scales, stored, profile=profile, packed=True, dtype=bf16),
+                    n // 2 + n // 16 + 2 * n)
         if function == "e4m3fn_to_fnuz":
             codes = integers(0, 256, (rows, cols), torch.uint8)
             scale = torch.tensor(0.5, device=device)
