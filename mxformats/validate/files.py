@@ -1,11 +1,16 @@
 """Files: config and index parse, shards exist and agree with the index, headers, path safety.
 
 :func:`load` builds the :class:`~mxformats.validate.model.Checkpoint` and returns the findings
-of this group with it (the other groups work on the model). Nothing is executed, nothing is
-unpickled; a file is opened only when its name is safe (:func:`safe_name`) and it is a regular
-file (:func:`mxformats.tensorfile.open_regular`: a FIFO, socket, device or directory is
-reported, never read, so it cannot block or feed bytes without end). Every byte is read
-through the checkpoint's :class:`~mxformats.validate.reader.Reader`: a folder or a Hub repo.
+of this group with it (the other groups work on the model). It is two parts: the loader
+(:func:`_read`: configs, index, shard headers, tensors and modules; its findings say only what
+could not be read or must not be opened) and the file checks (:data:`CONFIG_CHECKS`,
+:data:`SHARD_CHECKS`: one function per check over the :class:`Loaded` result).
+
+Nothing is executed, nothing is unpickled; a file is opened only when its name is safe
+(:func:`safe_name`) and it is a regular file (:func:`mxformats.tensorfile.open_regular`: a
+FIFO, socket, device or directory is reported, never read, so it cannot block or feed bytes
+without end). Every byte is read through the checkpoint's
+:class:`~mxformats.validate.reader.Reader`: a folder or a Hub repo.
 """
 
 from __future__ import annotations
