@@ -37,7 +37,7 @@ from collections.abc import Mapping
 from enum import Enum
 from itertools import chain, repeat
 from math import prod
-from operator import floordiv, itemgetter, le, mod, mul, sub
+from operator import floordiv, itemgetter, le, lt, mod, mul, sub
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, NamedTuple
 
@@ -521,9 +521,10 @@ def parse_header_table(path: PathLike, raw: bytes, file_size: int) -> HeaderTabl
         columns = ([c["dtype"] for c in checked], [c["shape"] for c in checked],
                    [c["data_offsets"][0] for c in checked], [c["data_offsets"][1] for c in checked])
     dtypes, shapes, begins, ends = columns
-    # by offsets; the original position breaks ties (a stable sort) and keeps names uncompared
-    order = [i for _, _, i in sorted(zip(begins, ends, range(len(names)), strict=True))]
-    if order != list(range(len(names))):
+    if not all(map(lt, begins, begins[1:])):  # not already in data order (it usually is)
+        # by offsets, then ends; the original position breaks ties (a stable sort) and keeps
+        # names uncompared
+        order = [i for _, _, i in sorted(zip(begins, ends, range(len(names)), strict=True))]
         names, dtypes, shapes, begins, ends = (
             list(map(column.__getitem__, order)) for column in (names, dtypes, shapes, begins, ends)
         )
