@@ -2,7 +2,7 @@
 
 :func:`load` builds the :class:`~mxformats.validate.model.Checkpoint` and returns the findings
 of this group with it (the other groups work on the model). It is two parts: the loader
-(:func:`_read`: configs, index, shard headers, tensors and modules; its findings say only what
+(``_read``: configs, index, shard headers, tensors and modules; its findings say only what
 could not be read or must not be opened) and the file checks (:data:`CONFIG_CHECKS`,
 :data:`SHARD_CHECKS`: one function per check over the :class:`Loaded` result).
 
@@ -409,7 +409,7 @@ def load(root_arg: str | os.PathLike[str] | Reader, opts: Options) -> LoadResult
     """Read configs, the index and shard headers of ``root_arg`` (no tensor data): a folder,
     ``hf://ORG/NAME[@REVISION]`` or an open :class:`~mxformats.validate.reader.Reader`.
 
-    The loader (:func:`_read`) builds the :class:`Checkpoint` and reports only what it could
+    The loader (``_read``) builds the :class:`Checkpoint` and reports only what it could
     not read or open; the file checks (:data:`CONFIG_CHECKS`, :data:`SHARD_CHECKS`) then judge
     what it read; :func:`~mxformats.validate.arch.derive` (``CONFIG_ARCH``) comes last.
 
@@ -842,14 +842,12 @@ def _stray_shards(loaded: Loaded) -> Iterator[Finding]:
             yield Finding(SHARD_STRAY, f"{rel} is not named in the index", file=rel)
 
 
-FileCheck = Callable[[Loaded], Iterable[Finding]]
-
 #: The checks of the configs, in run order (they run for an unsupported format too).
-CONFIG_CHECKS: tuple[FileCheck, ...] = (
+CONFIG_CHECKS: tuple[Callable[[Loaded], Iterable[Finding]], ...] = (
     _quant_config_conflict, _config_contradictions, _format_support,
 )
 #: The checks of the index and the shards, in run order.
-SHARD_CHECKS: tuple[FileCheck, ...] = (
+SHARD_CHECKS: tuple[Callable[[Loaded], Iterable[Finding]], ...] = (
     _index_entries, _spans_past_end, _stored_twice, _not_in_index, _index_not_in_shard,
     _total_size, _stray_shards,
 )

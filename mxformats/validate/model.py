@@ -53,6 +53,7 @@ if TYPE_CHECKING:
     from .descriptors.base import Descriptor
 
 __all__ = [
+    "MAX_TRIE_DEPTH",
     "QUANT_SUFFIXES",
     "Architecture",
     "Checkpoint",
