@@ -411,7 +411,7 @@ def load(root_arg: str | os.PathLike[str] | Reader, opts: Options) -> LoadResult
 
     The loader (``_read``) builds the :class:`Checkpoint` and reports only what it could
     not read or open; the file checks (:data:`CONFIG_CHECKS`, :data:`SHARD_CHECKS`) then judge
-    what it read; :func:`~mxformats.validate.arch.derive` (``CONFIG_ARCH``) comes last.
+    what it read; ``arch.derive`` (``CONFIG_ARCH``) comes last.
 
     The cyclic garbage collector is paused meanwhile: a full-size checkpoint's headers make
     several objects per tensor (139,098 tensors for Kimi-K2.6), none of them in a cycle (so
