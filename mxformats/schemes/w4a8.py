@@ -5,8 +5,8 @@ Quark's ``ProgressiveSpec`` (``quantize_w4a8``) is the ``static`` E4M3FN stage o
 :mod:`mxformats.schemes.int4` on the FP8 values widened to float32, packed in the ``quark``
 layout: exactly the body of Quark 0.13 ``file2file_quantization._progressive_quantize_weight``.
 vLLM reads it by folding the two scales into one float32 factor per output row
-(``dequantize_w4a8``). The producer and the consumer are records (:class:`W4A8Producer`,
-:class:`W4A8Consumer`) that the reference and the kernels read.
+(``dequantize_w4a8``). The producer and the consumer are records (``W4A8Producer``,
+``W4A8Consumer``) that the reference and the kernels read.
 
 Spec: ``spec/w4a8.md`` (the progressive scheme) and ``spec/int4-schemes.md`` (the INT4 stage).
 """
