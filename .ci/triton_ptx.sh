@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Compile the Triton INT4/FP8/FP8-block kernels for an NVIDIA GPU (sm_90) on a machine without one and
+# Compile the Triton INT4/FP8/FP8-block/NVFP4 kernels for an NVIDIA GPU (sm_90) on a machine without one and
 # check the PTX for what would make a GPU's bytes differ from the interpreter's: fused
 # multiply-adds (fma.rn.f32), approximate division or reciprocal (div.approx, div.full,
 # rcp.approx) and flushed subnormals (.ftz). Every launch the public functions make is
@@ -18,7 +18,7 @@ from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
 from mxformats.formats import get_format
-from mxformats.kernels.triton import fp8, fp8_block, int4
+from mxformats.kernels.triton import fp8, fp8_block, int4, nvfp4
 
 TYPES = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16",
          torch.float64: "fp64", torch.int8: "i8", torch.uint8: "u8", torch.int32: "i32",
@@ -36,7 +36,7 @@ def record(kernel, grid, t, *args, **meta):
     launches[key] = (kernel, signature, meta)
 
 
-int4.launch = fp8.launch = fp8_block.launch = record
+int4.launch = fp8.launch = fp8_block.launch = nvfp4.launch = record
 x = {dtype: torch.randn(4, 64).to(dtype) for dtype in (torch.float32, torch.bfloat16, torch.float16)}
 q = torch.zeros(4, 64, dtype=torch.int8)
 for dtype, value in x.items():
@@ -60,6 +60,16 @@ for _, profile in fp8_block.SUPPORTED["dequantize_fp8_block"]:
         for out in (torch.float32, torch.bfloat16, torch.float16, torch.float64):
             fp8_block.dequantize_fp8_block(torch.zeros(4, 64, dtype=torch.uint8), scale,
                                            block=(2, 32), profile=profile, dtype=out)
+for _, profile in nvfp4.SUPPORTED["quantize_nvfp4"]:
+    for value in x.values():
+        nvfp4.quantize_nvfp4(value, profile=profile)
+        nvfp4.quantize_nvfp4(value.T, axis=0, profile=profile, global_amax=1.0)
+for _, profile in nvfp4.SUPPORTED["dequantize_nvfp4"]:
+    for out in (torch.float32, torch.bfloat16, torch.float16, torch.float64):
+        for packed in (False, True):
+            nvfp4.dequantize_nvfp4(torch.zeros(4, 32 if packed else 64, dtype=torch.uint8),
+                                   torch.zeros(4, 4, dtype=torch.uint8), torch.ones(()),
+                                   profile=profile, packed=packed, dtype=out)
 codes = torch.zeros(4, 64, dtype=torch.uint8)
 fp8.e4m3fn_to_fnuz(codes, torch.tensor(1.0))
 fp8.e4m3fn_to_fnuz(codes.T, torch.tensor(1.0))

@@ -149,7 +149,7 @@ def record_launches(only: str = "") -> list[Launch]:
     (never run) the launches they make."""
     import torch
 
-    from mxformats.kernels.triton import fp8, fp8_block, int4, mx
+    from mxformats.kernels.triton import fp8, fp8_block, int4, mx, nvfp4
 
     recorded: list[Launch] = []
     current: list[tuple[str, int]] = [("", 0)]
@@ -168,6 +168,7 @@ def record_launches(only: str = "") -> list[Launch]:
     mx_tile = mx._tile
     patches = {(int4, "launch"): record, (fp8, "launch"): record,
                (fp8_block, "launch"): record, (mx, "_launch"): record,
+               (nvfp4, "launch"): record, (nvfp4, "tile_kind"): lambda t: "gpu",
                (int4, "on_interpreter"): lambda t: False,
                (fp8_block, "ELEMENTS_INTERPRETER"): fp8_block.ELEMENTS_GPU,
                (mx, "_tile"): lambda t, count, block_size: mx_tile(gpu_like, count, block_size)}
@@ -175,7 +176,7 @@ def record_launches(only: str = "") -> list[Launch]:
     try:
         for (module, attribute), value in patches.items():
             setattr(module, attribute, value)
-        for name, elements, call in _cases(torch, fp8, fp8_block, int4, mx):
+        for name, elements, call in _cases(torch, fp8, fp8_block, int4, mx, nvfp4):
             if only and only not in name:
                 continue
             current[0] = (name, elements)
@@ -186,8 +187,8 @@ def record_launches(only: str = "") -> list[Launch]:
     return recorded
 
 
-def _cases(torch: Any, fp8: Any, fp8_block: Any, int4: Any,
-           mx: Any) -> Iterator[tuple[str, int, Callable[[], Any]]]:
+def _cases(torch: Any, fp8: Any, fp8_block: Any, int4: Any, mx: Any,
+           nvfp4: Any) -> Iterator[tuple[str, int, Callable[[], Any]]]:
     """``(name, elements processed, call)`` for each case: whole tiles (128 x 7168)."""
     rows, cols = 128, 7168
     elements = rows * cols
@@ -220,6 +221,13 @@ def _cases(torch: Any, fp8: Any, fp8_block: Any, int4: Any,
     yield ("dequantize_fp8_block deepseek to bfloat16", elements,
            lambda: fp8_block.dequantize_fp8_block(codes8, torch.ones(1, cols // 128),
                                                   profile="deepseek", dtype=torch.bfloat16))
+    for profile in ("modelopt", "compressed-tensors"):
+        yield (f"quantize_nvfp4 {profile} from bfloat16", elements,
+               lambda p=profile: nvfp4.quantize_nvfp4(x["bfloat16"], profile=p))
+    yield ("dequantize_nvfp4 vllm-modelopt packed to bfloat16", elements,
+           lambda: nvfp4.dequantize_nvfp4(codes4, torch.zeros(rows, cols // 16, dtype=torch.uint8),
+                                          torch.ones(()), profile="vllm-modelopt", packed=True,
+                                          dtype=torch.bfloat16))
 
 
 def compile_cost(launch: Launch) -> Cost:

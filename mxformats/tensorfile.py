@@ -35,8 +35,11 @@ import stat
 import struct
 from collections.abc import Mapping
 from enum import Enum
+from itertools import chain, repeat
+from math import prod
+from operator import floordiv, itemgetter, le, lt, mod, mul, sub
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, NamedTuple
 
 import ml_dtypes
 import numpy as np
@@ -50,14 +53,17 @@ __all__ = [
     "MAX_HEADER_SIZE",
     "MAX_JSON_SIZE",
     "ErrorKind",
+    "HeaderTable",
     "NotRegularFileError",
     "TensorFileError",
     "header_length",
     "not_regular",
     "open_regular",
     "parse_header",
+    "parse_header_table",
     "read_checkpoint_tensor",
     "read_header",
+    "read_header_table",
     "read_index",
     "read_json",
     "read_safetensors",
@@ -301,44 +307,56 @@ def tensor_nbytes(dtype: str, shape: tuple[int, ...] | list[int], bound: int | N
     return nbytes if bound is None or nbytes <= bound else bound + 1
 
 
-#: Dimensions above which :func:`_entry_span` leaves an entry to :func:`_parse_entry` (its
-#: product is computed without a bound; real tensors have at most 5).
+#: Dimensions above which :func:`_fast_columns` leaves a header to :func:`_parse_entry`
+#: (their product is computed without a bound; real tensors have at most 5).
 _FAST_DIMS = 8
+_INT_ONLY = {int}
 
 
-def _entry_span(entry: object, data_size: int) -> tuple[str, tuple[int, ...], int, int] | None:
-    """``(dtype, shape, begin, end)`` of a header entry that satisfies every rule
-    :func:`_parse_entry` checks, else None (then :func:`_parse_entry` says which rule broke).
+def _fast_columns(entries: list[Any], data_size: int
+                  ) -> tuple[list[str], list[tuple[int, ...]], list[int], list[int]] | None:
+    """``(dtypes, shapes, begins, ends)`` of header entries that all satisfy every rule
+    :func:`_parse_entry` checks, else None (then :func:`_parse_entry`, entry by entry, says
+    which rule broke where).
 
-    The fast path of the loader: exact ``type`` tests (JSON gives only ``dict``, ``list``,
-    ``str``, ``int``, ``bool``...; ``bool`` is not ``int`` here, as :func:`_is_int` wants) and
-    no per-entry objects beyond the returned tuple."""
-    if type(entry) is not dict:
+    The fast path of the loader: each rule is one C-level pass over a column (``map``,
+    ``set``, ``min``/``max``), no Python code per entry. Types are exact (JSON gives only
+    ``dict``, ``list``, ``str``, ``int``, ``bool``...; ``bool`` is not ``int`` here, as
+    :func:`_is_int` wants)."""
+    if not set(map(type, entries)) <= {dict}:
         return None
-    dtype = entry.get("dtype")
-    shape = entry.get("shape")
-    offsets = entry.get("data_offsets")
+    # Any: each column is judged below, before it is returned as typed
+    dtypes: list[Any] = list(map(dict.get, entries, repeat("dtype")))
+    shapes: list[Any] = list(map(dict.get, entries, repeat("shape")))
+    offsets: list[Any] = list(map(dict.get, entries, repeat("data_offsets")))
     if (
-        type(dtype) is not str
-        or type(shape) is not list
-        or type(offsets) is not list
-        or len(offsets) != 2
-        or len(shape) > _FAST_DIMS
+        not set(map(type, dtypes)) <= {str}
+        or not set(dtypes) <= DTYPE_BITS.keys()
+        or not set(map(type, shapes)) <= {list}
+        or not set(map(type, offsets)) <= {list}
+        or not set(map(len, offsets)) <= {2}
+        or max(map(len, shapes), default=0) > _FAST_DIMS
     ):
         return None
-    bits = DTYPE_BITS.get(dtype)
-    begin, end = offsets
-    if bits is None or type(begin) is not int or type(end) is not int:
+    dims = list(chain.from_iterable(shapes))
+    begins = list(map(itemgetter(0), offsets))
+    ends = list(map(itemgetter(1), offsets))
+    if (
+        not set(map(type, dims)) <= _INT_ONLY
+        or min(dims, default=0) < 0
+        or not set(map(type, begins)) <= _INT_ONLY
+        or not set(map(type, ends)) <= _INT_ONLY
+        or min(begins, default=0) < 0
+        or max(ends, default=0) > data_size
+        or not all(map(le, begins, ends))
+    ):
         return None
-    if not 0 <= begin <= end <= data_size:
+    bits = list(map(mul, map(DTYPE_BITS.__getitem__, dtypes), map(prod, shapes)))
+    if any(map(mod, bits, repeat(8))) or list(map(floordiv, bits, repeat(8))) != list(
+        map(sub, ends, begins)
+    ):
         return None
-    for d in shape:
-        if type(d) is not int or d < 0:
-            return None
-        bits *= d
-    if bits % 8 or end - begin != bits // 8:
-        return None
-    return dtype, tuple(shape), begin, end
+    return dtypes, list(map(tuple, shapes)), begins, ends
 
 
 def _parse_entry(path: PathLike, name: str, entry: object, data_size: int) -> dict[str, Any]:
@@ -420,9 +438,39 @@ def read_header(path: PathLike) -> tuple[dict[str, Any], int]:
     dtype × shape, two tensors overlap, a hole lies between them, or bytes follow the last
     tensor (``SPAN``). A path that is not a regular file raises :class:`NotRegularFileError`.
     """
+    return read_header_table(path).as_header()
+
+
+class HeaderTable(NamedTuple):
+    """A validated safetensors header as columns, one row per tensor in data order (by
+    offset): what :func:`read_header` returns, without a dictionary per tensor (a full-size
+    checkpoint has ~139,000 of them). ``begins``/``ends`` are relative to the data section,
+    which starts at byte ``data_offset``; ``metadata`` is ``__metadata__`` (None when absent).
+    """
+
+    names: list[str]
+    dtypes: list[str]
+    shapes: list[tuple[int, ...]]
+    begins: list[int]
+    ends: list[int]
+    metadata: dict[str, str] | None
+    data_offset: int
+
+    def as_header(self) -> tuple[dict[str, Any], int]:
+        """``(header, data_offset)`` as :func:`read_header` returns them."""
+        header: dict[str, Any] = {} if self.metadata is None else {"__metadata__": self.metadata}
+        for name, dtype, shape, begin, end in zip(
+            self.names, self.dtypes, self.shapes, self.begins, self.ends, strict=True
+        ):
+            header[name] = {"dtype": dtype, "shape": shape, "data_offsets": (begin, end)}
+        return header, self.data_offset
+
+
+def read_header_table(path: PathLike) -> HeaderTable:
+    """:func:`read_header` as a :class:`HeaderTable` (same rules, same errors)."""
     with open_regular(path) as f:
         raw, file_size = _read_prefix(path, f)
-    return parse_header(path, raw, file_size)
+    return parse_header_table(path, raw, file_size)
 
 
 def parse_header(path: PathLike, raw: bytes, file_size: int) -> tuple[dict[str, Any], int]:
@@ -430,6 +478,11 @@ def parse_header(path: PathLike, raw: bytes, file_size: int) -> tuple[dict[str, 
     :func:`header_length` bounded them) of a file of ``file_size`` bytes, by every rule
     :func:`read_header` lists; returns what it returns. ``path`` only names the file in
     errors: the bytes may come from anywhere (a local file, a ranged HTTP read)."""
+    return parse_header_table(path, raw, file_size).as_header()
+
+
+def parse_header_table(path: PathLike, raw: bytes, file_size: int) -> HeaderTable:
+    """:func:`parse_header` as a :class:`HeaderTable` (same rules, same errors)."""
     n = len(raw)
 
     def fail(message: str, offset: int = 8) -> TensorFileError:
@@ -453,7 +506,7 @@ def parse_header(path: PathLike, raw: bytes, file_size: int) -> tuple[dict[str, 
         raise fail(f"header must be a JSON object, got {type(parsed).__name__}")
     data_offset = 8 + n
     data_size = file_size - data_offset
-    header: dict[str, Any] = {}
+    metadata = None
     if "__metadata__" in parsed:
         metadata = parsed.pop("__metadata__")
         if not isinstance(metadata, dict) or not all(isinstance(v, str) for v in metadata.values()):
@@ -461,19 +514,32 @@ def parse_header(path: PathLike, raw: bytes, file_size: int) -> tuple[dict[str, 
                 path, "__metadata__ must be an object of strings", kind=ErrorKind.HEADER,
                 tensor="__metadata__", offset=8,
             )
-        header["__metadata__"] = metadata
-    spans: list[tuple[int, int, int, str, str, tuple[int, ...]]] = []
-    for order, (name, e) in enumerate(parsed.items()):
-        span = _entry_span(e, data_size)
-        if span is None:  # some rule is broken: the full check raises the error naming it
-            checked = _parse_entry(path, name, e, data_size)
-            span = (checked["dtype"], checked["shape"], *checked["data_offsets"])
-        dtype, shape, begin, end = span
-        # ``order`` breaks ties as a stable sort by offsets would, and keeps names uncompared
-        spans.append((begin, end, order, name, dtype, shape))
-    spans.sort()
+    names = list(parsed)
+    columns = _fast_columns(list(parsed.values()), data_size)
+    if columns is None:  # some rule is broken: the full check raises the error naming it
+        checked = [_parse_entry(path, name, e, data_size) for name, e in parsed.items()]
+        columns = ([c["dtype"] for c in checked], [c["shape"] for c in checked],
+                   [c["data_offsets"][0] for c in checked], [c["data_offsets"][1] for c in checked])
+    dtypes, shapes, begins, ends = columns
+    if not all(map(lt, begins, begins[1:])):  # not already in data order (it usually is)
+        # by offsets, then ends; the original position breaks ties (a stable sort) and keeps
+        # names uncompared
+        order = [i for _, _, i in sorted(zip(begins, ends, range(len(names)), strict=True))]
+        names, dtypes, shapes, begins, ends = (
+            list(map(column.__getitem__, order)) for column in (names, dtypes, shapes, begins, ends)
+        )
+    tiling = [0, *ends]  # each tensor starts where the previous ends; the last ends the file
+    if tiling[:-1] != begins or tiling[-1] != data_size:
+        _raise_tiling(path, data_offset, data_size, names, begins, ends)
+    return HeaderTable(names, dtypes, shapes, begins, ends, metadata, data_offset)
+
+
+def _raise_tiling(path: PathLike, data_offset: int, data_size: int, names: list[str],
+                  begins: list[int], ends: list[int]) -> None:
+    """Raise the ``SPAN`` error of the first tensor (in data order) that does not start where
+    the previous one ends, or of the bytes after the last one."""
     position, previous = 0, None
-    for begin, end, _, name, dtype, shape in spans:
+    for name, begin, end in zip(names, begins, ends, strict=True):
         if begin != position:
             problem = (
                 f"overlaps tensor {previous!r} (which ends at data offset {position})"
@@ -485,16 +551,13 @@ def parse_header(path: PathLike, raw: bytes, file_size: int) -> tuple[dict[str, 
                 offset=data_offset + min(begin, position),
             )
         position, previous = end, name
-        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": (begin, end)}
-    if position != data_size:
-        raise TensorFileError(
-            path,
-            f"{data_size - position} bytes after the last tensor are not part of any tensor",
-            kind=ErrorKind.SPAN,
-            tensor=previous,
-            offset=data_offset + position,
-        )
-    return header, data_offset
+    raise TensorFileError(
+        path,
+        f"{data_size - position} bytes after the last tensor are not part of any tensor",
+        kind=ErrorKind.SPAN,
+        tensor=previous,
+        offset=data_offset + position,
+    )
 
 
 def tensor_array(path: PathLike, name: str, entry: dict[str, Any], raw: bytes) -> NDArray[Any]:

@@ -15,7 +15,7 @@ from mxformats.cli import main
 from mxformats.validate.descriptors import ct_int4, fp8_block_deepseek
 from mxformats.validate.files import load
 from mxformats.validate.findings import Level
-from mxformats.validate.model import Options
+from mxformats.validate.model import Checkpoint, Options
 from mxformats.validate.preflight import TARGET_NAMES, Row, grid_notes, preflight_rows
 
 PRODUCERS = Path(__file__).resolve().parent / "data" / "producers"
@@ -81,12 +81,20 @@ def test_mxint4_needs_bf16_scales() -> None:
         "expert weight_scale dtype BF16/F16, not BF16"]
 
 
-def test_nvfp4_sglang_refuses_below_sm100_and_admits_no_tp() -> None:
+def test_nvfp4_modelopt_sglang_marlin_below_sm100_refused_on_rocm() -> None:
+    """SGLang 0.5.23 (ModelOptFp4Config.get_min_capability 80): FP4 tensor cores on sm100, the
+    auto backends' weight-only FP4 Marlin on sm90, no backend on ROCm (the methods raise)."""
     rows = _rows(NVFP4)
-    assert rows["sglang", "B200/GB200"].path == "native"
-    for target in ("H100/H200", "MI300X", "MI355X"):
-        assert rows["sglang", target].path == "unsupported"
+    assert {t: rows["sglang", t].path for t in TARGET_NAMES} == {
+        "H100/H200": "emulated", "B200/GB200": "native", "MI300X": "unsupported",
+        "MI355X": "unsupported"}
+    h200 = rows["sglang", "H100/H200"]
+    assert "Marlin" in h200.what and "fp4_utils.py:158" in h200.source
+    assert "modelopt_quant.py:1931" in rows["sglang", "MI300X"].source
+    assert "faeb968" not in h200.source and "sglang==0.5.23" in h200.source
+    for target in ("MI300X", "MI355X"):
         assert rows["sglang", target].tp == []
+    assert h200.tp == rows["sglang", "B200/GB200"].tp != []
     assert rows["vllm", "H100/H200"].path == "emulated"
     assert rows["vllm", "B200/GB200"].tp == rows["sglang", "B200/GB200"].tp != []
 
@@ -134,7 +142,7 @@ def test_kv_a_proj_ceil_grid_note_both_sides() -> None:
 def test_inspect_names_the_consumer_per_engine(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["inspect", "--json", str(NVFP4)]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert data["engines"]["sglang"].startswith("H100/H200 unsupported, B200/GB200 native")
+    assert data["engines"]["sglang"].startswith("H100/H200 emulated, B200/GB200 native")
 
 
 def test_cli_exit_1_on_fused_siblings_with_different_schemes(
@@ -207,6 +215,58 @@ def test_fp8_block_ct_runs_everywhere_modelopt_pb_wo_not_in_sglang(tmp_path: Pat
 
 
 @pytest.fixture(scope="module")
+def pb_wo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from validate_corpus import make_modelopt_fp8_block
+    return make_modelopt_fp8_block(tmp_path_factory.mktemp("pbwo") / "pbwo")
+
+
+def _dense_only(folder: Path) -> Checkpoint:
+    """``folder`` loaded, its routed experts dropped: what a checkpoint that quantizes only
+    the dense layers looks like to the rules."""
+    ckpt = load(str(folder), Options(level=Level.STRUCTURE)).ckpt
+    assert ckpt is not None
+    ckpt.modules = {n: m for n, m in ckpt.modules.items() if ".experts." not in n}
+    return ckpt
+
+
+def test_modelopt_pb_wo_vllm_refuses_quantized_experts_runs_dense_layers(pb_wo: Path) -> None:
+    """vLLM 0.33.0 builds a standalone FP8_PB_WO checkpoint's routed experts per-tensor
+    (ModelOptFp8MoEMethod): a block weight_scale does not load. Its dense layers run the
+    block-FP8 linear method on every target."""
+    rows = _rows(pb_wo)
+    for target in TARGET_NAMES:
+        row = rows["vllm", target]
+        assert row.path == "unsupported" and row.tp == []
+        assert "routed_experts.py:335" in row.source and "vllm==0.33.0" in row.source
+        assert len(row.skipped) == 1 and row.skipped[0].startswith("dense-only (")
+        assert "routed expert modules are quantized" in row.skipped[0]
+    dense = _dense_only(pb_wo)
+    assert dense.descriptor is not None
+    rows = {(r.engine, r.target): r for r in preflight_rows(dense, dense.descriptor)}
+    for target in TARGET_NAMES:
+        assert rows["vllm", target].path == "native" and rows["vllm", target].skipped == []
+        assert "modelopt.py:2733" in rows["vllm", target].source
+        assert rows["sglang", target].path == "unsupported"  # ModelOptFp8Config refuses it
+
+
+def test_validate_target_on_modelopt_pb_wo_follows_its_experts(pb_wo: Path) -> None:
+    """``validate --target`` (Descriptor.kernel with the checkpoint) meets the path's
+    requirement as preflight does: an error with quantized experts, a note without."""
+    from mxformats.validate import deployment
+    from mxformats.validate.descriptors import fp8_block_modelopt
+
+    desc = fp8_block_modelopt.DESCRIPTOR
+    full = load(str(pb_wo), Options(level=Level.STRUCTURE)).ckpt
+    for ckpt, check in ((full, "DEPLOY_UNSUPPORTED"), (_dense_only(pb_wo), "DEPLOY_NOTE")):
+        found = deployment.deployment_problems(
+            desc, "h200", 1, 1, experts=4, moe_intermediate=128, intermediate=256, heads=8,
+            ckpt=ckpt)
+        assert [c for c, _ in found] == [check]
+    assert desc.kernel("h200", "cuda", "sm90") == (  # no checkpoint: the catch-all rule
+        "unsupported", desc.engine_paths[1].describe("h200", "sm90"))
+
+
+@pytest.fixture(scope="module")
 def mixed_ct(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from validate_corpus import make_mixed_ct
     return make_mixed_ct(tmp_path_factory.mktemp("ct") / "mixed")
@@ -255,6 +315,39 @@ def test_modelopt_mixed_sglang_dispatch(mixed_modelopt: Path, tmp_path: Path) ->
     assert one.path == "native" and "modelopt-fp8-block layers: FP8 block" in one.what
     assert "modelopt_quant.py:1086" in one.source
     assert {r.path for r in retag(None).values()} == {"undeclared"}
+
+
+def test_modelopt_mixed_vllm_pb_wo_linears_run_experts_do_not(mixed_modelopt: Path,
+                                                               tmp_path: Path) -> None:
+    """vLLM 0.33.0's ModelOptMixedPrecisionConfig dispatches FP8_PB_WO: its linears run the
+    block-FP8 linear method, its routed experts Fp8MoEMethod, whose weight_scale_inv the
+    ModelOpt weight_scale does not load into (a config error too)."""
+    from mxformats.validate.descriptors import fp8_block_modelopt, modelopt_mixed
+
+    folder = tmp_path / "mixed"
+    shutil.copytree(mixed_modelopt, folder)
+    cfg = json.loads((folder / "config.json").read_text())
+    table = cfg["quantization_config"]["quantized_layers"]
+    expert = sorted(table)[0]
+    assert ".experts." in expert
+    table[expert]["quant_algo"] = "FP8_PB_WO"
+    (folder / "config.json").write_text(json.dumps(cfg))
+    ckpt = load(str(folder), Options(level=Level.STRUCTURE)).ckpt
+    assert ckpt is not None
+    mixed, member = modelopt_mixed.DESCRIPTOR, fp8_block_modelopt.DESCRIPTOR
+    rows = {t: r for (e, t), r in _rows(folder).items() if e == "vllm"}
+    assert {r.path for r in rows.values()} == {"unsupported"}
+    assert all("modelopt.py:1844" in r.source and "fp8.py:637" in r.source
+               for r in rows.values())
+    [problem] = mixed.config_problems(ckpt)
+    assert expert in problem and "weight_scale_inv" in problem
+    # the same layer, dense: the linear method runs it
+    dense = expert.split(".experts.")[0] + ".shared_experts.down_proj"
+    ckpt.quant_config = {**ckpt.quant_config, "quantized_layers": {dense: {
+        "quant_algo": "FP8_PB_WO"}}}
+    path = mixed.member_path(ckpt, member, "vllm", "cuda", "sm90")
+    assert path is not None and path.kind == "native" and "modelopt.py:2733" in path.source
+    assert mixed.config_problems(ckpt) == []
 
 
 def test_validate_target_on_a_mixed_checkpoint_uses_its_members(mixed_ct: Path) -> None:

@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from mxformats.validate.arch import (
     INVENTORY_SLACK,
@@ -27,7 +29,7 @@ from mxformats.validate.arch import (
     inventory_problems,
     vision_dims,
 )
-from mxformats.validate.model import ExcludeMatcher, NearMisses
+from mxformats.validate.model import MAX_TRIE_DEPTH, ExcludeMatcher, NearMisses, literal_alternation
 
 SRC = Path(__file__).resolve().parent / "data" / "producers" / "src-bf16" / "config.json"
 
@@ -305,3 +307,30 @@ def test_unsupported_says_what_it_saw(configs: tuple[Any, Any], why: str) -> Non
     from mxformats.validate.descriptors import UNSUPPORTED, Configs, detect
 
     assert detect(Configs(*configs)) == (UNSUPPORTED, why)
+
+
+# -- literal_alternation: the trie regex of ModelOpt's substring matching ------------------------
+
+_TEXT = st.text(alphabet="ab.*(", max_size=12)
+
+
+@given(words=st.lists(_TEXT, max_size=8), text=_TEXT)
+def test_literal_alternation_finds_what_a_substring_test_finds(words: list[str], text: str
+                                                              ) -> None:
+    """The oracle is Python's ``in``: the trie regex matches ``text`` exactly when one of the
+    words occurs in it (regex metacharacters in the alphabet: they must stay literal)."""
+    import re
+
+    found = bool(re.search(literal_alternation(words), text)) if words else False
+    assert found == any(w in text for w in words), (words, text, literal_alternation(words))
+
+
+def test_literal_alternation_shares_prefixes_and_falls_back_when_deep() -> None:
+    import re
+
+    assert literal_alternation(["ab", "abc", "abd", "x.y"]) == r"(?:ab(?:(?:c|d))?|x\.y)"
+    nested = ["a" * n for n in range(1, MAX_TRIE_DEPTH + 3)]  # each word a prefix of the next
+    assert literal_alternation(nested) == "|".join(nested)  # the flat alternation
+    shallow = nested[:MAX_TRIE_DEPTH]
+    assert literal_alternation(shallow) != "|".join(shallow)
+    assert all(re.fullmatch(literal_alternation(shallow), w) for w in shallow)

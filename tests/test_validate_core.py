@@ -592,13 +592,13 @@ def test_unsafe_index_entries_never_opened(tmp_path: Path, entry: str,
     opened: list[str] = []
     import mxformats.validate.reader as reader_mod
 
-    real = reader_mod.read_header
+    real = reader_mod.read_header_table
 
     def spy(path: Any) -> Any:
         opened.append(os.fspath(path))
         return real(path)
 
-    monkeypatch.setattr(reader_mod, "read_header", spy)
+    monkeypatch.setattr(reader_mod, "read_header_table", spy)
     report = _run(p)
     assert "INDEX_UNSAFE_PATH" in _ids(report)
     assert all(Path(o).resolve().is_relative_to(p.resolve()) for o in opened)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-__all__ = ["decode_float", "encode_float", "floor_log2", "round_magnitude"]
+__all__ = ["decode_float", "decode_to_float32", "encode_float", "floor_log2", "round_magnitude"]
 
 
 @triton.jit
@@ -106,3 +106,14 @@ def encode_float(sign: tl.tensor, s: tl.tensor, exp: tl.tensor, is_inf: tl.tenso
         negative = negative & (magnitude != 0)
     code = magnitude | tl.where(negative, SIGN_BIT, 0)
     return tl.where(is_nan, NAN_CODE, code)
+
+
+@triton.jit
+def decode_to_float32(code: tl.tensor, EBITS: tl.constexpr, MBITS: tl.constexpr,
+                      BIAS: tl.constexpr, SPECIALS: tl.constexpr) -> tl.tensor:
+    """Codes (int32) of a format without Inf (E2M1, E4M3FN, E4M3FNUZ, ...) and at most as
+    wide as float32, as float32 values, exactly; NaN codes give the canonical quiet NaN."""
+    sign, s, exp, _, is_nan = decode_float(code, EBITS, MBITS, BIAS, SPECIALS)
+    magnitude, _ = round_magnitude(s, exp, 23, 127, 0x7F7FFFFF, False)  # exact: float32 is wider
+    bits = tl.where(is_nan, 0x7FC00000, magnitude | (sign << 31))
+    return bits.to(tl.float32, bitcast=True)

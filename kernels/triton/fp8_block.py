@@ -28,7 +28,7 @@ from mxformats.schemes import fp8_block as reference
 
 from .. import fp8_block_plan as plans
 from ..mx_plan import FloatLayout, require_tensor
-from ._codec import decode_float, round_magnitude
+from ._codec import decode_to_float32
 from .fp8 import _encode_float32
 from .int4 import (
     FLOAT_KINDS,
@@ -151,10 +151,7 @@ def _dequantize_fp8_block_kernel(
                                                       BM_POW2, BN_POW2, TM, TN)
     flat = row * cols + col
     code = tl.load(codes_ptr + flat, mask=inside, other=0).to(tl.int32)
-    sign, s, exp, _, is_nan = decode_float(code, EBITS, MBITS, BIAS, SPECIALS)
-    magnitude, _ = round_magnitude(s, exp, 23, 127, 0x7F7FFFFF, False)  # exact: float32 is wider
-    bits = tl.where(is_nan, 0x7FC00000, magnitude | (sign << 31))
-    value = bits.to(tl.float32, bitcast=True)
+    value = decode_to_float32(code, EBITS, MBITS, BIAS, SPECIALS)
     scale = widen_to_float32(tl.load(scales_ptr + scale_at, mask=scale_inside, other=1.0),
                              SCALE_KIND)
     product = round_to_kind(value * scale[:, None, :, None], OUT_KIND)

@@ -113,25 +113,33 @@ def _vision_names(ckpt: Checkpoint) -> set[str]:
     return {n for n in ckpt.modules if n.startswith(_VISION_PREFIXES)}
 
 
-def _absent_layers(ckpt: Checkpoint, a: Architecture) -> set[int]:
-    """Declared layers (MTP included) of which no tensor is present nor unavailable."""
-    present = {
+def _layer_matches(ckpt: Checkpoint, a: Architecture) -> dict[str, re.Match[str]]:
+    """Module name -> its :data:`_LAYER` match, for the modules under the text prefix that
+    have one (one regex pass per module, shared by the checks below)."""
+    return {name: m for name in ckpt.modules
+            if name.startswith(a.prefix) and (m := _LAYER.match(name))}
+
+
+def _absent_layers(ckpt: Checkpoint, a: Architecture, layers: dict[str, re.Match[str]]
+                   ) -> set[int]:
+    """Declared layers (MTP included) of which no tensor is present nor unavailable
+    (``layers``: :func:`_layer_matches`)."""
+    present = {int(m["n"]) for m in layers.values()} | {
         int(m["n"])
-        for name in [*ckpt.modules, *ckpt.unavailable]
+        for name in ckpt.unavailable
         if name.startswith(a.prefix) and (m := _LAYER.match(name))
     }
     return set(range(a.layers + a.mtp_layers)) - present
 
 
-def _mlp_kind_conflicts(ckpt: Checkpoint, a: Architecture) -> tuple[list[int], list[int]]:
+def _mlp_kind_conflicts(a: Architecture, layers: dict[str, re.Match[str]]
+                        ) -> tuple[list[int], list[int]]:
     """``(dense_as_moe, moe_as_dense)``: layers the config makes MoE that hold only a dense MLP,
-    and layers it makes dense that hold only routed experts."""
+    and layers it makes dense that hold only routed experts (``layers``:
+    :func:`_layer_matches`)."""
     dense: set[int] = set()
     routed: set[int] = set()
-    for name in ckpt.modules:
-        lm = _LAYER.match(name)
-        if lm is None or not name.startswith(a.prefix):
-            continue
+    for name, lm in layers.items():
         rest = name[lm.end() :]
         if rest.startswith("mlp.experts."):
             routed.add(int(lm["n"]))
@@ -190,7 +198,8 @@ def run(ckpt: Checkpoint, opts: Options) -> Iterator[Finding]:
             f"config because {a.vision_problem}",
             file="config.json",
         )
-    dense_as_moe, moe_as_dense = _mlp_kind_conflicts(ckpt, a)
+    layers = _layer_matches(ckpt, a)
+    dense_as_moe, moe_as_dense = _mlp_kind_conflicts(a, layers)
     conflicted = set(dense_as_moe) | set(moe_as_dense)
     if conflicted:
         rule = key_value(
@@ -224,16 +233,10 @@ def run(ckpt: Checkpoint, opts: Options) -> Iterator[Finding]:
                 MTP_ABSENT,
                 f"MTP layer {n} is declared (num_nextn_predict_layers={a.mtp_layers}) but absent",
             )
-    # experts present per layer, for gap reporting
-    present_experts: dict[int, set[int]] = {}
-    for name in ckpt.modules:
-        m = _EXPERT.match(name)
-        lm = _LAYER.match(name)
-        if m and lm and name.startswith(a.prefix):
-            present_experts.setdefault(int(lm["n"]), set()).add(int(m["e"]))
     gaps_reported: set[tuple[int, int]] = set()
     unavailable_modules = {t.rsplit(".", 1)[0] for t in ckpt.unavailable}
-    absent_layers = _absent_layers(ckpt, a) - absent_mtp
+    absent_layers = _absent_layers(ckpt, a, layers) - absent_mtp
+    absent = absent_mtp | absent_layers
     for n in sorted(absent_layers):
         count = sum(len(e.params) for e in ckpt.expected.values() if e.layer == n)
         yield Finding(
@@ -243,7 +246,7 @@ def run(ckpt: Checkpoint, opts: Options) -> Iterator[Finding]:
             tensor=f"{a.prefix}layers.{n}",
         )
     for exp in ckpt.expected.values():
-        if exp.layer is not None and exp.layer in absent_mtp | absent_layers:
+        if exp.layer is not None and exp.layer in absent:
             continue
         if exp.name in unavailable_modules or (
             mlp_unchecked and exp.name.startswith(mlp_unchecked)

@@ -1,24 +1,32 @@
 """Files: config and index parse, shards exist and agree with the index, headers, path safety.
 
 :func:`load` builds the :class:`~mxformats.validate.model.Checkpoint` and returns the findings
-of this group with it (the other groups work on the model). Nothing is executed, nothing is
-unpickled; a file is opened only when its name is safe (:func:`safe_name`) and it is a regular
-file (:func:`mxformats.tensorfile.open_regular`: a FIFO, socket, device or directory is
-reported, never read, so it cannot block or feed bytes without end). Every byte is read
-through the checkpoint's :class:`~mxformats.validate.reader.Reader`: a folder or a Hub repo.
+of this group with it (the other groups work on the model). It is two parts: the loader
+(``_read``: configs, index, shard headers, tensors and modules; its findings say only what
+could not be read or must not be opened) and the file checks (:data:`CONFIG_CHECKS`,
+:data:`SHARD_CHECKS`: one function per check over the :class:`Loaded` result).
+
+Nothing is executed, nothing is unpickled; a file is opened only when its name is safe
+(:func:`safe_name`) and it is a regular file (:func:`mxformats.tensorfile.open_regular`: a
+FIFO, socket, device or directory is reported, never read, so it cannot block or feed bytes
+without end). Every byte is read through the checkpoint's
+:class:`~mxformats.validate.reader.Reader`: a folder or a Hub repo.
 """
 
 from __future__ import annotations
 
 import gc
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
+from itertools import repeat
 from pathlib import Path
 from typing import Any
 
 from mxformats.tensorfile import (
     ErrorKind,
+    HeaderTable,
     NotRegularFileError,
     TensorFileError,
     shard_name,
@@ -41,7 +49,8 @@ from .reader import (
     unsafe_name,
 )
 
-__all__ = ["LoadResult", "load", "read_failed", "run", "safe_name"]
+__all__ = ["CONFIG_CHECKS", "SHARD_CHECKS", "LoadResult", "Loaded", "load", "read_failed", "run",
+           "safe_name"]
 
 E, W, INFO = Severity.ERROR, Severity.WARNING, Severity.INFO
 S = Level.STRUCTURE
@@ -400,6 +409,10 @@ def load(root_arg: str | os.PathLike[str] | Reader, opts: Options) -> LoadResult
     """Read configs, the index and shard headers of ``root_arg`` (no tensor data): a folder,
     ``hf://ORG/NAME[@REVISION]`` or an open :class:`~mxformats.validate.reader.Reader`.
 
+    The loader (``_read``) builds the :class:`Checkpoint` and reports only what it could
+    not read or open; the file checks (:data:`CONFIG_CHECKS`, :data:`SHARD_CHECKS`) then judge
+    what it read; ``arch.derive`` (``CONFIG_ARCH``) comes last.
+
     The cyclic garbage collector is paused meanwhile: a full-size checkpoint's headers make
     several objects per tensor (139,098 tensors for Kimi-K2.6), none of them in a cycle (so
     reference counting still frees them), and the collections the allocations trigger walk
@@ -414,6 +427,30 @@ def load(root_arg: str | os.PathLike[str] | Reader, opts: Options) -> LoadResult
             gc.enable()
 
 
+@dataclass
+class Loaded:
+    """What the loader read, as the file checks see it.
+
+    ``weight_map``: the index's (``./`` dropped; empty without a usable index); ``listed``:
+    the shards the index names (or the single file, or every top-level ``*.safetensors``
+    without an index); ``indexed``: whether the index says where each tensor belongs;
+    ``tables``: the header of each shard that could be read, in ``listed`` order;
+    ``sizes``: the size of each shard that passed the path checks; ``first``: tensor
+    name -> the first shard (in ``listed`` order) that holds it; ``as_indexed``: the shards
+    whose every tensor sits where the index maps it."""
+
+    reader: Reader
+    ckpt: Checkpoint
+    configs: Configs
+    weight_map: dict[str, str] = field(default_factory=dict)
+    listed: list[str] = field(default_factory=list)
+    indexed: bool = False
+    tables: dict[str, HeaderTable] = field(default_factory=dict)
+    sizes: dict[str, int] = field(default_factory=dict)
+    first: dict[str, str] = field(default_factory=dict)
+    as_indexed: set[str] = field(default_factory=set)
+
+
 def _load(root_arg: str | os.PathLike[str] | Reader, opts: Options) -> LoadResult:
     if isinstance(root_arg, Reader):
         reader = root_arg
@@ -423,35 +460,41 @@ def _load(root_arg: str | os.PathLike[str] | Reader, opts: Options) -> LoadResul
         except NotAFolder as exc:
             return LoadResult(None, [], str(exc))
     out: list[Finding] = []
+    loaded = _read(reader, out)
+    ckpt = loaded.ckpt
+    for config_check in CONFIG_CHECKS:
+        out.extend(config_check(loaded))
+    if ckpt.descriptor is UNSUPPORTED:
+        return LoadResult(ckpt, out, f"unsupported quantization format: {ckpt.format_detail}")
+    for shard_check in SHARD_CHECKS:
+        out.extend(shard_check(loaded))
+    # the architecture last: its inventory is bounded by what the headers hold
+    if ckpt.config:
+        out += [Finding(CONFIG_ARCH, p, file="config.json") for p in derive(ckpt)]
+    return LoadResult(ckpt, out, None)
 
-    # -- configs --------------------------------------------------------------------------
+
+# -- the loader ---------------------------------------------------------------------------------
+
+
+def _read(reader: Reader, out: list[Finding]) -> Loaded:
+    """Read what ``reader`` holds into a :class:`Loaded` (the configs; unless the format is
+    unsupported, the index, the shard headers, the tensors and modules), appending to ``out``
+    a finding for each file that could not be read or must not be opened."""
     config = _read_config(reader, "config.json", out) or {}
     hf_quant = (_read_config(reader, HF_QUANT_CONFIG, out)
                 if reader.exists(HF_QUANT_CONFIG) else None)
     text = config.get("text_config")
-    text_config = text if isinstance(text, dict) else config
-    top_qc = config.get("quantization_config")
-    nested_qc = text.get("quantization_config") if isinstance(text, dict) else None
-    if isinstance(top_qc, dict) and isinstance(nested_qc, dict) and top_qc != nested_qc:
-        out.append(
-            Finding(
-                CONFIG_QUANT_CONFLICT,
-                "quantization_config and text_config.quantization_config differ; vLLM's "
-                "KimiK25Config lets the top level win",
-                file="config.json",
-            )
-        )
     qc = quantization_config(config)
     configs = Configs(qc, hf_quant)
     if config or hf_quant is not None:
         descriptor, detail = detect(configs)
     else:
         descriptor, detail = BF16, "config.json unreadable"
-    out += _contradictions(configs, descriptor)
     ckpt = Checkpoint(
         root=reader.root if isinstance(reader, LocalReader) else Path(reader.name),
         config=config,
-        text_config=text_config,
+        text_config=text if isinstance(text, dict) else config,
         format=descriptor.format,
         format_detail=detail,
         quant_config=qc if qc is not None else hf_quant,
@@ -460,59 +503,55 @@ def _load(root_arg: str | os.PathLike[str] | Reader, opts: Options) -> LoadResul
         reader=reader,
     )
     ckpt.exclude = descriptor.exclude_list(configs)
+    loaded = Loaded(reader, ckpt, configs)
     if descriptor is UNSUPPORTED:
-        out.append(Finding(FORMAT_UNSUPPORTED, detail, file="config.json"))
-        return LoadResult(ckpt, out, f"unsupported quantization format: {detail}")
-    if config and not descriptor.numeric:
-        out.append(
-            Finding(
-                FORMAT_NOT_NUMERIC,
-                f"{detail}: structural checks only; numeric checks do not apply",
-                file="config.json",
-            )
-        )
-    # -- index ----------------------------------------------------------------------------
-    weight_map: dict[str, str] = {}
-    unindexed = False
+        return loaded
+    unindexed = _read_index(loaded, out)
+    single = ckpt.index is None and reader.exists("model.safetensors") and not unindexed
+    if unindexed:
+        loaded.listed = [f for f in reader.files() if "/" not in f and f.endswith(".safetensors")]
+    else:
+        loaded.listed = (["model.safetensors"] if single
+                         else list(dict.fromkeys(loaded.weight_map.values())))
+    loaded.indexed = not (single or unindexed)
+    ckpt.shards = _openable(loaded, out)
+    for name in ckpt.shards:
+        loaded.sizes[name] = reader.size(name)
+        table = _read_header(reader, name, out)
+        if table is None:
+            ckpt.unreadable.add(name)
+        else:
+            loaded.tables[name] = table
+    _place_tensors(loaded)
+    ckpt.bytes_total = sum(loaded.sizes.values())
+    gone = (set(loaded.listed) - set(ckpt.shards)) | ckpt.unreadable
+    ckpt.unavailable = ({t for t, f in loaded.weight_map.items() if f in gone} if gone
+                        else set())
+    ckpt.weight_map = (dict.fromkeys(ckpt.tensors, "model.safetensors") if single
+                       else loaded.weight_map)
+    modules = ckpt.modules
+    for tname, ref in ckpt.tensors.items():
+        module, _, param = tname.rpartition(".")  # TensorRef.module and .param, in one split
+        mod = modules.get(module)
+        if mod is None:
+            mod = modules[module] = Module(module)
+        mod.tensors[param] = ref
+    return loaded
+
+
+def _read_index(loaded: Loaded, out: list[Finding]) -> bool:
+    """Read ``model.safetensors.index.json`` into ``loaded.ckpt.index`` and
+    ``loaded.weight_map``; True when the shards must be found without it (it is unreadable,
+    or absent with no ``model.safetensors``: vLLM then loads every ``*.safetensors`` of the
+    folder, ``filter_duplicate_safetensors_files`` returning them all)."""
+    reader = loaded.reader
     if safe_name(reader, INDEX_NAME) is not None:
-        out.append(
-            Finding(
-                SYMLINK_ESCAPE, f"{INDEX_NAME} resolves outside the checkpoint", file=INDEX_NAME
-            )
-        )
-    elif reader.exists(INDEX_NAME):
-        try:
-            index = reader.read_json(INDEX_NAME)
-            ok = (
-                isinstance(index, dict)
-                and isinstance(index.get("weight_map"), dict)
-                # JSON gives exactly str (never a subclass): one C-level pass per side
-                and set(map(type, index["weight_map"])) <= {str}
-                and set(map(type, index["weight_map"].values())) <= {str}
-            )
-            if not ok:
-                raise ValueError("weight_map must be an object of tensor names to file names")
-            ckpt.index = index
-            plain = {f: shard_name(f) for f in set(index["weight_map"].values())}
-            weight_map = {t: plain[f] for t, f in index["weight_map"].items()}
-            out.extend(_not_plain_entries(index["weight_map"]))
-            meta_finding = _index_metadata(index)
-            if meta_finding is not None:
-                out.append(meta_finding)
-        except NotRegularFileError as exc:
-            out.append(_not_regular(INDEX_NAME, exc))
-            unindexed = True
-        except ReadFailed as exc:
-            out.append(read_failed(exc))
-            unindexed = True
-        except (ValueError, OSError, RecursionError) as exc:
-            out.append(
-                Finding(INDEX_PARSE, f"{INDEX_NAME} does not parse: {_why(exc)}", file=INDEX_NAME)
-            )
-            # Validate the shards that are there rather than report every tensor missing: the
-            # index is the one broken file. (vLLM would refuse to load, hence the error.)
-            unindexed = True
-    elif not reader.exists("model.safetensors"):
+        out.append(Finding(SYMLINK_ESCAPE, f"{INDEX_NAME} resolves outside the checkpoint",
+                           file=INDEX_NAME))
+        return False
+    if not reader.exists(INDEX_NAME):
+        if reader.exists("model.safetensors"):
+            return False
         out.append(
             Finding(
                 INDEX_MISSING,
@@ -521,18 +560,47 @@ def _load(root_arg: str | os.PathLike[str] | Reader, opts: Options) -> LoadResul
                 file=INDEX_NAME,
             )
         )
-        # vLLM loads every *.safetensors of a folder without an index
-        # (filter_duplicate_safetensors_files returns them all): check what it would load.
-        unindexed = True
-    single = ckpt.index is None and reader.exists("model.safetensors") and not unindexed
-    if unindexed:
-        shards = [f for f in reader.files() if "/" not in f and f.endswith(".safetensors")]
-    else:
-        shards = ["model.safetensors"] if single else list(dict.fromkeys(weight_map.values()))
+        return True
+    try:
+        index = reader.read_json(INDEX_NAME)
+        ok = (
+            isinstance(index, dict)
+            and isinstance(index.get("weight_map"), dict)
+            # JSON gives exactly str (never a subclass): one C-level pass per side
+            and set(map(type, index["weight_map"])) <= {str}
+            and set(map(type, index["weight_map"].values())) <= {str}
+        )
+        if not ok:
+            raise ValueError("weight_map must be an object of tensor names to file names")
+    except NotRegularFileError as exc:
+        out.append(_not_regular(INDEX_NAME, exc))
+        return True
+    except ReadFailed as exc:
+        out.append(read_failed(exc))
+        return True
+    except (ValueError, OSError, RecursionError) as exc:
+        out.append(
+            Finding(INDEX_PARSE, f"{INDEX_NAME} does not parse: {_why(exc)}", file=INDEX_NAME)
+        )
+        # Validate the shards that are there rather than report every tensor missing: the
+        # index is the one broken file. (vLLM would refuse to load, hence the error.)
+        return True
+    loaded.ckpt.index = index
+    entries: dict[str, str] = index["weight_map"]
+    plain = {f: shard_name(f) for f in set(entries.values())}
+    if any(p != f for f, p in plain.items()):
+        loaded.weight_map = {t: plain[f] for t, f in entries.items()}
+    else:  # the usual index: every entry is already a plain name
+        loaded.weight_map = dict(entries)
+    return False
 
-    # -- shards ---------------------------------------------------------------------------
-    safe_shards: list[str] = []
-    for name in shards:
+
+def _openable(loaded: Loaded, out: list[Finding]) -> list[str]:
+    """The listed shards that may be opened: named safely, inside the allowed roots, present
+    and regular files (a non-regular one is also unreadable)."""
+    reader, ckpt = loaded.reader, loaded.ckpt
+    safe: list[str] = []
+    for name in loaded.listed:
         problem = safe_name(reader, name)
         if problem == "INDEX_UNSAFE_PATH":
             out.append(
@@ -564,139 +632,225 @@ def _load(root_arg: str | os.PathLike[str] | Reader, opts: Options) -> LoadResul
             out.append(_not_regular(name, NotRegularFileError(name, what)))
             ckpt.unreadable.add(name)
             continue
-        safe_shards.append(name)
-    ckpt.shards = safe_shards
+        safe.append(name)
+    return safe
 
-    seen: dict[str, str] = {}
-    tensor_bytes = file_bytes = 0
-    for name in safe_shards:
-        size = reader.size(name)
-        file_bytes += size
-        try:
-            header, data_offset = reader.header(name)
-        except TensorFileError as exc:
-            ckpt.unreadable.add(name)
-            out.append(_header_finding(exc, name, reader.remote))
+
+def _read_header(reader: Reader, name: str, out: list[Finding]) -> HeaderTable | None:
+    """Shard ``name``'s validated header, or None with the finding that says why not."""
+    try:
+        return reader.header_table(name)
+    except TensorFileError as exc:
+        out.append(_header_finding(exc, name, reader.remote))
+    except NotRegularFileError as exc:  # swapped in since the check of _openable
+        out.append(_not_regular(name, exc))
+    except ReadFailed as exc:
+        out.append(read_failed(exc))
+    except OSError as exc:
+        out.append(Finding(HEADER_INVALID, f"cannot read: {exc.strerror or exc}", file=name))
+    return None
+
+
+#: ``_NEW_REF(fields)`` is ``TensorRef(*fields)`` without the named tuple's Python-level
+#: ``__new__`` (it is how ``TensorRef._make`` builds one): the loader makes 139,098.
+_NEW_REF = partial(tuple.__new__, TensorRef)
+
+
+def _place_tensors(loaded: Loaded) -> None:
+    """Fill ``ckpt.tensors`` and ``loaded.first`` from the headers read. A tensor stored in
+    several shards is the one in the shard the index maps it to (without an index: the last
+    listed), else the first found."""
+    tensors, first, weight_map = loaded.ckpt.tensors, loaded.first, loaded.weight_map
+    for shard, table in loaded.tables.items():
+        names, offset = table.names, table.data_offset
+        refs = list(map(_NEW_REF, zip(
+            names, repeat(shard), table.dtypes, table.shapes,
+            map(offset.__add__, table.begins), map(offset.__add__, table.ends),
+        )))
+        if first.keys().isdisjoint(names):
+            first.update(dict.fromkeys(names, shard))
+        else:
+            for tname in names:
+                first.setdefault(tname, shard)
+        # a dict items view compares as a set of pairs: one C-level pass
+        if not loaded.indexed or dict.fromkeys(names, shard).items() <= weight_map.items():
+            loaded.as_indexed.add(shard)
+            tensors.update(zip(names, refs, strict=True))
             continue
-        except NotRegularFileError as exc:  # swapped in since the check above
-            ckpt.unreadable.add(name)
-            out.append(_not_regular(name, exc))
+        for tname, ref in zip(names, refs, strict=True):
+            if weight_map.get(tname) == shard or tname not in tensors:
+                tensors[tname] = ref
+
+
+# -- the file checks ----------------------------------------------------------------------------
+
+
+def _quant_config_conflict(loaded: Loaded) -> Iterator[Finding]:
+    """``CONFIG_QUANT_CONFLICT``: a top-level and a ``text_config`` quantization_config that
+    differ (vLLM's ``KimiK25Config`` lets the top level win)."""
+    config = loaded.ckpt.config
+    text = config.get("text_config")
+    top_qc = config.get("quantization_config")
+    nested_qc = text.get("quantization_config") if isinstance(text, dict) else None
+    if isinstance(top_qc, dict) and isinstance(nested_qc, dict) and top_qc != nested_qc:
+        yield Finding(
+            CONFIG_QUANT_CONFLICT,
+            "quantization_config and text_config.quantization_config differ; vLLM's "
+            "KimiK25Config lets the top level win",
+            file="config.json",
+        )
+
+
+def _config_contradictions(loaded: Loaded) -> list[Finding]:
+    descriptor = loaded.ckpt.descriptor
+    return [] if descriptor is None else _contradictions(loaded.configs, descriptor)
+
+
+def _format_support(loaded: Loaded) -> Iterator[Finding]:
+    """``FORMAT_UNSUPPORTED`` (the run stops), or ``FORMAT_NOT_NUMERIC`` for a recognised
+    format without numeric checks."""
+    ckpt = loaded.ckpt
+    if ckpt.descriptor is UNSUPPORTED:
+        yield Finding(FORMAT_UNSUPPORTED, ckpt.format_detail, file="config.json")
+    elif ckpt.config and not ckpt.numeric:
+        yield Finding(
+            FORMAT_NOT_NUMERIC,
+            f"{ckpt.format_detail}: structural checks only; numeric checks do not apply",
+            file="config.json",
+        )
+
+
+def _index_entries(loaded: Loaded) -> Iterator[Finding]:
+    """``INDEX_PATH_NOT_PLAIN`` and the ``metadata`` object of a readable index."""
+    index = loaded.ckpt.index
+    if index is None:
+        return
+    yield from _not_plain_entries(index["weight_map"])
+    meta_finding = _index_metadata(index)
+    if meta_finding is not None:
+        yield meta_finding
+
+
+def _spans_past_end(loaded: Loaded) -> Iterator[Finding]:
+    """``TENSOR_SPAN`` for a tensor that ends past its file. ``parse_header`` checks every
+    span against dtype × shape and the file size (a ``TensorFileError``, reported by the
+    loader); this guards a reader that did not."""
+    for shard, table in loaded.tables.items():
+        past = loaded.sizes[shard] - table.data_offset  # a relative end beyond it is past EOF
+        if max(table.ends, default=0) <= past:
             continue
-        except ReadFailed as exc:
-            ckpt.unreadable.add(name)
-            out.append(read_failed(exc))
-            continue
-        except OSError as exc:
-            ckpt.unreadable.add(name)
-            out.append(Finding(HEADER_INVALID, f"cannot read: {exc.strerror or exc}", file=name))
-            continue
-        indexed = not (single or unindexed)
-        for tname, entry in header.items():
-            if tname == "__metadata__":
-                continue
-            b, e = entry["data_offsets"]
-            ref = TensorRef(
-                tname, name, entry["dtype"], tuple(entry["shape"]), data_offset + b, data_offset + e
-            )
-            # parse_header checked the span against dtype × shape and the file size (a
-            # TensorFileError, reported above); this guards a reader that did not
-            if ref.end > size:
-                out.append(
-                    Finding(
-                        TENSOR_SPAN,
-                        f"span [{ref.begin}, {ref.end}) does not hold {ref.dtype}{list(ref.shape)}",
-                        file=name,
-                        tensor=tname,
-                        offset=ref.begin,
-                    )
-                )
-            tensor_bytes += e - b
-            first = seen.setdefault(tname, name)
-            if first != name:
-                out.append(
-                    Finding(
-                        TENSOR_IN_TWO_SHARDS,
-                        f"{tname} is stored in {first} and {name}",
-                        file=name,
-                        tensor=tname,
-                        offset=ref.begin,
-                    )
-                )
-            mapped = weight_map.get(tname) if indexed else name
-            if mapped != name:
-                out.append(
-                    Finding(
-                        SHARD_TENSOR_NOT_IN_INDEX,
-                        f"{name} holds {tname} but the index "
-                        + ("does not list it" if mapped is None else f"maps it to {mapped}"),
-                        file=name,
-                        tensor=tname,
-                        offset=ref.begin,
-                    )
-                )
-            if mapped == name or tname not in ckpt.tensors:
-                ckpt.tensors[tname] = ref
-    ckpt.bytes_total = file_bytes
-    unsafe = set(shards) - set(safe_shards)
-    gone = unsafe | ckpt.unreadable
-    ckpt.unavailable = {t for t, f in weight_map.items() if f in gone} if gone else set()
-    for tname, shard in weight_map.items():
-        have = ckpt.tensors.get(tname)
-        if (have is None or have.file != shard) and shard not in gone:
-            if seen.get(tname) == shard:
-                continue
-            out.append(
-                Finding(
-                    INDEX_TENSOR_NOT_IN_SHARD,
-                    f"the index maps {tname} to {shard}, which does not hold it",
+        for tname, dtype, shape, begin, end in zip(table.names, table.dtypes, table.shapes,
+                                                   table.begins, table.ends, strict=True):
+            if end > past:
+                yield Finding(
+                    TENSOR_SPAN,
+                    f"span [{table.data_offset + begin}, {table.data_offset + end}) does not "
+                    f"hold {dtype}{list(shape)}",
                     file=shard,
                     tensor=tname,
+                    offset=table.data_offset + begin,
                 )
-            )
-    ckpt.weight_map = weight_map if not single else {t: "model.safetensors" for t in ckpt.tensors}
 
-    # total_size, either convention
-    if ckpt.index is not None and not unsafe and not (set(shards) - set(safe_shards)):
-        meta = ckpt.index.get("metadata")
-        total = meta.get("total_size") if isinstance(meta, dict) else None
-        if total is None or ckpt.unreadable:
-            pass
-        elif isinstance(total, bool) or not isinstance(total, int):
-            out.append(
-                Finding(
-                    TOTAL_SIZE_MISMATCH,
-                    f"total_size is a JSON {type(total).__name__}, not an integer",
-                    file=INDEX_NAME,
+
+def _stored_twice(loaded: Loaded) -> Iterator[Finding]:
+    """``TENSOR_IN_TWO_SHARDS``: each copy of a tensor after the first."""
+    if sum(len(t.names) for t in loaded.tables.values()) == len(loaded.first):
+        return  # every name once
+    for shard, table in loaded.tables.items():
+        for tname, begin in zip(table.names, table.begins, strict=True):
+            first = loaded.first[tname]
+            if first != shard:
+                yield Finding(
+                    TENSOR_IN_TWO_SHARDS,
+                    f"{tname} is stored in {first} and {shard}",
+                    file=shard,
+                    tensor=tname,
+                    offset=table.data_offset + begin,
                 )
-            )
-        elif total not in (tensor_bytes, file_bytes):
-            out.append(
-                Finding(
-                    TOTAL_SIZE_MISMATCH,
-                    f"total_size {total} is neither the tensor bytes {tensor_bytes} nor "
-                    f"the file bytes {file_bytes}",
-                    file=INDEX_NAME,
+
+
+def _not_in_index(loaded: Loaded) -> Iterator[Finding]:
+    """``SHARD_TENSOR_NOT_IN_INDEX``: a shard holds a tensor the index does not map to it."""
+    for shard, table in loaded.tables.items():
+        if shard in loaded.as_indexed:
+            continue
+        for tname, begin in zip(table.names, table.begins, strict=True):
+            mapped = loaded.weight_map.get(tname)
+            if mapped != shard:
+                yield Finding(
+                    SHARD_TENSOR_NOT_IN_INDEX,
+                    f"{shard} holds {tname} but the index "
+                    + ("does not list it" if mapped is None else f"maps it to {mapped}"),
+                    file=shard,
+                    tensor=tname,
+                    offset=table.data_offset + begin,
                 )
+
+
+def _index_not_in_shard(loaded: Loaded) -> Iterator[Finding]:
+    """``INDEX_TENSOR_NOT_IN_SHARD``: the index maps a tensor to a shard that was read and
+    does not hold it."""
+    if loaded.weight_map.items() <= loaded.first.items():
+        return  # every entry's shard holds its tensor (first)
+    ckpt = loaded.ckpt
+    gone = (set(loaded.listed) - set(ckpt.shards)) | ckpt.unreadable
+    for tname, shard in loaded.weight_map.items():
+        have = ckpt.tensors.get(tname)
+        if ((have is None or have.file != shard) and shard not in gone
+                and loaded.first.get(tname) != shard):
+            yield Finding(
+                INDEX_TENSOR_NOT_IN_SHARD,
+                f"the index maps {tname} to {shard}, which does not hold it",
+                file=shard,
+                tensor=tname,
             )
 
-    # stray shards (recursive, not following symlinked folders)
-    listed = set(shards)
-    for rel in reader.files():
+
+def _total_size(loaded: Loaded) -> Iterator[Finding]:
+    """``TOTAL_SIZE_MISMATCH``: the index's ``metadata.total_size``, when every listed shard
+    was read, must be the tensor bytes or the file bytes (either convention)."""
+    ckpt = loaded.ckpt
+    if ckpt.index is None or len(ckpt.shards) != len(loaded.listed) or ckpt.unreadable:
+        return
+    meta = ckpt.index.get("metadata")
+    total = meta.get("total_size") if isinstance(meta, dict) else None
+    if total is None:
+        return
+    if isinstance(total, bool) or not isinstance(total, int):
+        yield Finding(
+            TOTAL_SIZE_MISMATCH,
+            f"total_size is a JSON {type(total).__name__}, not an integer",
+            file=INDEX_NAME,
+        )
+        return
+    tensor_bytes = sum(sum(t.ends) - sum(t.begins) for t in loaded.tables.values())
+    if total not in (tensor_bytes, ckpt.bytes_total):
+        yield Finding(
+            TOTAL_SIZE_MISMATCH,
+            f"total_size {total} is neither the tensor bytes {tensor_bytes} nor "
+            f"the file bytes {ckpt.bytes_total}",
+            file=INDEX_NAME,
+        )
+
+
+def _stray_shards(loaded: Loaded) -> Iterator[Finding]:
+    """``SHARD_STRAY``: a ``.safetensors`` file (recursive, not following symlinked folders)
+    the index does not name."""
+    listed = set(loaded.listed)
+    for rel in loaded.reader.files():
         if rel.endswith(".safetensors") and rel not in listed:
-            out.append(Finding(SHARD_STRAY, f"{rel} is not named in the index", file=rel))
+            yield Finding(SHARD_STRAY, f"{rel} is not named in the index", file=rel)
 
-    # modules
-    modules = ckpt.modules
-    for tname, ref in ckpt.tensors.items():
-        module, _, param = tname.rpartition(".")  # TensorRef.module and .param, in one split
-        mod = modules.get(module)
-        if mod is None:
-            mod = modules[module] = Module(module)
-        mod.tensors[param] = ref
-    # the architecture last: its inventory is bounded by what the headers hold
-    if config:
-        out += [Finding(CONFIG_ARCH, p, file="config.json") for p in derive(ckpt)]
-    return LoadResult(ckpt, out, None)
+
+#: The checks of the configs, in run order (they run for an unsupported format too).
+CONFIG_CHECKS: tuple[Callable[[Loaded], Iterable[Finding]], ...] = (
+    _quant_config_conflict, _config_contradictions, _format_support,
+)
+#: The checks of the index and the shards, in run order.
+SHARD_CHECKS: tuple[Callable[[Loaded], Iterable[Finding]], ...] = (
+    _index_entries, _spans_past_end, _stored_twice, _not_in_index, _index_not_in_shard,
+    _total_size, _stray_shards,
+)
 
 
 def run(ckpt: Checkpoint, opts: Options) -> Iterator[Finding]:

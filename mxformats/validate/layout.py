@@ -6,6 +6,7 @@ from __future__ import annotations
 import fnmatch
 import re
 from collections.abc import Generator, Iterator
+from typing import NamedTuple
 
 from .descriptors import Descriptor, by_format
 from .descriptors.base import TensorSpec
@@ -192,12 +193,45 @@ def _why(ckpt: Checkpoint, exp: ExpectedModule) -> str | None:
     return _descriptor(ckpt).unquantizable(exp)
 
 
+class _Expected(NamedTuple):
+    """What a quantized module of one descriptor and logical shape must hold: ``spec`` (the
+    descriptor's :class:`TensorSpec`) and ``usual``, param -> (its usual dtype, its usual
+    shape): a module holding exactly these has no finding of :func:`_check_quantized`. None
+    when that check reads data (``weight_shape`` at level ``scales`` and above)."""
+
+    spec: TensorSpec
+    usual: dict[str, tuple[str, tuple[int, ...]]] | None
+
+
+class _Expectations:
+    """:class:`_Expected` per (descriptor, logical shape): every expert of a layer asks the
+    same question, so each answer is computed once per run."""
+
+    def __init__(self, ckpt: Checkpoint, opts: Options) -> None:
+        self.ckpt = ckpt
+        self.reads = opts.at_least(Level.SCALES)
+        #: (id of the descriptor, shape) -> (the descriptor, kept alive so that its id stays
+        #: unique, and its answer)
+        self.known: dict[tuple[int, tuple[int, ...]], tuple[Descriptor, _Expected]] = {}
+
+    def __call__(self, desc: Descriptor, shape: tuple[int, ...]) -> _Expected:
+        key = (id(desc), shape)
+        found = self.known.get(key)
+        if found is None:
+            spec = desc.expected_tensors(self.ckpt, shape[0], shape[-1])
+            usual = (None if self.reads and "weight_shape" in spec
+                     else {p: (dtypes[0], shapes[0]) for p, (dtypes, shapes) in spec.items()})
+            found = self.known[key] = (desc, _Expected(spec, usual))
+        return found[1]
+
+
 def _check_quantized(
-    ckpt: Checkpoint, mod: Module, shape: tuple[int, ...], opts: Options
+    ckpt: Checkpoint, mod: Module, shape: tuple[int, ...], opts: Options, desc: Descriptor,
+    want: TensorSpec,
 ) -> Iterator[Finding]:
+    """The findings on quantized module ``mod`` of logical ``shape`` stored in ``desc``'s
+    format, which expects the tensors ``want``."""
     out, inp = shape[0], shape[-1]
-    desc = _descriptor(ckpt).for_module(ckpt, mod.name)
-    want = desc.expected_tensors(ckpt, out, inp)
     if not want:
         return
     for p, (dtypes, shapes) in want.items():
@@ -390,15 +424,15 @@ def _module_findings(ckpt: Checkpoint, opts: Options, desc: Descriptor, explaine
     """The findings of each expected module, then of each fused pair (``explained``: the
     modules an exclude finding already covers)."""
     is_excluded = ckpt.exclude_matcher  # once: ckpt.exclude does not change during the run
+    expectations = _Expectations(ckpt, opts)
     for exp in ckpt.expected.values():
         mod = ckpt.modules.get(exp.name)
         if mod is None:
             continue
-        excluded = is_excluded(exp.name)
-        first = _anchor(mod)
         if mod.quantized:
             why = _why(ckpt, exp)
             if why is not None:
+                first = _anchor(mod)
                 yield Finding(
                     UNQUANTIZABLE_QUANTIZED,
                     f"{exp.name} is quantized but will not load: {why}",
@@ -407,7 +441,8 @@ def _module_findings(ckpt: Checkpoint, opts: Options, desc: Descriptor, explaine
                     offset=first.begin,
                 )
                 continue
-            if excluded:
+            if is_excluded(exp.name):
+                first = _anchor(mod)
                 yield Finding(
                     EXCLUDED_QUANTIZED,
                     f"{exp.name} is matched by the exclude/ignore "
@@ -419,7 +454,11 @@ def _module_findings(ckpt: Checkpoint, opts: Options, desc: Descriptor, explaine
                 continue
             shape = exp.shape
             if shape is not None and len(shape) == 2:
-                yield from _check_quantized(ckpt, mod, shape, opts)
+                module_desc = desc.for_module(ckpt, exp.name)
+                expected = expectations(module_desc, shape)
+                if expected.usual != {p: (r.dtype, r.shape) for p, r in mod.tensors.items()}:
+                    yield from _check_quantized(ckpt, mod, shape, opts, module_desc,
+                                                expected.spec)
             continue
         w = mod.tensors.get("weight")
         if w is not None and len(w.shape) == 2 and w.dtype != "BF16" and exp.kind != "router":
@@ -436,6 +475,7 @@ def _module_findings(ckpt: Checkpoint, opts: Options, desc: Descriptor, explaine
                 if exp.kind == "expert"
                 else _descriptor(ckpt).bf16_linear_why
             )
+            first = _anchor(mod)
             yield Finding(
                 NOT_EXCLUDED_UNQUANTIZED,
                 f"{exp.name} is BF16 but not in the exclude/ignore list: {why}",

@@ -28,12 +28,13 @@ from typing import TYPE_CHECKING, Any
 from mxformats.tensorfile import (
     MAX_JSON_SIZE,
     ErrorKind,
+    HeaderTable,
     TensorFileError,
     header_length,
     not_regular,
     open_regular,
-    parse_header,
-    read_header,
+    parse_header_table,
+    read_header_table,
     read_json,
     tensor_array,
 )
@@ -136,12 +137,18 @@ class Reader(ABC):
         return True
 
     def header(self, name: str) -> tuple[dict[str, Any], int]:
-        """The validated safetensors header of ``name`` (see
-        :func:`mxformats.tensorfile.read_header`), from two reads: the 8-byte length, then
-        exactly the ``N`` header bytes it announces."""
+        """The validated safetensors header of ``name`` as
+        :func:`mxformats.tensorfile.read_header` returns it (see :meth:`header_table`)."""
+        return self.header_table(name).as_header()
+
+    def header_table(self, name: str) -> HeaderTable:
+        """The validated safetensors header of ``name`` as a
+        :class:`~mxformats.tensorfile.HeaderTable` (the loader's form: columns, no dictionary
+        per tensor), from two reads: the 8-byte length, then exactly the ``N`` header bytes it
+        announces."""
         size = self.size(name)
         n = header_length(name, self.read_range(name, 0, min(8, size)), size)
-        return parse_header(name, self.read_range(name, 8, 8 + n), size)
+        return parse_header_table(name, self.read_range(name, 8, 8 + n), size)
 
     def tensor(self, name: str, tensor: str) -> NDArray[Any]:
         """Tensor ``tensor`` of shard ``name`` (as :func:`mxformats.tensorfile.read_tensor`
@@ -227,8 +234,8 @@ class LocalReader(Reader):
                 h.update(chunk)
         return h.hexdigest()
 
-    def header(self, name: str) -> tuple[dict[str, Any], int]:
-        return read_header(self.path(name))  # one open for the length and the header
+    def header_table(self, name: str) -> HeaderTable:
+        return read_header_table(self.path(name))  # one open for the length and the header
 
     def read_json(self, name: str, limit: int = MAX_JSON_SIZE) -> Any:
         return read_json(self.path(name), limit)

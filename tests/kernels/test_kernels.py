@@ -36,6 +36,7 @@ from mxformats.kernels.mx_plan import KERNEL_ELEMENTS
 from mxformats.registry import profiles as registered_profiles
 from mxformats.schemes import fp8_block as fp8_block_reference
 from mxformats.schemes import mx as mx_reference
+from mxformats.schemes import nvfp4 as nvfp4_reference
 from mxformats.schemes.mx.consumers import CONSUMERS
 from mxformats.schemes.mx.producers import PRODUCERS
 from mxformats.testing import check_dequantizer, check_int4_quantizer, check_quantizer
@@ -53,8 +54,9 @@ DTYPES = ("float32", "bfloat16", "float16")
 
 @pytest.fixture(scope="session")
 def examples(device: str) -> int:
-    """Hypothesis examples per test: the interpreter costs tens of ms per kernel launch."""
-    return 25 if device == "cpu" else 100
+    """Hypothesis examples per test: the interpreter costs tens of ms per kernel launch; on a
+    GPU the host-side reference is the cost, within benchmarks/gpu.py's seven-minute plan."""
+    return 25 if device == "cpu" else 50
 
 
 def _kernel(backend: Backend, function: str) -> Callable[..., Any]:
@@ -881,3 +883,296 @@ def test_dequantize_fp8_block_refuses_wrong_scale_shapes(backend: Backend, fmt: 
     got = _outcome(lambda: _kernel(backend, "dequantize_fp8_block")(
         _torch(codes, device), _torch(scales, device), profile=profile))
     assert expected is ValueError and got is ValueError
+
+
+# -- NVFP4 (ModelOpt weight_scale_2, compressed-tensors weight_global_scale) --------------------
+
+
+def _nvfp4_vectors(profile: str) -> list[dict[str, Any]]:
+    path = Path(__file__).resolve().parents[2] / "spec" / "vectors" / "nvfp4" / f"{profile}.json"
+    cases: list[dict[str, Any]] = json.loads(path.read_text())["cases"]
+    return cases
+
+
+def _check_nvfp4(fn: Callable[..., Any], values: np.ndarray, profile: str, device: str,
+                 what: str, *, axis: int = -1, global_amax: float | None = None,
+                 given: Any = None) -> Any:
+    """``fn`` on ``values`` (or on ``given``, its torch layout) against the reference: the same
+    exception class, or the same bytes. Returns the reference's result (None if it raised)."""
+    with np.errstate(over="ignore"):
+        expected = _outcome(lambda: nvfp4_reference.quantize_nvfp4(
+            values, axis=axis, profile=profile, global_amax=global_amax))
+    got = _outcome(lambda: fn(_torch(values, device) if given is None else given, axis=axis,
+                              profile=profile, global_amax=global_amax))
+    if isinstance(expected, type):
+        assert got is expected, f"{what}: the reference raises {expected.__name__}, got {got}"
+        return None
+    assert not isinstance(got, type), f"{what}: the kernel raises {got.__name__}"
+    codes, scales, global_scale = got
+    assert_bytes_equal(codes, expected.codes, f"codes, {what}")
+    assert_bytes_equal(scales, expected.scales, f"scales, {what}")
+    assert_bytes_equal(global_scale, expected.global_scale, f"global scale, {what}")
+    return expected
+
+
+@pytest.mark.kernel("quantize_nvfp4")
+def test_quantize_nvfp4_vectors(backend: Backend, fmt: str, profile: str, device: str) -> None:
+    """The spec's vectors (spec/vectors/nvfp4/<profile>.json): packed codes, scales, global."""
+    fn = _kernel(backend, "quantize_nvfp4")
+    cases = _nvfp4_vectors(profile)
+    assert cases
+    for case in cases:
+        x = _hex_array(case["input"], float_dtype(case["dtype"]), case["shape"])
+        amax = case["global_amax"] and float.fromhex(case["global_amax"])
+        codes, scales, global_scale = fn(_torch(x, device), profile=profile, global_amax=amax)
+        packed = mx_reference.pack_fp4(_numpy(codes))
+        assert packed.reshape(-1).tolist() == [int(c, 16) for c in case["packed"]], case["vector"]
+        assert _numpy(scales).reshape(-1).tolist() == [int(c, 16) for c in case["scales"]], \
+            case["vector"]
+        assert_bytes_equal(global_scale.reshape(-1)[:1],
+                           np.array([float.fromhex(case["global_scale"])], np.float32),
+                           f"global scale, {case['vector']}")
+
+
+@pytest.mark.kernel("dequantize_nvfp4")
+def test_dequantize_nvfp4_vectors(backend: Backend, fmt: str, profile: str, device: str) -> None:
+    """The spec's consumer vectors, from the packed bytes and from the unpacked codes."""
+    fn = _kernel(backend, "dequantize_nvfp4")
+    cases = _nvfp4_vectors(profile)
+    assert cases
+    for case in cases:
+        packed = np.array([int(c, 16) for c in case["packed"]], np.uint8)
+        shape = case["shape"]
+        packed = packed.reshape(shape[0], shape[1] // 2)
+        scales = np.array([int(c, 16) for c in case["scales"]], np.uint8).reshape(shape[0], -1)
+        global_scale = _torch(np.array([float.fromhex(case["global_scale"])], np.float32), device)
+        expected = np.array([float.fromhex(v) if v != "nan" else np.nan
+                             for v in case["expected"]], np.float32).reshape(shape)
+        for codes, is_packed in ((packed, True), (mx_reference.unpack_fp4(packed), False)):
+            got = fn(_torch(codes, device), _torch(scales, device), global_scale,
+                     profile=profile, packed=is_packed)
+            assert_bytes_equal_nan_any(got, expected, f"{case['vector']} packed={is_packed}")
+
+
+@pytest.mark.kernel("quantize_nvfp4")
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_quantize_nvfp4_exhaustive(backend: Backend, fmt: str, profile: str, dtype: str,
+                                   device: str) -> None:
+    """Every finite 16-bit pattern (±0, subnormals, the largest): in magnitude order cut into
+    eight tensors (eight global scales; each block near its maximum: every tie, every binade)
+    and shuffled in one (small elements under large maxima, tiny and zero E4M3 scales), with
+    the tensor's own maximum and with a caller's ``global_amax``. Every NaN and ±Inf pattern
+    is refused as the reference refuses it: each kind alone in an otherwise finite tensor."""
+    fn = _kernel(backend, "quantize_nvfp4")
+    patterns = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(float_dtype(dtype))
+    wide = patterns.astype(np.float32)
+    finite = patterns[np.isfinite(wide)]  # 256 x 254 (bfloat16), 256 x 248 (float16)
+    ordered = finite[np.argsort(np.abs(finite.astype(np.float32)), kind="stable")]
+    for part, chunk in enumerate(np.split(ordered, 8)):
+        _check_nvfp4(fn, chunk.reshape(-1, 16), profile, device, f"{dtype} sorted part {part}")
+    shuffled = finite[np.random.default_rng(4).permutation(finite.size)].reshape(-1, 256)
+    _check_nvfp4(fn, shuffled, profile, device, f"{dtype} shuffled")
+    _check_nvfp4(fn, shuffled, profile, device, f"{dtype} shuffled, global_amax",
+                 global_amax=float(np.abs(wide[np.isfinite(wide)]).max()) * 4)
+    not_finite = patterns[~np.isfinite(wide)]
+    kinds = {"+Inf": not_finite[wide[~np.isfinite(wide)] > 0][:1],
+             "-Inf": not_finite[wide[~np.isfinite(wide)] < 0][:1],
+             "every NaN": not_finite[np.isnan(wide[~np.isfinite(wide)])]}
+    for name, bad in kinds.items():
+        x = np.concatenate([finite[:4096], bad])
+        x = x[:x.size // 16 * 16].reshape(-1, 16)
+        for amax in (None, 1.0):
+            _check_nvfp4(fn, x, profile, device, f"{dtype} {name}, global_amax={amax}",
+                         global_amax=amax)
+
+
+@st.composite
+def _nvfp4_cases(draw: Any) -> tuple[Any, ...]:
+    """A finite float array of 1-3 dims (one row of K = 7168 to a few short rows; some hold
+    one NaN or Inf), an axis whose length is a multiple of 16, a layout (contiguous,
+    transposed, sliced) and a global_amax (None, or around the tensor's maximum)."""
+    ndim = draw(st.integers(1, 3))
+    axis = draw(st.integers(-ndim, ndim - 1))
+    shape = [draw(st.integers(1, 7)) for _ in range(ndim)]
+    wide = draw(st.booleans())
+    shape[axis] = 16 * (448 if wide else draw(st.integers(1, 5)))
+    if wide:
+        shape = [1 if i != axis % ndim else s for i, s in enumerate(shape)]
+    dtype = draw(st.sampled_from(DTYPES))
+    seed = draw(st.integers(0, 2**32 - 1))
+    values = _random_values(seed, tuple(shape), dtype)
+    values = np.where(np.isfinite(values.astype(np.float32)), values, values.dtype.type(0))
+    if draw(st.integers(0, 9)) == 0:
+        values.reshape(-1)[seed % values.size] = draw(st.sampled_from([np.nan, np.inf]))
+    layout = draw(st.sampled_from(["contiguous", "transposed", "sliced"]))
+    amax = draw(st.one_of(st.none(), st.sampled_from([0.0, 0.25, 1.0, 4.0])))
+    top = float(np.abs(values.astype(np.float32)).max())
+    global_amax = None if amax is None or not np.isfinite(top) else amax * top
+    return values, axis, layout, global_amax
+
+
+@pytest.mark.kernel("quantize_nvfp4")
+def test_nvfp4_shapes(backend: Backend, fmt: str, profile: str, device: str,
+                      examples: int) -> None:
+    """Any shape, axis and strides, a caller's global_amax: quantize with the reference's
+    bytes (or its exception), then dequantize the reference's result with each consumer of
+    the profile's global form, packed or not, into a drawn dtype."""
+    quantize = _kernel(backend, "quantize_nvfp4")
+    dequantize = _kernel(backend, "dequantize_nvfp4")
+    form = nvfp4_reference.PRODUCERS[profile].global_form
+    consumers = [name for name, c in nvfp4_reference.CONSUMERS.items() if c.global_form == form]
+
+    @settings(max_examples=max(8, examples // 2), deadline=None, database=None)
+    @given(_nvfp4_cases(), st.sampled_from(consumers), st.booleans(),
+           st.sampled_from((*DTYPES, "float64")))
+    def check(case: tuple[Any, ...], consumer: str, packed: bool, out: str) -> None:
+        values, axis, layout, global_amax = case
+        what = f"{profile} {values.dtype} {values.shape} axis={axis} {layout} amax={global_amax}"
+        q = _check_nvfp4(quantize, values, profile, device, what, axis=axis,
+                         global_amax=global_amax, given=_laid_out(values, layout, device))
+        if q is None:
+            return
+        codes = q.packed() if packed else q.codes
+        out_dtype = np.dtype(out) if out == "float64" else float_dtype(out)
+        with np.errstate(over="ignore"):  # float16 overflows to Inf
+            expected = nvfp4_reference.dequantize_nvfp4(codes, q.scales, q.global_scale,
+                                                        axis=axis, profile=consumer,
+                                                        packed=packed, dtype=out_dtype)
+        got = dequantize(_laid_out(codes, layout, device), _torch(q.scales, device),
+                         _torch(q.global_scale, device), axis=axis, profile=consumer,
+                         packed=packed, dtype=getattr(torch, out))
+        assert_bytes_equal_nan_any(got, expected, f"dequantize {consumer} to {out}, {what}")
+
+    check()
+
+
+@pytest.mark.kernel("quantize_nvfp4")
+def test_quantize_nvfp4_checkpoint_shapes(backend: Backend, fmt: str, profile: str,
+                                          device: str) -> None:
+    """Kimi-K2's shapes, bfloat16: ``kv_a_proj_with_mqa`` (576 rows; 576 x 7168 on a GPU,
+    576 x 256 on the interpreter) and a 96-column expert slice quantized along its rows
+    (``axis=0``) and along its 96 columns."""
+    fn = _kernel(backend, "quantize_nvfp4")
+    wide = 7168 if device != "cpu" else 256
+    values = _random_values(576, (576, wide), "bfloat16")
+    values = np.where(np.isfinite(values.astype(np.float32)), values, values.dtype.type(0))
+    _check_nvfp4(fn, values, profile, device, f"{profile} (576, {wide})")
+    expert = values[:384, :96]
+    for axis in (0, 1):
+        _check_nvfp4(fn, expert, profile, device, f"{profile} (384, 96) axis={axis}", axis=axis)
+
+
+@pytest.mark.kernel("quantize_nvfp4")
+def test_quantize_nvfp4_edge_program_reads_only_its_tensor(backend: Backend, fmt: str,
+                                                           profile: str, device: str) -> None:
+    """Nine blocks (3 rows of 48), fewer than a program takes: the rows of the storage after
+    the tensor hold NaN, which a program reading past the tensor's last block would find (and
+    refuse the finite tensor)."""
+    fn = _kernel(backend, "quantize_nvfp4")
+    storage = np.full((3 + 64, 48), np.nan, np.float32)
+    storage[:3] = _random_values(3, (3, 48), "float32")
+    values = np.where(np.isfinite(storage[:3]), storage[:3], np.float32(1.0))
+    storage[:3] = values
+    _check_nvfp4(fn, values, profile, device, f"{profile} (3, 48) in a NaN storage",
+                 given=_torch(storage, device)[:3])
+
+
+def test_nvfp4_global_amax_is_the_same_whatever_the_grid(device: str, monkeypatch: Any) -> None:
+    """The Triton two-pass maximum, the block scales and the codes do not depend on the
+    launch grid: elements per program of pass 1, partials per program of pass 2 (several
+    rounds of it), blocks per program of the quantizer. NaN anywhere is still refused."""
+    requires("triton")
+    from mxformats.kernels.triton import nvfp4 as triton_nvfp4
+
+    values = _random_values(7, (16, 128), "bfloat16")
+    values = np.where(np.isfinite(values.astype(np.float32)), values, values.dtype.type(0))
+    values[15, 127] = 2.0**100  # the maximum in the last element of the last program
+    poisoned = values.copy()
+    poisoned[15, 0] = np.nan
+    for amax_elements, reduce_block, blocks in ((1 << 15, 4096, 2048), (64, 4, 8)):
+        where = "interpreter" if device == "cpu" else "gpu"
+        monkeypatch.setitem(triton_nvfp4.AMAX_ELEMENTS, where, amax_elements)
+        monkeypatch.setitem(triton_nvfp4.BLOCKS, where, blocks)
+        monkeypatch.setattr(triton_nvfp4, "REDUCE_BLOCK", reduce_block)
+        for profile in nvfp4_reference.PRODUCERS:
+            what = f"{profile}, grid ({amax_elements}, {reduce_block}, {blocks})"
+            _check_nvfp4(triton_nvfp4.quantize_nvfp4, values, profile, device, what)
+            _check_nvfp4(triton_nvfp4.quantize_nvfp4, poisoned, profile, device, what + " NaN")
+
+
+@pytest.mark.kernel("dequantize_nvfp4")
+def test_dequantize_nvfp4_exhaustive(backend: Backend, fmt: str, profile: str,
+                                     device: str) -> None:
+    """All 16 codes under all 256 scale bytes (NaN 0x7F/0xFF, subnormals, ±0), under global
+    scales 0, -0, the smallest subnormal, 1/2688, 1, 2688, the largest float32, ±Inf and NaN:
+    unpacked into float32 and float16, packed into bfloat16; and into float64 under 1/2688. A
+    NaN output may be any NaN where the reference has one (spec/mx.md §6)."""
+    fn = _kernel(backend, "dequantize_nvfp4")
+    codes = np.tile(np.arange(16, dtype=np.uint8), (256, 1))
+    scales = np.arange(256, dtype=np.uint8).reshape(256, 1)
+    packed = mx_reference.pack_fp4(codes)
+    for global_value in (0.0, -0.0, 2.0**-149, 1 / 2688, 1.0, 2688.0, 3.4028235e38, np.inf,
+                         -np.inf, np.nan):
+        stored = np.array([global_value], np.float32)
+        outs = [("float32", False), ("float16", False), ("bfloat16", True)]
+        for out, is_packed in outs + [("float64", False)] * (global_value == 1 / 2688):
+            out_dtype = np.dtype(out) if out == "float64" else float_dtype(out)
+            with np.errstate(all="ignore"):
+                expected = nvfp4_reference.dequantize_nvfp4(codes, scales, stored,
+                                                            profile=profile, dtype=out_dtype)
+            got = fn(_torch(packed if is_packed else codes, device), _torch(scales, device),
+                     _torch(stored, device), profile=profile, packed=is_packed,
+                     dtype=getattr(torch, out))
+            assert_bytes_equal_nan_any(got, expected, f"global {global_value} to {out} "
+                                       f"packed={is_packed}")
+
+
+NVFP4_REFUSALS: dict[str, tuple[np.ndarray, dict[str, Any]]] = {
+    "integer data": (np.ones((2, 16), np.int32), {}),
+    "float64": (np.ones((2, 16), np.float64), {}),
+    "axis out of range": (np.ones((2, 16), np.float32), {"axis": 2}),
+    "ragged": (np.ones((2, 24), np.float32), {}),
+    "empty rows": (np.ones((0, 16), np.float32), {}),
+    "unknown profile": (np.ones((2, 16), np.float32), {"profile": "no-such-profile"}),
+    "negative global_amax": (np.ones((2, 16), np.float32), {"global_amax": -1.0}),
+    "NaN": (np.full((2, 16), np.nan, np.float32), {}),
+    "Inf with a global_amax": (np.full((2, 16), np.inf, np.float32), {"global_amax": 1.0}),
+}
+
+
+@pytest.mark.kernel("quantize_nvfp4")
+def test_quantize_nvfp4_refuses_as_the_reference(backend: Backend, fmt: str, profile: str,
+                                                 device: str) -> None:
+    """Each bad argument raises what the reference raises."""
+    fn = _kernel(backend, "quantize_nvfp4")
+    for case, (values, overrides) in NVFP4_REFUSALS.items():
+        kwargs = {"profile": profile, **overrides}
+        expected = _outcome(lambda v=values, k=kwargs: nvfp4_reference.quantize_nvfp4(v, **k))
+        assert isinstance(expected, type), f"{case}: the reference accepts it"
+        got = _outcome(lambda v=values, k=kwargs: fn(_torch(v, device), **k))
+        assert got is expected, f"{case}: the reference raises {expected.__name__}, got {got}"
+
+
+@pytest.mark.kernel("dequantize_nvfp4")
+def test_dequantize_nvfp4_refuses_as_the_reference(backend: Backend, fmt: str, profile: str,
+                                                   device: str) -> None:
+    """Codes out of range (uint8 and wider), negative packed bytes, float scales, a scale
+    shape or a global scale of the wrong size raise what the reference raises."""
+    fn = _kernel(backend, "dequantize_nvfp4")
+    scales, stored = np.zeros((2, 1), np.uint8), np.ones(1, np.float32)
+    cases = {
+        "uint8 code 16": (np.full((2, 16), 16, np.uint8), scales, stored, {}),
+        "int32 code 16": (np.full((2, 16), 16, np.int32), scales, stored, {}),
+        "negative packed byte": (np.full((2, 8), -1, np.int16), scales, stored,
+                                 {"packed": True}),
+        "float scales": (np.zeros((2, 16), np.uint8), scales.astype(np.float32), stored, {}),
+        "scales of the wrong shape": (np.zeros((2, 32), np.uint8), scales, stored, {}),
+        "two global scales": (np.zeros((2, 16), np.uint8), scales, np.ones(2, np.float32), {}),
+    }
+    for case, (codes, s, g, kwargs) in cases.items():
+        expected = _outcome(lambda c=codes, s=s, g=g, k=kwargs: nvfp4_reference.dequantize_nvfp4(
+            c, s, g, profile=profile, **k))
+        assert isinstance(expected, type), f"{case}: the reference accepts it"
+        got = _outcome(lambda c=codes, s=s, g=g, k=kwargs: fn(
+            _torch(c, device), _torch(s, device), _torch(g, device), profile=profile, **k))
+        assert got is expected, f"{case}: the reference raises {expected.__name__}, got {got}"

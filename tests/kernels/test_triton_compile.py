@@ -36,6 +36,12 @@ FP8_BLOCK_CASES = [("quantize", "deepseek", "bfloat16"), ("quantize", "deepgemm"
                    ("quantize", "deepseek-fnuz", "float32"),
                    ("dequantize", "deepseek", "float32"),
                    ("dequantize", "compressed-tensors", "bfloat16")]
+#: (function, profile, input or output dtype) of the NVFP4 kernels: every producer and consumer.
+NVFP4_CASES = [("quantize", "modelopt", "bfloat16"), ("quantize", "compressed-tensors", "bfloat16"),
+               ("quantize", "compressed-tensors", "float16"), ("quantize", "modelopt", "float32"),
+               ("dequantize", "vllm-modelopt", "bfloat16"),
+               ("dequantize", "vllm-compressed-tensors", "float32"),
+               ("dequantize", "vllm-compressed-tensors-emulation", "float16")]
 #: What would make a GPU's bytes differ from the interpreter's where a kernel does float
 #: arithmetic: contraction, approximate division or reciprocal, flushed subnormals.
 INEXACT_OPS = re.compile(r"\bfma\.rn\.f32|\b(?:div|rcp)\.(?:approx|full)[.a-z0-9]*|\.ftz\b")
@@ -81,45 +87,77 @@ def _float_ops(case: tuple[str, ...]) -> list[str]:
     return FLOAT_OPS.findall(compiled.asm["ptx"])
 
 
-def _inexact_ops_fp8_block(case: tuple[str, ...]) -> list[str]:
-    """Compile one FP8 block launch (recorded, not run) for sm_90; its inexact instructions,
-    and for the dequantizer a note if its PTX does not select the canonical NaN's bits."""
+def _inexact_ops_of_calls(module: Any, call: Any, *, canonical_nan: bool = False) -> list[str]:
+    """Record (never run) the launches ``call()`` makes through ``module.launch``, compile each
+    for sm_90 and return the inexact instructions of all of them; with ``canonical_nan``, a
+    note if no launch's PTX selects the canonical NaN's bits."""
     import torch
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
+    launches: list[tuple[Any, tuple[Any, ...], dict[str, Any]]] = []
+    real_launch = module.launch
+    module.launch = lambda kernel, grid, t, *args, **meta: launches.append((kernel, args, meta))
+    try:
+        call()
+    finally:
+        module.launch = real_launch
+    assert launches
+    types = {torch.float32: "*fp32", torch.bfloat16: "*bf16", torch.float16: "*fp16",
+             torch.uint8: "*u8", torch.int32: "*i32"}
+    found: set[str] = set()
+    selected = False
+    for kernel, args, meta in launches:
+        names = [p.name for p in kernel.params if not p.is_constexpr]
+        signature = {name: types[a.dtype] if isinstance(a, torch.Tensor) else "i32"
+                     for name, a in zip(names, args, strict=True)}
+        signature.update(dict.fromkeys(meta, "constexpr"))
+        source = ASTSource(kernel, {name: signature[name] for name in kernel.arg_names}, meta)
+        compiled = triton.compile(source, target=GPUTarget("cuda", 90, 32),
+                                  options={"enable_fp_fusion": False})
+        found.update(INEXACT_OPS.findall(compiled.asm["ptx"]))
+        selected = selected or bool(CANONICAL_NAN_SELECT.search(compiled.asm["ptx"]))
+    return sorted(found) + ([] if selected or not canonical_nan
+                            else ["no select of the canonical NaN's bits"])
+
+
+def _inexact_ops_fp8_block(case: tuple[str, ...]) -> list[str]:
+    """Compile one FP8 block launch (recorded, not run) for sm_90; its inexact instructions,
+    and for the dequantizer a note if its PTX does not select the canonical NaN's bits."""
+    import torch
+
     from mxformats.kernels.triton import fp8_block
 
     function, profile, dtype = case
-    launches: list[tuple[Any, tuple[Any, ...], dict[str, Any]]] = []
-    real_launch = fp8_block.launch
-    fp8_block.launch = lambda kernel, grid, t, *args, **meta: launches.append((kernel, args, meta))
+    if function == "quantize":
+        return _inexact_ops_of_calls(fp8_block, lambda: fp8_block.quantize_fp8_block(
+            torch.ones(256, 256, dtype=getattr(torch, dtype)), profile=profile))
+    return _inexact_ops_of_calls(fp8_block, lambda: fp8_block.dequantize_fp8_block(
+        torch.zeros(256, 256, dtype=torch.uint8), torch.ones(2, 2, dtype=getattr(torch, dtype)),
+        profile=profile, dtype=getattr(torch, dtype)), canonical_nan=True)
+
+
+def _inexact_ops_nvfp4(case: tuple[str, ...]) -> list[str]:
+    """Compile the NVFP4 launches of one call (passes 1 and 2 and the quantizer, or the
+    dequantizer) for sm_90; their inexact instructions."""
+    import torch
+
+    from mxformats.kernels.triton import nvfp4
+
+    function, profile, dtype = case
+    # the GPU tile sizes: 256 partial maxima, so pass 2 is launched
+    saved = nvfp4.tile_kind
+    nvfp4.tile_kind = lambda t: "gpu"
     try:
         if function == "quantize":
-            fp8_block.quantize_fp8_block(torch.ones(256, 256, dtype=getattr(torch, dtype)),
-                                         profile=profile)
-        else:
-            fp8_block.dequantize_fp8_block(torch.zeros(256, 256, dtype=torch.uint8),
-                                           torch.ones(2, 2, dtype=getattr(torch, dtype)),
-                                           profile=profile, dtype=getattr(torch, dtype))
+            return _inexact_ops_of_calls(nvfp4, lambda: nvfp4.quantize_nvfp4(
+                torch.ones(1024, 1024, dtype=getattr(torch, dtype)), profile=profile))
+        return _inexact_ops_of_calls(nvfp4, lambda: nvfp4.dequantize_nvfp4(
+            torch.zeros(256, 128, dtype=torch.uint8), torch.ones(256, 16, dtype=torch.uint8),
+            torch.ones(1), profile=profile, packed=True, dtype=getattr(torch, dtype)))
     finally:
-        fp8_block.launch = real_launch
-    (kernel, args, meta), = launches
-    names = [p.name for p in kernel.params if not p.is_constexpr]
-    types = {torch.float32: "*fp32", torch.bfloat16: "*bf16", torch.float16: "*fp16",
-             torch.uint8: "*u8"}
-    signature = {name: types[a.dtype] if isinstance(a, torch.Tensor) else "i32"
-                 for name, a in zip(names, args, strict=True)}
-    signature.update(dict.fromkeys(meta, "constexpr"))
-    source = ASTSource(kernel, {name: signature[name] for name in kernel.arg_names}, meta)
-    compiled = triton.compile(source, target=GPUTarget("cuda", 90, 32),
-                              options={"enable_fp_fusion": False})
-    ptx = compiled.asm["ptx"]
-    problems = sorted(set(INEXACT_OPS.findall(ptx)))
-    if function == "dequantize" and not CANONICAL_NAN_SELECT.search(ptx):
-        problems.append("no select of the canonical NaN's bits")
-    return problems
+        nvfp4.tile_kind = saved
 
 
 @pytest.fixture(scope="module")
@@ -152,7 +190,16 @@ def test_fp8_block_kernel_compiles_exact(case: tuple[str, ...], compiled: dict[s
     assert compiled["fp8_block-" + "-".join(case)] == []
 
 
+@pytest.mark.parametrize("case", NVFP4_CASES, ids=["-".join(c) for c in NVFP4_CASES])
+def test_nvfp4_kernels_compile_exact(case: tuple[str, ...], compiled: dict[str, Any]) -> None:
+    """The NVFP4 kernels' PTX (the amax passes, the quantizer, the dequantizer): no fused
+    multiply-add, approximate division or reciprocal, or flush to zero."""
+    assert compiled["nvfp4-" + "-".join(case)] == []
+
+
 if __name__ == "__main__":
     print(json.dumps({**{"-".join(case): _float_ops(case) for case in CASES},
                       **{"fp8_block-" + "-".join(case): _inexact_ops_fp8_block(case)
-                         for case in FP8_BLOCK_CASES}}))
+                         for case in FP8_BLOCK_CASES},
+                      **{"nvfp4-" + "-".join(case): _inexact_ops_nvfp4(case)
+                         for case in NVFP4_CASES}}))

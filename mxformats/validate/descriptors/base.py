@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from mxformats.pairing import default_consumer
 
-from ..model import CheckpointFormat, CodeStats, ExcludeMatcher
+from ..model import CheckpointFormat, CodeStats, ExcludeMatcher, literal_alternation
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
@@ -99,14 +99,18 @@ class ModelOptMatcher(ExcludeMatcher):
         # One C-level scan per module instead of a Python loop over every entry: an entry hits
         # when it is a substring of the name (equality and the ``language_model.``-less name
         # are substrings of it too) or when the name fnmatches it.
+        # An entry without fnmatch's special characters matches only its own name as a glob,
+        # which the substring scan finds already: only real globs need the second regex.
         unique = list(dict.fromkeys(self.patterns))
-        self._substring = re.compile("|".join(map(re.escape, unique))) if unique else None
-        self._glob = re.compile("|".join(f"(?:{fnmatch.translate(p)})" for p in unique)
-                                ) if unique else None
+        globs = [p for p in unique if any(c in p for c in "*?[")]
+        self._substring = re.compile(literal_alternation(unique)) if unique else None
+        self._glob = re.compile("|".join(f"(?:{fnmatch.translate(p)})" for p in globs)
+                                ) if globs else None
 
     def __call__(self, module: str) -> bool:
-        return self._substring is not None and self._glob is not None and bool(
-            self._substring.search(module) or self._glob.match(module))
+        return self._substring is not None and bool(
+            self._substring.search(module)
+            or (self._glob is not None and self._glob.match(module)))
 
     def unmatched(self, modules: Any) -> list[str]:
         names = sorted(set(modules))
@@ -238,9 +242,10 @@ class Descriptor:
         kind ``unsupported``, ``slow`` (emulated or a fallback) or ``note`` (native, with what
         it needs); None when no path is declared. The first vLLM path of
         :attr:`engine_paths` (of :meth:`paths_for` ``ckpt`` when given) that takes every
-        checkpoint of the format."""
+        checkpoint of the format, or, when ``ckpt`` is given, whose requirement it meets."""
         for path in self.engine_paths if ckpt is None else self.paths_for(ckpt):
-            if path.applies("vllm", vendor, arch) and path.requires is None:
+            if path.applies("vllm", vendor, arch) and (path.requires is None or (
+                    ckpt is not None and not self.path_problems(ckpt, path.requires))):
                 return _DEPLOY_KIND[path.kind], path.describe(target, arch)
         return None
 

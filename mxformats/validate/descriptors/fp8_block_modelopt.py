@@ -6,6 +6,10 @@ per-token). vLLM ``ModelOptFp8PbWoLinearMethod`` (``modelopt.py``, commit
 squeezes the 4-D scale to 2-D. ``FP8_BLOCK_SCALES`` (another spelling some exports use) is
 recognised, but vLLM's ``QUANT_ALGOS`` does not list it: its config raises.
 
+Standalone, vLLM 0.33.0 runs only the dense layers: its ``ModelOptFp8Config`` builds routed
+experts with the per-tensor ``ModelOptFp8MoEMethod`` (block-FP8 experts load only inside
+MIXED_PRECISION), so a checkpoint with quantized experts fails to load (:attr:`engine_paths`).
+
 No reference profile reproduces ModelOpt's FP8 bytes yet: structure and numbers only.
 """
 
@@ -36,6 +40,17 @@ __all__ = ["DESCRIPTOR"]
 #: inside MIXED_PRECISION)
 _SGLANG = ("sgl-project/sglang python/sglang/srt/layers/quantization/modelopt_quant.py:510 "
            "(ModelOptFp8Config.from_config) @ sglang==0.5.23")
+_VLLM_QUANT = "vllm-project/vllm vllm/model_executor/layers/quantization/"
+#: vLLM: FP8_PB_WO linears run ModelOptLinearMethod with a 128x128 block weight and a dynamic
+#: per-block activation (W8A8); the block kernels exist on CUDA and ROCm
+_VLLM_DENSE = (f"{_VLLM_QUANT}modelopt.py:2733 (resolve), vllm-project/vllm "
+               "vllm/model_executor/kernels/linear/__init__.py:494 (_POSSIBLE_FP8_BLOCK_KERNELS) "
+               "@ vllm==0.33.0")
+#: vLLM: ModelOptFp8Config's routed experts are ModelOptFp8MoEMethod (per-tensor scales); the
+#: experts' weight loader reduces each weight_scale to a scalar, which raises for a block grid
+_VLLM_EXPERTS = (f"{_VLLM_QUANT}modelopt.py:257, modelopt.py:725 (ModelOptFp8MoEMethod), "
+                 "vllm-project/vllm vllm/model_executor/layers/fused_moe/routed_experts.py:335 "
+                 "(_to_scalar) @ vllm==0.33.0")
 
 
 class ModelOptFP8Block(ModelOptDescriptor, FP8BlockDescriptor):
@@ -47,10 +62,25 @@ class ModelOptFP8Block(ModelOptDescriptor, FP8BlockDescriptor):
     scale_dtype = "F32"
     profile = None
     engine_paths = (
+        EnginePath("vllm", "native", "FP8 block on {target}: block-scaled W8A8 FP8 GEMMs "
+                   "(ModelOptLinearMethod: DeepGEMM / CUTLASS / Triton on CUDA, AITER / Triton "
+                   "on ROCm); no routed expert is quantized", _VLLM_DENSE, requires="dense-only"),
+        EnginePath("vllm", "unsupported", "vLLM builds a standalone FP8_PB_WO checkpoint's "
+                   "routed experts with the per-tensor ModelOptFp8MoEMethod: loading their "
+                   "128x128 weight_scale into its per-expert scalar raises (block-FP8 experts "
+                   "load only in MIXED_PRECISION)", _VLLM_EXPERTS),
         EnginePath("sglang", "unsupported", "SGLang loads a standalone ModelOpt FP8_PB_WO "
                    "checkpoint with ModelOptFp8Config, which refuses any quant_algo but FP8",
                    _SGLANG),
     )
+
+    def path_problems(self, ckpt: Checkpoint, requires: str) -> list[str]:
+        """``dense-only``: no routed expert is quantized, since vLLM builds a standalone
+        checkpoint's experts per-tensor (source: ``engine_paths``)."""
+        experts = sorted(n for n, m in ckpt.modules.items() if m.quantized and ".experts." in n)
+        if not experts:
+            return []
+        return [f"{len(experts)} routed expert modules are quantized (e.g. {experts[0]})"]
 
     def config_problems(self, ckpt: Checkpoint) -> list[str]:
         view = modelopt_view(ckpt.quant_config)

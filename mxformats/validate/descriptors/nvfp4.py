@@ -37,9 +37,19 @@ if TYPE_CHECKING:
 #: sm100)
 _VLLM_MODELOPT = ("vllm-project/vllm vllm/model_executor/layers/quantization/modelopt.py @ "
                   "00155cdecca722d98e34234c3d172725b7720b7d")
-#: SGLang: ModelOptFp4Config.get_min_capability() returns 100
-_SGLANG_MODELOPT = ("sgl-project/sglang python/sglang/srt/layers/quantization/modelopt_quant.py"
-                    " @ faeb96856c4417d55695feec2f4d2463c8adb7fd")
+_SGLANG_QUANT = "sgl-project/sglang python/sglang/srt/layers/quantization/"
+#: SGLang: ModelOptFp4Config (get_min_capability 80) with the auto backends: FlashInfer FP4
+#: GEMMs (``initialize_fp4_gemm_config``) and the FlashInfer TRT-LLM MoE on sm100
+_SGLANG_MODELOPT = (f"{_SGLANG_QUANT}modelopt_quant.py:1549, fp4_utils.py:156, "
+                    "modelopt_quant.py:3123 @ sglang==0.5.23")
+#: from sm80 to below sm100 the auto backends are FP4 Marlin, weight only (W4A16): the dense
+#: GEMM (``initialize_fp4_gemm_config``) and the MoE (``ModelOptNvFp4FusedMoEMethod``)
+_SGLANG_MODELOPT_MARLIN = (f"{_SGLANG_QUANT}fp4_utils.py:158, modelopt_quant.py:1919, "
+                           "modelopt_quant.py:2379, modelopt_quant.py:3119 @ sglang==0.5.23")
+#: off CUDA no FP4 backend: ModelOptFp4LinearMethod raises "native dense GEMM backends require
+#: SM100+", ModelOptNvFp4FusedMoEMethod "Current platform does not support NVFP4"
+_SGLANG_MODELOPT_REFUSED = (f"{_SGLANG_QUANT}modelopt_quant.py:1931, modelopt_quant.py:2382 "
+                            "@ sglang==0.5.23")
 
 __all__ = ["NVFP4Descriptor"]
 
@@ -117,9 +127,14 @@ class NVFP4Descriptor(Descriptor):
                    "vLLM runs it weight-only through Marlin (CUDA) or dequantizing emulation",
                    _VLLM_MODELOPT),
         EnginePath("sglang", "native", "NVFP4 on {target}: FP4 tensor-core GEMMs and MoE "
-                   "(FlashInfer / CUTLASS)", _SGLANG_MODELOPT, archs=("sm100",)),
-        EnginePath("sglang", "unsupported", "SGLang's ModelOptFp4Config needs compute "
-                   "capability 100; {target} ({arch}) is refused at start", _SGLANG_MODELOPT),
+                   "(FlashInfer CuTe DSL / TRT-LLM)", _SGLANG_MODELOPT, archs=("sm100",)),
+        EnginePath("sglang", "emulated", "NVFP4 on {target} ({arch}) has no FP4 tensor cores: "
+                   "SGLang's auto backends run it weight-only through FP4 Marlin (dense and "
+                   "MoE); the activation scales (input_scale) are not applied",
+                   _SGLANG_MODELOPT_MARLIN, archs=("cuda",)),
+        EnginePath("sglang", "unsupported", "SGLang has no NVFP4 backend on {target}: the "
+                   "ModelOpt FP4 linear and MoE methods need sm100, or FP4 Marlin (CUDA sm80+); "
+                   "they raise at load", _SGLANG_MODELOPT_REFUSED, archs=("rocm",)),
     )
 
     def group_size(self, ckpt: Checkpoint) -> int:
