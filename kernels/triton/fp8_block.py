@@ -37,6 +37,7 @@ from .int4 import (
     launch,
     round_to_kind,
     store_kind,
+    store_kind_canonical_nan,
     widen_to_float32,
 )
 
@@ -154,23 +155,8 @@ def _dequantize_fp8_block_kernel(
     value = decode_to_float32(code, EBITS, MBITS, BIAS, SPECIALS)
     scale = widen_to_float32(tl.load(scales_ptr + scale_at, mask=scale_inside, other=1.0),
                              SCALE_KIND)
-    product = round_to_kind(value * scale[:, None, :, None], OUT_KIND)
-    # Every NaN the canonical quiet NaN, as the reference writes it: the multiply's own NaN is
-    # the GPU's 0x7FFFFFFF, or the interpreter's x86 bits (a NaN operand's sign and payload,
-    # 0xFFC00000 for Inf * 0). Chosen on the integer bits after the last float operation
-    # (a GPU's float32 -> float16 conversion gives its own NaN, 0x7FFF); store_kind writes
-    # bfloat16 as the float32 bits' top half.
-    nan = product != product
-    if OUT_KIND == 2:
-        half = product.to(tl.float16).to(tl.uint16, bitcast=True).to(tl.int32)
-        half = tl.where(nan, 0x7E00, half).to(tl.uint16)
-        tl.store(out_ptr + flat, half.to(tl.float16, bitcast=True), mask=inside)
-    elif OUT_KIND == 3:
-        wide = tl.where(nan, 0x7FF8000000000000, product.to(tl.int64, bitcast=True))
-        tl.store(out_ptr + flat, wide.to(tl.float64, bitcast=True), mask=inside)
-    else:
-        bits = tl.where(nan, 0x7FC00000, product.to(tl.int32, bitcast=True))
-        store_kind(out_ptr + flat, bits.to(tl.float32, bitcast=True), inside, OUT_KIND)
+    store_kind_canonical_nan(out_ptr + flat, round_to_kind(value * scale[:, None, :, None],
+                                                          OUT_KIND), inside, OUT_KIND)
 
 
 #: Elements per program at most: a GPU program takes one 128 x 128 tile (or several small
