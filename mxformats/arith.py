@@ -9,6 +9,7 @@ checkpoint can hold and how torch rounds one operation on them, nothing about an
   tensors of a dtype (computed in torch's CPU "opmath" dtype, rounded once to the dtype;
   ``aten/src/ATen/OpMathType.h``, pytorch v2.9.0).
 - :func:`round_once`, :func:`round_to`, :func:`round_half_even`: rounding exact values.
+- :func:`canonical_nan`: every NaN of a decoder's output as the canonical quiet NaN.
 - :func:`require_finite`: the producers' refusal of NaN and ±Inf inputs.
 - :func:`check_axis`: the quantized axis of an array, as every scheme checks it.
 """
@@ -31,6 +32,7 @@ __all__ = [
     "arithmetic_dtype",
     "as_array",
     "as_float_array",
+    "canonical_nan",
     "check_axis",
     "divide_in",
     "multiply_in",
@@ -136,6 +138,29 @@ def round_to(v: NDArray[np.float64], dtype: np.dtype[np.generic]) -> NDArray[np.
         if dtype == BF16:
             return v.astype(np.float32).astype(BF16).astype(np.float64)
         return v.astype(dtype).astype(np.float64)
+
+
+def canonical_nan(
+    out: NDArray[Any], where: NDArray[np.bool_] | None = None
+) -> NDArray[Any]:
+    """``out`` with every NaN (or every element ``where`` is set) the canonical quiet NaN of its
+    float type, sign clear: float32 0x7FC00000, bfloat16 0x7FC0, float16 0x7E00, float64
+    0x7FF8000000000000 (a new array; ``out`` is not changed).
+
+    The decoders' NaN outputs go through it because the bits hardware gives a NaN are not one
+    thing: x86 returns the first NaN operand, or the negative default NaN 0xFFC00000 for
+    ``Inf · 0``, and which operand is first differs between numpy's vector loop and its scalar
+    tail; NVIDIA GPUs return 0x7FFFFFFF. Spec: spec/mx.md §6, spec/fp8-block.md, spec/nvfp4.md.
+    """
+    dtype = np.dtype(out.dtype)
+    uint = {2: np.uint16, 4: np.uint32, 8: np.uint64}[dtype.itemsize]
+    width, mbits = 8 * dtype.itemsize, int(ml_dtypes.finfo(dtype).nmant)
+    canonical = ((1 << (width - 1)) - 1) ^ ((1 << (mbits - 1)) - 1)
+    nan = np.isnan(out) if where is None else where
+    bits = np.array(out).view(uint)
+    bits[nan] = canonical
+    result: NDArray[Any] = bits.view(dtype)
+    return result
 
 
 def require_finite(x: NDArray[Any], where: str) -> None:

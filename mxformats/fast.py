@@ -54,7 +54,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import numpy as np
 
 from mxformats import codec as reference_codec
-from mxformats.arith import BF16
+from mxformats.arith import BF16, canonical_nan
 from mxformats.containers import containers, tensor_to_numpy
 from mxformats.formats import E2M1, E4M3FN, E8M0, Format
 from mxformats.schemes import fp8_block as reference_fp8_block
@@ -965,10 +965,12 @@ def dequantize_fp8_block(
     grid's shape (partial edge tiles included), a valid ``block`` and ``profile``, ``dtype``
     float32. The reference's arithmetic, ``float32(code) × float32(scale)`` rounded once to
     float32 (vLLM ``scaled_dequantize``), with the code's value a lookup in the reference's
-    own decode table and each tile row's scales widened across its columns once. A call with
-    a NaN scale over a NaN code goes to the reference (which NaN's bits the reference returns
-    depends on the element's place in numpy's vector loop), and so does every other input.
-    Spec: spec/fp8-block.md §6, "Dequantization".
+    own decode table and each tile row's scales widened across its columns once. Every NaN
+    output is the canonical quiet NaN 0x7FC00000, as in the reference: under finite scales a
+    NaN comes only from a NaN code, whose table value is that NaN and which the multiply
+    returns as it is; a call with a NaN or infinite scale (a negative or payload NaN, a NaN
+    code times a NaN scale, ``Inf · 0``) has its NaN outputs rewritten. Every other input
+    goes to the reference. Spec: spec/fp8-block.md §6, "Dequantization".
     """
 
     def reference() -> NDArray[np.generic]:
@@ -1001,10 +1003,7 @@ def dequantize_fp8_block(
         return reference()
     tile_scales = s.astype(_F32)
     table = _fp8_values(record.code_format)
-    if np.isnan(tile_scales).any() and np.isnan(table)[c].any():
-        # NaN times NaN: which operand's bits come out depends on whether numpy's vector loop
-        # or its scalar tail multiplies the element, i.e. on its place in the whole array.
-        return reference()
+    nonfinite_scales = not np.isfinite(tile_scales).all()
     column_scales = np.repeat(tile_scales, tile[1], axis=1)[:, : c.shape[1]]
     column_scales = np.ascontiguousarray(column_scales)
     rows = np.ascontiguousarray(c)
@@ -1013,6 +1012,8 @@ def dequantize_fp8_block(
     def work(lo: int, hi: int) -> None:
         with np.errstate(over="ignore", invalid="ignore"):  # as the reference: Inf, NaN
             _fp8_block_rows(rows, table, column_scales, tile[0], out, lo, hi)
+        if nonfinite_scales:
+            out[lo:hi] = canonical_nan(out[lo:hi])
 
     _parallel(c.shape[0], work, threads, max(1, CHUNK_ELEMENTS // c.shape[1]))
     return out

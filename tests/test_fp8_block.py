@@ -439,3 +439,31 @@ def test_dequantize_vectors_match_the_oracle() -> None:
             assert np.array_equal(np.isnan(got), ~finite), case["id"]
             expected = _consumer_oracle(values[finite], scale, dtype)
             assert [Q(v) for v, ok in zip(got, finite, strict=True) if ok] == expected
+
+
+@pytest.mark.parametrize("profile", sorted(PROFILES))
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16", "float64"])
+@pytest.mark.parametrize("scale_bits", [0xFFC00000, 0x7FC00001, 0x7F800000, 0xFF800000])
+def test_dequantize_nan_is_canonical_at_every_position(profile: str, dtype: str,
+                                                       scale_bits: int) -> None:
+    """A NaN code (each of the format's) under a NaN tile scale of either sign and payload, and
+    ``Inf · 0`` (code 0 under ±Inf), at every offset 0..70 of a row: every NaN output is the
+    canonical quiet NaN of the dtype, sign clear, whatever its place in numpy's vector loop
+    or its scalar tail."""
+    out = np.dtype(ml_dtypes.bfloat16 if dtype == "bfloat16" else dtype)
+    uint = np.dtype(f"u{out.itemsize}")
+    canonical = {2: 0x7FC0 if dtype == "bfloat16" else 0x7E00, 4: 0x7FC00000,
+                 8: 0x7FF8000000000000}[out.itemsize]
+    scales = np.array([[scale_bits]], np.uint32).view(np.float32)
+    code_format = PROFILES[profile].code_format
+    for nan_code in code_format.nan_codes:
+        for offset in range(71):
+            codes = np.full((1, 71), code_format.encode(np.float64(1.0)), np.uint8)
+            codes[0, offset] = nan_code
+            codes[0, (offset + 35) % 71] = 0  # Inf · 0 under an infinite scale
+            got = dequantize_fp8_block(codes, scales, block=(128, 128), profile=profile,
+                                       dtype=out)
+            bits = got.view(uint)[np.isnan(got.astype(np.float64))]
+            assert bits.size, f"code {nan_code:#x} at {offset}: no NaN output"
+            assert set(bits.tolist()) == {canonical}, \
+                f"code {nan_code:#x} at {offset}: NaN bits {sorted(hex(b) for b in set(bits.tolist()))}"

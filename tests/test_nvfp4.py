@@ -32,8 +32,9 @@ F32 = np.dtype(np.float32)
 IEEE = {"float32": (24, -126, 127), "bfloat16": (8, -126, 127), "float16": (11, -14, 15)}
 PROFILES = sorted(PRODUCERS)
 VECTORS = Path(__file__).resolve().parents[1] / "spec" / "vectors" / "nvfp4"
-#: The NaN x86 arithmetic makes (0 × Inf): quiet, sign set.
-X86_NAN = np.uint32(0xFFC00000).view(np.float32)
+#: Every NaN the decoder returns: the canonical quiet NaN, sign clear (x86 would give 0 × Inf
+#: the negative default NaN 0xFFC00000; spec/nvfp4.md, "Consumers").
+CANONICAL_NAN = np.uint32(0x7FC00000).view(np.float32)
 
 
 def round_ieee(value: Fraction, dtype: str) -> Fraction:
@@ -314,7 +315,7 @@ def test_every_code_and_scale_byte_decodes_as_the_consumer(consumer: str, g: flo
                            np.float32(g), profile=consumer)
     for i, (c, byte) in enumerate(zip(codes.tolist(), finite_bytes.tolist(), strict=True)):
         value = _oracle_dequantize(consumer, c, byte, g)
-        want = (X86_NAN if math.isnan(value)
+        want = (CANONICAL_NAN if math.isnan(value)
                 else np.float32(math.copysign(value, 1 - (c & 8))))
         assert got[0, i].tobytes() == want.tobytes(), (c, byte)
 
@@ -382,3 +383,29 @@ def test_dequantize_vectors_are_the_oracle(consumer: str) -> None:
                 continue
             value = _oracle_dequantize(consumer, code, byte, g)
             assert float.fromhex(text) == math.copysign(value, 1 - (code & 8)), case["vector"]
+
+
+@pytest.mark.parametrize("consumer", sorted(CONSUMERS))
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16", "float64"])
+@pytest.mark.parametrize("global_bits", [0xFFC00000, 0x7FC00001, 0x7F800000, 0x00000000])
+def test_dequantize_nan_is_canonical_at_every_position(consumer: str, dtype: str,
+                                                       global_bits: int) -> None:
+    """A NaN block scale (0xFF, 0x7F) meeting a NaN global scale of either sign and payload,
+    and ``Inf · 0`` (+Inf global, or 0: the divide consumer's ``s / 0``), at every offset
+    0..70 of a five-block row (the last one in numpy's vector loop or its scalar tail): every
+    NaN output is the canonical quiet NaN of the dtype, sign clear, whatever its position."""
+    out = np.dtype(ml_dtypes.bfloat16 if dtype == "bfloat16" else dtype)
+    uint = np.dtype(f"u{out.itemsize}")
+    canonical = {2: 0x7FC0 if dtype == "bfloat16" else 0x7E00, 4: 0x7FC00000,
+                 8: 0x7FF8000000000000}[out.itemsize]
+    stored = np.array([global_bits], np.uint32).view(np.float32)
+    for offset in range(71):
+        codes = np.full((1, 80), 2, np.uint8)  # 1.0
+        codes[0, offset] = 0  # +0: Inf · 0
+        scales = np.full((1, 5), 0x38, np.uint8)  # 1.0
+        scales[0, offset // 16] = 0xFF if offset % 2 else 0x7F
+        got = dequantize_nvfp4(codes, scales, stored, profile=consumer, dtype=out)
+        bits = got.view(uint)[np.isnan(got.astype(np.float64))]
+        assert bits.size, f"offset {offset}: no NaN output"
+        assert set(bits.tolist()) == {canonical}, \
+            f"offset {offset}: NaN bits {sorted(hex(b) for b in set(bits.tolist()))}"

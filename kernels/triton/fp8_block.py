@@ -37,6 +37,7 @@ from .int4 import (
     launch,
     round_to_kind,
     store_kind,
+    store_kind_canonical_nan,
     widen_to_float32,
 )
 
@@ -146,7 +147,7 @@ def _dequantize_fp8_block_kernel(
     MBITS: tl.constexpr, BIAS: tl.constexpr, SPECIALS: tl.constexpr,
 ) -> None:
     """One program: ``TM x TN`` tiles; ``float32(code) x float32(scale)`` rounded to float32,
-    then to the output dtype (vLLM scaled_dequantize)."""
+    then to the output dtype (vLLM scaled_dequantize); NaN: the canonical quiet NaN."""
     row, col, inside, scale_at, scale_inside = _tiles(rows, cols, grid_rows, grid_cols, BM, BN,
                                                       BM_POW2, BN_POW2, TM, TN)
     flat = row * cols + col
@@ -154,8 +155,8 @@ def _dequantize_fp8_block_kernel(
     value = decode_to_float32(code, EBITS, MBITS, BIAS, SPECIALS)
     scale = widen_to_float32(tl.load(scales_ptr + scale_at, mask=scale_inside, other=1.0),
                              SCALE_KIND)
-    store_kind(out_ptr + flat, round_to_kind(value * scale[:, None, :, None], OUT_KIND), inside,
-               OUT_KIND)
+    store_kind_canonical_nan(out_ptr + flat, round_to_kind(value * scale[:, None, :, None],
+                                                          OUT_KIND), inside, OUT_KIND)
 
 
 #: Elements per program at most: a GPU program takes one 128 x 128 tile (or several small

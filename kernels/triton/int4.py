@@ -166,6 +166,28 @@ def store_kind(ptr: tl.tensor, v: tl.tensor, mask: tl.tensor, KIND: tl.constexpr
 
 
 @triton.jit
+def store_kind_canonical_nan(ptr: tl.tensor, v: tl.tensor, mask: tl.tensor,
+                             KIND: tl.constexpr) -> None:
+    """:func:`store_kind` of ``v`` (a :func:`round_to_kind` result) with every NaN the canonical
+    quiet NaN the reference decoders write (``mxformats.arith.canonical_nan``: float32
+    0x7FC00000, bfloat16 0x7FC0, float16 0x7E00, float64 0x7FF8000000000000). Chosen on the
+    integer bits after the last float operation, whose own NaN is the GPU's 0x7FFFFFFF (0x7FFF
+    from a float32 -> float16 conversion) or, under the interpreter, x86's (a NaN operand's sign
+    and payload, 0xFFC00000 for Inf * 0)."""
+    nan = v != v
+    if KIND == 2:
+        half = v.to(tl.float16).to(tl.uint16, bitcast=True).to(tl.int32)
+        half = tl.where(nan, 0x7E00, half).to(tl.uint16)
+        tl.store(ptr, half.to(tl.float16, bitcast=True), mask=mask)
+    elif KIND == 3:
+        wide = tl.where(nan, 0x7FF8000000000000, v.to(tl.int64, bitcast=True))
+        tl.store(ptr, wide.to(tl.float64, bitcast=True), mask=mask)
+    else:  # float32, and bfloat16 as the float32 bits' top half
+        bits = tl.where(nan, 0x7FC00000, v.to(tl.int32, bitcast=True))
+        store_kind(ptr, bits.to(tl.float32, bitcast=True), mask, KIND)
+
+
+@triton.jit
 def round_half_even_int4(v: tl.tensor) -> tl.tensor:
     """``clamp(round_half_even(v), -8, 7)`` for float32 ``v`` as int32 (clamping first is the
     same because the bounds are integers; adding 1.5 × 2^23 rounds to an integer, ties even)."""

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import ml_dtypes
 import numpy as np
 
-from mxformats.arith import BF16, as_float_array, divide_in, round_to
+from mxformats.arith import BF16, as_float_array, canonical_nan, divide_in, round_to
 from mxformats.containers import containers
 from mxformats.conversions import e4m3fn_to_fnuz
 from mxformats.formats import E4M3FN, E4M3FNUZ, Format
@@ -438,7 +438,9 @@ def dequantize_fp8_block(
     ``inference/kernel.py@d4c8543`` ``weight_dequant`` computes the same (``x * s`` in float32,
     stored as the default dtype) and masks partial edge tiles, which vLLM's function asserts
     away. The scale of element ``(i, j)`` is ``scales[i // bm, j // bn]``. ``profile`` only
-    selects the code format (E4M3FNUZ for ``-fnuz``). NaN codes and NaN scales give NaN.
+    selects the code format (E4M3FNUZ for ``-fnuz``). NaN codes, NaN scales and ``Inf · 0``
+    give NaN, always the canonical quiet NaN of ``dtype``, sign clear
+    (:func:`mxformats.arith.canonical_nan`; the readers' NaN bits vary with the device).
     """
     if isinstance(codes, FP8BlockArray):
         if scales is not None:
@@ -465,4 +467,4 @@ def dequantize_fp8_block(
         product = (values * per_element).astype(np.float64)
     out = np.dtype(dtype)
     result: NDArray[np.generic] = product if out == np.float64 else round_to(product, out)
-    return result.astype(out)
+    return canonical_nan(result.astype(out))

@@ -57,7 +57,14 @@ from typing import TYPE_CHECKING, Any, Literal
 import ml_dtypes
 import numpy as np
 
-from mxformats.arith import BF16, as_float_array, check_axis, divide_in, round_once
+from mxformats.arith import (
+    BF16,
+    as_float_array,
+    canonical_nan,
+    check_axis,
+    divide_in,
+    round_once,
+)
 from mxformats.containers import containers
 from mxformats.formats import E2M1, E4M3FN
 from mxformats.registry import Kind, ProfileInfo, get_profile_info, register
@@ -462,7 +469,8 @@ def dequantize_nvfp4(
     ``global_scale``: the stored float32 global scale (one value). The consumer computes in
     float32 (:class:`NVFP4Consumer`); the result is rounded once to ``dtype``. A consumer
     reads only its own global form: ValueError for an array of the other producer (reading
-    ``2688 / amax`` as ``amax / 2688`` is off by ``amax**2 / 2688**2``).
+    ``2688 / amax`` as ``amax / 2688`` is off by ``amax**2 / 2688**2``). Every NaN output is
+    the canonical quiet NaN of ``dtype``, sign clear (:func:`mxformats.arith.canonical_nan`).
     Spec: ``spec/nvfp4.md``, "Consumers".
     """
     if isinstance(codes, NVFP4Array):
@@ -508,7 +516,7 @@ def dequantize_nvfp4(
         else:
             factor = (block.astype(F32) / np.float32(stored)).astype(np.float64)
             value = (elements * factor).astype(F32)
-    return round_once(value.astype(np.float64), dtype)
+    return canonical_nan(round_once(value.astype(np.float64), dtype))
 
 
 # -- registry ---------------------------------------------------------------------------------

@@ -346,7 +346,13 @@ That function asserts whole tiles; partial edge tiles are read as DeepSeek-V3
 in the default dtype): element `(i, j)` takes `scale[i // bm, j // bn]`. compressed-tensors'
 own `dequantize` computes `x_q.to(bfloat16) * scale` in bfloat16; the product of a 4-bit
 element and an 8-bit scale is exact in float32, so it gives the same bytes for bfloat16 output.
-NaN codes and NaN scales give NaN; an infinite scale gives ±Inf, or NaN for code 0.
+NaN codes and NaN scales give NaN; an infinite scale gives ±Inf, or NaN for code 0. Every NaN
+output is the canonical quiet NaN of the output type, sign clear (float32 0x7FC00000, bfloat16
+0x7FC0, float16 0x7E00, float64 0x7FF8000000000000), as `dequantize_mx` writes it (mx.md §6)
+and as the NaN scales are written (§4). What the readers write is implementation-defined: x86
+returns the first NaN operand (a NaN code times a NaN scale: which one is first differs between
+torch's or numpy's vectorised loop and its scalar tail, so the bits depend on the element's
+position) and the negative default NaN 0xFFC00000 for `Inf · 0`; NVIDIA GPUs return 0x7FFFFFFF.
 
 ## 7. Vectors
 

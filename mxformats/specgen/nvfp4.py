@@ -256,6 +256,14 @@ def _page() -> str:
         "significant bits), so `vllm-modelopt` rounds once; the others round the reciprocal or "
         "the quotient `s / g` first. The result is rounded once more to the requested type.",
         "",
+        "Every NaN output (a NaN block scale 0x7F/0xFF, a NaN global scale, `Inf · 0`, "
+        "`0 / 0`) is the canonical quiet NaN of the output type, sign clear: float32 "
+        "`0x7FC00000`, bfloat16 `0x7FC0`, float16 `0x7E00`, float64 `0x7FF8000000000000`, as "
+        "`dequantize_mx` writes it (mx.md §6). The readers' own bits are implementation-defined: "
+        "x86 returns the first NaN operand, or the negative default NaN `0xFFC00000` for "
+        "`Inf · 0`, and which operand is first differs between a vectorised loop and its scalar "
+        "tail, so the bits depend on the element's position; NVIDIA GPUs return `0x7FFFFFFF`.",
+        "",
         "## Divergence matrix",
         "",
         "The vectors' inputs through both producers: the stored global scales (`modelopt` / "

@@ -29,8 +29,8 @@ CASES = [
     ("dequantize", "triton", "e4m3fn", "float16", "float16"),
     ("dequantize", "compressed-tensors", "e2m1", "bfloat16", "float32"),
 ]
-#: (profile, input dtype) of the FP8 block quantizer, and (profile, scale dtype) of its
-#: dequantizer: every multiplier, scale dtype and rounding kind.
+#: (profile, input dtype) of the FP8 block quantizer, and (profile, scale and output dtype) of
+#: its dequantizer: every multiplier, scale dtype and rounding kind.
 FP8_BLOCK_CASES = [("quantize", "deepseek", "bfloat16"), ("quantize", "deepgemm", "float32"),
                    ("quantize", "ue8m0", "float16"), ("quantize", "compressed-tensors", "bfloat16"),
                    ("quantize", "deepseek-fnuz", "float32"),
@@ -45,6 +45,9 @@ NVFP4_CASES = [("quantize", "modelopt", "bfloat16"), ("quantize", "compressed-te
 #: What would make a GPU's bytes differ from the interpreter's where a kernel does float
 #: arithmetic: contraction, approximate division or reciprocal, flushed subnormals.
 INEXACT_OPS = re.compile(r"\bfma\.rn\.f32|\b(?:div|rcp)\.(?:approx|full)[.a-z0-9]*|\.ftz\b")
+#: The FP8 block dequantizer's canonical NaN, selected on the integer bits (bfloat16 0x7FC0 or
+#: float32 0x7FC00000) after its last float operation: it must reach the PTX.
+CANONICAL_NAN_SELECT = re.compile(r"\bselp\.b(?:16|32)\s+%\w+, (?:32704|2143289344),")
 FLOAT_OPS = re.compile(r"^\s*((?:fma|mul|add|sub|div|rcp|ex2|lg2|max|min)\.[a-z0-9.]*f(?:16|32|64))",
                        re.MULTILINE)
 
@@ -84,9 +87,10 @@ def _float_ops(case: tuple[str, ...]) -> list[str]:
     return FLOAT_OPS.findall(compiled.asm["ptx"])
 
 
-def _inexact_ops_of_calls(module: Any, call: Any) -> list[str]:
+def _inexact_ops_of_calls(module: Any, call: Any, *, canonical_nan: bool = False) -> list[str]:
     """Record (never run) the launches ``call()`` makes through ``module.launch``, compile each
-    for sm_90 and return the inexact instructions of all of them."""
+    for sm_90 and return the inexact instructions of all of them; with ``canonical_nan``, a
+    note if no launch's PTX selects the canonical NaN's bits."""
     import torch
     import triton
     from triton.backends.compiler import GPUTarget
@@ -103,6 +107,7 @@ def _inexact_ops_of_calls(module: Any, call: Any) -> list[str]:
     types = {torch.float32: "*fp32", torch.bfloat16: "*bf16", torch.float16: "*fp16",
              torch.uint8: "*u8", torch.int32: "*i32"}
     found: set[str] = set()
+    selected = False
     for kernel, args, meta in launches:
         names = [p.name for p in kernel.params if not p.is_constexpr]
         signature = {name: types[a.dtype] if isinstance(a, torch.Tensor) else "i32"
@@ -112,11 +117,14 @@ def _inexact_ops_of_calls(module: Any, call: Any) -> list[str]:
         compiled = triton.compile(source, target=GPUTarget("cuda", 90, 32),
                                   options={"enable_fp_fusion": False})
         found.update(INEXACT_OPS.findall(compiled.asm["ptx"]))
-    return sorted(found)
+        selected = selected or bool(CANONICAL_NAN_SELECT.search(compiled.asm["ptx"]))
+    return sorted(found) + ([] if selected or not canonical_nan
+                            else ["no select of the canonical NaN's bits"])
 
 
 def _inexact_ops_fp8_block(case: tuple[str, ...]) -> list[str]:
-    """Compile one FP8 block launch (recorded, not run) for sm_90; its inexact instructions."""
+    """Compile one FP8 block launch (recorded, not run) for sm_90; its inexact instructions,
+    and for the dequantizer a note if its PTX does not select the canonical NaN's bits."""
     import torch
 
     from mxformats.kernels.triton import fp8_block
@@ -127,7 +135,7 @@ def _inexact_ops_fp8_block(case: tuple[str, ...]) -> list[str]:
             torch.ones(256, 256, dtype=getattr(torch, dtype)), profile=profile))
     return _inexact_ops_of_calls(fp8_block, lambda: fp8_block.dequantize_fp8_block(
         torch.zeros(256, 256, dtype=torch.uint8), torch.ones(2, 2, dtype=getattr(torch, dtype)),
-        profile=profile, dtype=torch.bfloat16))
+        profile=profile, dtype=getattr(torch, dtype)), canonical_nan=True)
 
 
 def _inexact_ops_nvfp4(case: tuple[str, ...]) -> list[str]:
@@ -177,7 +185,8 @@ def test_mx_kernel_compiles_without_float_arithmetic(case: tuple[str, ...],
 @pytest.mark.parametrize("case", FP8_BLOCK_CASES, ids=["-".join(c) for c in FP8_BLOCK_CASES])
 def test_fp8_block_kernel_compiles_exact(case: tuple[str, ...], compiled: dict[str, Any]) -> None:
     """The FP8 block kernels do float arithmetic (the producers' divisions and products): in
-    their PTX no fused multiply-add, approximate division or reciprocal, or flush to zero."""
+    their PTX no fused multiply-add, approximate division or reciprocal, or flush to zero; the
+    dequantizer's canonical NaN survives LLVM (an integer select of its bits)."""
     assert compiled["fp8_block-" + "-".join(case)] == []
 
 

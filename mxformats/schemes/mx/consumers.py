@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import ml_dtypes
 import numpy as np
 
-from mxformats.arith import BF16, round_to
+from mxformats.arith import BF16, canonical_nan, round_to
 from mxformats.formats import E2M1, E2M3, E3M2, E4M3FN, E5M2, Format
 
 if TYPE_CHECKING:
@@ -235,18 +235,6 @@ def get_consumer(name: str) -> Consumer:
         ) from None
 
 
-def _set_nan(out: NDArray[np.generic], nan: NDArray[np.bool_]) -> NDArray[np.generic]:
-    """The canonical quiet NaN of ``out``'s type (sign clear) where ``nan``."""
-    uint = {2: np.uint16, 4: np.uint32, 8: np.uint64}[out.dtype.itemsize]
-    width = 8 * out.dtype.itemsize
-    mbits = int(ml_dtypes.finfo(out.dtype).nmant)
-    canonical = ((1 << (width - 1)) - 1) ^ ((1 << (mbits - 1)) - 1)
-    bits = out.view(uint).copy()
-    bits[nan] = canonical
-    result: NDArray[np.generic] = bits.view(out.dtype)
-    return result
-
-
 def decode_blocks(
     consumer: Consumer,
     values: NDArray[np.float64],
@@ -265,7 +253,7 @@ def decode_blocks(
     if consumer.nan_on_ff:
         nan = nan | (byte == 0xFF)
     out = _cast(np.where(nan, 0.0, product), dtype)
-    return _set_nan(out, nan)
+    return canonical_nan(out, nan)
 
 
 def _cast(v: NDArray[np.float64], dtype: np.dtype[np.generic]) -> NDArray[np.generic]:
