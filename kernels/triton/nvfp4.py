@@ -43,7 +43,7 @@ from .int4 import (
     raise_flag,
     round_to_kind,
     rows_view,
-    store_kind,
+    store_kind_canonical_nan,
     widen_to_float32,
 )
 
@@ -312,7 +312,7 @@ def _dequantize_nvfp4_kernel(
         value = (e2m1 * scale[:, None]) * tl.math.div_rn(1.0, stored)
     else:
         value = e2m1 * tl.math.div_rn(scale, stored)[:, None]
-    store_kind(out_ptr + element, round_to_kind(value, OUT_KIND), mask, OUT_KIND)
+    store_kind_canonical_nan(out_ptr + element, round_to_kind(value, OUT_KIND), mask, OUT_KIND)
 
 
 def _integer_codes(t: torch.Tensor, packed: bool) -> torch.Tensor:

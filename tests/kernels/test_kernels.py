@@ -951,7 +951,7 @@ def test_dequantize_nvfp4_vectors(backend: Backend, fmt: str, profile: str, devi
         for codes, is_packed in ((packed, True), (mx_reference.unpack_fp4(packed), False)):
             got = fn(_torch(codes, device), _torch(scales, device), global_scale,
                      profile=profile, packed=is_packed)
-            assert_bytes_equal_nan_any(got, expected, f"{case['vector']} packed={is_packed}")
+            assert_bytes_equal(got, expected, f"{case['vector']} packed={is_packed}")
 
 
 @pytest.mark.kernel("quantize_nvfp4")
@@ -1041,7 +1041,7 @@ def test_nvfp4_shapes(backend: Backend, fmt: str, profile: str, device: str,
         got = dequantize(_laid_out(codes, layout, device), _torch(q.scales, device),
                          _torch(q.global_scale, device), axis=axis, profile=consumer,
                          packed=packed, dtype=getattr(torch, out))
-        assert_bytes_equal_nan_any(got, expected, f"dequantize {consumer} to {out}, {what}")
+        assert_bytes_equal(got, expected, f"dequantize {consumer} to {out}, {what}")
 
     check()
 
@@ -1104,18 +1104,18 @@ def test_nvfp4_global_amax_is_the_same_whatever_the_grid(device: str, monkeypatc
 def test_dequantize_nvfp4_exhaustive(backend: Backend, fmt: str, profile: str,
                                      device: str) -> None:
     """All 16 codes under all 256 scale bytes (NaN 0x7F/0xFF, subnormals, ±0), under global
-    scales 0, -0, the smallest subnormal, 1/2688, 1, 2688, the largest float32, ±Inf and NaN:
-    unpacked into float32 and float16, packed into bfloat16; and into float64 under 1/2688. A
-    NaN output may be any NaN where the reference has one (spec/mx.md §6)."""
+    scales 0, -0, the smallest subnormal, 1/2688, 1, 2688, the largest float32, ±Inf, NaN and a
+    negative NaN with a payload: unpacked into float32 and float16, packed into bfloat16; and
+    into float64 under 1/2688. Every NaN output is the canonical quiet NaN, by its bits."""
     fn = _kernel(backend, "dequantize_nvfp4")
     codes = np.tile(np.arange(16, dtype=np.uint8), (256, 1))
     scales = np.arange(256, dtype=np.uint8).reshape(256, 1)
     packed = mx_reference.pack_fp4(codes)
     for global_value in (0.0, -0.0, 2.0**-149, 1 / 2688, 1.0, 2688.0, 3.4028235e38, np.inf,
-                         -np.inf, np.nan):
+                         -np.inf, np.nan, np.uint32(0xFFC12345).view(np.float32)):
         stored = np.array([global_value], np.float32)
         outs = [("float32", False), ("float16", False), ("bfloat16", True)]
-        for out, is_packed in outs + [("float64", False)] * (global_value == 1 / 2688):
+        for out, is_packed in outs + [("float64", False)] * bool(global_value == 1 / 2688):
             out_dtype = np.dtype(out) if out == "float64" else float_dtype(out)
             with np.errstate(all="ignore"):
                 expected = nvfp4_reference.dequantize_nvfp4(codes, scales, stored,
@@ -1123,7 +1123,7 @@ def test_dequantize_nvfp4_exhaustive(backend: Backend, fmt: str, profile: str,
             got = fn(_torch(packed if is_packed else codes, device), _torch(scales, device),
                      _torch(stored, device), profile=profile, packed=is_packed,
                      dtype=getattr(torch, out))
-            assert_bytes_equal_nan_any(got, expected, f"global {global_value} to {out} "
+            assert_bytes_equal(got, expected, f"global {global_value} to {out} "
                                        f"packed={is_packed}")
 
 

@@ -155,7 +155,8 @@ def _inexact_ops_nvfp4(case: tuple[str, ...]) -> list[str]:
                 torch.ones(1024, 1024, dtype=getattr(torch, dtype)), profile=profile))
         return _inexact_ops_of_calls(nvfp4, lambda: nvfp4.dequantize_nvfp4(
             torch.zeros(256, 128, dtype=torch.uint8), torch.ones(256, 16, dtype=torch.uint8),
-            torch.ones(1), profile=profile, packed=True, dtype=getattr(torch, dtype)))
+            torch.ones(1), profile=profile, packed=True, dtype=getattr(torch, dtype)),
+            canonical_nan=True)
     finally:
         nvfp4.tile_kind = saved
 
