@@ -45,9 +45,9 @@ NVFP4_CASES = [("quantize", "modelopt", "bfloat16"), ("quantize", "compressed-te
 #: What would make a GPU's bytes differ from the interpreter's where a kernel does float
 #: arithmetic: contraction, approximate division or reciprocal, flushed subnormals.
 INEXACT_OPS = re.compile(r"\bfma\.rn\.f32|\b(?:div|rcp)\.(?:approx|full)[.a-z0-9]*|\.ftz\b")
-#: The FP8 block dequantizer's canonical NaN, selected on the integer bits (bfloat16 0x7FC0 or
-#: float32 0x7FC00000) after its last float operation: it must reach the PTX.
-CANONICAL_NAN_SELECT = re.compile(r"\bselp\.b(?:16|32)\s+%\w+, (?:32704|2143289344),")
+#: The dequantizers' canonical NaN, selected on the integer bits (bfloat16 0x7FC0, float16
+#: 0x7E00 or float32 0x7FC00000) after the last float operation: it must reach the PTX.
+CANONICAL_NAN_SELECT = re.compile(r"\bselp\.b(?:16|32)\s+%\w+, (?:32704|32256|2143289344),")
 FLOAT_OPS = re.compile(r"^\s*((?:fma|mul|add|sub|div|rcp|ex2|lg2|max|min)\.[a-z0-9.]*f(?:16|32|64))",
                        re.MULTILINE)
 
