@@ -3,7 +3,9 @@
 
 Every build is cached under :func:`cache_dir` by a hash of the sources, the command and the
 compiler's version, and written under a temporary name then renamed, so concurrent processes
-(pytest-xdist workers) racing to build the same thing are safe.
+(pytest-xdist workers) racing to build the same thing are safe. The CPU driver is cached object
+by object (each object's hash covers its own source and every header), so a change to one
+kernel recompiles that kernel and the link only.
 
 ``python3 kernels/hip/_build.py amd gfx90a gfx940`` compiles every kernel for those AMD targets
 with hipcc and prints each command (``.ci/hip.sh``; this module needs only the standard
@@ -12,6 +14,7 @@ library).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import shutil
@@ -62,15 +65,23 @@ def cache_dir() -> Path:
     return Path(base) / "mxformats" / "hip"
 
 
-def _sources_digest(command: Sequence[str], compiler: str) -> str:
+def _sources_digest(command: Sequence[str], compiler: str,
+                    sources: Callable[[Path], bool] | None = None) -> str:
+    """Hash of the sources ``sources`` selects (default: every .hip, .h and .cpp file), the
+    command and the compiler's version."""
     digest = hashlib.sha256()
     for path in sorted(SOURCE_DIR.glob("*")):
-        if path.suffix in (".hip", ".h", ".cpp"):
+        if path.suffix in (".hip", ".h", ".cpp") and (sources is None or sources(path)):
             digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
     digest.update("\0".join(command).encode())
-    version = subprocess.run([compiler, "--version"], capture_output=True, text=True, check=True)
-    digest.update(version.stdout.encode())
+    digest.update(_compiler_version(compiler).encode())
     return digest.hexdigest()[:20]
+
+
+@functools.cache
+def _compiler_version(compiler: str) -> str:
+    return subprocess.run([compiler, "--version"], capture_output=True, text=True,
+                          check=True).stdout
 
 
 def _run(command: Sequence[str], env: dict[str, str] | None = None) -> None:
@@ -99,25 +110,37 @@ def _compiler(name: str, env_var: str) -> str:
 
 
 def cpu_driver() -> Path:
-    """The sanitised CPU driver executable (ASan + UBSan), built once per source version."""
+    """The sanitised CPU driver executable (ASan + UBSan), built once per source version: each
+    object is cached by its own source, the headers and the command; the link by the objects'
+    digests."""
     cxx = _compiler("g++", "CXX")
     flags = (*CPU_FLAGS, *SANITIZE_FLAGS)
-    digest = _sources_digest((cxx, *flags), cxx)
+    sources: list[tuple[Path, tuple[str, ...]]] = [
+        (SOURCE_DIR / k, ("-x", "c++")) for k in (*KERNELS, PROBES)]
+    sources += [(SOURCE_DIR / DISPATCH, ()), (SOURCE_DIR / DRIVER, ())]
+
+    def cached_object(source: tuple[Path, tuple[str, ...]]) -> tuple[str, Path]:
+        path, language = source
+        command = (cxx, *flags, *language, "-c")
+        digest = _sources_digest(command, cxx, lambda p: p == path or p.suffix == ".h")
+
+        def build(work: Path) -> Path:
+            obj = work / f"{path.stem}.o"
+            _run([*command, str(path), "-o", str(obj)])
+            return obj
+
+        return digest, _cached(f"{path.stem}.o", digest, build)
+
+    with ThreadPoolExecutor(max_workers=len(sources)) as pool:
+        objects = list(pool.map(cached_object, sources))
+    link = hashlib.sha256("\0".join(d for d, _ in objects).encode()).hexdigest()[:20]
 
     def build(work: Path) -> Path:
-        sources: list[tuple[Path, tuple[str, ...]]] = [
-            (SOURCE_DIR / k, ("-x", "c++")) for k in (*KERNELS, PROBES)]
-        sources += [(SOURCE_DIR / DISPATCH, ()), (SOURCE_DIR / DRIVER, ())]
-        objects = [work / f"{path.stem}.o" for path, _ in sources]
-        commands = [[cxx, *flags, *language, str(path), "-c", "-o", str(obj)]
-                    for (path, language), obj in zip(sources, objects, strict=True)]
-        with ThreadPoolExecutor(max_workers=len(commands)) as pool:
-            list(pool.map(_run, commands))
         exe = work / "mxf_hip_cpu"
-        _run([cxx, *SANITIZE_FLAGS, *map(str, objects), "-o", str(exe)])
+        _run([cxx, *SANITIZE_FLAGS, *(str(obj) for _, obj in objects), "-o", str(exe)])
         return exe
 
-    return _cached("mxf_hip_cpu", digest, build)
+    return _cached("mxf_hip_cpu", link, build)
 
 
 def nvidia_library(arch: str) -> Path:
