@@ -276,3 +276,42 @@ def test_nvfp4_global_amax_is_the_same_whatever_the_grid(wave: int, groups: int,
                          axis=axis)
         _check_nvfp4(values, torch.from_numpy(values.T.copy()).T, profile, f"{what} view")
         _check_nvfp4(poisoned, torch.from_numpy(poisoned), profile, f"{what} NaN")
+
+
+def test_cpu_driver_rebuilds_what_changed(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CPU driver's cache, object by object, with a stand-in compiler that logs its
+    compiles: a second call compiles nothing; a changed kernel recompiles that kernel and the
+    link only; a changed header recompiles every object (each object's hash covers them)."""
+    sources = tmp_path / "src"
+    shutil.copytree(_build.SOURCE_DIR, sources, ignore=shutil.ignore_patterns("*.py", "__*"))
+    log = tmp_path / "compiles.log"
+    fake = tmp_path / "fake-cxx"
+    fake.write_text("#!/bin/sh\n"
+                    '[ "$1" = --version ] && { echo fake 1.0; exit 0; }\n'
+                    'out=""; src=""; prev=""\n'
+                    'for a in "$@"; do [ "$prev" = -o ] && out="$a"; '
+                    'case "$a" in *.hip|*.cpp) src="$a";; esac; prev="$a"; done\n'
+                    f'src="${{src##*/}}"; echo "${{src:-link}}" >> {log}\n'
+                    ': > "$out"\n')
+    fake.chmod(0o755)
+    monkeypatch.setattr(_build, "SOURCE_DIR", sources)
+    monkeypatch.setenv("CXX", str(fake))
+    monkeypatch.setenv("MXFORMATS_HIP_CACHE", str(tmp_path / "cache"))
+    _build._compiler_version.cache_clear()
+
+    def compiles() -> list[str]:
+        done = sorted(log.read_text().split()) if log.exists() else []
+        log.unlink(missing_ok=True)
+        return done
+
+    objects = sorted((*_build.KERNELS, _build.PROBES, _build.DISPATCH, _build.DRIVER))
+    first = _build.cpu_driver()
+    assert compiles() == sorted([*objects, "link"])  # every object, then the link
+    assert _build.cpu_driver() == first and compiles() == []
+    kernel = sources / _build.KERNELS[-1]
+    kernel.write_text(kernel.read_text() + "// changed\n")
+    second = _build.cpu_driver()
+    assert second != first and compiles() == sorted([_build.KERNELS[-1], "link"])
+    header = sources / "mx_numerics.h"
+    header.write_text(header.read_text() + "// changed\n")
+    assert _build.cpu_driver() not in (first, second) and compiles() == sorted([*objects, "link"])
