@@ -355,3 +355,27 @@ def test_only_the_recipes_a_profile_reproduces_are_claimed(mode: str | None,
     assert claimed or (f"{mode!r} is not reproduced" in why)
     for fixture in ("kimi-k2-w4a8-quark", "kimi-k2-int4-compressed-tensors"):
         assert reproduce.claimed_profile(_load(PRODUCERS / fixture))[1] == ""
+
+
+def test_four_over_six_needs_scales_the_plain_recipe_did_not_write() -> None:
+    """A plain ModelOpt tensor whose global amax comes from a 4x larger sibling has every
+    block scale under the 4/6 bound (384): with its own scale bytes, a flipped code is the
+    profile's mismatch (claimed, ""); with a scale byte the plain recipe did not write, the
+    tensor reads as Four-Over-Six (unclaimed)."""
+    from mxformats.schemes.nvfp4 import quantize_nvfp4
+    from mxformats.validate.descriptors.nvfp4_modelopt import ModelOptNVFP4
+
+    w = np.random.default_rng(0).standard_normal((32, 64)).astype(np.float32)
+    r = quantize_nvfp4(w, profile="modelopt", global_amax=4 * float(np.abs(w).max()))
+    produced = {"weight": r.packed(), "weight_scale": r.scales.view(ml_dtypes.float8_e4m3fn),
+                "weight_scale_2": r.global_scale}
+    assert 0 < float(np.asarray(produced["weight_scale"], np.float64).max()) <= 384
+    flipped = produced["weight"].copy()
+    flipped[0, 0] ^= 1
+    stored = {**produced, "weight": flipped}
+    descriptor = ModelOptNVFP4()
+    assert descriptor.unclaimed_tensors(stored, produced) == ""
+    other_scales = r.scales.copy()
+    other_scales[0, 0] -= 1
+    stored["weight_scale"] = other_scales.view(ml_dtypes.float8_e4m3fn)
+    assert "Four-Over-Six" in descriptor.unclaimed_tensors(stored, produced)

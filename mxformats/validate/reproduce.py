@@ -346,8 +346,8 @@ def run(ckpt: Checkpoint, opts: Options) -> Iterator[Finding]:
         if arrays is None:
             continue  # unreadable: the files checks report it
         try:
-            r = reproduce_module(own, name, w, arrays,
-                                 own.produce_module(name, w, source.sibling))
+            produced = own.produce_module(name, w, source.sibling)
+            r = reproduce_module(own, name, w, arrays, produced)
         except (ValueError, TypeError) as exc:
             missing.append(Finding(REPRO_SOURCE_MISSING, f"{name}: cannot re-quantize the "
                                    f"source weight {w.dtype}{list(w.shape)} ({exc})", wref.file,
@@ -355,7 +355,8 @@ def run(ckpt: Checkpoint, opts: Options) -> Iterator[Finding]:
             continue
         results.append(r)
         # a module the profile reproduces is claimed whatever its bytes look like
-        recipe = unclaimed or (own.unclaimed_tensors(arrays) if r.first_mismatch else "")
+        recipe = unclaimed or (own.unclaimed_tensors(arrays, produced) if r.first_mismatch
+                               else "")
         if recipe and not unclaimed:
             unrecognised.append((name, recipe))
         mismatches = {} if recipe else r.first_mismatch  # unclaimed: other bytes expected

@@ -281,10 +281,12 @@ class Descriptor:
         ("" when the profile's bytes are claimed)."""
         return ""
 
-    def unclaimed_tensors(self, arrays: dict[str, NDArray[Any]]) -> str:
-        """Why one module's tensors (``arrays``, :meth:`reproduce_params` read) come from a
-        recipe :attr:`profile` does not reproduce, recognised from the bytes because the config
-        does not name it ("" when the profile's bytes are claimed)."""
+    def unclaimed_tensors(self, arrays: dict[str, NDArray[Any]],
+                          produced: dict[str, NDArray[Any]]) -> str:
+        """Why one module's tensors (``arrays``, :meth:`reproduce_params` read; ``produced``:
+        what :attr:`profile` writes from the source) come from a recipe the profile does not
+        reproduce, recognised from the bytes because the config does not name it ("" when the
+        profile's bytes are claimed)."""
         return ""
 
     def produce_module(self, module: str, w: NDArray[Any],

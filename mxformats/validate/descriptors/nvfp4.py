@@ -207,12 +207,22 @@ class NVFP4Descriptor(Descriptor):
         nonzero = gmax > 0
         return bool(nonzero.any()) and float(scales[nonzero].max()) <= self.four_over_six_scale_max
 
-    def unclaimed_tensors(self, arrays: dict[str, NDArray[Any]]) -> str:
+    def unclaimed_tensors(self, arrays: dict[str, NDArray[Any]],
+                          produced: dict[str, NDArray[Any]]) -> str:
+        """Four-Over-Six block scales (:meth:`is_four_over_six`) that are not the plain
+        recipe's: 4/6 normalises by 256 instead of 448, so its scales never equal the plain
+        ones, while a plain tensor whose global scale it shares with a larger sibling (gate
+        and up) can have every scale under the 4/6 bound; its other bytes are then claimed."""
         if self.four_over_six_scale_max is None:
             return ""
         st = byte_stats(arrays[self.weight_param], "fp4", BLOCK_BYTES)
-        scales = np.asarray(arrays["weight_scale"]).astype(np.float64)
+        stored = np.asarray(arrays["weight_scale"])
+        scales = stored.astype(np.float64)
         if st.gmax.shape != scales.shape or not self.is_four_over_six(st.gmax, scales):
+            return ""
+        plain = np.asarray(produced["weight_scale"])
+        if plain.shape == stored.shape and np.array_equal(plain.view(np.uint8),
+                                                          stored.view(np.uint8)):
             return ""
         return (f"ModelOpt Four-Over-Six block scales (no non-zero block above "
                 f"{self.four_over_six_scale_max:g}), a recipe no producer profile reproduces")
