@@ -207,6 +207,49 @@ def test_duplicate_keys(tmp_path: Path) -> None:
     _raises(_file(tmp_path, None, b"\x00" * 8, raw=raw), "duplicate key", tensor="x")
 
 
+# (header JSON, the key that repeats or None): texts where the fast parse's ":" count proves
+# nothing (a ":" in a string, an object nested deeper than an entry) or proves a repeat
+_DUPLICATE_CASES = [
+    ('{"x":{"dtype":"U8","dtype":"U8","shape":[0],"data_offsets":[0,0]}}', "dtype"),
+    ('{"__metadata__":{"a":"1","a":"2"},"x":{"dtype":"U8"}}', "a"),
+    ('{"x":{"extra":{"k":1,"k":2},"dtype":"U8"}}', "k"),
+    ('{"x":{"extra":[{"k":1,"k":2}]}}', "k"),
+    ('{"__metadata__":{"t":"12:30"},"x":{"dtype":"U8"},"x":{"dtype":"U8"}}', "x"),
+    ('{"a:b":{"dtype":"U8"},"a:b":{"dtype":"U8"}}', "a:b"),
+    ('{"x" : {"dtype" : "U8"} , "x" : {}}', "x"),
+    ('[{"k":1,"k":2}]', "k"),
+    ('{"k":{"a":1,"a":2},"k":', "a"),  # the repeat is found before the JSON breaks
+    ('{"__metadata__":{"t":"12:30"},"x":{"dtype":"U8"}}', None),
+    ('{"x":{"extra":{"k":1},"dtype":"U8"}}', None),
+    ('{"a:b":{"dtype":"U8"}}', None),
+    ('{"x" : {"dtype" : "U8"} , "y" : {}}', None),
+    ("{}", None),
+]
+
+
+@pytest.mark.parametrize(("text", "repeated"), _DUPLICATE_CASES)
+def test_header_json_rejects_duplicates_as_the_hooked_parse(text: str, repeated: str | None
+                                                            ) -> None:
+    """The fast duplicate-key proof (plain parse, ':' count) agrees with the parse through
+    the duplicate-key hook: the same key rejected, or the same object returned."""
+    def parse(how: Any) -> Any:
+        try:
+            return how()
+        except TensorFileError as exc:
+            return ("TensorFileError", exc.reason, exc.tensor)
+        except ValueError as exc:
+            return (type(exc).__name__, str(exc))
+
+    fast = parse(lambda: tensorfile._loads_header_json("h", text))
+    hooked = parse(lambda: json.loads(
+        text, object_pairs_hook=tensorfile._reject_duplicate_keys("h")))
+    assert fast == hooked
+    if repeated is None:
+        assert fast == json.loads(text)
+    else:
+        assert fast == ("TensorFileError", "duplicate key in the header", repeated)
+
+
 H, SPAN = ErrorKind.HEADER, ErrorKind.SPAN
 
 
