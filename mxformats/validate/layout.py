@@ -6,6 +6,8 @@ from __future__ import annotations
 import fnmatch
 import re
 from collections.abc import Generator, Iterator
+from itertools import compress, repeat
+from operator import attrgetter, itemgetter, methodcaller, not_
 from typing import NamedTuple
 
 from .descriptors import Descriptor, by_format
@@ -193,14 +195,30 @@ def _why(ckpt: Checkpoint, exp: ExpectedModule) -> str | None:
     return _descriptor(ckpt).unquantizable(exp)
 
 
+#: ``_DTYPE_SHAPE(ref)`` is ``(ref.dtype, ref.shape)``, in C
+_DTYPE_SHAPE = itemgetter(2, 3)
+#: stands for an absent tensor in :meth:`_Expected.holds_usual` (no dtype is empty)
+_ABSENT = TensorRef("", "", "", (), 0, 0)
+
+
 class _Expected(NamedTuple):
     """What a quantized module of one descriptor and logical shape must hold: ``spec`` (the
-    descriptor's :class:`TensorSpec`) and ``usual``, param -> (its usual dtype, its usual
-    shape): a module holding exactly these has no finding of :func:`_check_quantized`. None
-    when that check reads data (``weight_shape`` at level ``scales`` and above)."""
+    descriptor's :class:`TensorSpec`), ``params`` (its keys) and ``usual``, the usual
+    ``(dtype, shape)`` of each param in that order: a module holding exactly these has no
+    finding of :func:`_check_quantized`. ``usual`` is None when that check reads data
+    (``weight_shape`` at level ``scales`` and above)."""
 
     spec: TensorSpec
-    usual: dict[str, tuple[str, tuple[int, ...]]] | None
+    params: tuple[str, ...]
+    usual: list[tuple[str, tuple[int, ...]]] | None
+
+    def holds_usual(self, tensors: dict[str, TensorRef]) -> bool:
+        """Whether ``tensors`` (param -> tensor) are exactly the usual ones: ``{p: (r.dtype,
+        r.shape) for p, r in tensors.items()}`` equals the usual dict, compared without
+        building it (a module has as many tensors as params, each of them usual)."""
+        return (self.usual is not None and len(tensors) == len(self.params)
+                and list(map(_DTYPE_SHAPE, map(tensors.get, self.params, repeat(_ABSENT))))
+                == self.usual)
 
 
 class _Expectations:
@@ -220,8 +238,8 @@ class _Expectations:
         if found is None:
             spec = desc.expected_tensors(self.ckpt, shape[0], shape[-1])
             usual = (None if self.reads and "weight_shape" in spec
-                     else {p: (dtypes[0], shapes[0]) for p, (dtypes, shapes) in spec.items()})
-            found = self.known[key] = (desc, _Expected(spec, usual))
+                     else [(dtypes[0], shapes[0]) for dtypes, shapes in spec.values()])
+            found = self.known[key] = (desc, _Expected(spec, tuple(spec), usual))
         return found[1]
 
 
@@ -419,13 +437,66 @@ def run(ckpt: Checkpoint, opts: Options) -> Iterator[Finding]:
     yield from listed.rest()
 
 
+#: ``_SIGNATURE(exp)``: what an :class:`ExpectedModule` is but for its name and place (kind,
+#: params, linear): the experts of every layer share a handful
+_SIGNATURE = itemgetter(1, 2, 3)
+
+
+def _settled(ckpt: Checkpoint, desc: Descriptor, expectations: _Expectations,
+             group: list[ExpectedModule]) -> bool:
+    """Whether no module of ``group`` (expected modules of one signature: the gate and up
+    projections of every routed expert, say) has a finding of :func:`_module_findings`'
+    per-module checks, shown for the whole group at once, in C-level passes over it: each
+    module is present and quantized, loadable quantized (:func:`_why`), not excluded,
+    stored in one descriptor's format, and holds exactly that format's usual tensors. False
+    says only that the group's modules must be judged one by one, as a group with one odd
+    module is."""
+    shape = group[0].shape
+    if shape is None or len(shape) != 2:
+        return False
+    names = list(map(itemgetter(0), group))
+    mods = list(map(ckpt.modules.get, names))
+    if not all(mods) or not all(map(attrgetter("quantized"), mods)):  # a Module is truthy
+        return False
+    if set(map(_why, repeat(ckpt), group)) != {None} or ckpt.exclude_matcher.matches_any(names):
+        return False
+    module_descs = set(map(id, map(desc.for_module, repeat(ckpt), names)))
+    module_desc = desc.for_module(ckpt, names[0])
+    if module_descs != {id(module_desc)}:
+        return False
+    expected = expectations(module_desc, shape)
+    if expected.usual is None:
+        return False
+    tensors = list(map(attrgetter("tensors"), mods))
+    if set(map(len, tensors)) != {len(expected.params)}:
+        return False
+    # each param present in every module (else _ABSENT), with its usual dtype and shape
+    return all(
+        set(map(_DTYPE_SHAPE, map(dict.get, tensors, repeat(param), repeat(_ABSENT)))) == {usual}
+        for param, usual in zip(expected.params, expected.usual, strict=True)
+    )
+
+
+def _unsettled(ckpt: Checkpoint, desc: Descriptor, expectations: _Expectations
+               ) -> Iterator[ExpectedModule]:
+    """The expected modules, in order, less those of the groups :func:`_settled` clears."""
+    expected = list(ckpt.expected.values())
+    signatures = list(map(_SIGNATURE, expected))
+    groups: dict[tuple[object, ...], list[ExpectedModule]] = {}
+    for signature, exp in zip(signatures, expected, strict=True):
+        groups.setdefault(signature, []).append(exp)
+    settled = {signature for signature, group in groups.items()
+               if _settled(ckpt, desc, expectations, group)}
+    return compress(expected, map(not_, map(settled.__contains__, signatures)))
+
+
 def _module_findings(ckpt: Checkpoint, opts: Options, desc: Descriptor, explained: set[str]
                      ) -> Iterator[Finding]:
     """The findings of each expected module, then of each fused pair (``explained``: the
     modules an exclude finding already covers)."""
     is_excluded = ckpt.exclude_matcher  # once: ckpt.exclude does not change during the run
     expectations = _Expectations(ckpt, opts)
-    for exp in ckpt.expected.values():
+    for exp in _unsettled(ckpt, desc, expectations):
         mod = ckpt.modules.get(exp.name)
         if mod is None:
             continue
@@ -456,7 +527,7 @@ def _module_findings(ckpt: Checkpoint, opts: Options, desc: Descriptor, explaine
             if shape is not None and len(shape) == 2:
                 module_desc = desc.for_module(ckpt, exp.name)
                 expected = expectations(module_desc, shape)
-                if expected.usual != {p: (r.dtype, r.shape) for p, r in mod.tensors.items()}:
+                if not expected.holds_usual(mod.tensors):
                     yield from _check_quantized(ckpt, mod, shape, opts, module_desc,
                                                 expected.spec)
             continue
@@ -485,7 +556,8 @@ def _module_findings(ckpt: Checkpoint, opts: Options, desc: Descriptor, explaine
             )
     # fused pairs (an expert's gate and up too: they form its w13)
     if ckpt.arch is not None:
-        for name in sorted(ckpt.modules):
+        fused_first = tuple(f".{x}" for x, _ in _FUSED)
+        for name in sorted(filter(methodcaller("endswith", fused_first), ckpt.modules)):
             for x, y in _FUSED:
                 mx = ckpt.modules[name]
                 my = ckpt.modules.get(name.removesuffix(x) + y) if name.endswith("." + x) else None
