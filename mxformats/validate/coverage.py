@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from itertools import compress, filterfalse, repeat
+from operator import attrgetter, itemgetter, not_
 
 from .arch import TEXT_DEFAULTS, VISION_DEFAULTS, key_value
 from .findings import Finding, Level, Severity, declare
-from .model import QUANT_SUFFIXES, Architecture, Checkpoint, ExpectedModule, Options
+from .model import QUANT_SUFFIXES, Architecture, Checkpoint, ExpectedModule, Module, Options
 
 __all__ = ["run"]
 
@@ -102,6 +104,9 @@ MODULE_SPLIT = declare(
     "Re-shard so each module's tensors share a file.",
 )
 
+#: a module absent from the shards, as :func:`run` looks modules up (never quantized)
+_NOT_PRESENT = Module("")
+_QUANTIZED = attrgetter("quantized")
 _VISION_PREFIXES = ("vision_tower.", "mm_projector.")
 _ALLOWED = re.compile(r".*rotary_emb\.inv_freq$")
 _LAYER = re.compile(r"^(?P<pre>.*?layers\.)(?P<n>\d+)\.")
@@ -245,7 +250,11 @@ def run(ckpt: Checkpoint, opts: Options) -> Iterator[Finding]:
             f"({a.where + '.' if a.where else ''}num_hidden_layers is {a.layers})",
             tensor=f"{a.prefix}layers.{n}",
         )
-    for exp in ckpt.expected.values():
+    # a present quantized module has no finding here (the layout group checks its tensor
+    # set): the loop below meets only the others, picked out in C-level passes
+    present = map(ckpt.modules.get, map(itemgetter(0), ckpt.expected.values()),
+                  repeat(_NOT_PRESENT))
+    for exp in compress(ckpt.expected.values(), map(not_, map(_QUANTIZED, present))):
         if exp.layer is not None and exp.layer in absent:
             continue
         if exp.name in unavailable_modules or (
@@ -305,8 +314,9 @@ def run(ckpt: Checkpoint, opts: Options) -> Iterator[Finding]:
     top = a.layers + a.mtp_layers
     layers_reported: set[int] = set()
     extra_reported: set[tuple[int, int]] = set()
-    for name, mod in ckpt.modules.items():
-        if name in ckpt.expected or (mlp_unchecked and name.startswith(mlp_unchecked)):
+    for name in filterfalse(ckpt.expected.__contains__, ckpt.modules):
+        mod = ckpt.modules[name]
+        if mlp_unchecked and name.startswith(mlp_unchecked):
             continue
         first = min(mod.tensors.values(), key=lambda t: (t.file, t.begin))
         lm = _LAYER.match(name)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
+from collections import defaultdict
 from collections.abc import Generator, Iterator
 from itertools import compress, repeat
 from operator import attrgetter, itemgetter, methodcaller, not_
@@ -482,9 +483,9 @@ def _unsettled(ckpt: Checkpoint, desc: Descriptor, expectations: _Expectations
     """The expected modules, in order, less those of the groups :func:`_settled` clears."""
     expected = list(ckpt.expected.values())
     signatures = list(map(_SIGNATURE, expected))
-    groups: dict[tuple[object, ...], list[ExpectedModule]] = {}
+    groups: defaultdict[tuple[object, ...], list[ExpectedModule]] = defaultdict(list)
     for signature, exp in zip(signatures, expected, strict=True):
-        groups.setdefault(signature, []).append(exp)
+        groups[signature].append(exp)
     settled = {signature for signature, group in groups.items()
                if _settled(ckpt, desc, expectations, group)}
     return compress(expected, map(not_, map(settled.__contains__, signatures)))

@@ -37,6 +37,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from functools import cached_property
+from operator import itemgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -266,6 +267,10 @@ QUANT_SUFFIXES = frozenset(
 )
 
 
+#: ``_FILE(ref)`` is ``ref.file`` (a C-level getter for maps over many tensors)
+_FILE = itemgetter(1)
+
+
 class TensorRef(NamedTuple):
     """One tensor as its shard header describes it (immutable).
 
@@ -319,7 +324,7 @@ class Module:
 
     @property
     def files(self) -> set[str]:
-        return {t.file for t in self.tensors.values()}
+        return set(map(_FILE, self.tensors.values()))
 
     @property
     def nbytes(self) -> int:
