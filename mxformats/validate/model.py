@@ -36,10 +36,9 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
-from functools import cached_property
 from operator import itemgetter
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar, overload
 
 import numpy as np
 
@@ -301,6 +300,37 @@ class TensorRef(NamedTuple):
         return self.name.rsplit(".", 1)[-1]
 
 
+_T = TypeVar("_T")
+
+
+class _Computed(Generic[_T]):
+    """:func:`functools.cached_property` without its lock: the value is computed on the
+    first read and stored in the instance's ``__dict__`` under the same name, where later
+    reads find it without calling anything. Python 3.11's ``cached_property`` takes an
+    ``RLock`` on every first read (a third of a full-size checkpoint's coverage pass, one
+    read per module); its per-instance guarantee is not needed where nothing reads
+    concurrently before the checks run."""
+
+    def __init__(self, compute: Callable[[Any], _T]) -> None:
+        self.compute = compute
+        self.name = compute.__name__
+        self.__doc__ = compute.__doc__
+
+    @overload
+    def __get__(self, instance: None, owner: type | None = None) -> _Computed[_T]: ...
+
+    @overload
+    def __get__(self, instance: object, owner: type | None = None) -> _T: ...
+
+    def __get__(self, instance: object | None, owner: type | None = None
+                ) -> _T | _Computed[_T]:
+        if instance is None:
+            return self
+        value: _T = self.compute(instance)
+        instance.__dict__[self.name] = value
+        return value
+
+
 @dataclass
 class Module:
     """A module's tensors, keyed by parameter name; ``quantized`` when it carries any
@@ -313,7 +343,7 @@ class Module:
     name: str
     tensors: dict[str, TensorRef] = field(default_factory=dict)
 
-    @cached_property
+    @_Computed
     def quantized(self) -> bool:
         if not QUANT_SUFFIXES.isdisjoint(self.tensors):
             return True
