@@ -308,8 +308,8 @@ class _Computed(Generic[_T]):
     first read and stored in the instance's ``__dict__`` under the same name, where later
     reads find it without calling anything. Python 3.11's ``cached_property`` takes an
     ``RLock`` on every first read (a third of a full-size checkpoint's coverage pass, one
-    read per module); its per-instance guarantee is not needed where nothing reads
-    concurrently before the checks run."""
+    read per module) so that the value is computed once; here two threads reading first
+    may both compute it, which is harmless for a pure function of the instance."""
 
     def __init__(self, compute: Callable[[Any], _T]) -> None:
         self.compute = compute
