@@ -130,7 +130,12 @@ def _with_signature_of(reference: Callable[..., Any]) -> Callable[[Callable[...,
 
 
 def workers() -> int:
-    """Threads the fast paths use: the CPUs this process may run on."""
+    """Threads the fast paths use: ``MXFORMATS_THREADS`` when set (the validator's pool
+    processes set 1, :mod:`mxformats.validate.executors.local`), else the CPUs this process
+    may run on."""
+    pinned = os.environ.get("MXFORMATS_THREADS", "")
+    if pinned.isdigit() and int(pinned) > 0:
+        return int(pinned)
     affinity = getattr(os, "sched_getaffinity", None)
     return len(affinity(0)) if affinity is not None else os.cpu_count() or 1
 

@@ -91,6 +91,9 @@ def _options(args: argparse.Namespace) -> Options:
         strict=args.strict,
         allow_symlink_root=tuple(Path(p) for p in args.allow_symlink_root or ()),
         yes=args.yes,
+        executor=args.executor,
+        ray_address=args.ray_address,
+        resume=args.resume,
     )
     if args.workers is not None:
         opts.workers = args.workers
@@ -127,6 +130,7 @@ def _check_ids(text: str | None) -> frozenset[str]:
 def cmd_validate(args: argparse.Namespace) -> int:
     from mxformats.output import Output, UsageError
 
+    from .executors import ExecutorUnavailable, executor_for
     from .report import dump_json, print_report, printable, to_github, to_junit
     from .runner import exit_code, validate
 
@@ -140,6 +144,11 @@ def cmd_validate(args: argparse.Namespace) -> int:
         print(f"mxformats validate: {problem}", file=sys.stderr)
         return 2
     opts = _options(args)
+    try:
+        executor = executor_for(opts)
+    except ExecutorUnavailable as err:
+        print(f"mxformats validate: {err}", file=sys.stderr)
+        return 2
     progress = _Progress.start(args.quiet)
 
     def plan(total: int) -> None:
@@ -149,7 +158,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
         progress.plan(total)
 
     try:
-        report = validate(args.dir, opts, on_read=progress.advance, on_plan=plan)
+        report = validate(args.dir, opts, on_read=progress.advance, on_plan=plan,
+                          executor=executor)
     finally:
         progress.stop()
     report.restrict(select, ignore)
@@ -406,7 +416,23 @@ def add_parsers(commands: Any) -> None:
     v.add_argument("--ignore", metavar="ID,...",
                    help="do not report these check IDs (comma-separated)")
     v.add_argument(
-        "--workers", type=_positive, metavar="N", help="worker threads (default min(cores, 8))"
+        "--workers", type=_positive, metavar="N",
+        help="tasks at once: worker processes of the local executor (default: the cores; 1 "
+        "runs in this process), or Ray tasks in flight",
+    )
+    v.add_argument(
+        "--executor", choices=("local", "ray"), default="local",
+        help="where the numbers and --source tasks run: local (a process pool, default) or "
+        "ray (a Ray cluster; needs mxformats[ray])",
+    )
+    v.add_argument(
+        "--ray-address", metavar="auto|HOST:PORT",
+        help="with --executor ray: the cluster to join (default: start a local Ray)",
+    )
+    v.add_argument(
+        "--resume", type=Path, metavar="REPORT.json",
+        help="reuse the finished tasks of this JSON report (of an interrupted run) and run "
+        "only the others",
     )
     v.add_argument("--strict", action="store_true", help="warnings fail the run too")
     v.add_argument(
