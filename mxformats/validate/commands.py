@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 import tempfile
+import threading
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -127,6 +129,17 @@ def _check_ids(text: str | None) -> frozenset[str]:
     return ids
 
 
+#: The exit code of a run interrupted (SIGINT, SIGTERM) while its tasks ran: 128 + SIGINT, as
+#: a shell reports a process that Ctrl-C ended. Its report (``-o``) is marked ``incomplete``
+#: and holds the finished tasks, for ``--resume``.
+INTERRUPTED = 130
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    """SIGTERM (a scheduler's stop) ends the run as Ctrl-C does: the report still comes out."""
+    raise KeyboardInterrupt
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
     from mxformats.output import Output, UsageError
 
@@ -157,10 +170,17 @@ def cmd_validate(args: argparse.Namespace) -> int:
                   f"({total / 1e9:.2f} GB) of tensor data", file=sys.stderr)
         progress.plan(total)
 
+    main_thread = threading.current_thread() is threading.main_thread()  # signal's rule
+    previous = signal.signal(signal.SIGTERM, _interrupt) if main_thread else None
     try:
         report = validate(args.dir, opts, on_read=progress.advance, on_plan=plan,
                           executor=executor)
+    except KeyboardInterrupt:  # before or after the tasks: nothing worth a report yet
+        print("mxformats validate: interrupted", file=sys.stderr)
+        return INTERRUPTED
     finally:
+        if main_thread:
+            signal.signal(signal.SIGTERM, previous)
         progress.stop()
     report.restrict(select, ignore)
     if report.fatal is not None:
@@ -179,7 +199,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
         "json": lambda fp: dump_json(report, fp),
         "junit": lambda fp: fp.write(to_junit(report) + "\n"),
         "github": lambda fp: fp.write(to_github(report)),
-    }, exit_code(report, args.strict))
+    }, INTERRUPTED if report.incomplete else exit_code(report, args.strict))
 
 
 def inspect_data(root: str) -> dict[str, Any]:
@@ -380,7 +400,9 @@ def add_parsers(commands: Any) -> None:
         "honours HF_ENDPOINT, HF_TOKEN, HF_HOME).",
         epilog="Exit codes: 0 no errors (warnings allowed unless --strict), 1 errors found, "
         "2 could not run (bad usage, unreadable folder, a missing or gated repo or revision, "
-        "no network, a format not verified such as NVFP4). "
+        "no network, a format not verified such as NVFP4, --executor ray without Ray), "
+        "130 interrupted (SIGINT or SIGTERM; the JSON report is marked incomplete and "
+        "--resume takes it). "
         "Every JSON finding carries its check's catalogue url, meaning and fix. "
         f"The checks: {check_url('')}",
     )

@@ -66,6 +66,9 @@ class Report:
     excluded: frozenset[str] = frozenset()
     #: the run was interrupted: only some tasks finished (``fatal`` says so)
     incomplete: bool = False
+    #: each finished task's record (:func:`mxformats.validate.tasks.record`): what
+    #: ``--resume`` reuses
+    tasks: list[dict[str, Any]] = field(default_factory=list)
 
     def ran(self, check: Check) -> bool:
         """Whether ``check`` was run: its module ran and the run's level reaches its level
@@ -163,6 +166,8 @@ def to_json(report: Report) -> dict[str, Any]:
         out["reproduction"] = report.reproduction
     if report.incomplete:
         out["incomplete"] = True
+    if report.tasks:
+        out["tasks"] = report.tasks
     return out
 
 

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from types import ModuleType
+from typing import Any
 
 from . import coverage, deployment, files, layout, manifest, numbers, reproduce, tasks
 from .executors import Executor, executor_for
@@ -141,6 +142,9 @@ class _TaskRun:
         tasks.remember(root, opts, ckpt)  # tasks run in this process reuse the headers
         self.results: dict[int, tasks.TaskResult] = {}
         self.errors: dict[int, str] = {}
+        self.resume_problem: Finding | None = None
+        if opts.resume is not None:
+            self.results, self.resume_problem = tasks.resumable(opts.resume, self.plan)
 
     def run(self, executor: Executor, on_read: Callable[[int], None] | None) -> None:
         """Run the tasks not yet finished; each result's bytes advance ``on_read`` and its
@@ -159,8 +163,15 @@ class _TaskRun:
                 on_read(outcome.value.bytes_read)
 
     def failures(self) -> Iterator[Finding]:
-        """TASK_FAILED findings for the tasks that failed."""
-        return tasks.failure_findings(self.plan, self.errors)
+        """RESUME_UNUSABLE where ``--resume`` named a report it could not use, and
+        TASK_FAILED findings for the tasks that failed."""
+        if self.resume_problem is not None:
+            yield self.resume_problem
+        yield from tasks.failure_findings(self.plan, self.errors)
+
+    def records(self) -> list[dict[str, Any]]:
+        """The report's record of every finished task, in task order (``--resume`` input)."""
+        return [tasks.record(self.plan[i], self.results[i]) for i in sorted(self.results)]
 
     def check(self, name: str, module: ModuleType) -> Iterable[Finding] | None:
         """The findings of check module ``name``: numbers and reproduce combine the tasks'
@@ -237,8 +248,10 @@ def validate(
             report.fatal = (f"interrupted: {len(done.results)} of {len(done.plan)} tasks "
                             "finished; --resume this report to run only the others")
             report.incomplete = True
+            report.tasks = done.records()
             report.seconds = time.perf_counter() - start
             return report
+        report.tasks = done.records()
         for name, module in list(CHECK_MODULES.items())[1:]:
             if _applies(name, ckpt, opts):
                 report.modules_run.append(name)
