@@ -726,7 +726,7 @@ def module_numbers(ckpt: Checkpoint, opts: Options, module: Module) -> ModuleNum
     """The numbers checks of one quantized module at ``opts.level``: its descriptor's scale
     checks (``scales``) and code checks (``full``), reading only this module's tensors (the
     memory a call needs is bounded by the module). An exception becomes the module's
-    INTERNAL_ERROR (its findings so far are dropped, as :func:`for_each_module` does)."""
+    INTERNAL_ERROR naming it (its findings so far are dropped; the other modules go on)."""
     out = ModuleNumbers(module.name)
     try:
         out.findings = list(_module_checks(ckpt, opts, module, out))

@@ -26,7 +26,7 @@ from . import coverage, deployment, files, layout, manifest, numbers, reproduce,
 from .executors import Executor, executor_for
 from .findings import Finding, Level
 from .model import Checkpoint, CheckpointFormat, Options
-from .parallel import INTERNAL_ERROR, for_each_module, internal
+from .parallel import INTERNAL_ERROR, internal
 from .reader import NotAFolder, ReadFailed, open_reader
 from .report import Report, exit_code
 
@@ -36,7 +36,6 @@ __all__ = [
     "INTERNAL_ERROR",
     "Report",
     "exit_code",
-    "for_each_module",
     "planned_bytes",
     "validate",
 ]
