@@ -76,6 +76,17 @@ def test_plan_reads_each_shard_front_to_back_in_bounded_tasks(small_tasks: None)
         tasks.Task("root", Options(level=Level.FULL, workers=7), t.modules, t.index)
         for t in plan]
     assert tasks.plan("root", ckpt, Options(level=Level.STRUCTURE)) == []
+    # offsets, not names, give the order: a shard written back to front is read front to back
+    wp = ckpt.descriptor.weight_param
+    for module in ckpt.modules.values():
+        if wp in module.tensors:
+            ref = module.tensors[wp]
+            module.tensors[wp] = ref._replace(begin=10**12 - ref.begin)
+    backwards = tasks.plan("root", ckpt, opts)
+    assert [m for t in backwards for m in t.modules] != seen
+    for task in backwards:
+        begins = [ckpt.modules[m].tensors[wp].begin for m in task.modules]
+        assert begins == sorted(begins)
 
 
 def test_task_key_changes_with_what_the_result_depends_on() -> None:
@@ -214,7 +225,9 @@ def test_a_killed_worker_is_retried(tmp_path: Path) -> None:
     markers = [str(tmp_path / f"m{i}") for i in range(3)]
     got = _outcomes(LocalExecutor(workers=2).map(_die_once, markers))
     assert all(o.value == "survived" and o.error is None for o in got.values())
-    assert all(o.attempts == 2 for o in got.values())  # each died once, then ran again
+    # each died once and ran again; a task in flight when another's death broke the pool
+    # counts that attempt too (Python cannot tell which task killed it), so 2 or 3
+    assert all(2 <= o.attempts <= 3 for o in got.values()), [o.attempts for o in got.values()]
 
 
 def test_a_worker_that_always_dies_becomes_an_error_after_max_attempts() -> None:
@@ -327,7 +340,7 @@ def test_cli_interrupt_writes_an_incomplete_report_and_exits_130(
 @pytest.mark.parametrize("content", [
     "not json", "[]", json.dumps({"tasks": "x"}), json.dumps({"no": "tasks"}),
     "OTHER",  # a record of another run: no key matches
-    "OBJECT_DTYPE", "HUGE_ARRAY", "UNKNOWN_CHECK",
+    "OBJECT_DTYPE", "TEXT_DTYPE", "HUGE_ARRAY", "UNKNOWN_CHECK",
 ])
 def test_an_unusable_resume_file_is_a_warning_and_everything_runs(
         content: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -341,6 +354,9 @@ def test_an_unusable_resume_file_is_a_warning_and_everything_runs(
     elif content == "OBJECT_DTYPE":
         result["numbers"][0]["small"] = {
             "weight_scale": {"dtype": "object", "shape": [1], "data": ""}}
+    elif content == "TEXT_DTYPE":  # numpy reads it from the bytes, but it is no number
+        result["numbers"][0]["small"] = {
+            "weight_scale": {"dtype": "<U1", "shape": [1], "data": "QQAAAA=="}}
     elif content == "HUGE_ARRAY":
         result["numbers"][0]["small"] = {
             "weight_scale": {"dtype": "uint8", "shape": [1 << 40], "data": ""}}

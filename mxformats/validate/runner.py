@@ -137,21 +137,23 @@ class _TaskRun:
 
     def __init__(self, root: str, ckpt: Checkpoint, opts: Options) -> None:
         self.ckpt, self.opts = ckpt, opts
-        self.plan = tasks.plan(root, ckpt, opts)
         tasks.remember(root, opts, ckpt)  # tasks run in this process reuse the headers
+        self.plan = tasks.plan(root, ckpt, opts)
         self.results: dict[int, tasks.TaskResult] = {}
         self.errors: dict[int, str] = {}
         self.resume_problem: Finding | None = None
         if opts.resume is not None:
             self.results, self.resume_problem = tasks.resumable(opts.resume, self.plan)
 
-    def run(self, executor: Executor, on_read: Callable[[int], None] | None) -> None:
-        """Run the tasks not yet finished; each result's bytes advance ``on_read`` and its
-        failed reads join the checkpoint's. KeyboardInterrupt leaves the finished ones."""
+    def run(self, executor: Executor | None, on_read: Callable[[int], None] | None) -> None:
+        """Run the tasks not yet finished on ``executor`` (None: :func:`executor_for` the
+        options, made only when there is a task: joining a Ray cluster costs seconds); each
+        result's bytes advance ``on_read`` and its failed reads join the checkpoint's.
+        KeyboardInterrupt leaves the finished ones in :attr:`results`."""
         todo = [t for t in self.plan if t.index not in self.results]
         if not todo:
             return
-        for outcome in executor.map(tasks.run_task, todo):
+        for outcome in (executor or executor_for(self.opts)).map(tasks.run_task, todo):
             task = todo[outcome.index]
             if outcome.value is None:
                 self.errors[task.index] = outcome.error or "no result"
@@ -242,7 +244,7 @@ def validate(
     with _loaded_graph_frozen():
         done = _TaskRun(reader.name if reader.remote else str(ckpt.root), ckpt, opts)
         try:
-            done.run(executor or executor_for(opts), on_read)
+            done.run(executor, on_read)
         except KeyboardInterrupt:
             report.fatal = (f"interrupted: {len(done.results)} of {len(done.plan)} tasks "
                             "finished; --resume this report to run only the others")

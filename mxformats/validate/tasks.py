@@ -184,7 +184,7 @@ def plan(root: str, ckpt: Checkpoint, opts: Options) -> list[Task]:
     """The tasks of a run: the modules the numbers checks or ``--source`` look at, grouped by
     the shard holding their weight (shards in the checkpoint's order), sorted by offset
     within it, cut at :data:`TASK_BYTES` / :data:`TASK_MODULES`. Empty when neither runs."""
-    loaded = _prepared(ckpt, opts)
+    loaded = _LOADED.get(_load_key(root, opts)) or _prepared(ckpt, opts)
     desc = ckpt.descriptor
     if desc is None:
         return []
