@@ -172,9 +172,15 @@ def test_arguments_are_checked() -> None:
         RayExecutor(workers=0)
 
 
-def test_ray_is_imported_by_the_ray_executor_only() -> None:
+def test_ray_is_imported_when_a_ray_executor_is_made_only() -> None:
     code = (
-        "import sys, mxformats, mxformats.cli, mxformats.validate.executors, "
-        "mxformats.validate.runner; assert 'ray' not in sys.modules, 'ray imported'"
+        "import sys, mxformats, mxformats.cli, mxformats.validate.runner, "
+        "mxformats.validate.executors.ray; assert 'ray' not in sys.modules, 'ray imported'"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_a_missing_ray_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray -> ImportError
+    with pytest.raises(ImportError, match=r"pip install 'mxformats\[ray\]'"):
+        RayExecutor()

@@ -41,7 +41,8 @@ forward the workers' stdout/stderr (``log_to_driver=False``; they stay in the se
 ``logs/worker-*.out``); a task's failure still comes back as its outcome, and Ray's progress
 views (the dashboard, ``ray status``, ``ray list tasks`` with ``ray[default]``) are untouched.
 
-Ray is imported here only: ``import mxformats`` and the ``local`` executor never import it.
+Ray is imported when a :class:`RayExecutor` is made (ImportError naming ``mxformats[ray]``
+when it is missing), never by ``import mxformats`` or by importing this module.
 
 Sources (Ray 2.60.0, the version constraints.txt pins):
 
@@ -58,12 +59,11 @@ Sources (Ray 2.60.0, the version constraints.txt pins):
 
 from __future__ import annotations
 
+import importlib
 import logging
 from collections.abc import Callable, Iterator, Sequence
+from types import ModuleType
 from typing import Any, TypeVar
-
-import ray
-import ray.exceptions
 
 from . import DEFAULT_MAX_ATTEMPTS, Outcome
 
@@ -76,13 +76,19 @@ R = TypeVar("R")
 #: between a result and the next submission, few enough to bound what the driver holds.
 IN_FLIGHT_PER_WORKER = 2
 
+#: What ``ray.get`` raises once Ray has used up ``max_retries`` on a task whose worker died
+#: (names in ``ray.exceptions``).
+WORKER_DEATHS = ("WorkerCrashedError", "OutOfMemoryError", "NodeDiedError")
 
-#: What ``ray.get`` raises once Ray has used up ``max_retries`` on a task whose worker died.
-WORKER_DEATHS = (
-    ray.exceptions.WorkerCrashedError,
-    ray.exceptions.OutOfMemoryError,
-    ray.exceptions.NodeDiedError,
-)
+
+def _import_ray() -> ModuleType:
+    """``ray``, imported on first use; ImportError naming the extra when it is not installed."""
+    try:
+        importlib.import_module("ray.exceptions")  # ray.exceptions before its use in _outcome
+        return importlib.import_module("ray")
+    except ImportError as exc:
+        hint = "the ray executor needs Ray: pip install 'mxformats[ray]'"
+        raise ImportError(f"{hint} ({exc})") from exc
 
 
 class TaskRaised(Exception):
@@ -104,6 +110,8 @@ def _attempt_number() -> int:
     task's only through the core worker (``CoreWorker.get_current_task_attempt_number`` in
     ``python/ray/_raylet.pyx``); no public API returns it. 1 if a Ray release drops it.
     """
+    import ray._private.worker
+
     core_worker = getattr(ray._private.worker.global_worker, "core_worker", None)
     getter = getattr(core_worker, "get_current_task_attempt_number", None)
     return 1 if getter is None else int(getter()) + 1
@@ -118,7 +126,7 @@ def _run_attempt(fn: Callable[[Any], Any], item: Any) -> tuple[int, Any]:
         raise TaskRaised(f"{type(exc).__name__}: {exc}", attempt) from None
 
 
-def _connect(address: str | None) -> None:
+def _connect(ray: ModuleType, address: str | None) -> None:
     """Initialise Ray for ``address`` unless this process already is (then reuse it)."""
     if ray.is_initialized():
         return
@@ -148,7 +156,8 @@ class RayExecutor:
             raise ValueError(f"max_attempts must be at least 1, not {max_attempts}")
         if workers is not None and workers < 1:
             raise ValueError(f"workers must be at least 1, not {workers}")
-        _connect(address)
+        ray = _import_ray()
+        _connect(ray, address)
         if workers is None:
             cpus = int(ray.cluster_resources().get("CPU", 0))
             if cpus < 1:
@@ -156,6 +165,7 @@ class RayExecutor:
             workers = cpus
         self.workers = workers
         self.max_attempts = max_attempts
+        self._ray = ray
         self._remote = ray.remote(_run_attempt)
 
     def map(self, fn: Callable[[T], R], items: Sequence[T]) -> Iterator[Outcome[R]]:
@@ -169,6 +179,7 @@ class RayExecutor:
             max_retries=self.max_attempts - 1,
             retry_exceptions=False,
         )
+        ray = self._ray
         fn_ref = ray.put(fn)
         index_of: dict[Any, int] = {}
         next_index = 0
@@ -194,20 +205,21 @@ class RayExecutor:
 
     def _outcome(self, index: int, ref: Any) -> Outcome[R]:
         """The outcome of the finished task ``ref``."""
+        errors = self._ray.exceptions
         try:
-            attempt, value = ray.get(ref)
-        except ray.exceptions.RayTaskError as exc:
+            attempt, value = self._ray.get(ref)
+        except errors.RayTaskError as exc:
             cause = exc.cause
             if isinstance(cause, TaskRaised):
                 return Outcome(index=index, error=cause.error, attempts=cause.attempt)
             return Outcome(index=index, error=f"{type(cause).__name__}: {cause}")
-        except WORKER_DEATHS as exc:
+        except tuple(getattr(errors, name) for name in WORKER_DEATHS) as exc:
             return Outcome(
                 index=index,
                 error=f"{type(exc).__name__}: the worker died on each of {self.max_attempts} "
                 f"attempts; the last: {exc}",
                 attempts=self.max_attempts,
             )
-        except ray.exceptions.RayError as exc:  # not retried by Ray (unschedulable, ...)
+        except errors.RayError as exc:  # not retried by Ray (unschedulable, ...)
             return Outcome(index=index, error=f"{type(exc).__name__}: {exc}")
         return Outcome(index=index, value=value, attempts=attempt)
