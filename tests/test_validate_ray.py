@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -165,11 +166,20 @@ def test_an_item_that_does_not_serialise_never_runs(ray_cluster: Cluster) -> Non
     assert outcomes[1].error is not None and "lock" in outcomes[1].error
 
 
-def test_arguments_are_checked() -> None:
+def test_arguments_are_checked(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(ValueError, match="max_attempts"):
         RayExecutor(max_attempts=0)
     with pytest.raises(ValueError, match="workers"):
         RayExecutor(workers=0)
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)  # as in a fresh process
+    monkeypatch.setattr(ray, "init", None)  # never reached
+    with pytest.raises(ValueError, match="HOST:PORT"):
+        RayExecutor(address="head-node")
+    closed = socket.create_server(("127.0.0.1", 0))
+    port = closed.getsockname()[1]
+    closed.close()
+    with pytest.raises(ConnectionError, match=f"no Ray cluster answers at 127.0.0.1:{port}"):
+        RayExecutor(address=f"127.0.0.1:{port}")
 
 
 def test_ray_is_imported_when_a_ray_executor_is_made_only() -> None:

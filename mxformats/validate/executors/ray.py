@@ -4,7 +4,7 @@
 scheduling, the retries and the bookkeeping, this module only maps Ray's answers onto
 :class:`~mxformats.validate.executors.Outcome`:
 
-- every item runs as one Ray task of the wrapper :func:`_run_attempt` (the function goes into
+- every item runs as one Ray task of the wrapper ``_run_attempt`` (the function goes into
   the object store once, each task gets a reference to it), one CPU each, placed by Ray;
 - a worker process that dies (killed, out of memory, its node lost) is retried by Ray:
   ``max_retries=max_attempts - 1`` ("Maximum number of times to rerun the function when the
@@ -34,8 +34,10 @@ is the configured bound, and for other Ray errors the count is not known (report
 Connecting: ``address`` None or ``"local"`` starts a Ray instance on this machine for the life
 of the process (Ray shuts it down at exit); ``"auto"`` joins the cluster this machine belongs
 to (``ray start`` or ``RAY_ADDRESS``), ``"HOST:PORT"`` the cluster whose head (GCS) listens
-there. When Ray is already initialised in this process (a notebook, a test fixture, a caller
-that configured it), that connection is used as it is and ``address`` is not consulted.
+there (checked first: ConnectionError when nothing answers within ``CONNECT_TIMEOUT_S``, where
+``ray.init`` would retry for minutes). When Ray is already initialised in this process (a
+notebook, a test fixture, a caller that configured it), that connection is used as it is and
+``address`` is not consulted.
 When this module initialises Ray it logs Ray's own messages from WARNING up and does not
 forward the workers' stdout/stderr (``log_to_driver=False``; they stay in the session's
 ``logs/worker-*.out``); a task's failure still comes back as its outcome, and Ray's progress
@@ -61,6 +63,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import socket
 from collections.abc import Callable, Iterator, Sequence
 from types import ModuleType
 from typing import Any, TypeVar
@@ -126,10 +129,28 @@ def _run_attempt(fn: Callable[[Any], Any], item: Any) -> tuple[int, Any]:
         raise TaskRaised(f"{type(exc).__name__}: {exc}", attempt) from None
 
 
+#: Seconds to wait for a TCP connection to an explicit ``HOST:PORT`` before calling it
+#: unreachable (``ray.init`` itself retries an unreachable head for minutes, silently).
+CONNECT_TIMEOUT_S = 10.0
+
+
+def _check_reachable(address: str) -> None:
+    """ConnectionError unless something accepts a TCP connection at ``HOST:PORT``."""
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        raise ValueError(f"a Ray address is auto, local or HOST:PORT, not {address!r}")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), CONNECT_TIMEOUT_S).close()
+    except OSError as exc:
+        raise ConnectionError(f"no Ray cluster answers at {address}: {exc}") from exc
+
+
 def _connect(ray: ModuleType, address: str | None) -> None:
     """Initialise Ray for ``address`` unless this process already is (then reuse it)."""
     if ray.is_initialized():
         return
+    if address not in (None, "local", "auto"):
+        _check_reachable(address)
     ray.init(
         address=None if address == "local" else address,
         logging_level=logging.WARNING,
