@@ -113,11 +113,12 @@ def _attempt_number() -> int:
     task's only through the core worker (``CoreWorker.get_current_task_attempt_number`` in
     ``python/ray/_raylet.pyx``); no public API returns it. 1 if a Ray release drops it.
     """
-    import ray._private.worker
+    try:
+        from ray._private.worker import global_worker
 
-    core_worker = getattr(ray._private.worker.global_worker, "core_worker", None)
-    getter = getattr(core_worker, "get_current_task_attempt_number", None)
-    return 1 if getter is None else int(getter()) + 1
+        return int(global_worker.core_worker.get_current_task_attempt_number()) + 1
+    except (ImportError, AttributeError):
+        return 1
 
 
 def _run_attempt(fn: Callable[[Any], Any], item: Any) -> tuple[int, Any]:
@@ -213,7 +214,7 @@ class RayExecutor:
                     try:
                         index_of[task.remote(fn_ref, items[index])] = index
                     except Exception as exc:  # the item does not serialise: it never runs
-                        reason = str(exc).splitlines()[0]  # Ray appends a serialisability report
+                        reason = str(exc).partition("\n")[0]  # Ray appends a long report
                         error = f"{type(exc).__name__}: {reason}"
                         yield Outcome(index=index, error=error, attempts=0)
                 if not index_of:
