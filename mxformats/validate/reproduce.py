@@ -258,16 +258,31 @@ def reproduce_module(desc: Descriptor, module: str, w: NDArray[Any],
     if not np.all(np.isfinite(d)):  # NaN/Inf decoded (E8M0 0xFF, a scale Inf): no statistic
         result.rel_error, result.sqnr_db = math.inf, -math.inf
         return result
-    err = float(np.linalg.norm(d - x))
-    ref = float(np.linalg.norm(x))
+    err = _norm(d - x)
+    ref = _norm(x)
     result.rel_error = err / ref if ref else (0.0 if err == 0 else math.inf)
     result.sqnr_db = 20 * math.log10(ref / err) if err and ref else math.inf
     if x.std() > 0:  # a constant source has no correlation to judge
         # A constant weight (an all-zero expert) carries nothing of a varying source: 0, not
         # the NaN np.corrcoef gives, which every comparison would let through.
-        result.correlation = (float(np.corrcoef(d.reshape(-1), x.reshape(-1))[0, 1])
+        result.correlation = (_correlation(d, x)
                               if d.std() > 0 else 0.0)
     return result
+
+
+def _norm(v: NDArray[np.float64]) -> float:
+    """The Euclidean norm by numpy's pairwise summation, not BLAS (``np.linalg.norm``): BLAS
+    splits a dot product over its threads, so its last bits follow the thread count (Ray sets
+    ``OMP_NUM_THREADS=1`` in its workers), and a module's figures must not depend on where its
+    task ran (the report is byte-identical across executors)."""
+    return math.sqrt(float(np.sum(np.square(v))))
+
+
+def _correlation(a: NDArray[np.float64], b: NDArray[np.float64]) -> float:
+    """Pearson's correlation of two non-constant arrays, summed as :func:`_norm` (not
+    ``np.corrcoef``, whose products go through BLAS)."""
+    da, db = a.reshape(-1) - a.mean(), b.reshape(-1) - b.mean()
+    return float(np.sum(da * db)) / (_norm(da) * _norm(db))
 
 
 def sample_modules(names: list[str], n: int | None) -> list[str]:

@@ -60,8 +60,8 @@ class Executor(Protocol):
 def executor_for(opts: Options) -> Executor:
     """The executor ``opts`` asks for: ``local`` (:class:`.local.LocalExecutor` over
     ``opts.workers`` processes) or ``ray`` (:class:`.ray.RayExecutor` at ``opts.ray_address``,
-    imported only then). :class:`ExecutorUnavailable` when Ray is asked for and not installed
-    (the CLI's exit 2)."""
+    imported only then). :class:`ExecutorUnavailable` when Ray is asked for and not installed,
+    or nothing answers at the address (the CLI's exit 2)."""
     if opts.executor == "ray":
         try:  # by name: the module imports Ray, an optional dependency
             ray_module = importlib.import_module(".ray", __name__)
@@ -71,6 +71,8 @@ def executor_for(opts: Options) -> Executor:
         except ImportError as exc:
             raise ExecutorUnavailable(f"--executor ray needs Ray: pip install mxformats[ray] "
                                       f"({exc})") from exc
+        except OSError as exc:  # ConnectionError: nothing answers at --ray-address
+            raise ExecutorUnavailable(f"--executor ray: {exc}") from exc
         return executor
     if opts.executor != "local":
         raise ExecutorUnavailable(f"unknown executor {opts.executor!r} (local or ray)")
@@ -80,4 +82,5 @@ def executor_for(opts: Options) -> Executor:
 
 
 class ExecutorUnavailable(RuntimeError):
-    """The executor asked for cannot run here (its package is not installed)."""
+    """The executor asked for cannot run here (its package is not installed, its cluster does
+    not answer)."""
