@@ -54,27 +54,32 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import numpy as np
 
 from mxformats import codec as reference_codec
-from mxformats.arith import BF16, canonical_nan
+from mxformats.arith import BF16, canonical_nan, divide_in
 from mxformats.containers import containers, tensor_to_numpy
 from mxformats.formats import E2M1, E4M3FN, E8M0, Format
+from mxformats.schemes import fp8 as reference_fp8
 from mxformats.schemes import fp8_block as reference_fp8_block
 from mxformats.schemes import int4 as reference_int4
 from mxformats.schemes import mx as reference_mx
 from mxformats.schemes import nvfp4 as reference_nvfp4
+from mxformats.schemes import w4a8 as reference_w4a8
 from mxformats.schemes.fp8_block import FP8BlockArray
 from mxformats.schemes.int4 import Int4Array
 from mxformats.schemes.mx import MXArray
 from mxformats.schemes.mx.elements import encode_elements
 from mxformats.schemes.mx.producers import get_producer
 from mxformats.schemes.nvfp4 import NVFP4Array
+from mxformats.schemes.w4a8 import W4A8, W4A8Stages
 
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike, DTypeLike, NDArray
 
 __all__ = [
-    "QUANTIZE_PROFILES", "code_table", "decode", "dequantize_fp8_block", "dequantize_int4",
-    "dequantize_mx", "dequantize_nvfp4", "element_table", "encode", "pack_int4",
-    "quantize_fp8_block", "quantize_mx", "quantize_nvfp4", "unpack_int4", "workers",
+    "QUANTIZE_PROFILES", "THREADS_VARIABLE", "code_table", "decode", "dequantize_fp8_block",
+    "dequantize_int4", "dequantize_mx", "dequantize_nvfp4", "element_table", "encode",
+    "fp8_table", "int4_table", "pack_int4", "quantize_fp8", "quantize_fp8_block",
+    "quantize_int4", "quantize_mx", "quantize_nvfp4", "quantize_w4a8", "unpack_int4",
+    "workers",
 ]
 
 #: Blocks of 32 handled per chunk: 2048 blocks = 256 KiB of float32, so a chunk's input and its
@@ -129,8 +134,20 @@ def _with_signature_of(reference: Callable[..., Any]) -> Callable[[Callable[...,
     return decorate
 
 
+#: The environment variable that caps :func:`workers` (e.g. ``1`` in each worker of a process
+#: pool, which runs one task per core).
+THREADS_VARIABLE = "MXFORMATS_THREADS"
+
+
 def workers() -> int:
-    """Threads the fast paths use: the CPUs this process may run on."""
+    """Threads a fast path uses when the caller gives no ``threads``: the positive integer in
+    :data:`THREADS_VARIABLE` when it is set, else the CPUs this process may run on.
+    ValueError for a value that is not a positive integer."""
+    given = os.environ.get(THREADS_VARIABLE)
+    if given is not None:
+        if not given.strip().isdigit() or int(given) < 1:
+            raise ValueError(f"{THREADS_VARIABLE} must be a positive integer, got {given!r}")
+        return int(given)
     affinity = getattr(os, "sched_getaffinity", None)
     return len(affinity(0)) if affinity is not None else os.cpu_count() or 1
 
@@ -291,7 +308,8 @@ def quantize_mx(
 
     Fast path: ``elem`` E2M1, ``block_size`` 32, a ``profile`` in :data:`QUANTIZE_PROFILES`,
     float32, bfloat16 or float16 numpy data (or torch tensor) whose length along ``axis`` is a
-    multiple of 32.
+    multiple of 32, or even where the producer quantizes a short last block (``quark``: the
+    block padded with zeros, as the producer pads it, and the padding's codes dropped).
     Anything else is passed to the reference unchanged. ``threads``: at most this many threads
     (default: :func:`workers`). Spec: spec/mx.md.
     """
@@ -305,11 +323,17 @@ def quantize_mx(
         or data.dtype not in (_F32, BF16, _F16)
         or data.ndim == 0
         or not -data.ndim <= axis < data.ndim
-        or data.shape[axis] % BLOCK
+        or (data.shape[axis] % BLOCK
+            and (data.shape[axis] % 2 or not get_producer(profile).partial_blocks))
     ):
         return reference_mx.quantize_mx(x, elem, block_size=block_size, axis=axis, profile=profile)
     ax = axis % data.ndim
     moved = np.ascontiguousarray(np.moveaxis(data, ax, -1))
+    n = moved.shape[-1]
+    if n % BLOCK:  # the producer's short last block: its zero padding, cut off below
+        padded = np.zeros((*moved.shape[:-1], n + -n % BLOCK), dtype=moved.dtype)
+        padded[..., :n] = moved
+        moved = padded
     blocks = moved.reshape(-1, BLOCK)
     count = blocks.shape[0]
     packed = np.empty((count, BLOCK // 2), dtype=np.uint8)
@@ -325,7 +349,7 @@ def quantize_mx(
         rows = np.concatenate(special)
         exact = reference_mx.quantize_mx(blocks[rows], E2M1, profile=profile)
         packed[rows], scales[rows] = exact.codes, exact.scales[:, 0]
-    codes = np.moveaxis(packed.reshape(*moved.shape[:-1], -1), -1, ax)
+    codes = np.moveaxis(packed.reshape(*moved.shape[:-1], -1)[..., : n // 2], -1, ax)
     block_scales = np.moveaxis(scales.reshape(*moved.shape[:-1], -1), -1, ax)
     return MXArray(np.ascontiguousarray(codes), np.ascontiguousarray(block_scales), E2M1,
                        BLOCK, ax, profile)
@@ -711,14 +735,14 @@ _LAYOUTS = ("compressed-tensors", "quark")
 
 
 @containers()
-def pack_int4(
-    q: ArrayLike, *, layout: str = "compressed-tensors", axis: int = -1
-) -> NDArray[np.int32]:
+@_with_signature_of(reference_int4.pack_int4)
+def pack_int4(q: ArrayLike, *, layout: str, axis: int, threads: int | None) -> NDArray[np.int32]:
     """:func:`mxformats.pack_int4`, the same words, fast for int8 input.
 
     Fast path: int8 values, ``layout`` ``compressed-tensors`` or ``quark``, a length along
     ``axis`` that is a multiple of 8 (no padding). Nibbles are made per byte (``(q + offset) &
-    0xF``), put in the layout's nibble order and joined two per byte. Spec: int4-layouts.md.
+    0xF``), put in the layout's nibble order and joined two per byte, by chunks on up to
+    ``threads`` threads. Spec: int4-layouts.md.
     """
     values = q if isinstance(q, np.ndarray) else None
     if (
@@ -737,14 +761,29 @@ def pack_int4(
     ax = axis % values.ndim
     moved = np.moveaxis(values, ax, -1)
     groups = np.ascontiguousarray(moved).reshape(-1, 8)
-    if layout == "quark":
-        groups = groups.take(reference_int4.NIBBLE_ORDER["quark"], axis=1)
-    nibbles = groups.view(np.uint8) + np.uint8(reference_int4.NIBBLE_OFFSET[layout])
-    nibbles &= np.uint8(0xF)
-    pairs = nibbles.view(np.uint16)
-    pairs |= pairs >> 4
-    words = pairs.astype(np.uint8).view(np.int32).reshape(*moved.shape[:-1], -1)
+    out = np.empty((groups.shape[0], 4), dtype=np.uint8)
+    chunk = CHUNK_ELEMENTS // 8
+    _parallel(groups.shape[0], lambda lo, hi: _pack_groups(groups, layout, out, lo, hi, chunk),
+              threads, chunk)
+    words = out.view(np.int32).reshape(*moved.shape[:-1], -1)
     return np.moveaxis(words, -1, ax)
+
+
+def _pack_groups(groups: NDArray[np.int8], layout: str, out: NDArray[np.uint8], lo: int,
+                 hi: int, chunk: int) -> None:
+    """Groups ``lo:hi`` of 8 int8 values into the 4 bytes of their words, by chunks."""
+    order = reference_int4.NIBBLE_ORDER[layout]
+    offset = np.uint8(reference_int4.NIBBLE_OFFSET[layout])
+    for start in range(lo, hi, chunk):
+        stop = min(start + chunk, hi)
+        part = groups[start:stop]
+        if order != tuple(range(8)):
+            part = part.take(order, axis=1)
+        nibbles = part.view(np.uint8) + offset
+        nibbles &= np.uint8(0xF)
+        pairs = nibbles.view(np.uint16)
+        pairs |= pairs >> 4
+        np.copyto(out[start:stop], pairs, casting="unsafe")
 
 
 @cache
@@ -898,6 +937,222 @@ def _round_through(v: NDArray[np.float32], dtype: np.dtype[Any],
     odd += np.uint32(0x7FFF)
     bits += odd
     bits &= np.uint32(0xFFFF0000)
+
+
+# -- INT4, FP8 per-tensor and W4A8 quantize -------------------------------------------------
+
+#: float32 bits below the 9 mantissa bits the quotient tables keep (2**18 classes): enough for
+#: a rounding to bfloat16 (7 bits) followed by one to an integer or an FP8 code (3 bits), and
+#: for those roundings from float32 directly.
+_QUOTIENT_LOW_BITS = 14
+#: Input types whose quotients the tables encode: their quotient dtype is float32 or bfloat16.
+_QUOTIENT_INPUTS = (_F32, BF16)
+
+
+def _quotient_table(encode: Callable[[NDArray[np.float32]], NDArray[Any]]) -> NDArray[Any]:
+    """``encode`` (a reference's last step) on one member of every float32 quotient class; the
+    NaN classes, which no finite input reaches, get the code of 0."""
+    members = _class_members(_QUOTIENT_LOW_BITS)
+    with np.errstate(invalid="ignore", over="ignore"):
+        table = encode(np.where(np.isnan(members), 0, members).astype(_F32))
+    table.flags.writeable = False
+    return table
+
+
+@cache
+def int4_table(profile: str, dtype: np.dtype[Any]) -> NDArray[np.int8]:
+    """The INT4 value of every class of float32 quotients under INT4 producer ``profile`` for
+    input ``dtype``: the quotient rounded to the producer's quotient dtype, then
+    :func:`mxformats.schemes.int4.round_to_int4`."""
+    producer = reference_int4.get_producer(profile)
+    work = reference_int4.quotient_dtype(producer, np.dtype(dtype))
+    return _quotient_table(lambda q: reference_int4.round_to_int4(q.astype(work)))
+
+
+@cache
+def fp8_table(profile: str, fmt: Format, dtype: np.dtype[Any]) -> NDArray[np.uint8]:
+    """The ``fmt`` code of every class of float32 quotients under FP8 per-tensor ``profile``
+    for input ``dtype``: the quotient rounded to the profile's quotient dtype, then
+    :func:`mxformats.schemes.fp8.per_tensor_codes`."""
+    record = reference_fp8.get_fp8_profile(profile)
+    work = np.dtype(dtype) if record.quotient_dtype == "input" else _F32
+    return _quotient_table(
+        lambda q: reference_fp8.per_tensor_codes(q.astype(work), fmt, record, np.dtype(dtype)))
+
+
+def _quotient_codes(values: NDArray[np.float32], operand: NDArray[np.float32] | np.float32,
+                    reciprocal: bool, table: NDArray[Any], out: NDArray[Any],
+                    work: NDArray[np.uint32], scratch: NDArray[np.uint32]) -> None:
+    """``out = table[class(values ÷ operand)]``, ``operand`` one float32 per row (or one for
+    all): a true division, or a multiply for ``reciprocal`` producers, one float32 operation
+    as the producers compute it. ``work`` and ``scratch``: uint32 of ``values``' shape
+    (``work`` may be ``values``' own bits)."""
+    quotient = work.view(np.float32)
+    with np.errstate(over="ignore", under="ignore"):
+        if reciprocal:
+            np.multiply(values, operand, out=quotient)
+        else:
+            np.divide(values, operand, out=quotient)
+    _class_index(work, _QUOTIENT_LOW_BITS, scratch)
+    np.take(table, work, out=out, mode="clip")
+
+
+def _row_maxima(magnitude: NDArray[np.uint32]) -> NDArray[np.uint32]:
+    """The largest of each row of non-negative float32 bits (one flat reduceat loop)."""
+    rows, size = magnitude.shape
+    flat = magnitude.reshape(-1)
+    return np.maximum.reduceat(flat, np.arange(0, rows * size, size))
+
+
+@containers()
+@_with_signature_of(reference_int4.quantize_int4)
+def quantize_int4(
+    x: object, *, group_size: int | None, axis: int, profile: str, threads: int | None,
+) -> Int4Array:
+    """:func:`mxformats.quantize_int4`, the same bytes, fast for float32 and bfloat16 input.
+
+    Fast path: float32 or bfloat16 numpy data (or torch tensor) of finite values, any INT4
+    producer ``profile``, an int ``group_size`` dividing the length along ``axis`` (or None:
+    one group per slice). Per group the reference's own :func:`~mxformats.schemes.int4.
+    group_scales` gives the scale; each quotient ``x / s`` (or ``x * (1 / s)``) is one float32
+    operation, as the producer's, and its rounding to the quotient dtype and to an integer is
+    one lookup in :func:`int4_table`. A non-finite input sends the call to the reference, which
+    refuses it; so does every other input. Spec: int4-schemes.md.
+    """
+
+    def reference() -> Int4Array:
+        return reference_int4.quantize_int4(x, group_size=group_size, axis=axis, profile=profile)
+
+    data = _float_input(x)
+    producer = reference_int4.PRODUCERS.get(profile) if isinstance(profile, str) else None
+    if (
+        not _LITTLE_ENDIAN
+        or data is None
+        or producer is None
+        or data.dtype not in _QUOTIENT_INPUTS
+        or data.ndim == 0
+        or data.size == 0
+        or not -data.ndim <= axis < data.ndim
+        or not (group_size is None or (type(group_size) is int and group_size > 0))
+        or data.shape[axis] % (group_size or data.shape[axis])
+    ):
+        return reference()
+    ax = axis % data.ndim
+    moved = np.ascontiguousarray(np.moveaxis(data, ax, -1))
+    size = group_size or moved.shape[-1]
+    groups = moved.reshape(-1, size)
+    q = np.empty(groups.shape, dtype=np.int8)
+    scale_dtype = data.dtype if producer.scale_dtype == "input" else _F32
+    scales = np.empty(groups.shape[0], dtype=scale_dtype)
+    table = int4_table(profile, data.dtype)
+    chunk = max(1, CHUNK_ELEMENTS // size)
+    nonfinite: list[bool] = []
+
+    def work(lo: int, hi: int) -> None:
+        rows = min(chunk, hi - lo)
+        wide = np.empty((rows, size), dtype=np.uint32)
+        scratch = np.empty((rows, size), dtype=np.uint32)
+        for start in range(lo, hi, chunk):
+            stop = min(start + chunk, hi)
+            n = stop - start
+            bits = _float32_bits(groups[start:stop], wide[:n])
+            amax = _row_maxima(np.bitwise_and(bits, _MAGNITUDE, out=scratch[:n]))
+            if (amax >> _EXPONENT_SHIFT == _NONFINITE_EXPONENT).any():
+                nonfinite.append(True)
+                return
+            stored = reference_int4.group_scales(amax.view(_F32).astype(data.dtype), producer)
+            scales[start:stop] = stored
+            operand = reference_int4.quotient_operand(stored, producer, data.dtype)
+            _quotient_codes(bits.view(_F32), operand.astype(_F32)[:, None],
+                            producer.reciprocal, table, q[start:stop], wide[:n], scratch[:n])
+
+    _parallel(groups.shape[0], work, threads, chunk)
+    if nonfinite:
+        return reference()
+    shape = moved.shape
+    return Int4Array(
+        q=np.moveaxis(q.reshape(shape), -1, ax),
+        scales=np.moveaxis(scales.reshape(*shape[:-1], shape[-1] // size), -1, ax),
+        group_size=group_size, axis=ax, profile=profile)
+
+
+@containers()
+@_with_signature_of(reference_fp8.quantize_fp8)
+def quantize_fp8(
+    x: object, fmt: Format, *, profile: str, threads: int | None,
+) -> tuple[NDArray[np.uint8], NDArray[np.float32]]:
+    """:func:`mxformats.schemes.fp8.quantize_fp8`, the same bytes, fast for the producer
+    profile ``static`` (Quark) from float32 and bfloat16 input.
+
+    Fast path: a profile that refuses non-finite input (``static``), a format it writes,
+    float32 or bfloat16 numpy data (or torch tensor) of finite values, not empty. Two passes
+    by chunks: the tensor's largest magnitude (the reference's
+    :func:`~mxformats.schemes.fp8.per_tensor_scale` turns it into the scale), then each
+    quotient ``x / s``, one float32 operation as the producer's, whose rounding to the quotient
+    dtype, clamp and cast are one lookup in :func:`fp8_table`. A non-finite input goes to the
+    reference, which refuses it; so does every other input. Spec: w4a8.md, "FP8 per tensor".
+    """
+
+    def reference() -> tuple[NDArray[np.uint8], NDArray[np.float32]]:
+        return reference_fp8.quantize_fp8(x, fmt, profile=profile)
+
+    data = _float_input(x)
+    record = reference_fp8.FP8_PROFILES.get(profile) if isinstance(profile, str) else None
+    if (
+        not _LITTLE_ENDIAN
+        or data is None
+        or record is None
+        or record.non_finite != "refuse"
+        or fmt not in record.formats
+        or data.dtype not in _QUOTIENT_INPUTS
+        or data.size == 0
+    ):
+        return reference()
+    flat = np.ascontiguousarray(data).reshape(-1)
+    maxima: list[int] = []
+
+    def largest(lo: int, hi: int) -> None:
+        wide = np.empty(min(CHUNK_ELEMENTS, hi - lo), dtype=np.uint32)
+        for start in range(lo, hi, CHUNK_ELEMENTS):
+            stop = min(start + CHUNK_ELEMENTS, hi)
+            bits = _float32_bits(flat[start:stop], wide[: stop - start])
+            maxima.append(int(np.bitwise_and(bits, _MAGNITUDE).max()))
+
+    _parallel(flat.size, largest, threads, CHUNK_ELEMENTS)
+    amax_bits = max(maxima)
+    if amax_bits >> _EXPONENT_SHIFT == _NONFINITE_EXPONENT:
+        return reference()
+    amax = np.float32(np.array([amax_bits], dtype=np.uint32).view(_F32)[0])
+    scale = reference_fp8.per_tensor_scale(amax, fmt, record)
+    work = data.dtype if record.quotient_dtype == "input" else _F32
+    operand = np.float32(divide_in(1, scale, work)) if record.reciprocal else scale
+    table = fp8_table(profile, fmt, data.dtype)
+    codes = np.empty(flat.size, dtype=np.uint8)
+
+    def encode_chunks(lo: int, hi: int) -> None:
+        wide = np.empty(min(CHUNK_ELEMENTS, hi - lo), dtype=np.uint32)
+        scratch = np.empty_like(wide)
+        for start in range(lo, hi, CHUNK_ELEMENTS):
+            n = min(start + CHUNK_ELEMENTS, hi) - start
+            bits = _float32_bits(flat[start:start + n], wide[:n])
+            _quotient_codes(bits.view(_F32), operand, record.reciprocal, table,
+                            codes[start:start + n], wide[:n], scratch[:n])
+
+    _parallel(flat.size, encode_chunks, threads, CHUNK_ELEMENTS)
+    return codes.reshape(data.shape), np.asarray(scale, dtype=_F32).reshape(())
+
+
+#: The fast paths :func:`quantize_w4a8` composes (each byte-identical to its reference stage).
+_W4A8_STAGES = W4A8Stages(quantize_fp8, decode, quantize_int4, pack_int4)
+
+
+@containers()
+def quantize_w4a8(w: object, *, profile: str = "quark") -> W4A8:
+    """:func:`mxformats.schemes.w4a8.quantize_w4a8`, the same bytes: the reference's two stages
+    and packing (:func:`~mxformats.schemes.w4a8.quantize_w4a8_with`) done by
+    :func:`quantize_fp8`, :func:`decode`, :func:`quantize_int4` (per channel) and
+    :func:`pack_int4`, each on :func:`workers` threads. Spec: w4a8.md."""
+    return reference_w4a8.quantize_w4a8_with(_W4A8_STAGES, w, profile=profile)
 
 
 # -- FP8 block quantize ---------------------------------------------------------------------------

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import ml_dtypes
 import numpy as np
 
+from mxformats import fast
 from mxformats.schemes.fp8_block import PROFILES, dequantize_fp8_block, quantize_fp8_block
 
 from ..findings import Level, Severity, declare
@@ -98,6 +99,7 @@ class FP8BlockDescriptor(Descriptor):
     scale_name = "weight_scale_inv"
     scale_dtype = "F32"
     numeric = True
+    quantizer = staticmethod(fast.quantize_fp8_block)
     scheme = "fp8-block"
     #: the amax below which the producer clamps (tiles there are exempt from tightness)
     amax_floor: float | None = None
@@ -191,7 +193,7 @@ class FP8BlockDescriptor(Descriptor):
                           odd.first)
 
     def produce(self, w: NDArray[Any]) -> dict[str, NDArray[Any]]:
-        codes, scales = quantize_fp8_block(w, block=(128, 128), profile=self.profile or "")
+        codes, scales = self.quantizer(w, block=(128, 128), profile=self.profile or "")
         return {"weight": codes.view(ml_dtypes.float8_e4m3fn), self.scale_name: scales}
 
     def dequantize(self, arrays: dict[str, NDArray[Any]], cols: int) -> NDArray[Any]:

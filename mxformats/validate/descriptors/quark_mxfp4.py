@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from mxformats.schemes.mx import dequantize_mx, quantize_mx
+from mxformats import fast
+from mxformats.schemes.mx import dequantize_mx
 
 from ..model import CheckpointFormat
 from ..numbers import e8m0_findings, mx_bound, mx_scale_mode, packed_code_findings
@@ -53,6 +54,7 @@ class QuarkMXFP4(QuarkDescriptor):
     numeric = True
     scale_params = ("weight_scale",)
     profile = "quark"
+    quantizer = staticmethod(fast.quantize_mx)
     scheme = "mx"
     error_threshold = 0.15
 
@@ -114,7 +116,7 @@ class QuarkMXFP4(QuarkDescriptor):
         return ""
 
     def produce(self, w: NDArray[Any]) -> dict[str, NDArray[Any]]:
-        mx = quantize_mx(w, profile="quark")
+        mx = self.quantizer(w, profile=self.profile)
         return {"weight": mx.codes, "weight_scale": mx.scales}
 
     def dequantize(self, arrays: dict[str, NDArray[Any]], cols: int) -> NDArray[Any]:
