@@ -361,29 +361,28 @@ def quantize_mx(
 NVFP4_BLOCK = 16
 
 
-def _nvfp4_codes(q: NDArray[np.float32], threads: int | None) -> NDArray[np.uint8]:
-    """:func:`mxformats.schemes.nvfp4.e2m1_codes` by lookup: the magnitude's code is the
-    ``ocp`` element table's at ``min(|q|, 6)`` (saturating), a NaN quotient is 7, and the sign
-    bit is set iff ``q < 0``."""
-    table = element_table("ocp")
-    rows = q.reshape(-1, NVFP4_BLOCK)
-    out = np.empty(rows.shape, dtype=np.uint8)
-    chunk = CHUNK_ELEMENTS // NVFP4_BLOCK
+@cache
+def nvfp4_code_table() -> NDArray[np.uint8]:
+    """:func:`mxformats.schemes.nvfp4.e2m1_codes` of one member of every class of float32
+    quotients (sign, exponent, 3 mantissa bits): the NaN classes give 7, ±Inf saturates, and
+    only a negative non-zero class has the sign bit (``q < 0``; -0.0 does not)."""
+    with np.errstate(invalid="ignore"):  # the NaN classes
+        table = reference_nvfp4.e2m1_codes(_class_members(_E2M1_LOW_BITS).astype(_F32))
+    table.flags.writeable = False
+    return table
 
-    def work(lo: int, hi: int) -> None:
-        scratch = np.empty((min(chunk, hi - lo), NVFP4_BLOCK), dtype=np.uint32)
-        for start in range(lo, hi, chunk):
-            stop = min(start + chunk, hi)
-            values = rows[start:stop]
-            magnitude = np.minimum(np.abs(values), np.float32(6.0)).view(np.uint32)
-            _class_index(magnitude, _E2M1_LOW_BITS, scratch[: stop - start])
-            codes = np.take(table, magnitude, mode="clip")
-            codes[np.isnan(values)] = 7
-            codes[values < 0] |= 8
-            out[start:stop] = codes
 
-    _parallel(rows.shape[0], work, threads, chunk)
-    return out.reshape(q.shape)
+def _e2m1_lookup(quotient_bits: NDArray[np.uint32], scratch: NDArray[np.uint32],
+                 out: NDArray[np.uint8]) -> None:
+    """``out`` = the NVFP4 E2M1 codes of float32 quotients (their bits, overwritten)."""
+    _class_index(quotient_bits, _E2M1_LOW_BITS, scratch)
+    np.take(nvfp4_code_table(), quotient_bits, out=out, mode="clip")
+
+
+def _e4m3_scale_codes(threads: int | None) -> Callable[[NDArray[np.float64]], NDArray[np.uint8]]:
+    """:func:`mxformats.schemes.nvfp4.e4m3_scale_codes` by :func:`encode`'s table (the clamped
+    block scales are float32 values, so the float64 array narrows exactly)."""
+    return lambda values: encode(E4M3FN, values, threads=threads)
 
 
 @containers()
@@ -391,15 +390,70 @@ def quantize_nvfp4(
     x: object, *, axis: int = -1, profile: str = "modelopt", global_amax: float | None = None,
     threads: int | None = None,
 ) -> NVFP4Array:
-    """:func:`mxformats.schemes.nvfp4.quantize_nvfp4`, the same bytes: the reference computes
-    the global and block scales and the float32 quotients (its checks and errors included);
-    their E2M1 codes are looked up on up to ``threads`` threads. Spec: spec/nvfp4.md."""
-    def encode(q: NDArray[np.float32]) -> NDArray[np.uint8]:
-        with np.errstate(invalid="ignore"):  # NaN quotients: ModelOpt's all-zero tensor
-            return _nvfp4_codes(q, threads)
+    """:func:`mxformats.schemes.nvfp4.quantize_nvfp4`, the same bytes, fast.
 
-    return reference_nvfp4.quantize_nvfp4_with(encode, x, axis=axis, profile=profile,
-                                               global_amax=global_amax)
+    Fast path: float32, bfloat16 or float16 numpy data (or torch tensor) of finite values, a
+    producer ``profile``, a length along ``axis`` that is a multiple of 16. Two passes by
+    chunks on up to ``threads`` threads: the block maxima (from the float32 bits), from which
+    the reference's own :func:`~mxformats.schemes.nvfp4.nvfp4_scales` computes the global and
+    block scales (their E4M3 codes by :func:`encode`'s table), then each quotient ``x /
+    divisor``, one float32 division as the reference's, and its E2M1 code, one lookup in
+    :func:`nvfp4_code_table`. Anything else, a non-finite input included, goes to the
+    reference (its checks and errors). Spec: spec/nvfp4.md."""
+
+    def reference() -> NVFP4Array:
+        return reference_nvfp4.quantize_nvfp4(x, axis=axis, profile=profile,
+                                              global_amax=global_amax)
+
+    data = _float_input(x)
+    producer = reference_nvfp4.PRODUCERS.get(profile) if isinstance(profile, str) else None
+    if (
+        not _LITTLE_ENDIAN
+        or data is None
+        or producer is None
+        or data.dtype not in (_F32, BF16, _F16)
+        or data.ndim == 0
+        or data.size == 0
+        or not -data.ndim <= axis < data.ndim
+        or data.shape[axis] % NVFP4_BLOCK
+    ):
+        return reference()
+    ax = axis % data.ndim
+    moved = np.ascontiguousarray(np.moveaxis(data, ax, -1))
+    blocks = moved.reshape(-1, NVFP4_BLOCK)
+    count = blocks.shape[0]
+    chunk = CHUNK_ELEMENTS // NVFP4_BLOCK
+    amax_bits = np.empty(count, dtype=np.uint32)
+
+    def maxima(lo: int, hi: int) -> None:
+        wide = np.empty((min(chunk, hi - lo), NVFP4_BLOCK), dtype=np.uint32)
+        for start in range(lo, hi, chunk):
+            n = min(start + chunk, hi) - start
+            bits = _float32_bits(blocks[start:start + n], wide[:n])
+            magnitude = np.bitwise_and(bits, _MAGNITUDE, out=wide[:n])
+            amax_bits[start:start + n] = _row_maxima(magnitude)
+
+    _parallel(count, maxima, threads, chunk)
+    if (amax_bits >> _EXPONENT_SHIFT == _NONFINITE_EXPONENT).any():
+        return reference()
+    block_amax = amax_bits.view(_F32).astype(data.dtype).reshape(*moved.shape[:-1], -1)
+    scales = reference_nvfp4.nvfp4_scales(producer, block_amax, global_amax,
+                                          _e4m3_scale_codes(threads))
+    divisor = scales.divisor.reshape(-1, 1)
+    codes = np.empty(blocks.shape, dtype=np.uint8)
+
+    def quotients(lo: int, hi: int) -> None:
+        wide = np.empty((min(chunk, hi - lo), NVFP4_BLOCK), dtype=np.uint32)
+        scratch = np.empty_like(wide)
+        for start in range(lo, hi, chunk):
+            n = min(start + chunk, hi) - start
+            bits = _float32_bits(blocks[start:start + n], wide[:n])
+            with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+                np.divide(bits.view(_F32), divisor[start:start + n], out=wide[:n].view(_F32))
+            _e2m1_lookup(wide[:n], scratch[:n], codes[start:start + n])
+
+    _parallel(count, quotients, threads, chunk)
+    return scales.array(codes.reshape(moved.shape), ax)
 
 
 # -- MXFP4 dequantize -----------------------------------------------------------------------
@@ -669,11 +723,17 @@ def encode(
     """:func:`mxformats.codec.encode` (``Format.encode``), the same codes, fast for FP8.
 
     Fast path: an 8-bit float ``fmt`` with a NaN (E4M3FN, E4M3FNUZ, E5M2), float32, bfloat16
-    or float16 numpy input (or torch tensor), a rounding and overflow mode the format takes, no
-    ``nan_code``. One table lookup per value (:func:`code_table`). Spec: spec/README.md,
-    "Encoding".
+    or float16 numpy input (or torch tensor; float64 whose values are all float32 values, no
+    NaN, is read as the float32 it narrows to exactly), a rounding and overflow mode the
+    format takes, no ``nan_code``. One table lookup per value (:func:`code_table`). Spec:
+    spec/README.md, "Encoding".
     """
     data = _float_input(x)
+    if data is not None and data.dtype == np.float64:
+        with np.errstate(over="ignore", invalid="ignore"):
+            narrowed = data.astype(_F32)
+        if np.array_equal(narrowed, data):  # float32 values only (NaN never compares equal)
+            data = narrowed
     if (
         not _LITTLE_ENDIAN
         or data is None
