@@ -75,11 +75,11 @@ if TYPE_CHECKING:
     from numpy.typing import ArrayLike, DTypeLike, NDArray
 
 __all__ = [
-    "QUANTIZE_PROFILES", "THREADS_VARIABLE", "code_table", "decode", "dequantize_fp8_block",
-    "dequantize_int4", "dequantize_mx", "dequantize_nvfp4", "element_table", "encode",
-    "fp8_table", "int4_table", "pack_int4", "quantize_fp8", "quantize_fp8_block",
-    "quantize_int4", "quantize_mx", "quantize_nvfp4", "quantize_w4a8", "unpack_int4",
-    "workers",
+    "QUANTIZE_PROFILES", "REFERENCES", "THREADS_VARIABLE", "code_table", "decode",
+    "dequantize_fp8_block", "dequantize_int4", "dequantize_mx", "dequantize_nvfp4",
+    "element_table", "encode", "fp8_table", "int4_table", "nvfp4_code_table", "pack_int4",
+    "quantize_fp8", "quantize_fp8_block", "quantize_int4", "quantize_mx", "quantize_nvfp4",
+    "quantize_w4a8", "unpack_int4", "workers",
 ]
 
 #: Blocks of 32 handled per chunk: 2048 blocks = 256 KiB of float32, so a chunk's input and its
@@ -1229,18 +1229,51 @@ def quantize_fp8_block(
     """:func:`mxformats.schemes.fp8_block.quantize_fp8_block`, the same bytes, fast.
 
     The reference computes the scales and the scaled elements with vectorised numpy in the
-    producer's own types (float32, or the input dtype); its cost is the exact E4M3 cast of
-    every element. Here that cast is :func:`encode`'s table lookup (nearest-even, saturating),
-    which gives the codec's codes for every float32, bfloat16 and float16 value, NaN included.
-    Spec: fp8-block.md.
+    producer's own types (float32, or the input dtype); here its element cast is
+    :func:`encode`'s table lookup (nearest-even, saturating), which gives the codec's codes for
+    every float32, bfloat16 and float16 value, NaN included. Every tile is quantized on its own
+    (its scale is its own maximum's), so a 2-D float input is cut into pieces of whole tiles,
+    one tile row high and about :data:`CHUNK_ELEMENTS` wide, each quantized by the reference
+    (:func:`~mxformats.schemes.fp8_block.quantize_fp8_block_with`: a partial edge tile is
+    padded there as in one call) in cache, on up to ``threads`` threads. Other inputs go to
+    the reference whole. Spec: fp8-block.md.
     """
 
-    def table_encoder(fmt: Format, values: NDArray[Any]) -> NDArray[np.uint8]:
-        return encode(fmt, values, overflow="saturate", threads=threads)
+    def table_encoder(pool: int | None) -> reference_fp8_block.Encoder:
+        return lambda fmt, values: encode(fmt, values, overflow="saturate", threads=pool)
 
-    return reference_fp8_block.quantize_fp8_block_with(
-        table_encoder, x, block=block, profile=profile
-    )
+    def reference(part: object, pool: int | None) -> FP8BlockArray:
+        return reference_fp8_block.quantize_fp8_block_with(table_encoder(pool), part,
+                                                           block=block, profile=profile)
+
+    data = _float_input(x)
+    try:
+        tile = reference_fp8_block.check_block(block)
+    except ValueError:
+        tile = None
+    if (
+        data is None
+        or tile is None
+        or profile not in reference_fp8_block.PROFILES
+        or data.ndim != 2
+        or data.size == 0
+        or data.dtype not in reference_fp8_block.INPUT_DTYPES
+    ):
+        return reference(x, threads)
+    (bm, bn), (rows, cols) = tile, reference_fp8_block.scale_grid(data.shape, tile)
+    wide = max(1, CHUNK_ELEMENTS // (bm * bn))  # tiles per piece along a tile row
+    pieces = [(r, c) for r in range(rows) for c in range(0, cols, wide)]
+    codes = np.empty(data.shape, dtype=np.uint8)
+    scales = np.empty((rows, cols), dtype=reference(data[:1, :1], 1).scales.dtype)
+
+    def work(lo: int, hi: int) -> None:
+        for r, c in pieces[lo:hi]:
+            part = np.s_[r * bm:(r + 1) * bm, c * bn:(c + wide) * bn]
+            result = reference(data[part], 1)
+            codes[part], scales[r, c:c + wide] = result.codes, result.scales[0]
+
+    _parallel(len(pieces), work, threads, 1)
+    return FP8BlockArray(codes, scales, tile, reference_fp8_block.PROFILES[profile].name)
 
 
 # -- FP8 block dequantize -------------------------------------------------------------------
@@ -1332,3 +1365,17 @@ def dequantize_fp8_block(
 
     _parallel(c.shape[0], work, threads, max(1, CHUNK_ELEMENTS // c.shape[1]))
     return out
+
+
+#: Each fast path and the reference whose bytes it returns (tests and benchmarks swap them).
+REFERENCES: dict[Callable[..., Any], Callable[..., Any]] = {
+    quantize_mx: reference_mx.quantize_mx, dequantize_mx: reference_mx.dequantize_mx,
+    quantize_nvfp4: reference_nvfp4.quantize_nvfp4,
+    dequantize_nvfp4: reference_nvfp4.dequantize_nvfp4,
+    encode: reference_codec.encode, decode: reference_codec.decode,
+    pack_int4: reference_int4.pack_int4, unpack_int4: reference_int4.unpack_int4,
+    quantize_int4: reference_int4.quantize_int4, dequantize_int4: reference_int4.dequantize_int4,
+    quantize_fp8: reference_fp8.quantize_fp8, quantize_w4a8: reference_w4a8.quantize_w4a8,
+    quantize_fp8_block: reference_fp8_block.quantize_fp8_block,
+    dequantize_fp8_block: reference_fp8_block.dequantize_fp8_block,
+}

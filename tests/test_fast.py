@@ -426,11 +426,6 @@ EMPTY_CALLS = {
     "dequantize_fp8_block": ((np.zeros((0, 3), dtype=np.uint8),
                               np.zeros((0, 1), dtype=np.float32)), {}),
 }
-REFERENCES = {"quantize_mx": mx.quantize_mx, "dequantize_mx": mx.dequantize_mx,
-              "encode": codec.encode, "decode": codec.decode, "pack_int4": int4.pack_int4,
-              "unpack_int4": int4.unpack_int4, "dequantize_int4": int4.dequantize_int4,
-              "dequantize_nvfp4": nvfp4.dequantize_nvfp4,
-              "dequantize_fp8_block": fp8_block.dequantize_fp8_block}
 
 
 SIGNATURES_FROM_THE_REFERENCE = {
@@ -444,6 +439,7 @@ SIGNATURES_FROM_THE_REFERENCE = {
 
 @pytest.mark.parametrize("name", SIGNATURES_FROM_THE_REFERENCE)
 def test_signature_is_the_references_plus_threads(name: str) -> None:
+    assert fast.REFERENCES[getattr(fast, name)] is SIGNATURES_FROM_THE_REFERENCE[name]
     *params, threads = inspect.signature(getattr(fast, name)).parameters.values()
     assert params == list(inspect.signature(SIGNATURES_FROM_THE_REFERENCE[name])
                           .parameters.values())
@@ -477,7 +473,8 @@ def test_arrays_are_read_with_their_producers_consumer() -> None:
 @pytest.mark.parametrize("name", EMPTY_CALLS)
 def test_empty_inputs(name: str) -> None:
     args, kwargs = EMPTY_CALLS[name]
-    got, want = getattr(fast, name)(*args, **kwargs), REFERENCES[name](*args, **kwargs)
+    function = getattr(fast, name)
+    got, want = function(*args, **kwargs), fast.REFERENCES[function](*args, **kwargs)
     for g, w in zip(*(r if isinstance(r, mx.MXArray) else (r,) for r in (got, want)),
                     strict=True):
         assert g.shape == w.shape and g.dtype == w.dtype
@@ -517,6 +514,7 @@ def test_fp8_block_quantize_is_the_reference(profile: str, dtype: np.dtype[Any],
         assert got.codes.tobytes() == want.codes.tobytes(), (profile, block)
         assert got.scales.dtype == want.scales.dtype and got.scales.shape == want.scales.shape
         assert got.scales.tobytes() == want.scales.tobytes(), (profile, block)
+        assert (got.block, got.profile) == (want.block, want.profile)
 
 
 def test_fp8_block_quantize_refuses_what_the_reference_refuses() -> None:
@@ -1074,12 +1072,6 @@ def test_one_thread_when_the_environment_says_so(monkeypatch: pytest.MonkeyPatch
     fast.quantize_w4a8(x)
 
 
-#: Each fast quantizer a descriptor may hold, with the reference it stands in for.
-FAST_QUANTIZERS = {fast.quantize_mx: mx.quantize_mx, fast.quantize_int4: int4.quantize_int4,
-                   fast.quantize_nvfp4: nvfp4.quantize_nvfp4,
-                   fast.quantize_fp8_block: fp8_block.quantize_fp8_block}
-
-
 def test_descriptors_produce_with_the_fast_paths(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every descriptor with a producer profile quantizes with a fast path, and its produce
     gives the bytes it gives with the reference swapped in (bfloat16 weights, a short last
@@ -1087,8 +1079,7 @@ def test_descriptors_produce_with_the_fast_paths(monkeypatch: pytest.MonkeyPatch
     from mxformats.validate.descriptors import DESCRIPTORS
     from mxformats.validate.descriptors.base import MixedDescriptor
 
-    references = {**FAST_QUANTIZERS, fast.quantize_w4a8: w4a8.quantize_w4a8,
-                  fast.pack_int4: int4.pack_int4}
+    references = fast.REFERENCES
     rng = np.random.default_rng(43)
     weight = (rng.standard_normal((96, 418)) * 0.02).astype(BF16)
     checked = []
