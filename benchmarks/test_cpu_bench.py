@@ -103,7 +103,7 @@ def same_bits(a: Any, b: Any) -> bool:
     a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)
     if a.shape != b.shape or a.dtype.itemsize != b.dtype.itemsize:
         return False
-    view = {1: np.uint8, 2: np.uint16, 4: np.uint32}[a.dtype.itemsize]
+    view = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[a.dtype.itemsize]
     return bool(np.array_equal(a.view(view), b.view(view)))
 
 

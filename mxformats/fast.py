@@ -1,15 +1,16 @@
 """Fast CPU paths for large arrays, byte-identical to the references they stand in for.
 
 Each function has its reference's signature (plus ``threads``, the most threads it may use,
-where it uses threads; the dequantizers, :func:`unpack_int4` and :func:`encode` take it from the
-reference itself, defaults included) and returns the same bytes. Inputs outside a fast path go
+where it uses threads; the dequantizers, :func:`pack_int4`, :func:`unpack_int4`,
+:func:`quantize_int4`, :func:`quantize_fp8` and :func:`encode` take it from the reference
+itself, defaults included) and returns the same bytes. Inputs outside a fast path go
 to the reference itself, so every call is defined exactly as the reference defines it, errors
 included. Verified by ``tests/test_fast.py`` (the harness's ``check_quantizer`` /
 ``check_dequantizer`` / ``check_int4_quantizer`` and exhaustive sweeps over the classes each
 table is built on); measured in ``docs/benchmarks.md``.
 
 - :func:`quantize_mx` (:func:`mxformats.quantize_mx`): E2M1 blocks of 32, profiles ``ocp``
-  and ``quark``, float32 / bfloat16 / float16 input.
+  and ``quark`` (with Quark's short last block), float32 / bfloat16 / float16 input.
 - :func:`dequantize_mx` (:func:`mxformats.dequantize_mx`): E2M1, consumer ``ocp``, float32.
 - :func:`encode` (:func:`mxformats.codec.encode`): E4M3FN, E4M3FNUZ, E5M2 from float32 /
   bfloat16 / float16, every rounding and overflow mode; :func:`decode`
@@ -18,26 +19,44 @@ table is built on); measured in ``docs/benchmarks.md``.
   ``compressed-tensors`` and ``quark``, whole words.
 - :func:`dequantize_int4` (:func:`mxformats.dequantize_int4`): both profiles, float32
   output.
+- :func:`quantize_int4` (:func:`mxformats.quantize_int4`): both profiles (compressed-tensors,
+  Quark), per group or per channel, float32 / bfloat16 input; the scales are the reference's,
+  each quotient one float32 operation and a table lookup.
+- :func:`quantize_fp8` (:func:`mxformats.schemes.fp8.quantize_fp8`): the producer profile
+  ``static`` (Quark's per-tensor stage), float32 / bfloat16 input.
+- :func:`quantize_w4a8` (:func:`mxformats.schemes.w4a8.quantize_w4a8`): the reference's
+  stages (:func:`~mxformats.schemes.w4a8.quantize_w4a8_with`) done by the fast paths.
 - :func:`quantize_fp8_block` (:func:`mxformats.schemes.fp8_block.quantize_fp8_block`): every
-  profile; the reference's own vectorised arithmetic with the element cast by :func:`encode`.
+  profile; the reference on cache-sized pieces of whole tiles, on threads, with the element
+  cast by :func:`encode`.
 - :func:`quantize_nvfp4` (:func:`mxformats.schemes.nvfp4.quantize_nvfp4`): both profiles; the
-  scales are the reference's, the E2M1 codes of the float32 quotients a table lookup.
+  block maxima from the float32 bits, the scales the reference's
+  (:func:`~mxformats.schemes.nvfp4.nvfp4_scales`), the E2M1 codes of the float32 quotients a
+  table lookup.
 - :func:`dequantize_fp8_block` (:func:`mxformats.schemes.fp8_block.dequantize_fp8_block`):
   every profile, partial edge tiles, float32 output.
 - :func:`dequantize_nvfp4` (:func:`mxformats.schemes.nvfp4.dequantize_nvfp4`): every consumer,
   packed or one code a byte, any axis, float32 output.
 
+Threads: ``threads`` (default :func:`workers`: the environment variable ``MXFORMATS_THREADS``
+when set, else the CPUs this process may run on). A process pool that runs one task per core
+sets ``MXFORMATS_THREADS=1`` in its workers; every fast path the validator's descriptors call
+(:attr:`mxformats.validate.descriptors.base.Descriptor.quantizer`) then runs on one thread.
+:data:`REFERENCES` maps each fast path to its reference.
+
 How. A float32 value's code depends only on its top bits and on whether the rest
 is zero: the class index ``(bits >> k) | (any of the low k bits set)`` rounds to odd at
 ``mbits + 2`` mantissa bits, which keeps everything a rounding to ``mbits`` bits looks at. One
 table lookup per value then gives the code; each table is built by running the reference's own
-encoder on one member of every class. MX scales come from the integer exponent field of the block
-maximum and scaling is one float32 multiply by a power of two (exact wherever it matters, see
-``_quantize_rows``). Blocks holding NaN or ±Inf, which every profile treats its own way, are
-recomputed by the reference (blocks are independent). Work is cut into cache-sized chunks with
-preallocated scratch, handed to threads in tasks of a few chunks (numpy releases the GIL in
-these loops). The byte views assume little-endian words; on a big-endian machine every call goes to
-the reference.
+encoder on one member of every class. The quotient tables (:func:`int4_table`,
+:func:`fp8_table`) keep 9 mantissa bits: a producer that rounds its float32 quotient to
+bfloat16 and then to an integer or an FP8 code is one lookup. MX scales come from the integer
+exponent field of the block maximum and scaling is one float32 multiply by a power of two
+(exact wherever it matters, see ``_quantize_rows``). Blocks holding NaN or ±Inf, which every
+profile treats its own way, are recomputed by the reference (blocks are independent). Work is
+cut into cache-sized chunks with preallocated scratch, handed to threads in tasks of a few
+chunks (numpy releases the GIL in these loops). The byte views assume little-endian words; on
+a big-endian machine every call goes to the reference.
 """
 
 from __future__ import annotations
@@ -249,6 +268,23 @@ def _float_input(x: object) -> NDArray[Any] | None:
     return x if isinstance(x, np.ndarray) else None
 
 
+def _along_axis(x: object, dtypes: tuple[np.dtype[Any], ...],
+                axis: int) -> tuple[NDArray[Any], int] | None:
+    """``x`` as numpy data (:func:`_float_input`) and ``axis`` made non-negative, when the
+    data is of one of ``dtypes``, not empty, and has that axis (on a little-endian machine);
+    None sends the call to the reference."""
+    data = _float_input(x)
+    if (
+        not _LITTLE_ENDIAN
+        or data is None
+        or data.dtype not in dtypes
+        or data.size == 0
+        or not -data.ndim <= axis < data.ndim
+    ):
+        return None
+    return data, axis % data.ndim
+
+
 def _float32_bits(chunk: NDArray[Any], into: NDArray[np.uint32]) -> NDArray[np.uint32]:
     """The float32 bits of a chunk of float32, bfloat16 or float16 values (exact widening)."""
     if chunk.dtype == _F32:
@@ -405,20 +441,11 @@ def quantize_nvfp4(
         return reference_nvfp4.quantize_nvfp4(x, axis=axis, profile=profile,
                                               global_amax=global_amax)
 
-    data = _float_input(x)
+    found = _along_axis(x, (_F32, BF16, _F16), axis)
     producer = reference_nvfp4.PRODUCERS.get(profile) if isinstance(profile, str) else None
-    if (
-        not _LITTLE_ENDIAN
-        or data is None
-        or producer is None
-        or data.dtype not in (_F32, BF16, _F16)
-        or data.ndim == 0
-        or data.size == 0
-        or not -data.ndim <= axis < data.ndim
-        or data.shape[axis] % NVFP4_BLOCK
-    ):
+    if found is None or producer is None or found[0].shape[axis] % NVFP4_BLOCK:
         return reference()
-    ax = axis % data.ndim
+    data, ax = found
     moved = np.ascontiguousarray(np.moveaxis(data, ax, -1))
     blocks = moved.reshape(-1, NVFP4_BLOCK)
     count = blocks.shape[0]
@@ -1083,21 +1110,16 @@ def quantize_int4(
     def reference() -> Int4Array:
         return reference_int4.quantize_int4(x, group_size=group_size, axis=axis, profile=profile)
 
-    data = _float_input(x)
+    found = _along_axis(x, _QUOTIENT_INPUTS, axis)
     producer = reference_int4.PRODUCERS.get(profile) if isinstance(profile, str) else None
     if (
-        not _LITTLE_ENDIAN
-        or data is None
+        found is None
         or producer is None
-        or data.dtype not in _QUOTIENT_INPUTS
-        or data.ndim == 0
-        or data.size == 0
-        or not -data.ndim <= axis < data.ndim
         or not (group_size is None or (type(group_size) is int and group_size > 0))
-        or data.shape[axis] % (group_size or data.shape[axis])
+        or found[0].shape[axis] % (group_size or found[0].shape[axis])
     ):
         return reference()
-    ax = axis % data.ndim
+    data, ax = found
     moved = np.ascontiguousarray(np.moveaxis(data, ax, -1))
     size = group_size or moved.shape[-1]
     groups = moved.reshape(-1, size)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from mxformats import fast
-from mxformats.schemes.int4 import PRODUCERS, dequantize_int4, unpack_int4
+from mxformats.schemes.int4 import PRODUCERS
 
 from ..model import CheckpointFormat
 from ..numbers import packed_code_findings, scale_findings
@@ -151,9 +151,9 @@ class CompressedTensorsInt4(CompressedTensorsDescriptor):
                 "weight_scale": q.scales, "weight_shape": np.array(w.shape, dtype=np.int64)}
 
     def dequantize(self, arrays: dict[str, NDArray[Any]], cols: int) -> NDArray[Any]:
-        q = unpack_int4(arrays["weight_packed"], layout="compressed-tensors", size=cols)
-        d = dequantize_int4(q, arrays["weight_scale"], group_size=32,
-                            profile=self.consumer)
+        q = fast.unpack_int4(arrays["weight_packed"], layout="compressed-tensors", size=cols)
+        d = fast.dequantize_int4(q, arrays["weight_scale"], group_size=32,
+                                 profile=self.consumer)
         return np.asarray(d, dtype=np.float64)
 
 

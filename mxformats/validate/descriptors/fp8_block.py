@@ -22,7 +22,7 @@ import ml_dtypes
 import numpy as np
 
 from mxformats import fast
-from mxformats.schemes.fp8_block import PROFILES, dequantize_fp8_block, quantize_fp8_block
+from mxformats.schemes.fp8_block import PROFILES, quantize_fp8_block
 
 from ..findings import Level, Severity, declare
 from ..numbers import Count, finding, scale_findings, where
@@ -201,6 +201,6 @@ class FP8BlockDescriptor(Descriptor):
         the only one, which the pairing table names for every producer (:attr:`consumer`);
         the producer profile only picks the code format."""
         codes = np.ascontiguousarray(arrays["weight"]).view(np.uint8)
-        d = dequantize_fp8_block(codes, arrays[self.scale_name], block=(128, 128),
-                                 profile=self.profile or "")
+        d = fast.dequantize_fp8_block(codes, arrays[self.scale_name], block=(128, 128),
+                                      profile=self.profile or "")
         return np.asarray(d, dtype=np.float64)

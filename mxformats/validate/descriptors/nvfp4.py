@@ -22,7 +22,7 @@ import ml_dtypes
 import numpy as np
 
 from mxformats import fast
-from mxformats.schemes.nvfp4 import PRODUCERS, dequantize_nvfp4
+from mxformats.schemes.nvfp4 import PRODUCERS
 
 from ..findings import Level, Severity, declare
 from ..numbers import Count, byte_stats, finding, scale_findings, where
@@ -248,8 +248,8 @@ class NVFP4Descriptor(Descriptor):
     def dequantize(self, arrays: dict[str, NDArray[Any]], cols: int) -> NDArray[Any]:
         codes = np.ascontiguousarray(arrays[self.weight_param]).view(np.uint8)
         scales = np.ascontiguousarray(arrays["weight_scale"]).view(np.uint8)
-        d = dequantize_nvfp4(codes, scales, arrays[self.global_name], packed=True,
-                             profile=self.consumer)
+        d = fast.dequantize_nvfp4(codes, scales, arrays[self.global_name], packed=True,
+                                  profile=self.consumer)
         return np.asarray(d, dtype=np.float64)[..., :cols]
 
     def fingerprints(self, ckpt: Checkpoint, arrays: dict[str, dict[str, NDArray[Any]]]
