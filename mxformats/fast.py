@@ -76,6 +76,7 @@ from mxformats import codec as reference_codec
 from mxformats.arith import BF16, canonical_nan, divide_in
 from mxformats.containers import containers, tensor_to_numpy
 from mxformats.formats import E2M1, E4M3FN, E8M0, Format
+from mxformats.pairing import consumer_for
 from mxformats.schemes import fp8 as reference_fp8
 from mxformats.schemes import fp8_block as reference_fp8_block
 from mxformats.schemes import int4 as reference_int4
@@ -85,6 +86,7 @@ from mxformats.schemes import w4a8 as reference_w4a8
 from mxformats.schemes.fp8_block import FP8BlockArray
 from mxformats.schemes.int4 import Int4Array
 from mxformats.schemes.mx import MXArray
+from mxformats.schemes.mx.consumers import get_consumer, powf_scale
 from mxformats.schemes.mx.elements import encode_elements
 from mxformats.schemes.mx.producers import get_producer
 from mxformats.schemes.nvfp4 import NVFP4Array
@@ -525,6 +527,23 @@ def _scale_rows(
             out[start:stop] *= then
 
 
+def _exact_mx_consumer(profile: str | None) -> str | None:
+    """The MX consumer ``profile`` names (None: the default) when the fast path's float32
+    product is its result: ``ocp``, or an unclamped consumer that decodes the byte with
+    ``powf_scale`` and computes in float32 or bfloat16 (Quark's HIP kernel,
+    compressed-tensors): ``2**(b - 127)`` is exact in both types for every byte below 0xFF, and
+    an E2M1 value (2 significant bits) times it is exact in both or overflows in both. Their
+    0xFF blocks go to the reference. None for every other consumer (or an unknown name)."""
+    try:
+        name = reference_mx.DEFAULT_CONSUMER if profile is None else consumer_for("mx", profile)
+        record = get_consumer(name)
+        own = reference_mx.consumer_dtype(record, _F32)
+    except ValueError:
+        return None
+    exact = record.scale is powf_scale and not record.clamp and own in (_F32, BF16)
+    return name if name == "ocp" or exact else None
+
+
 @containers(codes={"codes": "elem", "scales": E8M0})
 @_with_signature_of(reference_mx.dequantize_mx)
 def dequantize_mx(
@@ -534,11 +553,13 @@ def dequantize_mx(
     """:func:`mxformats.dequantize_mx`, the same bytes, fast for MXFP4 ``ocp`` to float32.
 
     Fast path: packed E2M1 uint8 codes and uint8 scales of matching shapes, ``block_size`` 32,
-    consumer ``ocp`` (an MXArray of a producer whose default consumer is another goes to the
-    reference), ``dtype`` float32, a length along ``axis`` that is a multiple of 32.
-    ``element * 2**(b - 127)`` is one float32 multiply of exact operands (2**-127 is a float32
-    subnormal), so it is the single rounding the reference specifies. Blocks with byte 0xFF go
-    to the reference; so does every other input. Spec: spec/mx.md, "Consumers".
+    consumer ``ocp`` or one whose result is the same float32 product (Quark's HIP bfloat16
+    kernel, compressed-tensors: :func:`_exact_mx_consumer`; an MXArray is read by its
+    producer's default consumer), ``dtype`` float32, a length along ``axis`` that is a
+    multiple of 32. ``element * 2**(b - 127)`` is one float32 multiply of exact operands
+    (2**-127 is a float32 subnormal), so it is the single rounding the reference specifies.
+    Blocks with byte 0xFF go to the reference; so does every other input. Spec: spec/mx.md,
+    "Consumers".
     """
     if isinstance(codes, MXArray):
         if scales is not None:
@@ -550,13 +571,14 @@ def dequantize_mx(
         profile = given.profile if profile is None else profile
     c = codes if isinstance(codes, np.ndarray) else None
     s = scales if isinstance(scales, np.ndarray) else None
+    consumer = _exact_mx_consumer(profile)
     if (
         not _LITTLE_ENDIAN
         or c is None
         or s is None
         or elem is not E2M1
         or block_size != BLOCK
-        or (profile or reference_mx.DEFAULT_CONSUMER) != "ocp"
+        or consumer is None
         or np.dtype(dtype) != _F32
         or c.dtype != np.uint8
         or s.dtype != np.uint8
@@ -584,7 +606,8 @@ def dequantize_mx(
     _parallel(rows.shape[0], work, threads, CHUNK_BLOCKS)
     nan_blocks = np.flatnonzero(byte == 0xFF)
     if nan_blocks.size:
-        out[nan_blocks] = reference_mx.dequantize_mx(rows[nan_blocks], byte[nan_blocks, None])
+        out[nan_blocks] = reference_mx.dequantize_mx(rows[nan_blocks], byte[nan_blocks, None],
+                                                     profile=consumer)
     shape = (*np.moveaxis(c, ax, -1).shape[:-1], 2 * c.shape[ax])
     return np.ascontiguousarray(np.moveaxis(out.reshape(shape), -1, ax))
 

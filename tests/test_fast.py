@@ -175,18 +175,35 @@ def test_dequantize_harness(axis: int) -> None:
     check_dequantizer(fast.dequantize_mx, profile="ocp", axis=axis, level=2).raise_if_failed()
 
 
+#: Consumers on the fast path (and ``quark``, a producer read by its default consumer) and
+#: some that are not (clamped; a saturating scale; ``powf_scale`` in float16; the byte-134
+#: bug), each against the reference.
+MX_CONSUMERS = ("ocp", "quark-hip-bf16", "compressed-tensors", "quark", "triton",
+                "quark-hip-fp16", "quark-hip-qdq", "vllm-e8m0-to-f32")
+
+
 @pytest.mark.usefixtures("small_chunks")
 @pytest.mark.parametrize("threads", [1, 2, 3])
-def test_dequantize_every_byte_and_scale_over_chunks(threads: int) -> None:
-    """Every packed byte under every scale byte (0x00 subnormal, 0xFE overflow, 0xFF NaN),
-    laid out over several chunks and stripes."""
+@pytest.mark.parametrize("consumer", MX_CONSUMERS)
+def test_dequantize_every_byte_and_scale_over_chunks(threads: int, consumer: str) -> None:
+    """Every packed byte under every scale byte (0x00 subnormal, 0xFE overflow, 0xFF NaN or
+    Inf), laid out over several chunks and stripes."""
     rng = np.random.default_rng(threads)
     codes = np.tile(np.arange(256, dtype=np.uint8), BLOCKS * 16 // 256 + 1)[:BLOCKS * 16]
     rng.shuffle(codes)
     scales = np.tile(np.arange(256, dtype=np.uint8), BLOCKS // 256 + 1)[:BLOCKS]
     codes, scales = codes.reshape(-1, 16 * 5), scales.reshape(-1, 5)
-    got = fast.dequantize_mx(codes, scales, threads=threads)
-    assert np.array_equal(bits(got), bits(mx.dequantize_mx(codes, scales)))
+    with np.errstate(over="ignore", invalid="ignore"):
+        want = mx.dequantize_mx(codes, scales, profile=consumer)
+        got = fast.dequantize_mx(codes, scales, profile=consumer, threads=threads)
+    assert np.array_equal(bits(got), bits(want))
+
+
+def test_exact_consumers_take_the_fast_path() -> None:
+    assert [c for c in MX_CONSUMERS if fast._exact_mx_consumer(c)] == [
+        "ocp", "quark-hip-bf16", "compressed-tensors", "quark"]
+    assert fast._exact_mx_consumer(None) == "ocp"
+    assert fast._exact_mx_consumer("no-such-consumer") is None
 
 
 def test_dequantize_mxarray_and_fallbacks() -> None:

@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from mxformats import fast
-from mxformats.schemes.mx import dequantize_mx
 
 from ..model import CheckpointFormat
 from ..numbers import e8m0_findings, mx_bound, mx_scale_mode, packed_code_findings
@@ -122,7 +121,8 @@ class QuarkMXFP4(QuarkDescriptor):
     def dequantize(self, arrays: dict[str, NDArray[Any]], cols: int) -> NDArray[Any]:
         """As Quark's producer pairs (``quark-hip-bf16``: vLLM's emulation path calls Quark's
         ``dq_mxfp4``, :mod:`mxformats.pairing`)."""
-        d = dequantize_mx(arrays["weight"], arrays["weight_scale"], profile=self.consumer)
+        d = fast.dequantize_mx(arrays["weight"], arrays["weight_scale"],
+                               profile=self.consumer)
         return np.asarray(d, dtype=np.float64)
 
 
