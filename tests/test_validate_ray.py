@@ -33,6 +33,8 @@ from mxformats.validate.executors import Outcome
 ray = requires("ray")
 
 from ray.cluster_utils import Cluster  # noqa: E402
+from test_validate_tasks import FIXTURES, NUMERIC_CASES  # noqa: E402
+from validate_corpus import Case  # noqa: E402
 
 from mxformats.validate.executors.ray import RayExecutor  # noqa: E402
 
@@ -199,7 +201,7 @@ def test_a_missing_ray_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
         RayExecutor()
 
 
-@pytest.mark.parametrize("fixture", ["kimi-k2-mxfp4-quark", "kimi-k2-nvfp4-modelopt"])
+@pytest.mark.parametrize("fixture", FIXTURES)
 def test_validate_on_the_cluster_gives_the_local_report(
         ray_cluster: Cluster, fixture: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """The validator's tasks on two Ray nodes: the same JSON report (timings aside) as in one
@@ -217,4 +219,27 @@ def test_validate_on_the_cluster_gives_the_local_report(
     on_ray = validate(PRODUCERS / fixture, Options(workers=2, executor="ray", **opts),
                       executor=RayExecutor(workers=2))
     assert len(on_ray.tasks) > 2 and on_ray.reproduction is not None
+    assert _without_timings(_json(on_ray)) == _without_timings(_json(local))
+
+
+@pytest.mark.parametrize("c", NUMERIC_CASES[::6], ids=lambda c: c.name)
+def test_corpus_on_the_cluster_gives_the_local_report(
+        ray_cluster: Cluster, c: Case, tmp_path_factory: pytest.TempPathFactory, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Corruption-corpus cases whose numbers or reproduction change (the sample the local
+    executor's own test takes): the same JSON report on two Ray nodes as in one process."""
+    from test_validate_corpus import build, ensure_twins, options
+    from test_validate_tasks import _json, _without_timings
+
+    from mxformats.validate import tasks
+    from mxformats.validate.runner import validate
+
+    monkeypatch.setattr(tasks, "TASK_BYTES", 1 << 16)
+    bases = {c.base} | ({c.source} if isinstance(c.source, str) else set())
+    ensure_twins(tmp_path_factory.getbasetemp() / "twins-ray", bases)
+    path = build(c, tmp_path)
+    opts = options(c)
+    local = validate(path, opts)
+    opts.workers, opts.executor = 2, "ray"
+    on_ray = validate(path, opts, executor=RayExecutor(workers=2))
     assert _without_timings(_json(on_ray)) == _without_timings(_json(local))
