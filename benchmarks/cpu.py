@@ -38,10 +38,12 @@ class Row:
     ours: bool
     median_s: float
     elements: int
+    #: the input's bytes when they are not 4 an element (the bfloat16 reproduction rows)
+    input_bytes: int | None = None
 
     @property
     def gb_per_s(self) -> float:
-        return 4 * self.elements / self.median_s / 1e9
+        return (self.input_bytes or 4 * self.elements) / self.median_s / 1e9
 
 
 @dataclass(frozen=True)
@@ -89,7 +91,7 @@ def load(json_path: Path) -> tuple[list[Row], float | None, dict[str, Any]]:
         info = bench["extra_info"]
         if "op" in info:
             rows.append(Row(info["op"], info["impl"], info["ours"], bench["stats"]["median"],
-                            info["elements"]))
+                            info["elements"], info.get("bytes")))
         elif "gb_per_s_per_worker" in info:
             scan = float(info["gb_per_s_per_worker"])
     return rows, scan, raw.get("machine_info", {})

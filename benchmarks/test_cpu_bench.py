@@ -103,7 +103,7 @@ def same_bits(a: Any, b: Any) -> bool:
     a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)
     if a.shape != b.shape or a.dtype.itemsize != b.dtype.itemsize:
         return False
-    view = {1: np.uint8, 2: np.uint16, 4: np.uint32}[a.dtype.itemsize]
+    view = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[a.dtype.itemsize]
     return bool(np.array_equal(a.view(view), b.view(view)))
 
 
@@ -493,3 +493,94 @@ def test_fp8_block_dequantize_ml_dtypes(benchmark: Any, fp8_block_weight: Any) -
     out = run(benchmark, dequantize, FP8_BLOCK_DEQUANT_OP,
               "numpy + ml_dtypes astype float32 × block scales", False, slow=True)
     assert same_bits(out, fast.dequantize_fp8_block(fp8_block_weight.codes, scales))
+
+
+# -- reproduction: each descriptor's produce on a BF16 expert weight (issue 18) --------------
+
+#: A Kimi-K2 routed expert's gate_proj / up_proj: [2048, 7168] bfloat16.
+EXPERT_SHAPE = (2048, 7168)
+#: The Quark MXFP4 rows of one: the last 16 columns cut, so every row ends in a short block.
+SHORT_BLOCK_COLUMNS = 7168 - 16
+
+
+def _reproduced() -> dict[str, Any]:
+    """op label -> the descriptor whose ``produce`` the validator's ``--source`` runs."""
+    from mxformats.validate.descriptors import (
+        ct_int4,
+        fp8_block_ct,
+        fp8_block_deepseek,
+        nvfp4_ct,
+        nvfp4_modelopt,
+        quark_mxfp4,
+        quark_w4a8,
+    )
+
+    return {f"reproduce {m.DESCRIPTOR.format.value}": m.DESCRIPTOR
+            for m in (quark_mxfp4, quark_w4a8, ct_int4, nvfp4_modelopt, nvfp4_ct,
+                      fp8_block_deepseek, fp8_block_ct)}
+
+
+REPRODUCED = _reproduced()
+
+
+@pytest.fixture(scope="module")
+def expert() -> Any:
+    """Seeded N(0, 0.02) values as bfloat16, the dtype the producers read."""
+    rng = np.random.default_rng(2018)
+    w = rng.standard_normal(EXPERT_SHAPE, dtype=np.float32) * np.float32(0.02)
+    return w.astype(ml_dtypes.bfloat16)
+
+
+def _source(expert: Any, op: str) -> Any:
+    """The weight ``op`` reproduces: the expert, with a short last block for Quark MXFP4."""
+    if REPRODUCED[op].format.value == "quark-mxfp4":
+        return np.ascontiguousarray(expert[:, :SHORT_BLOCK_COLUMNS])
+    return expert
+
+
+def _label(benchmark: Any, w: Any) -> None:
+    """GB/s of the bfloat16 source read (cpu.py otherwise counts 4 bytes an element)."""
+    benchmark.extra_info.update(bytes=w.nbytes)
+
+
+@pytest.mark.parametrize("op", REPRODUCED)
+def test_reproduce_copy(benchmark: Any, expert: Any, op: str) -> None:
+    """The physical floor: np.copyto of the same bfloat16 bytes."""
+    w = _source(expert, op)
+    out = np.empty_like(w)
+    run(benchmark, lambda: np.copyto(out, w), op, "numpy copyto of the bfloat16 source", False)
+    _label(benchmark, w)
+    assert same_bits(out, w)
+
+
+@pytest.mark.parametrize("threads", [None, 1])
+@pytest.mark.parametrize("op", REPRODUCED)
+def test_reproduce_fast(benchmark: Any, expert: Any, monkeypatch: pytest.MonkeyPatch, op: str,
+                        threads: int | None) -> None:
+    """The descriptor's ``produce`` as the validator runs it (its fast quantizer), on every
+    core or pinned to one by ``MXFORMATS_THREADS`` as a process-pool worker is."""
+    if threads is not None:
+        monkeypatch.setenv(fast.THREADS_VARIABLE, str(threads))
+    w = _source(expert, op)
+    run(benchmark, lambda: REPRODUCED[op].produce(w), op,
+        f"mxformats.fast ({'every core' if threads is None else '1 thread'})", True)
+    _label(benchmark, w)
+
+
+@pytest.mark.parametrize("op", REPRODUCED)
+def test_reproduce_reference(benchmark: Any, expert: Any, monkeypatch: pytest.MonkeyPatch,
+                             op: str) -> None:
+    """The same ``produce`` with the descriptor's fast functions swapped for their references
+    (:data:`mxformats.fast.REFERENCES`); the bytes are checked equal once."""
+    descriptor = REPRODUCED[op]
+    w = _source(expert, op)
+    ours = descriptor.produce(w)
+    for name in ("quantizer", "packer"):
+        function = getattr(type(descriptor), name, None)
+        if function is not None:
+            monkeypatch.setattr(type(descriptor), name,
+                                staticmethod(fast.REFERENCES[function]))
+    theirs = run(benchmark, lambda: descriptor.produce(w), op, "reference", False, slow=True)
+    _label(benchmark, w)
+    assert ours.keys() == theirs.keys()
+    assert all(same_bits(ours[k], theirs[k]) and ours[k].dtype == theirs[k].dtype for k in ours)

@@ -1,15 +1,16 @@
 """Fast CPU paths for large arrays, byte-identical to the references they stand in for.
 
 Each function has its reference's signature (plus ``threads``, the most threads it may use,
-where it uses threads; the dequantizers, :func:`unpack_int4` and :func:`encode` take it from the
-reference itself, defaults included) and returns the same bytes. Inputs outside a fast path go
+where it uses threads; the dequantizers, :func:`pack_int4`, :func:`unpack_int4`,
+:func:`quantize_int4`, :func:`quantize_fp8` and :func:`encode` take it from the reference
+itself, defaults included) and returns the same bytes. Inputs outside a fast path go
 to the reference itself, so every call is defined exactly as the reference defines it, errors
 included. Verified by ``tests/test_fast.py`` (the harness's ``check_quantizer`` /
 ``check_dequantizer`` / ``check_int4_quantizer`` and exhaustive sweeps over the classes each
 table is built on); measured in ``docs/benchmarks.md``.
 
 - :func:`quantize_mx` (:func:`mxformats.quantize_mx`): E2M1 blocks of 32, profiles ``ocp``
-  and ``quark``, float32 / bfloat16 / float16 input.
+  and ``quark`` (with Quark's short last block), float32 / bfloat16 / float16 input.
 - :func:`dequantize_mx` (:func:`mxformats.dequantize_mx`): E2M1, consumer ``ocp``, float32.
 - :func:`encode` (:func:`mxformats.codec.encode`): E4M3FN, E4M3FNUZ, E5M2 from float32 /
   bfloat16 / float16, every rounding and overflow mode; :func:`decode`
@@ -18,26 +19,44 @@ table is built on); measured in ``docs/benchmarks.md``.
   ``compressed-tensors`` and ``quark``, whole words.
 - :func:`dequantize_int4` (:func:`mxformats.dequantize_int4`): both profiles, float32
   output.
+- :func:`quantize_int4` (:func:`mxformats.quantize_int4`): both profiles (compressed-tensors,
+  Quark), per group or per channel, float32 / bfloat16 input; the scales are the reference's,
+  each quotient one float32 operation and a table lookup.
+- :func:`quantize_fp8` (:func:`mxformats.schemes.fp8.quantize_fp8`): the producer profile
+  ``static`` (Quark's per-tensor stage), float32 / bfloat16 input.
+- :func:`quantize_w4a8` (:func:`mxformats.schemes.w4a8.quantize_w4a8`): the reference's
+  stages (:func:`~mxformats.schemes.w4a8.quantize_w4a8_with`) done by the fast paths.
 - :func:`quantize_fp8_block` (:func:`mxformats.schemes.fp8_block.quantize_fp8_block`): every
-  profile; the reference's own vectorised arithmetic with the element cast by :func:`encode`.
+  profile; the reference on cache-sized pieces of whole tiles, on threads, with the element
+  cast by :func:`encode`.
 - :func:`quantize_nvfp4` (:func:`mxformats.schemes.nvfp4.quantize_nvfp4`): both profiles; the
-  scales are the reference's, the E2M1 codes of the float32 quotients a table lookup.
+  block maxima from the float32 bits, the scales the reference's
+  (:func:`~mxformats.schemes.nvfp4.nvfp4_scales`), the E2M1 codes of the float32 quotients a
+  table lookup.
 - :func:`dequantize_fp8_block` (:func:`mxformats.schemes.fp8_block.dequantize_fp8_block`):
   every profile, partial edge tiles, float32 output.
 - :func:`dequantize_nvfp4` (:func:`mxformats.schemes.nvfp4.dequantize_nvfp4`): every consumer,
   packed or one code a byte, any axis, float32 output.
 
+Threads: ``threads`` (default :func:`workers`: the environment variable ``MXFORMATS_THREADS``
+when set, else the CPUs this process may run on). A process pool that runs one task per core
+sets ``MXFORMATS_THREADS=1`` in its workers; every fast path the validator's descriptors call
+(:attr:`mxformats.validate.descriptors.base.Descriptor.quantizer`) then runs on one thread.
+:data:`REFERENCES` maps each fast path to its reference.
+
 How. A float32 value's code depends only on its top bits and on whether the rest
 is zero: the class index ``(bits >> k) | (any of the low k bits set)`` rounds to odd at
 ``mbits + 2`` mantissa bits, which keeps everything a rounding to ``mbits`` bits looks at. One
 table lookup per value then gives the code; each table is built by running the reference's own
-encoder on one member of every class. MX scales come from the integer exponent field of the block
-maximum and scaling is one float32 multiply by a power of two (exact wherever it matters, see
-``_quantize_rows``). Blocks holding NaN or ±Inf, which every profile treats its own way, are
-recomputed by the reference (blocks are independent). Work is cut into cache-sized chunks with
-preallocated scratch, handed to threads in tasks of a few chunks (numpy releases the GIL in
-these loops). The byte views assume little-endian words; on a big-endian machine every call goes to
-the reference.
+encoder on one member of every class. The quotient tables (:func:`int4_table`,
+:func:`fp8_table`) keep 9 mantissa bits: a producer that rounds its float32 quotient to
+bfloat16 and then to an integer or an FP8 code is one lookup. MX scales come from the integer
+exponent field of the block maximum and scaling is one float32 multiply by a power of two
+(exact wherever it matters, see ``_quantize_rows``). Blocks holding NaN or ±Inf, which every
+profile treats its own way, are recomputed by the reference (blocks are independent). Work is
+cut into cache-sized chunks with preallocated scratch, handed to threads in tasks of a few
+chunks (numpy releases the GIL in these loops). The byte views assume little-endian words; on
+a big-endian machine every call goes to the reference.
 """
 
 from __future__ import annotations
@@ -54,27 +73,34 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import numpy as np
 
 from mxformats import codec as reference_codec
-from mxformats.arith import BF16, canonical_nan
+from mxformats.arith import BF16, canonical_nan, divide_in
 from mxformats.containers import containers, tensor_to_numpy
 from mxformats.formats import E2M1, E4M3FN, E8M0, Format
+from mxformats.pairing import consumer_for
+from mxformats.schemes import fp8 as reference_fp8
 from mxformats.schemes import fp8_block as reference_fp8_block
 from mxformats.schemes import int4 as reference_int4
 from mxformats.schemes import mx as reference_mx
 from mxformats.schemes import nvfp4 as reference_nvfp4
+from mxformats.schemes import w4a8 as reference_w4a8
 from mxformats.schemes.fp8_block import FP8BlockArray
 from mxformats.schemes.int4 import Int4Array
 from mxformats.schemes.mx import MXArray
+from mxformats.schemes.mx.consumers import get_consumer, powf_scale
 from mxformats.schemes.mx.elements import encode_elements
 from mxformats.schemes.mx.producers import get_producer
 from mxformats.schemes.nvfp4 import NVFP4Array
+from mxformats.schemes.w4a8 import W4A8, W4A8Stages
 
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike, DTypeLike, NDArray
 
 __all__ = [
-    "QUANTIZE_PROFILES", "code_table", "decode", "dequantize_fp8_block", "dequantize_int4",
-    "dequantize_mx", "dequantize_nvfp4", "element_table", "encode", "pack_int4",
-    "quantize_fp8_block", "quantize_mx", "quantize_nvfp4", "unpack_int4", "workers",
+    "QUANTIZE_PROFILES", "REFERENCES", "THREADS_VARIABLE", "code_table", "decode",
+    "dequantize_fp8_block", "dequantize_int4", "dequantize_mx", "dequantize_nvfp4",
+    "element_table", "encode", "fp8_table", "int4_table", "nvfp4_code_table", "pack_int4",
+    "quantize_fp8", "quantize_fp8_block", "quantize_int4", "quantize_mx", "quantize_nvfp4",
+    "quantize_w4a8", "unpack_int4", "workers",
 ]
 
 #: Blocks of 32 handled per chunk: 2048 blocks = 256 KiB of float32, so a chunk's input and its
@@ -129,8 +155,21 @@ def _with_signature_of(reference: Callable[..., Any]) -> Callable[[Callable[...,
     return decorate
 
 
+#: The environment variable that caps :func:`workers` (e.g. ``1`` in each worker of a process
+#: pool, which runs one task per core).
+THREADS_VARIABLE = "MXFORMATS_THREADS"
+
+
 def workers() -> int:
-    """Threads the fast paths use: the CPUs this process may run on."""
+    """Threads a fast path uses when the caller gives no ``threads``: the positive integer in
+    :data:`THREADS_VARIABLE` when it is set, else the CPUs this process may run on
+    (the validator's pool processes set 1: :mod:`mxformats.validate.executors.local`).
+    ValueError for a value that is not a positive integer."""
+    given = os.environ.get(THREADS_VARIABLE)
+    if given is not None:
+        if not given.strip().isdigit() or int(given) < 1:
+            raise ValueError(f"{THREADS_VARIABLE} must be a positive integer, got {given!r}")
+        return int(given)
     affinity = getattr(os, "sched_getaffinity", None)
     return len(affinity(0)) if affinity is not None else os.cpu_count() or 1
 
@@ -232,6 +271,23 @@ def _float_input(x: object) -> NDArray[Any] | None:
     return x if isinstance(x, np.ndarray) else None
 
 
+def _along_axis(x: object, dtypes: tuple[np.dtype[Any], ...],
+                axis: int) -> tuple[NDArray[Any], int] | None:
+    """``x`` as numpy data (:func:`_float_input`) and ``axis`` made non-negative, when the
+    data is of one of ``dtypes``, not empty, and has that axis (on a little-endian machine);
+    None sends the call to the reference."""
+    data = _float_input(x)
+    if (
+        not _LITTLE_ENDIAN
+        or data is None
+        or data.dtype not in dtypes
+        or data.size == 0
+        or not -data.ndim <= axis < data.ndim
+    ):
+        return None
+    return data, axis % data.ndim
+
+
 def _float32_bits(chunk: NDArray[Any], into: NDArray[np.uint32]) -> NDArray[np.uint32]:
     """The float32 bits of a chunk of float32, bfloat16 or float16 values (exact widening)."""
     if chunk.dtype == _F32:
@@ -291,7 +347,8 @@ def quantize_mx(
 
     Fast path: ``elem`` E2M1, ``block_size`` 32, a ``profile`` in :data:`QUANTIZE_PROFILES`,
     float32, bfloat16 or float16 numpy data (or torch tensor) whose length along ``axis`` is a
-    multiple of 32.
+    multiple of 32, or even where the producer quantizes a short last block (``quark``: the
+    block padded with zeros, as the producer pads it, and the padding's codes dropped).
     Anything else is passed to the reference unchanged. ``threads``: at most this many threads
     (default: :func:`workers`). Spec: spec/mx.md.
     """
@@ -305,11 +362,17 @@ def quantize_mx(
         or data.dtype not in (_F32, BF16, _F16)
         or data.ndim == 0
         or not -data.ndim <= axis < data.ndim
-        or data.shape[axis] % BLOCK
+        or (data.shape[axis] % BLOCK
+            and (data.shape[axis] % 2 or not get_producer(profile).partial_blocks))
     ):
         return reference_mx.quantize_mx(x, elem, block_size=block_size, axis=axis, profile=profile)
     ax = axis % data.ndim
     moved = np.ascontiguousarray(np.moveaxis(data, ax, -1))
+    n = moved.shape[-1]
+    if n % BLOCK:  # the producer's short last block: its zero padding, cut off below
+        padded = np.zeros((*moved.shape[:-1], n + -n % BLOCK), dtype=moved.dtype)
+        padded[..., :n] = moved
+        moved = padded
     blocks = moved.reshape(-1, BLOCK)
     count = blocks.shape[0]
     packed = np.empty((count, BLOCK // 2), dtype=np.uint8)
@@ -325,7 +388,7 @@ def quantize_mx(
         rows = np.concatenate(special)
         exact = reference_mx.quantize_mx(blocks[rows], E2M1, profile=profile)
         packed[rows], scales[rows] = exact.codes, exact.scales[:, 0]
-    codes = np.moveaxis(packed.reshape(*moved.shape[:-1], -1), -1, ax)
+    codes = np.moveaxis(packed.reshape(*moved.shape[:-1], -1)[..., : n // 2], -1, ax)
     block_scales = np.moveaxis(scales.reshape(*moved.shape[:-1], -1), -1, ax)
     return MXArray(np.ascontiguousarray(codes), np.ascontiguousarray(block_scales), E2M1,
                        BLOCK, ax, profile)
@@ -337,29 +400,28 @@ def quantize_mx(
 NVFP4_BLOCK = 16
 
 
-def _nvfp4_codes(q: NDArray[np.float32], threads: int | None) -> NDArray[np.uint8]:
-    """:func:`mxformats.schemes.nvfp4.e2m1_codes` by lookup: the magnitude's code is the
-    ``ocp`` element table's at ``min(|q|, 6)`` (saturating), a NaN quotient is 7, and the sign
-    bit is set iff ``q < 0``."""
-    table = element_table("ocp")
-    rows = q.reshape(-1, NVFP4_BLOCK)
-    out = np.empty(rows.shape, dtype=np.uint8)
-    chunk = CHUNK_ELEMENTS // NVFP4_BLOCK
+@cache
+def nvfp4_code_table() -> NDArray[np.uint8]:
+    """:func:`mxformats.schemes.nvfp4.e2m1_codes` of one member of every class of float32
+    quotients (sign, exponent, 3 mantissa bits): the NaN classes give 7, ±Inf saturates, and
+    only a negative non-zero class has the sign bit (``q < 0``; -0.0 does not)."""
+    with np.errstate(invalid="ignore"):  # the NaN classes
+        table = reference_nvfp4.e2m1_codes(_class_members(_E2M1_LOW_BITS).astype(_F32))
+    table.flags.writeable = False
+    return table
 
-    def work(lo: int, hi: int) -> None:
-        scratch = np.empty((min(chunk, hi - lo), NVFP4_BLOCK), dtype=np.uint32)
-        for start in range(lo, hi, chunk):
-            stop = min(start + chunk, hi)
-            values = rows[start:stop]
-            magnitude = np.minimum(np.abs(values), np.float32(6.0)).view(np.uint32)
-            _class_index(magnitude, _E2M1_LOW_BITS, scratch[: stop - start])
-            codes = np.take(table, magnitude, mode="clip")
-            codes[np.isnan(values)] = 7
-            codes[values < 0] |= 8
-            out[start:stop] = codes
 
-    _parallel(rows.shape[0], work, threads, chunk)
-    return out.reshape(q.shape)
+def _e2m1_lookup(quotient_bits: NDArray[np.uint32], scratch: NDArray[np.uint32],
+                 out: NDArray[np.uint8]) -> None:
+    """``out`` = the NVFP4 E2M1 codes of float32 quotients (their bits, overwritten)."""
+    _class_index(quotient_bits, _E2M1_LOW_BITS, scratch)
+    np.take(nvfp4_code_table(), quotient_bits, out=out, mode="clip")
+
+
+def _e4m3_scale_codes(threads: int | None) -> Callable[[NDArray[np.float64]], NDArray[np.uint8]]:
+    """:func:`mxformats.schemes.nvfp4.e4m3_scale_codes` by :func:`encode`'s table (the clamped
+    block scales are float32 values, so the float64 array narrows exactly)."""
+    return lambda values: encode(E4M3FN, values, threads=threads)
 
 
 @containers()
@@ -367,15 +429,61 @@ def quantize_nvfp4(
     x: object, *, axis: int = -1, profile: str = "modelopt", global_amax: float | None = None,
     threads: int | None = None,
 ) -> NVFP4Array:
-    """:func:`mxformats.schemes.nvfp4.quantize_nvfp4`, the same bytes: the reference computes
-    the global and block scales and the float32 quotients (its checks and errors included);
-    their E2M1 codes are looked up on up to ``threads`` threads. Spec: spec/nvfp4.md."""
-    def encode(q: NDArray[np.float32]) -> NDArray[np.uint8]:
-        with np.errstate(invalid="ignore"):  # NaN quotients: ModelOpt's all-zero tensor
-            return _nvfp4_codes(q, threads)
+    """:func:`mxformats.schemes.nvfp4.quantize_nvfp4`, the same bytes, fast.
 
-    return reference_nvfp4.quantize_nvfp4_with(encode, x, axis=axis, profile=profile,
-                                               global_amax=global_amax)
+    Fast path: float32, bfloat16 or float16 numpy data (or torch tensor) of finite values, a
+    producer ``profile``, a length along ``axis`` that is a multiple of 16. Two passes by
+    chunks on up to ``threads`` threads: the block maxima (from the float32 bits), from which
+    the reference's own :func:`~mxformats.schemes.nvfp4.nvfp4_scales` computes the global and
+    block scales (their E4M3 codes by :func:`encode`'s table), then each quotient ``x /
+    divisor``, one float32 division as the reference's, and its E2M1 code, one lookup in
+    :func:`nvfp4_code_table`. Anything else, a non-finite input included, goes to the
+    reference (its checks and errors). Spec: spec/nvfp4.md."""
+
+    def reference() -> NVFP4Array:
+        return reference_nvfp4.quantize_nvfp4(x, axis=axis, profile=profile,
+                                              global_amax=global_amax)
+
+    found = _along_axis(x, (_F32, BF16, _F16), axis)
+    producer = reference_nvfp4.PRODUCERS.get(profile) if isinstance(profile, str) else None
+    if found is None or producer is None or found[0].shape[axis] % NVFP4_BLOCK:
+        return reference()
+    data, ax = found
+    moved = np.ascontiguousarray(np.moveaxis(data, ax, -1))
+    blocks = moved.reshape(-1, NVFP4_BLOCK)
+    count = blocks.shape[0]
+    chunk = CHUNK_ELEMENTS // NVFP4_BLOCK
+    amax_bits = np.empty(count, dtype=np.uint32)
+
+    def maxima(lo: int, hi: int) -> None:
+        wide = np.empty((min(chunk, hi - lo), NVFP4_BLOCK), dtype=np.uint32)
+        for start in range(lo, hi, chunk):
+            n = min(start + chunk, hi) - start
+            bits = _float32_bits(blocks[start:start + n], wide[:n])
+            magnitude = np.bitwise_and(bits, _MAGNITUDE, out=wide[:n])
+            amax_bits[start:start + n] = _row_maxima(magnitude)
+
+    _parallel(count, maxima, threads, chunk)
+    if (amax_bits >> _EXPONENT_SHIFT == _NONFINITE_EXPONENT).any():
+        return reference()
+    block_amax = amax_bits.view(_F32).astype(data.dtype).reshape(*moved.shape[:-1], -1)
+    scales = reference_nvfp4.nvfp4_scales(producer, block_amax, global_amax,
+                                          _e4m3_scale_codes(threads))
+    divisor = scales.divisor.reshape(-1, 1)
+    codes = np.empty(blocks.shape, dtype=np.uint8)
+
+    def quotients(lo: int, hi: int) -> None:
+        wide = np.empty((min(chunk, hi - lo), NVFP4_BLOCK), dtype=np.uint32)
+        scratch = np.empty_like(wide)
+        for start in range(lo, hi, chunk):
+            n = min(start + chunk, hi) - start
+            bits = _float32_bits(blocks[start:start + n], wide[:n])
+            with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+                np.divide(bits.view(_F32), divisor[start:start + n], out=wide[:n].view(_F32))
+            _e2m1_lookup(wide[:n], scratch[:n], codes[start:start + n])
+
+    _parallel(count, quotients, threads, chunk)
+    return scales.array(codes.reshape(moved.shape), ax)
 
 
 # -- MXFP4 dequantize -----------------------------------------------------------------------
@@ -420,6 +528,23 @@ def _scale_rows(
             out[start:stop] *= then
 
 
+def _exact_mx_consumer(profile: str | None) -> str | None:
+    """The MX consumer ``profile`` names (None: the default) when the fast path's float32
+    product is its result: ``ocp``, or an unclamped consumer that decodes the byte with
+    ``powf_scale`` and computes in float32 or bfloat16 (Quark's HIP kernel,
+    compressed-tensors): ``2**(b - 127)`` is exact in both types for every byte below 0xFF, and
+    an E2M1 value (2 significant bits) times it is exact in both or overflows in both. Their
+    0xFF blocks go to the reference. None for every other consumer (or an unknown name)."""
+    try:
+        name = reference_mx.DEFAULT_CONSUMER if profile is None else consumer_for("mx", profile)
+        record = get_consumer(name)
+        own = reference_mx.consumer_dtype(record, _F32)
+    except ValueError:
+        return None
+    exact = record.scale is powf_scale and not record.clamp and own in (_F32, BF16)
+    return name if name == "ocp" or exact else None
+
+
 @containers(codes={"codes": "elem", "scales": E8M0})
 @_with_signature_of(reference_mx.dequantize_mx)
 def dequantize_mx(
@@ -429,11 +554,13 @@ def dequantize_mx(
     """:func:`mxformats.dequantize_mx`, the same bytes, fast for MXFP4 ``ocp`` to float32.
 
     Fast path: packed E2M1 uint8 codes and uint8 scales of matching shapes, ``block_size`` 32,
-    consumer ``ocp`` (an MXArray of a producer whose default consumer is another goes to the
-    reference), ``dtype`` float32, a length along ``axis`` that is a multiple of 32.
-    ``element * 2**(b - 127)`` is one float32 multiply of exact operands (2**-127 is a float32
-    subnormal), so it is the single rounding the reference specifies. Blocks with byte 0xFF go
-    to the reference; so does every other input. Spec: spec/mx.md, "Consumers".
+    consumer ``ocp`` or one whose result is the same float32 product (Quark's HIP bfloat16
+    kernel, compressed-tensors: :func:`_exact_mx_consumer`; an MXArray is read by its
+    producer's default consumer), ``dtype`` float32, a length along ``axis`` that is a
+    multiple of 32. ``element * 2**(b - 127)`` is one float32 multiply of exact operands
+    (2**-127 is a float32 subnormal), so it is the single rounding the reference specifies.
+    Blocks with byte 0xFF go to the reference; so does every other input. Spec: spec/mx.md,
+    "Consumers".
     """
     if isinstance(codes, MXArray):
         if scales is not None:
@@ -445,13 +572,14 @@ def dequantize_mx(
         profile = given.profile if profile is None else profile
     c = codes if isinstance(codes, np.ndarray) else None
     s = scales if isinstance(scales, np.ndarray) else None
+    consumer = _exact_mx_consumer(profile)
     if (
         not _LITTLE_ENDIAN
         or c is None
         or s is None
         or elem is not E2M1
         or block_size != BLOCK
-        or (profile or reference_mx.DEFAULT_CONSUMER) != "ocp"
+        or consumer is None
         or np.dtype(dtype) != _F32
         or c.dtype != np.uint8
         or s.dtype != np.uint8
@@ -479,7 +607,8 @@ def dequantize_mx(
     _parallel(rows.shape[0], work, threads, CHUNK_BLOCKS)
     nan_blocks = np.flatnonzero(byte == 0xFF)
     if nan_blocks.size:
-        out[nan_blocks] = reference_mx.dequantize_mx(rows[nan_blocks], byte[nan_blocks, None])
+        out[nan_blocks] = reference_mx.dequantize_mx(rows[nan_blocks], byte[nan_blocks, None],
+                                                     profile=consumer)
     shape = (*np.moveaxis(c, ax, -1).shape[:-1], 2 * c.shape[ax])
     return np.ascontiguousarray(np.moveaxis(out.reshape(shape), -1, ax))
 
@@ -645,11 +774,17 @@ def encode(
     """:func:`mxformats.codec.encode` (``Format.encode``), the same codes, fast for FP8.
 
     Fast path: an 8-bit float ``fmt`` with a NaN (E4M3FN, E4M3FNUZ, E5M2), float32, bfloat16
-    or float16 numpy input (or torch tensor), a rounding and overflow mode the format takes, no
-    ``nan_code``. One table lookup per value (:func:`code_table`). Spec: spec/README.md,
-    "Encoding".
+    or float16 numpy input (or torch tensor; float64 whose values are all float32 values, no
+    NaN, is read as the float32 it narrows to exactly), a rounding and overflow mode the
+    format takes, no ``nan_code``. One table lookup per value (:func:`code_table`). Spec:
+    spec/README.md, "Encoding".
     """
     data = _float_input(x)
+    if data is not None and data.dtype == np.float64:
+        with np.errstate(over="ignore", invalid="ignore"):
+            narrowed = data.astype(_F32)
+        if np.array_equal(narrowed, data):  # float32 values only (NaN never compares equal)
+            data = narrowed
     if (
         not _LITTLE_ENDIAN
         or data is None
@@ -711,14 +846,14 @@ _LAYOUTS = ("compressed-tensors", "quark")
 
 
 @containers()
-def pack_int4(
-    q: ArrayLike, *, layout: str = "compressed-tensors", axis: int = -1
-) -> NDArray[np.int32]:
+@_with_signature_of(reference_int4.pack_int4)
+def pack_int4(q: ArrayLike, *, layout: str, axis: int, threads: int | None) -> NDArray[np.int32]:
     """:func:`mxformats.pack_int4`, the same words, fast for int8 input.
 
     Fast path: int8 values, ``layout`` ``compressed-tensors`` or ``quark``, a length along
     ``axis`` that is a multiple of 8 (no padding). Nibbles are made per byte (``(q + offset) &
-    0xF``), put in the layout's nibble order and joined two per byte. Spec: int4-layouts.md.
+    0xF``), put in the layout's nibble order and joined two per byte, by chunks on up to
+    ``threads`` threads. Spec: int4-layouts.md.
     """
     values = q if isinstance(q, np.ndarray) else None
     if (
@@ -737,14 +872,29 @@ def pack_int4(
     ax = axis % values.ndim
     moved = np.moveaxis(values, ax, -1)
     groups = np.ascontiguousarray(moved).reshape(-1, 8)
-    if layout == "quark":
-        groups = groups.take(reference_int4.NIBBLE_ORDER["quark"], axis=1)
-    nibbles = groups.view(np.uint8) + np.uint8(reference_int4.NIBBLE_OFFSET[layout])
-    nibbles &= np.uint8(0xF)
-    pairs = nibbles.view(np.uint16)
-    pairs |= pairs >> 4
-    words = pairs.astype(np.uint8).view(np.int32).reshape(*moved.shape[:-1], -1)
+    out = np.empty((groups.shape[0], 4), dtype=np.uint8)
+    chunk = CHUNK_ELEMENTS // 8
+    _parallel(groups.shape[0], lambda lo, hi: _pack_groups(groups, layout, out, lo, hi, chunk),
+              threads, chunk)
+    words = out.view(np.int32).reshape(*moved.shape[:-1], -1)
     return np.moveaxis(words, -1, ax)
+
+
+def _pack_groups(groups: NDArray[np.int8], layout: str, out: NDArray[np.uint8], lo: int,
+                 hi: int, chunk: int) -> None:
+    """Groups ``lo:hi`` of 8 int8 values into the 4 bytes of their words, by chunks."""
+    order = reference_int4.NIBBLE_ORDER[layout]
+    offset = np.uint8(reference_int4.NIBBLE_OFFSET[layout])
+    for start in range(lo, hi, chunk):
+        stop = min(start + chunk, hi)
+        part = groups[start:stop]
+        if order != tuple(range(8)):
+            part = part.take(order, axis=1)
+        nibbles = part.view(np.uint8) + offset
+        nibbles &= np.uint8(0xF)
+        pairs = nibbles.view(np.uint16)
+        pairs |= pairs >> 4
+        np.copyto(out[start:stop], pairs, casting="unsafe")
 
 
 @cache
@@ -900,6 +1050,217 @@ def _round_through(v: NDArray[np.float32], dtype: np.dtype[Any],
     bits &= np.uint32(0xFFFF0000)
 
 
+# -- INT4, FP8 per-tensor and W4A8 quantize -------------------------------------------------
+
+#: float32 bits below the 9 mantissa bits the quotient tables keep (2**18 classes): enough for
+#: a rounding to bfloat16 (7 bits) followed by one to an integer or an FP8 code (3 bits), and
+#: for those roundings from float32 directly.
+_QUOTIENT_LOW_BITS = 14
+#: Input types whose quotients the tables encode: their quotient dtype is float32 or bfloat16.
+_QUOTIENT_INPUTS = (_F32, BF16)
+
+
+def _quotient_table(encode: Callable[[NDArray[np.float32]], NDArray[Any]]) -> NDArray[Any]:
+    """``encode`` (a reference's last step) on one member of every float32 quotient class; the
+    NaN classes, which no finite input reaches, get the code of 0."""
+    members = _class_members(_QUOTIENT_LOW_BITS)
+    with np.errstate(invalid="ignore", over="ignore"):
+        table = encode(np.where(np.isnan(members), 0, members).astype(_F32))
+    table.flags.writeable = False
+    return table
+
+
+@cache
+def int4_table(profile: str, dtype: np.dtype[Any]) -> NDArray[np.int8]:
+    """The INT4 value of every class of float32 quotients under INT4 producer ``profile`` for
+    input ``dtype``: the quotient rounded to the producer's quotient dtype, then
+    :func:`mxformats.schemes.int4.round_to_int4`."""
+    producer = reference_int4.get_producer(profile)
+    work = reference_int4.quotient_dtype(producer, np.dtype(dtype))
+    return _quotient_table(lambda q: reference_int4.round_to_int4(q.astype(work)))
+
+
+@cache
+def fp8_table(profile: str, fmt: Format, dtype: np.dtype[Any]) -> NDArray[np.uint8]:
+    """The ``fmt`` code of every class of float32 quotients under FP8 per-tensor ``profile``
+    for input ``dtype``: the quotient rounded to the profile's quotient dtype, then
+    :func:`mxformats.schemes.fp8.per_tensor_codes`."""
+    record = reference_fp8.get_fp8_profile(profile)
+    work = np.dtype(dtype) if record.quotient_dtype == "input" else _F32
+    return _quotient_table(
+        lambda q: reference_fp8.per_tensor_codes(q.astype(work), fmt, record, np.dtype(dtype)))
+
+
+def _quotient_codes(values: NDArray[np.float32], operand: NDArray[np.float32] | np.float32,
+                    reciprocal: bool, table: NDArray[Any], out: NDArray[Any],
+                    work: NDArray[np.uint32], scratch: NDArray[np.uint32]) -> None:
+    """``out = table[class(values ÷ operand)]``, ``operand`` one float32 per row (or one for
+    all): a true division, or a multiply for ``reciprocal`` producers, one float32 operation
+    as the producers compute it. ``work`` and ``scratch``: uint32 of ``values``' shape
+    (``work`` may be ``values``' own bits)."""
+    quotient = work.view(np.float32)
+    with np.errstate(over="ignore", under="ignore"):
+        if reciprocal:
+            np.multiply(values, operand, out=quotient)
+        else:
+            np.divide(values, operand, out=quotient)
+    _class_index(work, _QUOTIENT_LOW_BITS, scratch)
+    np.take(table, work, out=out, mode="clip")
+
+
+def _row_maxima(magnitude: NDArray[np.uint32]) -> NDArray[np.uint32]:
+    """The largest of each row of non-negative float32 bits (one flat reduceat loop)."""
+    rows, size = magnitude.shape
+    flat = magnitude.reshape(-1)
+    return np.maximum.reduceat(flat, np.arange(0, rows * size, size))
+
+
+@containers()
+@_with_signature_of(reference_int4.quantize_int4)
+def quantize_int4(
+    x: object, *, group_size: int | None, axis: int, profile: str, threads: int | None,
+) -> Int4Array:
+    """:func:`mxformats.quantize_int4`, the same bytes, fast for float32 and bfloat16 input.
+
+    Fast path: float32 or bfloat16 numpy data (or torch tensor) of finite values, any INT4
+    producer ``profile``, an int ``group_size`` dividing the length along ``axis`` (or None:
+    one group per slice). Per group the reference's own :func:`~mxformats.schemes.int4.
+    group_scales` gives the scale; each quotient ``x / s`` (or ``x * (1 / s)``) is one float32
+    operation, as the producer's, and its rounding to the quotient dtype and to an integer is
+    one lookup in :func:`int4_table`. A non-finite input sends the call to the reference, which
+    refuses it; so does every other input. Spec: int4-schemes.md.
+    """
+
+    def reference() -> Int4Array:
+        return reference_int4.quantize_int4(x, group_size=group_size, axis=axis, profile=profile)
+
+    found = _along_axis(x, _QUOTIENT_INPUTS, axis)
+    producer = reference_int4.PRODUCERS.get(profile) if isinstance(profile, str) else None
+    if (
+        found is None
+        or producer is None
+        or not (group_size is None or (type(group_size) is int and group_size > 0))
+        or found[0].shape[axis] % (group_size or found[0].shape[axis])
+    ):
+        return reference()
+    data, ax = found
+    moved = np.ascontiguousarray(np.moveaxis(data, ax, -1))
+    size = group_size or moved.shape[-1]
+    groups = moved.reshape(-1, size)
+    q = np.empty(groups.shape, dtype=np.int8)
+    scale_dtype = data.dtype if producer.scale_dtype == "input" else _F32
+    scales = np.empty(groups.shape[0], dtype=scale_dtype)
+    table = int4_table(profile, data.dtype)
+    chunk = max(1, CHUNK_ELEMENTS // size)
+    nonfinite: list[bool] = []
+
+    def work(lo: int, hi: int) -> None:
+        rows = min(chunk, hi - lo)
+        wide = np.empty((rows, size), dtype=np.uint32)
+        scratch = np.empty((rows, size), dtype=np.uint32)
+        for start in range(lo, hi, chunk):
+            stop = min(start + chunk, hi)
+            n = stop - start
+            bits = _float32_bits(groups[start:stop], wide[:n])
+            amax = _row_maxima(np.bitwise_and(bits, _MAGNITUDE, out=scratch[:n]))
+            if (amax >> _EXPONENT_SHIFT == _NONFINITE_EXPONENT).any():
+                nonfinite.append(True)
+                return
+            stored = reference_int4.group_scales(amax.view(_F32).astype(data.dtype), producer)
+            scales[start:stop] = stored
+            operand = reference_int4.quotient_operand(stored, producer, data.dtype)
+            _quotient_codes(bits.view(_F32), operand.astype(_F32)[:, None],
+                            producer.reciprocal, table, q[start:stop], wide[:n], scratch[:n])
+
+    _parallel(groups.shape[0], work, threads, chunk)
+    if nonfinite:
+        return reference()
+    shape = moved.shape
+    return Int4Array(
+        q=np.moveaxis(q.reshape(shape), -1, ax),
+        scales=np.moveaxis(scales.reshape(*shape[:-1], shape[-1] // size), -1, ax),
+        group_size=group_size, axis=ax, profile=profile)
+
+
+@containers()
+@_with_signature_of(reference_fp8.quantize_fp8)
+def quantize_fp8(
+    x: object, fmt: Format, *, profile: str, threads: int | None,
+) -> tuple[NDArray[np.uint8], NDArray[np.float32]]:
+    """:func:`mxformats.schemes.fp8.quantize_fp8`, the same bytes, fast for the producer
+    profile ``static`` (Quark) from float32 and bfloat16 input.
+
+    Fast path: a profile that refuses non-finite input (``static``), a format it writes,
+    float32 or bfloat16 numpy data (or torch tensor) of finite values, not empty. Two passes
+    by chunks: the tensor's largest magnitude (the reference's
+    :func:`~mxformats.schemes.fp8.per_tensor_scale` turns it into the scale), then each
+    quotient ``x / s``, one float32 operation as the producer's, whose rounding to the quotient
+    dtype, clamp and cast are one lookup in :func:`fp8_table`. A non-finite input goes to the
+    reference, which refuses it; so does every other input. Spec: w4a8.md, "FP8 per tensor".
+    """
+
+    def reference() -> tuple[NDArray[np.uint8], NDArray[np.float32]]:
+        return reference_fp8.quantize_fp8(x, fmt, profile=profile)
+
+    data = _float_input(x)
+    record = reference_fp8.FP8_PROFILES.get(profile) if isinstance(profile, str) else None
+    if (
+        not _LITTLE_ENDIAN
+        or data is None
+        or record is None
+        or record.non_finite != "refuse"
+        or fmt not in record.formats
+        or data.dtype not in _QUOTIENT_INPUTS
+        or data.size == 0
+    ):
+        return reference()
+    flat = np.ascontiguousarray(data).reshape(-1)
+    maxima: list[int] = []
+
+    def largest(lo: int, hi: int) -> None:
+        wide = np.empty(min(CHUNK_ELEMENTS, hi - lo), dtype=np.uint32)
+        for start in range(lo, hi, CHUNK_ELEMENTS):
+            stop = min(start + CHUNK_ELEMENTS, hi)
+            bits = _float32_bits(flat[start:stop], wide[: stop - start])
+            maxima.append(int(np.bitwise_and(bits, _MAGNITUDE).max()))
+
+    _parallel(flat.size, largest, threads, CHUNK_ELEMENTS)
+    amax_bits = max(maxima)
+    if amax_bits >> _EXPONENT_SHIFT == _NONFINITE_EXPONENT:
+        return reference()
+    amax = np.float32(np.array([amax_bits], dtype=np.uint32).view(_F32)[0])
+    scale = reference_fp8.per_tensor_scale(amax, fmt, record)
+    work = data.dtype if record.quotient_dtype == "input" else _F32
+    operand = np.float32(divide_in(1, scale, work)) if record.reciprocal else scale
+    table = fp8_table(profile, fmt, data.dtype)
+    codes = np.empty(flat.size, dtype=np.uint8)
+
+    def encode_chunks(lo: int, hi: int) -> None:
+        wide = np.empty(min(CHUNK_ELEMENTS, hi - lo), dtype=np.uint32)
+        scratch = np.empty_like(wide)
+        for start in range(lo, hi, CHUNK_ELEMENTS):
+            n = min(start + CHUNK_ELEMENTS, hi) - start
+            bits = _float32_bits(flat[start:start + n], wide[:n])
+            _quotient_codes(bits.view(_F32), operand, record.reciprocal, table,
+                            codes[start:start + n], wide[:n], scratch[:n])
+
+    _parallel(flat.size, encode_chunks, threads, CHUNK_ELEMENTS)
+    return codes.reshape(data.shape), np.asarray(scale, dtype=_F32).reshape(())
+
+
+#: The fast paths :func:`quantize_w4a8` composes (each byte-identical to its reference stage).
+_W4A8_STAGES = W4A8Stages(quantize_fp8, decode, quantize_int4, pack_int4)
+
+
+@containers()
+def quantize_w4a8(w: object, *, profile: str = "quark") -> W4A8:
+    """:func:`mxformats.schemes.w4a8.quantize_w4a8`, the same bytes: the reference's two stages
+    and packing (:func:`~mxformats.schemes.w4a8.quantize_w4a8_with`) done by
+    :func:`quantize_fp8`, :func:`decode`, :func:`quantize_int4` (per channel) and
+    :func:`pack_int4`, each on :func:`workers` threads. Spec: w4a8.md."""
+    return reference_w4a8.quantize_w4a8_with(_W4A8_STAGES, w, profile=profile)
+
+
 # -- FP8 block quantize ---------------------------------------------------------------------------
 
 
@@ -914,18 +1275,51 @@ def quantize_fp8_block(
     """:func:`mxformats.schemes.fp8_block.quantize_fp8_block`, the same bytes, fast.
 
     The reference computes the scales and the scaled elements with vectorised numpy in the
-    producer's own types (float32, or the input dtype); its cost is the exact E4M3 cast of
-    every element. Here that cast is :func:`encode`'s table lookup (nearest-even, saturating),
-    which gives the codec's codes for every float32, bfloat16 and float16 value, NaN included.
-    Spec: fp8-block.md.
+    producer's own types (float32, or the input dtype); here its element cast is
+    :func:`encode`'s table lookup (nearest-even, saturating), which gives the codec's codes for
+    every float32, bfloat16 and float16 value, NaN included. Every tile is quantized on its own
+    (its scale is its own maximum's), so a 2-D float input is cut into pieces of whole tiles,
+    one tile row high and about :data:`CHUNK_ELEMENTS` wide, each quantized by the reference
+    (:func:`~mxformats.schemes.fp8_block.quantize_fp8_block_with`: a partial edge tile is
+    padded there as in one call) in cache, on up to ``threads`` threads. Other inputs go to
+    the reference whole. Spec: fp8-block.md.
     """
 
-    def table_encoder(fmt: Format, values: NDArray[Any]) -> NDArray[np.uint8]:
-        return encode(fmt, values, overflow="saturate", threads=threads)
+    def table_encoder(pool: int | None) -> reference_fp8_block.Encoder:
+        return lambda fmt, values: encode(fmt, values, overflow="saturate", threads=pool)
 
-    return reference_fp8_block.quantize_fp8_block_with(
-        table_encoder, x, block=block, profile=profile
-    )
+    def reference(part: object, pool: int | None) -> FP8BlockArray:
+        return reference_fp8_block.quantize_fp8_block_with(table_encoder(pool), part,
+                                                           block=block, profile=profile)
+
+    data = _float_input(x)
+    try:
+        tile = reference_fp8_block.check_block(block)
+    except ValueError:
+        tile = None
+    if (
+        data is None
+        or tile is None
+        or profile not in reference_fp8_block.PROFILES
+        or data.ndim != 2
+        or data.size == 0
+        or data.dtype not in reference_fp8_block.INPUT_DTYPES
+    ):
+        return reference(x, threads)
+    (bm, bn), (rows, cols) = tile, reference_fp8_block.scale_grid(data.shape, tile)
+    wide = max(1, CHUNK_ELEMENTS // (bm * bn))  # tiles per piece along a tile row
+    pieces = [(r, c) for r in range(rows) for c in range(0, cols, wide)]
+    codes = np.empty(data.shape, dtype=np.uint8)
+    scales = np.empty((rows, cols), dtype=reference(data[:1, :1], 1).scales.dtype)
+
+    def work(lo: int, hi: int) -> None:
+        for r, c in pieces[lo:hi]:
+            part = np.s_[r * bm:(r + 1) * bm, c * bn:(c + wide) * bn]
+            result = reference(data[part], 1)
+            codes[part], scales[r, c:c + wide] = result.codes, result.scales[0]
+
+    _parallel(len(pieces), work, threads, 1)
+    return FP8BlockArray(codes, scales, tile, reference_fp8_block.PROFILES[profile].name)
 
 
 # -- FP8 block dequantize -------------------------------------------------------------------
@@ -1017,3 +1411,17 @@ def dequantize_fp8_block(
 
     _parallel(c.shape[0], work, threads, max(1, CHUNK_ELEMENTS // c.shape[1]))
     return out
+
+
+#: Each fast path and the reference whose bytes it returns (tests and benchmarks swap them).
+REFERENCES: dict[Callable[..., Any], Callable[..., Any]] = {
+    quantize_mx: reference_mx.quantize_mx, dequantize_mx: reference_mx.dequantize_mx,
+    quantize_nvfp4: reference_nvfp4.quantize_nvfp4,
+    dequantize_nvfp4: reference_nvfp4.dequantize_nvfp4,
+    encode: reference_codec.encode, decode: reference_codec.decode,
+    pack_int4: reference_int4.pack_int4, unpack_int4: reference_int4.unpack_int4,
+    quantize_int4: reference_int4.quantize_int4, dequantize_int4: reference_int4.dequantize_int4,
+    quantize_fp8: reference_fp8.quantize_fp8, quantize_w4a8: reference_w4a8.quantize_w4a8,
+    quantize_fp8_block: reference_fp8_block.quantize_fp8_block,
+    dequantize_fp8_block: reference_fp8_block.dequantize_fp8_block,
+}

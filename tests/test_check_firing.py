@@ -23,6 +23,9 @@ from test_validate_corpus import CASES, _catalogue
 
 #: Checks that a dedicated test fires and asserts: ID -> "module::test function".
 FIRED_BY_TEST: dict[str, str] = {
+    "TASK_FAILED": "test_validate_tasks::test_a_task_that_raises_is_a_finding",
+    "RESUME_UNUSABLE": (
+        "test_validate_tasks::test_an_unusable_resume_file_is_a_warning_and_everything_runs"),
     "CODE_HISTOGRAM": "test_validate_numbers::test_silent_on_generated_checkpoints",
     "DEPLOY_EP_DIVISIBILITY": "test_validate_numbers::test_deployment_targets",
     "DEPLOY_FNUZ_SCALE": "test_validate_numbers::test_fnuz_scales_must_survive_doubling",

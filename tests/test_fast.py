@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 
 from mxformats import codec, fast
 from mxformats.formats import E2M1, E4M3FN, E4M3FNUZ, E5M2, E8M0, Format
-from mxformats.schemes import fp8_block, int4, mx, nvfp4
+from mxformats.schemes import fp8, fp8_block, int4, mx, nvfp4, w4a8
 from mxformats.testing import check_dequantizer, check_int4_quantizer, check_quantizer
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
@@ -149,7 +149,6 @@ def test_quantize_other_axis_and_dtype(dtype: np.dtype[Any]) -> None:
     ("args", "kwargs"),
     [
         ((np.ones((2, 32)),), {}),  # float64: the reference's exact path
-        ((np.ones((2, 48), dtype=np.float32),), {"profile": "quark"}),  # a short last block
         ((np.ones((2, 32), dtype=np.float32),), {"profile": "torchao-floor"}),
         ((np.ones((2, 64), dtype=np.float32),), {"block_size": 64}),
         (([1.0] * 32,), {}),
@@ -176,18 +175,35 @@ def test_dequantize_harness(axis: int) -> None:
     check_dequantizer(fast.dequantize_mx, profile="ocp", axis=axis, level=2).raise_if_failed()
 
 
+#: Consumers on the fast path (and ``quark``, a producer read by its default consumer) and
+#: some that are not (clamped; a saturating scale; ``powf_scale`` in float16; the byte-134
+#: bug), each against the reference.
+MX_CONSUMERS = ("ocp", "quark-hip-bf16", "compressed-tensors", "quark", "triton",
+                "quark-hip-fp16", "quark-hip-qdq", "vllm-e8m0-to-f32")
+
+
 @pytest.mark.usefixtures("small_chunks")
 @pytest.mark.parametrize("threads", [1, 2, 3])
-def test_dequantize_every_byte_and_scale_over_chunks(threads: int) -> None:
-    """Every packed byte under every scale byte (0x00 subnormal, 0xFE overflow, 0xFF NaN),
-    laid out over several chunks and stripes."""
+@pytest.mark.parametrize("consumer", MX_CONSUMERS)
+def test_dequantize_every_byte_and_scale_over_chunks(threads: int, consumer: str) -> None:
+    """Every packed byte under every scale byte (0x00 subnormal, 0xFE overflow, 0xFF NaN or
+    Inf), laid out over several chunks and stripes."""
     rng = np.random.default_rng(threads)
     codes = np.tile(np.arange(256, dtype=np.uint8), BLOCKS * 16 // 256 + 1)[:BLOCKS * 16]
     rng.shuffle(codes)
     scales = np.tile(np.arange(256, dtype=np.uint8), BLOCKS // 256 + 1)[:BLOCKS]
     codes, scales = codes.reshape(-1, 16 * 5), scales.reshape(-1, 5)
-    got = fast.dequantize_mx(codes, scales, threads=threads)
-    assert np.array_equal(bits(got), bits(mx.dequantize_mx(codes, scales)))
+    with np.errstate(over="ignore", invalid="ignore"):
+        want = mx.dequantize_mx(codes, scales, profile=consumer)
+        got = fast.dequantize_mx(codes, scales, profile=consumer, threads=threads)
+    assert np.array_equal(bits(got), bits(want))
+
+
+def test_exact_consumers_take_the_fast_path() -> None:
+    assert [c for c in MX_CONSUMERS if fast._exact_mx_consumer(c)] == [
+        "ocp", "quark-hip-bf16", "compressed-tensors", "quark"]
+    assert fast._exact_mx_consumer(None) == "ocp"
+    assert fast._exact_mx_consumer("no-such-consumer") is None
 
 
 def test_dequantize_mxarray_and_fallbacks() -> None:
@@ -427,22 +443,20 @@ EMPTY_CALLS = {
     "dequantize_fp8_block": ((np.zeros((0, 3), dtype=np.uint8),
                               np.zeros((0, 1), dtype=np.float32)), {}),
 }
-REFERENCES = {"quantize_mx": mx.quantize_mx, "dequantize_mx": mx.dequantize_mx,
-              "encode": codec.encode, "decode": codec.decode, "pack_int4": int4.pack_int4,
-              "unpack_int4": int4.unpack_int4, "dequantize_int4": int4.dequantize_int4,
-              "dequantize_nvfp4": nvfp4.dequantize_nvfp4,
-              "dequantize_fp8_block": fp8_block.dequantize_fp8_block}
 
 
 SIGNATURES_FROM_THE_REFERENCE = {
     "dequantize_mx": mx.dequantize_mx, "unpack_int4": int4.unpack_int4,
     "dequantize_int4": int4.dequantize_int4, "dequantize_nvfp4": nvfp4.dequantize_nvfp4,
     "dequantize_fp8_block": fp8_block.dequantize_fp8_block, "encode": codec.encode,
+    "pack_int4": int4.pack_int4, "quantize_int4": int4.quantize_int4,
+    "quantize_fp8": fp8.quantize_fp8,
 }
 
 
 @pytest.mark.parametrize("name", SIGNATURES_FROM_THE_REFERENCE)
 def test_signature_is_the_references_plus_threads(name: str) -> None:
+    assert fast.REFERENCES[getattr(fast, name)] is SIGNATURES_FROM_THE_REFERENCE[name]
     *params, threads = inspect.signature(getattr(fast, name)).parameters.values()
     assert params == list(inspect.signature(SIGNATURES_FROM_THE_REFERENCE[name])
                           .parameters.values())
@@ -476,7 +490,8 @@ def test_arrays_are_read_with_their_producers_consumer() -> None:
 @pytest.mark.parametrize("name", EMPTY_CALLS)
 def test_empty_inputs(name: str) -> None:
     args, kwargs = EMPTY_CALLS[name]
-    got, want = getattr(fast, name)(*args, **kwargs), REFERENCES[name](*args, **kwargs)
+    function = getattr(fast, name)
+    got, want = function(*args, **kwargs), fast.REFERENCES[function](*args, **kwargs)
     for g, w in zip(*(r if isinstance(r, mx.MXArray) else (r,) for r in (got, want)),
                     strict=True):
         assert g.shape == w.shape and g.dtype == w.dtype
@@ -516,6 +531,7 @@ def test_fp8_block_quantize_is_the_reference(profile: str, dtype: np.dtype[Any],
         assert got.codes.tobytes() == want.codes.tobytes(), (profile, block)
         assert got.scales.dtype == want.scales.dtype and got.scales.shape == want.scales.shape
         assert got.scales.tobytes() == want.scales.tobytes(), (profile, block)
+        assert (got.block, got.profile) == (want.block, want.profile)
 
 
 def test_fp8_block_quantize_refuses_what_the_reference_refuses() -> None:
@@ -534,10 +550,11 @@ def test_nvfp4_codes_of_every_bfloat16_pattern_and_float32_class() -> None:
     patterns = np.arange(1 << 16, dtype=np.uint32) << 16
     members = np.arange(1 << (32 - fast._E2M1_LOW_BITS), dtype=np.uint32) << fast._E2M1_LOW_BITS
     q = np.concatenate([patterns, members]).view(np.float32)
-    q = q[: q.size // 16 * 16].reshape(-1, 16)
     with np.errstate(invalid="ignore"):  # widening the signalling NaN patterns
         want = nvfp4.e2m1_codes(q)
-    assert fast._nvfp4_codes(q, threads=2).tobytes() == want.tobytes()
+    got = np.empty(q.shape, dtype=np.uint8)
+    fast._e2m1_lookup(q.view(np.uint32).copy(), np.empty(q.shape, dtype=np.uint32), got)
+    assert got.tobytes() == want.tobytes()
 
 
 @pytest.mark.usefixtures("small_chunks")
@@ -805,3 +822,305 @@ def test_dequantize_fp8_block_arrays_and_fallbacks() -> None:
             fp8_block.dequantize_fp8_block(*args, **kwargs)
         with pytest.raises(ValueError, match=re.escape(str(err.value))):
             quiet(fast.dequantize_fp8_block, *args, **kwargs)
+
+
+# -- INT4 quantize (compressed-tensors, Quark), FP8 per tensor, W4A8 --------------------------
+
+QUOTIENT_INPUTS = (np.dtype(np.float32), BF16)
+
+
+def assert_same_int4(got: int4.Int4Array, want: int4.Int4Array) -> None:
+    assert got.q.shape == want.q.shape and got.q.tobytes() == want.q.tobytes()
+    assert got.scales.dtype == want.scales.dtype and got.scales.shape == want.scales.shape
+    assert got.scales.tobytes() == want.scales.tobytes()
+    assert (got.group_size, got.axis, got.profile) == (want.group_size, want.axis, want.profile)
+
+
+@pytest.mark.parametrize("profile", int4.PROFILES)
+def test_quantize_int4_harness(profile: str) -> None:
+    check_int4_quantizer(fast.quantize_int4, profile=profile, max_examples=25,
+                         seed=5).raise_if_failed()
+
+
+@pytest.mark.parametrize("profile", int4.PROFILES)
+def test_quantize_int4_harness_axis0(profile: str) -> None:
+    check_int4_quantizer(fast.quantize_int4, profile=profile, axis=0, max_examples=10,
+                         sources=("boundary", "hypothesis")).raise_if_failed()
+
+
+def finite_bfloat16_values() -> np.ndarray[Any, Any]:
+    """Every finite bfloat16 value (both zeros, the subnormals, the largest), as bfloat16."""
+    values = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(BF16)
+    return values[np.isfinite(values.astype(np.float32))]
+
+
+#: Group maxima that set the scale: 7.5 (scale 1), a scale that is not a power of two, a
+#: subnormal maximum (compressed-tensors' scale underflows to eps) and the largest bfloat16.
+INT4_ANCHORS = (7.5, 3.0, 2.0**-130, float(ml_dtypes.finfo(BF16).max))
+
+
+@pytest.mark.parametrize("profile", int4.PROFILES)
+@pytest.mark.parametrize("anchor", INT4_ANCHORS)
+def test_quantize_int4_every_bfloat16_value(profile: str, anchor: float) -> None:
+    """Every finite bfloat16 value not above ``anchor`` in groups of 32 whose first element is
+    ``anchor``: each value's quotient under one scale, its rounding to bfloat16 and to an
+    integer (ties and both sides of them), against the reference."""
+    values = finite_bfloat16_values()
+    values = values[np.abs(values.astype(np.float32)) <= anchor]
+    values = np.concatenate([values, np.zeros(-values.size % 31, dtype=BF16)]).reshape(-1, 31)
+    x = np.concatenate([np.full((values.shape[0], 1), anchor, dtype=BF16), values], axis=1)
+    assert_same_int4(fast.quantize_int4(x, profile=profile), int4.quantize_int4(x, profile=profile))
+
+
+@pytest.mark.parametrize("profile", int4.PROFILES)
+def test_quantize_int4_every_float32_quotient_class(profile: str) -> None:
+    """One float32 member of every quotient class below 8 (sign, exponent, 9 mantissa bits),
+    each with its low bits zero, the lowest set, all set and the top one set, in groups whose
+    maximum 7.5 makes the scale 1: every entry of the table the lookup reads."""
+    low = fast._QUOTIENT_LOW_BITS
+    top = np.arange(1 << (32 - low), dtype=np.uint32) << low
+    top = top[(top & 0x7FFFFFFF) < 0x40F00000]  # |q| < 7.5
+    lows = np.asarray([0, 1, (1 << low) - 1, 1 << (low - 1)], dtype=np.uint32)
+    values = float32_from_bits((top[:, None] | lows).ravel())
+    values = np.concatenate([values, np.zeros(-values.size % 31, dtype=np.float32)])
+    x = np.concatenate([np.full((values.size // 31, 1), 7.5, dtype=np.float32),
+                        values.reshape(-1, 31)], axis=1)
+    assert_same_int4(fast.quantize_int4(x, profile=profile), int4.quantize_int4(x, profile=profile))
+
+
+@pytest.mark.usefixtures("small_chunks")
+@pytest.mark.parametrize("dtype", QUOTIENT_INPUTS, ids=str)
+@pytest.mark.parametrize("threads", [1, 3])
+def test_quantize_int4_chunks_threads_axes(dtype: np.dtype[Any], threads: int) -> None:
+    """Groups over dozens of chunks and tasks, rows at exponents across the range and all-zero
+    groups, per group of 32 and 128 and per channel, along both axes; a NaN or ±Inf in the
+    last group or on a chunk edge is refused as the reference refuses it."""
+    rng = np.random.default_rng(threads)
+    x = rng.standard_normal((BLOCKS // 5, 160)) * np.exp2(rng.integers(-60, 60, (BLOCKS // 5, 1)))
+    x = x.astype(dtype)
+    x[5], x[9, 32:64] = 0, -0.0
+    for profile in int4.PROFILES:
+        for group_size, axis in ((32, -1), (None, -1), (None, 0), (32, 0)):
+            data = x if axis == -1 else x[:160]
+            got = fast.quantize_int4(data, group_size=group_size, axis=axis, profile=profile,
+                                     threads=threads)
+            assert_same_int4(got, int4.quantize_int4(data, group_size=group_size, axis=axis,
+                                                     profile=profile))
+    for where, value in (((-1, -1), np.nan), ((fast.CHUNK_BLOCKS, 0), np.inf)):
+        bad = x.copy()
+        bad[where] = value
+        with pytest.raises(ValueError, match="NaN"):
+            fast.quantize_int4(bad, threads=threads)
+
+
+@pytest.mark.parametrize(
+    ("args", "kwargs"),
+    [
+        ((np.ones((2, 32), dtype=np.float16),), {}),  # float16: the reference
+        ((np.ones((2, 32)),), {}),  # float64
+        ((np.ones((2, 32), dtype=np.float32),), {"group_size": True}),
+        (([[1.0] * 32],), {}),
+        ((np.ones((2, 48), dtype=np.float32),), {}),  # not a multiple of the group: raises
+        ((np.ones((2, 32), dtype=np.float32),), {"profile": "linear"}),  # unknown: raises
+    ],
+)
+def test_quantize_int4_outside_the_fast_path_is_the_reference(args: tuple[Any, ...],
+                                                              kwargs: dict[str, Any]) -> None:
+    try:
+        want = int4.quantize_int4(*args, **kwargs)
+    except (TypeError, ValueError) as err:
+        with pytest.raises(type(err), match=re.escape(str(err)[:40])):
+            fast.quantize_int4(*args, **kwargs)
+        return
+    assert_same_int4(fast.quantize_int4(*args, **kwargs), want)
+
+
+@pytest.mark.parametrize("fmt", [E4M3FN, E4M3FNUZ, E5M2], ids=lambda f: f.name)
+@pytest.mark.parametrize("dtype", QUOTIENT_INPUTS, ids=str)
+def test_quantize_fp8_static_every_value(fmt: Format, dtype: np.dtype[Any]) -> None:
+    """Quark's per-tensor stage on every finite bfloat16 value (the tensor's amax the largest
+    one), on a tensor of the values below 1 (another scale), and on float32 members of every
+    quotient class (amax 448: the scale 1 for E4M3FN) with their low bits set and clear."""
+    every = finite_bfloat16_values().astype(dtype)
+    below_one = every[np.abs(every.astype(np.float32)) < 1]
+    low = fast._QUOTIENT_LOW_BITS
+    classes = float32_from_bits(
+        ((np.arange(1 << (32 - low), dtype=np.uint32) << low)[:, None]
+         | np.asarray([0, 1, (1 << low) - 1], dtype=np.uint32)).ravel())
+    classes = classes[np.abs(classes) <= 448].astype(dtype)
+    for x in (every, below_one.reshape(-1, 2), classes, np.zeros(7, dtype), every[:1]):
+        got = fast.quantize_fp8(x, fmt, profile="static", threads=2)
+        want = fp8.quantize_fp8(x, fmt, profile="static")
+        assert got[0].shape == want[0].shape and got[0].tobytes() == want[0].tobytes()
+        assert got[1].shape == want[1].shape and got[1].tobytes() == want[1].tobytes()
+
+
+@pytest.mark.usefixtures("small_chunks")
+@pytest.mark.parametrize("threads", [1, 3])
+def test_quantize_fp8_static_chunks_and_threads(threads: int) -> None:
+    """A tensor over dozens of chunks whose largest magnitude sits in its last element (or on a
+    chunk edge): every chunk's maximum counts; a NaN or ±Inf anywhere is refused."""
+    rng = np.random.default_rng(threads)
+    x = rng.standard_normal((97, 333)).astype(BF16)
+    for where in (-1, fast.CHUNK_ELEMENTS):
+        y = x.copy().reshape(-1)
+        y[where] = -60
+        y = y.reshape(x.shape)
+        got = fast.quantize_fp8(y, E4M3FN, threads=threads)
+        want = fp8.quantize_fp8(y, E4M3FN)
+        assert got[0].tobytes() == want[0].tobytes() and got[1].tobytes() == want[1].tobytes()
+    x[-1, -1] = np.inf
+    with pytest.raises(ValueError, match="NaN"):
+        fast.quantize_fp8(x, E4M3FN, threads=threads)
+
+
+def test_quantize_fp8_outside_the_fast_path_is_the_reference() -> None:
+    x = np.linspace(-3, 3, 64, dtype=np.float32)
+    for args, kwargs in (((x, E4M3FN), {"profile": "dynamic-fn"}),
+                         ((x.astype(np.float16), E4M3FN), {}),
+                         ((x, E4M3FNUZ), {"profile": "vllm-fnuz"})):
+        got, want = fast.quantize_fp8(*args, **kwargs), fp8.quantize_fp8(*args, **kwargs)
+        assert got[0].tobytes() == want[0].tobytes() and got[1].tobytes() == want[1].tobytes()
+    for bad in (np.array([1.0, np.inf], dtype=np.float32), np.zeros(0, dtype=np.float32)):
+        try:
+            want = fp8.quantize_fp8(bad, E4M3FN)
+        except ValueError as err:
+            with pytest.raises(ValueError, match=re.escape(str(err)[:30])):
+                fast.quantize_fp8(bad, E4M3FN)
+            continue
+        assert fast.quantize_fp8(bad, E4M3FN)[0].tobytes() == want[0].tobytes()
+    with pytest.raises(ValueError, match="takes"):
+        fast.quantize_fp8(x, E4M3FN, profile="vllm-fnuz")
+
+
+@pytest.mark.parametrize("dtype", QUOTIENT_INPUTS, ids=str)
+def test_quantize_w4a8_is_the_reference(dtype: np.dtype[Any]) -> None:
+    """Every finite bfloat16 value in one weight (rows of 256: the FP8 stage's one scale, each
+    row's INT4 scale), a weight of rows at different exponents with an all-zero row, and one
+    whose length is not a multiple of 8 (padded words)."""
+    rng = np.random.default_rng(41)
+    every = finite_bfloat16_values()
+    every = np.concatenate([every, np.zeros(-every.size % 256, dtype=BF16)]).reshape(-1, 256)
+    rows = rng.standard_normal((40, 96)) * np.exp2(rng.integers(-12, 12, (40, 1)))
+    rows[7] = 0
+    for w in (every.astype(dtype), rows.astype(dtype), rows[:, :13].astype(dtype)):
+        got, want = fast.quantize_w4a8(w), w4a8.quantize_w4a8(w)
+        for g, e in zip(got, want, strict=True):
+            assert g.dtype == e.dtype and g.shape == e.shape and g.tobytes() == e.tobytes()
+    with pytest.raises(ValueError, match="2-D"):
+        fast.quantize_w4a8(rows[0])
+
+
+# -- MXFP4 quantize: Quark's short last block ------------------------------------------------
+
+
+@pytest.mark.parametrize("length", [2, 30])
+def test_quantize_quark_short_last_block_harness(length: int) -> None:
+    """The harness's blocks cut to their first ``length`` elements: every block is then a
+    short last block (Quark pads it with zeros), compared with the reference cut alike."""
+
+    def cut(quantize: Any) -> Any:
+        def call(x: Any, *args: Any, **kwargs: Any) -> Any:
+            return quantize(np.ascontiguousarray(x[:, :length]), *args, **kwargs)
+        return call
+
+    check_quantizer(cut(fast.quantize_mx), reference=cut(mx.quantize_mx), profile="quark",
+                    dtypes=("float32", "bfloat16", "float16"),
+                    sources=("sweep", "boundary", "hypothesis"),
+                    max_examples=25).raise_if_failed()
+
+
+@pytest.mark.usefixtures("small_chunks")
+@pytest.mark.parametrize("short", [2, 30])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_quantize_quark_short_last_block_rows(short: int, threads: int) -> None:
+    """Rows of 5 full blocks and a short one over many chunks, NaN/Inf blocks included (the
+    short block holding one too), along both axes."""
+    x = blocks_with_specials(np.random.default_rng(short), BLOCKS).reshape(-1, 32 * 5)
+    x = np.concatenate([x, x[:, :short]], axis=1)
+    x[-1, -1] = np.nan
+    got = fast.quantize_mx(x, profile="quark", threads=threads)
+    assert_same_mx(got, mx.quantize_mx(x, profile="quark"))
+    assert_same_mx(fast.quantize_mx(x.T, profile="quark", axis=0, threads=threads),
+                   mx.quantize_mx(x.T, profile="quark", axis=0))
+
+
+@pytest.mark.parametrize("length", [1, 31, 33, 63])
+def test_quantize_quark_odd_short_block_refused_as_the_reference(length: int) -> None:
+    """A short last block of 1 or 31 elements (an odd length) cannot pack two codes a byte:
+    both refuse it; ``ocp`` defines no short block at all."""
+    x = np.ones((2, length), dtype=np.float32)
+    with pytest.raises(ValueError) as want:
+        mx.quantize_mx(x, profile="quark")
+    with pytest.raises(ValueError, match=re.escape(str(want.value)[:40])):
+        fast.quantize_mx(x, profile="quark")
+    with pytest.raises(ValueError, match="short last block"):
+        fast.quantize_mx(np.ones((2, 34), dtype=np.float32), profile="ocp")
+
+
+# -- threads and the descriptors ----------------------------------------------------------------
+
+
+def test_workers_honours_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(fast.THREADS_VARIABLE, raising=False)
+    cores = fast.workers()
+    assert cores >= 1
+    monkeypatch.setenv(fast.THREADS_VARIABLE, "1")
+    assert fast.workers() == 1
+    monkeypatch.setenv(fast.THREADS_VARIABLE, str(cores + 3))
+    assert fast.workers() == cores + 3
+    for bad in ("0", "-2", "two", ""):
+        monkeypatch.setenv(fast.THREADS_VARIABLE, bad)
+        with pytest.raises(ValueError, match=fast.THREADS_VARIABLE):
+            fast.workers()
+
+
+def test_one_thread_when_the_environment_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pinned to 1, a call with no ``threads`` starts no thread pool."""
+    monkeypatch.setenv(fast.THREADS_VARIABLE, "1")
+
+    def refuse(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("a thread pool was started")
+
+    monkeypatch.setattr(fast, "ThreadPoolExecutor", refuse)
+    monkeypatch.setattr(fast, "CHUNK_ELEMENTS", 64)
+    x = np.random.default_rng(2).standard_normal((64, 256)).astype(BF16)
+    fast.pack_int4(fast.quantize_int4(x).q)
+    fast.quantize_w4a8(x)
+
+
+def test_descriptors_produce_with_the_fast_paths(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every descriptor with a producer profile quantizes with a fast path, and its produce
+    gives the bytes it gives with the reference swapped in (bfloat16 weights, a short last
+    MX block)."""
+    from mxformats.validate.descriptors import DESCRIPTORS
+    from mxformats.validate.descriptors.base import MixedDescriptor
+
+    references = fast.REFERENCES
+    rng = np.random.default_rng(43)
+    weight = (rng.standard_normal((96, 418)) * 0.02).astype(BF16)
+    checked = []
+    for descriptor in DESCRIPTORS:
+        if descriptor.profile is None or isinstance(descriptor, MixedDescriptor):
+            continue  # a mixed format's modules are produced by its member descriptors
+        assert descriptor.quantizer in references, descriptor.format
+        for w in (weight[:, :416], weight):
+            with monkeypatch.context() as patch:
+                for name in ("quantizer", "packer"):
+                    function = getattr(type(descriptor), name, None)
+                    if function is not None:
+                        patch.setattr(type(descriptor), name, staticmethod(references[function]))
+                try:
+                    want = descriptor.produce(w)
+                except ValueError as err:  # the width is not the format's: both refuse it
+                    with pytest.raises(ValueError, match=re.escape(str(err)[:40])):
+                        descriptor.produce(w)
+                    continue
+            got = descriptor.produce(w)
+            assert got.keys() == want.keys()
+            for key, array in got.items():
+                assert array.dtype == want[key].dtype and array.shape == want[key].shape, key
+                assert array.tobytes() == want[key].tobytes(), (descriptor.format, key)
+            checked.append((descriptor.format.value, w.shape[1]))
+    assert len(checked) >= 8, checked
+    assert ("quark-mxfp4", 418) in checked, checked

@@ -977,6 +977,9 @@ FIRED_OUTSIDE_THE_CORPUS = {
     "INTERNAL_ERROR": "tests/test_validate_core.py::test_check_exception_becomes_a_finding",
     "HUB_RANGE_IGNORED": "tests/test_validate_hub.py::test_bad_answers_are_findings",
     "HUB_READ_FAILED": "tests/test_validate_hub.py::test_bad_answers_are_findings",
+    "TASK_FAILED": "tests/test_validate_tasks.py::test_a_task_that_raises_is_a_finding",
+    "RESUME_UNUSABLE": "tests/test_validate_tasks.py::"
+    "test_an_unusable_resume_file_is_a_warning_and_everything_runs",
 }
 
 

@@ -1,40 +1,52 @@
-"""``mxformats.validate.parallel``: a per-module check over worker threads keeps module order,
-and an exception in one module becomes that module's INTERNAL_ERROR while the others run."""
+"""Per-module work (``numbers.module_numbers``, run by the tasks of
+:mod:`mxformats.validate.tasks` in any order and on any worker) keeps module order when
+combined, and an exception in one module becomes that module's INTERNAL_ERROR
+(``mxformats.validate.parallel.internal``) while the others run."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
 from mxformats.testing.checkpoints import make_kimi_checkpoint
+from mxformats.validate import numbers
 from mxformats.validate.files import load
-from mxformats.validate.findings import Finding
+from mxformats.validate.findings import Finding, Level
 from mxformats.validate.model import Checkpoint, Module, Options
-from mxformats.validate.parallel import INTERNAL_ERROR, for_each_module
+from mxformats.validate.parallel import INTERNAL_ERROR
+
+OPTS = Options(level=Level.SCALES, workers=1)
 
 
 @pytest.fixture(scope="module")
 def ckpt(tmp_path_factory: pytest.TempPathFactory) -> Checkpoint:
-    folder = make_kimi_checkpoint(tmp_path_factory.mktemp("parallel") / "ckpt", "bf16")
+    folder = make_kimi_checkpoint(tmp_path_factory.mktemp("parallel") / "ckpt", "quark-mxfp4")
     loaded = load(folder, Options()).ckpt
-    assert loaded is not None and len(loaded.modules) > 4
+    assert loaded is not None and len(numbers.quantized_modules(loaded)) > 4
     return loaded
 
 
-def _name_or_crash(crash: str) -> Callable[[Module], Iterable[Finding]]:
-    def fn(mod: Module) -> Iterator[Finding]:
+def _name_or_crash(crash: str) -> Callable[..., Iterator[Finding]]:
+    def scale_findings(ckpt: Checkpoint, mod: Module, arrays: Any) -> Iterator[Finding]:
         if mod.name == crash:
             raise RuntimeError(f"crash in {mod.name}")
         yield Finding(INTERNAL_ERROR, "seen", tensor=mod.name)
-    return fn
+    return scale_findings
 
 
-@pytest.mark.parametrize("workers", [1, 4])
-def test_findings_in_module_order_and_one_crash_isolated(ckpt: Checkpoint, workers: int) -> None:
-    names = list(ckpt.modules)
+@pytest.mark.parametrize("arrival", ["in-order", "reversed"])
+def test_findings_in_module_order_and_one_crash_isolated(
+        ckpt: Checkpoint, arrival: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    names = [m.name for m in numbers.quantized_modules(ckpt)]
     crash = names[len(names) // 2]
-    found = list(for_each_module(ckpt, Options(workers=workers), _name_or_crash(crash)))
+    assert ckpt.descriptor is not None
+    monkeypatch.setattr(ckpt.descriptor, "scale_findings", _name_or_crash(crash))
+    outcomes = [numbers.module_numbers(ckpt, OPTS, ckpt.modules[n]) for n in names]
+    if arrival == "reversed":  # tasks finish in any order
+        outcomes.reverse()
+    found = [f for f in numbers.run(ckpt, OPTS, outcomes) if f.check is INTERNAL_ERROR]
     assert [f.tensor for f in found] == names  # every module, in order, the crash in its place
     failed = [f for f in found if f.message != "seen"]
     assert len(failed) == 1 and failed[0].check is INTERNAL_ERROR

@@ -284,6 +284,26 @@ def test_a_zeroed_module_is_uncorrelated_not_nan() -> None:
     assert math.isnan(r.correlation) and r.rel_error == 0.0
 
 
+@pytest.mark.parametrize("size", [reproduce._STAT_PIECE - 1, reproduce._STAT_PIECE,
+                                  2 * reproduce._STAT_PIECE + 1])
+def test_statistics_agree_with_whole_array_formulas(size: int) -> None:
+    """The piecewise sums (:class:`reproduce._Statistics`) give the whole-array float64
+    formulas' relative error, SQNR and correlation (np.linalg.norm, np.corrcoef as oracles,
+    to 1e-12), on either side of a piece boundary, with a mean far from zero so an uncentred
+    correlation would be wrong."""
+    rng = np.random.default_rng(size)
+    x = (rng.standard_normal(size) + 3.0).astype(ml_dtypes.bfloat16)
+    d = (np.asarray(x, np.float32) + rng.standard_normal(size).astype(np.float32) * 0.1)
+    stats = reproduce._Statistics.of(d, x)
+    assert stats is not None and stats.source_varies and stats.weight_varies
+    xd, dd = np.asarray(x, np.float64), np.asarray(d, np.float64)
+    assert math.sqrt(stats.error_squares) / math.sqrt(stats.source_squares) == pytest.approx(
+        np.linalg.norm(dd - xd) / np.linalg.norm(xd), rel=1e-12)
+    assert stats.correlation == pytest.approx(np.corrcoef(dd, xd)[0, 1], rel=1e-12)
+    d[-1] = np.nan  # a NaN in the last piece: no statistic
+    assert reproduce._Statistics.of(d, x) is None
+
+
 def test_every_module_wrong_lists_the_first_and_counts_the_rest(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(reproduce, "MAX_LISTED", 2)

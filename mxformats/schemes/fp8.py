@@ -38,7 +38,7 @@ from mxformats.registry import Kind, ProfileInfo, register
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike, DTypeLike, NDArray
 
-__all__ = ["dequantize_fp8", "quantize_fp8"]
+__all__ = ["dequantize_fp8", "per_tensor_codes", "per_tensor_scale", "quantize_fp8"]
 
 #: vLLM's FP8 range on MI300 (``quant_type_max_v<c10::Float8_e4m3fnuz>``), not 240.
 VLLM_FNUZ_MAX = 224.0
@@ -159,24 +159,39 @@ def _quantize_per_tensor(
     """
     if record.non_finite == "refuse":
         require_finite(x, f"quantize_fp8(profile={record.info.name!r})")
-    limit = record.limit_for(fmt)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         magnitudes = np.abs(x.astype(np.float32))
         amax = np.max(np.where(np.isnan(magnitudes), 0, magnitudes)) if x.size else 0  # fmaxf
-        scale = np.float32(amax) / np.float32(limit)
-        if record.zero_scale is not None and scale == 0:
-            scale = np.float32(record.zero_scale)
+        scale = per_tensor_scale(np.float32(amax), fmt, record)
         work = x.dtype if record.quotient_dtype == "input" else np.dtype(np.float32)
         if record.reciprocal:
             quotient = multiply_in(x, divide_in(1, scale, work), work)
         else:
             quotient = divide_in(x, scale, work)
+    return per_tensor_codes(quotient, fmt, record, x.dtype), _scalar_f32(scale)
+
+
+def per_tensor_scale(amax: np.float32, fmt: Format, record: Fp8Profile) -> np.float32:
+    """The scale of a tensor whose largest float32 magnitude is ``amax``: ``amax / M`` in
+    float32, or ``record.zero_scale`` where that is 0."""
+    scale: np.float32 = np.float32(amax / np.float32(record.limit_for(fmt)))
+    if record.zero_scale is not None and scale == 0:
+        scale = np.float32(record.zero_scale)
+    return scale
+
+
+def per_tensor_codes(quotient: NDArray[Any], fmt: Format, record: Fp8Profile,
+                     dtype: np.dtype[Any]) -> NDArray[np.uint8]:
+    """The ``fmt`` codes of quotients already rounded to ``record``'s quotient dtype (input
+    ``dtype``): clamped to ``±M`` (a NaN to ``+M`` for ``clamp`` profiles), then cast."""
+    limit = record.limit_for(fmt)
+    with np.errstate(invalid="ignore"):
         clamped = np.clip(quotient.astype(np.float64), -limit, limit)
     if record.non_finite == "clamp":  # fminf/fmaxf drop NaN
         clamped = np.where(np.isnan(quotient), limit, clamped)
-    if x.dtype == np.float64:  # torch's double -> float8 cast goes through float
+    if dtype == np.float64:  # torch's double -> float8 cast goes through float
         clamped = clamped.astype(np.float32)
-    return fmt.encode(clamped), _scalar_f32(scale)
+    return fmt.encode(clamped)
 
 
 @containers()

@@ -269,19 +269,45 @@ def _quantize_groups(
     ``max(amax / 7.5, eps)`` in the observed dtype, ``.to(float32)``;
     ``real_quantize_int_per_channel_affine``: ``round(float32(x) * (1.0 / scale))``).
     """
-    dtype = g.dtype
-    amax = np.max(np.abs(g), axis=-1)
+    stored = group_scales(np.max(np.abs(g), axis=-1), producer)
+    work = quotient_dtype(producer, g.dtype)
+    operand = quotient_operand(stored, producer, g.dtype)[..., None]
+    quotient = multiply_in(g, operand, work) if producer.reciprocal else divide_in(g, operand, work)
+    return round_to_int4(quotient), stored
+
+
+def group_scales(amax: NDArray[Any], producer: Int4Producer) -> NDArray[Any]:
+    """The stored scales of groups whose largest magnitudes are ``amax`` (in the input dtype):
+    ``amax / 7.5`` in that dtype, floored at ``producer.eps``, in the producer's scale dtype."""
+    dtype = amax.dtype
     scale = divide_in(amax, _HALF_RANGE, dtype)
     eps = np.asarray(ml_dtypes.finfo(dtype).eps if producer.eps is None else producer.eps, dtype)
     scale = np.where(scale == 0, eps, scale) if producer.floor == "zero" else np.maximum(scale, eps)
-    stored = scale.astype(dtype if producer.scale_dtype == "input" else np.float32)
-    work = dtype if producer.quotient_dtype == "input" else np.dtype(np.float32)
+    return scale.astype(dtype if producer.scale_dtype == "input" else np.float32)
+
+
+def quotient_dtype(producer: Int4Producer, dtype: np.dtype[Any]) -> np.dtype[Any]:
+    """The dtype ``x / s`` (or ``x * (1 / s)``) is rounded to for input ``dtype``."""
+    return dtype if producer.quotient_dtype == "input" else np.dtype(np.float32)
+
+
+def quotient_operand(stored: NDArray[Any], producer: Int4Producer,
+                     dtype: np.dtype[Any]) -> NDArray[Any]:
+    """What ``x`` is divided by (the stored scale) or, for a ``reciprocal`` producer,
+    multiplied by (``1 / s`` rounded to the quotient dtype)."""
     if producer.reciprocal:
-        quotient = multiply_in(g, divide_in(1, stored, work)[..., None], work)
-    else:
-        quotient = divide_in(g, stored[..., None], work)
-    q = np.clip(round_half_even(quotient.astype(np.float64)), QMIN, QMAX)
-    return q.astype(np.int8), stored
+        work = quotient_dtype(producer, dtype)
+        reciprocal: NDArray[Any] = divide_in(1, stored, work)
+        return reciprocal
+    return stored
+
+
+def round_to_int4(quotient: NDArray[Any]) -> NDArray[np.int8]:
+    """The INT4 values of quotients already rounded to the quotient dtype: ``torch.round``
+    (half to even), clamped to [-8, 7]."""
+    q: NDArray[np.int8] = np.clip(round_half_even(quotient.astype(np.float64)), QMIN,
+                                  QMAX).astype(np.int8)
+    return q
 
 
 @containers()

@@ -80,7 +80,10 @@ __all__ = [
     "NVFP4Array",
     "NVFP4Consumer",
     "NVFP4Producer",
+    "NVFP4Scales",
     "dequantize_nvfp4",
+    "e4m3_scale_codes",
+    "nvfp4_scales",
     "quantize_nvfp4",
 ]
 
@@ -352,10 +355,18 @@ def _global_scale(producer: NVFP4Producer, amax: np.generic, dtype: np.dtype[Any
     return stored
 
 
+def e4m3_scale_codes(values: NDArray[np.float64]) -> NDArray[np.uint8]:
+    """The E4M3FN codes of clamped block scales: nearest-even (the producers' ``.to(
+    torch.float8_e4m3fn)``)."""
+    return E4M3FN.encode(values)
+
+
 def _block_scales(
-    producer: NVFP4Producer, block_amax: NDArray[Any], stored: np.float32
+    producer: NVFP4Producer, block_amax: NDArray[Any], stored: np.float32,
+    e4m3: Callable[[NDArray[np.float64]], NDArray[np.uint8]],
 ) -> NDArray[np.float64]:
-    """The E4M3 block scales as exact values (NaN where 0/0 made one)."""
+    """The E4M3 block scales as exact values (NaN where 0/0 made one); ``e4m3`` encodes them
+    (:func:`e4m3_scale_codes`' bytes)."""
     op = producer.arithmetic_dtype(block_amax.dtype)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         if producer.global_form == "scale_2":
@@ -366,7 +377,7 @@ def _block_scales(
         scale = np.where(scale == 0, np.float32(producer.zero_block_scale), scale)
     clamped = np.clip(scale.astype(np.float64), producer.scale_floor, E4M3FN.max)
     nan = np.isnan(clamped)
-    value = E4M3FN.decode(E4M3FN.encode(np.where(nan, 0.0, clamped)), np.float64)
+    value = E4M3FN.decode(e4m3(np.where(nan, 0.0, clamped)), np.float64)
     if producer.zero_after_cast:
         value = np.where(value == 0, producer.zero_block_scale, value)
     return np.where(nan, np.nan, value)
@@ -425,25 +436,55 @@ def quantize_nvfp4_with(
             f"quantize_nvfp4(profile={profile!r}): the input holds NaN or ±Inf, which both "
             "producers turn into NaN scales or fallbacks (implementation-defined); refused"
         )
-    magnitudes = np.abs(blocks)
-    amax = np.max(magnitudes) if global_amax is None else data.dtype.type(global_amax)
+    scales = nvfp4_scales(producer, np.max(np.abs(blocks), axis=-1), global_amax)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        quotient = blocks.astype(F32) / scales.divisor[..., None]
+    codes = encode(quotient).reshape(*blocks.shape[:-2], -1)
+    return scales.array(codes, ax)
+
+
+@dataclass(frozen=True)
+class NVFP4Scales:
+    """What :func:`nvfp4_scales` computes from the block maxima: the E4M3 ``scale_bytes`` and
+    the float32 ``divisor`` of each block (``blocks × 16`` quotients are ``x / divisor``), the
+    stored global scale and the producer."""
+
+    producer: NVFP4Producer
+    scale_bytes: NDArray[np.uint8]
+    divisor: NDArray[np.float32]
+    stored: np.float32
+
+    def array(self, codes: NDArray[np.uint8], axis: int) -> NVFP4Array:
+        """The :class:`NVFP4Array` of ``codes`` (the quotients' E2M1 codes, quantized axis
+        last) quantized along ``axis``."""
+        return NVFP4Array(
+            codes=np.ascontiguousarray(np.moveaxis(codes, -1, axis)),
+            scales=np.ascontiguousarray(np.moveaxis(self.scale_bytes, -1, axis)),
+            global_scale=np.full(self.producer.global_shape, self.stored, dtype=F32),
+            profile=self.producer.name,
+            axis=axis,
+        )
+
+
+def nvfp4_scales(
+    producer: NVFP4Producer, block_amax: NDArray[Any], global_amax: float | None,
+    e4m3: Callable[[NDArray[np.float64]], NDArray[np.uint8]] = e4m3_scale_codes,
+) -> NVFP4Scales:
+    """The global and block scales of finite blocks whose largest magnitudes are
+    ``block_amax`` (in the input dtype), the tensor maximum ``global_amax`` (default: the
+    largest block maximum); ``e4m3`` encodes the block scales (:func:`e4m3_scale_codes`'
+    bytes: :func:`mxformats.fast.quantize_nvfp4` passes a table lookup)."""
+    dtype = block_amax.dtype
+    amax = np.max(block_amax) if global_amax is None else dtype.type(global_amax)
     if not (np.isfinite(np.float32(amax)) and np.float32(amax) >= 0):
         raise ValueError(f"global_amax must be finite and >= 0, got {global_amax!r}")
-    stored = _global_scale(producer, amax, data.dtype)
-    scale = _block_scales(producer, np.max(magnitudes, axis=-1), stored)
+    stored = _global_scale(producer, amax, dtype)
+    scale = _block_scales(producer, block_amax, stored, e4m3)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        scale32 = scale.astype(F32)[..., None]
+        scale32 = scale.astype(F32)
         divisor = scale32 * stored if producer.global_form == "scale_2" else scale32 / stored
-        quotient = blocks.astype(F32) / divisor
-    codes = encode(quotient).reshape(*blocks.shape[:-2], -1)
-    scale_bytes = np.where(np.isnan(scale), NAN_SCALE_BYTE, E4M3FN.encode(np.nan_to_num(scale)))
-    return NVFP4Array(
-        codes=np.ascontiguousarray(np.moveaxis(codes, -1, ax)),
-        scales=np.ascontiguousarray(np.moveaxis(scale_bytes.astype(np.uint8), -1, ax)),
-        global_scale=np.full(producer.global_shape, stored, dtype=F32),
-        profile=profile,
-        axis=ax,
-    )
+    scale_bytes = np.where(np.isnan(scale), NAN_SCALE_BYTE, e4m3(np.nan_to_num(scale)))
+    return NVFP4Scales(producer, scale_bytes.astype(np.uint8), divisor.astype(F32), stored)
 
 
 # -- dequantize -------------------------------------------------------------------------------

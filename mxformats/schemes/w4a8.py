@@ -13,23 +13,25 @@ Spec: ``spec/w4a8.md`` (the progressive scheme) and ``spec/int4-schemes.md`` (th
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from mxformats import codec
 from mxformats.arith import as_float_array, round_once
 from mxformats.containers import containers
 from mxformats.formats import E4M3FN, Format
 from mxformats.registry import ProfileInfo, register
 from mxformats.schemes.fp8 import quantize_fp8
-from mxformats.schemes.int4 import pack_int4, quantize_int4, unpack_int4
+from mxformats.schemes.int4 import Int4Array, pack_int4, quantize_int4, unpack_int4
 
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike, DTypeLike, NDArray
 
-__all__ = ["W4A8", "dequantize_w4a8", "quantize_w4a8"]
+__all__ = ["REFERENCE_STAGES", "W4A8", "W4A8Stages", "dequantize_w4a8", "quantize_w4a8",
+           "quantize_w4a8_with"]
 
 
 @dataclass(frozen=True)
@@ -116,6 +118,29 @@ def quantize_w4a8(w: object, *, profile: str = "quark") -> W4A8:
     checkpoint's dtype (bfloat16 for BF16 models): a float32 copy of the same values gives
     different bytes. Spec: ``w4a8.md``.
     """
+    return quantize_w4a8_with(REFERENCE_STAGES, w, profile=profile)
+
+
+@dataclass(frozen=True)
+class W4A8Stages:
+    """The functions :func:`quantize_w4a8_with` composes, each with its reference's signature
+    and bytes: the references (:data:`REFERENCE_STAGES`) or :mod:`mxformats.fast`'s paths."""
+
+    quantize_fp8: Callable[..., tuple[NDArray[np.uint8], NDArray[np.float32]]]
+    decode: Callable[..., NDArray[Any]]
+    quantize_int4: Callable[..., Int4Array]
+    pack_int4: Callable[..., NDArray[np.int32]]
+
+
+#: The reference stages: :func:`mxformats.schemes.fp8.quantize_fp8`,
+#: :func:`mxformats.codec.decode`, :func:`mxformats.schemes.int4.quantize_int4` and
+#: :func:`~mxformats.schemes.int4.pack_int4`.
+REFERENCE_STAGES = W4A8Stages(quantize_fp8, codec.decode, quantize_int4, pack_int4)
+
+
+def quantize_w4a8_with(stages: W4A8Stages, w: object, *, profile: str = "quark") -> W4A8:
+    """:func:`quantize_w4a8` computed by ``stages`` (the same bytes when each stage returns
+    its reference's): :func:`mxformats.fast.quantize_w4a8` passes the fast paths."""
     if profile not in W4A8_PRODUCERS:
         raise ValueError(
             f"unknown w4a8 producer profile {profile!r}; valid: {', '.join(W4A8_PRODUCERS)}"
@@ -124,11 +149,11 @@ def quantize_w4a8(w: object, *, profile: str = "quark") -> W4A8:
     arr = as_float_array(w)
     if arr.ndim != 2 or arr.shape[1] == 0:
         raise ValueError(f"quantize_w4a8 takes a 2-D weight [O, I] with I > 0, got {arr.shape}")
-    codes, s1 = quantize_fp8(arr, producer.fp8_format, profile=producer.fp8_profile)
-    w1 = producer.fp8_format.decode(codes, np.float32)
-    q, s2 = quantize_int4(w1, group_size=None, axis=1, profile=producer.int4_profile)
+    codes, s1 = stages.quantize_fp8(arr, producer.fp8_format, profile=producer.fp8_profile)
+    w1 = stages.decode(producer.fp8_format, codes, np.float32)
+    q, s2 = stages.quantize_int4(w1, group_size=None, axis=1, profile=producer.int4_profile)
     return W4A8(
-        weight=pack_int4(q, layout=producer.layout, axis=1),
+        weight=stages.pack_int4(q, layout=producer.layout, axis=1),
         weight_scale=s1,
         weight_scale_2=s2.reshape(-1).astype(np.float32),
     )

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 import tempfile
+import threading
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -91,6 +93,9 @@ def _options(args: argparse.Namespace) -> Options:
         strict=args.strict,
         allow_symlink_root=tuple(Path(p) for p in args.allow_symlink_root or ()),
         yes=args.yes,
+        executor=args.executor,
+        ray_address=args.ray_address,
+        resume=args.resume,
     )
     if args.workers is not None:
         opts.workers = args.workers
@@ -124,9 +129,21 @@ def _check_ids(text: str | None) -> frozenset[str]:
     return ids
 
 
+#: The exit code of a run interrupted (SIGINT, SIGTERM) while its tasks ran: 128 + SIGINT, as
+#: a shell reports a process that Ctrl-C ended. Its report (``-o``) is marked ``incomplete``
+#: and holds the finished tasks, for ``--resume``.
+INTERRUPTED = 130
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    """SIGTERM (a scheduler's stop) ends the run as Ctrl-C does: the report still comes out."""
+    raise KeyboardInterrupt
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
     from mxformats.output import Output, UsageError
 
+    from .executors import ExecutorUnavailable, executor_for
     from .report import dump_json, print_report, printable, to_github, to_junit
     from .runner import exit_code, validate
 
@@ -140,6 +157,11 @@ def cmd_validate(args: argparse.Namespace) -> int:
         print(f"mxformats validate: {problem}", file=sys.stderr)
         return 2
     opts = _options(args)
+    try:
+        executor = executor_for(opts)
+    except ExecutorUnavailable as err:
+        print(f"mxformats validate: {err}", file=sys.stderr)
+        return 2
     progress = _Progress.start(args.quiet)
 
     def plan(total: int) -> None:
@@ -148,9 +170,17 @@ def cmd_validate(args: argparse.Namespace) -> int:
                   f"({total / 1e9:.2f} GB) of tensor data", file=sys.stderr)
         progress.plan(total)
 
+    main_thread = threading.current_thread() is threading.main_thread()  # signal's rule
+    previous = signal.signal(signal.SIGTERM, _interrupt) if main_thread else None
     try:
-        report = validate(args.dir, opts, on_read=progress.advance, on_plan=plan)
+        report = validate(args.dir, opts, on_read=progress.advance, on_plan=plan,
+                          executor=executor)
+    except KeyboardInterrupt:  # before or after the tasks: nothing worth a report yet
+        print("mxformats validate: interrupted", file=sys.stderr)
+        return INTERRUPTED
     finally:
+        if main_thread:
+            signal.signal(signal.SIGTERM, previous)
         progress.stop()
     report.restrict(select, ignore)
     if report.fatal is not None:
@@ -169,7 +199,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
         "json": lambda fp: dump_json(report, fp),
         "junit": lambda fp: fp.write(to_junit(report) + "\n"),
         "github": lambda fp: fp.write(to_github(report)),
-    }, exit_code(report, args.strict))
+    }, INTERRUPTED if report.incomplete else exit_code(report, args.strict))
 
 
 def inspect_data(root: str) -> dict[str, Any]:
@@ -370,7 +400,9 @@ def add_parsers(commands: Any) -> None:
         "honours HF_ENDPOINT, HF_TOKEN, HF_HOME).",
         epilog="Exit codes: 0 no errors (warnings allowed unless --strict), 1 errors found, "
         "2 could not run (bad usage, unreadable folder, a missing or gated repo or revision, "
-        "no network, a format not verified such as NVFP4). "
+        "no network, a format not verified such as NVFP4, --executor ray without Ray), "
+        "130 interrupted (SIGINT or SIGTERM; the JSON report is marked incomplete and "
+        "--resume takes it). "
         "Every JSON finding carries its check's catalogue url, meaning and fix. "
         f"The checks: {check_url('')}",
     )
@@ -406,7 +438,23 @@ def add_parsers(commands: Any) -> None:
     v.add_argument("--ignore", metavar="ID,...",
                    help="do not report these check IDs (comma-separated)")
     v.add_argument(
-        "--workers", type=_positive, metavar="N", help="worker threads (default min(cores, 8))"
+        "--workers", type=_positive, metavar="N",
+        help="tasks at once: worker processes of the local executor (default: the cores; 1 "
+        "runs in this process), or Ray tasks in flight",
+    )
+    v.add_argument(
+        "--executor", choices=("local", "ray"), default="local",
+        help="where the numbers and --source tasks run: local (a process pool, default) or "
+        "ray (a Ray cluster; needs mxformats[ray])",
+    )
+    v.add_argument(
+        "--ray-address", metavar="auto|HOST:PORT",
+        help="with --executor ray: the cluster to join (default: start a local Ray)",
+    )
+    v.add_argument(
+        "--resume", type=Path, metavar="REPORT.json",
+        help="reuse the finished tasks of this JSON report (of an interrupted run) and run "
+        "only the others",
     )
     v.add_argument("--strict", action="store_true", help="warnings fail the run too")
     v.add_argument(

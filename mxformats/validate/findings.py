@@ -57,9 +57,22 @@ class Check:
     meaning: str
     fix: str
 
+    def __reduce__(self) -> tuple[object, tuple[str, Severity, Level, str, str, str]]:
+        """Unpickle as the catalogue's own entry (checks are compared by identity, and a
+        finding computed in another process comes back pickled)."""
+        return _catalogued, (self.id, self.severity, self.level, self.group, self.meaning,
+                             self.fix)
+
 
 #: Every check, by ID, in declaration order.
 CHECKS: dict[str, Check] = {}
+
+
+def _catalogued(id: str, severity: Severity, level: Level, group: str, meaning: str,
+                fix: str) -> Check:
+    """The declared check equal to these fields, or a new one when none is (unpickling)."""
+    check = Check(id, severity, level, group, meaning, fix)
+    return CHECKS.get(id, check) if CHECKS.get(id) == check else check
 
 
 def declare(

@@ -20,9 +20,9 @@ tensors; ``full``: everything) and reads tensor data only with :meth:`Checkpoint
 Numeric checks apply only when :attr:`Checkpoint.numeric` is true (a verified quantized format).
 
 A finding may carry ``extra={"reproduction": {...}}`` (the ``--source`` module): the runner puts
-the first such block in the JSON report's ``reproduction``. To spread work over ``opts.workers``
-threads by module (a module may span shards), use
-:func:`mxformats.validate.parallel.for_each_module`.
+the first such block in the JSON report's ``reproduction``. The per-module work of ``numbers``
+and ``reproduce`` runs as tasks (:mod:`mxformats.validate.tasks`) over ``opts.workers``
+processes or a Ray cluster (:mod:`mxformats.validate.executors`).
 
 Names: a *module* is a tensor name without its last component (``…experts.3.gate_proj``); its
 tensors are keyed by that last component (``weight``, ``weight_scale``, ``weight_packed``...).
@@ -569,6 +569,12 @@ class CodeStats:
                 self.zero_blocks[key] = self.zero_blocks.get(key, 0) + n
 
 
+def _cores() -> int:
+    """The CPUs this process may run on (its affinity mask where the OS has one)."""
+    affinity = getattr(os, "sched_getaffinity", None)
+    return len(affinity(0)) if affinity is not None else os.cpu_count() or 1
+
+
 @dataclass
 class Options:
     """Command-line options, as check modules see them."""
@@ -580,11 +586,18 @@ class Options:
     source: Path | None = None
     sample: int | None = None  # modules per layer for --source
     manifest: Path | None = None
-    workers: int = field(default_factory=lambda: min(os.cpu_count() or 1, 8))
+    #: tasks run at once: processes of the local executor (default: this process's CPUs)
+    workers: int = field(default_factory=lambda: _cores())
     strict: bool = False
     allow_symlink_root: tuple[Path, ...] = ()
     #: ``--yes`` lets a remote ``--level full`` read more than 10 GB
     yes: bool = False
+    #: where the tasks run: ``local`` (a process pool) or ``ray`` (a Ray cluster)
+    executor: str = "local"
+    #: ``--ray-address``: ``auto``, ``HOST:PORT``, or None (a local Ray instance)
+    ray_address: str | None = None
+    #: ``--resume``: a JSON report whose finished tasks are reused
+    resume: Path | None = None
 
     def at_least(self, level: Level) -> bool:
         order = {Level.STRUCTURE: 0, Level.SCALES: 1, Level.FULL: 2}

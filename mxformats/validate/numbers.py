@@ -26,11 +26,10 @@ A wrong group size, axis or nibble packing breaks the invariant without a source
 from __future__ import annotations
 
 import re
-import threading
 import zlib
 from collections import defaultdict
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
@@ -41,7 +40,7 @@ from mxformats.tensorfile import DTYPES
 
 from .findings import Finding, Level, Severity, declare
 from .model import CodeStats
-from .parallel import for_each_module
+from .parallel import internal
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
@@ -53,10 +52,14 @@ __all__ = [
     "E8M0_WINDOW",
     "W4A8_SCALE2_MAX",
     "W4A8_SCALE2_TOLERANCE",
+    "ModuleNumbers",
+    "applies",
     "code_histogram",
+    "combine",
     "e8m0_stats",
     "expert_rms_outliers",
     "int4_group_tightness",
+    "module_numbers",
     "mx_tightness",
     "nonfinite_count",
     "run",
@@ -700,61 +703,122 @@ def _nonfinite_scan(ckpt: Checkpoint, ref: TensorRef, check: Any = TENSOR_NONFIN
                     first)
 
 
-def run(ckpt: Checkpoint, opts: Options) -> Iterator[Finding]:
+@dataclass
+class ModuleNumbers:
+    """What the numbers checks of one quantized module give (:func:`module_numbers`):
+    picklable, so that it can be computed in another process or on another machine.
+
+    ``findings``: the module's own findings, in the order the checks yield them; ``small``:
+    its scale arrays of at most :data:`SMALL_ELEMENTS` elements, for the checks across
+    modules (None: the module could not be read); ``hist`` and ``zero_blocks``: what its code
+    checks counted; ``expert``: for a routed expert's projection, its weight's checksum key,
+    dequantized RMS and whether it is all zero (None otherwise)."""
+
+    module: str
+    findings: list[Finding] = field(default_factory=list)
+    small: dict[str, NDArray[Any]] | None = None
+    hist: dict[str, NDArray[np.int64]] = field(default_factory=dict)
+    zero_blocks: dict[str, int] = field(default_factory=dict)
+    expert: tuple[bytes, float, bool] | None = None
+
+
+def module_numbers(ckpt: Checkpoint, opts: Options, module: Module) -> ModuleNumbers:
+    """The numbers checks of one quantized module at ``opts.level``: its descriptor's scale
+    checks (``scales``) and code checks (``full``), reading only this module's tensors (the
+    memory a call needs is bounded by the module). An exception becomes the module's
+    INTERNAL_ERROR naming it (its findings so far are dropped; the other modules go on)."""
+    out = ModuleNumbers(module.name)
+    try:
+        out.findings = list(_module_checks(ckpt, opts, module, out))
+    except Exception as exc:
+        out.findings = [internal(f"module {module.name}", exc, tensor=module.name)]
+    return out
+
+
+def _module_checks(ckpt: Checkpoint, opts: Options, module: Module, out: ModuleNumbers
+                   ) -> Iterator[Finding]:
+    desc = ckpt.descriptor
+    assert desc is not None
+    full = opts.at_least(Level.FULL)
+    own = desc.for_module(ckpt, module.name)
+    wp = own.weight_param
+    params_here = tuple(p for p in (*own.scale_params, *own.small_params)
+                        if p in module.tensors)
+    needed = (*params_here, wp) if full else params_here
+    arrays = read_module(ckpt, module, needed)
+    if arrays is None:
+        return  # unreadable: the files checks report it
+    out.small = {p: a for p, a in arrays.items() if a.size <= SMALL_ELEMENTS}
+    yield from own.scale_findings(ckpt, module, arrays)
+    if not full:
+        return
+    stats = CodeStats()
+    try:
+        found = list(own.code_findings(ckpt, module, arrays, stats))
+    except ValueError as exc:  # shapes the layout checks report; say why we skipped
+        ref = module.tensors[wp]
+        yield Finding(SCALE_NOT_TIGHT, f"{ref.name}: codes not checked ({exc})", ref.file,
+                      ref.name, ref.begin, severity=Severity.INFO)
+        return
+    yield from found
+    out.hist, out.zero_blocks = dict(stats.hist), dict(stats.zero_blocks)
+    if stats.rms is None or _EXPERT.match(module.name) is None:
+        return
+    w = np.ascontiguousarray(arrays[wp])
+    crc = zlib.crc32(w.reshape(-1).view(np.uint8).data)  # the bytes, without a tobytes() copy
+    key = crc.to_bytes(4, "little") + w.nbytes.to_bytes(8, "little")
+    out.expert = (key, stats.rms, stats.rms == 0.0)
+
+
+def applies(ckpt: Checkpoint, opts: Options) -> bool:
+    """Whether the numbers checks run: a verified format at level ``scales`` or above."""
+    return ckpt.descriptor is not None and ckpt.numeric and opts.at_least(Level.SCALES)
+
+
+def run(ckpt: Checkpoint, opts: Options,
+        outcomes: Sequence[ModuleNumbers] | None = None) -> Iterator[Finding]:
     """The numbers checks at ``opts.level`` (nothing at ``structure`` or for formats whose
     numbers are not verified): per module the descriptor's scale checks (``scales``) and code
-    checks (``full``), then the checks across modules."""
-    desc = ckpt.descriptor
-    if desc is None or not ckpt.numeric or not opts.at_least(Level.SCALES):
+    checks (``full``), then the checks across modules.
+
+    ``outcomes``: the per-module results already computed (:func:`module_numbers` of every
+    :func:`quantized_modules` module, in any order: the runner's tasks); computed here, in
+    this thread, when None."""
+    if not applies(ckpt, opts):
         return
-    full = opts.at_least(Level.FULL)
     modules = quantized_modules(ckpt)
+    if outcomes is None:
+        outcomes = [module_numbers(ckpt, opts, m) for m in modules]
+    yield from combine(ckpt, opts, modules, outcomes)
+
+
+def combine(ckpt: Checkpoint, opts: Options, modules: Sequence[Module],
+            outcomes: Sequence[ModuleNumbers]) -> Iterator[Finding]:
+    """The numbers findings from the per-module ``outcomes``: each module's findings in
+    module order, then the checks across modules (sibling scales, router biases and float
+    tensors, experts, histogram, fingerprints). The result depends only on the outcomes,
+    never on the order in which they were computed."""
+    desc = ckpt.descriptor
+    assert desc is not None
+    full = opts.at_least(Level.FULL)
+    by_name = {o.module: o for o in outcomes}
+    ordered = [by_name[m.name] for m in modules if m.name in by_name]
     in_modules = {t.name for m in modules for t in m.tensors.values()}
     hist: dict[str, NDArray[np.int64]] = {}
     zero_blocks: dict[str, int] = {}
     experts: dict[str, dict[int, dict[str, tuple[bytes, float, bool]]]] = defaultdict(dict)
     small: dict[str, dict[str, NDArray[Any]]] = {}
-    lock = threading.Lock()
-
-    def one(module: Module) -> Iterator[Finding]:
-        own = desc.for_module(ckpt, module.name)
-        wp = own.weight_param
-        params_here = tuple(p for p in (*own.scale_params, *own.small_params)
-                            if p in module.tensors)
-        needed = (*params_here, wp) if full else params_here
-        arrays = read_module(ckpt, module, needed)
-        if arrays is None:
-            return  # unreadable: the files checks report it
-        with lock:
-            small[module.name] = {p: a for p, a in arrays.items() if a.size <= SMALL_ELEMENTS}
-        yield from own.scale_findings(ckpt, module, arrays)
-        if not full:
-            return
-        stats = CodeStats()
-        try:
-            found = list(own.code_findings(ckpt, module, arrays, stats))
-        except ValueError as exc:  # shapes the layout checks report; say why we skipped
-            ref = module.tensors[wp]
-            yield Finding(SCALE_NOT_TIGHT, f"{ref.name}: codes not checked ({exc})", ref.file,
-                          ref.name, ref.begin, severity=Severity.INFO)
-            return
-        yield from found
-        with lock:
-            for k, v in stats.hist.items():
-                hist[k] = hist.get(k, np.zeros(16, np.int64)) + v
-            for said, n in stats.zero_blocks.items():
-                zero_blocks[said] = zero_blocks.get(said, 0) + n
-        match = _EXPERT.match(module.name)
-        if stats.rms is None or match is None:
-            return
-        w = np.ascontiguousarray(arrays[wp])
-        crc = zlib.crc32(w.reshape(-1).view(np.uint8).data)  # the bytes, without a tobytes() copy
-        key = crc.to_bytes(4, "little") + w.nbytes.to_bytes(8, "little")
-        with lock:
-            experts[match["layer"]].setdefault(int(match["e"]), {})[match["p"]] = (
-                key, stats.rms, stats.rms == 0.0)
-
-    yield from for_each_module(ckpt, opts, one, modules)
+    for o in ordered:
+        yield from o.findings
+        if o.small is not None:
+            small[o.module] = o.small
+        for k, v in o.hist.items():
+            hist[k] = hist.get(k, np.zeros(16, np.int64)) + v
+        for said, n in o.zero_blocks.items():
+            zero_blocks[said] = zero_blocks.get(said, 0) + n
+        match = _EXPERT.match(o.module)
+        if o.expert is not None and match is not None:
+            experts[match["layer"]].setdefault(int(match["e"]), {})[match["p"]] = o.expert
     yield from desc.layer_findings(ckpt, small)
     yield from _bias_and_float_findings(ckpt, in_modules, full)
     prints = list(desc.fingerprints(ckpt, small))

@@ -64,6 +64,11 @@ class Report:
     level: Level = Level.STRUCTURE
     started: str = field(default_factory=_now)
     excluded: frozenset[str] = frozenset()
+    #: the run was interrupted: only some tasks finished (``fatal`` says so)
+    incomplete: bool = False
+    #: each finished task's record (:func:`mxformats.validate.tasks.record`): what
+    #: ``--resume`` reuses
+    tasks: list[dict[str, Any]] = field(default_factory=list)
 
     def ran(self, check: Check) -> bool:
         """Whether ``check`` was run: its module ran and the run's level reaches its level
@@ -159,6 +164,10 @@ def to_json(report: Report) -> dict[str, Any]:
     }
     if report.reproduction is not None:
         out["reproduction"] = report.reproduction
+    if report.incomplete:
+        out["incomplete"] = True
+    if report.tasks:
+        out["tasks"] = report.tasks
     return out
 
 

@@ -27,7 +27,7 @@ import hashlib
 import math
 import re
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -41,6 +41,7 @@ from mxformats.tensorfile import TensorFileError, read_index, read_json
 
 from .findings import MAX_LISTED, Check, Finding, Level, Listing, Severity, declare
 from .numbers import quantized_modules, read_module
+from .parallel import internal
 from .reader import LocalReader
 
 if TYPE_CHECKING:
@@ -49,7 +50,8 @@ if TYPE_CHECKING:
     from .descriptors.base import Descriptor
     from .model import Checkpoint, Module, Options
 
-__all__ = ["ModuleResult", "Source", "reproduce_module", "run", "sample_modules"]
+__all__ = ["Claim", "ModuleReproduction", "ModuleResult", "Source", "chosen_modules", "combine",
+           "module_reproduction", "prepare", "reproduce_module", "run", "sample_modules"]
 
 _G = "reproduction"
 _L = Level.STRUCTURE
@@ -247,25 +249,90 @@ def reproduce_module(desc: Descriptor, module: str, w: NDArray[Any],
         if not same:
             result.first_mismatch[p] = _first_difference(mine, theirs)
     try:
-        d = np.asarray(desc.dequantize(arrays, w.shape[-1]), dtype=np.float64)
+        d = np.asarray(desc.dequantize(arrays, w.shape[-1]))
     except (ValueError, TypeError):
         return result  # the layout checks report the shapes; the bytes already differ
-    x = np.asarray(w, dtype=np.float64)
-    if d.shape != x.shape:
+    if d.shape != w.shape:
         return result
-    if not np.all(np.isfinite(d)):  # NaN/Inf decoded (E8M0 0xFF, a scale Inf): no statistic
+    stats = _Statistics.of(d, w)
+    if stats is None:  # NaN/Inf decoded (E8M0 0xFF, a scale Inf): no statistic
         result.rel_error, result.sqnr_db = math.inf, -math.inf
         return result
-    err = float(np.linalg.norm(d - x))
-    ref = float(np.linalg.norm(x))
+    err, ref = math.sqrt(stats.error_squares), math.sqrt(stats.source_squares)
     result.rel_error = err / ref if ref else (0.0 if err == 0 else math.inf)
     result.sqnr_db = 20 * math.log10(ref / err) if err and ref else math.inf
-    if x.std() > 0:  # a constant source has no correlation to judge
+    if stats.source_varies:  # a constant source has no correlation to judge
         # A constant weight (an all-zero expert) carries nothing of a varying source: 0, not
-        # the NaN np.corrcoef gives, which every comparison would let through.
-        result.correlation = (float(np.corrcoef(d.reshape(-1), x.reshape(-1))[0, 1])
-                              if d.std() > 0 else 0.0)
+        # the NaN a correlation of a constant gives, which every comparison would let through.
+        result.correlation = stats.correlation if stats.weight_varies else 0.0
     return result
+
+
+#: Elements per piece of :meth:`_Statistics.of`: 64 Ki float64 values (512 KiB) stay in cache.
+_STAT_PIECE = 1 << 16
+
+
+@dataclass
+class _Statistics:
+    """Sums over a module of dequantized weight ``d`` against source ``x``, in float64, for the
+    relative error, SQNR and Pearson correlation.
+
+    Summed piece by piece (:data:`_STAT_PIECE` elements, numpy's pairwise sum within a piece,
+    the pieces in order), in two passes: the means first, then the centred products, so the
+    correlation does not cancel catastrophically. Never through BLAS (``np.linalg.norm``,
+    ``np.corrcoef``): BLAS splits a dot product over its threads, so its last bits follow the
+    thread count (Ray sets ``OMP_NUM_THREADS=1`` in its workers), and a module's figures must
+    not depend on where its task ran (the report is byte-identical across executors). The
+    pieces keep the float64 copies in cache: one pass over a 2048 × 7168 expert instead of
+    twenty over 118 MB arrays."""
+
+    error_squares: float = 0.0  # sum of (d - x)^2
+    source_squares: float = 0.0  # sum of x^2
+    cross: float = 0.0  # sum of (d - mean d)(x - mean x)
+    weight_spread: float = 0.0  # sum of (d - mean d)^2
+    source_spread: float = 0.0  # sum of (x - mean x)^2
+    source_varies: bool = False
+    weight_varies: bool = False
+
+    @property
+    def correlation(self) -> float:
+        return self.cross / math.sqrt(self.weight_spread * self.source_spread)
+
+    @classmethod
+    def of(cls, d: NDArray[Any], x: NDArray[Any]) -> _Statistics | None:
+        """The sums of ``d`` against ``x`` (same shape, any float dtypes), or None when ``d``
+        holds a NaN or an infinity."""
+        flat_d, flat_x = d.reshape(-1), x.reshape(-1)
+        pieces = range(0, flat_d.size, _STAT_PIECE)
+
+        def piece(lo: int) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+            hi = lo + _STAT_PIECE
+            return (flat_d[lo:hi].astype(np.float64), flat_x[lo:hi].astype(np.float64))
+
+        sum_d = sum_x = 0.0
+        low_d = low_x = math.inf
+        high_d = high_x = -math.inf
+        for lo in pieces:
+            pd, px = piece(lo)
+            if not np.isfinite(pd).all():
+                return None
+            sum_d, sum_x = sum_d + float(pd.sum()), sum_x + float(px.sum())
+            low_d, high_d = min(low_d, float(pd.min())), max(high_d, float(pd.max()))
+            low_x, high_x = min(low_x, float(px.min())), max(high_x, float(px.max()))
+        n = max(flat_d.size, 1)
+        mean_d, mean_x = sum_d / n, sum_x / n
+        out = cls(source_varies=high_x > low_x, weight_varies=high_d > low_d)
+        for lo in pieces:
+            pd, px = piece(lo)
+            out.source_squares += float(np.sum(px * px))
+            diff = pd - px
+            out.error_squares += float(np.sum(diff * diff))
+            pd -= mean_d
+            px -= mean_x
+            out.cross += float(np.sum(pd * px))
+            out.weight_spread += float(np.sum(pd * pd))
+            out.source_spread += float(np.sum(px * px))
+        return out
 
 
 def sample_modules(names: list[str], n: int | None) -> list[str]:
@@ -287,7 +354,123 @@ def _params(desc: Descriptor, module: Module) -> tuple[str, ...]:
     return tuple(p for p in desc.reproduce_params() if p in module.tensors)
 
 
-def run(ckpt: Checkpoint, opts: Options) -> Iterator[Finding]:
+@dataclass(frozen=True)
+class Claim:
+    """What every module's reproduction needs besides the module: the open ``source``, the
+    ``profile`` the checkpoint claims and, where its recipe is one no profile reproduces, why
+    (``unclaimed``; "" when the profile's bytes are claimed: :func:`claimed_profile`)."""
+
+    source: Source
+    profile: str
+    unclaimed: str
+
+
+def prepare(ckpt: Checkpoint, opts: Options) -> Claim | Finding | None:
+    """The :class:`Claim` reproduction works under; None without ``--source``; the one
+    finding that stops it where the format has no profile or the source cannot be read."""
+    if opts.source is None:
+        return None
+    desc = ckpt.descriptor
+    if desc is None or desc.profile is None:
+        return Finding(REPRO_NOTHING_VERIFIED, f"--source: {ckpt.format.value} has no producer "
+                       "profile to reproduce")
+    profile, unclaimed = claimed_profile(ckpt)
+    try:
+        source = Source(Path(opts.source))
+    except (OSError, TensorFileError) as exc:
+        return Finding(REPRO_SOURCE_UNSUPPORTED, f"--source {opts.source}: {exc}")
+    if not source.supported:
+        return Finding(REPRO_SOURCE_UNSUPPORTED, f"--source {opts.source} is {source.kind}")
+    return Claim(source, profile, unclaimed)
+
+
+def chosen_modules(ckpt: Checkpoint, opts: Options) -> list[str]:
+    """The quantized modules ``--source`` compares (``--sample`` of them), in name order."""
+    return sample_modules([m.name for m in quantized_modules(ckpt)], opts.sample)
+
+
+@dataclass
+class ModuleReproduction:
+    """What reproducing one module gives (:func:`module_reproduction`), picklable so that it
+    can be computed in another process or on another machine: its REPRO_MISMATCH /
+    REPRO_ERROR_HIGH / REPRO_UNCORRELATED ``findings`` (listed or counted when combined),
+    its ``result`` (None: not compared), or ``missing`` (its REPRO_SOURCE_MISSING), or
+    ``unprofiled`` (its format, which no profile reproduces); ``unrecognised``: the recipe its
+    bytes show where the config names none. All None: the module could not be read (the
+    files checks report it)."""
+
+    module: str
+    findings: list[Finding] = field(default_factory=list)
+    result: ModuleResult | None = None
+    missing: Finding | None = None
+    unprofiled: str | None = None
+    unrecognised: str | None = None
+
+
+def module_reproduction(ckpt: Checkpoint, claim: Claim, module: Module) -> ModuleReproduction:
+    """Re-quantize one module from ``claim.source`` and compare it with the checkpoint's bytes,
+    reading only this module's tensors (memory bounded by the module). An exception becomes
+    the module's INTERNAL_ERROR."""
+    out = ModuleReproduction(module.name)
+    try:
+        _reproduce_into(ckpt, claim, module, out)
+    except Exception as exc:
+        out.findings = [internal(f"module {module.name}", exc, tensor=module.name)]
+    return out
+
+
+def _reproduce_into(ckpt: Checkpoint, claim: Claim, module: Module,
+                    out: ModuleReproduction) -> None:
+    desc = ckpt.descriptor
+    assert desc is not None
+    name = module.name
+    own = desc.for_module(ckpt, name)
+    if own.profile is None:  # a mixed checkpoint's member with no profile (FP8_PB_WO)
+        out.unprofiled = own.format.value
+        return
+    params = _params(own, module)
+    wref = module.tensors[params[0]]
+    try:
+        w = claim.source.weight(name)
+    except (OSError, ValueError, KeyError) as exc:
+        w, why = None, str(exc)
+    else:
+        why = "no weight in the source"
+    if w is None:
+        out.missing = Finding(REPRO_SOURCE_MISSING, f"{name}: {why}", wref.file, wref.name,
+                              wref.begin)
+        return
+    arrays = read_module(ckpt, module, params)
+    if arrays is None:
+        return  # unreadable: the files checks report it
+    try:
+        produced = own.produce_module(name, w, claim.source.sibling)
+        r = reproduce_module(own, name, w, arrays, produced)
+    except (ValueError, TypeError) as exc:
+        out.missing = Finding(REPRO_SOURCE_MISSING, f"{name}: cannot re-quantize the source "
+                              f"weight {w.dtype}{list(w.shape)} ({exc})", wref.file,
+                              wref.name, wref.begin)
+        return
+    out.result = r
+    # a module the profile reproduces is claimed whatever its bytes look like
+    recipe = claim.unclaimed or (own.unclaimed_tensors(arrays, produced) if r.first_mismatch
+                                 else "")
+    if recipe and not claim.unclaimed:
+        out.unrecognised = recipe
+    mismatches = {} if recipe else r.first_mismatch  # unclaimed: other bytes expected
+    for p, msg in mismatches.items():
+        ref = module.tensors.get(p, wref)
+        out.findings.append(Finding(REPRO_MISMATCH, f"{name}.{p} not reproduced by profile "
+                                    f"{claim.profile!r}: {msg}", ref.file, ref.name, ref.begin))
+    verdict = _numeric_verdict(own, r, claimed=not recipe)
+    if verdict is not None:
+        check, severity, message = verdict
+        out.findings.append(Finding(check, f"{name}: {message}", wref.file, wref.name,
+                                    wref.begin, severity=severity))
+
+
+def run(ckpt: Checkpoint, opts: Options,
+        outcomes: Sequence[ModuleReproduction] | None = None) -> Iterator[Finding]:
     """Reproduction findings when ``opts.source`` is given.
 
     The checkpoint's quantization_config names its producer, and ``--source`` names what that
@@ -299,76 +482,49 @@ def run(ckpt: Checkpoint, opts: Options) -> Iterator[Finding]:
     recipe the config cannot name (:meth:`Descriptor.unclaimed_tensors`: ModelOpt's NVFP4 Four
     Over Six). Per check, the first :data:`MAX_LISTED` modules are listed and the rest counted
     in one finding.
+
+    ``outcomes``: :func:`module_reproduction` of every :func:`chosen_modules` module, already
+    computed (the runner's tasks, in any order); computed here, in this thread, when None.
     """
-    if opts.source is None:
+    claim = prepare(ckpt, opts)
+    if claim is None:
         return
-    desc = ckpt.descriptor
-    if desc is None or desc.profile is None:
-        yield Finding(REPRO_NOTHING_VERIFIED, f"--source: {ckpt.format.value} has no producer "
-                      "profile to reproduce")
-        return
-    profile, unclaimed = claimed_profile(ckpt)
-    try:
-        source = Source(Path(opts.source))
-    except (OSError, TensorFileError) as exc:
-        yield Finding(REPRO_SOURCE_UNSUPPORTED, f"--source {opts.source}: {exc}")
-        return
-    if not source.supported:
-        yield Finding(REPRO_SOURCE_UNSUPPORTED, f"--source {opts.source} is {source.kind}")
+    if isinstance(claim, Finding):
+        yield claim
         return
     modules = {m.name: m for m in quantized_modules(ckpt)}
     chosen = sample_modules(list(modules), opts.sample)
+    if outcomes is None:
+        outcomes = [module_reproduction(ckpt, claim, modules[name]) for name in chosen]
+    yield from combine(ckpt, opts, claim, len(modules), chosen, outcomes)
+
+
+def combine(ckpt: Checkpoint, opts: Options, claim: Claim, total: int, chosen: Sequence[str],
+            outcomes: Sequence[ModuleReproduction]) -> Iterator[Finding]:
+    """The reproduction findings from the per-module ``outcomes`` of the ``chosen`` modules
+    (``total`` quantized): the modules' findings in module order through one listing, the
+    summaries, and the REPRO_SUMMARY block. Depends only on the outcomes, never on the order
+    in which they were computed."""
+    desc = ckpt.descriptor
+    assert desc is not None
+    by_name = {o.module: o for o in outcomes}
     results: list[ModuleResult] = []
     missing: list[Finding] = []
     listed = Listing(MAX_LISTED, " (the reproduction block has every module)")
     unprofiled: list[tuple[str, str]] = []  # (module, its format) where no profile exists
     #: (module, why) where the bytes show a recipe the config does not name and no profile has
     unrecognised: list[tuple[str, str]] = []
-    for name in chosen:
-        module = modules[name]
-        own = desc.for_module(ckpt, name)
-        if own.profile is None:  # a mixed checkpoint's member with no profile (FP8_PB_WO)
-            unprofiled.append((name, own.format.value))
-            continue
-        params = _params(own, module)
-        wref = module.tensors[params[0]]
-        try:
-            w = source.weight(name)
-        except (OSError, ValueError, KeyError) as exc:
-            w, why = None, str(exc)
-        else:
-            why = "no weight in the source"
-        if w is None:
-            missing.append(Finding(REPRO_SOURCE_MISSING, f"{name}: {why}", wref.file, wref.name,
-                                   wref.begin))
-            continue
-        arrays = read_module(ckpt, module, params)
-        if arrays is None:
-            continue  # unreadable: the files checks report it
-        try:
-            produced = own.produce_module(name, w, source.sibling)
-            r = reproduce_module(own, name, w, arrays, produced)
-        except (ValueError, TypeError) as exc:
-            missing.append(Finding(REPRO_SOURCE_MISSING, f"{name}: cannot re-quantize the "
-                                   f"source weight {w.dtype}{list(w.shape)} ({exc})", wref.file,
-                                   wref.name, wref.begin))
-            continue
-        results.append(r)
-        # a module the profile reproduces is claimed whatever its bytes look like
-        recipe = unclaimed or (own.unclaimed_tensors(arrays, produced) if r.first_mismatch
-                               else "")
-        if recipe and not unclaimed:
-            unrecognised.append((name, recipe))
-        mismatches = {} if recipe else r.first_mismatch  # unclaimed: other bytes expected
-        for p, msg in mismatches.items():
-            ref = module.tensors.get(p, wref)
-            yield from listed.add(Finding(REPRO_MISMATCH, f"{name}.{p} not reproduced by profile "
-                                          f"{profile!r}: {msg}", ref.file, ref.name, ref.begin))
-        verdict = _numeric_verdict(own, r, claimed=not recipe)
-        if verdict is not None:
-            check, severity, message = verdict
-            yield from listed.add(Finding(check, f"{name}: {message}", wref.file, wref.name,
-                                          wref.begin, severity=severity))
+    for o in (by_name[name] for name in chosen if name in by_name):
+        if o.unprofiled is not None:
+            unprofiled.append((o.module, o.unprofiled))
+        if o.missing is not None:
+            missing.append(o.missing)
+        if o.result is not None:
+            results.append(o.result)
+        if o.unrecognised:
+            unrecognised.append((o.module, o.unrecognised))
+        for f in o.findings:
+            yield from listed.add(f)
     if chosen and not results and len(missing) == len(chosen):
         yield Finding(REPRO_NOTHING_VERIFIED, f"--source {opts.source}: the source holds none "
                       f"of this checkpoint's modules ({len(chosen)} looked for, first "
@@ -378,7 +534,7 @@ def run(ckpt: Checkpoint, opts: Options) -> Iterator[Finding]:
             yield from listed.add(f)
         if not results:
             yield Finding(REPRO_NOTHING_VERIFIED, f"--source {opts.source}: no module was "
-                          f"compared ({len(modules)} quantized, {len(chosen)} chosen)")
+                          f"compared ({total} quantized, {len(chosen)} chosen)")
     yield from listed.rest()
     if unprofiled:
         yield Finding(REPRO_MISMATCH, f"bytes not verified: {len(unprofiled)} module(s) (e.g. "
@@ -388,11 +544,12 @@ def run(ckpt: Checkpoint, opts: Options) -> Iterator[Finding]:
         yield Finding(REPRO_MISMATCH, f"bytes not verified: {len(unrecognised)} module(s) (e.g. "
                       f"{unrecognised[0][0]}) hold {unrecognised[0][1]}; each is judged by its "
                       "error and correlation against the source", severity=Severity.WARNING)
-    if unclaimed and results:
-        yield Finding(REPRO_MISMATCH, f"bytes not verified: {unclaimed}; each module is judged "
-                      "by its error and correlation against the source",
+    if claim.unclaimed and results:
+        yield Finding(REPRO_MISMATCH, f"bytes not verified: {claim.unclaimed}; each module is "
+                      "judged by its error and correlation against the source",
                       severity=Severity.WARNING)
-    yield _summary(desc, profile, source, results, len(modules), claimed=not unclaimed)
+    yield _summary(desc, claim.profile, claim.source, results, total,
+                   claimed=not claim.unclaimed)
 
 
 def claimed_profile(ckpt: Checkpoint) -> tuple[str, str]:

@@ -20,11 +20,13 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from types import ModuleType
+from typing import Any
 
-from . import coverage, deployment, files, layout, manifest, numbers, reproduce
+from . import coverage, deployment, files, layout, manifest, numbers, reproduce, tasks
+from .executors import Executor, executor_for
 from .findings import Finding, Level
 from .model import Checkpoint, CheckpointFormat, Options
-from .parallel import INTERNAL_ERROR, for_each_module, internal
+from .parallel import INTERNAL_ERROR, internal
 from .reader import NotAFolder, ReadFailed, open_reader
 from .report import Report, exit_code
 
@@ -34,7 +36,6 @@ __all__ = [
     "INTERNAL_ERROR",
     "Report",
     "exit_code",
-    "for_each_module",
     "planned_bytes",
     "validate",
 ]
@@ -130,17 +131,80 @@ def _loaded_graph_frozen() -> Iterator[None]:
         gc.unfreeze()
 
 
+class _TaskRun:
+    """The numbers and reproduction work of one run as tasks (:mod:`.tasks`): planned from
+    the loaded ``ckpt``, run on an executor, and combined per check module."""
+
+    def __init__(self, root: str, ckpt: Checkpoint, opts: Options) -> None:
+        self.ckpt, self.opts = ckpt, opts
+        tasks.remember(root, opts, ckpt)  # tasks run in this process reuse the headers
+        self.plan = tasks.plan(root, ckpt, opts)
+        self.results: dict[int, tasks.TaskResult] = {}
+        self.errors: dict[int, str] = {}
+        self.resume_problem: Finding | None = None
+        if opts.resume is not None:
+            self.results, self.resume_problem = tasks.resumable(opts.resume, self.plan)
+
+    def run(self, executor: Executor | None, on_read: Callable[[int], None] | None) -> None:
+        """Run the tasks not yet finished on ``executor`` (None: :func:`executor_for` the
+        options, made only when there is a task: joining a Ray cluster costs seconds); each
+        result's bytes advance ``on_read`` and its failed reads join the checkpoint's.
+        KeyboardInterrupt leaves the finished ones in :attr:`results`."""
+        todo = [t for t in self.plan if t.index not in self.results]
+        if not todo:
+            return
+        for outcome in (executor or executor_for(self.opts)).map(tasks.run_task, todo):
+            task = todo[outcome.index]
+            if outcome.value is None:
+                self.errors[task.index] = outcome.error or "no result"
+                continue
+            self.results[task.index] = outcome.value
+            self.ckpt.read_failures.extend(tasks.read_failures(outcome.value))
+            if on_read is not None and outcome.value.bytes_read:
+                on_read(outcome.value.bytes_read)
+
+    def failures(self) -> Iterator[Finding]:
+        """RESUME_UNUSABLE where ``--resume`` named a report it could not use, and
+        TASK_FAILED findings for the tasks that failed."""
+        if self.resume_problem is not None:
+            yield self.resume_problem
+        yield from tasks.failure_findings(self.plan, self.errors)
+
+    def records(self) -> list[dict[str, Any]]:
+        """The report's record of every finished task, in task order (``--resume`` input)."""
+        return [tasks.record(self.plan[i], self.results[i]) for i in sorted(self.results)]
+
+    def check(self, name: str, module: ModuleType) -> Iterable[Finding] | None:
+        """The findings of check module ``name``: numbers and reproduce combine the tasks'
+        outcomes (in task order; each combines in module order), the others run here."""
+        ordered = [self.results[i] for i in sorted(self.results)]
+        if name == "numbers":
+            return numbers.run(self.ckpt, self.opts, [o for r in ordered for o in r.numbers])
+        if name == "reproduce":
+            return reproduce.run(self.ckpt, self.opts,
+                                 [o for r in ordered for o in r.reproduction])
+        result: Iterable[Finding] | None = module.run(self.ckpt, self.opts)
+        return result
+
+
 def validate(
     root: str | os.PathLike[str],
     opts: Options,
     on_read: Callable[[int], None] | None = None,
     on_plan: Callable[[int], None] | None = None,
+    executor: Executor | None = None,
 ) -> Report:
     """Validate the checkpoint ``root``: a folder or ``hf://ORG/NAME[@REVISION]``.
 
     ``on_plan`` is called once the headers are read with the tensor bytes the level will
-    read (:func:`planned_bytes`), ``on_read`` with the byte count of every read. A remote
-    ``--level full`` of more than :data:`CONFIRM_BYTES` stops (exit 2) unless ``opts.yes``."""
+    read (:func:`planned_bytes`), ``on_read`` with the byte count of every read (of the
+    tasks' reads, once per finished task). A remote ``--level full`` of more than
+    :data:`CONFIRM_BYTES` stops (exit 2) unless ``opts.yes``.
+
+    The per-module numbers and reproduction work runs as tasks on ``executor`` (default:
+    :func:`~mxformats.validate.executors.executor_for` ``opts``); the report does not depend
+    on which, nor on the number of workers. A KeyboardInterrupt while the tasks run gives a
+    report marked ``incomplete`` (``fatal`` says how far it got)."""
     start = time.perf_counter()
     try:
         reader = open_reader(root, opts.allow_symlink_root)
@@ -178,11 +242,24 @@ def validate(
         report.seconds = time.perf_counter() - start
         return report
     with _loaded_graph_frozen():
+        done = _TaskRun(reader.name if reader.remote else str(ckpt.root), ckpt, opts)
+        try:
+            done.run(executor, on_read)
+        except KeyboardInterrupt:
+            report.fatal = (f"interrupted: {len(done.results)} of {len(done.plan)} tasks "
+                            "finished; --resume this report to run only the others")
+            report.incomplete = True
+            report.tasks = done.records()
+            report.seconds = time.perf_counter() - start
+            return report
+        report.tasks = done.records()
         for name, module in list(CHECK_MODULES.items())[1:]:
             if _applies(name, ckpt, opts):
                 report.modules_run.append(name)
+            if name == "numbers":
+                report.findings.extend(done.failures())
             try:
-                produced = module.run(ckpt, opts)
+                produced = done.check(name, module)
             except Exception as exc:
                 report.findings.append(internal(f"check module {name}", exc))
                 continue

@@ -134,6 +134,10 @@ class Descriptor:
         needs_exclude_entries: a BF16 Linear the list does not exclude fails to load (vLLM
             builds every Linear with the scheme); False where a module's own tensors decide.
         profile: the reference profile that reproduces its bytes (None: no ``--source``).
+        quantizer: the function :meth:`produce` quantizes with: the :mod:`mxformats.fast` path
+            of :attr:`profile`'s reference quantizer (the reference stays the definition; the
+            fast path returns its bytes, on :func:`mxformats.fast.workers` threads); None where
+            the format has no producer profile.
         scheme: the profile's scheme, the API that takes it (``mx``, ``int4``, ``w4a8``,
             ``nvfp4``, ``fp8-block``; None where the format has no single producer profile).
         error_threshold: the dequantized relative error above which ``--source`` reports.
@@ -148,6 +152,7 @@ class Descriptor:
     small_params: tuple[str, ...] = ()
     needs_exclude_entries: bool = True
     profile: str | None = None
+    quantizer: Callable[..., Any] | None = None
     scheme: str | None = None
     error_threshold: float = 0.15
     #: param -> the converter bug its absence looks like (QUANT_TENSOR_MISSING says it)

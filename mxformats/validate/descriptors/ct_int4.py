@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from mxformats.schemes.int4 import dequantize_int4, pack_int4, quantize_int4, unpack_int4
+from mxformats import fast
+from mxformats.schemes.int4 import PRODUCERS
 
 from ..model import CheckpointFormat
 from ..numbers import packed_code_findings, scale_findings
@@ -52,6 +53,9 @@ class CompressedTensorsInt4(CompressedTensorsDescriptor):
     small_params = ("weight_shape",)
     storage = ("pack-quantized",)
     profile = "compressed-tensors"
+    quantizer = staticmethod(fast.quantize_int4)
+    #: packs the quantizer's integers into ``weight_packed`` (the reference: ``int4.pack_int4``)
+    packer = staticmethod(fast.pack_int4)
     scheme = "int4"
     weight_requirements = (("num_bits", 4), ("type", "int"), ("symmetric", True),
                            ("strategy", "group"), ("group_size", 32), ("dynamic", False))
@@ -142,14 +146,14 @@ class CompressedTensorsInt4(CompressedTensorsDescriptor):
         return packed_code_findings(ckpt, module, arrays, stats, "int4-group", self.weight_param)
 
     def produce(self, w: NDArray[Any]) -> dict[str, NDArray[Any]]:
-        q = quantize_int4(w, group_size=32, profile="compressed-tensors")
-        return {"weight_packed": pack_int4(q.q, layout="compressed-tensors"),
+        q = self.quantizer(w, group_size=32, profile=self.profile)
+        return {"weight_packed": self.packer(q.q, layout=PRODUCERS[q.profile].layout),
                 "weight_scale": q.scales, "weight_shape": np.array(w.shape, dtype=np.int64)}
 
     def dequantize(self, arrays: dict[str, NDArray[Any]], cols: int) -> NDArray[Any]:
-        q = unpack_int4(arrays["weight_packed"], layout="compressed-tensors", size=cols)
-        d = dequantize_int4(q, arrays["weight_scale"], group_size=32,
-                            profile=self.consumer)
+        q = fast.unpack_int4(arrays["weight_packed"], layout="compressed-tensors", size=cols)
+        d = fast.dequantize_int4(q, arrays["weight_scale"], group_size=32,
+                                 profile=self.consumer)
         return np.asarray(d, dtype=np.float64)
 
 

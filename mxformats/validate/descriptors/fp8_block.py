@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Any
 import ml_dtypes
 import numpy as np
 
-from mxformats.schemes.fp8_block import PROFILES, dequantize_fp8_block, quantize_fp8_block
+from mxformats import fast
+from mxformats.schemes.fp8_block import PROFILES, quantize_fp8_block
 
 from ..findings import Level, Severity, declare
 from ..numbers import Count, finding, scale_findings, where
@@ -98,6 +99,7 @@ class FP8BlockDescriptor(Descriptor):
     scale_name = "weight_scale_inv"
     scale_dtype = "F32"
     numeric = True
+    quantizer = staticmethod(fast.quantize_fp8_block)
     scheme = "fp8-block"
     #: the amax below which the producer clamps (tiles there are exempt from tightness)
     amax_floor: float | None = None
@@ -191,7 +193,7 @@ class FP8BlockDescriptor(Descriptor):
                           odd.first)
 
     def produce(self, w: NDArray[Any]) -> dict[str, NDArray[Any]]:
-        codes, scales = quantize_fp8_block(w, block=(128, 128), profile=self.profile or "")
+        codes, scales = self.quantizer(w, block=(128, 128), profile=self.profile or "")
         return {"weight": codes.view(ml_dtypes.float8_e4m3fn), self.scale_name: scales}
 
     def dequantize(self, arrays: dict[str, NDArray[Any]], cols: int) -> NDArray[Any]:
@@ -199,6 +201,6 @@ class FP8BlockDescriptor(Descriptor):
         the only one, which the pairing table names for every producer (:attr:`consumer`);
         the producer profile only picks the code format."""
         codes = np.ascontiguousarray(arrays["weight"]).view(np.uint8)
-        d = dequantize_fp8_block(codes, arrays[self.scale_name], block=(128, 128),
-                                 profile=self.profile or "")
+        d = fast.dequantize_fp8_block(codes, arrays[self.scale_name], block=(128, 128),
+                                      profile=self.profile or "")
         return np.asarray(d, dtype=np.float64)

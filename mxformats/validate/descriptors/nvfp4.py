@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Any
 import ml_dtypes
 import numpy as np
 
-from mxformats.schemes.nvfp4 import PRODUCERS, dequantize_nvfp4, quantize_nvfp4
+from mxformats import fast
+from mxformats.schemes.nvfp4 import PRODUCERS
 
 from ..findings import Level, Severity, declare
 from ..numbers import Count, byte_stats, finding, scale_findings, where
@@ -103,6 +104,7 @@ class NVFP4Descriptor(Descriptor):
     (``global_is_divisor``) and the activation scale."""
 
     numeric = True
+    quantizer = staticmethod(fast.quantize_nvfp4)
     scheme = "nvfp4"
     error_threshold = 0.15
     tp_multiple = 16
@@ -235,7 +237,7 @@ class NVFP4Descriptor(Descriptor):
             other = sibling(f"{parent}.{FUSED[1 - FUSED.index(projection)]}")
             if other is not None:
                 amax = max(float(np.max(np.abs(np.asarray(a, np.float32)))) for a in (w, other))
-        r = quantize_nvfp4(w, profile=self.profile or "", global_amax=amax)
+        r = self.quantizer(w, profile=self.profile or "", global_amax=amax)
         return {self.weight_param: r.packed(),
                 "weight_scale": r.scales.view(ml_dtypes.float8_e4m3fn),
                 self.global_name: r.global_scale}
@@ -246,8 +248,8 @@ class NVFP4Descriptor(Descriptor):
     def dequantize(self, arrays: dict[str, NDArray[Any]], cols: int) -> NDArray[Any]:
         codes = np.ascontiguousarray(arrays[self.weight_param]).view(np.uint8)
         scales = np.ascontiguousarray(arrays["weight_scale"]).view(np.uint8)
-        d = dequantize_nvfp4(codes, scales, arrays[self.global_name], packed=True,
-                             profile=self.consumer)
+        d = fast.dequantize_nvfp4(codes, scales, arrays[self.global_name], packed=True,
+                                  profile=self.consumer)
         return np.asarray(d, dtype=np.float64)[..., :cols]
 
     def fingerprints(self, ckpt: Checkpoint, arrays: dict[str, dict[str, NDArray[Any]]]

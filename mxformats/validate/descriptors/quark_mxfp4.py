@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from mxformats.schemes.mx import dequantize_mx, quantize_mx
+from mxformats import fast
 
 from ..model import CheckpointFormat
 from ..numbers import e8m0_findings, mx_bound, mx_scale_mode, packed_code_findings
@@ -53,6 +53,7 @@ class QuarkMXFP4(QuarkDescriptor):
     numeric = True
     scale_params = ("weight_scale",)
     profile = "quark"
+    quantizer = staticmethod(fast.quantize_mx)
     scheme = "mx"
     error_threshold = 0.15
 
@@ -114,13 +115,14 @@ class QuarkMXFP4(QuarkDescriptor):
         return ""
 
     def produce(self, w: NDArray[Any]) -> dict[str, NDArray[Any]]:
-        mx = quantize_mx(w, profile="quark")
+        mx = self.quantizer(w, profile=self.profile)
         return {"weight": mx.codes, "weight_scale": mx.scales}
 
     def dequantize(self, arrays: dict[str, NDArray[Any]], cols: int) -> NDArray[Any]:
         """As Quark's producer pairs (``quark-hip-bf16``: vLLM's emulation path calls Quark's
         ``dq_mxfp4``, :mod:`mxformats.pairing`)."""
-        d = dequantize_mx(arrays["weight"], arrays["weight_scale"], profile=self.consumer)
+        d = fast.dequantize_mx(arrays["weight"], arrays["weight_scale"],
+                               profile=self.consumer)
         return np.asarray(d, dtype=np.float64)
 
 

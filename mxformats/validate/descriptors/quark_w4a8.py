@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from mxformats.schemes.w4a8 import dequantize_w4a8, quantize_w4a8
+from mxformats import fast
+from mxformats.schemes.w4a8 import dequantize_w4a8
 
 from ..findings import Finding, Level, Severity, declare
 from ..model import CheckpointFormat
@@ -55,6 +56,7 @@ class QuarkW4A8(QuarkDescriptor):
     numeric = True
     scale_params = ("weight_scale", "weight_scale_2")
     profile = "quark"
+    quantizer = staticmethod(fast.quantize_w4a8)
     scheme = "w4a8"
     error_threshold = 0.25
     bf16_linear_why = "Quark W4A8 has no Linear scheme ('No quark compatible scheme')"
@@ -140,7 +142,7 @@ class QuarkW4A8(QuarkDescriptor):
         return packed_code_findings(ckpt, module, arrays, stats, "int4-row", self.weight_param)
 
     def produce(self, w: NDArray[Any]) -> dict[str, NDArray[Any]]:
-        r = quantize_w4a8(w, profile="quark")
+        r = self.quantizer(w, profile=self.profile)
         return {"weight": r.weight, "weight_scale": r.weight_scale,
                 "weight_scale_2": r.weight_scale_2}
 

@@ -18,11 +18,15 @@ tasks on a cluster, :mod:`.ray`, the ``mxformats[ray]`` extra).
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
-__all__ = ["DEFAULT_MAX_ATTEMPTS", "Executor", "Outcome"]
+if TYPE_CHECKING:
+    from ..model import Options
+
+__all__ = ["DEFAULT_MAX_ATTEMPTS", "Executor", "ExecutorUnavailable", "Outcome", "executor_for"]
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -51,3 +55,32 @@ class Executor(Protocol):
     def map(self, fn: Callable[[T], R], items: Sequence[T]) -> Iterator[Outcome[R]]:
         """Run ``fn`` on each item; yield each item's :class:`Outcome` as it finishes."""
         ...
+
+
+def executor_for(opts: Options) -> Executor:
+    """The executor ``opts`` asks for: ``local`` (:class:`.local.LocalExecutor` over
+    ``opts.workers`` processes) or ``ray`` (:class:`.ray.RayExecutor` at ``opts.ray_address``,
+    imported only then). :class:`ExecutorUnavailable` when Ray is asked for and not installed,
+    or nothing answers at the address (the CLI's exit 2)."""
+    if opts.executor == "ray":
+        try:  # by name: the module imports Ray, an optional dependency
+            ray_module = importlib.import_module(".ray", __name__)
+            executor: Executor = ray_module.RayExecutor(
+                address=opts.ray_address, workers=opts.workers,
+                max_attempts=DEFAULT_MAX_ATTEMPTS)
+        except ImportError as exc:
+            raise ExecutorUnavailable(f"--executor ray needs Ray: pip install mxformats[ray] "
+                                      f"({exc})") from exc
+        except OSError as exc:  # ConnectionError: nothing answers at --ray-address
+            raise ExecutorUnavailable(f"--executor ray: {exc}") from exc
+        return executor
+    if opts.executor != "local":
+        raise ExecutorUnavailable(f"unknown executor {opts.executor!r} (local or ray)")
+    from .local import LocalExecutor
+
+    return LocalExecutor(workers=opts.workers, max_attempts=DEFAULT_MAX_ATTEMPTS)
+
+
+class ExecutorUnavailable(RuntimeError):
+    """The executor asked for cannot run here (its package is not installed, its cluster does
+    not answer)."""

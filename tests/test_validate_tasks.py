@@ -1,0 +1,386 @@
+"""Tasks and executors (issue 18): the numbers and reproduction work as tasks that run
+anywhere, the local process pool, failures as findings, and a report that does not depend on
+the executor or the number of workers."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_validate_corpus import CASES, build, ensure_twins, options
+from validate_corpus import Case
+
+from mxformats.cli import main
+from mxformats.validate import tasks
+from mxformats.validate.executors import ExecutorUnavailable, Outcome, executor_for
+from mxformats.validate.executors.local import THREADS_VARIABLE, LocalExecutor
+from mxformats.validate.files import load
+from mxformats.validate.findings import Level
+from mxformats.validate.model import Options
+from mxformats.validate.report import dump_json
+from mxformats.validate.runner import Report, exit_code, validate
+
+PRODUCERS = Path(__file__).resolve().parent / "data" / "producers"
+SRC = PRODUCERS / "src-bf16"
+FIXTURES = sorted(p.name for p in PRODUCERS.iterdir()
+                  if p.is_dir() and p.name.startswith("kimi-k2-"))
+
+
+def _json(report: Report) -> str:
+    out = io.StringIO()
+    dump_json(report, out)
+    return out.getvalue()
+
+
+def _without_timings(text: str) -> str:
+    """The JSON report without its one timing, each task record's ``seconds``."""
+    data = json.loads(text)
+    for rec in data.get("tasks", []):
+        rec.pop("seconds")
+    return json.dumps(data, indent=2)
+
+
+@pytest.fixture
+def small_tasks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Cut the fixtures into several tasks per shard (they are a few MB each)."""
+    monkeypatch.setattr(tasks, "TASK_BYTES", 1 << 16)
+
+
+# -- the plan -----------------------------------------------------------------------------------
+
+
+def test_plan_reads_each_shard_front_to_back_in_bounded_tasks(small_tasks: None) -> None:
+    ckpt = load(PRODUCERS / "kimi-k2-mxfp4-quark", Options()).ckpt
+    assert ckpt is not None and ckpt.descriptor is not None
+    opts = Options(level=Level.FULL)
+    plan = tasks.plan("root", ckpt, opts)
+    assert [t.index for t in plan] == list(range(len(plan))) and len(plan) > 2
+    seen: list[str] = []
+    for task in plan:
+        weights = [ckpt.modules[m].tensors[ckpt.descriptor.weight_param] for m in task.modules]
+        assert len({w.file for w in weights}) == 1  # one shard per task
+        assert [w.begin for w in weights] == sorted(w.begin for w in weights)  # in file order
+        size = sum(t.nbytes for m in task.modules for t in ckpt.modules[m].tensors.values())
+        assert len(task.modules) == 1 or size <= tasks.TASK_BYTES
+        seen += task.modules
+    assert sorted(seen) == sorted(m.name for m in ckpt.modules.values()
+                                  if ckpt.descriptor.quantized(m))
+    # the plan depends on the checkpoint and options only, never on the workers
+    assert tasks.plan("root", ckpt, Options(level=Level.FULL, workers=7)) == [
+        tasks.Task("root", Options(level=Level.FULL, workers=7), t.modules, t.index)
+        for t in plan]
+    assert tasks.plan("root", ckpt, Options(level=Level.STRUCTURE)) == []
+    # offsets, not names, give the order: a shard written back to front is read front to back
+    wp = ckpt.descriptor.weight_param
+    for module in ckpt.modules.values():
+        if wp in module.tensors:
+            ref = module.tensors[wp]
+            module.tensors[wp] = ref._replace(begin=10**12 - ref.begin)
+    backwards = tasks.plan("root", ckpt, opts)
+    assert [m for t in backwards for m in t.modules] != seen
+    for task in backwards:
+        begins = [ckpt.modules[m].tensors[wp].begin for m in task.modules]
+        assert begins == sorted(begins)
+
+
+def test_task_key_changes_with_what_the_result_depends_on() -> None:
+    base = tasks.Task("/ckpt", Options(level=Level.FULL, workers=1), ("a", "b"), 0)
+    same = tasks.Task("/ckpt", Options(level=Level.FULL, workers=4, strict=True), ("a", "b"), 3)
+    assert tasks.task_key(base) == tasks.task_key(same)  # workers, index, strict: no effect
+    for other in (tasks.Task("/other", base.options, base.modules, 0),
+                  tasks.Task("/ckpt", base.options, ("a",), 0),
+                  tasks.Task("/ckpt", Options(level=Level.SCALES), base.modules, 0),
+                  tasks.Task("/ckpt", Options(level=Level.FULL, source=SRC), base.modules, 0),
+                  tasks.Task("/ckpt", Options(level=Level.FULL, source=SRC, sample=1),
+                             base.modules, 0)):
+        assert tasks.task_key(other) != tasks.task_key(base)
+
+
+def test_run_task_loads_the_checkpoint_itself() -> None:
+    """A task names its checkpoint by path: a process that never saw it loads the headers."""
+    opts = Options(level=Level.FULL, source=SRC)
+    folder = str((PRODUCERS / "kimi-k2-int4-compressed-tensors").resolve())
+    tasks._LOADED.clear()
+    ckpt = load(folder, opts).ckpt
+    assert ckpt is not None
+    plan = tasks.plan(folder, ckpt, opts)
+    tasks._LOADED.clear()
+    result = tasks.run_task(plan[0])
+    assert result.index == 0 and result.bytes_read > 0 and result.seconds >= 0
+    assert [o.module for o in result.numbers] == list(plan[0].modules)
+    assert [o.module for o in result.reproduction] == list(plan[0].modules)
+    assert all(o.result is not None and all(o.result.identical.values())
+               for o in result.reproduction)
+
+
+# -- the report does not depend on the executor --------------------------------------------------
+
+
+@pytest.mark.parametrize("fixture", FIXTURES)
+@pytest.mark.parametrize("source", [False, True], ids=["alone", "source"])
+def test_producer_reports_identical_over_workers(fixture: str, source: bool,
+                                                 small_tasks: None) -> None:
+    opts = {"level": Level.FULL, "source": SRC if source else None}
+    one = validate(PRODUCERS / fixture, Options(workers=1, **opts))
+    two = validate(PRODUCERS / fixture, Options(workers=2, **opts))
+    assert _without_timings(_json(one)) == _without_timings(_json(two))
+    assert exit_code(one) == 0 and (one.reproduction is not None) == source
+
+
+#: Corpus cases whose numbers or reproduction change: every level-full or --source case.
+NUMERIC_CASES = [c for c in CASES if (c.level is Level.FULL or c.source) and not c.xfail]
+
+
+@pytest.mark.parametrize("c", NUMERIC_CASES[::6], ids=lambda c: c.name)
+def test_corpus_reports_identical_over_workers(c: Case, tmp_path_factory: pytest.TempPathFactory,
+                                               tmp_path: Path, small_tasks: None) -> None:
+    bases = {c.base} | ({c.source} if isinstance(c.source, str) else set())
+    ensure_twins(tmp_path_factory.getbasetemp() / "twins-tasks", bases)
+    p = build(c, tmp_path)
+    opts = options(c)
+    one = validate(p, opts)
+    opts.workers = 2
+    assert _without_timings(_json(validate(p, opts))) == _without_timings(_json(one))
+
+
+# -- failures are findings ----------------------------------------------------------------------
+
+
+def test_a_task_that_raises_is_a_finding(monkeypatch: pytest.MonkeyPatch,
+                                         small_tasks: None) -> None:
+    real = tasks.run_task
+
+    def flaky(task: tasks.Task) -> tasks.TaskResult:
+        if task.index == 1:
+            raise MemoryError("planted")
+        return real(task)
+
+    monkeypatch.setattr(tasks, "run_task", flaky)
+    report = validate(PRODUCERS / "kimi-k2-mxfp4-quark", Options(level=Level.FULL, workers=1))
+    failed = [f for f in report.findings if f.check.id == "TASK_FAILED"]
+    assert len(failed) == 1 and "task 1 (" in failed[0].message
+    assert "MemoryError: planted" in failed[0].message and failed[0].tensor
+    assert exit_code(report) == 1
+
+
+def test_many_failed_tasks_are_listed_then_counted() -> None:
+    plan = [tasks.Task("r", Options(), (f"m{i}", f"n{i}"), i) for i in range(13)]
+    found = list(tasks.failure_findings(plan, {i: "OSError: gone" for i in range(13)}))
+    assert [f.check.id for f in found] == ["TASK_FAILED"] * 11
+    assert "m0 and 1 more" in found[0].message and "3 more like the above" in found[-1].message
+
+
+def _square(x: int) -> int:
+    return x * x
+
+
+def _die_once(marker: str) -> str:
+    """Kill the worker on the first attempt only (the marker file remembers it)."""
+    if not os.path.exists(marker):
+        Path(marker).write_text("died")
+        os.kill(os.getpid(), signal.SIGKILL)
+    return "survived"
+
+
+def _always_die(x: int) -> int:
+    if x == 2:
+        os._exit(3)
+    return x
+
+
+def _raise(x: int) -> int:
+    if x == 1:
+        raise ValueError("bad item")
+    return x
+
+
+def _threads(_: int) -> tuple[str | None, int]:
+    from mxformats import fast
+
+    return os.environ.get(THREADS_VARIABLE), fast.workers()
+
+
+def _outcomes(it: Any) -> dict[int, Outcome[Any]]:
+    got = list(it)
+    by_index = {o.index: o for o in got}
+    assert len(by_index) == len(got)  # one outcome per item
+    return by_index
+
+
+def test_pool_runs_every_item_and_one_thread_per_worker() -> None:
+    pool = LocalExecutor(workers=2)
+    got = _outcomes(pool.map(_square, list(range(6))))
+    assert [got[i].value for i in range(6)] == [i * i for i in range(6)]
+    threads = _outcomes(pool.map(_threads, [0, 1]))
+    assert {o.value for o in threads.values()} == {("1", 1)}  # no oversubscription
+
+
+def test_a_killed_worker_is_retried(tmp_path: Path) -> None:
+    markers = [str(tmp_path / f"m{i}") for i in range(3)]
+    got = _outcomes(LocalExecutor(workers=2).map(_die_once, markers))
+    assert all(o.value == "survived" and o.error is None for o in got.values())
+    # each died once and ran again; a task in flight when another's death broke the pool
+    # counts that attempt too (Python cannot tell which task killed it), so 2 or 3
+    assert all(2 <= o.attempts <= 3 for o in got.values()), [o.attempts for o in got.values()]
+
+
+def test_a_worker_that_always_dies_becomes_an_error_after_max_attempts() -> None:
+    got = _outcomes(LocalExecutor(workers=2, max_attempts=2).map(_always_die, [0, 1, 2, 3]))
+    assert got[2].value is None and got[2].attempts == 2
+    assert got[2].error is not None and got[2].error.startswith("BrokenProcessPool")
+    assert [got[i].value for i in (0, 1, 3)] == [0, 1, 3]  # the others were not charged out
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_an_exception_is_the_outcome_not_retried(workers: int) -> None:
+    got = _outcomes(LocalExecutor(workers=workers).map(_raise, [0, 1, 2]))
+    assert got[1].error == "ValueError: bad item" and got[1].attempts == 1
+    assert got[0].value == 0 and got[2].value == 2
+
+
+# -- choosing the executor ----------------------------------------------------------------------
+
+
+def test_executor_for_local_and_missing_ray(monkeypatch: pytest.MonkeyPatch) -> None:
+    local = executor_for(Options(workers=3))
+    assert isinstance(local, LocalExecutor) and local.workers == 3 and local.name == "local"
+    monkeypatch.setitem(sys.modules, "ray", None)  # an environment without Ray
+    monkeypatch.setitem(sys.modules, "mxformats.validate.executors.ray", None)
+    with pytest.raises(ExecutorUnavailable, match=r"pip install mxformats\[ray\]"):
+        executor_for(Options(executor="ray"))
+
+
+def test_cli_executor_ray_without_ray_exits_2(monkeypatch: pytest.MonkeyPatch,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setitem(sys.modules, "ray", None)
+    monkeypatch.setitem(sys.modules, "mxformats.validate.executors.ray", None)
+    rc = main(["validate", str(PRODUCERS / "kimi-k2-mxfp4-quark"), "--executor", "ray"])
+    assert rc == 2 and "pip install mxformats[ray]" in capsys.readouterr().err
+
+
+def test_cli_workers_are_processes(capsys: pytest.CaptureFixture[str]) -> None:
+    rc = main(["validate", str(PRODUCERS / "kimi-k2-w4a8-quark"), "--level", "full",
+               "--workers", "2", "--json", "-"])
+    assert rc == 0 and json.loads(capsys.readouterr().out)["ok"] is True
+
+
+# -- resume ---------------------------------------------------------------------------------------
+
+
+def _interrupt_after(monkeypatch: pytest.MonkeyPatch, k: int) -> list[int]:
+    """Make the (k+1)-th task raise KeyboardInterrupt; returns the indexes of the tasks run."""
+    real, ran = tasks.run_task, []
+
+    def hooked(task: tasks.Task) -> tasks.TaskResult:
+        if len(ran) == k:
+            raise KeyboardInterrupt
+        ran.append(task.index)
+        return real(task)
+
+    monkeypatch.setattr(tasks, "run_task", hooked)
+    return ran
+
+
+def _counting(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    real, ran = tasks.run_task, []
+
+    def counted(task: tasks.Task) -> tasks.TaskResult:
+        ran.append(task.index)
+        return real(task)
+
+    monkeypatch.setattr(tasks, "run_task", counted)
+    return ran
+
+
+RESUMED = PRODUCERS / "kimi-k2-nvfp4-modelopt"
+
+
+def test_an_interrupted_run_resumes_with_only_the_other_tasks(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, small_tasks: None) -> None:
+    opts = {"level": Level.FULL, "source": SRC, "workers": 1}
+    full = validate(RESUMED, Options(**opts))
+    n = len(full.tasks)
+    assert n > 3 and exit_code(full) == 0
+    ran = _interrupt_after(monkeypatch, 2)
+    partial = validate(RESUMED, Options(**opts))
+    assert partial.incomplete and ran == [0, 1] and len(partial.tasks) == 2
+    assert partial.fatal is not None and f"2 of {n} tasks" in partial.fatal
+    saved = tmp_path / "partial.json"
+    saved.write_text(_json(partial))
+    assert json.loads(saved.read_text())["incomplete"] is True
+    monkeypatch.undo()
+    monkeypatch.setattr(tasks, "TASK_BYTES", 1 << 16)
+    ran = _counting(monkeypatch)
+    resumed = validate(RESUMED, Options(**opts, resume=saved))
+    assert ran == list(range(2, n))  # only the tasks the interrupted run had not finished
+    assert _without_timings(_json(resumed)) == _without_timings(_json(full))
+
+
+def test_cli_interrupt_writes_an_incomplete_report_and_exits_130(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, small_tasks: None) -> None:
+    out = tmp_path / "report.json"
+    args = ["validate", str(RESUMED), "--level", "full", "--workers", "1", "--json", str(out)]
+    _interrupt_after(monkeypatch, 1)
+    assert main(args) == 130
+    data = json.loads(out.read_text())
+    assert data["incomplete"] is True and data["ok"] is False and len(data["tasks"]) == 1
+    monkeypatch.undo()
+    monkeypatch.setattr(tasks, "TASK_BYTES", 1 << 16)
+    ran = _counting(monkeypatch)
+    assert main([*args, "--resume", str(out)]) == 0
+    assert 0 not in ran and ran
+
+
+@pytest.mark.parametrize("content", [
+    "not json", "[]", json.dumps({"tasks": "x"}), json.dumps({"no": "tasks"}),
+    "OTHER",  # a record of another run: no key matches
+    "OBJECT_DTYPE", "TEXT_DTYPE", "HUGE_ARRAY", "UNKNOWN_CHECK",
+])
+def test_an_unusable_resume_file_is_a_warning_and_everything_runs(
+        content: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    opts = Options(level=Level.FULL, workers=1)
+    folder = PRODUCERS / "kimi-k2-mxfp4-quark"
+    full = validate(folder, opts)
+    rec = json.loads(_json(full))["tasks"][0]
+    result = rec["result"]
+    if content == "OTHER":
+        rec["key"] = "0" * 64
+    elif content == "OBJECT_DTYPE":
+        result["numbers"][0]["small"] = {
+            "weight_scale": {"dtype": "object", "shape": [1], "data": ""}}
+    elif content == "TEXT_DTYPE":  # numpy reads it from the bytes, but it is no number
+        result["numbers"][0]["small"] = {
+            "weight_scale": {"dtype": "<U1", "shape": [1], "data": "QQAAAA=="}}
+    elif content == "HUGE_ARRAY":
+        result["numbers"][0]["small"] = {
+            "weight_scale": {"dtype": "uint8", "shape": [1 << 40], "data": ""}}
+    elif content == "UNKNOWN_CHECK":
+        result["numbers"][0]["findings"] = [{"check": "NO_SUCH_CHECK", "message": "x"}]
+    path = tmp_path / "resume.json"
+    path.write_text(json.dumps({"tasks": [rec]}) if content.isupper() else content)
+    ran = _counting(monkeypatch)
+    report = validate(folder, Options(level=Level.FULL, workers=1, resume=path))
+    assert ran == [t["index"] for t in json.loads(_json(full))["tasks"]]  # all ran again
+    warned = [f for f in report.findings if f.check.id == "RESUME_UNUSABLE"]
+    assert len(warned) == 1 and str(path) in warned[0].message
+    assert [f for f in report.findings if f.check.id != "RESUME_UNUSABLE"] == full.findings
+
+
+def test_results_round_trip_through_json() -> None:
+    opts = Options(level=Level.FULL, source=SRC)
+    folder = str((PRODUCERS / "kimi-k2-w4a8-quark").resolve())
+    ckpt = load(folder, opts).ckpt
+    assert ckpt is not None
+    tasks.remember(folder, opts, ckpt)
+    for task in tasks.plan(folder, ckpt, opts):
+        result = tasks.run_task(task)
+        back = tasks.result_from_json(json.loads(json.dumps(tasks.result_to_json(result))),
+                                      task.index)
+        assert tasks.result_to_json(back) == tasks.result_to_json(result)
+        assert [o.findings for o in back.numbers] == [o.findings for o in result.numbers]
