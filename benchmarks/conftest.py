@@ -85,16 +85,23 @@ _REPRO_EXPERTS = 7
 def repro_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     """A Quark MXFP4 checkpoint of ``MXF_BENCH_REPRO_GB`` GB (default 0.25) at Kimi-K2's
     expert sizes, with its BF16 twin: ``path``, ``source``, and the shard ``bytes`` of each.
-    Written one shard at a time (2 GB: about 9.6 GB of disk, 10 minutes)."""
+    Written one shard at a time (2 GB: about 9.6 GB of disk, 10 minutes on a quiet 2-core
+    machine), into a temporary folder removed afterwards, or kept in ``MXF_BENCH_REPRO_DIR``
+    and reused from there by later sessions (a folder per size)."""
     from mxformats.testing import bf16_twin_path, make_kimi_checkpoint
 
-    target = float(os.environ.get("MXF_BENCH_REPRO_GB", "0.25")) * 1e9
-    moe_layers = max(1, math.ceil(target / (_EXPERT_MXFP4_BYTES * (_REPRO_EXPERTS + 1))))
-    root = tmp_path_factory.mktemp("repro")
-    path = make_kimi_checkpoint(
-        root / "kimi-mxfp4", "quark-mxfp4", layers=moe_layers + 1, experts=_REPRO_EXPERTS,
-        hidden=7168, moe_intermediate=2048, intermediate=2048, vocab=640,
-        shards=max(2, moe_layers))
+    gigabytes = float(os.environ.get("MXF_BENCH_REPRO_GB", "0.25"))
+    moe_layers = max(1, math.ceil(gigabytes * 1e9 / (_EXPERT_MXFP4_BYTES * (_REPRO_EXPERTS + 1))))
+    keep = os.environ.get("MXF_BENCH_REPRO_DIR")
+    root = (Path(keep) / f"repro-{gigabytes:g}gb" if keep
+            else tmp_path_factory.mktemp("repro"))
+    path = root / "kimi-mxfp4"
+    if not (root / "complete").exists():
+        shutil.rmtree(root, ignore_errors=True)
+        make_kimi_checkpoint(
+            path, "quark-mxfp4", layers=moe_layers + 1, experts=_REPRO_EXPERTS, hidden=7168,
+            moe_intermediate=2048, intermediate=2048, vocab=640, shards=max(2, moe_layers))
+        (root / "complete").touch()
     source = bf16_twin_path(path)
 
     def shard_bytes(folder: Path) -> int:
@@ -102,4 +109,5 @@ def repro_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[
 
     yield {"path": path, "source": source, "bytes": shard_bytes(path),
            "source_bytes": shard_bytes(source)}
-    shutil.rmtree(root)
+    if not keep:
+        shutil.rmtree(root)
