@@ -11,12 +11,18 @@ writing them is never part of a measurement.
 - :func:`scan_checkpoint`: real, valid Quark MXFP4 checkpoints of about 200 MB written by
   :func:`mxformats.testing.make_kimi_checkpoint` with larger dims (:data:`SCANS`), for the
   ``full`` scan.
+- :func:`repro_checkpoint`: a Quark MXFP4 checkpoint at Kimi-K2's expert and hidden sizes with
+  its BF16 source, ``MXF_BENCH_REPRO_GB`` GB of MXFP4 shards (default 0.25; issue 18's
+  acceptance run uses 2), for ``--source`` reproduction.
 """
 
 from __future__ import annotations
 
+import math
+import os
 import shutil
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -66,3 +72,42 @@ def scan_checkpoint(
     nbytes = sum(p.stat().st_size for p in path.glob("*.safetensors"))
     yield {"name": request.param, "path": path, "bytes": nbytes}
     shutil.rmtree(root)
+
+
+#: Bytes of MXFP4 shards one Kimi-dims routed expert adds (gate, up, down: 7168 × 2048 each,
+#: E2M1 codes plus E8M0 scales); its BF16 source is 3.8 times that.
+_EXPERT_MXFP4_BYTES = 3 * (7168 * 2048 // 2 + 7168 * 2048 // 32)
+#: Routed experts per MoE layer of :func:`repro_checkpoint` (plus one shared).
+_REPRO_EXPERTS = 7
+
+
+@pytest.fixture(scope="session")
+def repro_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """A Quark MXFP4 checkpoint of ``MXF_BENCH_REPRO_GB`` GB (default 0.25) at Kimi-K2's
+    expert sizes, with its BF16 twin: ``path``, ``source``, and the shard ``bytes`` of each.
+    Written one shard at a time (2 GB: about 9.6 GB of disk, 10 minutes on a quiet 2-core
+    machine), into a temporary folder removed afterwards, or kept in ``MXF_BENCH_REPRO_DIR``
+    and reused from there by later sessions (a folder per size)."""
+    from mxformats.testing import bf16_twin_path, make_kimi_checkpoint
+
+    gigabytes = float(os.environ.get("MXF_BENCH_REPRO_GB", "0.25"))
+    moe_layers = max(1, math.ceil(gigabytes * 1e9 / (_EXPERT_MXFP4_BYTES * (_REPRO_EXPERTS + 1))))
+    keep = os.environ.get("MXF_BENCH_REPRO_DIR")
+    root = (Path(keep) / f"repro-{gigabytes:g}gb" if keep
+            else tmp_path_factory.mktemp("repro"))
+    path = root / "kimi-mxfp4"
+    if not (root / "complete").exists():
+        shutil.rmtree(root, ignore_errors=True)
+        make_kimi_checkpoint(
+            path, "quark-mxfp4", layers=moe_layers + 1, experts=_REPRO_EXPERTS, hidden=7168,
+            moe_intermediate=2048, intermediate=2048, vocab=640, shards=max(2, moe_layers))
+        (root / "complete").touch()
+    source = bf16_twin_path(path)
+
+    def shard_bytes(folder: Path) -> int:
+        return sum(p.stat().st_size for p in folder.glob("*.safetensors"))
+
+    yield {"path": path, "source": source, "bytes": shard_bytes(path),
+           "source_bytes": shard_bytes(source)}
+    if not keep:
+        shutil.rmtree(root)

@@ -25,7 +25,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from mxformats.tensorfile import read_header, read_safetensors
+from mxformats.tensorfile import read_header, read_safetensors, write_safetensors
 from mxformats.testing.checkpoints import (
     CHECKPOINT_FORMATS,
     bf16_twin_path,
@@ -321,6 +321,43 @@ def test_single_shard(tmp_path: Path, fmt: str) -> None:
     out = make(tmp_path, fmt, shards=1)
     assert shard_files(out) == ["model.safetensors"]
     assert (out / INDEX).exists() == fmt.startswith("quark")
+
+
+def test_source_written_and_read_one_shard_at_a_time(tmp_path: Path) -> None:
+    """A multi-gigabyte source (the validator benchmarks' 2 GB checkpoint) is generated and
+    quantized one shard at a time: with the shard size fixed, a model three times deeper
+    leaves the peak of traced allocations where it was, instead of tripling it."""
+    import tracemalloc
+
+    def peak(layers: int) -> tuple[int, int]:
+        dims = dict(TINY, hidden=256, moe_intermediate=256, intermediate=512, experts=8,
+                    layers=layers)
+        tracemalloc.start()
+        try:
+            out = make(tmp_path, "quark-mxfp4", f"layers-{layers}", max_shard_size=1_000_000,
+                       **dims)
+            return tracemalloc.get_traced_memory()[1], sum(
+                p.stat().st_size for p in bf16_twin_path(out).glob("*.safetensors"))
+        finally:
+            tracemalloc.stop()
+
+    (shallow, shallow_bytes), (deep, deep_bytes) = peak(3), peak(9)
+    assert deep_bytes > 2.5 * shallow_bytes
+    assert deep < 1.3 * shallow, (shallow, deep)
+
+
+def test_source_dtypes_from_the_headers(tmp_path: Path) -> None:
+    """A source tensor is checked from its shard header: a float one (F32) is read, an
+    integer one is refused naming its dtype."""
+    src = make(tmp_path, "bf16", "src", **TINY)
+    shard = next(iter(sorted(src.glob("*.safetensors"))))
+    tensors = read_safetensors(shard)
+    name = next(n for n, a in tensors.items() if a.ndim == 2 and "experts" in n)
+    write_safetensors(shard, {**tensors, name: np.asarray(tensors[name], np.float32)})
+    make_kimi_checkpoint(tmp_path / "from-f32", "quark-mxfp4", source=src)
+    write_safetensors(shard, {**tensors, name: np.zeros(tensors[name].shape, np.int8)})
+    with pytest.raises(ValueError, match=f"{re.escape(name)} is I8, not a BF16/F32"):
+        make_kimi_checkpoint(tmp_path / "from-i8", "quark-mxfp4", source=src)
 
 
 # -- 4. exclude / ignore semantics ------------------------------------------------------------------

@@ -7,6 +7,7 @@ On ``builder-inited`` it writes ``docs/_generated/`` (git-ignored, rebuilt on ev
   (its scale rule) on a normal and a heavy-tailed (Student-t, 3 degrees of freedom) sample,
   seeded, so the numbers are the same on every build;
 - ``benchmarks.png``: the throughput column of ``docs/benchmarks.md``'s results, as bars;
+- ``scale.png``: ``docs/benchmarks.md``'s validator-at-scale table, GB/s against workers;
 - ``validate-*.txt`` / ``.json``: the real output of ``mxformats validate`` and
   ``mxformats demo`` on the demo checkpoints, captured by running the CLI.
 
@@ -322,6 +323,47 @@ def plot_benchmarks(out: Path) -> list[Path]:
     return [path]
 
 
+def scale_rows(page: Path = DOCS / "benchmarks.md") -> list[tuple[int, list[float]]]:
+    """``(workers, [reproduction, its plain read, full scan, its plain read] GB/s)`` of every
+    row of ``docs/benchmarks.md``'s validator-at-scale table (seven cells, the first a worker
+    count; the ratio cells are not read)."""
+    rows = []
+    for line in page.read_text(encoding="utf-8").splitlines():
+        cells = [c.strip().strip("*") for c in line.strip().strip("|").split("|")]
+        if len(cells) == 7 and cells[0].isdigit():
+            rows.append((int(cells[0]), [float(cells[i]) for i in (1, 2, 4, 5)]))
+    return rows
+
+
+def plot_scale(out: Path) -> list[Path]:
+    """``scale.png``: reproduction and full-scan GB/s against workers, each beside the plain
+    read of the same bytes (dashed)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = scale_rows()
+    if not rows:
+        raise RuntimeError("docs/benchmarks.md has no validator-at-scale table to plot")
+    workers = [w for w, _ in rows]
+    fig, ax = plt.subplots(figsize=(6, 3.4), layout="constrained")
+    series = [("--source reproduction", "tab:blue"), ("plain read of its bytes", "tab:blue"),
+              ("--level full scan", "tab:orange"), ("plain read of its bytes", "tab:orange")]
+    for i, (label, color) in enumerate(series):
+        ax.plot(workers, [v[i] for _, v in rows], marker="o", color=color, label=label,
+                linestyle="--" if i % 2 else "-")
+    ax.set_xticks(workers)
+    ax.set_xlabel("workers (processes)")
+    ax.set_ylabel("GB/s read (higher is faster)")
+    ax.set_ylim(bottom=0)
+    ax.legend(fontsize=8)
+    path = out / "scale.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return [path]
+
+
 def scale_rule_errors() -> tuple[list[str], dict[str, list[float]]]:
     """Relative RMS error of quantize_mx -> dequantize_mx (E2M1, blocks of 32) per producer
     profile on two seeded samples: a standard normal and a Student-t (heavy-tailed). The
@@ -451,7 +493,7 @@ def generate(out: Path = GENERATED) -> list[Path]:
     """Write every build-time page piece into ``out``; return the paths written."""
     out.mkdir(parents=True, exist_ok=True)
     return (plot_value_grids(out) + plot_scale_rule_errors(out) + plot_benchmarks(out)
-            + capture_validator_output(out))
+            + plot_scale(out) + capture_validator_output(out))
 
 
 _SHARED_IVAR = re.compile(r"(?P<indent>\s*):ivar (?P<names>\w+(?:, \w+)+): ?(?P<text>.*)")

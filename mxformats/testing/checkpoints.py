@@ -96,11 +96,12 @@ from __future__ import annotations
 import copy
 import fnmatch
 import json
+import math
 import os
 import re
 import shutil
 import zlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -153,6 +154,9 @@ _CT_VERSION = "0.19.0"
 _GROUP = 32
 #: INT4 values per int32 word.
 _PER_WORD = 8
+#: The safetensors dtypes a source tensor may have (the floating ones numpy and ml_dtypes
+#: read as floats; FP8 is a quantized form, not a source).
+_FLOAT_DTYPES = frozenset({"BF16", "F16", "F32", "F64"})
 
 
 # -- architecture --------------------------------------------------------------------------------
@@ -815,22 +819,27 @@ def _write_sharded(
     folder: Path,
     tensors: Mapping[str, NDArray[Any]],
     order: Sequence[str],
+    sizes: Sequence[int],
     capacity: int,
     index_metadata: Mapping[str, int],
     *,
     trailing_newline: bool,
 ) -> None:
-    """Write ``tensors`` in ``order`` as transformers does: next-fit shards with
-    ``{"format": "pt"}``, then (for more than one shard) an index with sorted keys, indent 2."""
-    shard_of = _next_fit([_nbytes(tensors[n]) for n in order], capacity)
+    """Write ``tensors`` in ``order`` (``sizes``: their byte counts) as transformers does:
+    next-fit shards with ``{"format": "pt"}``, then (for more than one shard) an index with
+    sorted keys, indent 2. Each shard's tensors are taken from ``tensors`` only while that shard
+    is written, so a mapping that makes them on access (:class:`_GeneratedSource`) keeps one
+    shard in memory."""
+    shard_of = _next_fit(sizes, capacity)
     count = max(shard_of, default=0) + 1
-    groups: list[dict[str, NDArray[Any]]] = [{} for _ in range(count)]
+    names: list[list[str]] = [[] for _ in range(count)]
     for name, shard in zip(order, shard_of, strict=True):
-        groups[shard][name] = tensors[name]
+        names[shard].append(name)
     weight_map: dict[str, str] = {}
-    for i, group in enumerate(groups):
+    for i, group in enumerate(names):
         fname = _shard_name(i, count)
-        tensorfile.write_safetensors(folder / fname, group, metadata={"format": "pt"})
+        tensorfile.write_safetensors(folder / fname, {n: tensors[n] for n in group},
+                                     metadata={"format": "pt"})
         weight_map.update(dict.fromkeys(group, fname))
     if count == 1:
         return
@@ -839,13 +848,64 @@ def _write_sharded(
     (folder / _INDEX).write_text(text + ("\n" if trailing_newline else ""), encoding="utf-8")
 
 
-def _read_source(folder: Path) -> tuple[dict[str, Any], dict[str, dict[str, NDArray[Any]]]]:
-    """(config, {shard file name: {tensor name: array} in file order}) of a source folder."""
+class _GeneratedSource(Mapping[str, "NDArray[Any]"]):
+    """The generated source's tensors by name, each made (:func:`_init`) when looked up: a
+    multi-gigabyte source is written one shard at a time."""
+
+    def __init__(self, cfg: Mapping[str, Any], seed: int) -> None:
+        self.params = {p.name: p for m in _architecture(cfg) for p in m.params}
+        self.seed = seed
+
+    def __getitem__(self, name: str) -> NDArray[Any]:
+        return _init(self.params[name], self.seed)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.params)
+
+    def __len__(self) -> int:
+        return len(self.params)
+
+    def nbytes(self, name: str) -> int:
+        """The byte count of tensor ``name``, without making it."""
+        param = self.params[name]
+        return math.prod(param.shape) * (4 if param.dtype == "F32" else 2)
+
+
+class _SourceShards(Mapping[str, Mapping[str, "NDArray[Any]"]]):
+    """A source folder's shards by file name, each read when looked up (not kept)."""
+
+    def __init__(self, folder: Path, names: Sequence[str]) -> None:
+        self.folder = folder
+        self.names = list(names)
+
+    def __getitem__(self, name: str) -> dict[str, NDArray[Any]]:
+        if name not in self.names:
+            raise KeyError(name)
+        return tensorfile.read_safetensors(self.folder / name)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.names)
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def headers(self) -> dict[str, tuple[tuple[int, ...], str]]:
+        """Every tensor's (shape, safetensors dtype), from the shard headers alone."""
+        out: dict[str, tuple[tuple[int, ...], str]] = {}
+        for name in self.names:
+            header, _ = tensorfile.read_header(self.folder / name)
+            out.update((n, (tuple(e["shape"]), e["dtype"])) for n, e in header.items()
+                       if n != "__metadata__")
+        return out
+
+
+def _read_source(folder: Path) -> tuple[dict[str, Any], _SourceShards]:
+    """(config, the source's shards by file name, read on access) of a source folder."""
     cfg = json.loads((folder / _CONFIG).read_text(encoding="utf-8"))
     files = sorted(p.name for p in folder.glob("*.safetensors"))
     if not files:
         raise ValueError(f"{folder}: no *.safetensors files")
-    return cfg, {f: tensorfile.read_safetensors(folder / f) for f in files}
+    return cfg, _SourceShards(folder, files)
 
 
 def _prepare(path: Path) -> None:
@@ -860,15 +920,12 @@ def _prepare(path: Path) -> None:
 def _write_bf16(
     folder: Path, cfg: Mapping[str, Any], seed: int, shards: int, max_shard_size: int | None
 ) -> None:
-    """Generate and write the BF16 source."""
-    tensors: dict[str, NDArray[Any]] = {}
-    for module in _architecture(cfg):
-        for param in module.params:
-            tensors[param.name] = _init(param, seed)
+    """Generate and write the BF16 source, one shard in memory at a time."""
+    tensors = _GeneratedSource(cfg, seed)
     order = sorted(tensors)
-    sizes = [_nbytes(tensors[n]) for n in order]
+    sizes = [tensors.nbytes(n) for n in order]
     capacity = max_shard_size if max_shard_size is not None else _capacity_for(sizes, shards)
-    _write_sharded(folder, tensors, order, capacity, {"total_size": sum(sizes)},
+    _write_sharded(folder, tensors, order, sizes, capacity, {"total_size": sum(sizes)},
                    trailing_newline=False)
     (folder / _CONFIG).write_text(json.dumps(cfg, indent=2, sort_keys=True), encoding="utf-8")
 
@@ -1026,7 +1083,7 @@ def _write_ct(
     sizes = [_nbytes(a) for a in result.values()]
     capacity = max_shard_size if max_shard_size is not None else _capacity_for(sizes, shards)
     elements = sum(int(np.asarray(a).size) for a in result.values()) - buffers
-    _write_sharded(out, result, order, capacity,
+    _write_sharded(out, result, order, sizes, capacity,
                    {"total_parameters": elements, "total_size": sum(sizes)}, trailing_newline=True)
     config = copy.deepcopy(cfg)
     if modelopt:
@@ -1042,12 +1099,11 @@ def _write_ct(
         (out / "recipe.yaml").write_text(_ct_recipe_yaml(patterns), encoding="utf-8")
 
 
-def _check_source(
-    cfg: Mapping[str, Any], files: Mapping[str, Mapping[str, Any]], where: Path
-) -> None:
-    """The source's tensors must be exactly the architecture its config describes."""
+def _check_source(cfg: Mapping[str, Any], files: _SourceShards, where: Path) -> None:
+    """The source's tensors must be exactly the architecture its config describes (checked
+    from the shard headers)."""
     expected = {p.name: p for m in _architecture(cfg) for p in m.params}
-    found = {n: a for tensors in files.values() for n, a in tensors.items()}
+    found = files.headers()
     missing, extra = sorted(set(expected) - set(found)), sorted(set(found) - set(expected))
     if missing or extra:
         raise ValueError(
@@ -1056,12 +1112,13 @@ def _check_source(
             f"unexpected {extra[:5]}{'...' if len(extra) > 5 else ''})"
         )
     for name, param in expected.items():
-        array = found[name]
-        if tuple(array.shape) != param.shape:
-            raise ValueError(f"{where}: {name} has shape {list(array.shape)}, the config says "
+        shape, dtype = found[name]
+        if shape != param.shape:
+            raise ValueError(f"{where}: {name} has shape {list(shape)}, the config says "
                              f"{list(param.shape)}")
-        if not np.issubdtype(array.dtype, np.floating) and array.dtype != BF16:
-            raise ValueError(f"{where}: {name} is {array.dtype}, not a BF16/F32 source tensor")
+        if dtype not in _FLOAT_DTYPES:
+            raise ValueError(f"{where}: {name} is {dtype}, not "
+                             "a BF16/F32 source tensor")
 
 
 def _check_dims(fmt: str, cfg: Mapping[str, Any], patterns: Sequence[str]) -> None:
