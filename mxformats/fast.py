@@ -402,7 +402,7 @@ NVFP4_BLOCK = 16
 
 @cache
 def nvfp4_code_table() -> NDArray[np.uint8]:
-    """:func:`mxformats.schemes.nvfp4.e2m1_codes` of one member of every class of float32
+    """``mxformats.schemes.nvfp4.e2m1_codes`` of one member of every class of float32
     quotients (sign, exponent, 3 mantissa bits): the NaN classes give 7, ±Inf saturates, and
     only a negative non-zero class has the sign bit (``q < 0``; -0.0 does not)."""
     with np.errstate(invalid="ignore"):  # the NaN classes
@@ -555,7 +555,7 @@ def dequantize_mx(
 
     Fast path: packed E2M1 uint8 codes and uint8 scales of matching shapes, ``block_size`` 32,
     consumer ``ocp`` or one whose result is the same float32 product (Quark's HIP bfloat16
-    kernel, compressed-tensors: :func:`_exact_mx_consumer`; an MXArray is read by its
+    kernel, compressed-tensors: ``_exact_mx_consumer``; an MXArray is read by its
     producer's default consumer), ``dtype`` float32, a length along ``axis`` that is a
     multiple of 32. ``element * 2**(b - 127)`` is one float32 multiply of exact operands
     (2**-127 is a float32 subnormal), so it is the single rounding the reference specifies.
@@ -1074,7 +1074,7 @@ def _quotient_table(encode: Callable[[NDArray[np.float32]], NDArray[Any]]) -> ND
 def int4_table(profile: str, dtype: np.dtype[Any]) -> NDArray[np.int8]:
     """The INT4 value of every class of float32 quotients under INT4 producer ``profile`` for
     input ``dtype``: the quotient rounded to the producer's quotient dtype, then
-    :func:`mxformats.schemes.int4.round_to_int4`."""
+    ``mxformats.schemes.int4.round_to_int4``."""
     producer = reference_int4.get_producer(profile)
     work = reference_int4.quotient_dtype(producer, np.dtype(dtype))
     return _quotient_table(lambda q: reference_int4.round_to_int4(q.astype(work)))
@@ -1124,8 +1124,8 @@ def quantize_int4(
 
     Fast path: float32 or bfloat16 numpy data (or torch tensor) of finite values, any INT4
     producer ``profile``, an int ``group_size`` dividing the length along ``axis`` (or None:
-    one group per slice). Per group the reference's own :func:`~mxformats.schemes.int4.
-    group_scales` gives the scale; each quotient ``x / s`` (or ``x * (1 / s)``) is one float32
+    one group per slice). Per group the reference's own ``group_scales``
+    gives the scale; each quotient ``x / s`` (or ``x * (1 / s)``) is one float32
     operation, as the producer's, and its rounding to the quotient dtype and to an integer is
     one lookup in :func:`int4_table`. A non-finite input sends the call to the reference, which
     refuses it; so does every other input. Spec: int4-schemes.md.
@@ -1279,7 +1279,7 @@ def quantize_fp8_block(
     :func:`encode`'s table lookup (nearest-even, saturating), which gives the codec's codes for
     every float32, bfloat16 and float16 value, NaN included. Every tile is quantized on its own
     (its scale is its own maximum's), so a 2-D float input is cut into pieces of whole tiles,
-    one tile row high and about :data:`CHUNK_ELEMENTS` wide, each quantized by the reference
+    one tile row high and about ``CHUNK_ELEMENTS`` wide, each quantized by the reference
     (:func:`~mxformats.schemes.fp8_block.quantize_fp8_block_with`: a partial edge tile is
     padded there as in one call) in cache, on up to ``threads`` threads. Other inputs go to
     the reference whole. Spec: fp8-block.md.
@@ -1330,7 +1330,7 @@ def _fp8_block_rows(
     tile_rows: int, out: NDArray[np.float32], lo: int, hi: int,
 ) -> None:
     """``out[lo:hi] = table[codes[lo:hi]] * column_scales[row // tile_rows]``, by chunks of
-    about :data:`CHUNK_ELEMENTS`, the multiply once per run of rows that share a tile row."""
+    about ``CHUNK_ELEMENTS``, the multiply once per run of rows that share a tile row."""
     columns = codes.shape[1]
     step = max(1, CHUNK_ELEMENTS // columns)
     index = np.empty((min(step, hi - lo), columns), dtype=np.intp)

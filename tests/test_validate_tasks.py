@@ -19,7 +19,8 @@ from validate_corpus import Case
 from mxformats.cli import main
 from mxformats.validate import tasks
 from mxformats.validate.executors import ExecutorUnavailable, Outcome, executor_for
-from mxformats.validate.executors.local import THREADS_VARIABLE, LocalExecutor
+from mxformats.fast import THREADS_VARIABLE
+from mxformats.validate.executors.local import LocalExecutor
 from mxformats.validate.files import load
 from mxformats.validate.findings import Level
 from mxformats.validate.model import Options

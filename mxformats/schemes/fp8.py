@@ -38,7 +38,7 @@ from mxformats.registry import Kind, ProfileInfo, register
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike, DTypeLike, NDArray
 
-__all__ = ["dequantize_fp8", "per_tensor_codes", "per_tensor_scale", "quantize_fp8"]
+__all__ = ["Fp8Profile", "dequantize_fp8", "per_tensor_codes", "per_tensor_scale", "quantize_fp8"]
 
 #: vLLM's FP8 range on MI300 (``quant_type_max_v<c10::Float8_e4m3fnuz>``), not 240.
 VLLM_FNUZ_MAX = 224.0

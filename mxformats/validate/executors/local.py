@@ -3,7 +3,7 @@
 Processes, not threads: the checks are numpy and Python in about equal parts, and threads
 share one interpreter lock (``--workers`` over threads gave nothing past the first). Each pool
 process runs one task at a time with the fast paths on one thread
-(:data:`THREADS_VARIABLE`), so ``workers`` processes use ``workers`` cores.
+(:data:`mxformats.fast.THREADS_VARIABLE` set to 1), so ``workers`` processes use ``workers`` cores.
 
 Pool processes are started by the ``forkserver`` method: a fresh server process imports
 the task code once and forks each worker from it, so a worker never inherits the driver's
@@ -28,17 +28,14 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from concurrent.futures.process import BrokenProcessPool
 from typing import TypeVar
 
+from mxformats.fast import THREADS_VARIABLE
+
 from . import DEFAULT_MAX_ATTEMPTS, Outcome
 
-__all__ = ["THREADS_VARIABLE", "LocalExecutor"]
+__all__ = ["LocalExecutor"]
 
 T = TypeVar("T")
 R = TypeVar("R")
-
-#: Set to ``1`` in every pool process: :func:`mxformats.fast.workers` reads it, so the fast
-#: paths of a worker use one thread and the pool does not oversubscribe the cores.
-THREADS_VARIABLE = "MXFORMATS_THREADS"
-
 
 def _init_worker() -> None:
     """Pool process setup: one thread for the fast paths; SIGINT ignored (the driver, which
