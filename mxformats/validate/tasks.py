@@ -3,8 +3,8 @@
 A :class:`Task` names a checkpoint (a folder path or ``hf://`` location, as a string), the
 run's :class:`~mxformats.validate.model.Options`, and a group of quantized modules; the
 module-level :func:`run_task` opens the checkpoint itself (headers only, cached per process),
-runs :func:`~mxformats.validate.numbers.module_numbers` and
-:func:`~mxformats.validate.reproduce.module_reproduction` on each module, one module at a
+runs ``numbers.module_numbers`` and
+``reproduce.module_reproduction`` on each module, one module at a
 time (memory per task is bounded by the largest module, not by the shard), and returns a
 picklable :class:`TaskResult`. So a task runs in this process, in a pool process, or on
 another machine (:mod:`~mxformats.validate.executors`).
@@ -17,8 +17,8 @@ tasks than workers. The plan depends only on the checkpoint and the options, nev
 number of workers or the executor: every run cuts the same tasks, which makes the report
 byte-identical across executors and lets ``--resume`` match tasks by :func:`task_key`.
 
-The report combines the outcomes in module order (:func:`~mxformats.validate.numbers.combine`,
-:func:`~mxformats.validate.reproduce.combine`), whatever order the tasks finished in.
+The report combines the outcomes in module order (``numbers.combine``,
+``reproduce.combine``), whatever order the tasks finished in.
 """
 
 from __future__ import annotations
