@@ -17,9 +17,9 @@ from test_validate_corpus import CASES, build, ensure_twins, options
 from validate_corpus import Case
 
 from mxformats.cli import main
+from mxformats.fast import THREADS_VARIABLE
 from mxformats.validate import tasks
 from mxformats.validate.executors import ExecutorUnavailable, Outcome, executor_for
-from mxformats.fast import THREADS_VARIABLE
 from mxformats.validate.executors.local import LocalExecutor
 from mxformats.validate.files import load
 from mxformats.validate.findings import Level
