@@ -214,10 +214,13 @@ def test_validate_on_the_cluster_gives_the_local_report(
     from mxformats.validate.runner import validate
 
     monkeypatch.setattr(tasks, "TASK_BYTES", 1 << 16)  # several tasks, over both nodes
+    monkeypatch.setattr(tasks, "TASK_MODULES", 2)
     opts = {"level": Level.FULL, "source": SRC}
     local = validate(PRODUCERS / fixture, Options(workers=1, **opts))
+    # The cluster's own address: ``None`` would join whichever Ray runs on this machine, and
+    # under pytest-xdist every worker process starts a cluster of its own.
     on_ray = validate(PRODUCERS / fixture, Options(workers=2, executor="ray", **opts),
-                      executor=RayExecutor(workers=2))
+                      executor=RayExecutor(address=ray_cluster.address, workers=2))
     assert len(on_ray.tasks) > 2 and on_ray.reproduction is not None
     assert _without_timings(_json(on_ray)) == _without_timings(_json(local))
 
@@ -235,11 +238,12 @@ def test_corpus_on_the_cluster_gives_the_local_report(
     from mxformats.validate.runner import validate
 
     monkeypatch.setattr(tasks, "TASK_BYTES", 1 << 16)
+    monkeypatch.setattr(tasks, "TASK_MODULES", 2)
     bases = {c.base} | ({c.source} if isinstance(c.source, str) else set())
     ensure_twins(tmp_path_factory.getbasetemp() / "twins-ray", bases)
     path = build(c, tmp_path)
     opts = options(c)
     local = validate(path, opts)
     opts.workers, opts.executor = 2, "ray"
-    on_ray = validate(path, opts, executor=RayExecutor(workers=2))
+    on_ray = validate(path, opts, executor=RayExecutor(address=ray_cluster.address, workers=2))
     assert _without_timings(_json(on_ray)) == _without_timings(_json(local))
