@@ -283,8 +283,8 @@ class _Statistics:
     ``np.corrcoef``): BLAS splits a dot product over its threads, so its last bits follow the
     thread count (Ray sets ``OMP_NUM_THREADS=1`` in its workers), and a module's figures must
     not depend on where its task ran (the report is byte-identical across executors). The
-    pieces keep the float64 copies in cache: one pass over a 2048 × 7168 expert instead of
-    twenty over 118 MB arrays."""
+    pieces keep the float64 copies in cache: two passes over a 2048 × 7168 expert in cache, not
+    about twenty over 118 MB float64 arrays."""
 
     error_squares: float = 0.0  # sum of (d - x)^2
     source_squares: float = 0.0  # sum of x^2
