@@ -233,3 +233,18 @@ def test_short_references_point_at_the_defining_module() -> None:
     assert mxdocs.defining_name("Checkpoint", runner) == "mxformats.validate.model.Checkpoint"
     # A type alias reports its origin's module (collections.abc): it is left to Sphinx.
     assert mxdocs.defining_name("Encoder", "mxformats.schemes.fp8_block") is None
+
+
+def test_scale_plot_reads_the_committed_table() -> None:
+    """``scale.png`` plots docs/benchmarks.md's validator-at-scale table: one row per worker
+    count with the four GB/s columns (reproduction, its read, full scan, its read), and the
+    ratio column each row states is the one its GB/s give (rounded as printed)."""
+    rows = mxdocs.scale_rows()
+    assert [w for w, _ in rows] == [1, 2]
+    assert rows[0][1] == [0.086, 5.68, 0.769, 7.26]
+    text = (DOCS / "benchmarks.md").read_text(encoding="utf-8")
+    for workers, (repro, read, scan, scan_read) in rows:
+        line = next(line for line in text.splitlines() if line.startswith(f"| {workers} | "))
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        assert float(cells[3].rstrip("×")) == pytest.approx(read / repro, rel=0.02)
+        assert float(cells[6].rstrip("×")) == pytest.approx(scan_read / scan, rel=0.02)
