@@ -378,10 +378,44 @@ def test_results_round_trip_through_json() -> None:
     folder = str((PRODUCERS / "kimi-k2-w4a8-quark").resolve())
     ckpt = load(folder, opts).ckpt
     assert ckpt is not None
-    tasks.remember(folder, opts, ckpt)
-    for task in tasks.plan(folder, ckpt, opts):
-        result = tasks.run_task(task)
-        back = tasks.result_from_json(json.loads(json.dumps(tasks.result_to_json(result))),
-                                      task.index)
-        assert tasks.result_to_json(back) == tasks.result_to_json(result)
-        assert [o.findings for o in back.numbers] == [o.findings for o in result.numbers]
+    with tasks.remembered(folder, opts, ckpt):
+        for task in tasks.plan(folder, ckpt, opts):
+            result = tasks.run_task(task)
+            back = tasks.result_from_json(json.loads(json.dumps(tasks.result_to_json(result))),
+                                          task.index)
+            assert tasks.result_to_json(back) == tasks.result_to_json(result)
+            assert [o.findings for o in back.numbers] == [o.findings for o in result.numbers]
+
+
+def test_a_run_forgets_its_checkpoint() -> None:
+    """validate() lends its loaded headers to the tasks it runs in this process, and takes
+    them back: a process validating checkpoint after checkpoint does not keep them all."""
+    opts = Options(level=Level.FULL, source=SRC)
+    folder = PRODUCERS / "kimi-k2-int4-compressed-tensors"
+    tasks._LOADED.clear()
+    seen: list[int] = []
+
+    class InProcess:
+        def map(self, fn: Any, items: list[tasks.Task]) -> Any:
+            for i, task in enumerate(items):
+                seen.append(len(tasks._LOADED))  # the run's checkpoint, lent
+                yield Outcome(i, fn(task), None)
+
+    report = validate(folder, opts, executor=InProcess())
+    assert seen and set(seen) == {1} and report.reproduction is not None
+    assert tasks._LOADED == {}
+
+
+def test_a_worker_holds_one_checkpoint_it_loaded() -> None:
+    """A long-lived worker (Ray reuses its workers across runs) drops the checkpoint its
+    previous task loaded when a task of another one comes."""
+    opts = Options(level=Level.FULL)
+    tasks._LOADED.clear()
+    first, second = (str((PRODUCERS / name).resolve()) for name in
+                     ("kimi-k2-int4-compressed-tensors", "kimi-k2-w4a8-quark"))
+    for folder in (first, second, second):
+        ckpt = load(folder, opts).ckpt
+        assert ckpt is not None
+        tasks.run_task(tasks.plan(folder, ckpt, opts)[0])
+        assert [key[0] for key in tasks._LOADED] == [folder]
+    tasks._LOADED.clear()

@@ -137,7 +137,6 @@ class _TaskRun:
 
     def __init__(self, root: str, ckpt: Checkpoint, opts: Options) -> None:
         self.ckpt, self.opts = ckpt, opts
-        tasks.remember(root, opts, ckpt)  # tasks run in this process reuse the headers
         self.plan = tasks.plan(root, ckpt, opts)
         self.results: dict[int, tasks.TaskResult] = {}
         self.errors: dict[int, str] = {}
@@ -241,8 +240,10 @@ def validate(
                         f"{reader.name}; pass --yes to read them")
         report.seconds = time.perf_counter() - start
         return report
-    with _loaded_graph_frozen():
-        done = _TaskRun(reader.name if reader.remote else str(ckpt.root), ckpt, opts)
+    key = reader.name if reader.remote else str(ckpt.root)
+    # tasks run in this process reuse the loaded headers, for this run only
+    with _loaded_graph_frozen(), tasks.remembered(key, opts, ckpt):
+        done = _TaskRun(key, ckpt, opts)
         try:
             done.run(executor, on_read)
         except KeyboardInterrupt:

@@ -31,6 +31,7 @@ import math
 import os
 import time
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -104,8 +105,11 @@ class _Loaded:
     chosen: frozenset[str]
 
 
-#: Checkpoints loaded in this process, by :func:`_load_key`.
+#: Checkpoints this process holds, by :func:`_load_key`: the run's own while it runs
+#: (:func:`remembered`), and in a worker the one its last task loaded (:func:`_loaded`).
 _LOADED: dict[tuple[str, ...], _Loaded] = {}
+#: The key :func:`_loaded` filled, which the next checkpoint a worker loads replaces.
+_LAST_LOADED: list[tuple[str, ...]] = []
 
 
 def _load_key(root: str, opts: Options) -> tuple[str, ...]:
@@ -115,9 +119,19 @@ def _load_key(root: str, opts: Options) -> tuple[str, ...]:
             f"sample={opts.sample}")
 
 
-def remember(root: str, opts: Options, ckpt: Checkpoint) -> None:
-    """Let tasks of ``root`` that run in this process use the already loaded ``ckpt``."""
-    _LOADED[_load_key(root, opts)] = _prepared(ckpt, opts)
+@contextmanager
+def remembered(root: str, opts: Options, ckpt: Checkpoint) -> Iterator[None]:
+    """Let the tasks of ``root`` that run in this process use the already loaded ``ckpt``
+    while the block runs, and forget it after: a process that validates checkpoint after
+    checkpoint holds none of them once its run is over (and a process that exits has no
+    ~450,000 header objects of a full-size checkpoint left for its final collection)."""
+    key = _load_key(root, opts)
+    entry = _LOADED[key] = _prepared(ckpt, opts)
+    try:
+        yield
+    finally:
+        if _LOADED.get(key) is entry:
+            del _LOADED[key]
 
 
 def _prepared(ckpt: Checkpoint, opts: Options) -> _Loaded:
@@ -128,15 +142,21 @@ def _prepared(ckpt: Checkpoint, opts: Options) -> _Loaded:
 
 
 def _loaded(root: str, opts: Options) -> _Loaded:
+    """The checkpoint of ``root`` as this process holds it, loading its headers when it does
+    not. A worker holds one checkpoint it loaded itself at a time: a long-lived one (a Ray
+    worker serves run after run) drops the previous one first."""
     key = _load_key(root, opts)
     found = _LOADED.get(key)
     if found is None:
         from .files import load
 
+        while _LAST_LOADED:
+            _LOADED.pop(_LAST_LOADED.pop(), None)
         result = load(root, opts)
         if result.ckpt is None or result.fatal is not None:
             raise RuntimeError(f"cannot load {root}: {result.fatal or 'nothing readable'}")
         found = _LOADED[key] = _prepared(result.ckpt, opts)
+        _LAST_LOADED.append(key)
     return found
 
 
