@@ -25,7 +25,9 @@ table is built on); measured in ``docs/benchmarks.md``.
 - :func:`quantize_fp8` (:func:`mxformats.schemes.fp8.quantize_fp8`): the producer profile
   ``static`` (Quark's per-tensor stage), float32 / bfloat16 input.
 - :func:`quantize_w4a8` (:func:`mxformats.schemes.w4a8.quantize_w4a8`): the reference's
-  stages (:func:`~mxformats.schemes.w4a8.quantize_w4a8_with`) done by the fast paths.
+  stages (:func:`~mxformats.schemes.w4a8.quantize_w4a8_with`) done by the fast paths;
+  :func:`dequantize_w4a8` (:func:`mxformats.schemes.w4a8.dequantize_w4a8`): vLLM's folded
+  scales, float32 output.
 - :func:`quantize_fp8_block` (:func:`mxformats.schemes.fp8_block.quantize_fp8_block`): every
   profile; the reference on cache-sized pieces of whole tiles, on threads, with the element
   cast by :func:`encode`.
@@ -98,6 +100,7 @@ if TYPE_CHECKING:
 __all__ = [
     "QUANTIZE_PROFILES", "REFERENCES", "THREADS_VARIABLE", "code_table", "decode",
     "dequantize_fp8_block", "dequantize_int4", "dequantize_mx", "dequantize_nvfp4",
+    "dequantize_w4a8",
     "element_table", "encode", "fp8_table", "int4_table", "nvfp4_code_table", "pack_int4",
     "quantize_fp8", "quantize_fp8_block", "quantize_int4", "quantize_mx", "quantize_nvfp4",
     "quantize_w4a8", "unpack_int4", "workers",
@@ -1261,6 +1264,51 @@ def quantize_w4a8(w: object, *, profile: str = "quark") -> W4A8:
     return reference_w4a8.quantize_w4a8_with(_W4A8_STAGES, w, profile=profile)
 
 
+@containers()
+@_with_signature_of(reference_w4a8.dequantize_w4a8)
+def dequantize_w4a8(
+    weight: ArrayLike | W4A8, weight_scale: ArrayLike | None,
+    weight_scale_2: ArrayLike | None, *, dtype: DTypeLike, threads: int | None,
+) -> NDArray[np.generic]:
+    """:func:`mxformats.schemes.w4a8.dequantize_w4a8`, the same bytes, fast to float32.
+
+    Fast path: int32 words ``[O, W]``, a float32 scalar ``weight_scale`` and float32
+    ``weight_scale_2 [O]`` whose folded products ``float32(s2 × s1)`` (the reference's) are
+    all finite, ``dtype`` float32. The reference multiplies ``float32(q) × f`` in float32 and
+    rounds the product to ``dtype`` through float64, which for float32 changes nothing: the
+    float32 multiply is the whole result, overflow to ±Inf included, written in cache-sized
+    row chunks. The codes come from :func:`unpack_int4`. Spec: w4a8.md, "Dequantization".
+    """
+    if isinstance(weight, W4A8):
+        weight, weight_scale, weight_scale_2 = weight
+    words = weight if isinstance(weight, np.ndarray) else None
+    s1 = weight_scale if isinstance(weight_scale, np.ndarray) else None
+    s2 = weight_scale_2 if isinstance(weight_scale_2, np.ndarray) else None
+    if (
+        words is None or s1 is None or s2 is None
+        or words.dtype != np.int32 or words.ndim != 2 or words.size == 0
+        or s1.dtype != _F32 or s1.size != 1
+        or s2.dtype != _F32 or s2.shape != (words.shape[0],)
+        or np.dtype(dtype) != _F32
+    ):
+        return reference_w4a8.dequantize_w4a8(weight, weight_scale, weight_scale_2, dtype=dtype)
+    with np.errstate(over="ignore"):  # the reference's folding: Inf where it overflows
+        folded = s2 * s1.reshape(())
+    if not np.isfinite(folded).all():
+        return reference_w4a8.dequantize_w4a8(weight, weight_scale, weight_scale_2, dtype=dtype)
+    q = unpack_int4(words, layout=reference_w4a8.W4A8_CONSUMERS["vllm"].layout, axis=-1,
+                    threads=threads)
+    out = np.empty(q.shape, dtype=np.float32)
+    factor = folded[:, None]
+
+    def work(lo: int, hi: int) -> None:
+        with np.errstate(over="ignore"):  # overflow to Inf is the specified result
+            np.multiply(q[lo:hi], factor[lo:hi], out=out[lo:hi])
+
+    _parallel(q.shape[0], work, threads, max(1, CHUNK_ELEMENTS // q.shape[1]))
+    return out
+
+
 # -- FP8 block quantize ---------------------------------------------------------------------------
 
 
@@ -1422,6 +1470,7 @@ REFERENCES: dict[Callable[..., Any], Callable[..., Any]] = {
     pack_int4: reference_int4.pack_int4, unpack_int4: reference_int4.unpack_int4,
     quantize_int4: reference_int4.quantize_int4, dequantize_int4: reference_int4.dequantize_int4,
     quantize_fp8: reference_fp8.quantize_fp8, quantize_w4a8: reference_w4a8.quantize_w4a8,
+    dequantize_w4a8: reference_w4a8.dequantize_w4a8,
     quantize_fp8_block: reference_fp8_block.quantize_fp8_block,
     dequantize_fp8_block: reference_fp8_block.dequantize_fp8_block,
 }

@@ -442,6 +442,8 @@ EMPTY_CALLS = {
                           np.float32(1)), {"profile": "vllm-modelopt"}),
     "dequantize_fp8_block": ((np.zeros((0, 3), dtype=np.uint8),
                               np.zeros((0, 1), dtype=np.float32)), {}),
+    "dequantize_w4a8": ((np.zeros((0, 2), dtype=np.int32), np.float32(1),
+                         np.zeros(0, dtype=np.float32)), {}),
 }
 
 
@@ -450,7 +452,7 @@ SIGNATURES_FROM_THE_REFERENCE = {
     "dequantize_int4": int4.dequantize_int4, "dequantize_nvfp4": nvfp4.dequantize_nvfp4,
     "dequantize_fp8_block": fp8_block.dequantize_fp8_block, "encode": codec.encode,
     "pack_int4": int4.pack_int4, "quantize_int4": int4.quantize_int4,
-    "quantize_fp8": fp8.quantize_fp8,
+    "quantize_fp8": fp8.quantize_fp8, "dequantize_w4a8": w4a8.dequantize_w4a8,
 }
 
 
@@ -597,6 +599,7 @@ def refuse_reference(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(fast.reference_nvfp4, "dequantize_nvfp4", refuse)
     monkeypatch.setattr(fast.reference_fp8_block, "dequantize_fp8_block", refuse)
+    monkeypatch.setattr(fast.reference_w4a8, "dequantize_w4a8", refuse)
 
 
 @pytest.fixture
@@ -1009,6 +1012,83 @@ def test_quantize_w4a8_is_the_reference(dtype: np.dtype[Any]) -> None:
             assert g.dtype == e.dtype and g.shape == e.shape and g.tobytes() == e.tobytes()
     with pytest.raises(ValueError, match="2-D"):
         fast.quantize_w4a8(rows[0])
+
+
+def w4a8_every_code_under_edge_scales() -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+    """Words holding each INT4 code at every nibble position (two words a row: all 16 codes),
+    one row per ``weight_scale_2``: every float32 exponent (subnormals included) with the
+    smallest, largest and a middle mantissa, both signs, and ±0."""
+    exponents = np.arange(0, 255, dtype=np.uint32) << 23
+    mantissas = np.array([0, 1, 0x400001, 0x7FFFFF], dtype=np.uint32)
+    patterns = (exponents[:, None] | mantissas).reshape(-1)
+    s2 = float32_from_bits(np.concatenate([patterns, patterns | 0x80000000]))
+    codes = np.tile(np.arange(-8, 8, dtype=np.int8), (s2.size, 1))
+    return int4.pack_int4(codes, layout=w4a8.W4A8_CONSUMERS["vllm"].layout, axis=1), s2
+
+
+#: Scalar weight scales: exact, inexact, tiny (products underflow) and large (folded products
+#: or their multiples by the codes overflow to ±Inf).
+W4A8_WEIGHT_SCALES = (1.0, 3.0, 0.1, 2.0**-126, 2.0**-149, 2.0**100, -0.75)
+
+
+@pytest.mark.usefixtures("small_chunks")
+@pytest.mark.parametrize("threads", [1, 3])
+def test_dequantize_w4a8_every_code_under_edge_scales(threads: int,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Bit for bit the reference's, on the fast path wherever the folded scales are finite."""
+    words, s2 = w4a8_every_code_under_edge_scales()
+    for value in W4A8_WEIGHT_SCALES:
+        s1 = np.asarray([value], dtype=np.float32)
+        folded = quiet(np.multiply, s2, s1[0])
+        finite = np.isfinite(folded)
+        want = quiet(w4a8.dequantize_w4a8, words[finite], s1, s2[finite])
+        with monkeypatch.context() as patched:
+            refuse_reference(patched)
+            got = quiet(fast.dequantize_w4a8, words[finite], s1, s2[finite], threads=threads)
+        assert got.dtype == want.dtype and np.array_equal(bits(got), bits(want)), value
+        # a call with an infinite folded scale is the reference's, whole
+        want = quiet(w4a8.dequantize_w4a8, words, s1, s2)
+        got = quiet(fast.dequantize_w4a8, words, s1, s2, threads=threads)
+        assert np.array_equal(bits(got), bits(want)), value
+
+
+def test_dequantize_w4a8_results_and_fallbacks() -> None:
+    rng = np.random.default_rng(43)
+    w = (rng.standard_normal((40, 96)) * np.exp2(rng.integers(-12, 12, (40, 1)))).astype(BF16)
+    result = w4a8.quantize_w4a8(w)
+    want = w4a8.dequantize_w4a8(result)
+    assert np.array_equal(bits(fast.dequantize_w4a8(result)), bits(want))
+    words, s1, s2 = result
+    assert np.array_equal(bits(fast.dequantize_w4a8(words, s1, s2, threads=2)), bits(want))
+    for dtype in (BF16, np.float16, np.float64):  # other outputs: the reference's rounding
+        assert np.array_equal(bits(fast.dequantize_w4a8(result, dtype=dtype)),
+                              bits(w4a8.dequantize_w4a8(result, dtype=dtype)))
+    for bad in (np.float32(np.nan), np.float32(np.inf)):
+        s2_bad = s2.copy()
+        s2_bad[3] = bad
+        assert np.array_equal(bits(quiet(fast.dequantize_w4a8, words, s1, s2_bad)),
+                              bits(quiet(w4a8.dequantize_w4a8, words, s1, s2_bad)))
+    for args, error in (((words, s1, s2[:-1]), ValueError), ((words, None, s2), TypeError),
+                        ((words, np.ones(2, np.float32), s2), ValueError)):
+        for function in (fast.dequantize_w4a8, w4a8.dequantize_w4a8):
+            with pytest.raises(error):
+                function(*args)
+
+
+@pytest.mark.usefixtures("small_chunks")
+@settings(max_examples=100, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.integers(1, 70), st.integers(1, 40), st.integers(0, 2**32 - 1))
+def test_dequantize_w4a8_random_words_and_scales(rows: int, words: int, seed: int) -> None:
+    """Random words and random finite float32 scale bits, over several row chunks."""
+    rng = np.random.default_rng(seed)
+    packed = rng.integers(-2**31, 2**31, (rows, words), dtype=np.int64).astype(np.int32)
+    s2 = float32_from_bits(rng.integers(0, 0xFF000000, rows, dtype=np.uint32))
+    s2 = np.where(np.isfinite(s2), s2, np.float32(1))
+    s1 = np.asarray([rng.choice(W4A8_WEIGHT_SCALES)], dtype=np.float32)
+    want = quiet(w4a8.dequantize_w4a8, packed, s1, s2)
+    got = quiet(fast.dequantize_w4a8, packed, s1, s2, threads=3)
+    assert np.array_equal(bits(got), bits(want))
 
 
 # -- MXFP4 quantize: Quark's short last block ------------------------------------------------

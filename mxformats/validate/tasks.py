@@ -51,7 +51,7 @@ if TYPE_CHECKING:
     from numpy.typing import NDArray
 
 __all__ = ["RESUME_MAX_BYTES", "RESUME_UNUSABLE", "TASK_BYTES", "TASK_FAILED", "TASK_MODULES",
-           "Task", "TaskResult", "failure_findings", "plan", "record", "remember",
+           "Task", "TaskResult", "failure_findings", "plan", "record", "remembered",
            "result_from_json", "result_to_json", "resumable", "run_task", "task_key"]
 
 TASK_FAILED = declare(

@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from mxformats import fast
-from mxformats.schemes.w4a8 import dequantize_w4a8
 
 from ..findings import Finding, Level, Severity, declare
 from ..model import CheckpointFormat
@@ -147,9 +146,11 @@ class QuarkW4A8(QuarkDescriptor):
                 "weight_scale_2": r.weight_scale_2}
 
     def dequantize(self, arrays: dict[str, NDArray[Any]], cols: int) -> NDArray[Any]:
-        """vLLM's folded scales: ``dequantize_w4a8`` is the ``vllm`` consumer, the only one,
-        which the pairing table names for ``quark`` (:attr:`consumer`)."""
-        d = dequantize_w4a8(arrays["weight"], arrays["weight_scale"], arrays["weight_scale_2"])
+        """vLLM's folded scales: ``dequantize_w4a8`` (its fast path,
+        :func:`mxformats.fast.dequantize_w4a8`) is the ``vllm`` consumer, the only one, which
+        the pairing table names for ``quark`` (:attr:`consumer`)."""
+        d = fast.dequantize_w4a8(arrays["weight"], arrays["weight_scale"],
+                                 arrays["weight_scale_2"])
         return np.asarray(d[..., :cols], dtype=np.float64)
 
 
