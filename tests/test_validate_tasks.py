@@ -7,8 +7,10 @@ from __future__ import annotations
 import io
 import json
 import os
+import shutil
 import signal
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -74,8 +76,7 @@ def test_plan_reads_each_shard_front_to_back_in_bounded_tasks(small_tasks: None)
                                   if ckpt.descriptor.quantized(m))
     # the plan depends on the checkpoint and options only, never on the workers
     assert tasks.plan("root", ckpt, Options(level=Level.FULL, workers=7)) == [
-        tasks.Task("root", Options(level=Level.FULL, workers=7), t.modules, t.index)
-        for t in plan]
+        replace(t, options=Options(level=Level.FULL, workers=7)) for t in plan]
     assert tasks.plan("root", ckpt, Options(level=Level.STRUCTURE)) == []
     # offsets, not names, give the order: a shard written back to front is read front to back
     wp = ckpt.descriptor.weight_param
@@ -99,7 +100,8 @@ def test_task_key_changes_with_what_the_result_depends_on() -> None:
                   tasks.Task("/ckpt", Options(level=Level.SCALES), base.modules, 0),
                   tasks.Task("/ckpt", Options(level=Level.FULL, source=SRC), base.modules, 0),
                   tasks.Task("/ckpt", Options(level=Level.FULL, source=SRC, sample=1),
-                             base.modules, 0)):
+                             base.modules, 0),
+                  replace(base, stamp="0" * 64)):
         assert tasks.task_key(other) != tasks.task_key(base)
 
 
@@ -342,6 +344,8 @@ def test_cli_interrupt_writes_an_incomplete_report_and_exits_130(
     "not json", "[]", json.dumps({"tasks": "x"}), json.dumps({"no": "tasks"}),
     "OTHER",  # a record of another run: no key matches
     "OBJECT_DTYPE", "TEXT_DTYPE", "HUGE_ARRAY", "UNKNOWN_CHECK",
+    "HUGE_NUMBER",  # a JSON integer too large for a float
+    "MODULE_DROPPED",  # a record short of one of its task's modules
 ])
 def test_an_unusable_resume_file_is_a_warning_and_everything_runs(
         content: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -363,6 +367,11 @@ def test_an_unusable_resume_file_is_a_warning_and_everything_runs(
             "weight_scale": {"dtype": "uint8", "shape": [1 << 40], "data": ""}}
     elif content == "UNKNOWN_CHECK":
         result["numbers"][0]["findings"] = [{"check": "NO_SUCH_CHECK", "message": "x"}]
+    elif content == "HUGE_NUMBER":
+        result["numbers"][0]["expert"] = ["00", 10**4000, False]
+    elif content == "MODULE_DROPPED":
+        assert len(result["numbers"]) > 1
+        del result["numbers"][-1]
     path = tmp_path / "resume.json"
     path.write_text(json.dumps({"tasks": [rec]}) if content.isupper() else content)
     ran = _counting(monkeypatch)
@@ -419,3 +428,138 @@ def test_a_worker_holds_one_checkpoint_it_loaded() -> None:
         tasks.run_task(tasks.plan(folder, ckpt, opts)[0])
         assert [key[0] for key in tasks._LOADED] == [folder]
     tasks._LOADED.clear()
+
+
+def _failing_reads(monkeypatch: pytest.MonkeyPatch, where: dict[int, str]) -> None:
+    """Give task ``i``'s result a failed read of file ``where[i]`` (as a Hub read that broke
+    off would), on top of what the task really found."""
+    real = tasks.run_task
+
+    def broken(task: tasks.Task) -> tasks.TaskResult:
+        result = real(task)
+        if task.index in where:
+            result.read_failures.append(("HUB_READ_FAILED", where[task.index],
+                                         f"read of task {task.index} failed", False))
+        return result
+
+    monkeypatch.setattr(tasks, "run_task", broken)
+
+
+def test_a_resumed_run_keeps_the_failed_reads_of_the_tasks_it_reuses(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, small_tasks: None) -> None:
+    opts = {"level": Level.FULL, "workers": 1}
+    _failing_reads(monkeypatch, {0: "model-00001-of-00002.safetensors"})
+    full = validate(RESUMED, Options(**opts))
+    assert [f.message for f in full.findings if f.check.id == "HUB_READ_FAILED"] == [
+        "read of task 0 failed"] and exit_code(full) == 1
+    ran = _interrupt_after(monkeypatch, 2)
+    partial = validate(RESUMED, Options(**opts))
+    assert partial.incomplete and ran == [0, 1]
+    saved = tmp_path / "partial.json"
+    saved.write_text(_json(partial))
+    monkeypatch.undo()  # task 0, the one whose read failed, is not run again
+    monkeypatch.setattr(tasks, "TASK_BYTES", 1 << 16)
+    resumed = validate(RESUMED, Options(**opts, resume=saved))
+    assert _without_timings(_json(resumed)) == _without_timings(_json(full))
+
+
+def test_failed_reads_are_reported_in_task_order_whatever_order_tasks_finish(
+        monkeypatch: pytest.MonkeyPatch, small_tasks: None) -> None:
+    class Reversed:
+        """Runs every task here, and hands the outcomes back last first."""
+
+        def map(self, fn: Any, items: list[tasks.Task]) -> Any:
+            done = [Outcome(i, fn(task)) for i, task in enumerate(items)]
+            return reversed(done)
+
+    _failing_reads(monkeypatch, {0: "model-00001-of-00002.safetensors",
+                                 2: "model-00002-of-00002.safetensors"})
+    opts = Options(level=Level.FULL, workers=1)
+    in_order = validate(RESUMED, opts)
+    assert len([f for f in in_order.findings if f.check.id == "HUB_READ_FAILED"]) == 2
+    backwards = validate(RESUMED, opts, executor=Reversed())
+    assert _without_timings(_json(backwards)) == _without_timings(_json(in_order))
+
+
+def test_resume_reruns_the_tasks_whose_files_changed(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, small_tasks: None) -> None:
+    """A task's result is reused only while the files it read are as they were (size and
+    modification time): the tasks of a shard written again run again, the others do not;
+    a source written again runs every task that compared modules with it."""
+    folder, source = tmp_path / "ckpt", tmp_path / "src"
+    shutil.copytree(RESUMED, folder)
+    shutil.copytree(SRC, source)
+    opts = Options(level=Level.FULL, source=source, workers=1)
+    first = validate(folder, opts)
+    saved = tmp_path / "first.json"
+    saved.write_text(_json(first))
+    ckpt = load(folder, opts).ckpt
+    assert ckpt is not None
+    plan = tasks.plan(str(folder.resolve()), ckpt, opts)
+    shard = "model-00002-of-00002.safetensors"
+    touched = [t.index for t in plan if any(
+        ref.file == shard for m in t.modules for ref in ckpt.modules[m].tensors.values())]
+    assert 0 < len(touched) < len(plan)
+
+    def resume() -> tuple[list[int], Report]:
+        ran = _counting(monkeypatch)
+        report = validate(folder, replace(opts, resume=saved))
+        monkeypatch.undo()
+        monkeypatch.setattr(tasks, "TASK_BYTES", 1 << 16)
+        return ran, report
+
+    ran, report = resume()
+    assert ran == [] and _without_keys(report) == _without_keys(first)  # all reused
+    _rewrite(folder / shard)
+    ran, report = resume()
+    assert ran == touched and _without_keys(report) == _without_keys(first)
+    _rewrite(source / "config.json")
+    ran, report = resume()
+    assert ran == [t.index for t in plan]
+    assert [f.check.id for f in report.findings if f not in first.findings] == [
+        "RESUME_UNUSABLE"]
+
+
+def _without_keys(report: Report) -> str:
+    """The JSON report without timings and task keys (they hash the files' mtimes)."""
+    data = json.loads(_without_timings(_json(report)))
+    for rec in data.get("tasks", []):
+        rec.pop("key")
+    return json.dumps(data, indent=2)
+
+
+def _rewrite(path: Path) -> None:
+    """Write ``path`` again with the same bytes, as a re-download would: a new mtime."""
+    st = path.stat()
+    path.write_bytes(path.read_bytes())
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+
+
+def test_a_relative_source_is_the_one_the_driver_meant_wherever_a_task_runs(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, small_tasks: None) -> None:
+    """A worker (a Ray worker on another node) runs in a working directory of its own: the
+    tasks name ``--source`` as the driver resolved it."""
+    elsewhere = tmp_path / "worker-cwd"
+    elsewhere.mkdir()
+
+    class Elsewhere:
+        """Runs each task as a fresh worker would: no loaded checkpoint, another cwd."""
+
+        def map(self, fn: Any, items: list[tasks.Task]) -> Any:
+            for i, task in enumerate(items):
+                lent = dict(tasks._LOADED)
+                tasks._LOADED.clear()
+                monkeypatch.chdir(elsewhere)
+                try:
+                    yield Outcome(i, fn(task))
+                finally:
+                    monkeypatch.chdir(SRC.parent)
+                    tasks._LOADED.clear()
+                    tasks._LOADED.update(lent)
+
+    monkeypatch.chdir(SRC.parent)
+    opts = Options(level=Level.FULL, source=Path(SRC.name), workers=1)
+    here = validate(RESUMED, opts)
+    assert here.reproduction is not None and exit_code(here) == 0
+    there = validate(RESUMED, opts, executor=Elsewhere())
+    assert _without_timings(_json(there)) == _without_timings(_json(here))

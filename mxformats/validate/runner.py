@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -142,25 +143,27 @@ class _TaskRun:
         self.errors: dict[int, str] = {}
         self.resume_problem: Finding | None = None
         if opts.resume is not None:
-            self.results, self.resume_problem = tasks.resumable(opts.resume, self.plan)
+            self.results, self.resume_problem = tasks.resumable(opts.resume, self.plan, ckpt)
 
     def run(self, executor: Executor | None, on_read: Callable[[int], None] | None) -> None:
         """Run the tasks not yet finished on ``executor`` (None: :func:`executor_for` the
         options, made only when there is a task: joining a Ray cluster costs seconds); each
-        result's bytes advance ``on_read`` and its failed reads join the checkpoint's.
-        KeyboardInterrupt leaves the finished ones in :attr:`results`."""
+        result's bytes advance ``on_read``. Once all have run, the failed reads of every
+        result, those ``--resume`` supplied included, join the checkpoint's in task order
+        (never in the order the tasks finished). KeyboardInterrupt leaves the finished ones
+        in :attr:`results`."""
         todo = [t for t in self.plan if t.index not in self.results]
-        if not todo:
-            return
-        for outcome in (executor or executor_for(self.opts)).map(tasks.run_task, todo):
-            task = todo[outcome.index]
-            if outcome.value is None:
-                self.errors[task.index] = outcome.error or "no result"
-                continue
-            self.results[task.index] = outcome.value
-            self.ckpt.read_failures.extend(tasks.read_failures(outcome.value))
-            if on_read is not None and outcome.value.bytes_read:
-                on_read(outcome.value.bytes_read)
+        if todo:
+            for outcome in (executor or executor_for(self.opts)).map(tasks.run_task, todo):
+                task = todo[outcome.index]
+                if outcome.value is None:
+                    self.errors[task.index] = outcome.error or "no result"
+                    continue
+                self.results[task.index] = outcome.value
+                if on_read is not None and outcome.value.bytes_read:
+                    on_read(outcome.value.bytes_read)
+        for index in sorted(self.results):
+            self.ckpt.read_failures.extend(tasks.read_failures(self.results[index]))
 
     def failures(self) -> Iterator[Finding]:
         """RESUME_UNUSABLE where ``--resume`` named a report it could not use, and
@@ -203,8 +206,14 @@ def validate(
     The per-module numbers and reproduction work runs as tasks on ``executor`` (default:
     :func:`~mxformats.validate.executors.executor_for` ``opts``); the report does not depend
     on which, nor on the number of workers. A KeyboardInterrupt while the tasks run gives a
-    report marked ``incomplete`` (``fatal`` says how far it got)."""
+    report marked ``incomplete`` (``fatal`` says how far it got).
+
+    ``--source`` and the symlink roots are made absolute first: a task opens them wherever
+    it runs (a pool process, a Ray worker on another node, in its own working directory),
+    and its :func:`~mxformats.validate.tasks.task_key` names them."""
     start = time.perf_counter()
+    opts = replace(opts, source=None if opts.source is None else Path(opts.source).absolute(),
+                   allow_symlink_root=tuple(Path(p).absolute() for p in opts.allow_symlink_root))
     try:
         reader = open_reader(root, opts.allow_symlink_root)
         loaded = files.load(reader, opts)

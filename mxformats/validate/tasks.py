@@ -30,7 +30,7 @@ import json
 import math
 import os
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,13 +45,13 @@ from mxformats.tensorfile import read_json
 from . import numbers, reproduce
 from .findings import CHECKS, MAX_LISTED, Finding, Level, Listing, Severity, declare
 from .model import Checkpoint, Options
-from .reader import ReadFailed
+from .reader import LocalReader, ReadFailed
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
 
 __all__ = ["RESUME_MAX_BYTES", "RESUME_UNUSABLE", "TASK_BYTES", "TASK_FAILED", "TASK_MODULES",
-           "Task", "TaskResult", "failure_findings", "plan", "record", "remembered",
+           "Task", "TaskResult", "failure_findings", "files_stamp", "plan", "record", "remembered",
            "result_from_json", "result_to_json", "resumable", "run_task", "task_key"]
 
 TASK_FAILED = declare(
@@ -71,13 +71,15 @@ TASK_MODULES = 512
 @dataclass(frozen=True)
 class Task:
     """One unit of work: the checkpoint ``root`` (a folder path or ``hf://ORG/NAME[@REV]``),
-    the run's ``options``, the quantized ``modules`` to check (in read order), and the task's
-    ``index`` in the plan."""
+    the run's ``options``, the quantized ``modules`` to check (in read order), the task's
+    ``index`` in the plan, and the ``stamp`` of the files its result depends on, as the plan
+    saw them (:func:`files_stamp`)."""
 
     root: str
     options: Options
     modules: tuple[str, ...]
     index: int
+    stamp: str = ""
 
 
 @dataclass
@@ -220,29 +222,73 @@ def plan(root: str, ckpt: Checkpoint, opts: Options) -> list[Task]:
         size = sum(t.nbytes for t in module.tensors.values())
         by_file.setdefault(weight.file, []).append((weight.begin, name, size))
     order = {f: i for i, f in enumerate(ckpt.shards)}
+    stamp = _Stamper(ckpt, loaded.claim)
     tasks: list[Task] = []
+
+    def cut(group: list[str]) -> None:
+        tasks.append(Task(root, opts, tuple(group), len(tasks), stamp(group)))
+
     for file in sorted(by_file, key=lambda f: (order.get(f, len(order)), f)):
         group: list[str] = []
         size = 0
         for _, name, nbytes in sorted(by_file[file]):
             if group and (size + nbytes > TASK_BYTES or len(group) >= TASK_MODULES):
-                tasks.append(Task(root, opts, tuple(group), len(tasks)))
+                cut(group)
                 group, size = [], 0
             group.append(name)
             size += nbytes
         if group:
-            tasks.append(Task(root, opts, tuple(group), len(tasks)))
+            cut(group)
     return tasks
 
 
+def files_stamp(folder: Path, names: Iterable[str]) -> list[list[Any]]:
+    """``[name, size, mtime_ns]`` of each file ``names`` gives under ``folder`` (symlinks
+    followed: a Hugging Face cache's re-download points at a new blob), in name order;
+    ``[name]`` alone for one that cannot be stat'ed. Size and modification time are the
+    quick check ``make`` and ``rsync`` use to tell a changed file without reading it."""
+    out: list[list[Any]] = []
+    for name in sorted(set(names)):
+        try:
+            st = os.stat(folder / name)
+        except OSError:
+            out.append([name])
+        else:
+            out.append([name, st.st_size, st.st_mtime_ns])
+    return out
+
+
+class _Stamper:
+    """The stamp of a task's files: sha256 of :func:`files_stamp` of the checkpoint's
+    ``config.json`` (it decides the format descriptor) and the shards holding the task's
+    modules' tensors, and with ``--source`` of the source's ``config.json`` and shards. A
+    Hub checkpoint is pinned to a commit, so only a local folder's files are stamped."""
+
+    def __init__(self, ckpt: Checkpoint, claim: reproduce.Claim | Finding | None) -> None:
+        self.ckpt = ckpt
+        self.local = ckpt.reader is None or isinstance(ckpt.reader, LocalReader)
+        self.source: list[list[Any]] = []
+        if isinstance(claim, reproduce.Claim):
+            self.source = files_stamp(claim.source.folder,
+                                      ["config.json", *claim.source.index.values()])
+        self.config = files_stamp(ckpt.root, ["config.json"]) if self.local else []
+
+    def __call__(self, modules: Sequence[str]) -> str:
+        shards = {t.file for name in modules for t in self.ckpt.modules[name].tensors.values()}
+        mine = files_stamp(self.ckpt.root, shards) if self.local else []
+        what = [self.config, mine, self.source]
+        return hashlib.sha256(json.dumps(what).encode()).hexdigest()
+
+
 def task_key(task: Task) -> str:
-    """sha256 of what a task's result depends on: the tool version, the root, the modules and
+    """sha256 of what a task's result depends on: the tool version, the root, the modules,
     the options that change what is read or checked (``--level``, ``--source``, ``--sample``,
-    the symlink roots). ``--resume`` reuses a result only under the same key."""
+    the symlink roots) and the stamp of the files it reads. ``--resume`` reuses a result only
+    under the same key."""
     opts = task.options
     what = [__version__, task.root, list(task.modules), opts.level.value,
             None if opts.source is None else os.fspath(opts.source), opts.sample,
-            [os.fspath(p) for p in opts.allow_symlink_root]]
+            [os.fspath(p) for p in opts.allow_symlink_root], task.stamp]
     return hashlib.sha256(json.dumps(what).encode()).hexdigest()
 
 
@@ -340,7 +386,10 @@ def _optional(value: object) -> str | None:
 def _number(value: object) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ValueError(f"{value!r} is not a number")
-    return float(value)
+    try:
+        return float(value)
+    except OverflowError:  # a JSON integer of up to 4,300 digits parses
+        raise ValueError(f"{value!r:.40} is too large for a float") from None
 
 
 def _numbers_to_json(o: numbers.ModuleNumbers) -> dict[str, Any]:
@@ -435,10 +484,20 @@ def record(task: Task, result: TaskResult) -> dict[str, Any]:
             "seconds": round(result.seconds, 3), "result": result_to_json(result)}
 
 
-def resumable(path: Path, plan: Sequence[Task]) -> tuple[dict[int, TaskResult], Finding | None]:
+def _modules_checked(loaded: _Loaded, task: Task) -> tuple[list[str], list[str]]:
+    """The modules :func:`run_task` gives numbers and reproduction outcomes for, in order."""
+    counted = list(task.modules) if numbers.applies(loaded.ckpt, task.options) else []
+    compared = [m for m in task.modules if m in loaded.chosen] if isinstance(
+        loaded.claim, reproduce.Claim) else []
+    return counted, compared
+
+
+def resumable(path: Path, plan: Sequence[Task],
+              ckpt: Checkpoint) -> tuple[dict[int, TaskResult], Finding | None]:
     """The results in the report at ``path`` of the tasks of ``plan`` (by index), matched by
-    :func:`task_key`, and a RESUME_UNUSABLE warning when the file cannot be used or supplies
-    none of them. Never raises for the file's sake."""
+    :func:`task_key` and holding the outcomes of exactly the modules the task checks (a
+    record short of some would leave them unchecked), and a RESUME_UNUSABLE warning when the
+    file cannot be used or supplies none of them. Never raises for the file's sake."""
     try:
         data = read_json(path, RESUME_MAX_BYTES)
         records = data.get("tasks") if isinstance(data, dict) else None
@@ -447,14 +506,20 @@ def resumable(path: Path, plan: Sequence[Task]) -> tuple[dict[int, TaskResult], 
     except (OSError, ValueError, RecursionError) as exc:
         return {}, Finding(RESUME_UNUSABLE, f"--resume {path}: {exc}")
     by_key = {task_key(t): t for t in plan}
+    loaded = (_LOADED.get(_load_key(plan[0].root, plan[0].options))
+              or _prepared(ckpt, plan[0].options)) if plan else None
     found: dict[int, TaskResult] = {}
     bad, problem = 0, ""
     for rec in records:
         task = by_key.get(str(rec.get("key"))) if isinstance(rec, dict) else None
-        if task is None:
+        if task is None or loaded is None:
             continue
         try:
-            found[task.index] = result_from_json(rec.get("result"), task.index)
+            result = result_from_json(rec.get("result"), task.index)
+            if ([o.module for o in result.numbers],
+                    [o.module for o in result.reproduction]) != _modules_checked(loaded, task):
+                raise ValueError(f"task {task.index}'s record is not of its modules")
+            found[task.index] = result
         except (ValueError, KeyError, TypeError, AttributeError, binascii.Error) as exc:
             bad += 1
             problem = problem or f"{type(exc).__name__}: {exc}"
@@ -464,5 +529,5 @@ def resumable(path: Path, plan: Sequence[Task]) -> tuple[dict[int, TaskResult], 
     if records and not found:
         return found, Finding(RESUME_UNUSABLE, f"--resume {path}: none of its {len(records)} "
                               "task records is of this run (another checkpoint, version or "
-                              "options)")
+                              "options, or its files changed since)")
     return found, None
