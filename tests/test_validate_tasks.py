@@ -563,3 +563,28 @@ def test_a_relative_source_is_the_one_the_driver_meant_wherever_a_task_runs(
     assert here.reproduction is not None and exit_code(here) == 0
     there = validate(RESUMED, opts, executor=Elsewhere())
     assert _without_timings(_json(there)) == _without_timings(_json(here))
+
+
+def test_a_worker_loads_again_a_checkpoint_whose_files_changed(tmp_path: Path) -> None:
+    """A long-lived worker keeps the headers it loaded for the next run of the same folder
+    only while the files are as they were: a shard written again may hold its tensors at
+    other offsets."""
+    folder = tmp_path / "ckpt"
+    shutil.copytree(RESUMED, folder)
+    root, opts = str(folder.resolve()), Options(level=Level.FULL)
+    tasks._LOADED.clear()
+
+    def serve() -> object:
+        """A run: the driver plans, the worker (this process, nothing lent) runs task 0."""
+        ckpt = load(root, opts).ckpt
+        assert ckpt is not None
+        tasks.run_task(tasks.plan(root, ckpt, opts)[0])
+        [held] = tasks._LOADED.values()
+        return held.ckpt
+
+    first = serve()
+    assert serve() is first  # unchanged: the worker's headers serve the next run
+    for shard in folder.glob("*.safetensors"):
+        _rewrite(shard)
+    assert serve() is not first
+    tasks._LOADED.clear()

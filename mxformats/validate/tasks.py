@@ -100,11 +100,13 @@ class TaskResult:
 @dataclass
 class _Loaded:
     """A checkpoint as one process sees it: the loaded headers, the reproduction claim (a
-    Finding or None where reproduction does not run) and the modules it compares."""
+    Finding or None where reproduction does not run), the modules it compares, and the
+    stamps of its files when it was loaded."""
 
     ckpt: Checkpoint
     claim: reproduce.Claim | Finding | None
     chosen: frozenset[str]
+    stamp: _Stamper
 
 
 #: Checkpoints this process holds, by :func:`_load_key`: the run's own while it runs
@@ -140,16 +142,19 @@ def _prepared(ckpt: Checkpoint, opts: Options) -> _Loaded:
     claim = reproduce.prepare(ckpt, opts)
     chosen = frozenset(reproduce.chosen_modules(ckpt, opts)) if isinstance(
         claim, reproduce.Claim) else frozenset()
-    return _Loaded(ckpt, claim, chosen)
+    return _Loaded(ckpt, claim, chosen, _Stamper(ckpt, claim))
 
 
-def _loaded(root: str, opts: Options) -> _Loaded:
-    """The checkpoint of ``root`` as this process holds it, loading its headers when it does
-    not. A worker holds one checkpoint it loaded itself at a time: a long-lived one (a Ray
-    worker serves run after run) drops the previous one first."""
+def _loaded(task: Task) -> _Loaded:
+    """The checkpoint of ``task`` as this process holds it, loading its headers when it does
+    not, or when the files the task reads are not as they were when this process loaded
+    them (a shard written again since: its offsets may have moved). A worker holds one
+    checkpoint it loaded itself at a time: a long-lived one (a Ray worker serves run after
+    run) drops the previous one first."""
+    root, opts = task.root, task.options
     key = _load_key(root, opts)
     found = _LOADED.get(key)
-    if found is None:
+    if found is None or found.stamp(task.modules) != task.stamp:
         from .files import load
 
         while _LAST_LOADED:
@@ -162,13 +167,20 @@ def _loaded(root: str, opts: Options) -> _Loaded:
     return found
 
 
+def _entry(root: str, ckpt: Checkpoint, opts: Options) -> _Loaded:
+    """``ckpt`` prepared: the entry :func:`remembered` made for it, or a new one (never
+    another process's or run's entry for the same root, whose files may have changed)."""
+    found = _LOADED.get(_load_key(root, opts))
+    return found if found is not None and found.ckpt is ckpt else _prepared(ckpt, opts)
+
+
 def run_task(task: Task) -> TaskResult:
     """Run ``task`` here: load its checkpoint's headers (once per process), then check its
     modules one at a time. Picklable in and out; exceptions of a module's checks are that
     module's INTERNAL_ERROR findings, an exception here (a checkpoint that no longer loads)
     is the task's."""
     start = time.perf_counter()
-    loaded = _loaded(task.root, task.options)
+    loaded = _loaded(task)
     ckpt, opts = loaded.ckpt, task.options
     out = TaskResult(task.index)
     counted = [0]
@@ -206,7 +218,7 @@ def plan(root: str, ckpt: Checkpoint, opts: Options) -> list[Task]:
     """The tasks of a run: the modules the numbers checks or ``--source`` look at, grouped by
     the shard holding their weight (shards in the checkpoint's order), sorted by offset
     within it, cut at :data:`TASK_BYTES` / :data:`TASK_MODULES`. Empty when neither runs."""
-    loaded = _LOADED.get(_load_key(root, opts)) or _prepared(ckpt, opts)
+    loaded = _entry(root, ckpt, opts)
     desc = ckpt.descriptor
     if desc is None:
         return []
@@ -222,11 +234,10 @@ def plan(root: str, ckpt: Checkpoint, opts: Options) -> list[Task]:
         size = sum(t.nbytes for t in module.tensors.values())
         by_file.setdefault(weight.file, []).append((weight.begin, name, size))
     order = {f: i for i, f in enumerate(ckpt.shards)}
-    stamp = _Stamper(ckpt, loaded.claim)
     tasks: list[Task] = []
 
     def cut(group: list[str]) -> None:
-        tasks.append(Task(root, opts, tuple(group), len(tasks), stamp(group)))
+        tasks.append(Task(root, opts, tuple(group), len(tasks), loaded.stamp(group)))
 
     for file in sorted(by_file, key=lambda f: (order.get(f, len(order)), f)):
         group: list[str] = []
@@ -261,21 +272,27 @@ def files_stamp(folder: Path, names: Iterable[str]) -> list[list[Any]]:
 class _Stamper:
     """The stamp of a task's files: sha256 of :func:`files_stamp` of the checkpoint's
     ``config.json`` (it decides the format descriptor) and the shards holding the task's
-    modules' tensors, and with ``--source`` of the source's ``config.json`` and shards. A
-    Hub checkpoint is pinned to a commit, so only a local folder's files are stamped."""
+    modules' tensors, and with ``--source`` of the source's ``config.json`` and shards, all
+    as they were when the stamper was made (once per loaded checkpoint). A Hub checkpoint
+    is pinned to a commit, so only a local folder's files are stamped."""
 
     def __init__(self, ckpt: Checkpoint, claim: reproduce.Claim | Finding | None) -> None:
         self.ckpt = ckpt
-        self.local = ckpt.reader is None or isinstance(ckpt.reader, LocalReader)
+        local = ckpt.reader is None or isinstance(ckpt.reader, LocalReader)
         self.source: list[list[Any]] = []
         if isinstance(claim, reproduce.Claim):
             self.source = files_stamp(claim.source.folder,
                                       ["config.json", *claim.source.index.values()])
-        self.config = files_stamp(ckpt.root, ["config.json"]) if self.local else []
+        self.config = files_stamp(ckpt.root, ["config.json"]) if local else []
+        self.shards = {row[0]: row for row in files_stamp(ckpt.root, ckpt.shards)} if local \
+            else None
 
     def __call__(self, modules: Sequence[str]) -> str:
-        shards = {t.file for name in modules for t in self.ckpt.modules[name].tensors.values()}
-        mine = files_stamp(self.ckpt.root, shards) if self.local else []
+        mine: list[list[Any]] = []
+        if self.shards is not None:
+            files = {t.file for name in modules for t in self.ckpt.modules[name].tensors.values()}
+            mine = [self.shards.get(f) or files_stamp(self.ckpt.root, [f])[0]
+                    for f in sorted(files)]
         what = [self.config, mine, self.source]
         return hashlib.sha256(json.dumps(what).encode()).hexdigest()
 
@@ -506,8 +523,7 @@ def resumable(path: Path, plan: Sequence[Task],
     except (OSError, ValueError, RecursionError) as exc:
         return {}, Finding(RESUME_UNUSABLE, f"--resume {path}: {exc}")
     by_key = {task_key(t): t for t in plan}
-    loaded = (_LOADED.get(_load_key(plan[0].root, plan[0].options))
-              or _prepared(ckpt, plan[0].options)) if plan else None
+    loaded = _entry(plan[0].root, ckpt, plan[0].options) if plan else None
     found: dict[int, TaskResult] = {}
     bad, problem = 0, ""
     for rec in records:
