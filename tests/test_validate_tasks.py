@@ -588,3 +588,31 @@ def test_a_worker_loads_again_a_checkpoint_whose_files_changed(tmp_path: Path) -
         _rewrite(shard)
     assert serve() is not first
     tasks._LOADED.clear()
+
+
+def test_an_interrupt_in_the_checks_after_the_tasks_keeps_them_for_resume(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, small_tasks: None) -> None:
+    """The checks that run after the tasks can take long (``--manifest`` hashes every
+    shard): an interrupt there still gives a report whose tasks a resumed run reuses."""
+    from mxformats.validate import deployment
+
+    opts = {"level": Level.FULL, "workers": 1}
+    full = validate(RESUMED, Options(**opts))
+
+    def interrupted(*args: Any) -> Any:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(deployment, "run", interrupted)
+    try:
+        partial = validate(RESUMED, Options(**opts))
+    except KeyboardInterrupt:  # would end pytest itself, not fail this test
+        pytest.fail("the interrupt left validate() without a report")
+    assert partial.incomplete and partial.fatal is not None and exit_code(partial) == 2
+    assert len(partial.tasks) == len(full.tasks) > 1
+    saved = tmp_path / "partial.json"
+    saved.write_text(_json(partial))
+    monkeypatch.undo()
+    monkeypatch.setattr(tasks, "TASK_BYTES", 1 << 16)
+    ran = _counting(monkeypatch)
+    resumed = validate(RESUMED, Options(**opts, resume=saved))
+    assert ran == [] and _without_timings(_json(resumed)) == _without_timings(_json(full))

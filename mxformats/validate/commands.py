@@ -175,7 +175,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     try:
         report = validate(args.dir, opts, on_read=progress.advance, on_plan=plan,
                           executor=executor)
-    except KeyboardInterrupt:  # before or after the tasks: nothing worth a report yet
+    except KeyboardInterrupt:  # while loading, before any task: nothing worth a report yet
         print("mxformats validate: interrupted", file=sys.stderr)
         return INTERRUPTED
     finally:

@@ -206,7 +206,8 @@ def validate(
     The per-module numbers and reproduction work runs as tasks on ``executor`` (default:
     :func:`~mxformats.validate.executors.executor_for` ``opts``); the report does not depend
     on which, nor on the number of workers. A KeyboardInterrupt while the tasks run gives a
-    report marked ``incomplete`` (``fatal`` says how far it got).
+    report marked ``incomplete`` (``fatal`` says how far it got), and so does one in the checks
+    that run after them (``--manifest`` hashes every shard): the finished tasks are kept.
 
     ``--source`` and the symlink roots are made absolute first: a task opens them wherever
     it runs (a pool process, a Ray worker on another node, in its own working directory),
@@ -255,25 +256,25 @@ def validate(
         done = _TaskRun(key, ckpt, opts)
         try:
             done.run(executor, on_read)
-        except KeyboardInterrupt:
+            report.tasks = done.records()
+            for name, module in list(CHECK_MODULES.items())[1:]:
+                if _applies(name, ckpt, opts):
+                    report.modules_run.append(name)
+                if name == "numbers":
+                    report.findings.extend(done.failures())
+                try:
+                    produced = done.check(name, module)
+                except Exception as exc:
+                    report.findings.append(internal(f"check module {name}", exc))
+                    continue
+                report.findings.extend(_guarded(name, produced or ()))
+        except KeyboardInterrupt:  # in the tasks, or in a check after them (--manifest hashes)
             report.fatal = (f"interrupted: {len(done.results)} of {len(done.plan)} tasks "
                             "finished; --resume this report to run only the others")
             report.incomplete = True
             report.tasks = done.records()
             report.seconds = time.perf_counter() - start
             return report
-        report.tasks = done.records()
-        for name, module in list(CHECK_MODULES.items())[1:]:
-            if _applies(name, ckpt, opts):
-                report.modules_run.append(name)
-            if name == "numbers":
-                report.findings.extend(done.failures())
-            try:
-                produced = done.check(name, module)
-            except Exception as exc:
-                report.findings.append(internal(f"check module {name}", exc))
-                continue
-            report.findings.extend(_guarded(name, produced or ()))
     report.findings.extend(_read_failures(ckpt))
     for f in report.findings:
         block = f.extra.get("reproduction")
