@@ -346,6 +346,8 @@ def test_cli_interrupt_writes_an_incomplete_report_and_exits_130(
     "OBJECT_DTYPE", "TEXT_DTYPE", "HUGE_ARRAY", "UNKNOWN_CHECK",
     "HUGE_NUMBER",  # a JSON integer too large for a float
     "MODULE_DROPPED",  # a record short of one of its task's modules
+    "SHORT_HISTOGRAM",  # would broadcast into the 16-bin sum
+    "LONG_VALUE",  # quoted in the warning, which must stay short
 ])
 def test_an_unusable_resume_file_is_a_warning_and_everything_runs(
         content: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -369,6 +371,11 @@ def test_an_unusable_resume_file_is_a_warning_and_everything_runs(
         result["numbers"][0]["findings"] = [{"check": "NO_SUCH_CHECK", "message": "x"}]
     elif content == "HUGE_NUMBER":
         result["numbers"][0]["expert"] = ["00", 10**4000, False]
+    elif content == "SHORT_HISTOGRAM":
+        result["numbers"][0]["hist"] = {"int4": {"dtype": "int64", "shape": [1],
+                                                 "data": "AQAAAAAAAAA="}}
+    elif content == "LONG_VALUE":
+        result["numbers"][0]["module"] = ["x" * 100_000]
     elif content == "MODULE_DROPPED":
         assert len(result["numbers"]) > 1
         del result["numbers"][-1]
@@ -379,6 +386,7 @@ def test_an_unusable_resume_file_is_a_warning_and_everything_runs(
     assert ran == [t["index"] for t in json.loads(_json(full))["tasks"]]  # all ran again
     warned = [f for f in report.findings if f.check.id == "RESUME_UNUSABLE"]
     assert len(warned) == 1 and str(path) in warned[0].message
+    assert len(warned[0].message) < len(str(path)) + 400
     assert [f for f in report.findings if f.check.id != "RESUME_UNUSABLE"] == full.findings
 
 

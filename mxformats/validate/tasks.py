@@ -329,6 +329,10 @@ RESUME_MAX_BYTES = 512 << 20
 #: scale tensors of at most ``numbers.SMALL_ELEMENTS`` elements and 16-bin histograms).
 MAX_ARRAY_ELEMENTS = 1 << 16
 
+#: The finding quotes this much of the first malformed record's problem (it may repeat a
+#: value of any size from the file).
+PROBLEM_CHARS = 200
+
 RESUME_UNUSABLE = declare(
     "RESUME_UNUSABLE", Severity.WARNING, Level.STRUCTURE, "internal",
     "--resume named a report this run cannot reuse (unreadable, not a JSON report, a "
@@ -369,6 +373,16 @@ def _array_from_json(data: object) -> NDArray[Any]:
     if len(raw) != count * dtype.itemsize:
         raise ValueError(f"array data of {len(raw)} bytes for {count} {dtype.name}")
     return np.frombuffer(raw, dtype=dtype).reshape(shape)
+
+
+def _histogram_from_json(data: object) -> NDArray[Any]:
+    """A code histogram: 16 non-negative int64 counts, as ``numbers`` adds them up (another
+    shape would broadcast into the sum, another dtype turn it to float)."""
+    counts = _array_from_json(data)
+    if counts.dtype != np.int64 or counts.shape != (16,) or bool((counts < 0).any()):
+        raise ValueError(f"a histogram of {counts.dtype.name} {list(counts.shape)}, not 16 "
+                         "counts")
+    return counts
 
 
 def _finding_to_json(f: Finding) -> dict[str, Any]:
@@ -431,7 +445,7 @@ def _numbers_from_json(data: dict[str, Any]) -> numbers.ModuleNumbers:
     return numbers.ModuleNumbers(
         _text(data.get("module")), [_finding_from_json(f) for f in data.get("findings", [])],
         None if small is None else {_text(p): _array_from_json(a) for p, a in small.items()},
-        {_text(k): _array_from_json(a) for k, a in (data.get("hist") or {}).items()},
+        {_text(k): _histogram_from_json(a) for k, a in (data.get("hist") or {}).items()},
         {_text(k): n for k, n in zero_blocks.items()},
         None if expert is None else (bytes.fromhex(_text(expert[0])), _number(expert[1]),
                                      expert[2]))
@@ -538,7 +552,7 @@ def resumable(path: Path, plan: Sequence[Task],
             found[task.index] = result
         except (ValueError, KeyError, TypeError, AttributeError, binascii.Error) as exc:
             bad += 1
-            problem = problem or f"{type(exc).__name__}: {exc}"
+            problem = problem or f"{type(exc).__name__}: {exc}"[:PROBLEM_CHARS]
     if bad:
         return found, Finding(RESUME_UNUSABLE, f"--resume {path}: {bad} task record(s) "
                               f"malformed and run again (first: {problem})")
