@@ -267,6 +267,15 @@ def test_cli_executor_ray_without_ray_exits_2(monkeypatch: pytest.MonkeyPatch,
     assert rc == 2 and "pip install mxformats[ray]" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("executor", [[], ["--executor", "local"]])
+def test_cli_ray_address_without_executor_ray_exits_2(
+        executor: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    """A cluster address with the local executor would run on this machine alone."""
+    rc = main(["validate", str(PRODUCERS / "kimi-k2-mxfp4-quark"), *executor,
+               "--ray-address", "auto"])
+    assert rc == 2 and "give --executor ray too" in capsys.readouterr().err
+
+
 def test_cli_workers_are_processes(capsys: pytest.CaptureFixture[str]) -> None:
     rc = main(["validate", str(PRODUCERS / "kimi-k2-w4a8-quark"), "--level", "full",
                "--workers", "2", "--json", "-"])

@@ -110,6 +110,8 @@ def _usage_error(args: argparse.Namespace) -> str | None:
         return f"--source {printable(str(args.source))} is not a directory"
     if args.sample is not None and args.source is None:
         return "--sample compares modules with --source; give --source too"
+    if args.ray_address is not None and args.executor != "ray":
+        return "--ray-address names the Ray cluster of --executor ray; give --executor ray too"
     return None
 
 
