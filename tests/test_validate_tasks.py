@@ -591,16 +591,19 @@ def test_a_worker_loads_again_a_checkpoint_whose_files_changed(tmp_path: Path) -
     root, opts = str(folder.resolve()), Options(level=Level.FULL)
     tasks._LOADED.clear()
 
-    def serve() -> object:
-        """A run: the driver plans, the worker (this process, nothing lent) runs task 0."""
+    def serve(stamp: str | None = None) -> object:
+        """A run: the driver plans, the worker (this process, nothing lent) runs task 0;
+        ``stamp``: the plan's view of its files, where the driver's copy differs."""
         ckpt = load(root, opts).ckpt
         assert ckpt is not None
-        tasks.run_task(tasks.plan(root, ckpt, opts)[0])
+        task = tasks.plan(root, ckpt, opts)[0]
+        tasks.run_task(task if stamp is None else replace(task, stamp=stamp))
         [held] = tasks._LOADED.values()
         return held.ckpt
 
     first = serve()
     assert serve() is first  # unchanged: the worker's headers serve the next run
+    assert serve(stamp="0" * 64) is first  # a node with a copy of its own: still unchanged
     for shard in folder.glob("*.safetensors"):
         _rewrite(shard)
     assert serve() is not first

@@ -148,13 +148,15 @@ def _prepared(ckpt: Checkpoint, opts: Options) -> _Loaded:
 def _loaded(task: Task) -> _Loaded:
     """The checkpoint of ``task`` as this process holds it, loading its headers when it does
     not, or when the files the task reads are not as they were when this process loaded
-    them (a shard written again since: its offsets may have moved). A worker holds one
+    them (a shard written again since: its offsets may have moved). Compared with this
+    process's own view of the files, not the plan's: the nodes of a cluster may each hold
+    a copy of the checkpoint, with modification times of their own. A worker holds one
     checkpoint it loaded itself at a time: a long-lived one (a Ray worker serves run after
     run) drops the previous one first."""
     root, opts = task.root, task.options
     key = _load_key(root, opts)
     found = _LOADED.get(key)
-    if found is None or found.stamp(task.modules) != task.stamp:
+    if found is None or found.stamp(task.modules) != found.stamp.now(task.modules):
         from .files import load
 
         while _LAST_LOADED:
@@ -272,29 +274,48 @@ def files_stamp(folder: Path, names: Iterable[str]) -> list[list[Any]]:
 class _Stamper:
     """The stamp of a task's files: sha256 of :func:`files_stamp` of the checkpoint's
     ``config.json`` (it decides the format descriptor) and the shards holding the task's
-    modules' tensors, and with ``--source`` of the source's ``config.json`` and shards, all
-    as they were when the stamper was made (once per loaded checkpoint). A Hub checkpoint
-    is pinned to a commit, so only a local folder's files are stamped."""
+    modules' tensors, and with ``--source`` of the source's ``config.json`` and shards: as
+    they were when the stamper was made (once per loaded checkpoint; :meth:`__call__`), or
+    as they are now (:meth:`now`). A Hub checkpoint is pinned to a commit, so only a local
+    folder's files are stamped."""
 
     def __init__(self, ckpt: Checkpoint, claim: reproduce.Claim | Finding | None) -> None:
         self.ckpt = ckpt
-        local = ckpt.reader is None or isinstance(ckpt.reader, LocalReader)
-        self.source: list[list[Any]] = []
+        self.local = ckpt.reader is None or isinstance(ckpt.reader, LocalReader)
+        self.source_files: tuple[Path, list[str]] | None = None
         if isinstance(claim, reproduce.Claim):
-            self.source = files_stamp(claim.source.folder,
-                                      ["config.json", *claim.source.index.values()])
-        self.config = files_stamp(ckpt.root, ["config.json"]) if local else []
-        self.shards = {row[0]: row for row in files_stamp(ckpt.root, ckpt.shards)} if local \
-            else None
+            self.source_files = (claim.source.folder,
+                                 ["config.json", *claim.source.index.values()])
+        self.source = self._source()
+        self.config = files_stamp(ckpt.root, ["config.json"]) if self.local else []
+        self.shards = {row[0]: row for row in files_stamp(ckpt.root, ckpt.shards)} \
+            if self.local else {}
+
+    def _source(self) -> list[list[Any]]:
+        return [] if self.source_files is None else files_stamp(*self.source_files)
+
+    def _files(self, modules: Sequence[str]) -> list[str]:
+        """The shards the tensors of ``modules`` sit in (none of a Hub checkpoint)."""
+        if not self.local:
+            return []
+        modules_tensors = (self.ckpt.modules[name].tensors.values() for name in modules)
+        return sorted({t.file for tensors in modules_tensors for t in tensors})
+
+    @staticmethod
+    def _digest(config: list[list[Any]], mine: list[list[Any]],
+                source: list[list[Any]]) -> str:
+        return hashlib.sha256(json.dumps([config, mine, source]).encode()).hexdigest()
 
     def __call__(self, modules: Sequence[str]) -> str:
-        mine: list[list[Any]] = []
-        if self.shards is not None:
-            files = {t.file for name in modules for t in self.ckpt.modules[name].tensors.values()}
-            mine = [self.shards.get(f) or files_stamp(self.ckpt.root, [f])[0]
-                    for f in sorted(files)]
-        what = [self.config, mine, self.source]
-        return hashlib.sha256(json.dumps(what).encode()).hexdigest()
+        mine = [self.shards.get(f) or files_stamp(self.ckpt.root, [f])[0]
+                for f in self._files(modules)]
+        return self._digest(self.config, mine, self.source)
+
+    def now(self, modules: Sequence[str]) -> str:
+        """The stamp of ``modules`` from the files as they are now (a few ``stat`` calls)."""
+        config = files_stamp(self.ckpt.root, ["config.json"]) if self.local else []
+        return self._digest(config, files_stamp(self.ckpt.root, self._files(modules)),
+                            self._source())
 
 
 def task_key(task: Task) -> str:
