@@ -597,6 +597,7 @@ def test_a_worker_loads_again_a_checkpoint_whose_files_changed(tmp_path: Path) -
         ckpt = load(root, opts).ckpt
         assert ckpt is not None
         task = tasks.plan(root, ckpt, opts)[0]
+        assert task.stamp == tasks._Stamper(ckpt, None)(task.modules)  # the files it loaded
         tasks.run_task(task if stamp is None else replace(task, stamp=stamp))
         [held] = tasks._LOADED.values()
         return held.ckpt
