@@ -172,6 +172,21 @@ def test_a_task_that_raises_is_a_finding(monkeypatch: pytest.MonkeyPatch,
     assert exit_code(report) == 1
 
 
+def test_a_task_the_executor_gave_no_outcome_for_is_a_finding(small_tasks: None) -> None:
+    """An executor that ends early (against its contract) leaves modules unchecked: an error,
+    never an OK run."""
+
+    class LosesTheLast:
+        def map(self, fn: Any, items: list[tasks.Task]) -> Any:
+            for i, task in enumerate(items[:-1]):
+                yield Outcome(i, fn(task))
+
+    report = validate(PRODUCERS / "kimi-k2-mxfp4-quark", Options(level=Level.FULL, workers=1),
+                      executor=LosesTheLast())
+    failed = [f for f in report.findings if f.check.id == "TASK_FAILED"]
+    assert len(failed) == 1 and "no outcome" in failed[0].message and exit_code(report) == 1
+
+
 def test_many_failed_tasks_are_listed_then_counted() -> None:
     plan = [tasks.Task("r", Options(), (f"m{i}", f"n{i}"), i) for i in range(13)]
     found = list(tasks.failure_findings(plan, {i: "OSError: gone" for i in range(13)}))

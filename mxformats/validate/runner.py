@@ -162,6 +162,9 @@ class _TaskRun:
                 self.results[task.index] = outcome.value
                 if on_read is not None and outcome.value.bytes_read:
                     on_read(outcome.value.bytes_read)
+            for task in todo:  # an executor that broke its contract: never counted as checked
+                if task.index not in self.results and task.index not in self.errors:
+                    self.errors[task.index] = "the executor gave no outcome for it"
         for index in sorted(self.results):
             self.ckpt.read_failures.extend(tasks.read_failures(self.results[index]))
 
