@@ -11,11 +11,17 @@ the copy as working directory and first on ``PYTHONPATH``, and a ``sitecustomize
 maps ``mxformats`` and ``mxformats.kernels`` to the copy, ahead of any installed (editable)
 mxformats. A sanity step checks that the copy's files are the ones imported.
 
-Runs go to ``--jobs`` worker processes at once (default: the usable cores): every distinct
-baseline selection once, and every mutant in its own copy. Each pytest run gets its own
-``--basetemp`` and the Hypothesis profile ``mutants`` (``tests/conftest.py``: derandomized,
-no shrinking), so a mutant is killed by the same examples on every run. The summary counts distinct patches
-caught (every selection red) and (patch, selection) pairs.
+Runs go to ``--jobs`` worker processes at once (default: the usable cores): the baselines,
+and every mutant in its own copy. The distinct baseline selections are checked in ``--jobs``
+batches, one pytest run each (``batch_plugin.py`` matches each test to the selections that
+would pick it, as pytest would, and records every test's outcome): a selection is green when
+the batch collected at least one of its tests and each passed. Any other selection (a red or
+skipped test, nothing collected, a batch that crashed, timed out or failed to collect) then runs
+alone, as it did before batching, and that run decides: so a red baseline is reported with its
+own exit code and log, and one that selects nothing stays an error. Each pytest run gets its
+own ``--basetemp`` and the Hypothesis profile ``mutants`` (``tests/conftest.py``:
+derandomized, no shrinking), so a mutant is killed by the same examples on every run. The
+summary counts distinct patches caught (every selection red) and (patch, selection) pairs.
 
 Usage: ``python tests/mutants/run.py [--list] [--jobs N] [NAME ...]`` (NAME: patch file stem).
 Exit status: 0 all caught; 1 a mutant survived, a patch did not apply, a baseline was not
@@ -26,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import json
 import os
 import shlex
 import shutil
@@ -43,6 +50,9 @@ ROOT = HERE.parent.parent
 
 #: Imports mxformats (and mxformats.kernels) from $MXFORMATS_ROOT: the copy's sitecustomize.py.
 CHECKOUT_IMPORTS = (ROOT / "tests" / "checkout_imports.py").read_text()
+#: The pytest plugin of a baseline batch, written into each copy's shim folder as this module.
+BATCH_PLUGIN = "mutant_batch_plugin"
+BATCH_PLUGIN_TEXT = (HERE / "batch_plugin.py").read_text()
 
 # PASS: exit 0. Caught: exit 1 (tests failed). Anything else is an error, never "caught".
 PYTEST_OK, PYTEST_FAILED = 0, 1
@@ -112,9 +122,16 @@ def copy_repo(dest: Path) -> None:
         target = dest / rel
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(src, target)
+    write_shim(dest)
+
+
+def write_shim(dest: Path) -> None:
+    """The folder ``env_for(dest)`` puts first on ``PYTHONPATH``: the ``sitecustomize.py``
+    that maps mxformats to ``dest``, and the batch plugin."""
     shim_dir = dest / ".mutant-shim"
     shim_dir.mkdir()
     (shim_dir / "sitecustomize.py").write_text(CHECKOUT_IMPORTS)
+    (shim_dir / f"{BATCH_PLUGIN}.py").write_text(BATCH_PLUGIN_TEXT)
 
 
 def env_for(copy: Path) -> dict[str, str]:
@@ -168,17 +185,26 @@ _run_ids = itertools.count()
 _run_ids_lock = threading.Lock()
 
 
-def run_pytest(copy: Path, selection: list[str], timeout: float) -> tuple[int, str]:
-    """Run one selection in ``copy``; its own ``--basetemp``, so concurrent runs never share
-    (or clean up) each other's temporary folders."""
+def scratch_path(copy: Path, suffix: str = "") -> Path:
+    """A fresh name under ``copy``'s sibling ``_tmp`` folder (which this makes)."""
     with _run_ids_lock:
-        basetemp = copy.parent / "_tmp" / str(next(_run_ids))
-    basetemp.parent.mkdir(exist_ok=True)  # pytest makes basetemp itself, not its parents
+        path = copy.parent / "_tmp" / f"{next(_run_ids)}{suffix}"
+    path.parent.mkdir(exist_ok=True)
+    return path
+
+
+def run_pytest(
+    copy: Path, selection: list[str], timeout: float, *, stop_at_first_failure: bool = True
+) -> tuple[int, str]:
+    """Run one selection in ``copy`` (with ``-x`` unless told otherwise); its own
+    ``--basetemp``, so concurrent runs never share (or clean up) each other's temporary
+    folders."""
+    basetemp = scratch_path(copy)  # pytest makes basetemp itself, not its parents
     cmd = [
         sys.executable,
         "-m",
         "pytest",
-        "-x",
+        *(["-x"] if stop_at_first_failure else []),
         "-q",
         "-p",
         "no:cacheprovider",
@@ -210,6 +236,140 @@ def tail(text: str, n: int = 15) -> str:
 
 def describe(rc: int) -> str:
     return PYTEST_EXIT.get(rc, "timeout" if rc == -1 else f"exit {rc}")
+
+
+def batchable(selection: list[str], copy: Path) -> tuple[list[str], str | None] | None:
+    """The selection's positional arguments and its ``-k`` expression (or None), when a batch
+    can stand for it: positional arguments that name existing ``.py`` files in ``copy`` (with
+    or without ``::`` parts) plus at most one ``-k``. None for anything else (another option,
+    a folder, a missing file): such a selection runs alone."""
+    args: list[str] = []
+    keyword: str | None = None
+    rest = iter(selection)
+    for arg in rest:
+        if arg.startswith("-k"):
+            value = arg[2:] or next(rest, None)
+            if keyword is not None or value is None or value.startswith("-"):
+                return None
+            keyword = value
+        elif arg.startswith("-"):
+            return None
+        else:
+            args.append(arg)
+    if not args or not all(
+        (copy / file_of(arg)).is_file() and file_of(arg).endswith(".py") for arg in args
+    ):
+        return None
+    return args, keyword
+
+
+def file_of(arg: str) -> str:
+    """The path part of a pytest positional argument (``path::name[param]``)."""
+    return arg.partition("[")[0].split("::")[0]
+
+
+def plan_baselines(
+    selections: dict[str, list[str]], copy: Path, batches: int
+) -> tuple[list[dict[str, list[str]]], list[str]]:
+    """Split the selections (label -> arguments) into at most ``batches`` batches of about the
+    same number of selections, the selections of one file always in the same batch, and the
+    labels of those that run alone (see :func:`batchable`)."""
+    by_files: dict[tuple[str, ...], dict[str, list[str]]] = {}
+    alone: list[str] = []
+    for label, selection in selections.items():
+        parsed = batchable(selection, copy)
+        if parsed is None:
+            alone.append(label)
+        else:
+            files = tuple(sorted({file_of(arg) for arg in parsed[0]}))
+            by_files.setdefault(files, {})[label] = selection
+    total = sum(len(group) for group in by_files.values())
+    planned: list[dict[str, list[str]]] = [{}]
+    for files in sorted(by_files):  # neighbouring files (tests/kernels/...) share a batch
+        if len(planned) < batches and len(planned[-1]) * batches >= total:
+            planned.append({})
+        planned[-1].update(by_files[files])
+    return [batch for batch in planned if batch], alone
+
+
+def batch_verdicts(results: Path, rc: int, count: int) -> list[bool]:
+    """Per selection of a batch, whether the batch showed it green: it claimed at least one
+    test and each of those passed its setup, call and teardown (an xfail, xpass or skip is not
+    a pass here). All False unless pytest ended with exit 0 or 1 (a collection error, crash,
+    timeout or usage error leaves nothing attributable) and the plugin wrote its claims."""
+    if rc not in (PYTEST_OK, PYTEST_FAILED) or not results.is_file():
+        return [False] * count
+    claims: list[list[str]] | None = None
+    reports: dict[str, list[tuple[str, str, bool]]] = {}
+    for line in results.read_text(encoding="utf-8").splitlines():
+        record = json.loads(line)
+        if "claims" in record:
+            claims = record["claims"]
+        else:
+            reports.setdefault(record["nodeid"], []).append(
+                (record["when"], record["outcome"], record["wasxfail"])
+            )
+    if claims is None or len(claims) != count:
+        return [False] * count
+
+    def passed(nodeid: str) -> bool:
+        seen = reports.get(nodeid, [])
+        return {when for when, _, _ in seen} == {"setup", "call", "teardown"} and all(
+            outcome == "passed" and not wasxfail for _, outcome, wasxfail in seen
+        )
+
+    return [bool(nodeids) and all(map(passed, nodeids)) for nodeids in claims]
+
+
+@dataclass
+class BatchOutcome:
+    """The baselines of one batch (label -> exit code and log, as a run alone gives them)
+    and how they were reached."""
+
+    baselines: dict[str, tuple[int, str]]
+    green_in_batch: int
+    run_alone: list[str]
+    batch_rc: int
+    batch_seconds: float
+
+
+def run_batch(copy: Path, batch: dict[str, list[str]], timeout: float) -> BatchOutcome:
+    """One pytest run (no ``-x``) for every selection of ``batch`` (label -> arguments, each
+    :func:`batchable`), then each selection it did not show green run alone, as before
+    batching: so a red baseline's exit code and log are its own, and a selection that
+    collects nothing gets pytest's own exit 4 or 5."""
+    labels = list(batch)
+    parsed = []
+    for label in labels:
+        args_and_keyword = batchable(batch[label], copy)
+        if args_and_keyword is None:
+            raise ValueError(f"not a batchable selection: {label}")
+        parsed.append(args_and_keyword)
+    spec, results = scratch_path(copy, ".json"), scratch_path(copy, ".jsonl")
+    spec.write_text(
+        json.dumps(
+            {
+                "selections": [{"args": args, "keyword": keyword} for args, keyword in parsed],
+                "results": str(results),
+            }
+        ),
+        encoding="utf-8",
+    )
+    files = list(dict.fromkeys(file_of(arg) for args, _ in parsed for arg in args))
+    began = time.monotonic()
+    rc, _ = run_pytest(
+        copy,
+        ["-p", BATCH_PLUGIN, f"--mutant-batch={spec}", *files],
+        timeout,
+        stop_at_first_failure=False,
+    )
+    seconds = time.monotonic() - began
+    green = batch_verdicts(results, rc, len(labels))
+    baselines = {label: (PYTEST_OK, "") for label, ok in zip(labels, green, strict=True) if ok}
+    alone = [label for label in labels if label not in baselines]
+    for label in alone:
+        baselines[label] = run_pytest(copy, batch[label], timeout)
+    return BatchOutcome(baselines, len(labels) - len(alone), alone, rc, seconds)
 
 
 def run_mutant(
@@ -267,11 +427,28 @@ def check_all(
 ) -> list[Row]:
     """Every distinct baseline selection once and every mutant, ``jobs`` pytest runs at once.
 
-    Baselines are queued first, so a mutant's verdict never waits on a baseline that has not
-    started; a mutant's runs do not wait for its baselines at all (they are judged together
-    at the end). Progress lines are printed as mutants finish."""
+    The baselines go first: ``jobs`` batches (:func:`run_batch`, each followed by its selections
+    to run alone) and the selections no batch can stand for (:func:`batchable`), so a mutant's
+    verdict never waits on a baseline that has not started; a mutant's runs do not wait for its
+    baselines at all (they are judged together at the end). Progress lines are printed as
+    batches and mutants finish."""
     selections = {show(sel): sel for m in mutants for sel in m.must_fail}
+    batches, alone = plan_baselines(selections, pristine, jobs)
     start = time.monotonic()
+
+    def batch_task(number: int, batch: dict[str, list[str]]) -> dict[str, tuple[int, str]]:
+        outcome = run_batch(pristine, batch, timeout)
+        print(
+            f"[{time.monotonic() - start:6.0f}s] baseline batch {number}/{len(batches)}: "
+            f"{len(batch)} selections in one pytest run ({describe(outcome.batch_rc)}, "
+            f"{outcome.batch_seconds:.0f}s), {outcome.green_in_batch} green there"
+            + (f"; run alone: {', '.join(outcome.run_alone)}" if outcome.run_alone else ""),
+            flush=True,
+        )
+        for label in outcome.run_alone:
+            if outcome.baselines[label][0] == PYTEST_OK:
+                print(f"    note: {label} passed alone, not in its batch", flush=True)
+        return outcome.baselines
 
     def mutant_task(mutant: Mutant) -> str | list[tuple[int, str]]:
         began = time.monotonic()
@@ -291,16 +468,22 @@ def check_all(
         return runs
 
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        base_futures = {
-            label: pool.submit(run_pytest, pristine, sel, timeout)
-            for label, sel in selections.items()
+        batch_futures = [
+            pool.submit(batch_task, number, batch) for number, batch in enumerate(batches, 1)
+        ]
+        alone_futures = {
+            label: pool.submit(run_pytest, pristine, selections[label], timeout) for label in alone
         }
         mutant_futures = [(m, pool.submit(mutant_task, m)) for m in mutants]
-        baselines = {label: f.result() for label, f in base_futures.items()}
+        baselines: dict[str, tuple[int, str]] = {}
+        for batch_future in batch_futures:
+            baselines.update(batch_future.result())
+        baselines.update({label: f.result() for label, f in alone_futures.items()})
         red = [label for label, (rc, _) in baselines.items() if rc != PYTEST_OK]
         print(
             f"[{time.monotonic() - start:6.0f}s] baselines: "
-            f"{len(baselines) - len(red)}/{len(baselines)} distinct selections green",
+            f"{len(baselines) - len(red)}/{len(baselines)} distinct selections green "
+            f"({len(selections) - len(alone)} in {len(batches)} batches, {len(alone)} alone)",
             flush=True,
         )
         rows: list[Row] = []
