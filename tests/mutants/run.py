@@ -272,8 +272,8 @@ def plan_baselines(
     selections: dict[str, list[str]], copy: Path, batches: int
 ) -> tuple[list[dict[str, list[str]]], list[str]]:
     """Split the selections (label -> arguments) into at most ``batches`` batches of about the
-    same number of selections, the selections of one file always in the same batch, and the
-    labels of those that run alone (see :func:`batchable`)."""
+    same number of selections, the selections of one file always in the same batch (the file
+    is collected once), and the labels of those that run alone (see :func:`batchable`)."""
     by_files: dict[tuple[str, ...], dict[str, list[str]]] = {}
     alone: list[str] = []
     for label, selection in selections.items():
@@ -283,12 +283,10 @@ def plan_baselines(
         else:
             files = tuple(sorted({file_of(arg) for arg in parsed[0]}))
             by_files.setdefault(files, {})[label] = selection
-    total = sum(len(group) for group in by_files.values())
-    planned: list[dict[str, list[str]]] = [{}]
-    for files in sorted(by_files):  # neighbouring files (tests/kernels/...) share a batch
-        if len(planned) < batches and len(planned[-1]) * batches >= total:
-            planned.append({})
-        planned[-1].update(by_files[files])
+    planned: list[dict[str, list[str]]] = [{} for _ in range(batches)]
+    # The files with most selections first, each to the batch with fewest so far.
+    for files in sorted(by_files, key=lambda files: (-len(by_files[files]), files)):
+        min(planned, key=len).update(by_files[files])
     return [batch for batch in planned if batch], alone
 
 
