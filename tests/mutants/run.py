@@ -481,7 +481,7 @@ def check_all(
         print(
             f"[{time.monotonic() - start:6.0f}s] baselines: "
             f"{len(baselines) - len(red)}/{len(baselines)} distinct selections green "
-            f"({len(selections) - len(alone)} in {len(batches)} batches, {len(alone)} alone)",
+            f"({len(selections) - len(alone)} in {len(batches)} batch(es), {len(alone)} alone)",
             flush=True,
         )
         rows: list[Row] = []
