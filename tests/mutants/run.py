@@ -328,6 +328,7 @@ class BatchOutcome:
     green_in_batch: int
     run_alone: list[str]
     batch_rc: int
+    batch_log: str
     batch_seconds: float
 
 
@@ -355,7 +356,7 @@ def run_batch(copy: Path, batch: dict[str, list[str]], timeout: float) -> BatchO
     )
     files = list(dict.fromkeys(file_of(arg) for args, _ in parsed for arg in args))
     began = time.monotonic()
-    rc, _ = run_pytest(
+    rc, log = run_pytest(
         copy,
         ["-p", BATCH_PLUGIN, f"--mutant-batch={spec}", *files],
         timeout,
@@ -367,7 +368,7 @@ def run_batch(copy: Path, batch: dict[str, list[str]], timeout: float) -> BatchO
     alone = [label for label in labels if label not in baselines]
     for label in alone:
         baselines[label] = run_pytest(copy, batch[label], timeout)
-    return BatchOutcome(baselines, len(labels) - len(alone), alone, rc, seconds)
+    return BatchOutcome(baselines, len(labels) - len(alone), alone, rc, log, seconds)
 
 
 def run_mutant(
@@ -443,6 +444,8 @@ def check_all(
             + (f"; run alone: {', '.join(outcome.run_alone)}" if outcome.run_alone else ""),
             flush=True,
         )
+        if outcome.batch_rc not in (PYTEST_OK, PYTEST_FAILED):  # it told nothing: say why
+            print(tail(outcome.batch_log), flush=True)
         for label in outcome.run_alone:
             if outcome.baselines[label][0] == PYTEST_OK:
                 print(f"    note: {label} passed alone, not in its batch", flush=True)
