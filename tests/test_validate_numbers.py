@@ -3,6 +3,7 @@ problem and stays silent on the producer fixtures and on generated checkpoints."
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections import Counter
 from collections.abc import Callable
@@ -656,3 +657,121 @@ def test_negative_zero_fingerprint_both_sides() -> None:
     assert numbers.negative_zero_fingerprint(hist)[0].startswith("no E2M1 -0")
     hist[8] = 1
     assert numbers.negative_zero_fingerprint(hist)[0].startswith("E2M1 -0 (code 8) in 1 of 11 ")
+
+
+# -- FP8 block with declared ue8m0 scales (DeepSeek-V3.1 style) --------------------------------
+
+#: from src-bf16, its first tile's ue8m0 amax maps to 224 or 240 (< 256)
+KV_B0 = "model.layers.0.self_attn.kv_b_proj"
+
+
+def _ue8m0_checkpoint(tmp_path: Path, edits: dict[str, Callable[[np.ndarray], Any]] | None = None
+                      ) -> Path:
+    """The DeepSeek FP8 fixture re-quantized from its BF16 twin as DeepGEMM's UE8M0 path
+    writes it (the reference ``ue8m0`` profile), ``scale_fmt: ue8m0`` declared; then
+    ``edits`` applied."""
+    from mxformats.schemes.fp8_block import quantize_fp8_block
+
+    folder = tmp_path / "ue8m0"
+    shutil.copytree(PRODUCERS / "kimi-k2-fp8-block-deepseek", folder)
+    config = json.loads((folder / "config.json").read_text())
+    config["quantization_config"]["scale_fmt"] = "ue8m0"
+    (folder / "config.json").write_text(json.dumps(config))
+    ckpt, src = _load(folder), _load(PRODUCERS / "src-bf16")
+    requantized: dict[str, Callable[[np.ndarray], Any]] = {}
+    for name in [n for n in ckpt.tensors if n.endswith(".weight_scale_inv")]:
+        module = name.removesuffix(".weight_scale_inv")
+        codes, scales = quantize_fp8_block(src.read(f"{module}.weight"), profile="ue8m0")
+        requantized[f"{module}.weight"] = lambda a, c=codes: c
+        requantized[name] = lambda a, s=scales: s
+    shutil.rmtree(tmp_path / "kimi-k2-fp8-block-deepseek", ignore_errors=True)
+    _plant_into(folder, requantized)
+    return _plant_into(folder, edits or {})
+
+
+def _plant_into(folder: Path, edits: dict[str, Callable[[np.ndarray], Any]]) -> Path:
+    """``edits`` written over ``folder``'s tensors in place (same dtype and shape)."""
+    ckpt = _load(folder)
+    for name, edit in edits.items():
+        ref = ckpt.tensors[name]
+        array = ckpt.read(name).copy()
+        out = edit(array)
+        array = array if out is None else np.asarray(out).view(array.dtype).reshape(array.shape)
+        with open(folder / ref.file, "r+b") as f:
+            f.seek(ref.begin)
+            f.write(np.ascontiguousarray(array).tobytes())
+    return folder
+
+
+def test_ue8m0_checkpoint_is_tight_at_224(tmp_path: Path) -> None:
+    """A power-of-two scale maps a tile's amax into (224, 448], so a valid ue8m0 file holds
+    tiles whose largest |code| is 224 or 240: no FP8_TILE_NOT_TIGHT (the fixture's kv_b_proj
+    is one); the same tile read without the ue8m0 declaration is below the top binade."""
+    folder = _ue8m0_checkpoint(tmp_path)
+    codes = _load(folder).read(f"{KV_B0}.weight").view(np.uint8)
+    assert int((codes[:128, :128] & 0x7F).max()) in (0x76, 0x77)  # the case under test
+    assert _problems(_numbers(folder)) == set()
+    config = json.loads((folder / "config.json").read_text())
+    del config["quantization_config"]["scale_fmt"]
+    (folder / "config.json").write_text(json.dumps(config))
+    assert ("FP8_TILE_NOT_TIGHT", f"{KV_B0}.weight") in _problems(_numbers(folder))
+
+
+def test_ue8m0_tile_below_224_fires(tmp_path: Path) -> None:
+    """The other side: a ue8m0 tile whose largest |code| is 208 (0x75) is not tight."""
+    def cap(a: np.ndarray) -> np.ndarray:
+        b = a.view(np.uint8)
+        return np.where((b & 0x7F) > 0x75, (b & 0x80) | 0x75, b).astype(np.uint8)
+
+    folder = _ue8m0_checkpoint(tmp_path, {f"{KV_B0}.weight": cap})
+    assert _problems(_numbers(folder)) == {("FP8_TILE_NOT_TIGHT", f"{KV_B0}.weight")}
+
+
+@pytest.mark.parametrize(("scale", "problems"), [
+    (2.0**-22, set()),  # DeepGEMM's ue8m0 floor scale: exempt, and its zero-tile fingerprint
+    (2.0**-21, {("FP8_TILE_NOT_TIGHT", f"{DOWN0}.weight")}),
+], ids=["at-floor", "above-floor"])
+def test_ue8m0_floor_and_zero_tile(tmp_path: Path, scale: float,
+                                   problems: set[tuple[str, str]]) -> None:
+    """A ue8m0 tile at DeepGEMM's amax floor (scale 2^-22: 1e-4/448 rounded up) is exempt
+    from tightness, one a binade above is not; an all-zero tile with 2^-22 is the ue8m0
+    producer's fingerprint, never FP8_ZERO_TILE_SCALE."""
+    def small(a: np.ndarray) -> np.ndarray:
+        b = a.view(np.uint8).copy()
+        b[:, :128] = 0x30  # 1.0: a tiny tile
+        b[:, 128:] = 0  # an all-zero tile
+        return b
+
+    def scales(a: np.ndarray) -> None:
+        a[0, 0], a[0, 1] = scale, 2.0**-22
+
+    folder = _ue8m0_checkpoint(tmp_path, {f"{DOWN0}.weight": small,
+                                          f"{DOWN0}.weight_scale_inv": scales})
+    findings = _numbers(folder)
+    assert _problems(findings) == problems
+    assert any("2.3841858e-07: ue8m0" in p for p in _prints(findings))
+
+
+def test_tile_flags_block_larger_than_the_array() -> None:
+    """A tile larger than the array is one tile of the whole array, with no padding beyond
+    it (a hostile weight_block_size must not allocate its square); both sides of an edge."""
+    from mxformats.validate.descriptors.fp8_block import tile_flags
+
+    codes = np.zeros((3, 5), np.uint8)
+    codes[2, 4] = 0xF8  # -256: in the top binade
+    for block in ((1 << 30, 1 << 30), (3, 5), (1 << 30, 5)):
+        nonzero, top = tile_flags(codes, block)
+        assert nonzero.tolist() == [[True]] and top.tolist() == [[True]]
+    nonzero, top = tile_flags(codes, (2, 1 << 30))  # rows 0-1 zero, row 2 not
+    assert nonzero.tolist() == [[False], [True]] and top.tolist() == [[False], [True]]
+
+
+def test_hostile_block_size_is_no_internal_error(tmp_path: Path) -> None:
+    """weight_block_size [2^30, 2^30] (a CONFIG_QUANT error at structure level) leaves the
+    numbers checks bounded: no module allocates the tile's square and fails."""
+    folder = tmp_path / "fp8"
+    shutil.copytree(PRODUCERS / "kimi-k2-fp8-block-deepseek", folder)
+    config = json.loads((folder / "config.json").read_text())
+    config["quantization_config"]["weight_block_size"] = [1 << 30, 1 << 30]
+    (folder / "config.json").write_text(json.dumps(config))
+    assert "INTERNAL_ERROR" not in _ids(_numbers(folder))

@@ -6,7 +6,8 @@ the producer fixtures in tests/data/producers):
 
 - the largest |code| of a tile reaches the top binade (magnitude ≥ 256, exponent field 1111)
   unless the tile is all zero or its amax sat below the producer's floor (DeepGEMM clamps the
-  tile maximum at 1e-4);
+  tile maximum at 1e-4); with ``ue8m0`` scales, rounded up to a power of two, a tile's amax
+  maps into (224, 448], so its largest |code| is at least 224 (E4M3 0x76);
 - an all-zero tile carries the producer's fingerprint scale: ``1e-4/448`` (DeepSeek, DeepGEMM),
   ``2^-22`` (``ue8m0``), ``bf16 eps = 2^-7`` (compressed-tensors);
 - ``ue8m0`` scales are exact powers of two (DeepGEMM ``ceil_to_ue8m0``).
@@ -41,12 +42,15 @@ FP8_TILE_NOT_TIGHT = declare(
     "FP8_TILE_NOT_TIGHT", Severity.ERROR, Level.FULL, _N,
     "FP8 block tiles whose largest |code| stays below the top binade (256): every producer maps "
     "a tile's amax to 448, so a wrong tile size, a transposed scale grid or a scale from another "
-    "tensor shows here. All-zero tiles and tiles at the producer's amax floor are exempt.",
+    "tensor shows here (declared ue8m0 scales, rounded up to a power of two, map it into "
+    "(224, 448]: the bound there is 224). All-zero tiles and tiles at the producer's amax floor "
+    "are exempt.",
     "Re-quantize with 128x128 tiles on the [ceil(O/128), ceil(I/128)] grid.")
 FP8_ZERO_TILE_SCALE = declare(
     "FP8_ZERO_TILE_SCALE", Severity.WARNING, Level.FULL, _N,
     "An all-zero FP8 tile whose scale is not the fingerprint of the producer the config claims "
-    "(1e-4/448 for DeepSeek/DeepGEMM, 2^-7 for compressed-tensors): another writer, or scales "
+    "(1e-4/448 for DeepSeek/DeepGEMM, 2^-22 with declared ue8m0 scales, 2^-7 for "
+    "compressed-tensors): another writer, or scales "
     "that do not belong to these codes.",
     "Check which tool wrote the file; re-quantize with the claimed producer.")
 FP8_SCALE_NOT_POW2 = declare(
@@ -57,23 +61,29 @@ FP8_SCALE_NOT_POW2 = declare(
 
 #: E4M3FN exponent field 1111: magnitudes 256..448 (0x7F, NaN, is excluded by the caller).
 _TOP = 0x78
+#: E4M3FN 224 (exponent 1110, mantissa 110): the least largest |code| of a ``ue8m0`` tile,
+#: whose power-of-two scale ``2^ceil(log2(amax/448))`` maps its amax into (224, 448]
+_TOP_UE8M0 = 0x76
 _MAG = 0x7F
 
 
-def tile_flags(codes: NDArray[Any], block: tuple[int, int]
+def tile_flags(codes: NDArray[Any], block: tuple[int, int], least: int = _TOP
                ) -> tuple[NDArray[np.bool_], NDArray[np.bool_]]:
     """Per tile of an E4M3FN code array ``[O, I]`` (uint8 or float8 view): (holds a non-zero
-    code, holds a code in the top binade). Partial edge tiles count their real elements."""
+    code, holds a code whose magnitude byte is at least ``least``: by default one in the top
+    binade). Partial edge tiles count their real elements. A tile larger than the array (a
+    block size from an untrusted config) is one tile of the whole array: the padding never
+    exceeds the array's own size."""
     c = np.ascontiguousarray(codes).view(np.uint8)
-    bm, bn = block
     rows, cols = c.shape
+    bm, bn = min(block[0], max(rows, 1)), min(block[1], max(cols, 1))
     grid = (cdiv(rows, bm), cdiv(cols, bn))
     padded = np.zeros((grid[0] * bm, grid[1] * bn), np.uint8)
     padded[:rows, :cols] = c
     t = padded.reshape(grid[0], bm, grid[1], bn)
     mag = t & _MAG
     nonzero = np.any(mag != 0, axis=(1, 3))
-    top = np.any((mag & _TOP) == _TOP, axis=(1, 3))
+    top = np.any(mag >= least, axis=(1, 3))
     return nonzero, top
 
 
@@ -144,12 +154,19 @@ class FP8BlockDescriptor(Descriptor):
             self.scale_name: ((self.scale_dtype,), ((cdiv(out, bo), cdiv(inp, bi)),)),
         }
 
-    def fingerprint(self) -> float | None:
-        """The scale the producer writes for an all-zero tile (None: not known)."""
+    def scale_profile(self, ckpt: Checkpoint) -> str | None:
+        """The reference profile whose scale rule ``ckpt``'s scales follow: ``ue8m0`` where
+        the config declares power-of-two scales (DeepGEMM ``per_block_cast_to_fp8`` with
+        ``use_ue8m0``), else :attr:`profile`."""
+        return "ue8m0" if self.ue8m0(ckpt) else self.profile
+
+    def fingerprint(self, ckpt: Checkpoint) -> float | None:
+        """The scale the producer of ``ckpt`` (:meth:`scale_profile`) writes for an all-zero
+        tile, which is also its amax floor's scale (None: not known)."""
         zero = np.zeros((1, 1), dtype=ml_dtypes.bfloat16)
         return float(np.asarray(quantize_fp8_block(zero, block=(1, 1),
-                                                   profile=self.profile or "").scales)
-                     .astype(np.float64)[0, 0])
+                                                   profile=self.scale_profile(ckpt) or "")
+                                .scales).astype(np.float64)[0, 0])
 
     def scale_findings(self, ckpt: Checkpoint, module: Module,
                        arrays: dict[str, NDArray[Any]]) -> Iterator[Finding]:
@@ -169,26 +186,29 @@ class FP8BlockDescriptor(Descriptor):
                       stats: CodeStats) -> Iterator[Finding]:
         wref, codes = module.tensors["weight"], arrays["weight"]
         scales = np.asarray(arrays[self.scale_name]).astype(np.float64)
-        nonzero, top = tile_flags(codes, self.block(ckpt))
+        ue8m0 = self.ue8m0(ckpt)
+        nonzero, top = tile_flags(codes, self.block(ckpt), _TOP_UE8M0 if ue8m0 else _TOP)
         if nonzero.shape != scales.shape:
             return  # the layout checks report the grid
         usable = np.isfinite(scales) & (scales > 0)
-        floor = self.amax_floor
-        at_floor = (scales <= floor / 448 * (1 + 1e-6)) if floor is not None else \
-            np.zeros_like(usable)
+        mark = self.fingerprint(ckpt)
+        # the floor's scale is the zero tile's: amax_floor / 448, rounded up under ue8m0
+        at_floor = (scales <= mark * (1 + 1e-6)) if self.amax_floor is not None and \
+            mark is not None else np.zeros_like(usable)
         loose = Count.of(nonzero & ~top & usable & ~at_floor)
         if loose.n:
             yield finding(FP8_TILE_NOT_TIGHT, wref, f"{loose.n} non-zero tile(s) whose largest "
-                          f"|code| is below 256 (first tile {where(scales.shape, loose.first)})")
+                          f"|code| is below {224 if ue8m0 else 256} (first tile "
+                          f"{where(scales.shape, loose.first)})")
         stats.count_zero_blocks(scales[~nonzero], zero_tile_producers(), "all-zero FP8 tiles")
-        mark = self.fingerprint()
         if mark is None:
             return
         odd = Count.of(~nonzero & usable & (scales != mark))
         if odd.n:
             sref = module.tensors[self.scale_name]
             yield finding(FP8_ZERO_TILE_SCALE, sref, f"{odd.n} all-zero tile(s) with scale "
-                          f"{scales.reshape(-1)[odd.first]!r}, not the {self.profile!r} "
+                          f"{scales.reshape(-1)[odd.first]!r}, not the "
+                          f"{self.scale_profile(ckpt)!r} "
                           f"fingerprint {mark!r} (first tile {where(scales.shape, odd.first)})",
                           odd.first)
 
