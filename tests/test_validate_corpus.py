@@ -728,6 +728,11 @@ CASES += [
     case("nvfp4-modelopt-exclude-contradiction", "nvfp4-mo", _hf_quant(lambda q: q["exclude_modules"].remove("lm_head")), 1, {("CONFIG_QUANT_CONTRADICTION", E, None)}),
     case("nvfp4-modelopt-block-scale-nan", "nvfp4-mo", set_tensor(f"{MO_EXPERT}.down_proj.weight_scale", lambda a: np.full(a.shape, 0x7F, np.uint8).view(a.dtype)), 1, {("NVFP4_BLOCK_SCALE", E, f"{MO_EXPERT}.down_proj.weight_scale")}, level=Level.SCALES),
     case("nvfp4-modelopt-global-in-ct-convention", "nvfp4-mo", set_tensor(f"{MO_EXPERT}.down_proj.weight_scale_2", lambda a: (1 / a).astype(np.float32)), 1, {("NVFP4_GLOBAL_CONVENTION", E, f"{MO_EXPERT}.down_proj.weight_scale_2")}, level=Level.SCALES),
+    # a zero per-tensor scale: an error where vLLM divides by it (Inf), a warning where it multiplies (zeroed)
+    case("nvfp4-modelopt-input-scale-zero", "nvfp4-mo", set_tensor(f"{MO_EXPERT}.down_proj.input_scale", lambda a: a * 0), 1, {("SCALE_ZERO", E, f"{MO_EXPERT}.down_proj.input_scale")}, level=Level.SCALES),
+    case("nvfp4-modelopt-weight-scale-2-zero-warns", "nvfp4-mo", set_tensor(f"{MO_EXPERT}.down_proj.weight_scale_2", lambda a: a * 0), 0, {("SCALE_ZERO", W, f"{MO_EXPERT}.down_proj.weight_scale_2")}, level=Level.SCALES),
+    case("nvfp4-ct-global-scale-zero", "nvfp4-ct", set_tensor(f"{MO_EXPERT}.down_proj.weight_global_scale", lambda a: a * 0), 1, {("SCALE_ZERO", E, f"{MO_EXPERT}.down_proj.weight_global_scale")}, level=Level.SCALES),
+    case("nvfp4-ct-input-global-scale-zero", "nvfp4-ct", set_tensor(f"{MO_EXPERT}.down_proj.input_global_scale", lambda a: a * 0), 1, {("SCALE_ZERO", E, f"{MO_EXPERT}.down_proj.input_global_scale")}, level=Level.SCALES),
     case("nvfp4-modelopt-gate-up-scale-2-differ", "nvfp4-mo", set_tensor(f"{MO_EXPERT}.up_proj.weight_scale_2", lambda a: (a * 2).astype(np.float32)), 0, {("NVFP4_GATE_UP_SCALE", W, f"{MO_EXPERT}.up_proj.weight_scale_2")}, level=Level.SCALES),
     case("nvfp4-modelopt-block-not-tight", "nvfp4-mo", set_tensor(f"{MO_EXPERT}.down_proj.weight", lambda a: np.full_like(a, 0x11)), 1, {("NVFP4_BLOCK_NOT_TIGHT", E, f"{MO_EXPERT}.down_proj.weight")}, level=Level.FULL),
     # ModelOpt's Four-Over-Six recipe: blocks whose amax maps to 4, no non-zero scale above 384

@@ -95,7 +95,8 @@ SCALE_NEGATIVE = declare(
 SCALE_ZERO = declare(
     "SCALE_ZERO", W, _S, _N,
     "A scale is zero: the group / row / tensor is silently zeroed (an error for W4A8, where "
-    "vLLM asserts on it).",
+    "vLLM asserts on it, and for an NVFP4 scale vLLM divides by: a ModelOpt input_scale, a "
+    "compressed-tensors global scale; the result is Inf).",
     "Check the weights are meant to be zero; otherwise re-quantize.")
 W4A8_SCALE2_MAX = 448.0 / 7.5
 #: Relative tolerance of max(weight_scale_2) around :data:`W4A8_SCALE2_MAX`.

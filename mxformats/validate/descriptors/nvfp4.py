@@ -167,13 +167,27 @@ class NVFP4Descriptor(Descriptor):
                           f"{where(b.shape, bad.first)}", bad.first)
         for p in (self.global_name, self.input_name):
             if p in arrays:
-                yield from scale_findings(module.tensors[p], arrays[p])
+                yield from scale_findings(module.tensors[p], arrays[p],
+                                          zero_severity=self.zero_scale_severity(p))
         g = np.asarray(arrays[self.global_name], dtype=np.float64).reshape(-1)
         if g.size and np.isfinite(g[0]) and g[0] > 0 and (g[0] < 1) == self.global_is_divisor:
             other = "ModelOpt weight_scale_2 (amax/2688)" if self.global_is_divisor else \
                 "compressed-tensors weight_global_scale (2688/amax)"
             yield finding(NVFP4_GLOBAL_CONVENTION, module.tensors[self.global_name],
                           f"{g[0]!r} looks like a {other}")
+
+    def zero_scale_severity(self, param: str) -> Severity | None:
+        """SCALE_ZERO's severity for per-tensor scale ``param``: an error where vLLM divides by
+        it, so that a zero gives Inf (the activation scale of both conventions, and the
+        compressed-tensors weight global scale), None (SCALE_ZERO's warning: the weight is
+        zeroed) for a ModelOpt ``weight_scale_2``, which vLLM multiplies by. vLLM
+        ``ModelOptNvFp4LinearMethod.process_weights_after_loading`` computes ``input_scale_inv
+        = 1 / input_scale`` and ``alpha = input_scale * weight_scale_2`` (``modelopt.py`` @
+        00155cd); ``CompressedTensorsW4A4Fp4.process_weights_after_loading`` computes ``alpha
+        = 1 / (input_global_scale * weight_global_scale)`` (``compressed_tensors/schemes/
+        compressed_tensors_w4a4_nvfp4.py`` @ vllm==0.33.0)."""
+        divides = param == self.input_name or self.global_is_divisor
+        return Severity.ERROR if divides else None
 
     def code_findings(self, ckpt: Checkpoint, module: Module, arrays: dict[str, NDArray[Any]],
                       stats: CodeStats) -> Iterator[Finding]:
