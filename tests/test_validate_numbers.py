@@ -775,3 +775,30 @@ def test_hostile_block_size_is_no_internal_error(tmp_path: Path) -> None:
     config["quantization_config"]["weight_block_size"] = [1 << 30, 1 << 30]
     (folder / "config.json").write_text(json.dumps(config))
     assert "INTERNAL_ERROR" not in _ids(_numbers(folder))
+
+
+@pytest.mark.parametrize("experts", [10, 11, 400], ids=["at-limit", "one-over", "kimi-size"])
+def test_gate_up_scale_is_listed_then_summed(experts: int) -> None:
+    """A producer that calibrates gate and up apart does it in every expert: the first
+    MAX_LISTED experts are listed, the rest counted in one summary (none at the limit)."""
+    from types import SimpleNamespace
+
+    from mxformats.validate.findings import MAX_LISTED
+    from mxformats.validate.model import TensorRef
+
+    desc = nvfp4_ct.DESCRIPTOR
+    arrays, tensors = {}, {}
+    for e in range(experts):
+        for proj, value in (("gate_proj", 1.0), ("up_proj", 2.0)):
+            module = f"model.layers.1.mlp.experts.{e}.{proj}"
+            arrays[module] = {desc.global_name: np.array([value], np.float32)}
+            name = f"{module}.{desc.global_name}"
+            tensors[name] = TensorRef(name, "m.safetensors", "F32", (1,), 0, 4)
+    ckpt: Any = SimpleNamespace(tensors=tensors)
+    found = list(desc.layer_findings(ckpt, arrays))
+    assert all(f.check.id == "NVFP4_GATE_UP_SCALE" for f in found)
+    listed = [f for f in found if f.tensor is not None]
+    assert len(listed) == min(experts, MAX_LISTED)
+    rest = [f for f in found if f.tensor is None]
+    assert [f.message for f in rest] == ([f"{experts - MAX_LISTED} more like the above, not "
+                                          "listed"] if experts > MAX_LISTED else [])

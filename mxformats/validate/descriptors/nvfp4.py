@@ -24,7 +24,7 @@ import numpy as np
 from mxformats import fast
 from mxformats.schemes.nvfp4 import PRODUCERS
 
-from ..findings import Level, Severity, declare
+from ..findings import MAX_LISTED, Level, Listing, Severity, declare
 from ..numbers import Count, byte_stats, finding, scale_findings, where
 from .base import Descriptor, EnginePath, TensorSpec, cdiv
 
@@ -296,6 +296,11 @@ class NVFP4Descriptor(Descriptor):
 
     def layer_findings(self, ckpt: Checkpoint, arrays: dict[str, dict[str, NDArray[Any]]]
                        ) -> Iterator[Finding]:
+        """NVFP4_GATE_UP_SCALE per expert whose gate and up global scales differ: the first
+        :data:`MAX_LISTED` listed, the rest counted in one summary (a producer that
+        calibrates gate and up apart does so in every expert: one cause, thousands of
+        experts)."""
+        listed = Listing(MAX_LISTED)
         for name in sorted(arrays):
             if not name.endswith(".gate_proj") or ".experts." not in name:
                 continue
@@ -307,6 +312,7 @@ class NVFP4Descriptor(Descriptor):
             b = float(np.asarray(up[self.global_name], np.float64).reshape(-1)[0])
             if a != b:
                 ref = ckpt.tensors[f"{name[: -len('gate_proj')]}up_proj.{self.global_name}"]
-                yield finding(NVFP4_GATE_UP_SCALE, ref, f"{self.global_name} {b!r}, gate_proj "
-                              f"has {a!r}: {self.gate_up_loader}",
-                              severity=self.gate_up_severity)
+                yield from listed.add(finding(
+                    NVFP4_GATE_UP_SCALE, ref, f"{self.global_name} {b!r}, gate_proj has {a!r}: "
+                    f"{self.gate_up_loader}", severity=self.gate_up_severity))
+        yield from listed.rest()
