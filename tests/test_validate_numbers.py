@@ -802,3 +802,20 @@ def test_gate_up_scale_is_listed_then_summed(experts: int) -> None:
     rest = [f for f in found if f.tensor is None]
     assert [f.message for f in rest] == ([f"{experts - MAX_LISTED} more like the above, not "
                                           "listed"] if experts > MAX_LISTED else [])
+
+
+def test_ue8m0_checkpoint_reproduces_with_the_ue8m0_profile(tmp_path: Path) -> None:
+    """``scale_fmt: ue8m0`` selects the ``ue8m0`` producer profile: ``--source`` reproduces
+    every tensor of a DeepGEMM UE8M0 export byte for byte (the plain ``deepseek`` profile
+    mismatches every scale), and ``profile_for`` names it; without the key, ``deepseek``."""
+    from mxformats.validate.descriptors import profile_for
+    from mxformats.validate.runner import validate
+
+    folder = _ue8m0_checkpoint(tmp_path)
+    config = json.loads((folder / "config.json").read_text())
+    assert profile_for(config)["producer_profile"] == "ue8m0"
+    report = validate(folder, Options(level=Level.SCALES, source=PRODUCERS / "src-bf16"))
+    assert report.reproduction is not None and report.reproduction["profile"] == "ue8m0"
+    assert {f.check.id for f in report.findings} == {"REPRO_SUMMARY"}
+    del config["quantization_config"]["scale_fmt"]
+    assert profile_for(config)["producer_profile"] == "deepseek"

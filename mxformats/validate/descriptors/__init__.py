@@ -51,7 +51,7 @@ def detect(configs: Configs) -> tuple[Descriptor, str]:
     for descriptor in DESCRIPTORS:
         detail = descriptor.detect(configs)
         if detail is not None:
-            return descriptor, detail
+            return descriptor.for_configs(configs), detail
     return UNSUPPORTED, Unsupported.why(configs)
 
 

@@ -166,6 +166,11 @@ class Descriptor:
         """The report's detail line when ``configs`` declare this format, else None."""
         raise NotImplementedError
 
+    def for_configs(self, configs: Configs) -> Descriptor:
+        """The descriptor of a checkpoint whose ``configs`` this one detected: itself, or the
+        variant of it whose producer profile the configs name (:attr:`profile`)."""
+        return self
+
     def exclude_list(self, configs: Configs) -> list[str]:
         """The exclude/ignore entries as the loader reads them."""
         qc = configs.quant_config or {}

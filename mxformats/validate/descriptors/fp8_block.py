@@ -154,19 +154,13 @@ class FP8BlockDescriptor(Descriptor):
             self.scale_name: ((self.scale_dtype,), ((cdiv(out, bo), cdiv(inp, bi)),)),
         }
 
-    def scale_profile(self, ckpt: Checkpoint) -> str | None:
-        """The reference profile whose scale rule ``ckpt``'s scales follow: ``ue8m0`` where
-        the config declares power-of-two scales (DeepGEMM ``per_block_cast_to_fp8`` with
-        ``use_ue8m0``), else :attr:`profile`."""
-        return "ue8m0" if self.ue8m0(ckpt) else self.profile
-
-    def fingerprint(self, ckpt: Checkpoint) -> float | None:
-        """The scale the producer of ``ckpt`` (:meth:`scale_profile`) writes for an all-zero
-        tile, which is also its amax floor's scale (None: not known)."""
+    def fingerprint(self) -> float | None:
+        """The scale the producer writes for an all-zero tile, which is also the scale of a
+        tile at its amax floor (None: not known)."""
         zero = np.zeros((1, 1), dtype=ml_dtypes.bfloat16)
         return float(np.asarray(quantize_fp8_block(zero, block=(1, 1),
-                                                   profile=self.scale_profile(ckpt) or "")
-                                .scales).astype(np.float64)[0, 0])
+                                                   profile=self.profile or "").scales)
+                     .astype(np.float64)[0, 0])
 
     def scale_findings(self, ckpt: Checkpoint, module: Module,
                        arrays: dict[str, NDArray[Any]]) -> Iterator[Finding]:
@@ -191,7 +185,7 @@ class FP8BlockDescriptor(Descriptor):
         if nonzero.shape != scales.shape:
             return  # the layout checks report the grid
         usable = np.isfinite(scales) & (scales > 0)
-        mark = self.fingerprint(ckpt)
+        mark = self.fingerprint()
         # the floor's scale is the zero tile's: amax_floor / 448, rounded up under ue8m0
         at_floor = (scales <= mark * (1 + 1e-6)) if self.amax_floor is not None and \
             mark is not None else np.zeros_like(usable)
@@ -207,8 +201,7 @@ class FP8BlockDescriptor(Descriptor):
         if odd.n:
             sref = module.tensors[self.scale_name]
             yield finding(FP8_ZERO_TILE_SCALE, sref, f"{odd.n} all-zero tile(s) with scale "
-                          f"{scales.reshape(-1)[odd.first]!r}, not the "
-                          f"{self.scale_profile(ckpt)!r} "
+                          f"{scales.reshape(-1)[odd.first]!r}, not the {self.profile!r} "
                           f"fingerprint {mark!r} (first tile {where(scales.shape, odd.first)})",
                           odd.first)
 

@@ -9,7 +9,7 @@ but those ``modules_to_not_convert`` names (``ignored_layers``) is built FP8;
 ``ParallelLMHead``, embeddings and the router stay unquantized. A quantized weight without its
 ``weight_scale_inv`` is the trace of DeepSeek's ``inference/fp8_cast_bf16.py``, which keeps the
 FP8 bytes of a weight whose ``_scale_inv`` it cannot find. Reproduced by
-``quantize_fp8_block(profile="deepseek")`` (``ue8m0``: profile ``ue8m0``).
+``quantize_fp8_block(profile="deepseek")`` (``ue8m0``: profile ``ue8m0``, :data:`UE8M0`).
 """
 
 from __future__ import annotations
@@ -45,7 +45,6 @@ class DeepSeekFP8Block(FP8BlockDescriptor):
     #: a BF16 Linear here is judged by its own tensors, not the (usually absent) list: the
     #: official releases carry no modules_to_not_convert
     needs_exclude_entries = False
-    profile = "deepseek"
     engine_paths = (
         EnginePath("vllm", "native", "FP8 block on {target}: e4m3fnuz; vLLM doubles the "
                    "weight scales converting e4m3fn (normalize_e4m3fn_to_e4m3fnuz)",
@@ -60,6 +59,17 @@ class DeepSeekFP8Block(FP8BlockDescriptor):
         "weight_scale_inv": "DeepSeek's fp8_cast_bf16.py keeps the FP8 bytes of a weight whose "
         "_scale_inv it cannot find (a converter that lost the scale)",
     })
+
+    def __init__(self, profile: str = "deepseek") -> None:
+        #: ``deepseek``, or ``ue8m0`` where the config declares ``scale_fmt: ue8m0``
+        #: (:meth:`for_configs`): DeepGEMM ``per_block_cast_to_fp8`` with ``use_ue8m0``
+        self.profile = profile
+
+    def for_configs(self, configs: Configs) -> DeepSeekFP8Block:
+        """:data:`UE8M0` where the config declares ``scale_fmt: ue8m0``, else
+        :data:`DESCRIPTOR`: ``--source`` reproduces each with its own profile."""
+        declared = (configs.quant_config or {}).get("scale_fmt") == "ue8m0"
+        return UE8M0 if declared else DESCRIPTOR
 
     def detect(self, configs: Configs) -> str | None:
         qc = configs.quant_config
@@ -98,3 +108,5 @@ class DeepSeekFP8Block(FP8BlockDescriptor):
 
 
 DESCRIPTOR = DeepSeekFP8Block()
+#: The same format with power-of-two scales (``scale_fmt: ue8m0``, DeepSeek-V3.1 style).
+UE8M0 = DeepSeekFP8Block(profile="ue8m0")

@@ -105,7 +105,7 @@ class ModelOptFP8Block(ModelOptDescriptor, FP8BlockDescriptor):
                       stats: CodeStats) -> Iterator[Finding]:
         return super().code_findings(ckpt, module, self._grid(arrays), stats)
 
-    def fingerprint(self, ckpt: Checkpoint) -> float | None:
+    def fingerprint(self) -> float | None:
         return None
 
 
