@@ -70,6 +70,11 @@ def _plant(tmp_path: Path, fixture: str, edits: dict[str, Callable[[np.ndarray],
     """A copy of a producer fixture with tensors rewritten in place (same dtype and shape)."""
     folder = tmp_path / fixture
     shutil.copytree(PRODUCERS / fixture, folder)
+    return _plant_into(folder, edits)
+
+
+def _plant_into(folder: Path, edits: dict[str, Callable[[np.ndarray], Any]]) -> Path:
+    """``edits`` written over ``folder``'s tensors in place (same dtype and shape)."""
     ckpt = _load(folder)
     for name, edit in edits.items():
         ref = ckpt.tensors[name]
@@ -682,25 +687,10 @@ def _ue8m0_checkpoint(tmp_path: Path, edits: dict[str, Callable[[np.ndarray], An
     for name in [n for n in ckpt.tensors if n.endswith(".weight_scale_inv")]:
         module = name.removesuffix(".weight_scale_inv")
         codes, scales = quantize_fp8_block(src.read(f"{module}.weight"), profile="ue8m0")
-        requantized[f"{module}.weight"] = lambda a, c=codes: c
+        requantized[f"{module}.weight"] = lambda a, c=codes: c.view(a.dtype)
         requantized[name] = lambda a, s=scales: s
-    shutil.rmtree(tmp_path / "kimi-k2-fp8-block-deepseek", ignore_errors=True)
     _plant_into(folder, requantized)
     return _plant_into(folder, edits or {})
-
-
-def _plant_into(folder: Path, edits: dict[str, Callable[[np.ndarray], Any]]) -> Path:
-    """``edits`` written over ``folder``'s tensors in place (same dtype and shape)."""
-    ckpt = _load(folder)
-    for name, edit in edits.items():
-        ref = ckpt.tensors[name]
-        array = ckpt.read(name).copy()
-        out = edit(array)
-        array = array if out is None else np.asarray(out).view(array.dtype).reshape(array.shape)
-        with open(folder / ref.file, "r+b") as f:
-            f.seek(ref.begin)
-            f.write(np.ascontiguousarray(array).tobytes())
-    return folder
 
 
 def test_ue8m0_checkpoint_is_tight_at_224(tmp_path: Path) -> None:
@@ -721,7 +711,7 @@ def test_ue8m0_tile_below_224_fires(tmp_path: Path) -> None:
     """The other side: a ue8m0 tile whose largest |code| is 208 (0x75) is not tight."""
     def cap(a: np.ndarray) -> np.ndarray:
         b = a.view(np.uint8)
-        return np.where((b & 0x7F) > 0x75, (b & 0x80) | 0x75, b).astype(np.uint8)
+        return np.where((b & 0x7F) > 0x75, (b & 0x80) | 0x75, b).astype(np.uint8).view(a.dtype)
 
     folder = _ue8m0_checkpoint(tmp_path, {f"{KV_B0}.weight": cap})
     assert _problems(_numbers(folder)) == {("FP8_TILE_NOT_TIGHT", f"{KV_B0}.weight")}
@@ -740,7 +730,7 @@ def test_ue8m0_floor_and_zero_tile(tmp_path: Path, scale: float,
         b = a.view(np.uint8).copy()
         b[:, :128] = 0x30  # 1.0: a tiny tile
         b[:, 128:] = 0  # an all-zero tile
-        return b
+        return b.view(a.dtype)
 
     def scales(a: np.ndarray) -> None:
         a[0, 0], a[0, 1] = scale, 2.0**-22
