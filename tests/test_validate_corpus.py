@@ -733,6 +733,9 @@ CASES += [
     case("nvfp4-modelopt-weight-scale-2-zero-warns", "nvfp4-mo", set_tensor(f"{MO_EXPERT}.down_proj.weight_scale_2", lambda a: a * 0), 0, {("SCALE_ZERO", W, f"{MO_EXPERT}.down_proj.weight_scale_2")}, level=Level.SCALES),
     case("nvfp4-ct-global-scale-zero", "nvfp4-ct", set_tensor(f"{MO_EXPERT}.down_proj.weight_global_scale", lambda a: a * 0), 1, {("SCALE_ZERO", E, f"{MO_EXPERT}.down_proj.weight_global_scale")}, level=Level.SCALES),
     case("nvfp4-ct-input-global-scale-zero", "nvfp4-ct", set_tensor(f"{MO_EXPERT}.down_proj.input_global_scale", lambda a: a * 0), 1, {("SCALE_ZERO", E, f"{MO_EXPERT}.down_proj.input_global_scale")}, level=Level.SCALES),
+    # one root cause, one finding: a NaN or empty gate scale is not also a gate/up difference (nor a crash)
+    case("nvfp4-modelopt-gate-scale-2-nan", "nvfp4-mo", set_tensor(f"{MO_EXPERT}.gate_proj.weight_scale_2", lambda a: np.full_like(a, np.nan)), 1, {("SCALE_NONFINITE", E, f"{MO_EXPERT}.gate_proj.weight_scale_2")}, level=Level.SCALES),
+    case("nvfp4-modelopt-gate-scale-2-empty", "nvfp4-mo", set_tensor(f"{MO_EXPERT}.gate_proj.weight_scale_2", lambda a: np.zeros((0,), np.float32)), 1, {("QUANT_SHAPE", E, f"{MO_EXPERT}.gate_proj.weight_scale_2")}, level=Level.SCALES),
     case("nvfp4-modelopt-gate-up-scale-2-differ", "nvfp4-mo", set_tensor(f"{MO_EXPERT}.up_proj.weight_scale_2", lambda a: (a * 2).astype(np.float32)), 0, {("NVFP4_GATE_UP_SCALE", W, f"{MO_EXPERT}.up_proj.weight_scale_2")}, level=Level.SCALES),
     case("nvfp4-modelopt-block-not-tight", "nvfp4-mo", set_tensor(f"{MO_EXPERT}.down_proj.weight", lambda a: np.full_like(a, 0x11)), 1, {("NVFP4_BLOCK_NOT_TIGHT", E, f"{MO_EXPERT}.down_proj.weight")}, level=Level.FULL),
     # ModelOpt's Four-Over-Six recipe: blocks whose amax maps to 4, no non-zero scale above 384

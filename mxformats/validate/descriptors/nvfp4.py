@@ -15,6 +15,7 @@ some blocks' amax to 4 instead: a tensor none of whose non-zero blocks has a sca
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -308,9 +309,13 @@ class NVFP4Descriptor(Descriptor):
             gate = arrays[name]
             if up is None or self.global_name not in up or self.global_name not in gate:
                 continue
-            a = float(np.asarray(gate[self.global_name], np.float64).reshape(-1)[0])
-            b = float(np.asarray(up[self.global_name], np.float64).reshape(-1)[0])
-            if a != b:
+            ga = np.asarray(gate[self.global_name], np.float64).reshape(-1)
+            ub = np.asarray(up[self.global_name], np.float64).reshape(-1)
+            if not (ga.size and ub.size):
+                continue  # an empty scale: the layout checks report its shape
+            a, b = float(ga[0]), float(ub[0])
+            # a NaN or Inf is SCALE_NONFINITE's finding, not a second one here
+            if a != b and math.isfinite(a) and math.isfinite(b):
                 ref = ckpt.tensors[f"{name[: -len('gate_proj')]}up_proj.{self.global_name}"]
                 yield from listed.add(finding(
                     NVFP4_GATE_UP_SCALE, ref, f"{self.global_name} {b!r}, gate_proj has {a!r}: "
