@@ -767,25 +767,30 @@ def test_hostile_block_size_is_no_internal_error(tmp_path: Path) -> None:
     assert "INTERNAL_ERROR" not in _ids(_numbers(folder))
 
 
+def _global_scales(desc: Any, scales: dict[str, float]) -> list[Finding]:
+    """``desc.layer_findings`` over modules whose global scale is ``scales[module]``."""
+    from types import SimpleNamespace
+
+    from mxformats.validate.model import TensorRef
+
+    arrays, tensors = {}, {}
+    for module, value in scales.items():
+        arrays[module] = {desc.global_name: np.array([value], np.float32)}
+        name = f"{module}.{desc.global_name}"
+        tensors[name] = TensorRef(name, "m.safetensors", "F32", (1,), 0, 4)
+    ckpt: Any = SimpleNamespace(tensors=tensors)
+    return list(desc.layer_findings(ckpt, arrays))
+
+
 @pytest.mark.parametrize("experts", [10, 11, 400], ids=["at-limit", "one-over", "kimi-size"])
 def test_gate_up_scale_is_listed_then_summed(experts: int) -> None:
     """A producer that calibrates gate and up apart does it in every expert: the first
     MAX_LISTED experts are listed, the rest counted in one summary (none at the limit)."""
-    from types import SimpleNamespace
-
     from mxformats.validate.findings import MAX_LISTED
-    from mxformats.validate.model import TensorRef
 
-    desc = nvfp4_ct.DESCRIPTOR
-    arrays, tensors = {}, {}
-    for e in range(experts):
-        for proj, value in (("gate_proj", 1.0), ("up_proj", 2.0)):
-            module = f"model.layers.1.mlp.experts.{e}.{proj}"
-            arrays[module] = {desc.global_name: np.array([value], np.float32)}
-            name = f"{module}.{desc.global_name}"
-            tensors[name] = TensorRef(name, "m.safetensors", "F32", (1,), 0, 4)
-    ckpt: Any = SimpleNamespace(tensors=tensors)
-    found = list(desc.layer_findings(ckpt, arrays))
+    found = _global_scales(nvfp4_ct.DESCRIPTOR, {
+        f"model.layers.1.mlp.experts.{e}.{proj}": value
+        for e in range(experts) for proj, value in (("gate_proj", 1.0), ("up_proj", 2.0))})
     assert all(f.check.id == "NVFP4_GATE_UP_SCALE" for f in found)
     listed = [f for f in found if f.tensor is not None]
     assert len(listed) == min(experts, MAX_LISTED)
@@ -809,3 +814,22 @@ def test_ue8m0_checkpoint_reproduces_with_the_ue8m0_profile(tmp_path: Path) -> N
     assert {f.check.id for f in report.findings} == {"REPRO_SUMMARY"}
     del config["quantization_config"]["scale_fmt"]
     assert profile_for(config)["producer_profile"] == "deepseek"
+
+
+@pytest.mark.parametrize(("first", "second"), [
+    ("model.layers.0.self_attn.q_a_proj", "model.layers.0.self_attn.kv_a_proj_with_mqa"),
+    ("model.layers.0.mlp.gate_proj", "model.layers.0.mlp.up_proj"),
+    ("model.layers.1.mlp.shared_experts.gate_proj", "model.layers.1.mlp.shared_experts.up_proj"),
+], ids=["fused-qkv-a", "dense-gate-up", "shared-gate-up"])
+def test_fused_linear_global_scales_differ(first: str, second: str) -> None:
+    """vLLM's NVFP4 linear methods keep one global scale for a fused linear (the shards'
+    max): two fused linears with different scales are a warning on the second, naming what
+    vLLM does; equal ones, or a pair vLLM does not fuse (q_a with kv_b), are nothing."""
+    desc = nvfp4_modelopt.DESCRIPTOR
+    [found] = _global_scales(desc, {first: 0.001, second: 0.002})
+    assert (found.check.id, found.tensor) == ("NVFP4_GATE_UP_SCALE",
+                                              f"{second}.weight_scale_2")
+    assert "use the larger" in found.message and found.effective_severity.value == "warning"
+    assert _global_scales(desc, {first: 0.002, second: 0.002}) == []
+    unfused = first.replace("q_a_proj", "kv_b_proj").replace("gate_proj", "down_proj")
+    assert _global_scales(desc, {unfused: 0.001, second: 0.002}) == []

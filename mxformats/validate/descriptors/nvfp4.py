@@ -76,10 +76,12 @@ NVFP4_BLOCK_NOT_TIGHT = declare(
     "Re-quantize with 16-element blocks along the input dimension.")
 NVFP4_GATE_UP_SCALE = declare(
     "NVFP4_GATE_UP_SCALE", Severity.WARNING, Level.SCALES, _N,
-    "An expert's gate_proj and up_proj have different global scales. vLLM fuses them into one "
-    "w13 GEMM with one global scale: it logs 'w1_weight_scale_2 must match w3_weight_scale_2' "
-    "and uses gate's, so up_proj is decoded off by their ratio (ModelOpt: a warning; "
-    "compressed-tensors model_free_ptq writes separate scales by design: info).",
+    "Two modules vLLM fuses into one GEMM with one global scale have different global scales: "
+    "an expert's gate_proj and up_proj (w13: vLLM logs 'w1_weight_scale_2 must match "
+    "w3_weight_scale_2' and uses gate's), a dense or shared-expert gate_proj and up_proj, or "
+    "q_a_proj and kv_a_proj_with_mqa (vLLM's NVFP4 linears warn and use the larger), so one "
+    "is decoded off by their ratio (ModelOpt: a warning; compressed-tensors model_free_ptq "
+    "writes separate scales by design: info).",
     "Calibrate gate and up with one amax (ModelOpt does for its own exports).")
 
 #: The block scale each NVFP4 producer writes for an all-zero block (its zero scale replaced:
@@ -98,6 +100,15 @@ _FOUR = 6
 #: The projections both producers give one global scale (the larger amax of the two):
 #: ModelOpt ``sync_moe_gate_up_amax``, llm-compressor's fused-layer global scale (``oneshot``).
 FUSED = ("gate_proj", "up_proj")
+#: The modules vLLM fuses into one GEMM with one global scale (the first of each pair is the
+#: shard whose scale an expert's w13 keeps): DeepseekV2's ``gate_up_proj`` (dense and shared
+#: MLP), the experts' ``w13``, and ``fused_qkv_a_proj`` (``q_a_proj`` + ``kv_a_proj_with_mqa``).
+FUSED_PAIRS = (FUSED, ("q_a_proj", "kv_a_proj_with_mqa"))
+#: What vLLM's NVFP4 linear methods do with a fused linear's per-shard global scales
+_LINEAR_LOADER = ("vLLM ModelOptNvFp4LinearMethod / CompressedTensorsW4A4Fp4 "
+                  "process_weights_after_loading warn and use the larger of the fused shards' "
+                  "scales (weight_scale_2.max(), modelopt.py @00155cd), so the other shard is "
+                  "decoded off by their ratio")
 
 
 class NVFP4Descriptor(Descriptor):
@@ -297,27 +308,31 @@ class NVFP4Descriptor(Descriptor):
 
     def layer_findings(self, ckpt: Checkpoint, arrays: dict[str, dict[str, NDArray[Any]]]
                        ) -> Iterator[Finding]:
-        """NVFP4_GATE_UP_SCALE per expert whose gate and up global scales differ: the first
-        :data:`MAX_LISTED` listed, the rest counted in one summary (a producer that
-        calibrates gate and up apart does so in every expert: one cause, thousands of
-        experts)."""
+        """NVFP4_GATE_UP_SCALE per pair of modules vLLM fuses (:data:`FUSED_PAIRS`: an
+        expert's gate and up, a dense or shared-expert gate and up, q_a_proj and
+        kv_a_proj_with_mqa) whose global scales differ: the first :data:`MAX_LISTED` listed,
+        the rest counted in one summary (a producer that calibrates them apart does so in
+        every layer: one cause, thousands of experts)."""
         listed = Listing(MAX_LISTED)
         for name in sorted(arrays):
-            if not name.endswith(".gate_proj") or ".experts." not in name:
+            parent, _, projection = name.rpartition(".")
+            pair = next((p for p in FUSED_PAIRS if p[0] == projection), None)
+            if pair is None:
                 continue
-            up = arrays.get(name[: -len("gate_proj")] + "up_proj")
-            gate = arrays[name]
-            if up is None or self.global_name not in up or self.global_name not in gate:
+            other = arrays.get(f"{parent}.{pair[1]}")
+            first = arrays[name]
+            if other is None or self.global_name not in other or self.global_name not in first:
                 continue
-            ga = np.asarray(gate[self.global_name], np.float64).reshape(-1)
-            ub = np.asarray(up[self.global_name], np.float64).reshape(-1)
+            ga = np.asarray(first[self.global_name], np.float64).reshape(-1)
+            ub = np.asarray(other[self.global_name], np.float64).reshape(-1)
             if not (ga.size and ub.size):
                 continue  # an empty scale: the layout checks report its shape
             a, b = float(ga[0]), float(ub[0])
             # a NaN or Inf is SCALE_NONFINITE's finding, not a second one here
             if a != b and math.isfinite(a) and math.isfinite(b):
-                ref = ckpt.tensors[f"{name[: -len('gate_proj')]}up_proj.{self.global_name}"]
+                ref = ckpt.tensors[f"{parent}.{pair[1]}.{self.global_name}"]
+                loader = self.gate_up_loader if ".experts." in name else _LINEAR_LOADER
                 yield from listed.add(finding(
-                    NVFP4_GATE_UP_SCALE, ref, f"{self.global_name} {b!r}, gate_proj has {a!r}: "
-                    f"{self.gate_up_loader}", severity=self.gate_up_severity))
+                    NVFP4_GATE_UP_SCALE, ref, f"{self.global_name} {b!r}, {pair[0]} has {a!r}: "
+                    f"{loader}", severity=self.gate_up_severity))
         yield from listed.rest()
