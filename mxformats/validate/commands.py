@@ -206,7 +206,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 def inspect_data(root: str) -> dict[str, Any]:
     """What ``mxformats inspect`` prints, as data (None fields when not known)."""
-    from .deployment import admissible_tp, kernel_table
+    from .deployment import checkpoint_tp, kernel_table
     from .files import load
     from .identify import profiles_of
     from .preflight import engine_summary
@@ -236,9 +236,7 @@ def inspect_data(root: str) -> dict[str, Any]:
     for t in ckpt.tensors.values():
         per_dtype[t.dtype] += t.nbytes
     desc = ckpt.descriptor
-    tp = None if a is None or desc is None else admissible_tp(
-        desc, experts=a.experts, moe_intermediate=a.moe_intermediate,
-        intermediate=a.intermediate, heads=a.heads)
+    tp = None if desc is None else checkpoint_tp(ckpt, desc)
     return {
         "format": ckpt.format.value,
         "format_detail": ckpt.format_detail,

@@ -24,7 +24,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from mxformats.output import add_output_arguments
 
-from .deployment import TARGETS, admissible_tp
+from .deployment import TARGETS, checkpoint_tp
 from .findings import Level, Severity
 from .model import Options
 
@@ -64,12 +64,7 @@ class Row:
 
 def preflight_rows(ckpt: Checkpoint, descriptor: Descriptor) -> list[Row]:
     """The preflight table of ``ckpt`` (stored as ``descriptor`` declares), engine by target."""
-    a = ckpt.arch
-    dense = any(m.quantized and ".mlp.gate_proj" in n + "." and ".experts." not in n
-                and ".shared_experts" not in n for n, m in ckpt.modules.items())
-    tp = [] if a is None else admissible_tp(
-        descriptor, experts=a.experts, moe_intermediate=a.moe_intermediate,
-        intermediate=a.intermediate, heads=a.heads, dense_quantized=dense)
+    tp = checkpoint_tp(ckpt, descriptor) or []
     rows = []
     for engine in ENGINES:
         for name, key in TARGET_NAMES.items():
