@@ -204,6 +204,15 @@ def cmd_validate(args: argparse.Namespace) -> int:
     }, INTERRUPTED if report.incomplete else exit_code(report, args.strict))
 
 
+def _architecture(names: Any) -> str | None:
+    """The model class config.json's ``architectures`` names first (transformers reads a
+    list of class names); None when it is anything else (a hostile config never crashes
+    ``inspect``)."""
+    if isinstance(names, list) and names and isinstance(names[0], str):
+        return names[0]
+    return None
+
+
 def inspect_data(root: str) -> dict[str, Any]:
     """What ``mxformats inspect`` prints, as data (None fields when not known)."""
     from .deployment import checkpoint_tp, kernel_table
@@ -243,7 +252,7 @@ def inspect_data(root: str) -> dict[str, Any]:
         **profiles_of(ckpt.format),
         "producer": ", ".join(producer) or None,
         "fatal": loaded.fatal,
-        "architecture": (ckpt.config.get("architectures") or [None])[0],
+        "architecture": _architecture(ckpt.config.get("architectures")),
         "layout": None
         if a is None
         else ("multimodal (K2.5/K2.6)" if a.multimodal else "text (K2/K2-Thinking)"),
