@@ -387,3 +387,22 @@ def test_mixed_checkpoint_tp_follows_its_members_multiples(
                       "multiple of 32 (compressed-tensors-mixed groups/packing)")]
     assert main(["inspect", "--json", str(mixed_ct)]) == 0
     assert json.loads(capsys.readouterr().out)["tp_admissible"] == "1"
+
+
+def test_kv_a_proj_grid_note_in_a_mixed_checkpoint_follows_its_member(
+        mixed_modelopt: Path, tmp_path: Path) -> None:
+    """In a ModelOpt mixed checkpoint the kv_a_proj_with_mqa the table names FP8_PB_WO is
+    stored in 128-row blocks: its 96 rows get the ceil-grid note, as in a plain FP8-block
+    file (the mixed format itself has no block)."""
+    folder = tmp_path / "mixed"
+    shutil.copytree(mixed_modelopt, folder)
+    kv = "model.layers.1.self_attn.kv_a_proj_with_mqa"
+    cfg = json.loads((folder / "config.json").read_text())
+    cfg["quantization_config"]["quantized_layers"][kv] = {"quant_algo": "FP8_PB_WO"}
+    (folder / "config.json").write_text(json.dumps(cfg))
+    ckpt = load(str(folder), Options(level=Level.STRUCTURE)).ckpt
+    assert ckpt is not None and ckpt.descriptor is not None
+    assert grid_notes(ckpt, ckpt.descriptor) == []  # not quantized: no grid
+    ckpt.modules[kv].quantized = True  # as if its FP8 weight and scale were stored
+    [note] = grid_notes(ckpt, ckpt.descriptor)
+    assert "96 rows, not a multiple of 128" in note and "ceil(96/128) = 1" in note
