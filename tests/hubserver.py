@@ -25,7 +25,8 @@ the whole file), ``"drop"`` (the connection closes halfway through the body),
 ``"lying-length"`` (Content-Length one more than is sent, then close), ``"wrong-range"`` (a
 Content-Range one byte off), ``"hang-up"`` (the connection closes before any answer); the
 name ``"*"`` applies a fault to every file; ``faults["api"] = "not-json"`` makes the model
-info an HTML page. The server counts
+info an HTML page; ``extra_siblings`` are appended, as given, to every model info's
+``siblings`` (a hostile listing). The server counts
 the body bytes it sends (``sent``, per file) and logs every request (``log``).
 Only 127.0.0.1, one ephemeral port, a daemon thread; every loop is bounded by a file size.
 """
@@ -90,6 +91,7 @@ class HubServer:
     def __init__(self, repos: dict[str, Repo]) -> None:
         self.repos = repos
         self.faults: dict[str, str] = {}
+        self.extra_siblings: list[dict[str, Any]] = []
         self.sent: Counter[str] = Counter()
         self.log: list[tuple[str, str, str | None]] = []
         self.lock = threading.Lock()
@@ -210,6 +212,7 @@ class _Handler(BaseHTTPRequestHandler):
                 blobs = query.get("blobs", ["false"])[0].lower() == "true"
                 siblings = [self._entry(repo, folder, n, tree=False) if blobs
                             else {"rfilename": n} for n in _files(folder)]
+                siblings += hub.extra_siblings
                 self._json({"id": repo_id, "modelId": repo_id, "sha": sha,
                             "private": False, "siblings": siblings})
                 return

@@ -365,3 +365,44 @@ def test_validate_target_on_a_mixed_checkpoint_uses_its_members(mixed_ct: Path) 
         ct_mixed.DESCRIPTOR, "mi300x", 1, 1, experts=4, moe_intermediate=96, intermediate=256,
         heads=8, ckpt=ckpt)
     assert [c for c, _ in found] == ["DEPLOY_SLOW_PATH"]
+
+
+def test_mixed_checkpoint_tp_follows_its_members_multiples(
+        mixed_ct: Path, mixed_modelopt: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A mixed format has no multiple of its own: each member's loader checks its own layers'
+    partitions (``compressed_tensors_moe_wna16.py:244`` for the INT4 g32 experts), so INT4
+    beside NVFP4 experts with moe_intermediate 96 admit TP 1 only (96/2 = 48 is not a multiple
+    of 32), all-NVFP4 experts TP 1 and 2 (48 = 3 x 16; 24 is not a multiple of 16), and
+    ``validate --tp 2`` on the INT4 mix fires DEPLOY_TP_DIVISIBILITY."""
+    from mxformats.validate import deployment
+
+    assert {tuple(r.tp) for r in _sglang(mixed_ct).values()} == {(1,), ()}
+    assert {tuple(r.tp) for r in _sglang(mixed_modelopt).values()} == {(1, 2), ()}
+    ckpt = load(str(mixed_ct), Options(level=Level.STRUCTURE)).ckpt
+    assert ckpt is not None and ckpt.descriptor is not None
+    found = deployment.deployment_problems(
+        ckpt.descriptor, None, 2, 1, experts=4, moe_intermediate=96, intermediate=256,
+        heads=4, ckpt=ckpt)
+    assert found == [("DEPLOY_TP_DIVISIBILITY", "moe_intermediate_size/TP = 48 is not a "
+                      "multiple of 32 (compressed-tensors-mixed groups/packing)")]
+    assert main(["inspect", "--json", str(mixed_ct)]) == 0
+    assert json.loads(capsys.readouterr().out)["tp_admissible"] == "1"
+
+
+def test_kv_a_proj_grid_note_in_a_mixed_checkpoint_follows_its_member(
+        mixed_modelopt: Path, tmp_path: Path) -> None:
+    """In a ModelOpt mixed checkpoint the kv_a_proj_with_mqa the table names FP8_PB_WO is
+    stored in 128-row blocks: its 96 rows get the ceil-grid note, as in a plain FP8-block
+    file (the mixed format itself has no block)."""
+    folder = tmp_path / "mixed"
+    shutil.copytree(mixed_modelopt, folder)
+    kv = "model.layers.1.self_attn.kv_a_proj_with_mqa"
+    cfg = json.loads((folder / "config.json").read_text())
+    cfg["quantization_config"]["quantized_layers"][kv] = {"quant_algo": "FP8_PB_WO"}
+    (folder / "config.json").write_text(json.dumps(cfg))
+    ckpt = load(str(folder), Options(level=Level.STRUCTURE)).ckpt
+    assert ckpt is not None and ckpt.descriptor is not None
+    assert grid_notes(ckpt, ckpt.descriptor) == []  # not quantized: no grid
+    ckpt.modules[kv].quantized = True  # as if its FP8 weight and scale were stored
+    [note] = grid_notes(ckpt, ckpt.descriptor)
+    assert "96 rows, not a multiple of 128" in note and "ceil(96/128) = 1" in note

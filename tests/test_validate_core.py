@@ -716,6 +716,21 @@ def test_inspect(capsys: pytest.CaptureFixture[str], gen: Callable[..., Path]) -
     assert json.loads(capsys.readouterr().out)["format"] == "compressed-tensors-int4"
 
 
+@pytest.mark.parametrize(("architectures", "shown"), [
+    (["DeepseekV3ForCausalLM"], "DeepseekV3ForCausalLM"),
+    (3.5, None), ("DeepseekV3ForCausalLM", None), ([], None), ([7], None), ({"a": 1}, None),
+])
+def test_inspect_hostile_architectures(architectures: Any, shown: str | None, tmp_path: Path,
+                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """``architectures`` is a list of class names (transformers' ``PretrainedConfig``); any
+    other value is shown as unknown, never a TypeError out of ``inspect``."""
+    p = _copy(MX, tmp_path / "c")
+    _config(p, lambda c: c.update(architectures=architectures))
+    assert main(["inspect", "--json", str(p)]) == 0
+    assert json.loads(capsys.readouterr().out)["architecture"] == shown
+    assert main(["inspect", str(p)]) == 0 and "quark-mxfp4" in capsys.readouterr().out
+
+
 def test_demo(tmp_path: Path) -> None:
     import io
 

@@ -51,6 +51,7 @@ def _hub_env(server: HubServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
     monkeypatch.delenv("HF_TOKEN", raising=False)
     server.faults.clear()
+    server.extra_siblings.clear()
     server.reset()
 
 
@@ -306,6 +307,47 @@ def test_manifest_verified_without_downloading(server: HubServer, twins: dict[st
     bad = run(target, manifest=manifest)
     assert {(f.check.id, f.file) for f in bad.findings} == {("MANIFEST_MISMATCH", SHARD)}
     assert exit_code(bad) == 1 and server.bytes_sent() == headers
+
+
+def test_non_lfs_file_hashed_in_bounded_reads(server: HubServer, twins: dict[str, Path],
+                                              tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """A non-LFS file (config.json: the Hub lists only its git SHA-1) is hashed over reads of
+    at most ``_HASH_PIECE`` bytes, never one read of the size the API claims."""
+    from mxformats.validate import hub as hub_module
+
+    folder = copy_tree(twins["mxfp4"], tmp_path / "m")
+    manifest = tmp_path / "manifest.json"
+    assert exit_code(run(folder, manifest=manifest)) == 0
+    target = serve(server, "hashed", folder)
+    monkeypatch.setattr(hub_module, "_HASH_PIECE", 100)
+    report = run(target, manifest=manifest)
+    assert exit_code(report) == 0 and not keys(report), [f.to_json() for f in report.findings]
+    spans = [tuple(map(int, r[len("bytes="):].split("-"))) for _m, path, r in server.log
+             if path.endswith("/config.json") and r is not None]
+    size = (folder / "config.json").stat().st_size
+    hashed = sorted(span for span in spans if span != (0, size - 1))  # not read_json's read
+    assert size > 100 and hashed == [(b, min(b + 100, size) - 1) for b in range(0, size, 100)]
+
+
+@pytest.mark.parametrize(("sibling", "reason"), [
+    ({"rfilename": 7, "size": 3}, "lists a file named 7"),
+    ({"rfilename": "../other/model.safetensors", "size": 3}, "'../other/model.safetensors'"),
+    ({"rfilename": "/etc/passwd", "size": 3}, "'/etc/passwd'"),
+    ({"rfilename": "config.json", "size": 3}, "lists a file named 'config.json'"),
+    ({"rfilename": "x.safetensors", "size": 3,
+      "lfs": {"size": 3, "sha256": None, "pointerSize": 134}}, "with sha256 None"),
+])
+def test_hostile_listing_exit_2(sibling: dict[str, Any], reason: str, server: HubServer,
+                                twins: dict[str, Path]) -> None:
+    """A file list with a name that is not a unique relative name inside the repo, or an
+    LFS entry without a sha256, is refused whole (exit 2 with the name), never a crash or a
+    read outside the repo."""
+    target = serve(server, "hostile", twins["mxfp4"])
+    server.extra_siblings.append(sibling)
+    report = run(target)
+    assert exit_code(report) == 2 and report.fatal is not None and reason in report.fatal
+    assert not [r for r in server.log if "/resolve/" in r[1]]
 
 
 # -- could not run: exit 2 with the Hub's reason ------------------------------------------------

@@ -204,9 +204,18 @@ def cmd_validate(args: argparse.Namespace) -> int:
     }, INTERRUPTED if report.incomplete else exit_code(report, args.strict))
 
 
+def _architecture(names: Any) -> str | None:
+    """The model class config.json's ``architectures`` names first (transformers reads a
+    list of class names); None when it is anything else (a hostile config never crashes
+    ``inspect``)."""
+    if isinstance(names, list) and names and isinstance(names[0], str):
+        return names[0]
+    return None
+
+
 def inspect_data(root: str) -> dict[str, Any]:
     """What ``mxformats inspect`` prints, as data (None fields when not known)."""
-    from .deployment import admissible_tp, kernel_table
+    from .deployment import checkpoint_tp, kernel_table
     from .files import load
     from .identify import profiles_of
     from .preflight import engine_summary
@@ -236,16 +245,14 @@ def inspect_data(root: str) -> dict[str, Any]:
     for t in ckpt.tensors.values():
         per_dtype[t.dtype] += t.nbytes
     desc = ckpt.descriptor
-    tp = None if a is None or desc is None else admissible_tp(
-        desc, experts=a.experts, moe_intermediate=a.moe_intermediate,
-        intermediate=a.intermediate, heads=a.heads)
+    tp = None if desc is None else checkpoint_tp(ckpt, desc)
     return {
         "format": ckpt.format.value,
         "format_detail": ckpt.format_detail,
         **profiles_of(ckpt.format),
         "producer": ", ".join(producer) or None,
         "fatal": loaded.fatal,
-        "architecture": (ckpt.config.get("architectures") or [None])[0],
+        "architecture": _architecture(ckpt.config.get("architectures")),
         "layout": None
         if a is None
         else ("multimodal (K2.5/K2.6)" if a.multimodal else "text (K2/K2-Thinking)"),

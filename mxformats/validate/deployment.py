@@ -40,7 +40,8 @@ from .findings import Finding, Level, Severity, declare
 if TYPE_CHECKING:
     from .model import Checkpoint, Options
 
-__all__ = ["TARGETS", "TP_SIZES", "admissible_tp", "deployment_problems", "kernel_table", "run"]
+__all__ = ["TARGETS", "TP_SIZES", "admissible_tp", "checkpoint_tp", "dense_quantized",
+           "deployment_problems", "kernel_table", "run"]
 
 _G = "deployment"
 _T = Level.STRUCTURE
@@ -95,10 +96,10 @@ def deployment_problems(
     ckpt: Checkpoint | None = None,
 ) -> list[tuple[str, str]]:
     """Pure core: ``(check id, message)`` for a format (its descriptor), target and parallel
-    sizes; ``ckpt``, when given, picks a mixed-precision format's kernel path from the members
-    its layers use."""
+    sizes; ``ckpt``, when given, picks a mixed-precision format's kernel path and partition
+    multiples from the members its layers use (:meth:`Descriptor.tp_multiples`)."""
     out: list[tuple[str, str]] = []
-    group = fmt.tp_multiple
+    group, dense_group = fmt.tp_multiples(ckpt) if ckpt is not None else (fmt.tp_multiple,) * 2
     if tp < 1 or ep < 1:
         return [(DEPLOY_TP.id, f"parallel sizes must be >= 1 (tp={tp}, ep={ep})")]
     if heads % tp:
@@ -115,9 +116,9 @@ def deployment_problems(
                         f"not a multiple of {group} ({fmt.format.value} groups/packing)"))
     if intermediate % tp:
         out.append((DEPLOY_TP.id, f"intermediate_size {intermediate} is not divisible by TP {tp}"))
-    elif dense_quantized and group and (intermediate // tp) % group:
+    elif dense_quantized and dense_group and (intermediate // tp) % dense_group:
         out.append((DEPLOY_TP.id, f"intermediate_size/TP = {intermediate // tp} is not a "
-                    f"multiple of {group} (quantized dense MLP)"))
+                    f"multiple of {dense_group} (quantized dense MLP)"))
     if target is None:
         return out
     vendor, arch, _ = TARGETS[target]
@@ -134,12 +135,31 @@ def deployment_problems(
 TP_SIZES = (1, 2, 4, 8, 16, 32, 64)
 
 def admissible_tp(fmt: Descriptor, *, experts: int, moe_intermediate: int, intermediate: int,
-                  heads: int, dense_quantized: bool = False) -> list[int]:
+                  heads: int, dense_quantized: bool = False,
+                  ckpt: Checkpoint | None = None) -> list[int]:
     """The sizes of :data:`TP_SIZES` whose split every kernel accepts (no expert parallelism):
-    the rules of :func:`deployment_problems`."""
+    the rules of :func:`deployment_problems` (``ckpt``: a mixed format's members)."""
     return [tp for tp in TP_SIZES if not deployment_problems(
         fmt, None, tp, 1, experts=experts, moe_intermediate=moe_intermediate,
-        intermediate=intermediate, heads=heads, dense_quantized=dense_quantized)]
+        intermediate=intermediate, heads=heads, dense_quantized=dense_quantized, ckpt=ckpt)]
+
+
+def dense_quantized(ckpt: Checkpoint) -> bool:
+    """Whether a dense (not expert) MLP of ``ckpt`` is quantized: TP splits its
+    ``intermediate_size`` under the format's partition multiple too."""
+    return any(m.quantized and ".mlp.gate_proj" in n + "." and ".experts." not in n
+               and ".shared_experts" not in n for n, m in ckpt.modules.items())
+
+
+def checkpoint_tp(ckpt: Checkpoint, fmt: Descriptor) -> list[int] | None:
+    """:func:`admissible_tp` of ``ckpt`` stored as ``fmt`` (None without an architecture):
+    what ``preflight`` and ``inspect`` both print."""
+    a = ckpt.arch
+    if a is None:
+        return None
+    return admissible_tp(fmt, experts=a.experts, moe_intermediate=a.moe_intermediate,
+                         intermediate=a.intermediate, heads=a.heads,
+                         dense_quantized=dense_quantized(ckpt), ckpt=ckpt)
 
 
 def kernel_table(fmt: Descriptor) -> dict[str, str]:
@@ -165,13 +185,11 @@ def run(ckpt: Checkpoint, opts: Options) -> Iterator[Finding]:
     checks = {c.id: c for c in (DEPLOY_UNSUPPORTED, DEPLOY_SLOW_PATH, DEPLOY_NOTE, DEPLOY_TP,
                                 DEPLOY_EP)}
     if a is not None:
-        dense = any(m.quantized and ".mlp.gate_proj" in n + "." and ".experts." not in n
-                    and ".shared_experts" not in n for n, m in ckpt.modules.items())
         desc = ckpt.descriptor or by_format(ckpt.format.value)
         for cid, msg in deployment_problems(
                 desc, opts.target, opts.tp or 1, opts.ep or 1, experts=a.experts,
                 moe_intermediate=a.moe_intermediate, intermediate=a.intermediate,
-                heads=a.heads, dense_quantized=dense, ckpt=ckpt):
+                heads=a.heads, dense_quantized=dense_quantized(ckpt), ckpt=ckpt):
             yield Finding(checks[cid], msg, "config.json")
     if opts.target is None or not TARGETS[opts.target][2] or not opts.at_least(Level.SCALES):
         return

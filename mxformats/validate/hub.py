@@ -6,13 +6,16 @@
 
 - one ``model_info(revision, files_metadata=True)`` call (``GET
   /api/models/ORG/NAME/revision/REV?blobs=true``) pins the revision to the commit SHA it
-  answers and lists every file with its size and, for an LFS file, its sha256;
+  answers and lists every file with its size and, for an LFS file, its sha256 (a listing
+  naming a file twice or not as a relative name inside the repo, or with an LFS sha256 that
+  is not 64 hex digits, is refused whole: exit 2);
 - every byte is a ranged ``GET /ORG/NAME/resolve/SHA/FILE`` with ``Range: bytes=B-E``,
   through ``huggingface_hub.utils.http_backoff`` (its retries with backoff on connection
   errors and 5xx) and a timeout (``HF_HUB_DOWNLOAD_TIMEOUT``). The answer must be 206 with
   ``Content-Range: bytes B-E/SIZE`` for that SIZE the API listed and exactly ``E - B + 1``
   bytes: a 200 (Range ignored) is never read, and a body is read in bounded chunks and
-  abandoned at the first byte past the range. Nothing is written to disk.
+  abandoned at the first byte past the range; a non-LFS file is hashed over reads of at
+  most :data:`_HASH_PIECE` bytes. Nothing is written to disk.
 
 The Hub's answers are untrusted input: every deviation raises
 :class:`~mxformats.validate.reader.ReadFailed`, which the checks report as a finding
@@ -27,7 +30,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from urllib.parse import quote
 
-from .reader import HUB_PREFIX, RANGE_IGNORED, READ_FAILED, NotAFolder, Reader, ReadFailed
+from .reader import (
+    HUB_PREFIX,
+    RANGE_IGNORED,
+    READ_FAILED,
+    NotAFolder,
+    Reader,
+    ReadFailed,
+    unsafe_name,
+)
 
 if TYPE_CHECKING:
     import requests
@@ -42,6 +53,11 @@ _BASE_WAIT_S = 0.5
 #: plus this.
 _PIECE = 1 << 20
 
+#: The most bytes one read of a non-LFS file takes while hashing it: the API's size is
+#: untrusted, so the hash streams over reads of at most this many bytes.
+_HASH_PIECE = 8 << 20
+
+_SHA256 = re.compile(r"[0-9a-f]{64}")
 _REPO_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
@@ -124,10 +140,19 @@ def open_hub(text: str) -> HubReader:
         raise NotAFolder(f"{what}: the Hub did not name the commit (sha {sha!r})")
     files: dict[str, HubFile] = {}
     for sibling in info.siblings or ():
+        name = sibling.rfilename
+        if not isinstance(name, str) or unsafe_name(name) or name in files:
+            raise NotAFolder(f"{what}: the Hub lists a file named {name!r}, not a unique "
+                             "relative name inside the repo")
         size = sibling.size if sibling.lfs is None else sibling.lfs.size
         if not isinstance(size, int) or isinstance(size, bool) or size < 0:
-            raise NotAFolder(f"{what}: the Hub lists {sibling.rfilename!r} without a size")
-        files[sibling.rfilename] = HubFile(size, sibling.lfs.sha256 if sibling.lfs else None)
+            raise NotAFolder(f"{what}: the Hub lists {name!r} without a size")
+        lfs_sha256 = None if sibling.lfs is None else sibling.lfs.sha256
+        if sibling.lfs is not None and not (isinstance(lfs_sha256, str)
+                                            and _SHA256.fullmatch(lfs_sha256)):
+            raise NotAFolder(f"{what}: the Hub lists LFS file {name!r} with sha256 "
+                             f"{lfs_sha256!r}")
+        files[name] = HubFile(size, lfs_sha256)
     headers = build_hf_headers()  # HF_TOKEN and the user agent, as the client sends them
     return HubReader(repo_id, sha, api.endpoint, files, headers)
 
@@ -264,4 +289,7 @@ class HubReader(Reader):
             return entry.lfs_sha256
         import hashlib
 
-        return hashlib.sha256(self.read_range(name, 0, entry.size)).hexdigest()
+        h = hashlib.sha256()
+        for begin in range(0, entry.size, _HASH_PIECE):
+            h.update(self.read_range(name, begin, min(begin + _HASH_PIECE, entry.size)))
+        return h.hexdigest()

@@ -24,7 +24,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from mxformats.output import add_output_arguments
 
-from .deployment import TARGETS, admissible_tp
+from .deployment import TARGETS, checkpoint_tp
 from .findings import Level, Severity
 from .model import Options
 
@@ -64,12 +64,7 @@ class Row:
 
 def preflight_rows(ckpt: Checkpoint, descriptor: Descriptor) -> list[Row]:
     """The preflight table of ``ckpt`` (stored as ``descriptor`` declares), engine by target."""
-    a = ckpt.arch
-    dense = any(m.quantized and ".mlp.gate_proj" in n + "." and ".experts." not in n
-                and ".shared_experts" not in n for n, m in ckpt.modules.items())
-    tp = [] if a is None else admissible_tp(
-        descriptor, experts=a.experts, moe_intermediate=a.moe_intermediate,
-        intermediate=a.intermediate, heads=a.heads, dense_quantized=dense)
+    tp = checkpoint_tp(ckpt, descriptor) or []
     rows = []
     for engine in ENGINES:
         for name, key in TARGET_NAMES.items():
@@ -97,20 +92,22 @@ _REPLICATED_SOURCE = ("vllm-project/vllm vllm/model_executor/models/deepseek_v2.
 
 
 def grid_notes(ckpt: Checkpoint, descriptor: Descriptor) -> list[str]:
-    """Quantized replicated modules whose rows are not a multiple of the format's block
+    """Quantized replicated modules whose rows are not a multiple of their format's block
     (Kimi's 576-row ``kv_a_proj_with_mqa`` = kv_lora_rank 512 + qk_rope_head_dim 64 under
-    128-row FP8 blocks): their scale grid is the ceil shape, and TP never cuts them."""
-    block, a = descriptor.tp_multiple, ckpt.arch
-    if not block or a is None:
+    128-row FP8 blocks): their scale grid is the ceil shape, and TP never cuts them. The
+    block is that of the format the module is stored in (a mixed-precision checkpoint's
+    member for it)."""
+    a = ckpt.arch
+    if a is None:
         return []
     rows = a.kv_lora + a.qk_rope
-    quantized = any(m.quantized and n.endswith(".kv_a_proj_with_mqa")
-                    for n, m in ckpt.modules.items())
-    if not quantized or rows % block == 0:
-        return []
+    blocks = sorted({block for n, m in ckpt.modules.items()
+                     if m.quantized and n.endswith(".kv_a_proj_with_mqa")
+                     and (block := descriptor.for_module(ckpt, n).tp_multiple)})
     return [f"kv_a_proj_with_mqa has {rows} rows, not a multiple of {block}: its scale grid "
             f"has ceil({rows}/{block}) = {-(-rows // block)} rows, the last block partial; "
-            f"it is replicated, so no TP size cuts it ({_REPLICATED_SOURCE})"]
+            f"it is replicated, so no TP size cuts it ({_REPLICATED_SOURCE})"
+            for block in blocks if rows % block]
 
 
 def _by_engine(rows: list[Row]) -> dict[str, str]:

@@ -12,6 +12,7 @@ format's name.
 from __future__ import annotations
 
 import fnmatch
+import math
 import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -238,6 +239,11 @@ class Descriptor:
     #: block or packing the kernels need); None: no constraint beyond divisibility
     tp_multiple: int | None = None
 
+    def tp_multiples(self, ckpt: Checkpoint | None) -> tuple[int | None, int | None]:
+        """``(routed and shared experts, dense MLP)``: the multiple a tensor-parallel partition
+        of each must be (:attr:`tp_multiple` for both, except in a mixed-precision format)."""
+        return self.tp_multiple, self.tp_multiple
+
     #: each engine's kernel paths, in the order the engine tries them (preflight's data)
     engine_paths: tuple[EnginePath, ...] = ()
 
@@ -351,6 +357,21 @@ class MixedDescriptor(Descriptor):
             if member is not self:
                 found.setdefault(member.format.value, member)
         return [found[k] for k in sorted(found)]
+
+    def tp_multiples(self, ckpt: Checkpoint | None) -> tuple[int | None, int | None]:
+        """Per part, the least common multiple of the members' :attr:`tp_multiple` over the
+        quantized modules of that part: each member's loader checks its own layers' partitions
+        (e.g. INT4 g32 experts beside NVFP4 g16 ones need moe_intermediate/TP % 32 == 0)."""
+        if ckpt is None:
+            return None, None
+        experts: set[int] = set()
+        dense: set[int] = set()
+        for name, module in ckpt.modules.items():
+            multiple = self.for_module(ckpt, name).tp_multiple if module.quantized else None
+            if multiple is not None and ".mlp." in name:
+                (experts if ".experts." in name or ".shared_experts." in name else dense).add(
+                    multiple)
+        return (math.lcm(*experts) if experts else None), (math.lcm(*dense) if dense else None)
 
     def member_path(self, ckpt: Checkpoint, member: Descriptor, engine: str, vendor: str,
                     arch: str) -> EnginePath | None:
