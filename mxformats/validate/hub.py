@@ -15,7 +15,7 @@
   ``Content-Range: bytes B-E/SIZE`` for that SIZE the API listed and exactly ``E - B + 1``
   bytes: a 200 (Range ignored) is never read, and a body is read in bounded chunks and
   abandoned at the first byte past the range; a non-LFS file is hashed over reads of at
-  most :data:`_HASH_PIECE` bytes. Nothing is written to disk.
+  most 8 MiB (``_HASH_PIECE``). Nothing is written to disk.
 
 The Hub's answers are untrusted input: every deviation raises
 :class:`~mxformats.validate.reader.ReadFailed`, which the checks report as a finding
