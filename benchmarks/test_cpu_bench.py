@@ -26,7 +26,7 @@ import pytest
 
 from mxformats import fast, quantize_nvfp4
 from mxformats.formats import E2M1, E4M3FN
-from mxformats.schemes import fp8_block, int4, mx, nvfp4
+from mxformats.schemes import fp8_block, int4, mx, nvfp4, w4a8
 
 ELEMENTS = int(os.environ.get("MXF_BENCH_ELEMENTS", 1 << 26))
 COLUMNS = 4096
@@ -282,6 +282,34 @@ def test_w4a8_unpack_quark(benchmark: Any, data: dict[str, Any], peers: dict[str
     out = run(benchmark, lambda: packer.unpack(words, reorder=True), "Quark W4A8 unpack",
               "quark Pack_4_bits.unpack", False, slow=True)
     assert same_bits(out.numpy(), data["q"])
+
+
+def _w4a8_scales(rows: int) -> tuple[Any, Any]:
+    """A W4A8 ``weight_scale`` (scalar) and ``weight_scale_2`` (per row) for ``rows`` rows."""
+    s2 = np.random.default_rng(5).uniform(0.01, 0.1, rows).astype(np.float32)
+    return np.float32(0.37).reshape(1), s2
+
+
+@pytest.mark.parametrize("threads", [None, 1])
+def test_w4a8_dequantize_fast(benchmark: Any, data: dict[str, Any], threads: int | None) -> None:
+    """vLLM's folded-scale W4A8 dequantization (the Quark W4A8 descriptor's statistics)."""
+    words = data["quark_words"]
+    s1, s2 = _w4a8_scales(words.shape[0])
+    out = run(benchmark, lambda: fast.dequantize_w4a8(words, s1, s2, threads=threads),
+              "W4A8 dequantize (vLLM folded scales)",
+              f"mxformats.fast dequantize_w4a8{' (1 thread)' if threads else ''}", True)
+    rows = head(words).shape[0]
+    assert same_bits(head(out), w4a8.dequantize_w4a8(head(words), s1, s2[:rows]))
+
+
+def test_w4a8_dequantize_reference(benchmark: Any, data: dict[str, Any]) -> None:
+    """The same with the reference (``mxformats.schemes.w4a8.dequantize_w4a8``)."""
+    words = data["quark_words"]
+    s1, s2 = _w4a8_scales(words.shape[0])
+    out = run(benchmark, lambda: w4a8.dequantize_w4a8(words, s1, s2),
+              "W4A8 dequantize (vLLM folded scales)", "reference dequantize_w4a8", False,
+              slow=True)
+    assert same_bits(head(out), fast.dequantize_w4a8(head(words), s1, s2[:head(words).shape[0]]))
 
 
 @pytest.mark.parametrize("threads", [None, 1])
