@@ -51,7 +51,7 @@ if TYPE_CHECKING:
     from numpy.typing import NDArray
 
 __all__ = ["RESUME_MAX_BYTES", "RESUME_UNUSABLE", "TASK_BYTES", "TASK_FAILED", "TASK_MODULES",
-           "Task", "TaskResult", "failure_findings", "files_stamp", "plan", "record", "remembered",
+           "Task", "TaskResult", "failure_findings", "plan", "record", "remembered",
            "result_from_json", "result_to_json", "resumable", "run_task", "task_key"]
 
 TASK_FAILED = declare(
@@ -73,7 +73,7 @@ class Task:
     """One unit of work: the checkpoint ``root`` (a folder path or ``hf://ORG/NAME[@REV]``),
     the run's ``options``, the quantized ``modules`` to check (in read order), the task's
     ``index`` in the plan, and the ``stamp`` of the files its result depends on, as the plan
-    saw them (:func:`files_stamp`)."""
+    saw them (``_files_stamp``: size and modification time)."""
 
     root: str
     options: Options
@@ -255,7 +255,7 @@ def plan(root: str, ckpt: Checkpoint, opts: Options) -> list[Task]:
     return tasks
 
 
-def files_stamp(folder: Path, names: Iterable[str]) -> list[list[Any]]:
+def _files_stamp(folder: Path, names: Iterable[str]) -> list[list[Any]]:
     """``[name, size, mtime_ns]`` of each file ``names`` gives under ``folder`` (symlinks
     followed: a Hugging Face cache's re-download points at a new blob), in name order;
     ``[name]`` alone for one that cannot be stat'ed. Size and modification time are the
@@ -272,7 +272,7 @@ def files_stamp(folder: Path, names: Iterable[str]) -> list[list[Any]]:
 
 
 class _Stamper:
-    """The stamp of a task's files: sha256 of :func:`files_stamp` of the checkpoint's
+    """The stamp of a task's files: sha256 of :func:`_files_stamp` of the checkpoint's
     ``config.json`` (it decides the format descriptor) and the shards holding the task's
     modules' tensors, and with ``--source`` of the source's ``config.json`` and shards: as
     they were when the stamper was made (once per loaded checkpoint; :meth:`__call__`), or
@@ -287,12 +287,12 @@ class _Stamper:
             self.source_files = (claim.source.folder,
                                  ["config.json", *claim.source.index.values()])
         self.source = self._source()
-        self.config = files_stamp(ckpt.root, ["config.json"]) if self.local else []
-        self.shards = {row[0]: row for row in files_stamp(ckpt.root, ckpt.shards)} \
+        self.config = _files_stamp(ckpt.root, ["config.json"]) if self.local else []
+        self.shards = {row[0]: row for row in _files_stamp(ckpt.root, ckpt.shards)} \
             if self.local else {}
 
     def _source(self) -> list[list[Any]]:
-        return [] if self.source_files is None else files_stamp(*self.source_files)
+        return [] if self.source_files is None else _files_stamp(*self.source_files)
 
     def _files(self, modules: Sequence[str]) -> list[str]:
         """The shards the tensors of ``modules`` sit in (none of a Hub checkpoint)."""
@@ -307,14 +307,14 @@ class _Stamper:
         return hashlib.sha256(json.dumps([config, mine, source]).encode()).hexdigest()
 
     def __call__(self, modules: Sequence[str]) -> str:
-        mine = [self.shards.get(f) or files_stamp(self.ckpt.root, [f])[0]
+        mine = [self.shards.get(f) or _files_stamp(self.ckpt.root, [f])[0]
                 for f in self._files(modules)]
         return self._digest(self.config, mine, self.source)
 
     def now(self, modules: Sequence[str]) -> str:
         """The stamp of ``modules`` from the files as they are now (a few ``stat`` calls)."""
-        config = files_stamp(self.ckpt.root, ["config.json"]) if self.local else []
-        return self._digest(config, files_stamp(self.ckpt.root, self._files(modules)),
+        config = _files_stamp(self.ckpt.root, ["config.json"]) if self.local else []
+        return self._digest(config, _files_stamp(self.ckpt.root, self._files(modules)),
                             self._source())
 
 
