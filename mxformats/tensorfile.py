@@ -29,6 +29,7 @@ Sharded checkpoints (``model.safetensors.index.json``) are read with :func:`read
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import stat
@@ -236,7 +237,7 @@ def _nonblocking(path: str, flags: int) -> int:
     return os.open(path, flags | getattr(os, "O_NONBLOCK", 0))
 
 
-def open_regular(path: PathLike) -> IO[bytes]:
+def open_regular(path: PathLike) -> io.BufferedReader:
     """Open ``path`` for binary reading only if it is a regular file.
 
     Checked with ``stat`` before the open and with ``fstat`` on the opened descriptor, and
@@ -595,19 +596,20 @@ def _raise_tiling(path: PathLike, data_offset: int, data_size: int, names: list[
     )
 
 
-def tensor_array(path: PathLike, name: str, entry: dict[str, Any], raw: bytes) -> NDArray[Any]:
+def tensor_array(path: PathLike, name: str, entry: dict[str, Any],
+                 raw: bytes | NDArray[np.uint8]) -> NDArray[Any]:
     """The tensor ``name`` as :func:`read_tensor` returns it, from its header ``entry`` (as
-    :func:`parse_header` returns it) and its data bytes ``raw`` (``path`` names the file in
-    errors)."""
+    :func:`parse_header` returns it) and its data: ``raw`` bytes (copied), or a writable
+    uint8 array the caller hands over (the tensor is a view of it: a tensor of hundreds of MB
+    is not copied twice). ``path`` names the file in errors."""
+    data = raw if isinstance(raw, np.ndarray) else np.frombuffer(raw, dtype=np.uint8).copy()
     if entry["dtype"] not in DTYPES:  # packed sub-byte dtypes: the bytes as stored
-        packed: NDArray[Any] = np.frombuffer(raw, dtype=np.uint8).copy()
-        return packed
-    dtype = DTYPES[entry["dtype"]]
-    array: NDArray[Any] = np.frombuffer(raw, dtype=dtype).reshape(entry["shape"]).copy()
-    if entry["dtype"] == "BOOL" and np.any(np.frombuffer(raw, dtype=np.uint8) > 1):
+        return data
+    if entry["dtype"] == "BOOL" and np.any(data > 1):
         raise TensorFileError(
             path, "BOOL tensor holds a byte other than 0 or 1", kind=ErrorKind.DATA, tensor=name
         )
+    array: NDArray[Any] = data.view(DTYPES[entry["dtype"]]).reshape(entry["shape"])
     return array
 
 

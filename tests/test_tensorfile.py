@@ -482,3 +482,29 @@ def test_empty_file_with_empty_header(tmp_path: Path) -> None:
     header, offset = read_header(_file(tmp_path, {}))
     assert header == {} and offset == 10
     assert read_safetensors(_file(tmp_path, {})) == {}
+
+
+def test_a_reader_hands_tensors_over_without_a_second_copy(tmp_path: Path) -> None:
+    """``LocalReader.tensor`` reads each tensor once, into an array that becomes the tensor
+    (``tensor_array`` views a uint8 array handed over, and copies bytes): every dtype has
+    ``read_tensor``'s bytes, dtype and shape, writable; a span cut short is an OSError."""
+    from mxformats.validate.reader import LocalReader
+
+    tensors = _all_dtypes()
+    write_safetensors(tmp_path / "all.safetensors", tensors)
+    reader = LocalReader(tmp_path)
+    for name in tensors:
+        got, want = reader.tensor("all.safetensors", name), read_tensor(
+            tmp_path / "all.safetensors", name)
+        assert (got.dtype, got.shape, got.tobytes()) == (want.dtype, want.shape, want.tobytes())
+        assert got.flags.writeable
+    header, _ = read_header(tmp_path / "all.safetensors")
+    entry = header["t.F32"]
+    raw = np.frombuffer(struct.pack("<4f", 1, 2, 3, 4), np.uint8).copy()
+    viewed = tensorfile.tensor_array("x", "f32", {**entry, "shape": [2, 2]}, raw)
+    assert np.shares_memory(viewed, raw) and viewed.tolist() == [[1, 2], [3, 4]]
+    copied = tensorfile.tensor_array("x", "f32", {**entry, "shape": [4]}, raw.tobytes())
+    assert not np.shares_memory(copied, raw) and copied.flags.writeable
+    size = (tmp_path / "all.safetensors").stat().st_size
+    with pytest.raises(OSError, match="truncated at byte"):
+        reader.read_array("all.safetensors", size - 4, size + 4)

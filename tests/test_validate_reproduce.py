@@ -14,6 +14,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 import pytest
+from numpy.typing import NDArray
 
 from mxformats.schemes.int4 import unpack_int4
 from mxformats.tensorfile import read_checkpoint_tensor
@@ -302,6 +303,62 @@ def test_statistics_agree_with_whole_array_formulas(size: int) -> None:
     assert stats.correlation == pytest.approx(np.corrcoef(dd, xd)[0, 1], rel=1e-12)
     d[-1] = np.nan  # a NaN in the last piece: no statistic
     assert reproduce._Statistics.of(d, x) is None
+
+
+def _statistics_by_definition(d: NDArray[Any], x: NDArray[Any]
+                              ) -> tuple[float, float, float, float, float, bool, bool] | None:
+    """The oracle of :func:`test_statistics_bits_follow_their_definition`: the sums of
+    :class:`reproduce._Statistics` as its docstring defines them, from whole float64 copies
+    made with ml_dtypes' casts (no pieces copied one at a time, no widening by bits)."""
+    piece = reproduce._STAT_PIECE
+    fd, fx = d.reshape(-1).astype(np.float64), x.reshape(-1).astype(np.float64)
+    if not np.isfinite(fd).all():
+        return None
+    spans = [(lo, lo + piece) for lo in range(0, fd.size, piece)]
+    sum_d = sum_x = 0.0
+    for lo, hi in spans:
+        sum_d += float(fd[lo:hi].sum())
+        sum_x += float(fx[lo:hi].sum())
+    n = max(fd.size, 1)
+    md, mx = sum_d / n, sum_x / n
+    sums = [0.0] * 5
+    for lo, hi in spans:
+        pd, px = fd[lo:hi], fx[lo:hi]
+        for k, v in enumerate((px * px, (pd - px) * (pd - px), (pd - md) * (px - mx),
+                               (pd - md) * (pd - md), (px - mx) * (px - mx))):
+            sums[k] += float(v.sum())
+    return (*sums, bool(fx.max(initial=-math.inf) > fx.min(initial=math.inf)),
+            bool(fd.max(initial=-math.inf) > fd.min(initial=math.inf)))
+
+
+@pytest.mark.parametrize("size", [0, 1, reproduce._STAT_PIECE - 1, reproduce._STAT_PIECE,
+                                  3 * reproduce._STAT_PIECE + 7])
+@pytest.mark.parametrize("source_dtype", [ml_dtypes.bfloat16, np.float16, np.float32])
+def test_statistics_bits_follow_their_definition(size: int, source_dtype: Any) -> None:
+    """Every sum of :class:`reproduce._Statistics` has the bits of its definition (float64
+    pairwise sums per piece, pieces in order), on sizes either side of a piece, for
+    bfloat16 (widened by its bits), float16 and float32 sources; a NaN in the source makes
+    its sums NaN, an infinity in the weight gives no statistic."""
+    rng = np.random.default_rng(size)
+    x = (rng.standard_normal(size) * np.exp2(rng.integers(-20, 4, size)) + 0.5).astype(
+        source_dtype)
+    d = (x.astype(np.float32) + rng.standard_normal(size).astype(np.float32) * 0.01)
+    stats = reproduce._Statistics.of(d, x)
+    assert stats is not None
+    got = (stats.source_squares, stats.error_squares, stats.cross, stats.weight_spread,
+           stats.source_spread, stats.source_varies, stats.weight_varies)
+    want = _statistics_by_definition(d, x)
+    assert want is not None
+    assert np.array(got[:5]).view(np.uint64).tolist() == \
+        np.array(want[:5]).view(np.uint64).tolist()
+    assert got[5:] == want[5:]
+    if size:
+        x[size // 2] = np.nan
+        stats = reproduce._Statistics.of(d, x)
+        assert stats is not None
+        assert math.isnan(stats.source_squares) and math.isnan(stats.cross)
+        d[-1] = np.inf
+        assert reproduce._Statistics.of(d, x) is None
 
 
 def test_every_module_wrong_lists_the_first_and_counts_the_rest(

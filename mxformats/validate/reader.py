@@ -25,6 +25,8 @@ from abc import ABC, abstractmethod
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from mxformats.tensorfile import (
     MAX_JSON_SIZE,
     ErrorKind,
@@ -159,8 +161,14 @@ class Reader(ABC):
                                   kind=ErrorKind.NO_SUCH_TENSOR, tensor=tensor)
         entry = header[tensor]
         begin, end = entry["data_offsets"]
-        raw = self.read_range(name, data_offset + begin, data_offset + end)
+        raw = self.read_array(name, data_offset + begin, data_offset + end)
         return tensor_array(name, tensor, entry, raw)
+
+    def read_array(self, name: str, begin: int, end: int) -> NDArray[np.uint8]:
+        """:meth:`read_range` as a new writable uint8 array the caller owns."""
+        out: NDArray[np.uint8] = np.frombuffer(self.read_range(name, begin, end),
+                                               dtype=np.uint8).copy()
+        return out
 
     def read_json(self, name: str, limit: int = MAX_JSON_SIZE) -> Any:
         """A small JSON file (a config, the index), at most ``limit`` bytes."""
@@ -223,9 +231,16 @@ class LocalReader(Reader):
         with open_regular(self.path(name)) as f:  # a FIFO swapped in cannot block
             f.seek(begin)
             raw = f.read(end - begin)
-        if len(raw) != end - begin:
-            raise OSError(f"{name} truncated at byte {begin + len(raw)}")
+        _check_length(name, begin, end, len(raw))
         return raw
+
+    def read_array(self, name: str, begin: int, end: int) -> NDArray[np.uint8]:
+        out = np.empty(end - begin, dtype=np.uint8)  # read into: one copy from the page cache
+        with open_regular(self.path(name)) as f:
+            f.seek(begin)
+            got = f.readinto(out.data)
+        _check_length(name, begin, end, got)
+        return out
 
     def sha256(self, name: str) -> str:
         h = hashlib.sha256()
@@ -239,6 +254,12 @@ class LocalReader(Reader):
 
     def read_json(self, name: str, limit: int = MAX_JSON_SIZE) -> Any:
         return read_json(self.path(name), limit)
+
+
+def _check_length(name: str, begin: int, end: int, got: int) -> None:
+    """``OSError`` when a read of ``[begin, end)`` of ``name`` gave ``got`` bytes, not all."""
+    if got != end - begin:
+        raise OSError(f"{name} truncated at byte {begin + got}")
 
 
 class NotAFolder(Exception):

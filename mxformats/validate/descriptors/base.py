@@ -328,7 +328,8 @@ class Descriptor:
         return default_consumer(self.scheme, self.profile)
 
     def dequantize(self, arrays: dict[str, NDArray[Any]], cols: int) -> NDArray[Any]:
-        """The module's weight as its :attr:`consumer` decodes it."""
+        """The module's weight as its :attr:`consumer` decodes it, in the float dtype the
+        consumer computes in (its exact values: callers widen them as they need)."""
         raise NotImplementedError(f"{self.format.value} has no decoder")
 
 

@@ -154,7 +154,7 @@ class CompressedTensorsInt4(CompressedTensorsDescriptor):
         q = fast.unpack_int4(arrays["weight_packed"], layout="compressed-tensors", size=cols)
         d = fast.dequantize_int4(q, arrays["weight_scale"], group_size=32,
                                  profile=self.consumer)
-        return np.asarray(d, dtype=np.float64)
+        return d
 
 
 DESCRIPTOR = CompressedTensorsInt4()

@@ -276,7 +276,7 @@ class NVFP4Descriptor(Descriptor):
         scales = np.ascontiguousarray(arrays["weight_scale"]).view(np.uint8)
         d = fast.dequantize_nvfp4(codes, scales, arrays[self.global_name], packed=True,
                                   profile=self.consumer)
-        return np.asarray(d, dtype=np.float64)[..., :cols]
+        return d[..., :cols]
 
     def fingerprints(self, ckpt: Checkpoint, arrays: dict[str, dict[str, NDArray[Any]]]
                      ) -> Iterator[str]:

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from mxformats import fast
 
 from ..model import CheckpointFormat
@@ -123,7 +121,7 @@ class QuarkMXFP4(QuarkDescriptor):
         ``dq_mxfp4``, :mod:`mxformats.pairing`)."""
         d = fast.dequantize_mx(arrays["weight"], arrays["weight_scale"],
                                profile=self.consumer)
-        return np.asarray(d, dtype=np.float64)
+        return d
 
 
 DESCRIPTOR = QuarkMXFP4()

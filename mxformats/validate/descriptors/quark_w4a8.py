@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from mxformats import fast
 
 from ..findings import Finding, Level, Severity, declare
@@ -151,7 +149,7 @@ class QuarkW4A8(QuarkDescriptor):
         the pairing table names for ``quark`` (:attr:`consumer`)."""
         d = fast.dequantize_w4a8(arrays["weight"], arrays["weight_scale"],
                                  arrays["weight_scale_2"])
-        return np.asarray(d[..., :cols], dtype=np.float64)
+        return d[..., :cols]
 
 
 DESCRIPTOR = QuarkW4A8()
