@@ -737,6 +737,7 @@ CASES += [
     case("nvfp4-modelopt-gate-scale-2-nan", "nvfp4-mo", set_tensor(f"{MO_EXPERT}.gate_proj.weight_scale_2", lambda a: np.full_like(a, np.nan)), 1, {("SCALE_NONFINITE", E, f"{MO_EXPERT}.gate_proj.weight_scale_2")}, level=Level.SCALES),
     case("nvfp4-modelopt-gate-scale-2-empty", "nvfp4-mo", set_tensor(f"{MO_EXPERT}.gate_proj.weight_scale_2", lambda a: np.zeros((0,), np.float32)), 1, {("QUANT_SHAPE", E, f"{MO_EXPERT}.gate_proj.weight_scale_2")}, level=Level.SCALES),
     case("nvfp4-modelopt-gate-up-scale-2-differ", "nvfp4-mo", set_tensor(f"{MO_EXPERT}.up_proj.weight_scale_2", lambda a: (a * 2).astype(np.float32)), 0, {("NVFP4_GATE_UP_SCALE", W, f"{MO_EXPERT}.up_proj.weight_scale_2")}, level=Level.SCALES),
+    case("nvfp4-modelopt-fused-input-scale-differ", "nvfp4-mo", set_tensor(f"{MO_EXPERT}.up_proj.input_scale", lambda a: (a * 2).astype(np.float32)), 0, {("NVFP4_FUSED_INPUT_SCALE", W, f"{MO_EXPERT}.up_proj.input_scale")}, level=Level.SCALES),
     case("nvfp4-modelopt-block-not-tight", "nvfp4-mo", set_tensor(f"{MO_EXPERT}.down_proj.weight", lambda a: np.full_like(a, 0x11)), 1, {("NVFP4_BLOCK_NOT_TIGHT", E, f"{MO_EXPERT}.down_proj.weight")}, level=Level.FULL),
     # ModelOpt's Four-Over-Six recipe: blocks whose amax maps to 4, no non-zero scale above 384
     case("must-pass-nvfp4-modelopt-four-over-six-tensor", "nvfp4-mo", _four_over_six(0x7C), 0, set(), level=Level.FULL),
@@ -790,6 +791,7 @@ CASES += [
     case("ct-fp8-block-asymmetric", "ct-fp8", _ct_groups(symmetric=False), 1, {("CONFIG_QUANT", E, None)}),
     case("nvfp4-ct-global-in-modelopt-convention", "nvfp4-ct", set_tensor(f"{MO_EXPERT}.down_proj.weight_global_scale", lambda a: (1 / a).astype(np.float32)), 1, {("NVFP4_GLOBAL_CONVENTION", E, f"{MO_EXPERT}.down_proj.weight_global_scale")}, level=Level.SCALES),
     case("nvfp4-ct-gate-up-global-differ-info", "nvfp4-ct", set_tensor(f"{MO_EXPERT}.up_proj.weight_global_scale", lambda a: (a * 2).astype(np.float32)), 0, {("NVFP4_GATE_UP_SCALE", INFO, f"{MO_EXPERT}.up_proj.weight_global_scale")}, level=Level.SCALES),
+    case("nvfp4-ct-fused-input-global-scale-differ", "nvfp4-ct", set_tensor(f"{MO_EXPERT}.up_proj.input_global_scale", lambda a: (a * 2).astype(np.float32)), 0, {("NVFP4_FUSED_INPUT_SCALE", W, f"{MO_EXPERT}.up_proj.input_global_scale")}, level=Level.SCALES),
     case("nvfp4-ct-block-scale-zero", "nvfp4-ct", set_tensor(f"{MO_EXPERT}.down_proj.weight_scale", lambda a: np.zeros(a.shape, np.uint8).view(a.dtype)), 1, {("NVFP4_BLOCK_SCALE", E, f"{MO_EXPERT}.down_proj.weight_scale")}, level=Level.SCALES),
     case("nvfp4-ct-input-global-scale-missing", "nvfp4-ct", drop_tensor(f"{MO_EXPERT}.down_proj.input_global_scale"), 1, {("QUANT_TENSOR_MISSING", E, f"{MO_EXPERT}.down_proj.input_global_scale")}),
     case("nvfp4-ct-block-not-tight", "nvfp4-ct", set_tensor(f"{MO_EXPERT}.down_proj.weight_packed", lambda a: np.full_like(a, 0x22)), 1, {("NVFP4_BLOCK_NOT_TIGHT", E, f"{MO_EXPERT}.down_proj.weight_packed")}, level=Level.FULL),

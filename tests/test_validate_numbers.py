@@ -767,18 +767,23 @@ def test_hostile_block_size_is_no_internal_error(tmp_path: Path) -> None:
     assert "INTERNAL_ERROR" not in _ids(_numbers(folder))
 
 
-def _global_scales(desc: Any, scales: dict[str, float]) -> list[Finding]:
-    """``desc.layer_findings`` over modules whose global scale is ``scales[module]``."""
+def _global_scales(desc: Any, scales: dict[str, float], param: str | None = None
+                   ) -> list[Finding]:
+    """``desc.layer_findings`` over modules whose per-tensor scale ``param`` (default: the
+    global scale) is ``scales[module]``."""
     from types import SimpleNamespace
 
     from mxformats.validate.model import TensorRef
 
+    param = param or desc.global_name
     arrays, tensors = {}, {}
     for module, value in scales.items():
-        arrays[module] = {desc.global_name: np.array([value], np.float32)}
-        name = f"{module}.{desc.global_name}"
+        arrays[module] = {param: np.array([value], np.float32)}
+        name = f"{module}.{param}"
         tensors[name] = TensorRef(name, "m.safetensors", "F32", (1,), 0, 4)
-    ckpt: Any = SimpleNamespace(tensors=tensors)
+    # W4A4 to both descriptors: a compressed-tensors group with input_activations
+    config = {"config_groups": {"group_0": {"input_activations": {"num_bits": 4}}}}
+    ckpt: Any = SimpleNamespace(tensors=tensors, quant_config=config)
     return list(desc.layer_findings(ckpt, arrays))
 
 
@@ -797,6 +802,62 @@ def test_gate_up_scale_is_listed_then_summed(experts: int) -> None:
     rest = [f for f in found if f.tensor is None]
     assert [f.message for f in rest] == ([f"{experts - MAX_LISTED} more like the above, not "
                                           "listed"] if experts > MAX_LISTED else [])
+
+
+_FUSED = [
+    ("model.layers.0.self_attn.q_a_proj", "model.layers.0.self_attn.kv_a_proj_with_mqa"),
+    ("model.layers.0.mlp.gate_proj", "model.layers.0.mlp.up_proj"),
+    ("model.layers.1.mlp.shared_experts.gate_proj", "model.layers.1.mlp.shared_experts.up_proj"),
+    ("model.layers.1.mlp.experts.7.gate_proj", "model.layers.1.mlp.experts.7.up_proj"),
+]
+
+
+@pytest.mark.parametrize("desc", [nvfp4_modelopt.DESCRIPTOR, nvfp4_ct.DESCRIPTOR],
+                         ids=["modelopt", "compressed-tensors"])
+@pytest.mark.parametrize(("first", "second"), _FUSED,
+                         ids=["fused-qkv-a", "dense-gate-up", "shared-gate-up", "expert-w13"])
+def test_fused_input_scales_differ(desc: Any, first: str, second: str) -> None:
+    """vLLM quantizes a fused GEMM's one input with one activation scale (the max): two fused
+    modules whose input scales differ by one float32 ulp are a warning on the second, for
+    both producers (neither writes them apart); equal ones, a pair vLLM does not fuse, and a
+    zero, negative or NaN scale (SCALE_ZERO's, SCALE_NEGATIVE's, SCALE_NONFINITE's finding)
+    are nothing."""
+    value = 0.0025 if desc is nvfp4_modelopt.DESCRIPTOR else 400.0
+    ulp = float(np.nextafter(np.float32(value), np.float32(np.inf)))
+    param = desc.input_name
+    [found] = _global_scales(desc, {first: value, second: ulp}, param)
+    assert (found.check.id, found.tensor) == ("NVFP4_FUSED_INPUT_SCALE", f"{second}.{param}")
+    assert found.effective_severity.value == "warning" and "vLLM quantizes" in found.message
+    assert _global_scales(desc, {first: value, second: value}, param) == []
+    unfused = first.replace("q_a_proj", "kv_b_proj").replace("gate_proj", "down_proj")
+    assert _global_scales(desc, {unfused: value, second: ulp}, param) == []
+    for bad in (0.0, -value, float("nan")):
+        assert _global_scales(desc, {first: bad, second: value}, param) == []
+
+
+def test_fused_input_scales_listed_then_summed() -> None:
+    """One producer that calibrates every expert's gate and up inputs apart: MAX_LISTED
+    findings and one summary; the global-scale check, on its own count, is not mixed in."""
+    from mxformats.validate.findings import MAX_LISTED
+
+    desc = nvfp4_modelopt.DESCRIPTOR
+    found = _global_scales(desc, {
+        f"model.layers.1.mlp.experts.{e}.{proj}": value
+        for e in range(MAX_LISTED + 5) for proj, value in (("gate_proj", 1.0), ("up_proj", 2.0))},
+        desc.input_name)
+    assert {f.check.id for f in found} == {"NVFP4_FUSED_INPUT_SCALE"}
+    assert sum(f.tensor is not None for f in found) == MAX_LISTED
+    assert [f.message for f in found if f.tensor is None] == ["5 more like the above, not listed"]
+
+
+def test_fused_input_scales_of_weight_only_modelopt_unchecked() -> None:
+    """A W4A16 ModelOpt checkpoint runs no activation quantization (vLLM drops a stray
+    input_scale), so its fused modules' input scales are not compared."""
+    from mxformats.validate.descriptors.nvfp4_modelopt import ModelOptNVFP4
+
+    first, second = _FUSED[1]
+    assert _global_scales(ModelOptNVFP4(weight_only=True), {first: 1.0, second: 2.0},
+                          "input_scale") == []
 
 
 def test_ue8m0_checkpoint_reproduces_with_the_ue8m0_profile(tmp_path: Path) -> None:

@@ -83,6 +83,16 @@ NVFP4_GATE_UP_SCALE = declare(
     "is decoded off by their ratio (ModelOpt: a warning; compressed-tensors model_free_ptq "
     "writes separate scales by design: info).",
     "Calibrate gate and up with one amax (ModelOpt does for its own exports).")
+NVFP4_FUSED_INPUT_SCALE = declare(
+    "NVFP4_FUSED_INPUT_SCALE", Severity.WARNING, Level.SCALES, _N,
+    "Two modules vLLM fuses into one GEMM have different activation scales (input_scale, "
+    "input_global_scale): gate_proj and up_proj (dense, shared expert, or an expert's w13), "
+    "or q_a_proj and kv_a_proj_with_mqa. The GEMM quantizes their one input with one of the "
+    "two (vLLM takes the max: a logged warning in its linears, silently in its MoE), so one "
+    "module's activations are not quantized as calibrated: on a coarser grid, or clipped at "
+    "the other's amax (compressed-tensors linears). Both producers write equal values.",
+    "Calibrate the fused modules' activations together (ModelOpt and llm-compressor oneshot "
+    "do).")
 
 #: The block scale each NVFP4 producer writes for an all-zero block (its zero scale replaced:
 #: ModelOpt 1.0, compressed-tensors 0.125; measured on the producer fixtures) -> the producer.
@@ -104,11 +114,15 @@ FUSED = ("gate_proj", "up_proj")
 #: shard whose scale an expert's w13 keeps): DeepseekV2's ``gate_up_proj`` (dense and shared
 #: MLP), the experts' ``w13``, and ``fused_qkv_a_proj`` (``q_a_proj`` + ``kv_a_proj_with_mqa``).
 FUSED_PAIRS = (FUSED, ("q_a_proj", "kv_a_proj_with_mqa"))
+#: The vLLM release whose compressed-tensors and MoE sources are cited here (the PyPI wheel;
+#: its ``vllm/_version.py`` names commit 4ba787ec9)
+VLLM_RELEASE = "vllm==0.33.0 (commit 4ba787ec9)"
 #: What vLLM's NVFP4 linear methods do with a fused linear's per-shard global scales
 _LINEAR_LOADER = ("vLLM ModelOptNvFp4LinearMethod / CompressedTensorsW4A4Fp4 "
                   "process_weights_after_loading warn and use the larger of the fused shards' "
-                  "scales (weight_scale_2.max(), modelopt.py @00155cd), so the other shard is "
-                  "decoded off by their ratio")
+                  "scales (weight_scale_2.max(), modelopt.py @00155cd; weight_global_scale"
+                  f".max(), compressed_tensors_w4a4_nvfp4.py:111 @ {VLLM_RELEASE}), so the "
+                  "other shard is decoded off by their ratio")
 
 
 class NVFP4Descriptor(Descriptor):
@@ -133,6 +147,8 @@ class NVFP4Descriptor(Descriptor):
     #: severity of NVFP4_GATE_UP_SCALE for this producer
     gate_up_severity = Severity.WARNING
     gate_up_loader = ""
+    #: what vLLM does with a fused pair's two activation scales (NVFP4_FUSED_INPUT_SCALE)
+    fused_input_loader = ""
 
     engine_paths: tuple[EnginePath, ...] = (
         EnginePath("vllm", "native", "NVFP4 on {target} runs native FP4 tensor-core GEMMs "
@@ -192,12 +208,21 @@ class NVFP4Descriptor(Descriptor):
         """SCALE_ZERO's severity for per-tensor scale ``param``: an error where vLLM divides by
         it, so that a zero gives Inf (the activation scale of both conventions, and the
         compressed-tensors weight global scale), None (SCALE_ZERO's warning: the weight is
-        zeroed) for a ModelOpt ``weight_scale_2``, which vLLM multiplies by. vLLM
-        ``ModelOptNvFp4LinearMethod.process_weights_after_loading`` computes ``input_scale_inv
-        = 1 / input_scale`` and ``alpha = input_scale * weight_scale_2`` (``modelopt.py`` @
-        00155cd); ``CompressedTensorsW4A4Fp4.process_weights_after_loading`` computes ``alpha
-        = 1 / (input_global_scale * weight_global_scale)`` (``compressed_tensors/schemes/
-        compressed_tensors_w4a4_nvfp4.py`` @ vllm==0.33.0)."""
+        zeroed) for a ModelOpt ``weight_scale_2``, which vLLM multiplies by.
+
+        ModelOpt: ``ModelOptNvFp4LinearMethod.process_weights_after_loading`` sets
+        ``input_global_scale = input_scale.max()``, ``alpha = input_global_scale *
+        weight_scale_2.max()`` and ``input_global_scale_inv = 1.0 / input_global_scale``
+        (vllm-project/vllm ``vllm/model_executor/layers/quantization/modelopt.py`` @
+        00155cdecca722d98e34234c3d172725b7720b7d). compressed-tensors:
+        ``CompressedTensorsW4A4Fp4.process_weights_after_loading`` replaces
+        ``weight_global_scale`` by ``1.0 / weight_global_scale.max()`` and
+        ``input_global_scale`` by ``1.0 / input_global_scale.max()``, ``alpha`` being their
+        product (``vllm/model_executor/layers/quantization/compressed_tensors/schemes/
+        compressed_tensors_w4a4_nvfp4.py:111-135``), and the experts' method hands
+        ``1.0 / w13_weight_global_scale`` and ``1.0 / w13_input_global_scale`` to the kernels
+        (``compressed_tensors/compressed_tensors_moe/compressed_tensors_moe_w4a4_nvfp4.py:
+        248-253``), both @ vllm==0.33.0 (commit 4ba787ec9)."""
         divides = param == self.input_name or self.global_is_divisor
         return Severity.ERROR if divides else None
 
@@ -308,31 +333,62 @@ class NVFP4Descriptor(Descriptor):
 
     def layer_findings(self, ckpt: Checkpoint, arrays: dict[str, dict[str, NDArray[Any]]]
                        ) -> Iterator[Finding]:
-        """NVFP4_GATE_UP_SCALE per pair of modules vLLM fuses (:data:`FUSED_PAIRS`: an
-        expert's gate and up, a dense or shared-expert gate and up, q_a_proj and
-        kv_a_proj_with_mqa) whose global scales differ: the first :data:`MAX_LISTED` listed,
-        the rest counted in one summary (a producer that calibrates them apart does so in
-        every layer: one cause, thousands of experts)."""
+        """Per pair of modules vLLM fuses (:data:`FUSED_PAIRS`: an expert's gate and up, a
+        dense or shared-expert gate and up, q_a_proj and kv_a_proj_with_mqa):
+        NVFP4_GATE_UP_SCALE where their global scales differ, NVFP4_FUSED_INPUT_SCALE where
+        their activation scales do. The first :data:`MAX_LISTED` of each check are listed, the
+        rest counted in one summary (a producer that calibrates them apart does so in every
+        layer: one cause, thousands of experts).
+
+        NVFP4_FUSED_INPUT_SCALE is a warning, not an error: vLLM quantizes the fused GEMM's
+        one input with one of the two scales and folds that same scale into ``alpha``, so the
+        output stays in scale; what changes is the quantization grid of one module's
+        activations. ModelOpt linears: ``input_scale.max()`` after a ``warning_once``
+        (``ModelOptNvFp4LinearMethod.process_weights_after_loading``, ``modelopt.py`` @
+        00155cd), the larger amax: a coarser grid for the other. compressed-tensors linears:
+        ``input_global_scale.max()`` after a ``warning_once``, a divisor, so the smaller amax:
+        the other's activations above it saturate (``compressed_tensors_w4a4_nvfp4.py:115-128``
+        @ vllm==0.33.0). The experts' w13, both producers: ``a13_scale.max(dim=1)`` of the
+        multipliers per expert, silently, or one value for all experts on the FlashInfer
+        backends (``amax_for_moe_activation_quant``; ``utils/flashinfer_fp4_moe.py:386-397``
+        @ vllm==0.33.0)."""
         listed = Listing(MAX_LISTED)
+        inputs = self.has_input_scale(ckpt)
         for name in sorted(arrays):
             parent, _, projection = name.rpartition(".")
             pair = next((p for p in FUSED_PAIRS if p[0] == projection), None)
-            if pair is None:
+            other = None if pair is None else arrays.get(f"{parent}.{pair[1]}")
+            if pair is None or other is None:
                 continue
-            other = arrays.get(f"{parent}.{pair[1]}")
-            first = arrays[name]
-            if other is None or self.global_name not in other or self.global_name not in first:
-                continue
-            ga = np.asarray(first[self.global_name], np.float64).reshape(-1)
-            ub = np.asarray(other[self.global_name], np.float64).reshape(-1)
-            if not (ga.size and ub.size):
-                continue  # an empty scale: the layout checks report its shape
-            a, b = float(ga[0]), float(ub[0])
-            # a NaN or Inf is SCALE_NONFINITE's finding, not a second one here
-            if a != b and math.isfinite(a) and math.isfinite(b):
-                ref = ckpt.tensors[f"{parent}.{pair[1]}.{self.global_name}"]
+            second = f"{parent}.{pair[1]}"
+            differ = _differing(arrays[name], other, self.global_name)
+            if differ is not None:
                 loader = self.gate_up_loader if ".experts." in name else _LINEAR_LOADER
                 yield from listed.add(finding(
-                    NVFP4_GATE_UP_SCALE, ref, f"{self.global_name} {b!r}, {pair[0]} has {a!r}: "
-                    f"{loader}", severity=self.gate_up_severity))
+                    NVFP4_GATE_UP_SCALE, ckpt.tensors[f"{second}.{self.global_name}"],
+                    f"{self.global_name} {differ[1]!r}, {pair[0]} has {differ[0]!r}: {loader}",
+                    severity=self.gate_up_severity))
+            differ = _differing(arrays[name], other, self.input_name) if inputs else None
+            if differ is not None:
+                yield from listed.add(finding(
+                    NVFP4_FUSED_INPUT_SCALE, ckpt.tensors[f"{second}.{self.input_name}"],
+                    f"{self.input_name} {differ[1]!r}, {pair[0]} has {differ[0]!r}: "
+                    f"{self.fused_input_loader}"))
         yield from listed.rest()
+
+
+def _differing(first: dict[str, NDArray[Any]], second: dict[str, NDArray[Any]], param: str
+               ) -> tuple[float, float] | None:
+    """The per-tensor scale ``param`` of two fused modules when both hold a positive finite
+    one and they differ, else None: an empty scale is the layout checks' finding, a NaN,
+    Inf, zero or negative one SCALE_NONFINITE's, SCALE_ZERO's or SCALE_NEGATIVE's, never a
+    second finding here."""
+    if param not in first or param not in second:
+        return None
+    a = np.asarray(first[param], np.float64).reshape(-1)
+    b = np.asarray(second[param], np.float64).reshape(-1)
+    if not (a.size and b.size):
+        return None
+    x, y = float(a[0]), float(b[0])
+    ok = all(math.isfinite(v) and v > 0 for v in (x, y))
+    return (x, y) if ok and x != y else None

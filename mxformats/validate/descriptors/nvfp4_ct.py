@@ -16,7 +16,7 @@ from ..findings import Severity
 from ..model import CheckpointFormat
 from .base import EnginePath
 from .compressed_tensors import CompressedTensorsDescriptor, groups
-from .nvfp4 import NVFP4Descriptor
+from .nvfp4 import VLLM_RELEASE, NVFP4Descriptor
 
 if TYPE_CHECKING:
     from ..model import Checkpoint
@@ -29,7 +29,7 @@ _VLLM_CT = "vllm-project/vllm vllm/model_executor/layers/quantization/compressed
 #: cores on sm100, a Marlin or emulation backend elsewhere
 _VLLM = (f"{_VLLM_CT}schemes/compressed_tensors_w4a4_nvfp4.py:31 (init_nvfp4_linear_kernel), "
          "compressed_tensors_moe/compressed_tensors_moe_w4a4_nvfp4.py:63 "
-         "(select_nvfp4_moe_backend) @ vllm==0.33.0")
+         f"(select_nvfp4_moe_backend) @ {VLLM_RELEASE}")
 _SGLANG_CT = "sgl-project/sglang python/sglang/srt/layers/quantization/compressed_tensors/"
 #: SGLang: CompressedTensorsW4A4Fp4 and CompressedTensorsW4A4Nvfp4MoE when the device has
 #: compute capability 100 (``_check_scheme_supported``)
@@ -62,6 +62,12 @@ class CompressedTensorsNVFP4(NVFP4Descriptor, CompressedTensorsDescriptor):
                       "design; vLLM CompressedTensorsW4A4Nvfp4MoEMethod."
                       "process_weights_after_loading warns and uses gate's "
                       "(w13_weight_global_scale[:, 0], @08f95fe)")
+    fused_input_loader = ("vLLM quantizes their one input with one of them: a linear with "
+                          "the larger input_global_scale (the smaller amax; the other's "
+                          "activations above it saturate: compressed_tensors_w4a4_nvfp4.py:124), "
+                          "an expert's w13 with the smaller (a coarser grid for the other's: "
+                          "1 / input_global_scale, then .max(dim=1), "
+                          f"flashinfer_fp4_moe.py:397), @ {VLLM_RELEASE}")
 
     engine_paths = (
         EnginePath("vllm", "native", "NVFP4 on {target} runs native FP4 tensor-core GEMMs "

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from ..findings import Severity
 from ..model import CheckpointFormat
 from .modelopt import ModelOptDescriptor, modelopt_view
-from .nvfp4 import NVFP4Descriptor
+from .nvfp4 import VLLM_RELEASE, NVFP4Descriptor
 
 if TYPE_CHECKING:
     from ..model import Checkpoint
@@ -47,6 +47,10 @@ class ModelOptNVFP4(ModelOptDescriptor, NVFP4Descriptor):
     gate_up_severity = Severity.WARNING
     gate_up_loader = ("vLLM ModelOptNvFp4FusedMoE.process_weights_after_loading warns and uses "
                       "gate's for both (modelopt.py @00155cd)")
+    fused_input_loader = ("vLLM quantizes their one input with the larger, a coarser grid "
+                          "for the other's activations (input_scale.max(), modelopt.py "
+                          "@00155cd; an expert's w13: a13_scale.max(dim=1), "
+                          f"flashinfer_fp4_moe.py:397 @ {VLLM_RELEASE})")
 
     def group_size(self, ckpt: Checkpoint) -> int:
         view = modelopt_view(ckpt.quant_config)
