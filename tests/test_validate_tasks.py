@@ -517,7 +517,8 @@ def test_resume_reruns_the_tasks_whose_files_changed(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path, small_tasks: None) -> None:
     """A task's result is reused only while the files it read are as they were (size and
     modification time): the tasks of a shard written again run again, the others do not;
-    a source written again runs every task that compared modules with it."""
+    a source shard written again runs the tasks whose modules can read it (not all); a
+    source config written again runs every task that compared modules with it."""
     folder, source = tmp_path / "ckpt", tmp_path / "src"
     shutil.copytree(RESUMED, folder)
     shutil.copytree(SRC, source)
@@ -545,6 +546,12 @@ def test_resume_reruns_the_tasks_whose_files_changed(
     _rewrite(folder / shard)
     ran, report = resume()
     assert ran == touched and _without_keys(report) == _without_keys(first)
+    index = json.loads((source / "model.safetensors.index.json").read_text())["weight_map"]
+    reads = {t.index for t in plan if any(index.get(f"{m}.weight") == shard for m in t.modules)}
+    _rewrite(source / shard)  # a source shard: the tasks that can read it, not every task
+    ran, report = resume()
+    assert reads <= set(ran) and len(ran) < len(plan), (sorted(reads), ran)
+    assert _without_keys(report) == _without_keys(first)
     _rewrite(source / "config.json")
     ran, report = resume()
     assert ran == [t.index for t in plan]

@@ -274,25 +274,29 @@ def _files_stamp(folder: Path, names: Iterable[str]) -> list[list[Any]]:
 class _Stamper:
     """The stamp of a task's files: sha256 of :func:`_files_stamp` of the checkpoint's
     ``config.json`` (it decides the format descriptor) and the shards holding the task's
-    modules' tensors, and with ``--source`` of the source's ``config.json`` and shards: as
-    they were when the stamper was made (once per loaded checkpoint; :meth:`__call__`), or
-    as they are now (:meth:`now`). A Hub checkpoint is pinned to a commit, so only a local
-    folder's files are stamped."""
+    modules' tensors, and with ``--source`` of the source's ``config.json`` and the source
+    shards the task's modules can read (:func:`_source_family`): as they were when the
+    stamper was made (once per loaded checkpoint; :meth:`__call__`), or as they are now
+    (:meth:`now`: a few ``stat`` calls per task, not one per source shard, which on a
+    network file system is what a run of thousands of tasks would wait on). A Hub
+    checkpoint is pinned to a commit, so only a local folder's files are stamped."""
 
     def __init__(self, ckpt: Checkpoint, claim: reproduce.Claim | Finding | None) -> None:
         self.ckpt = ckpt
         self.local = ckpt.reader is None or isinstance(ckpt.reader, LocalReader)
-        self.source_files: tuple[Path, list[str]] | None = None
+        self.source_folder: Path | None = None
+        self.source_shards: dict[str, set[str]] = {}  # family -> its source shards
+        self.source: dict[str, list[Any]] = {}
         if isinstance(claim, reproduce.Claim):
-            self.source_files = (claim.source.folder,
-                                 ["config.json", *claim.source.index.values()])
-        self.source = self._source()
+            self.source_folder = claim.source.folder
+            for tensor, shard in claim.source.index.items():
+                family = _source_family(tensor.rpartition(".")[0])
+                self.source_shards.setdefault(family, set()).add(shard)
+            self.source = {row[0]: row for row in _files_stamp(
+                self.source_folder, ["config.json", *claim.source.index.values()])}
         self.config = _files_stamp(ckpt.root, ["config.json"]) if self.local else []
         self.shards = {row[0]: row for row in _files_stamp(ckpt.root, ckpt.shards)} \
             if self.local else {}
-
-    def _source(self) -> list[list[Any]]:
-        return [] if self.source_files is None else _files_stamp(*self.source_files)
 
     def _files(self, modules: Sequence[str]) -> list[str]:
         """The shards the tensors of ``modules`` sit in (none of a Hub checkpoint)."""
@@ -300,6 +304,14 @@ class _Stamper:
             return []
         modules_tensors = (self.ckpt.modules[name].tensors.values() for name in modules)
         return sorted({t.file for tensors in modules_tensors for t in tensors})
+
+    def _source_files(self, modules: Sequence[str]) -> list[str]:
+        """The source's ``config.json`` and the shards ``modules`` can read (none without
+        ``--source``)."""
+        if self.source_folder is None:
+            return []
+        shards = (self.source_shards.get(_source_family(m), set()) for m in modules)
+        return sorted({"config.json"}.union(*shards))
 
     @staticmethod
     def _digest(config: list[list[Any]], mine: list[list[Any]],
@@ -309,13 +321,23 @@ class _Stamper:
     def __call__(self, modules: Sequence[str]) -> str:
         mine = [self.shards.get(f) or _files_stamp(self.ckpt.root, [f])[0]
                 for f in self._files(modules)]
-        return self._digest(self.config, mine, self.source)
+        return self._digest(self.config, mine,
+                            [self.source[f] for f in self._source_files(modules)])
 
     def now(self, modules: Sequence[str]) -> str:
         """The stamp of ``modules`` from the files as they are now (a few ``stat`` calls)."""
         config = _files_stamp(self.ckpt.root, ["config.json"]) if self.local else []
-        return self._digest(config, _files_stamp(self.ckpt.root, self._files(modules)),
-                            self._source())
+        source = [] if self.source_folder is None else _files_stamp(
+            self.source_folder, self._source_files(modules))
+        return self._digest(config, _files_stamp(self.ckpt.root, self._files(modules)), source)
+
+
+def _source_family(module: str) -> str:
+    """The part of a module's name its source reads share: its parent (``...experts.3`` of
+    ``...experts.3.down_proj``). Reproducing a module reads its own source tensors and, for
+    a producer that shares a scale across fused linears (gate and up, ``q_a`` and ``kv_a``),
+    its siblings', which sit under the same parent."""
+    return module.rpartition(".")[0]
 
 
 def task_key(task: Task) -> str:
