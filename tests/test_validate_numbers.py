@@ -889,3 +889,19 @@ def test_an_error_beyond_the_listed_ones_still_fails_the_run(errors_at: str | No
     expected = Severity.ERROR if errors_at else Severity.WARNING
     assert zero[-1].effective_severity is expected
     assert exit_code(Report("x", "mxfp4", "", found)) == (1 if errors_at else 0)
+
+
+def test_a_nan_in_every_norm_is_listed_then_counted(tmp_path: Path) -> None:
+    """The float-tensor checks across modules list the same way: a NaN in each of the
+    fixture's 13 norm weights gives the first MAX_LISTED TENSOR_NONFINITE errors in name order
+    and one error that counts the rest (these tensors are in no task record: no note)."""
+    from mxformats.validate.findings import MAX_LISTED, Severity
+
+    norms = sorted(n for n in _load(PRODUCERS / MXFP4).tensors if n.endswith("norm.weight"))
+    assert len(norms) > MAX_LISTED
+    folder = _plant(tmp_path, MXFP4, {n: _set((0,), np.nan) for n in norms})
+    found = [f for f in _numbers(folder, Options(level=Level.SCALES))
+             if f.check.id == "TENSOR_NONFINITE"]
+    assert [f.tensor for f in found] == [*norms[:MAX_LISTED], None]
+    assert found[-1].message == f"{len(norms) - MAX_LISTED} more like the above, not listed"
+    assert found[-1].effective_severity is Severity.ERROR
