@@ -365,6 +365,20 @@ def test_fnuz_scales_must_survive_doubling(tmp_path: Path) -> None:
         ckpt, Options(target="mi355x"))}
 
 
+def test_fnuz_overflow_in_every_module_is_listed_then_counted(tmp_path: Path) -> None:
+    """A scale convention that overflows e4m3fnuz's doubling does so in every module: the
+    first MAX_LISTED DEPLOY_FNUZ_SCALE findings (name order) and one that counts the rest."""
+    from mxformats.validate.findings import MAX_LISTED
+
+    scales = sorted(n for n in _load(PRODUCERS / W4A8).tensors if n.endswith(".weight_scale"))
+    assert len(scales) > MAX_LISTED
+    folder = _plant(tmp_path, W4A8, {n: lambda a: np.float32(3e38) for n in scales})
+    found = [f for f in deployment.run(_load(folder), Options(target="mi300x"))
+             if f.check.id == "DEPLOY_FNUZ_SCALE"]
+    assert [f.tensor for f in found] == [*scales[:MAX_LISTED], None]
+    assert found[-1].message == f"{len(scales) - MAX_LISTED} more like the above, not listed"
+
+
 # -- manifest -------------------------------------------------------------------------------
 
 
