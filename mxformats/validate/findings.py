@@ -8,14 +8,14 @@ naming the file, the tensor and the byte offset where that makes sense.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from enum import Enum
 
 from mxformats.output import check_url
 
 __all__ = ["CHECKS", "LEVELS", "MAX_LISTED", "Check", "Finding", "Level", "Listing", "Severity",
-           "declare"]
+           "declare", "listed"]
 
 
 class Severity(str, Enum):
@@ -161,3 +161,13 @@ class Listing:
             n = self.count[cid] - self.limit
             yield Finding(check, f"{n} more like the above, not listed{self.note}",
                           severity=severity)
+
+
+def listed(findings: Iterable[Finding], note: str = "") -> Iterator[Finding]:
+    """``findings`` through one :class:`Listing` of :data:`MAX_LISTED`: the first of each
+    check as they come, then one summary per check that had more (``note`` appended to it:
+    where the full detail is, when somewhere is)."""
+    listing = Listing(MAX_LISTED, note)
+    for finding in findings:
+        yield from listing.add(finding)
+    yield from listing.rest()
