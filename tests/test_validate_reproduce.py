@@ -375,6 +375,9 @@ def test_every_module_wrong_lists_the_first_and_counts_the_rest(
         assert [f.tensor is None for f in mine] == [False, False, True], check
         assert all(f.effective_severity is Severity.ERROR for f in mine)
         assert mine[-1].message.startswith("25 more like the above")
+        unlisted = mine[-1].extra["unlisted"]  # nothing lost: the JSON report has each
+        assert len(unlisted) == 25 and all(u["tensor"] and u["message"] for u in unlisted)
+        assert unlisted[0]["severity"] == "error"
     assert _block(findings)["modules_reproduced"] == 0
 
 

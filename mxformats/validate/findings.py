@@ -136,13 +136,16 @@ class Listing:
     """Passes on the first ``limit`` findings of each check and counts the rest, so that one
     root cause repeated in every module gives a few findings and one summary per check
     (:meth:`rest`: ``N more like the above, not listed`` and ``note``, with the worst
-    severity of the findings it stands for), never one finding per module."""
+    severity of the findings it stands for), never one finding per module. Nothing is lost:
+    the summary's ``extra["unlisted"]`` (the JSON report's ``extras``) holds the place,
+    severity and message of each finding it counts, in order."""
 
     def __init__(self, limit: int, note: str = "") -> None:
         self.limit = limit
         self.note = note
         self.count: dict[str, int] = defaultdict(int)
         self.rest_of: dict[str, tuple[Check, Severity]] = {}
+        self.unlisted: dict[str, list[dict[str, object]]] = defaultdict(list)
 
     def add(self, finding: Finding) -> Iterator[Finding]:
         """``finding`` while its check has had fewer than ``limit``, else nothing (counted)."""
@@ -154,13 +157,16 @@ class Listing:
         sev = finding.effective_severity
         _, prev = self.rest_of.get(cid, (finding.check, sev))
         self.rest_of[cid] = (finding.check, min(prev, sev, key=_RANK.__getitem__))
+        self.unlisted[cid].append({"file": finding.file, "tensor": finding.tensor,
+                                   "offset": finding.offset, "severity": sev.value,
+                                   "message": finding.message})
 
     def rest(self) -> Iterator[Finding]:
         """One summary finding per check that went over ``limit``."""
         for cid, (check, severity) in self.rest_of.items():
             n = self.count[cid] - self.limit
             yield Finding(check, f"{n} more like the above, not listed{self.note}",
-                          severity=severity)
+                          severity=severity, extra={"unlisted": self.unlisted[cid]})
 
 
 def listed(findings: Iterable[Finding], note: str = "") -> Iterator[Finding]:
