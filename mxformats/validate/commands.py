@@ -412,7 +412,7 @@ def add_parsers(commands: Any) -> None:
         epilog="Exit codes: 0 no errors (warnings allowed unless --strict), 1 errors found, "
         "2 could not run (bad usage, unreadable folder, a missing or gated repo or revision, "
         "no network, a quantization format it does not verify: FORMAT_UNSUPPORTED, e.g. "
-        "GPTQ; --executor ray without Ray), "
+        "GPTQ; --executor ray without Ray, or with a --ray-address no cluster answers at), "
         "130 interrupted (SIGINT or SIGTERM; the JSON report is marked incomplete and "
         "--resume takes it). "
         "Every JSON finding carries its check's catalogue url, meaning and fix. "
