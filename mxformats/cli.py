@@ -355,7 +355,8 @@ def build_parser() -> argparse.ArgumentParser:
         "cases, comparing its bytes with the reference of the profile; print the first "
         "differing block. The function is imported and called: this runs its code, so only "
         "name code you trust. A quantizer has quantize_mx's signature, fn(x, elem, *, "
-        "block_size, axis, profile) -> (codes, scales); a dequantizer dequantize_mx's.",
+        "block_size, axis, profile) -> (codes, scales); a dequantizer dequantize_mx's; an "
+        "int4-quantizer quantize_int4's, fn(x, *, group_size, axis, profile) -> (q, scales).",
         epilog="Example: mxformats check mykernels.mx:quantize --profile ocp. "
         "Exit codes: 0 identical on every case, 1 a difference (printed), "
         "2 usage or import error.",
