@@ -240,6 +240,7 @@ def validate(
         loaded.fatal,
         ckpt=ckpt,
         level=opts.level,
+        strict=opts.strict,
     )
     report.modules_run.append("files")
     if ckpt is None or loaded.fatal is not None or ckpt.format == CheckpointFormat.UNSUPPORTED:
