@@ -335,6 +335,7 @@ def test_non_lfs_file_hashed_in_bounded_reads(server: HubServer, twins: dict[str
     ({"rfilename": "../other/model.safetensors", "size": 3}, "'../other/model.safetensors'"),
     ({"rfilename": "/etc/passwd", "size": 3}, "'/etc/passwd'"),
     ({"rfilename": "config.json", "size": 3}, "lists a file named 'config.json'"),
+    ({"rfilename": "../" + "x" * 100_000, "size": 3}, "'../" + "x" * 196 + "…, not a unique"),
     ({"rfilename": "x.safetensors", "size": 3,
       "lfs": {"size": 3, "sha256": None, "pointerSize": 134}}, "with sha256 None"),
 ])
@@ -347,6 +348,7 @@ def test_hostile_listing_exit_2(sibling: dict[str, Any], reason: str, server: Hu
     server.extra_siblings.append(sibling)
     report = run(target)
     assert exit_code(report) == 2 and report.fatal is not None and reason in report.fatal
+    assert len(report.fatal) < 400  # a hostile name is quoted, not repeated whole
     assert not [r for r in server.log if "/resolve/" in r[1]]
 
 

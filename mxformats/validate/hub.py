@@ -90,6 +90,17 @@ def _reason(exc: BaseException) -> str:
     return head
 
 
+#: A value the Hub's answer holds is quoted in a message up to this many characters.
+_QUOTED_CHARS = 200
+
+
+def _quoted(value: object) -> str:
+    """``repr(value)`` (escaped), cut to ``_QUOTED_CHARS`` with ``…`` (a listing may name
+    a file with a megabyte of characters)."""
+    text = repr(value)
+    return text if len(text) <= _QUOTED_CHARS else text[:_QUOTED_CHARS] + "…"
+
+
 def open_hub(text: str) -> HubReader:
     """Pin ``hf://ORG/NAME[@REVISION]`` to its commit and list its files; :class:`NotAFolder`
     with the Hub's reason for a missing or gated repo or revision, offline mode or no
@@ -142,16 +153,16 @@ def open_hub(text: str) -> HubReader:
     for sibling in info.siblings or ():
         name = sibling.rfilename
         if not isinstance(name, str) or unsafe_name(name) or name in files:
-            raise NotAFolder(f"{what}: the Hub lists a file named {name!r}, not a unique "
-                             "relative name inside the repo")
+            raise NotAFolder(f"{what}: the Hub lists a file named {_quoted(name)}, not a "
+                             "unique relative name inside the repo")
         size = sibling.size if sibling.lfs is None else sibling.lfs.size
         if not isinstance(size, int) or isinstance(size, bool) or size < 0:
-            raise NotAFolder(f"{what}: the Hub lists {name!r} without a size")
+            raise NotAFolder(f"{what}: the Hub lists {_quoted(name)} without a size")
         lfs_sha256 = None if sibling.lfs is None else sibling.lfs.sha256
         if sibling.lfs is not None and not (isinstance(lfs_sha256, str)
                                             and _SHA256.fullmatch(lfs_sha256)):
-            raise NotAFolder(f"{what}: the Hub lists LFS file {name!r} with sha256 "
-                             f"{lfs_sha256!r}")
+            raise NotAFolder(f"{what}: the Hub lists LFS file {_quoted(name)} with sha256 "
+                             f"{_quoted(lfs_sha256)}")
         files[name] = HubFile(size, lfs_sha256)
     headers = build_hf_headers()  # HF_TOKEN and the user agent, as the client sends them
     return HubReader(repo_id, sha, api.endpoint, files, headers)
