@@ -456,3 +456,193 @@ def test_four_over_six_needs_scales_the_plain_recipe_did_not_write() -> None:
     other_scales[0, 0] -= 1
     stored["weight_scale"] = other_scales.view(ml_dtypes.float8_e4m3fn)
     assert "Four-Over-Six" in descriptor.unclaimed_tensors(stored, produced)
+
+
+# -- the source folder is untrusted input too ------------------------------------------------
+
+
+def _source_copy(tmp_path: Path) -> Path:
+    src = tmp_path / "src"
+    shutil.copytree(SRC, src)
+    return src
+
+
+@pytest.mark.parametrize(("config", "kind"), [
+    ([1, 2], "bf16"),  # config.json not an object: read as no config
+    ({"text_config": [1]}, "bf16"),
+    ({"text_config": {"quantization_config": {"quant_method": "compressed-tensors",
+                                              "format": "pack-quantized"}}},
+     "compressed-tensors-int4"),  # the well-formed text_config still counts
+    ({"quantization_config": {"quant_method": ["fp8"]}}, "quant_method ['fp8']"),
+    ({"quantization_config": {"quant_method": {"x": 1}}}, "quant_method {'x': 1}"),
+    ({"quantization_config": {"quant_method": 8}}, "quant_method 8"),
+])
+def test_a_source_config_of_any_shape_never_crashes(tmp_path: Path, config: object,
+                                                    kind: str) -> None:
+    """A source ``config.json`` that is not an object, or whose ``text_config`` is not one, is
+    read as no config (a BF16 source, as an unreadable one is); a ``quant_method`` that is not
+    a string names no form this tool decompresses (REPRO_SOURCE_UNSUPPORTED). Before: an
+    AttributeError or TypeError traceback."""
+    src = _source_copy(tmp_path)
+    (src / "config.json").write_text(json.dumps(config))
+    assert reproduce.Source(src).kind == kind
+    found = _run(PRODUCERS / "kimi-k2-mxfp4-quark", src)
+    if kind == "bf16":
+        assert [f.check.id for f in found] == ["REPRO_SUMMARY"]
+        assert _block(found)["identical"] == 54
+    elif kind.startswith("quant_method"):
+        assert [(f.check.id, f.message) for f in found] == [
+            ("REPRO_SOURCE_UNSUPPORTED", f"--source {src} is {kind}")]
+
+
+def _moved_out(src: Path, name: str, outside: Path) -> None:
+    """Move file ``name`` of ``src`` to ``outside`` and leave a symlink to it in its place."""
+    outside.mkdir(exist_ok=True)
+    shutil.move(src / name, outside / name)
+    (src / name).symlink_to(outside / name)
+
+
+def test_a_source_file_resolving_outside_the_source_is_not_read(tmp_path: Path) -> None:
+    """A source shard or config that is a symlink out of ``--source`` is not read, as the
+    checkpoint's are not (SYMLINK_ESCAPE): a shard's modules are REPRO_SOURCE_MISSING, a
+    config or index stops reproduction (REPRO_SOURCE_UNSUPPORTED). ``--allow-symlink-root``
+    lets both be read; a symlink that stays inside the folder always is. Before: read."""
+    fixture = PRODUCERS / "kimi-k2-mxfp4-quark"
+    src, outside = _source_copy(tmp_path), tmp_path / "outside"
+    shard = "model-00002-of-00002.safetensors"
+    _moved_out(src, shard, outside)
+    found = _run(fixture, src)
+    missing = [f for f in found if f.check.id == "REPRO_SOURCE_MISSING" and f.tensor]
+    assert missing and all(f"{shard} resolves outside --source ({outside / shard})" in f.message
+                           for f in missing)
+    assert not any(f.check.id == "REPRO_MISMATCH" for f in found)
+    block = _block(found)
+    assert 0 < block["modules_checked"] < 27 and block["identical"] == block["tensors"]
+    assert _block(_run(fixture, src, allow_symlink_root=(outside,)))["identical"] == 54
+    # inside the folder: read
+    (src / shard).unlink()
+    (src / "elsewhere.safetensors").symlink_to(outside / shard)
+    (src / shard).symlink_to(src / "elsewhere.safetensors")
+    with pytest.raises(OSError, match="resolves outside"):
+        reproduce.Source(src).weight("model.layers.2.mlp.experts.0.up_proj")
+    (src / "elsewhere.safetensors").unlink()
+    shutil.move(outside / shard, src / "elsewhere.safetensors")
+    assert _block(_run(fixture, src))["identical"] == 54
+    for name in ("config.json", "model.safetensors.index.json"):
+        src = _source_copy(tmp_path / name)
+        _moved_out(src, name, tmp_path / name / "outside")
+        found = _run(fixture, src)
+        assert [f.check.id for f in found] == ["REPRO_SOURCE_UNSUPPORTED"]
+        assert f"{name} resolves outside --source" in found[0].message
+
+
+def _source_edited(tmp_path: Path, edits: dict[str, Any]) -> Path:
+    """A copy of ``src-bf16`` with each tensor ``name`` of ``edits`` replaced by
+    ``edit(array)`` (any shape or dtype; None drops it from the index)."""
+    from mxformats.tensorfile import read_safetensors, write_safetensors
+
+    src = _source_copy(tmp_path)
+    index_path = src / "model.safetensors.index.json"
+    index = json.loads(index_path.read_text())
+    for name, edit in edits.items():
+        if edit is None:
+            del index["weight_map"][name]
+            continue
+        shard = src / index["weight_map"][name]
+        tensors = dict(read_safetensors(shard))
+        tensors[name] = edit(tensors[name])
+        shard.unlink()
+        write_safetensors(shard, tensors)
+    index_path.write_text(json.dumps(index))
+    return src
+
+
+DOWN = "model.layers.1.mlp.experts.0.down_proj"
+
+
+@pytest.mark.parametrize(("edit", "shape"), [
+    (lambda a: np.ascontiguousarray(a.T), [96, 128]),  # transposed
+    (lambda a: a[:-1].copy(), [127, 96]),  # one row short
+    (lambda a: a[:, :-1].copy(), [128, 95]),  # one column short
+    (lambda a: np.concatenate([a, a[:1]]), [129, 96]),  # one row long
+])
+def test_a_source_weight_of_another_shape_is_missing_not_a_mismatch(
+        tmp_path: Path, edit: Any, shape: list[int]) -> None:
+    """A source weight whose shape is not the ``[out, in]`` the config implies (128 × 96 for a
+    routed expert's down_proj here) is not what the producer read: REPRO_SOURCE_MISSING (a
+    warning) names both shapes, and the module is not compared. Before: REPRO_MISMATCH errors
+    ("expected uint8[127, 48], found uint8[128, 48]") on a checkpoint the producer wrote
+    right. The same weight in its own shape reproduces (the fixture test), and a checkpoint
+    whose module has another shape still mismatches (its bytes are compared with what the
+    source's right shape gives: test_a_changed_byte_is_a_mismatch_naming_the_first_element)."""
+    src = _source_edited(tmp_path, {f"{DOWN}.weight": edit})
+    found = _run(PRODUCERS / "kimi-k2-mxfp4-quark", src)
+    assert [(f.check.id, f.tensor, f.message) for f in found[:-1]] == [
+        ("REPRO_SOURCE_MISSING", f"{DOWN}.weight", f"{DOWN}: the source weight is bfloat16"
+         f"{shape}, the config implies [128, 96] for this module")]
+    block = _block(found)
+    assert block["modules_checked"] == block["modules_reproduced"] == 26
+    assert block["tensors"] == block["identical"] == 52
+
+
+GATE, UP = "model.layers.1.mlp.experts.0.gate_proj", "model.layers.1.mlp.experts.0.up_proj"
+
+
+@pytest.mark.parametrize("fixture", ["kimi-k2-nvfp4-modelopt",
+                                     "kimi-k2-nvfp4-compressed-tensors"])
+@pytest.mark.parametrize("edit", [None, lambda a: a[:-1].copy()])
+def test_a_fused_module_whose_sibling_the_source_lacks_is_missing_not_a_mismatch(
+        tmp_path: Path, fixture: str, edit: Any) -> None:
+    """NVFP4 producers give an expert's gate and up one global amax, the larger of the two
+    (ModelOpt 0.47.0 ``modelopt/torch/export/layer_utils.py`` ``sync_moe_gate_up_amax``;
+    llm-compressor ``update_fused_layer_weight_global_scales``). Layer 1 expert 0's gate has
+    the larger amax: a source without it (or with it in another shape) cannot give its up's
+    bytes, so up is REPRO_SOURCE_MISSING naming the sibling, as gate itself is. Before: up was
+    quantized from its own amax alone, three false REPRO_MISMATCH errors (exit 1) on a
+    checkpoint the producer wrote right."""
+    src = _source_edited(tmp_path, {f"{GATE}.weight": edit})
+    found = _run(PRODUCERS / fixture, src)
+    assert [(f.check.id, str(f.tensor).rpartition(".")[0]) for f in found[:-1]] == [
+        ("REPRO_SOURCE_MISSING", GATE), ("REPRO_SOURCE_MISSING", UP)]
+    assert f"{UP}: its fused sibling {GATE}, whose weight the producer calibrates it " \
+        "with: " in found[1].message
+    block = _block(found)
+    assert block["modules_checked"] == block["modules_reproduced"] == 22
+    assert block["tensors"] == block["identical"] == 66
+
+
+def test_a_sibling_amax_is_shared_only_with_a_sibling_quantized_alike(tmp_path: Path) -> None:
+    """The producers share the amax only between siblings both quantized in the format:
+    ModelOpt's ``sync_moe_gate_up_amax`` skips a pair where either weight quantizer has no
+    amax (a disabled, excluded one), and ``preprocess_linear_fusion`` asserts one format for
+    the fused modules (``modelopt/torch/export/quant_utils.py``, 0.47.0). Layer 1 expert 1's
+    up has the larger amax. Its gate, written from its own amax: a mismatch while up is
+    quantized (the producer would have shared), reproduced once up is not (here made BF16
+    in the loaded checkpoint by dropping its scales)."""
+    from mxformats.tensorfile import read_checkpoint_tensor
+
+    fixture = "kimi-k2-nvfp4-modelopt"
+    gate, up = GATE.replace("experts.0", "experts.1"), UP.replace("experts.0", "experts.1")
+    own = reproduce.Source(SRC).weight(gate)
+    assert own is not None
+    amax = [float(np.abs(read_checkpoint_tensor(SRC, f"{m}.weight").astype(np.float32)).max())
+            for m in (gate, up)]
+    assert amax[0] < amax[1]
+    ckpt = _load(PRODUCERS / fixture)
+    assert ckpt.descriptor is not None
+    alone = ckpt.descriptor.produce(own)
+    folder = tmp_path / fixture
+    shutil.copytree(PRODUCERS / fixture, folder)
+    ckpt = _load(folder)
+    for param, array in alone.items():
+        _planted_in_place(folder, ckpt, f"{gate}.{param}", lambda a, new=array: new)
+    claim = reproduce.prepare(ckpt, Options(source=SRC))
+    assert isinstance(claim, reproduce.Claim)
+    shared = reproduce.module_reproduction(ckpt, claim, ckpt.modules[gate])
+    assert shared.result is not None and not any(shared.result.identical.values())
+    assert [f.check.id for f in shared.findings] == ["REPRO_MISMATCH"] * 3
+    for param in ("weight_scale", "weight_scale_2", "input_scale"):
+        del ckpt.modules[up].tensors[param]
+    alone_now = reproduce.module_reproduction(ckpt, claim, ckpt.modules[gate])
+    assert alone_now.result is not None and all(alone_now.result.identical.values())
+    assert alone_now.findings == []

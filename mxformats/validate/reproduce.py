@@ -108,38 +108,55 @@ _LAYER = re.compile(r"\.layers\.(\d+)\.")
 
 
 class Source:
-    """A source checkpoint folder: BF16, or compressed-tensors INT4 decompressed on read."""
+    """A source checkpoint folder: BF16, or compressed-tensors INT4 decompressed on read.
 
-    def __init__(self, folder: Path) -> None:
+    Untrusted input like the checkpoint: its config, index and shards are read only where
+    they resolve under ``folder`` (or its Hugging Face cache repo, or an ``allow`` root, as
+    ``--allow-symlink-root`` allows for the checkpoint); a config that is not a JSON object
+    is read as no config, and a ``quant_method`` that is not a string is a form this tool
+    does not decompress."""
+
+    def __init__(self, folder: Path, allow: tuple[Path, ...] = ()) -> None:
         self.folder = Path(folder)
-        self.reader = LocalReader(self.folder)  # what every tensor is read through
+        self.reader = LocalReader(self.folder, allow)  # what every tensor is read through
+        self._inside: dict[str, bool] = {}  # shard -> whether it resolves under the roots
+        for name in ("config.json", "model.safetensors.index.json", "model.safetensors"):
+            self._check_inside(name)
         self.index = read_index(self.folder)
         try:
             config = read_json(self.folder / "config.json")  # regular files only: no FIFO
         except (OSError, ValueError, RecursionError):
             config = {}
-        qc = config.get("quantization_config") or (config.get("text_config") or {}).get(
-            "quantization_config")
+        qc = _object(config).get("quantization_config") or _object(
+            _object(config).get("text_config")).get("quantization_config")
         method = qc.get("quant_method") if isinstance(qc, dict) else None
-        self.kind = {None: "bf16", "compressed-tensors": "compressed-tensors-int4",
-                     "fp8": "fp8-block"}.get(method, str(method))
+        if method is not None and not isinstance(method, str):
+            self.kind = f"quant_method {method!r:.60}"
+        else:
+            self.kind = {None: "bf16", "compressed-tensors": "compressed-tensors-int4",
+                         "fp8": "fp8-block"}.get(method, str(method))
         if self.kind == "compressed-tensors-int4" and (
                 not isinstance(qc, dict) or qc.get("format") != "pack-quantized"):
             self.kind = f"compressed-tensors {qc.get('format') if isinstance(qc, dict) else ''}"
+
+    def _check_inside(self, name: str) -> None:
+        """OSError when file ``name`` of the folder resolves outside what may be read (a
+        symlink out of the folder); checked once per file."""
+        inside = self._inside.get(name)
+        if inside is None:
+            inside = self._inside[name] = not self.reader.escapes(name)
+        if not inside:
+            raise OSError(f"{name} resolves outside --source ({self.reader.resolved(name)}); "
+                          "pass --allow-symlink-root for a trusted store")
 
     @property
     def supported(self) -> bool:
         return self.kind in ("bf16", "compressed-tensors-int4", "fp8-block")
 
     def _read(self, name: str) -> NDArray[Any]:
-        return self.reader.tensor(self.index[name], name)
-
-    def sibling(self, module: str) -> NDArray[Any] | None:
-        """:meth:`weight`, None where it cannot be read (a fused sibling is optional)."""
-        try:
-            return self.weight(module)
-        except (OSError, ValueError, KeyError, TensorFileError):
-            return None
+        shard = self.index[name]
+        self._check_inside(shard)
+        return self.reader.tensor(shard, name)
 
     def weight(self, module: str) -> NDArray[Any] | None:
         """The BF16 weight of ``module`` as the quantizer saw it (None when absent)."""
@@ -161,6 +178,11 @@ class Source:
             return dequantize_int4(q, scale, group_size=32, profile="compressed-tensors",
                                    dtype=scale.dtype)
         return None
+
+
+def _object(value: object) -> dict[str, Any]:
+    """``value`` when it is a JSON object, else an empty one (a config of another shape)."""
+    return value if isinstance(value, dict) else {}
 
 
 def dequantize_fp8_block(
@@ -385,7 +407,7 @@ def prepare(ckpt: Checkpoint, opts: Options) -> Claim | Finding | None:
                        "profile to reproduce")
     profile, unclaimed = claimed_profile(ckpt)
     try:
-        source = Source(Path(opts.source))
+        source = Source(Path(opts.source), opts.allow_symlink_root)
     except (OSError, TensorFileError) as exc:
         return Finding(REPRO_SOURCE_UNSUPPORTED, f"--source {opts.source}: {exc}")
     if not source.supported:
@@ -439,22 +461,31 @@ def _reproduce_into(ckpt: Checkpoint, claim: Claim, module: Module,
         return
     params = _params(own, module)
     wref = module.tensors[params[0]]
+
+    def fused(other: str) -> NDArray[Any] | None:
+        """The source weight of ``other`` where the producer calibrated it with this module
+        (``other`` is quantized in this module's format), else None."""
+        sibling = ckpt.modules.get(other)
+        if sibling is None or desc.for_module(ckpt, other) is not own or not own.quantized(
+                sibling):
+            return None
+        try:
+            return _source_weight(ckpt, claim.source, other)
+        except _Unusable as exc:
+            raise _Unusable(f"its fused sibling {other}, whose weight the producer calibrates "
+                            f"it with: {exc}") from None
+
     try:
-        w = claim.source.weight(name)
-    except (OSError, ValueError, KeyError) as exc:
-        w, why = None, str(exc)
-    else:
-        why = "no weight in the source"
-    if w is None:
-        out.missing = Finding(REPRO_SOURCE_MISSING, f"{name}: {why}", wref.file, wref.name,
+        w = _source_weight(ckpt, claim.source, name)
+        arrays = read_module(ckpt, module, params)
+        if arrays is None:
+            return  # unreadable: the files checks report it
+        produced = own.produce_module(name, w, fused)
+        r = reproduce_module(own, name, w, arrays, produced)
+    except _Unusable as exc:
+        out.missing = Finding(REPRO_SOURCE_MISSING, f"{name}: {exc}", wref.file, wref.name,
                               wref.begin)
         return
-    arrays = read_module(ckpt, module, params)
-    if arrays is None:
-        return  # unreadable: the files checks report it
-    try:
-        produced = own.produce_module(name, w, claim.source.sibling)
-        r = reproduce_module(own, name, w, arrays, produced)
     except (ValueError, TypeError) as exc:
         out.missing = Finding(REPRO_SOURCE_MISSING, f"{name}: cannot re-quantize the source "
                               f"weight {w.dtype}{list(w.shape)} ({exc})", wref.file,
@@ -476,6 +507,30 @@ def _reproduce_into(ckpt: Checkpoint, claim: Claim, module: Module,
         check, severity, message = verdict
         out.findings.append(Finding(check, f"{name}: {message}", wref.file, wref.name,
                                     wref.begin, severity=severity))
+
+
+class _Unusable(Exception):
+    """The source holds no weight of a module the producer could have read (the message says
+    why): its REPRO_SOURCE_MISSING."""
+
+
+def _source_weight(ckpt: Checkpoint, source: Source, name: str) -> NDArray[Any]:
+    """The source weight of module ``name`` as the quantizer read it. :class:`_Unusable` when
+    it is absent or unreadable, or when its shape is not the ``[out, in]`` the checkpoint's
+    config implies for the module (a transposed or truncated source weight is not what the
+    producer read, so the bytes it gives say nothing of the checkpoint's)."""
+    try:
+        w = source.weight(name)
+    except (OSError, ValueError, KeyError) as exc:
+        raise _Unusable(str(exc)) from None
+    if w is None:
+        raise _Unusable("no weight in the source")
+    expected = ckpt.expected.get(name)
+    shape = expected.shape if expected is not None else None
+    if shape is not None and tuple(w.shape) != tuple(shape):
+        raise _Unusable(f"the source weight is {w.dtype}{list(w.shape)}, the config implies "
+                        f"{list(shape)} for this module")
+    return w
 
 
 def run(ckpt: Checkpoint, opts: Options,
