@@ -337,8 +337,8 @@ def _statistics_by_definition(d: NDArray[Any], x: NDArray[Any]
 def test_statistics_bits_follow_their_definition(size: int, source_dtype: Any) -> None:
     """Every sum of :class:`reproduce._Statistics` has the bits of its definition (float64
     pairwise sums per piece, pieces in order), on sizes either side of a piece, for
-    bfloat16 (widened by its bits), float16 and float32 sources; a NaN in the source makes
-    its sums NaN, an infinity in the weight gives no statistic."""
+    bfloat16 (widened by its bits), float16 and float32 sources; a NaN in the source gives
+    no sums (``source_finite`` False), an infinity in the weight no statistic."""
     rng = np.random.default_rng(size)
     x = (rng.standard_normal(size) * np.exp2(rng.integers(-20, 4, size)) + 0.5).astype(
         source_dtype)
@@ -355,8 +355,8 @@ def test_statistics_bits_follow_their_definition(size: int, source_dtype: Any) -
     if size:
         x[size // 2] = np.nan
         stats = reproduce._Statistics.of(d, x)
-        assert stats is not None
-        assert math.isnan(stats.source_squares) and math.isnan(stats.cross)
+        assert stats is not None and not stats.source_finite
+        assert stats.source_squares == stats.cross == 0.0  # no sums: none exists
         d[-1] = np.inf
         assert reproduce._Statistics.of(d, x) is None
 
@@ -646,3 +646,42 @@ def test_a_sibling_amax_is_shared_only_with_a_sibling_quantized_alike(tmp_path: 
     alone_now = reproduce.module_reproduction(ckpt, claim, ckpt.modules[gate])
     assert alone_now.result is not None and all(alone_now.result.identical.values())
     assert alone_now.findings == []
+
+
+def _with_nonfinite(values: list[float]) -> Any:
+    """An edit setting the first elements of a weight's first row to ``values``."""
+    def edit(a: NDArray[Any]) -> NDArray[Any]:
+        a = a.copy()
+        a[0, :len(values)] = values
+        return a
+    return edit
+
+
+@pytest.mark.parametrize("values", [[math.nan], [math.inf], [-math.inf], [math.inf, -math.inf]])
+def test_an_unclaimed_module_with_no_error_statistic_is_not_verified(
+        tmp_path: Path, values: list[float]) -> None:
+    """Where the bytes are not claimed (Quark ``scale_calculation_mode: floor``), a module is
+    judged by its error and correlation against the source; a NaN or Inf in its source
+    weight leaves neither (NaN), and the module was counted as checked, judged by nothing.
+    Now it is REPRO_SOURCE_MISSING ("not judged"), and not in the block; an Inf no longer
+    warns from numpy (an INTERNAL_ERROR under ``-W error``). The other side: its scrambled
+    codes against a finite source are REPRO_UNCORRELATED."""
+    folder = _planted(tmp_path, "kimi-k2-mxfp4-quark", f"{DOWN}.weight",
+                      lambda a: np.random.default_rng(0).permutation(a.reshape(-1)))
+
+    def run(checkpoint: Path, source: Path) -> list[Finding]:
+        ckpt = _load(checkpoint)
+        assert ckpt.quant_config is not None
+        ckpt.quant_config["global_quant_config"]["weight"]["scale_calculation_mode"] = "floor"
+        return list(reproduce.run(ckpt, Options(source=source)))
+
+    src = _source_edited(tmp_path / "nonfinite", {f"{DOWN}.weight": _with_nonfinite(values)})
+    found = run(folder, src)
+    assert [(f.check.id, f.tensor, f.effective_severity) for f in found] == [
+        ("REPRO_SOURCE_MISSING", f"{DOWN}.weight", Severity.WARNING),
+        ("REPRO_MISMATCH", None, Severity.WARNING), ("REPRO_SUMMARY", None, Severity.INFO)]
+    assert "not judged: its bytes are not claimed (scale_calculation_mode 'floor'" in \
+        found[0].message and "the source weight holds NaN or Inf" in found[0].message
+    assert DOWN not in [m["module"] for m in _block(found)["per_module"]]
+    assert ("REPRO_UNCORRELATED", Severity.ERROR) in [
+        (f.check.id, f.effective_severity) for f in run(folder, SRC)]

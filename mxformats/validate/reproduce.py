@@ -86,7 +86,12 @@ REPRO_UNCORRELATED = declare(
     "Re-quantize the module from the source.")
 REPRO_SOURCE_MISSING = declare(
     "REPRO_SOURCE_MISSING", W, _L, _G,
-    "A quantized module has no usable weight in --source (absent, other shape, other dtype).",
+    "A quantized module has no usable weight in --source (absent, unreadable, a symlink out "
+    "of it, another shape than the config implies, another dtype), or a fused sibling the "
+    "producer calibrated it with has none (NVFP4 gate and up share one amax); or its bytes "
+    "are not claimed (REPRO_MISMATCH warning) and the source weight holds NaN or Inf, which "
+    "leaves no error statistic to judge it by. The module is not verified: a warning, and "
+    "REPRO_NOTHING_VERIFIED where no module is.",
     "Point --source at the checkpoint the quantizer read.")
 REPRO_SOURCE_UNSUPPORTED = declare(
     "REPRO_SOURCE_UNSUPPORTED", E, _L, _G,
@@ -280,6 +285,8 @@ def reproduce_module(desc: Descriptor, module: str, w: NDArray[Any],
     if stats is None:  # NaN/Inf decoded (E8M0 0xFF, a scale Inf): no statistic
         result.rel_error, result.sqnr_db = math.inf, -math.inf
         return result
+    if not stats.source_finite:  # the source's NaN/Inf: no statistic, the bytes alone judge
+        return result
     err, ref = math.sqrt(stats.error_squares), math.sqrt(stats.source_squares)
     result.rel_error = err / ref if ref else (0.0 if err == 0 else math.inf)
     result.sqnr_db = 20 * math.log10(ref / err) if err and ref else math.inf
@@ -315,6 +322,8 @@ class _Statistics:
     source_spread: float = 0.0  # sum of (x - mean x)^2
     source_varies: bool = False
     weight_varies: bool = False
+    #: False (and no sums) when ``x`` holds a NaN or an infinity: no statistic of it exists
+    source_finite: bool = True
 
     @property
     def correlation(self) -> float:
@@ -323,7 +332,7 @@ class _Statistics:
     @classmethod
     def of(cls, d: NDArray[Any], x: NDArray[Any]) -> _Statistics | None:
         """The sums of ``d`` against ``x`` (same shape, any float dtypes), or None when ``d``
-        holds a NaN or an infinity."""
+        holds a NaN or an infinity; none (``source_finite`` False) when ``x`` does."""
         flat_d, flat_x = _widened(d), _widened(x)
         pieces = range(0, flat_d.size, _STAT_PIECE)
 
@@ -334,13 +343,19 @@ class _Statistics:
         sum_d = sum_x = 0.0
         low_d = low_x = math.inf
         high_d = high_x = -math.inf
+        source_finite = True
         for lo in pieces:
             pd, px = piece(lo)
             if not np.isfinite(pd).all():
                 return None
+            source_finite = source_finite and bool(np.isfinite(px).all())
+            if not source_finite:  # no sums of it (Inf - Inf would warn), d still checked
+                continue
             sum_d, sum_x = sum_d + float(pd.sum()), sum_x + float(px.sum())
             low_d, high_d = min(low_d, float(pd.min())), max(high_d, float(pd.max()))
             low_x, high_x = min(low_x, float(px.min())), max(high_x, float(px.max()))
+        if not source_finite:
+            return cls(source_finite=False)
         n = max(flat_d.size, 1)
         mean_d, mean_x = sum_d / n, sum_x / n
         out = cls(source_varies=high_x > low_x, weight_varies=high_d > low_d)
@@ -491,10 +506,18 @@ def _reproduce_into(ckpt: Checkpoint, claim: Claim, module: Module,
                               f"weight {w.dtype}{list(w.shape)} ({exc})", wref.file,
                               wref.name, wref.begin)
         return
-    out.result = r
     # a module the profile reproduces is claimed whatever its bytes look like
     recipe = claim.unclaimed or (own.unclaimed_tensors(arrays, produced) if r.first_mismatch
                                  else "")
+    if recipe and r.first_mismatch and math.isnan(r.rel_error):
+        # other bytes expected, and no error statistic to judge the module by instead
+        why = ("its tensors do not decode to the source weight's shape"
+               if np.isfinite(_widened(w)).all() else "the source weight holds NaN or Inf")
+        out.missing = Finding(REPRO_SOURCE_MISSING, f"{name}: not judged: its bytes are not "
+                              f"claimed ({recipe}) and {why}, so it has no error statistic",
+                              wref.file, wref.name, wref.begin)
+        return
+    out.result = r
     if recipe and not claim.unclaimed:
         out.unrecognised = recipe
     mismatches = {} if recipe else r.first_mismatch  # unclaimed: other bytes expected
