@@ -685,3 +685,36 @@ def test_an_unclaimed_module_with_no_error_statistic_is_not_verified(
     assert DOWN not in [m["module"] for m in _block(found)["per_module"]]
     assert ("REPRO_UNCORRELATED", Severity.ERROR) in [
         (f.check.id, f.effective_severity) for f in run(folder, SRC)]
+
+
+@pytest.mark.parametrize(("weight_shape", "why"), [
+    (np.array([], np.int64), "weight_shape int64[0] is not an integer shape"),
+    (np.array([128.0, math.nan], np.float32), "weight_shape float32[2] is not an integer shape"),
+    (np.array([128.0, math.inf], np.float32), "weight_shape float32[2] is not an integer shape"),
+    (np.array([128, 1 << 62], np.int64), "does not fit 12 words of 8 nibbles"),
+    (np.array([128, 96], np.int32), None),  # I32, as the layout accepts: read
+])
+def test_a_compressed_tensors_source_weight_shape_of_any_value(
+        tmp_path: Path, weight_shape: NDArray[Any], why: str | None) -> None:
+    """A compressed-tensors INT4 source's ``weight_shape`` is untrusted: an empty or
+    non-integer one (which compressed-tensors, writing ``torch.tensor(weight.shape)``, never
+    writes) or one the packed words cannot hold makes its module REPRO_SOURCE_MISSING, never
+    an INTERNAL_ERROR (before: IndexError, ValueError of NaN, OverflowError of Inf)."""
+    from mxformats.tensorfile import read_safetensors, write_safetensors
+
+    ct = tmp_path / "ct"
+    shutil.copytree(PRODUCERS / "kimi-k2-int4-compressed-tensors", ct)
+    name = f"{DOWN}.weight_shape"
+    shard = ct / json.loads((ct / "model.safetensors.index.json").read_text())["weight_map"][name]
+    tensors = {**read_safetensors(shard), name: weight_shape}
+    shard.unlink()
+    write_safetensors(shard, tensors)
+    ckpt = _load(PRODUCERS / "kimi-k2-mxfp4-quark")
+    claim = reproduce.prepare(ckpt, Options(source=ct))
+    assert isinstance(claim, reproduce.Claim)
+    out = reproduce.module_reproduction(ckpt, claim, ckpt.modules[DOWN])
+    if why is None:
+        assert out.missing is None and out.result is not None
+        return
+    assert out.findings == [] and out.result is None and out.missing is not None
+    assert out.missing.check.id == "REPRO_SOURCE_MISSING" and why in out.missing.message

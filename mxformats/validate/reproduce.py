@@ -178,11 +178,22 @@ class Source:
             scale = self._read(f"{module}.weight_scale")
             cols = packed.shape[-1] * 8
             if f"{module}.weight_shape" in self.index:
-                cols = int(self._read(f"{module}.weight_shape").reshape(-1)[-1])
+                cols = _columns(self._read(f"{module}.weight_shape"))
             q = unpack_int4(packed, layout="compressed-tensors", size=cols)
             return dequantize_int4(q, scale, group_size=32, profile="compressed-tensors",
                                    dtype=scale.dtype)
         return None
+
+
+def _columns(weight_shape: NDArray[Any]) -> int:
+    """The input size a compressed-tensors ``weight_shape`` gives: its last entry.
+    compressed-tensors writes ``torch.tensor(weight.shape)``, int64 ``[out, in]``
+    (``compressed_tensors/compressors/pack_quantized/base.py``, 0.20.1); ValueError for an
+    empty or non-integer one (a float one cannot be a ``torch.Size``)."""
+    if weight_shape.dtype.kind not in "iu" or weight_shape.size == 0:
+        raise ValueError(f"weight_shape {weight_shape.dtype}{list(weight_shape.shape)} is not "
+                         "an integer shape")
+    return int(weight_shape.reshape(-1)[-1])
 
 
 def _object(value: object) -> dict[str, Any]:
