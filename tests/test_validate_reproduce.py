@@ -687,26 +687,32 @@ def test_an_unclaimed_module_with_no_error_statistic_is_not_verified(
         (f.check.id, f.effective_severity) for f in run(folder, SRC)]
 
 
-@pytest.mark.parametrize(("weight_shape", "why"), [
-    (np.array([], np.int64), "weight_shape int64[0] is not an integer shape"),
-    (np.array([128.0, math.nan], np.float32), "weight_shape float32[2] is not an integer shape"),
-    (np.array([128.0, math.inf], np.float32), "weight_shape float32[2] is not an integer shape"),
-    (np.array([128, 1 << 62], np.int64), "does not fit 12 words of 8 nibbles"),
-    (np.array([128, 96], np.int32), None),  # I32, as the layout accepts: read
+@pytest.mark.parametrize(("param", "value", "why"), [
+    ("weight_shape", np.array([], np.int64), "weight_shape int64[0] is not an integer shape"),
+    ("weight_shape", np.array([128.0, math.nan], np.float32),
+     "weight_shape float32[2] is not an integer shape"),
+    ("weight_shape", np.array([128.0, math.inf], np.float32),
+     "weight_shape float32[2] is not an integer shape"),
+    ("weight_shape", np.array([128, 1 << 62], np.int64), "does not fit 12 words of 8 nibbles"),
+    ("weight_shape", np.array([128, 96], np.int32), None),  # I32, as the layout accepts: read
+    ("weight_scale", np.ones((128, 3), np.int16), "scales: dtype int16 is not one of"),
+    ("weight_scale", np.ones((128, 3), np.float32), None),  # a float scale: read
+    ("weight_packed", np.ones((128, 12), np.uint8), "unpack_int4 takes int32 words"),
 ])
-def test_a_compressed_tensors_source_weight_shape_of_any_value(
-        tmp_path: Path, weight_shape: NDArray[Any], why: str | None) -> None:
-    """A compressed-tensors INT4 source's ``weight_shape`` is untrusted: an empty or
-    non-integer one (which compressed-tensors, writing ``torch.tensor(weight.shape)``, never
-    writes) or one the packed words cannot hold makes its module REPRO_SOURCE_MISSING, never
-    an INTERNAL_ERROR (before: IndexError, ValueError of NaN, OverflowError of Inf)."""
+def test_a_compressed_tensors_source_module_of_any_content(
+        tmp_path: Path, param: str, value: NDArray[Any], why: str | None) -> None:
+    """A compressed-tensors INT4 source module is untrusted: a ``weight_shape`` that is empty
+    or not integer (compressed-tensors writes ``torch.tensor(weight.shape)``, int64) or that
+    the packed words cannot hold, a scale or packed tensor of a dtype the decompression does
+    not take makes the module REPRO_SOURCE_MISSING, never an INTERNAL_ERROR (before:
+    IndexError, ValueError of NaN, OverflowError of Inf, TypeError)."""
     from mxformats.tensorfile import read_safetensors, write_safetensors
 
     ct = tmp_path / "ct"
     shutil.copytree(PRODUCERS / "kimi-k2-int4-compressed-tensors", ct)
-    name = f"{DOWN}.weight_shape"
+    name = f"{DOWN}.{param}"
     shard = ct / json.loads((ct / "model.safetensors.index.json").read_text())["weight_map"][name]
-    tensors = {**read_safetensors(shard), name: weight_shape}
+    tensors = {**read_safetensors(shard), name: value}
     shard.unlink()
     write_safetensors(shard, tensors)
     ckpt = _load(PRODUCERS / "kimi-k2-mxfp4-quark")

@@ -555,7 +555,7 @@ def _source_weight(ckpt: Checkpoint, source: Source, name: str) -> NDArray[Any]:
     producer read, so the bytes it gives say nothing of the checkpoint's)."""
     try:
         w = source.weight(name)
-    except (OSError, ValueError, KeyError) as exc:
+    except (OSError, ValueError, KeyError, TypeError) as exc:  # TypeError: a scale's dtype
         raise _Unusable(str(exc)) from None
     if w is None:
         raise _Unusable("no weight in the source")
