@@ -20,6 +20,7 @@ from mxformats.schemes.int4 import unpack_int4
 from mxformats.tensorfile import read_checkpoint_tensor
 from mxformats.validate import reproduce
 from mxformats.validate.descriptors import DESCRIPTORS, Descriptor, quark_mxfp4
+from mxformats.validate.descriptors.base import MixedDescriptor
 from mxformats.validate.files import load
 from mxformats.validate.findings import Finding, Listing, Severity
 from mxformats.validate.model import Checkpoint, Options
@@ -261,6 +262,32 @@ def test_numeric_verdict_on_both_sides_of_each_bound(fmt: Descriptor) -> None:
     low = verdict(_result(t / 2, correlation=float(np.nextafter(0.9, 0.0))))
     assert low == ("REPRO_UNCORRELATED", Severity.ERROR)
     assert verdict(_result(t / 2, correlation=math.nan)) is None  # a constant source
+    # the producer's own bytes: info, whatever the correlation; an error where not claimed
+    assert verdict(_result(t / 2, correlation=0.0, reproduced=True)) == (
+        "REPRO_UNCORRELATED", Severity.INFO)
+    v = reproduce._numeric_verdict(fmt, _result(t / 2, correlation=0.0, reproduced=True),
+                                   claimed=False)
+    assert v is not None and (v[0].id, v[1]) == ("REPRO_UNCORRELATED", Severity.ERROR)
+
+
+@pytest.mark.parametrize("fmt", [d for d in DESCRIPTORS if d.profile is not None
+                                 and not isinstance(d, MixedDescriptor)],
+                         ids=lambda d: d.format.value)
+def test_a_near_constant_source_reproduced_is_no_error(fmt: Descriptor) -> None:
+    """A source whose every block varies by less than a quantization step (1 or 1 + 2^-7)
+    quantizes to a constant weight: correlation 0 with the source, from a right producer.
+    Where the profile writes exactly these bytes it is info (before: REPRO_UNCORRELATED,
+    an error, on the producer's own output, in every format); a checkpoint whose bytes differ
+    stays an error."""
+    w = (1.0 + np.random.default_rng(0).integers(0, 2, (64, 128)) * 2.0 ** -7).astype(
+        ml_dtypes.bfloat16)
+    r = reproduce.reproduce_module(fmt, "m", w, fmt.produce(w))
+    assert all(r.identical.values()) and r.correlation == 0.0 and r.rel_error < 0.1
+    v = reproduce._numeric_verdict(fmt, r)
+    assert v is not None and (v[0].id, v[1]) == ("REPRO_UNCORRELATED", Severity.INFO)
+    r.identical[fmt.weight_param] = False
+    v = reproduce._numeric_verdict(fmt, r)
+    assert v is not None and (v[0].id, v[1]) == ("REPRO_UNCORRELATED", Severity.ERROR)
 
 
 def test_a_zeroed_module_is_uncorrelated_not_nan() -> None:

@@ -82,7 +82,8 @@ REPRO_UNCORRELATED = declare(
     "REPRO_UNCORRELATED", E, _L, _G,
     "The dequantized weight correlates with the source below 0.9 (a constant, e.g. all-zero, "
     "weight against a varying source counts as 0): wrong nibble order, axis or scale decode, "
-    "or another tensor.",
+    "or another tensor. Info where the claimed profile reproduces the bytes (a source varying "
+    "by less than a quantization step gives a constant weight from a right producer too).",
     "Re-quantize the module from the source.")
 REPRO_SOURCE_MISSING = declare(
     "REPRO_SOURCE_MISSING", W, _L, _G,
@@ -669,16 +670,18 @@ def _numeric_verdict(desc: Descriptor, r: ModuleResult, claimed: bool = True
     normal range (:data:`ERROR_LIMIT`) and an error beyond it (where a profile is claimed, a
     REPRO_MISMATCH error already fails the run; this says how far off the numbers are).
     """
+    reproduced = claimed and bool(r.identical) and all(r.identical.values())
+    own = " (the profile writes these bytes)" if reproduced else ""
     if r.correlation < 0.9:  # NaN (constant source) is judged by the error alone
-        return REPRO_UNCORRELATED, E, f"correlation {r.correlation:.3f} with the source"
+        # A source varying by less than a quantization step (a near-constant block) gives a
+        # constant weight, correlation 0, from a right producer too: info when it did.
+        return REPRO_UNCORRELATED, INFO if reproduced else E, (
+            f"correlation {r.correlation:.3f} with the source{own}")
     if not r.rel_error > desc.error_threshold:  # NaN: not decoded, the mismatch says why
         return None
-    reproduced = claimed and bool(r.identical) and all(r.identical.values())
     severity = INFO if reproduced else W if r.rel_error <= ERROR_LIMIT else E
     return REPRO_ERROR_HIGH, severity, (f"relative error {r.rel_error:.3f}, SQNR "
-                                        f"{r.sqnr_db:.1f} dB"
-                                        + (" (the profile writes these bytes)" if reproduced
-                                           else ""))
+                                        f"{r.sqnr_db:.1f} dB{own}")
 
 
 def _summary(desc: Descriptor, profile: str, source: Source, results: list[ModuleResult],
