@@ -751,3 +751,19 @@ def test_a_compressed_tensors_source_module_of_any_content(
         return
     assert out.findings == [] and out.result is None and out.missing is not None
     assert out.missing.check.id == "REPRO_SOURCE_MISSING" and why in out.missing.message
+
+
+def test_a_checkpoint_is_not_its_own_source(tmp_path: Path) -> None:
+    """An FP8-block checkpoint passed as its own ``--source`` is decompressed and re-quantized
+    to its very bytes (the block amax maps to 448 again): "96 of 96 identical", exit 0, with
+    nothing verified. It is REPRO_NOTHING_VERIFIED, an error, also through a symlink to the
+    folder; its BF16 source still reproduces it."""
+    fixture = PRODUCERS / "kimi-k2-fp8-block-deepseek"
+    link = tmp_path / "link"
+    link.symlink_to(fixture)
+    for source in (fixture, link):
+        found = _run(fixture, source)
+        assert [(f.check.id, f.effective_severity) for f in found] == [
+            ("REPRO_NOTHING_VERIFIED", Severity.ERROR)]
+        assert "is the checkpoint itself" in found[0].message
+    assert _block(_run(fixture, SRC))["identical"] == 96

@@ -101,8 +101,9 @@ REPRO_SOURCE_UNSUPPORTED = declare(
     "Pass the BF16, compressed-tensors INT4 or FP8-block checkpoint the quantizer read.")
 REPRO_NOTHING_VERIFIED = declare(
     "REPRO_NOTHING_VERIFIED", E, _L, _G,
-    "--source verified no module: the source holds none of this checkpoint's modules, or the "
-    "checkpoint has no quantized module with a producer profile to reproduce.",
+    "--source verified no module: the source holds none of this checkpoint's modules, the "
+    "checkpoint has no quantized module with a producer profile to reproduce, or the source is "
+    "the checkpoint's own folder.",
     "Point --source at the checkpoint the quantizer read, or drop --source.")
 
 #: The upper end of a 4-bit family's normal relative error (SQNR 6 dB): the producers give
@@ -439,6 +440,11 @@ def prepare(ckpt: Checkpoint, opts: Options) -> Claim | Finding | None:
         return Finding(REPRO_SOURCE_UNSUPPORTED, f"--source {opts.source}: {exc}")
     if not source.supported:
         return Finding(REPRO_SOURCE_UNSUPPORTED, f"--source {opts.source} is {source.kind}")
+    local = ckpt.reader is None or isinstance(ckpt.reader, LocalReader)
+    if local and Path(ckpt.root).resolve() == source.reader.root:
+        # FP8-block, for one, re-quantizes its own decoded weights to the same bytes
+        return Finding(REPRO_NOTHING_VERIFIED, f"--source {opts.source} is the checkpoint "
+                       "itself: re-quantizing its own decoded weights verifies nothing")
     return Claim(source, profile, unclaimed)
 
 
