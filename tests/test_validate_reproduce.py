@@ -638,14 +638,18 @@ def test_a_fused_module_whose_sibling_the_source_lacks_is_missing_not_a_mismatch
     assert block["tensors"] == block["identical"] == 66
 
 
-def test_a_sibling_amax_is_shared_only_with_a_sibling_quantized_alike(tmp_path: Path) -> None:
-    """The producers share the amax only between siblings both quantized in the format:
-    ModelOpt's ``sync_moe_gate_up_amax`` skips a pair where either weight quantizer has no
-    amax (a disabled, excluded one), and ``preprocess_linear_fusion`` asserts one format for
-    the fused modules (``modelopt/torch/export/quant_utils.py``, 0.47.0). Layer 1 expert 1's
-    up has the larger amax. Its gate, written from its own amax: a mismatch while up is
-    quantized (the producer would have shared), reproduced once up is not (here made BF16
-    in the loaded checkpoint by dropping its scales)."""
+def test_a_module_calibrated_alone_is_reproduced_and_a_sibling_matters_only_quantized(
+        tmp_path: Path) -> None:
+    """NVFP4 gate and up calibrated apart (llm-compressor ``model_free_ptq`` does not fuse
+    routed experts; ModelOpt files with two ``weight_scale_2`` exist, vLLM warns of them) are
+    the producer's bytes too: layer 1 expert 1's gate, written from its own amax while its up
+    has the larger one, is reproduced (before: three REPRO_MISMATCH errors on every such
+    expert of a ``model_free_ptq`` export). A changed byte in it: with up quantized and absent
+    from the source, the pair's amax cannot be known (REPRO_SOURCE_MISSING); with up not
+    quantized (BF16 here: its scales dropped from the loaded checkpoint) the producer
+    calibrated gate alone (ModelOpt's ``sync_moe_gate_up_amax`` skips a quantizer without
+    amax, ``modelopt/torch/export/layer_utils.py`` 0.47.0), so its bytes are a REPRO_MISMATCH
+    error even though the source lacks up."""
     from mxformats.tensorfile import read_checkpoint_tensor
 
     fixture = "kimi-k2-nvfp4-modelopt"
@@ -661,18 +665,26 @@ def test_a_sibling_amax_is_shared_only_with_a_sibling_quantized_alike(tmp_path: 
     folder = tmp_path / fixture
     shutil.copytree(PRODUCERS / fixture, folder)
     ckpt = _load(folder)
+    assert ckpt.read(f"{gate}.weight_scale_2").tobytes() != alone["weight_scale_2"].tobytes()
     for param, array in alone.items():
         _planted_in_place(folder, ckpt, f"{gate}.{param}", lambda a, new=array: new)
     claim = reproduce.prepare(ckpt, Options(source=SRC))
     assert isinstance(claim, reproduce.Claim)
-    shared = reproduce.module_reproduction(ckpt, claim, ckpt.modules[gate])
-    assert shared.result is not None and not any(shared.result.identical.values())
-    assert [f.check.id for f in shared.findings] == ["REPRO_MISMATCH"] * 3
+    out = reproduce.module_reproduction(ckpt, claim, ckpt.modules[gate])
+    assert out.result is not None and all(out.result.identical.values()) and not out.findings
+    _planted_in_place(folder, ckpt, f"{gate}.weight", lambda a: a ^ (np.arange(a.size).reshape(
+        a.shape) == 7))
+    without_up = reproduce.prepare(ckpt, Options(source=_source_edited(tmp_path, {
+        f"{up}.weight": None})))
+    assert isinstance(without_up, reproduce.Claim)
+    out = reproduce.module_reproduction(ckpt, without_up, ckpt.modules[gate])
+    assert out.result is None and out.missing is not None
+    assert f"its fused sibling {up}" in out.missing.message
     for param in ("weight_scale", "weight_scale_2", "input_scale"):
         del ckpt.modules[up].tensors[param]
-    alone_now = reproduce.module_reproduction(ckpt, claim, ckpt.modules[gate])
-    assert alone_now.result is not None and all(alone_now.result.identical.values())
-    assert alone_now.findings == []
+    out = reproduce.module_reproduction(ckpt, without_up, ckpt.modules[gate])
+    assert out.missing is None and out.result is not None
+    assert [(f.check.id, f.tensor) for f in out.findings] == [("REPRO_MISMATCH", f"{gate}.weight")]
 
 
 def _with_nonfinite(values: list[float]) -> Any:

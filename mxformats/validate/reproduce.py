@@ -27,7 +27,7 @@ import hashlib
 import math
 import re
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -495,13 +495,16 @@ def _reproduce_into(ckpt: Checkpoint, claim: Claim, module: Module,
     params = _params(own, module)
     wref = module.tensors[params[0]]
 
+    siblings: list[str] = []  # those the producer may have calibrated this module with
+
     def fused(other: str) -> NDArray[Any] | None:
-        """The source weight of ``other`` where the producer calibrated it with this module
-        (``other`` is quantized in this module's format), else None."""
+        """The source weight of ``other`` where the producer may have calibrated it with this
+        module (``other`` is quantized in this module's format), else None."""
         sibling = ckpt.modules.get(other)
         if sibling is None or desc.for_module(ckpt, other) is not own or not own.quantized(
                 sibling):
             return None
+        siblings.append(other)
         try:
             return _source_weight(ckpt, claim.source, other)
         except _Unusable as exc:
@@ -513,8 +516,7 @@ def _reproduce_into(ckpt: Checkpoint, claim: Claim, module: Module,
         arrays = read_module(ckpt, module, params)
         if arrays is None:
             return  # unreadable: the files checks report it
-        produced = own.produce_module(name, w, fused)
-        r = reproduce_module(own, name, w, arrays, produced)
+        produced, r = _produced_and_compared(own, name, w, arrays, fused, siblings)
     except _Unusable as exc:
         out.missing = Finding(REPRO_SOURCE_MISSING, f"{name}: {exc}", wref.file, wref.name,
                               wref.begin)
@@ -553,6 +555,42 @@ def _reproduce_into(ckpt: Checkpoint, claim: Claim, module: Module,
 class _Unusable(Exception):
     """The source holds no weight of a module the producer could have read (the message says
     why): its REPRO_SOURCE_MISSING."""
+
+
+def _produced_and_compared(
+        own: Descriptor, name: str, w: NDArray[Any], arrays: dict[str, NDArray[Any]],
+        fused: Callable[[str], NDArray[Any] | None], siblings: list[str]
+) -> tuple[dict[str, NDArray[Any]], ModuleResult]:
+    """What the producer writes for module ``name`` from ``w``, and the comparison of the
+    checkpoint's ``arrays`` with it. ``fused`` reads a sibling's source weight and records
+    it in ``siblings`` (:meth:`Descriptor.produce_module`).
+
+    A module calibrated with its siblings (NVFP4 gate and up, one amax) may have been
+    calibrated alone by another recipe of the same producer: llm-compressor's
+    ``model_free_ptq`` does not fuse routed experts (measured: tests/data/producers/README.md),
+    and vLLM warns of ModelOpt files whose gate and up have different ``weight_scale_2`` and
+    loads them with gate's (vllm-project/vllm
+    ``vllm/model_executor/layers/quantization/modelopt.py``
+    ``ModelOptNvFp4FusedMoE.process_weights_after_loading`` @ 00155cd; NVFP4_GATE_UP_SCALE
+    reports what that does to up). So where the fused bytes differ, or a sibling cannot be
+    read, the module calibrated alone (:meth:`Descriptor.produce`) is compared, and its
+    bytes are claimed when every tensor is identical. :class:`_Unusable` when the sibling
+    cannot be read and the module alone differs (the bytes cannot be told right or wrong)."""
+    unusable: _Unusable | None = None
+    try:
+        produced: dict[str, NDArray[Any]] | None = own.produce_module(name, w, fused)
+    except _Unusable as exc:
+        produced, unusable = None, exc
+    r = None if produced is None else reproduce_module(own, name, w, arrays, produced)
+    if siblings and (r is None or r.first_mismatch):
+        alone = own.produce(w)
+        r_alone = reproduce_module(own, name, w, arrays, alone)
+        if not r_alone.first_mismatch:
+            return alone, r_alone
+    if produced is None or r is None:
+        assert unusable is not None
+        raise unusable
+    return produced, r
 
 
 def _source_weight(ckpt: Checkpoint, source: Source, name: str) -> NDArray[Any]:
