@@ -779,3 +779,18 @@ def test_a_checkpoint_is_not_its_own_source(tmp_path: Path) -> None:
             ("REPRO_NOTHING_VERIFIED", Severity.ERROR)]
         assert "is the checkpoint itself" in found[0].message
     assert _block(_run(fixture, SRC))["identical"] == 96
+
+
+def test_a_hugging_face_cache_source_is_read_through_its_blob_links(tmp_path: Path) -> None:
+    """A source in the Hugging Face cache (``models--ORG--NAME/snapshots/REV/``, every file a
+    symlink to ``../../blobs/``) resolves inside its cache repo: read, as a checkpoint there
+    is. The other side of test_a_source_file_resolving_outside_the_source_is_not_read."""
+    repo = tmp_path / "models--org--src"
+    snapshot, blobs = repo / "snapshots" / "abc123", repo / "blobs"
+    snapshot.mkdir(parents=True)
+    blobs.mkdir()
+    for i, file in enumerate(sorted(SRC.iterdir())):
+        shutil.copy(file, blobs / f"blob{i}")
+        (snapshot / file.name).symlink_to(Path("..", "..", "blobs", f"blob{i}"))
+    block = _block(_run(PRODUCERS / "kimi-k2-mxfp4-quark", snapshot))
+    assert block["identical"] == block["tensors"] == 54
