@@ -434,7 +434,9 @@ def test_a_source_holding_none_of_the_modules_fails_once(tmp_path: Path) -> None
     found = _run(PRODUCERS / "kimi-k2-mxfp4-quark", src)
     assert [(f.check.id, f.effective_severity) for f in found] == [
         ("REPRO_NOTHING_VERIFIED", Severity.ERROR), ("REPRO_SUMMARY", Severity.INFO)]
-    assert "the source holds none of this checkpoint's modules (27 looked for" in found[0].message
+    assert found[0].message.endswith(
+        "the source holds no usable weight of this checkpoint's modules (27 looked for; first "
+        "model.layers.0.mlp.down_proj: no weight in the source)")
     assert _block(found)["modules_checked"] == 0
     # one module present is enough to verify something: the others are listed as missing
     index["weight_map"]["model.layers.0.mlp.up_proj.weight"] = index["weight_map"][
@@ -555,6 +557,14 @@ def test_a_source_file_resolving_outside_the_source_is_not_read(tmp_path: Path) 
     (src / "elsewhere.safetensors").unlink()
     shutil.move(outside / shard, src / "elsewhere.safetensors")
     assert _block(_run(fixture, src))["identical"] == 54
+    # every shard out: one REPRO_NOTHING_VERIFIED saying why (before: "holds none")
+    _moved_out(src, "model-00001-of-00002.safetensors", outside)
+    (src / shard).unlink()
+    shutil.move(src / "elsewhere.safetensors", outside / shard)
+    (src / shard).symlink_to(outside / shard)
+    found = _run(fixture, src)
+    assert [f.check.id for f in found] == ["REPRO_NOTHING_VERIFIED", "REPRO_SUMMARY"]
+    assert "resolves outside --source" in found[0].message
     for name in ("config.json", "model.safetensors.index.json"):
         src = _source_copy(tmp_path / name)
         _moved_out(src, name, tmp_path / name / "outside")

@@ -101,7 +101,8 @@ REPRO_SOURCE_UNSUPPORTED = declare(
     "Pass the BF16, compressed-tensors INT4 or FP8-block checkpoint the quantizer read.")
 REPRO_NOTHING_VERIFIED = declare(
     "REPRO_NOTHING_VERIFIED", E, _L, _G,
-    "--source verified no module: the source holds none of this checkpoint's modules, the "
+    "--source verified no module: the source holds no usable weight of this checkpoint's "
+    "modules (the first one's reason is given), the "
     "checkpoint has no quantized module with a producer profile to reproduce, or the source is "
     "the checkpoint's own folder.",
     "Point --source at the checkpoint the quantizer read, or drop --source.")
@@ -669,9 +670,11 @@ def combine(ckpt: Checkpoint, opts: Options, claim: Claim, total: int, chosen: S
         for f in o.findings:
             yield from listed.add(f)
     if chosen and not results and len(missing) == len(chosen):
-        yield Finding(REPRO_NOTHING_VERIFIED, f"--source {opts.source}: the source holds none "
-                      f"of this checkpoint's modules ({len(chosen)} looked for, first "
-                      f"{chosen[0]})")
+        # one finding for the one cause, with the first module's reason (absent, a symlink
+        # out of the folder, another shape...), which the per-module findings would have said
+        yield Finding(REPRO_NOTHING_VERIFIED, f"--source {opts.source}: the source holds no "
+                      f"usable weight of this checkpoint's modules ({len(chosen)} looked for; "
+                      f"first {missing[0].message})")
     else:
         for f in missing:
             yield from listed.add(f)
