@@ -804,3 +804,36 @@ def test_a_hugging_face_cache_source_is_read_through_its_blob_links(tmp_path: Pa
         (snapshot / file.name).symlink_to(Path("..", "..", "blobs", f"blob{i}"))
     block = _block(_run(PRODUCERS / "kimi-k2-mxfp4-quark", snapshot))
     assert block["identical"] == block["tensors"] == 54
+
+
+@pytest.mark.parametrize("fixture", ["kimi-k2-nvfp4-modelopt",
+                                     "kimi-k2-nvfp4-compressed-tensors"])
+def test_nvfp4_mla_pair_shares_one_amax(fixture: str) -> None:
+    """``q_a_proj`` and ``kv_a_proj_with_mqa`` read one input and vLLM fuses them
+    (``fused_qkv_a_proj``): ModelOpt fuses every group of linears sharing an input and
+    llm-compressor fuses the MLA pair (``get_fused_attention_linears``), so each is written
+    from the larger amax of the two, as gate and up are. Before, each was produced from its
+    own amax: REPRO_MISMATCH errors on the one with the smaller amax, whose bytes differ
+    from its own amax's (checked here; a file calibrating them apart is still reproduced:
+    test_a_module_calibrated_alone_is_reproduced_and_a_sibling_matters_only_quantized)."""
+    from mxformats.schemes.nvfp4 import quantize_nvfp4
+
+    ckpt = _load(PRODUCERS / fixture)
+    desc = ckpt.descriptor
+    assert desc is not None and desc.profile is not None
+    source = reproduce.Source(SRC)
+    attn = "model.layers.1.self_attn"
+    q, kv = source.weight(f"{attn}.q_a_proj"), source.weight(f"{attn}.kv_a_proj_with_mqa")
+    assert q is not None and kv is not None
+    amax = [float(np.abs(np.asarray(a, np.float32)).max()) for a in (q, kv)]
+    assert amax[0] != amax[1]
+    siblings = {f"{attn}.q_a_proj": q, f"{attn}.kv_a_proj_with_mqa": kv}
+    for name, w in siblings.items():
+        produced = desc.produce_module(name, w, siblings.get)
+        shared = quantize_nvfp4(w, profile=desc.profile, global_amax=max(amax))
+        assert produced[desc.global_name].tobytes() == shared.global_scale.tobytes()
+        assert produced[desc.weight_param].tobytes() == shared.packed().tobytes()
+    smaller = [f"{attn}.q_a_proj", f"{attn}.kv_a_proj_with_mqa"][int(amax[1] < amax[0])]
+    alone = desc.produce_module(smaller, siblings[smaller], lambda name: None)
+    assert alone[desc.global_name].tobytes() != desc.produce_module(
+        smaller, siblings[smaller], siblings.get)[desc.global_name].tobytes()
