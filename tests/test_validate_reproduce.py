@@ -66,7 +66,7 @@ def test_every_quantized_tensor_of_the_producers_is_reproduced(fixture: str) -> 
     assert block["first_mismatches"] == []
     errs = [t["rel_error"] for t in block["per_module"]]
     assert all(low < e < high for e in errs)  # 4-bit or FP8 error on N(0, 0.02) weights
-    json.dumps(block)  # the report can carry it
+    json.dumps(block, allow_nan=False)  # the report can carry it, as strict JSON
 
 
 def test_sample_is_deterministic_and_per_layer() -> None:
@@ -837,3 +837,25 @@ def test_nvfp4_mla_pair_shares_one_amax(fixture: str) -> None:
     alone = desc.produce_module(smaller, siblings[smaller], lambda name: None)
     assert alone[desc.global_name].tobytes() != desc.produce_module(
         smaller, siblings[smaller], siblings.get)[desc.global_name].tobytes()
+
+
+def test_a_block_with_nonfinite_figures_is_strict_json(tmp_path: Path) -> None:
+    """A module the profile reproduces from a source holding a NaN has no error statistic
+    (NaN): the block writes it as "NaN" (protobuf's JSON mapping), not as bare NaN, which is
+    not JSON. Before: the report could not be read by JSON.parse, and jq read it as null."""
+    src = _source_edited(tmp_path / "nan", {f"{DOWN}.weight": _with_nonfinite([math.nan])})
+    w = reproduce.Source(src).weight(DOWN)
+    assert w is not None
+    produced = quark_mxfp4.DESCRIPTOR.produce(w)
+    folder = _planted(tmp_path, "kimi-k2-mxfp4-quark", f"{DOWN}.weight",
+                      lambda a: produced["weight"])
+    _planted_in_place(folder, _load(folder), f"{DOWN}.weight_scale",
+                      lambda a: produced["weight_scale"])
+    found = _run(folder, src)
+    assert [f.check.id for f in found] == ["REPRO_SUMMARY"]  # identical: reproduced
+    block = _block(found)
+    row = next(m for m in block["per_module"] if m["module"] == DOWN)
+    assert row == {"module": DOWN, "identical": True, "rel_error": "NaN", "sqnr_db": "NaN"}
+    json.dumps(block, allow_nan=False)
+    assert [reproduce.json_float(x) for x in (math.inf, -math.inf, 1.5)] == [
+        "Infinity", "-Infinity", 1.5]

@@ -50,8 +50,9 @@ if TYPE_CHECKING:
     from .descriptors.base import Descriptor
     from .model import Checkpoint, Module, Options
 
-__all__ = ["Claim", "ModuleReproduction", "ModuleResult", "Source", "chosen_modules", "combine",
-           "module_reproduction", "prepare", "reproduce_module", "run", "sample_modules"]
+__all__ = ["NONFINITE_JSON", "Claim", "ModuleReproduction", "ModuleResult", "Source",
+           "chosen_modules", "combine", "json_float", "module_reproduction", "prepare",
+           "reproduce_module", "run", "sample_modules"]
 
 _G = "reproduction"
 _L = Level.STRUCTURE
@@ -731,6 +732,21 @@ def _numeric_verdict(desc: Descriptor, r: ModuleResult, claimed: bool = True
                                         f"{r.sqnr_db:.1f} dB{own}")
 
 
+#: The strings a NaN or an infinity is written as in JSON: protobuf's JSON mapping of
+#: ``double`` (https://protobuf.dev/programming-guides/json/), since JSON has no such numbers
+#: (RFC 8259, section 6): Python's ``json`` writes bare ``NaN``/``Infinity``, which
+#: JavaScript's ``JSON.parse`` rejects and jq turns into null and 1.8e308.
+NONFINITE_JSON = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
+
+
+def json_float(x: float) -> float | str:
+    """``x`` for the JSON report: itself when finite, else its :data:`NONFINITE_JSON`
+    string."""
+    if math.isfinite(x):
+        return x
+    return "NaN" if math.isnan(x) else "Infinity" if x > 0 else "-Infinity"
+
+
 def _summary(desc: Descriptor, profile: str, source: Source, results: list[ModuleResult],
              total: int, claimed: bool) -> Finding:
     tensors = sum(len(r.identical) for r in results)
@@ -759,7 +775,8 @@ def _summary(desc: Descriptor, profile: str, source: Source, results: list[Modul
             for r in results for p, m in r.first_mismatch.items()][:100],
         "per_module": [
             {"module": r.module, "identical": all(r.identical.values()),
-             "rel_error": r.rel_error, "sqnr_db": r.sqnr_db} for r in results],
+             "rel_error": json_float(r.rel_error), "sqnr_db": json_float(r.sqnr_db)}
+            for r in results],
     }
     return Finding(REPRO_SUMMARY, f"profile {profile!r}{'' if claimed else ' (not claimed)'} "
                    f"({desc.format.value}) from {source.kind} "
