@@ -116,6 +116,22 @@ ERROR_LIMIT = 0.5
 _LAYER = re.compile(r"\.layers\.(\d+)\.")
 
 
+class _SourceReader(LocalReader):
+    """The source folder's reader, keeping the header of the shard it read last: a module's
+    weight and its fused siblings' sit in one shard, and a task reads its modules in shard
+    order, so each shard's header is parsed about once per task instead of once per tensor
+    (11 ms for a 3,000-tensor header, and up to seconds for the 100 MB a header may hold)."""
+
+    def __init__(self, root: Path, allow: tuple[Path, ...] = ()) -> None:
+        super().__init__(root, allow)
+        self._last: tuple[str, tuple[dict[str, Any], int]] | None = None
+
+    def header(self, name: str) -> tuple[dict[str, Any], int]:
+        if self._last is None or self._last[0] != name:
+            self._last = (name, super().header(name))
+        return self._last[1]
+
+
 class Source:
     """A source checkpoint folder: BF16, or compressed-tensors INT4 decompressed on read.
 
@@ -127,7 +143,7 @@ class Source:
 
     def __init__(self, folder: Path, allow: tuple[Path, ...] = ()) -> None:
         self.folder = Path(folder)
-        self.reader = LocalReader(self.folder, allow)  # what every tensor is read through
+        self.reader = _SourceReader(self.folder, allow)  # what every tensor is read through
         self._inside: dict[str, bool] = {}  # shard -> whether it resolves under the roots
         for name in ("config.json", "model.safetensors.index.json", "model.safetensors"):
             self._check_inside(name)
