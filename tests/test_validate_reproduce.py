@@ -3,6 +3,7 @@ from ``src-bf16``; planted differences are reported with their first differing e
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import re
@@ -880,5 +881,5 @@ def test_a_source_shard_header_is_parsed_once_per_run_of_reads(
     ckpt = _load(PRODUCERS / "kimi-k2-nvfp4-modelopt")
     parsed.clear()
     assert _block(list(reproduce.run(ckpt, Options(source=SRC))))["identical"] == 72
-    assert parsed and all(a != b for a, b in zip(parsed, parsed[1:]))
+    assert parsed and all(a != b for a, b in itertools.pairwise(parsed))
     assert len(parsed) < 24  # 24 modules, each reading its sibling too
