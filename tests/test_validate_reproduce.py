@@ -605,16 +605,27 @@ DOWN = "model.layers.1.mlp.experts.0.down_proj"
     (lambda a: np.concatenate([a, a[:1]]), [129, 96]),  # one row long
 ])
 def test_a_source_weight_of_another_shape_is_missing_not_a_mismatch(
-        tmp_path: Path, edit: Any, shape: list[int]) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, edit: Any, shape: list[int]) -> None:
     """A source weight whose shape is not the ``[out, in]`` the config implies (128 × 96 for a
     routed expert's down_proj here) is not what the producer read: REPRO_SOURCE_MISSING (a
     warning) names both shapes, and the module is not compared. Before: REPRO_MISMATCH errors
     ("expected uint8[127, 48], found uint8[128, 48]") on a checkpoint the producer wrote
     right. The same weight in its own shape reproduces (the fixture test), and a checkpoint
     whose module has another shape still mismatches (its bytes are compared with what the
-    source's right shape gives: test_a_changed_byte_is_a_mismatch_naming_the_first_element)."""
+    source's right shape gives: test_a_changed_byte_is_a_mismatch_naming_the_first_element).
+    Its header says so: the weight is not read at all (it could be far larger than the
+    module)."""
     src = _source_edited(tmp_path, {f"{DOWN}.weight": edit})
+    read: list[str] = []
+    real = reproduce.Source._read
+
+    def spy(self: reproduce.Source, name: str) -> NDArray[Any]:
+        read.append(name)
+        return real(self, name)
+
+    monkeypatch.setattr(reproduce.Source, "_read", spy)
     found = _run(PRODUCERS / "kimi-k2-mxfp4-quark", src)
+    assert f"{DOWN}.weight" not in read and f"{DOWN.replace('down', 'up')}.weight" in read
     assert [(f.check.id, f.tensor, f.message) for f in found[:-1]] == [
         ("REPRO_SOURCE_MISSING", f"{DOWN}.weight", f"{DOWN}: the source weight is bfloat16"
          f"{shape}, the config implies [128, 96] for this module")]

@@ -37,7 +37,7 @@ import numpy as np
 
 from mxformats.formats import E4M3FN
 from mxformats.schemes.int4 import dequantize_int4, unpack_int4
-from mxformats.tensorfile import TensorFileError, read_index, read_json
+from mxformats.tensorfile import DTYPES, ErrorKind, TensorFileError, read_index, read_json
 
 from .findings import MAX_LISTED, Check, Finding, Level, Listing, Severity, declare
 from .numbers import quantized_modules, read_module
@@ -177,6 +177,19 @@ class Source:
     @property
     def supported(self) -> bool:
         return self.kind in ("bf16", "compressed-tensors-int4", "fp8-block")
+
+    def declared(self, name: str) -> tuple[str, tuple[int, ...]] | None:
+        """The dtype (numpy's name) and shape tensor ``name``'s shard header declares for
+        it, read from the header alone; None when the index does not name it."""
+        if name not in self.index:
+            return None
+        shard = self.index[name]
+        self._check_inside(shard)
+        entry = self.reader.header(shard)[0].get(name)
+        if entry is None:
+            raise TensorFileError(shard, "no such tensor in the file",
+                                  kind=ErrorKind.NO_SUCH_TENSOR, tensor=name)
+        return DTYPES[entry["dtype"]].name, tuple(entry["shape"])
 
     def _read(self, name: str) -> NDArray[Any]:
         shard = self.index[name]
@@ -616,17 +629,26 @@ def _source_weight(ckpt: Checkpoint, source: Source, name: str) -> NDArray[Any]:
     it is absent or unreadable, or when its shape is not the ``[out, in]`` the checkpoint's
     config implies for the module (a transposed or truncated source weight is not what the
     producer read, so the bytes it gives say nothing of the checkpoint's)."""
+    expected = ckpt.expected.get(name)
+    shape = None if expected is None or expected.shape is None else tuple(expected.shape)
+
+    def other_shape(dtype: str, found: tuple[int, ...]) -> _Unusable:
+        return _Unusable(f"the source weight is {dtype}{list(found)}, the config implies "
+                         f"{list(shape or ())} for this module")
+
     try:
+        # a ``weight`` (BF16, or FP8-block codes) of another shape is not read at all: its
+        # header says so, and it may be far larger than the module
+        declared = source.declared(f"{name}.weight") if shape is not None else None
+        if declared is not None and declared[1] != shape:
+            raise other_shape(*declared)
         w = source.weight(name)
     except (OSError, ValueError, KeyError, TypeError) as exc:  # TypeError: a scale's dtype
         raise _Unusable(str(exc)) from None
     if w is None:
         raise _Unusable("no weight in the source")
-    expected = ckpt.expected.get(name)
-    shape = expected.shape if expected is not None else None
-    if shape is not None and tuple(w.shape) != tuple(shape):
-        raise _Unusable(f"the source weight is {w.dtype}{list(w.shape)}, the config implies "
-                        f"{list(shape)} for this module")
+    if shape is not None and tuple(w.shape) != shape:
+        raise other_shape(str(w.dtype), tuple(w.shape))
     return w
 
 
