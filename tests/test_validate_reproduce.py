@@ -894,3 +894,31 @@ def test_a_source_shard_header_is_parsed_once_per_run_of_reads(
     assert _block(list(reproduce.run(ckpt, Options(source=SRC))))["identical"] == 72
     assert parsed and all(a != b for a, b in itertools.pairwise(parsed))
     assert len(parsed) < 24  # 24 modules, each reading its sibling too
+
+
+def test_a_compressed_tensors_source_module_of_another_shape_is_missing(
+        tmp_path: Path) -> None:
+    """A compressed-tensors INT4 source module has no ``weight`` whose header shape could be
+    checked: the shape it decompresses to is (the routed expert's down_proj, written as the
+    INT4 of its transpose, decompresses to 96 × 128, not 128 × 96)."""
+    from mxformats.tensorfile import read_safetensors, write_safetensors
+    from mxformats.validate.descriptors import ct_int4
+
+    ct = tmp_path / "ct"
+    shutil.copytree(PRODUCERS / "kimi-k2-int4-compressed-tensors", ct)
+    w = reproduce.Source(SRC).weight(DOWN)
+    assert w is not None
+    transposed = ct_int4.DESCRIPTOR.produce(np.ascontiguousarray(w.T))
+    weight_map = json.loads((ct / "model.safetensors.index.json").read_text())["weight_map"]
+    for param, array in transposed.items():
+        shard = ct / weight_map[f"{DOWN}.{param}"]
+        tensors = {**read_safetensors(shard), f"{DOWN}.{param}": array}
+        shard.unlink()
+        write_safetensors(shard, tensors)
+    ckpt = _load(PRODUCERS / "kimi-k2-mxfp4-quark")
+    claim = reproduce.prepare(ckpt, Options(source=ct))
+    assert isinstance(claim, reproduce.Claim)
+    out = reproduce.module_reproduction(ckpt, claim, ckpt.modules[DOWN])
+    assert out.result is None and out.missing is not None
+    assert out.missing.message == (f"{DOWN}: the source weight is bfloat16[96, 128], the "
+                                   "config implies [128, 96] for this module")
