@@ -574,12 +574,13 @@ def test_a_source_file_resolving_outside_the_source_is_not_read(tmp_path: Path) 
         assert f"{name} resolves outside --source" in found[0].message
 
 
-def _source_edited(tmp_path: Path, edits: dict[str, Any]) -> Path:
-    """A copy of ``src-bf16`` with each tensor ``name`` of ``edits`` replaced by
+def _source_edited(tmp_path: Path, edits: dict[str, Any], base: Path = SRC) -> Path:
+    """A copy of ``base`` (``src-bf16``) with each tensor ``name`` of ``edits`` replaced by
     ``edit(array)`` (any shape or dtype; None drops it from the index)."""
     from mxformats.tensorfile import read_safetensors, write_safetensors
 
-    src = _source_copy(tmp_path)
+    src = tmp_path / "src"
+    shutil.copytree(base, src)
     index_path = src / "model.safetensors.index.json"
     index = json.loads(index_path.read_text())
     for name, edit in edits.items():
@@ -748,6 +749,14 @@ def test_an_unclaimed_module_with_no_error_statistic_is_not_verified(
         (f.check.id, f.effective_severity) for f in run(folder, SRC)]
 
 
+def _down_reproduced_from(source: Path) -> reproduce.ModuleReproduction:
+    """The reproduction of the MXFP4 fixture's :data:`DOWN` from ``source``."""
+    ckpt = _load(PRODUCERS / "kimi-k2-mxfp4-quark")
+    claim = reproduce.prepare(ckpt, Options(source=source))
+    assert isinstance(claim, reproduce.Claim)
+    return reproduce.module_reproduction(ckpt, claim, ckpt.modules[DOWN])
+
+
 @pytest.mark.parametrize(("param", "value", "why"), [
     ("weight_shape", np.array([], np.int64), "weight_shape int64[0] is not an integer shape"),
     ("weight_shape", np.array([128.0, math.nan], np.float32),
@@ -767,19 +776,8 @@ def test_a_compressed_tensors_source_module_of_any_content(
     the packed words cannot hold, a scale or packed tensor of a dtype the decompression does
     not take makes the module REPRO_SOURCE_MISSING, never an INTERNAL_ERROR (before:
     IndexError, ValueError of NaN, OverflowError of Inf, TypeError)."""
-    from mxformats.tensorfile import read_safetensors, write_safetensors
-
-    ct = tmp_path / "ct"
-    shutil.copytree(PRODUCERS / "kimi-k2-int4-compressed-tensors", ct)
-    name = f"{DOWN}.{param}"
-    shard = ct / json.loads((ct / "model.safetensors.index.json").read_text())["weight_map"][name]
-    tensors = {**read_safetensors(shard), name: value}
-    shard.unlink()
-    write_safetensors(shard, tensors)
-    ckpt = _load(PRODUCERS / "kimi-k2-mxfp4-quark")
-    claim = reproduce.prepare(ckpt, Options(source=ct))
-    assert isinstance(claim, reproduce.Claim)
-    out = reproduce.module_reproduction(ckpt, claim, ckpt.modules[DOWN])
+    out = _down_reproduced_from(_source_edited(tmp_path, {f"{DOWN}.{param}": lambda a: value},
+                                               PRODUCERS / "kimi-k2-int4-compressed-tensors"))
     if why is None:
         assert out.missing is None and out.result is not None
         return
@@ -901,24 +899,15 @@ def test_a_compressed_tensors_source_module_of_another_shape_is_missing(
     """A compressed-tensors INT4 source module has no ``weight`` whose header shape could be
     checked: the shape it decompresses to is (the routed expert's down_proj, written as the
     INT4 of its transpose, decompresses to 96 × 128, not 128 × 96)."""
-    from mxformats.tensorfile import read_safetensors, write_safetensors
     from mxformats.validate.descriptors import ct_int4
 
-    ct = tmp_path / "ct"
-    shutil.copytree(PRODUCERS / "kimi-k2-int4-compressed-tensors", ct)
     w = reproduce.Source(SRC).weight(DOWN)
     assert w is not None
     transposed = ct_int4.DESCRIPTOR.produce(np.ascontiguousarray(w.T))
-    weight_map = json.loads((ct / "model.safetensors.index.json").read_text())["weight_map"]
-    for param, array in transposed.items():
-        shard = ct / weight_map[f"{DOWN}.{param}"]
-        tensors = {**read_safetensors(shard), f"{DOWN}.{param}": array}
-        shard.unlink()
-        write_safetensors(shard, tensors)
-    ckpt = _load(PRODUCERS / "kimi-k2-mxfp4-quark")
-    claim = reproduce.prepare(ckpt, Options(source=ct))
-    assert isinstance(claim, reproduce.Claim)
-    out = reproduce.module_reproduction(ckpt, claim, ckpt.modules[DOWN])
+    out = _down_reproduced_from(_source_edited(
+        tmp_path, {f"{DOWN}.{param}": lambda a, new=array: new
+                   for param, array in transposed.items()},
+        PRODUCERS / "kimi-k2-int4-compressed-tensors"))
     assert out.result is None and out.missing is not None
     assert out.missing.message == (f"{DOWN}: the source weight is bfloat16[96, 128], the "
                                    "config implies [128, 96] for this module")
