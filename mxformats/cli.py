@@ -1,8 +1,9 @@
 """The ``mxformats`` command line.
 
 Commands: ``spec`` (a format's code table), ``diff`` (one block through every MX producer
-profile, side by side), ``check`` (run a user's quantizer through the harness), ``validate``
-and ``inspect`` (a quantized Kimi checkpoint folder) and ``demo`` (validate generated ones).
+profile, side by side), ``check`` (run a user's quantizer through the harness), ``validate``,
+``inspect`` and ``preflight`` (a quantized Kimi checkpoint folder) and ``demo`` (validate
+generated ones).
 
 Exit codes: 0 success, 1 the requested check failed, 2 usage error (argparse), a name we do
 not know, a bad value or a function that cannot be imported.
@@ -299,7 +300,8 @@ def build_parser() -> argparse.ArgumentParser:
         ),
         epilog=f"Documentation: {DOCS_URL} (normative spec: the spec/ folder of the "
         "repository). Every reporting command takes --format text|json|junit|github, -o FILE, "
-        "-q and --color. Exit codes: 0 ok, 1 a check found a difference, 2 usage error.",
+        "-q and --color. Exit codes: 0 ok, 1 a check found a difference or an error, 2 usage "
+        "error or could not run (each command's --help lists its own).",
     )
     parser.add_argument("--version", action="version", version=f"mxformats {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -353,7 +355,8 @@ def build_parser() -> argparse.ArgumentParser:
         "cases, comparing its bytes with the reference of the profile; print the first "
         "differing block. The function is imported and called: this runs its code, so only "
         "name code you trust. A quantizer has quantize_mx's signature, fn(x, elem, *, "
-        "block_size, axis, profile) -> (codes, scales); a dequantizer dequantize_mx's.",
+        "block_size, axis, profile) -> (codes, scales); a dequantizer dequantize_mx's; an "
+        "int4-quantizer quantize_int4's, fn(x, *, group_size, axis, profile) -> (q, scales).",
         epilog="Example: mxformats check mykernels.mx:quantize --profile ocp. "
         "Exit codes: 0 identical on every case, 1 a difference (printed), "
         "2 usage or import error.",

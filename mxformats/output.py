@@ -78,12 +78,14 @@ def add_output_arguments(
     *,
     json_alias: str | None = "flag",
     junit_alias: bool = False,
+    quiet_help: str = "text: print only the one-line verdict",
 ) -> None:
     """Add ``--format``, ``-o``, ``-q`` and ``--color`` to a reporting command's parser.
 
     ``json_alias``: ``"flag"`` adds ``--json`` as a switch meaning ``--format json``;
     ``"file"`` adds ``--json FILE|-`` (one more report, as ``validate`` always had); None
-    adds neither. ``junit_alias`` adds ``--junit FILE``."""
+    adds neither. ``junit_alias`` adds ``--junit FILE``. ``quiet_help``: what ``-q`` keeps of
+    the text report, for a command that keeps more than the verdict."""
     group = parser.add_argument_group("output")
     group.add_argument("--format", dest="output_format", choices=FORMATS, default=None,
                        help="the report's format (default text)")
@@ -97,8 +99,7 @@ def add_output_arguments(
     if junit_alias:
         group.add_argument("--junit", metavar="FILE",
                            help="also write the JUnit XML report to FILE")
-    group.add_argument("-q", "--quiet", action="store_true",
-                       help="text: print only the one-line verdict")
+    group.add_argument("-q", "--quiet", action="store_true", help=quiet_help)
     group.add_argument("--color", choices=COLORS, default="auto",
                        help="colour the text report (default auto: on a terminal, unless "
                        "NO_COLOR is set)")

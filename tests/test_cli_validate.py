@@ -166,6 +166,23 @@ def test_junit_lists_only_the_checks_that_ran(tmp_path: Path) -> None:
     assert {n for n in names if n in CHECKS} <= set(CHECKS)
 
 
+def test_strict_verdict_agrees_with_the_exit_code(capsys: pytest.CaptureFixture[str]) -> None:
+    """Under ``--strict`` a warning fails the run (exit 1), and every report says FAILED, never
+    "OK" beside exit 1 (docs/publishing.md: ``OK ...`` is exit 0). The compressed-tensors
+    fixture has one warning at the structure level (``MODULE_SPLIT``) and no error."""
+    ct = ["validate", str(PRODUCERS / "kimi-k2-int4-compressed-tensors"), "--level",
+          "structure"]
+    assert main([*ct, "-q"]) == 0
+    assert capsys.readouterr().out.startswith("OK ")
+    assert main([*ct, "-q", "--strict"]) == 1
+    assert capsys.readouterr().out.startswith("FAILED ")
+    assert main([*ct, "--strict", "--format", "json"]) == 1
+    data = json.loads(capsys.readouterr().out)
+    assert data["ok"] is False and data["summary"] == {"error": 0, "warning": 1, "info": 0}
+    assert main([*ct, "--strict", "--format", "github"]) == 1
+    assert capsys.readouterr().out.splitlines()[-1].startswith("::error ")
+
+
 def test_reproduction_block_is_per_module() -> None:
     """The JSON names what it holds: one entry per quantized module reproduced."""
     report = validate(MX, Options(workers=1, source=BF16))

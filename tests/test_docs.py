@@ -4,6 +4,8 @@ Fast and without Sphinx (the build and the browser check are ``.ci/docs.sh``):
 
 - the generated pages (``docs/cli.md``, ``docs/validate-checks.md``) have no drift;
 - the landing page's two commands are the README's;
+- every ``mxformats ...`` command the pages show names options the command has, and each
+  whole command line of a code block parses;
 - every spec page is included under ``docs/spec/`` and its links resolve there;
 - the ``>>>`` examples in the docs' Markdown and in every mxformats docstring run (doctest);
 - the C snippet on the vectors page compiles and passes the E2M1 decode vectors;
@@ -19,6 +21,7 @@ import importlib
 import importlib.util
 import pkgutil
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -66,6 +69,83 @@ def test_cli_reference_lists_every_command() -> None:
                 continue
             for option in action.option_strings:
                 assert f"`{option}" in page or f", {option}" in page, (name, option)
+
+
+#: An ``mxformats ...`` command in an inline code span (a command, or a command and options).
+_INLINE_COMMAND = re.compile(r"`(mxformats [^`]+)`")
+#: A whole command line in a code block: ``$ mxformats ...``, or a CI step's ``run: mxformats``.
+_BLOCK_COMMAND = re.compile(r"^\s*(?:\$ |(?:- )?run: )?(mxformats .+)$")
+#: A value that starts with a dash but is not an option (``mxformats diff 7 1 0.3 -2.9``).
+_NEGATIVE = re.compile(r"-(?:[0-9.]+|inf|nan)")
+
+
+def _documented_commands(text: str) -> list[tuple[str, bool]]:
+    """Each ``mxformats ...`` command of a Markdown page: the command, and whether it is a
+    whole command line of a code block (which must parse) rather than an inline span that may
+    name a command and options only."""
+    commands = [(" ".join(m.group(1).split()), False) for m in _INLINE_COMMAND.finditer(text)]
+    in_block = False
+    for line in text.splitlines():
+        if line.lstrip().startswith("```"):
+            in_block = not in_block
+        elif in_block and (m := _BLOCK_COMMAND.match(line)):
+            commands.append((m.group(1), True))
+    return commands
+
+
+def _command_problem(command: str, whole: bool,
+                     subcommands: dict[str, argparse.ArgumentParser]) -> str | None:
+    """What is wrong with a documented ``mxformats`` command (None: nothing): an unknown
+    command, an option the command does not have, or (``whole``) a line argparse refuses."""
+    tokens = shlex.split(command.split(" | ")[0])
+    if len(tokens) < 2 or tokens[1] not in subcommands:
+        return "no such command"
+    parser = subcommands[tokens[1]]
+    options = {name for action in parser._actions for name in action.option_strings}
+    for token in tokens[2:]:
+        option = token.split("=", 1)[0]
+        if option.startswith("-") and option != "-" and not _NEGATIVE.fullmatch(option) \
+                and option not in options:
+            return f"{option} is not an option of mxformats {tokens[1]}"
+    if whole:
+        try:
+            parser.parse_args(tokens[2:])
+        except SystemExit:
+            return "argparse refuses it"
+    return None
+
+
+def _subcommand_parsers() -> dict[str, argparse.ArgumentParser]:
+    from mxformats.cli import build_parser
+
+    return generate._subcommands(build_parser())
+
+
+def test_documented_commands_exist_and_parse() -> None:
+    """The ``mxformats`` commands of the README and the hand-written pages (docs/cli.md is
+    generated from the parser) use only options the command has, and a whole command line
+    parses, option values included (``--level full``, ``--format github``)."""
+    subcommands = _subcommand_parsers()
+    pages = [ROOT / "README.md", *(p for p in sorted(DOCS.glob("*.md")) if p.name != "cli.md")]
+    found = [(page.name, command, whole) for page in pages
+             for command, whole in _documented_commands(page.read_text(encoding="utf-8"))]
+    assert len(found) >= 20 and sum(whole for *_, whole in found) >= 8, found
+    problems = [(page, command, problem) for page, command, whole in found
+                if (problem := _command_problem(command, whole, subcommands)) is not None]
+    assert problems == []
+
+
+def test_a_wrong_documented_command_is_caught(capsys: pytest.CaptureFixture[str]) -> None:
+    subcommands = _subcommand_parsers()
+    assert _command_problem("mxformats vaildate DIR", False, subcommands) == "no such command"
+    assert _command_problem("mxformats validate DIR --no-such-option", False, subcommands) \
+        == "--no-such-option is not an option of mxformats validate"
+    assert _command_problem("mxformats validate DIR --level everything", True, subcommands) \
+        == "argparse refuses it"
+    assert _command_problem("mxformats validate --source", False, subcommands) is None
+    assert _command_problem("mxformats diff 7 1 0.3 -2.9", True, subcommands) is None
+    assert _command_problem("mxformats validate DIR --json - | jq .ok", True, subcommands) is None
+    capsys.readouterr()  # argparse's usage message of the refused line
 
 
 def _fresh_machine_commands(text: str) -> list[str]:

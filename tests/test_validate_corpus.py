@@ -798,6 +798,66 @@ CASES += [
 ]
 
 
+# -- one root cause in every module: the first LISTED findings of each check, then one summary ----
+
+
+def _first_byte(value: Any) -> Callable[[Any], Any]:
+    def fn(a: Any) -> Any:
+        a.reshape(-1)[0] = value
+        return a
+    return fn
+
+
+def _scales_in_another_shard(path: Path) -> None:
+    """Every weight_scale written into a shard other than its weight's (MODULE_SPLIT each)."""
+    def fn(data: Tensors) -> None:
+        for name in [n for t in data.values() for n in t if n.endswith(".weight_scale")]:
+            src = find(data, name)
+            data[next(s for s in data if s != src)][name] = data[src].pop(name)
+    edit(path, fn)
+
+
+def _index_names_prefixed(prefix: str) -> Callable[[Path], None]:
+    """Every index entry renamed ``prefix + name`` (a K2.5 index beside K2 shards)."""
+    def run(path: Path) -> None:
+        idx = index(path)
+        idx["weight_map"] = {prefix + n: s for n, s in idx["weight_map"].items()}
+        write_index(path, idx)
+    return run
+
+
+def _named(check: str, names: Iterable[str]) -> set[tuple[str, str, str | None]]:
+    """Error ``check`` on each of ``names`` (the first LISTED, in report order) and the one that
+    counts the rest."""
+    return {(check, E, n) for n in names} | {(check, E, None)}
+
+
+#: The first LISTED routed experts' Linears of the NVFP4 producer fixture, in module order.
+NV_LISTED = [m for m in MX_MODULES if ".experts." in m][:LISTED]
+#: The first LISTED tensors of the generated MXFP4 twin: in its first shard's header order, and in
+#: its index's (name) order.
+MX_FIRST_IN_SHARD = ["lm_head.weight", "model.embed_tokens.weight"] + [
+    f"model.layers.0.{n}.weight" for n in (
+        "input_layernorm", "post_attention_layernorm", "self_attn.kv_a_layernorm",
+        "self_attn.kv_a_proj_with_mqa", "self_attn.kv_b_proj", "self_attn.o_proj",
+        "self_attn.q_a_layernorm", "self_attn.q_a_proj")]
+MX_FIRST_IN_INDEX = ["lm_head.weight", "model.embed_tokens.weight",
+                     "model.layers.0.input_layernorm.weight"] + [
+    f"model.layers.0.mlp.{p}.{t}" for p in PROJECTIONS for t in ("weight", "weight_scale")] + [
+    "model.layers.0.post_attention_layernorm.weight"]
+CASES += [
+    case("every-module-e8m0-nan", "mxfp4", all_tensors(".weight_scale", _first_byte(0xFF)), 1, listed("E8M0_NAN", E, ".weight_scale"), level=SC),
+    case("every-nvfp4-block-scale-zero", "nvfp4-ct", all_tensors(".weight_scale", lambda a: np.zeros(a.shape, np.uint8).view(a.dtype)), 1, _named("NVFP4_BLOCK_SCALE", (f"{m}.weight_scale" for m in NV_LISTED)), level=SC),
+    # a REAP-pruned checkpoint (4 experts a layer kept) whose config still declares 12
+    case("reap-pruned-experts-config-declares-all", "w4a8", config(lambda c: c.update(n_routed_experts=12)), 1,
+         _named("EXPERT_GAP", [f"model.layers.1.mlp.experts.{e}" for e in range(4, 12)] + [f"model.layers.2.mlp.experts.{e}" for e in (4, 5)])
+         | {("SHAPE_MISMATCH", E, f"model.layers.{n}.mlp.gate.{t}") for n in (1, 2) for t in ("weight", "e_score_correction_bias")}),
+    case("every-scale-in-another-shard-warning-only", "mxfp4", _scales_in_another_shard, 0, listed("MODULE_SPLIT", W, ".weight")),
+    case("index-of-k25-names-beside-k2-shards", "mxfp4", _index_names_prefixed("language_model."), 1,
+         _named("SHARD_TENSOR_NOT_IN_INDEX", MX_FIRST_IN_SHARD) | _named("INDEX_TENSOR_NOT_IN_SHARD", (f"language_model.{n}" for n in MX_FIRST_IN_INDEX))),
+]
+
+
 # -- running -------------------------------------------------------------------------------------
 
 

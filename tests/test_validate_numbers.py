@@ -27,7 +27,7 @@ from mxformats.validate.descriptors import (
     nvfp4_modelopt,
 )
 from mxformats.validate.files import load
-from mxformats.validate.findings import Finding, Level
+from mxformats.validate.findings import MAX_LISTED, Finding, Level, Severity
 from mxformats.validate.model import Checkpoint, CheckpointFormat, Options
 
 CT_INT4 = CheckpointFormat.CT_INT4
@@ -365,6 +365,19 @@ def test_fnuz_scales_must_survive_doubling(tmp_path: Path) -> None:
         ckpt, Options(target="mi355x"))}
 
 
+def test_fnuz_overflow_in_every_module_is_listed_then_counted(tmp_path: Path) -> None:
+    """A scale convention that overflows e4m3fnuz's doubling does so in every module: the
+    first MAX_LISTED DEPLOY_FNUZ_SCALE findings (name order) and one that counts the rest."""
+
+    scales = sorted(n for n in _load(PRODUCERS / W4A8).tensors if n.endswith(".weight_scale"))
+    assert len(scales) > MAX_LISTED
+    folder = _plant(tmp_path, W4A8, {n: lambda a: np.float32(3e38) for n in scales})
+    found = [f for f in deployment.run(_load(folder), Options(target="mi300x"))
+             if f.check.id == "DEPLOY_FNUZ_SCALE"]
+    assert [f.tensor for f in found] == [*scales[:MAX_LISTED], None]
+    assert found[-1].message == f"{len(scales) - MAX_LISTED} more like the above, not listed"
+
+
 # -- manifest -------------------------------------------------------------------------------
 
 
@@ -398,6 +411,24 @@ def test_manifest_lists_new_and_missing_shards(tmp_path: Path) -> None:
     found = {(f.check.id, f.file) for f in manifest.run(_load(folder), Options(manifest=path))}
     assert found == {("MANIFEST_MISSING_FILE", "model-00003-of-00002.safetensors"),
                      ("MANIFEST_NEW_FILE", "config.json")}
+
+
+def test_a_manifest_of_other_files_is_listed_then_counted(tmp_path: Path) -> None:
+    """A manifest naming files this folder lacks (another release's) gives the first
+    MAX_LISTED missing files and one ERROR summary whose extras hold each of the rest."""
+    folder = tmp_path / "ckpt"
+    shutil.copytree(PRODUCERS / MXFP4, folder)
+    path = tmp_path / "m.json"
+    files = manifest.compute(_load(folder))
+    extra = [f"model-{i:05d}-of-00099.safetensors" for i in range(MAX_LISTED + 4)]
+    files.update({name: {"size": 1, "sha256": "0" * 64} for name in extra})
+    manifest.write_manifest(path, files)
+    found = list(manifest.run(_load(folder), Options(manifest=path)))
+    assert [f.file for f in found[:-1]] == extra[:MAX_LISTED]
+    rest = found[-1]
+    assert (rest.check.id, rest.effective_severity, rest.message) == (
+        "MANIFEST_MISSING_FILE", Severity.ERROR, "4 more like the above, not listed")
+    assert [u["file"] for u in rest.extra["unlisted"]] == extra[MAX_LISTED:]
 
 
 @pytest.mark.parametrize("fixture", [MXFP4, W4A8, CT])
@@ -791,7 +822,6 @@ def _global_scales(desc: Any, scales: dict[str, float], param: str | None = None
 def test_gate_up_scale_is_listed_then_summed(experts: int) -> None:
     """A producer that calibrates gate and up apart does it in every expert: the first
     MAX_LISTED experts are listed, the rest counted in one summary (none at the limit)."""
-    from mxformats.validate.findings import MAX_LISTED
 
     found = _global_scales(nvfp4_ct.DESCRIPTOR, {
         f"model.layers.1.mlp.experts.{e}.{proj}": value
@@ -838,7 +868,6 @@ def test_fused_input_scales_differ(desc: Any, first: str, second: str) -> None:
 def test_fused_input_scales_listed_then_summed() -> None:
     """One producer that calibrates every expert's gate and up inputs apart: MAX_LISTED
     findings and one summary; the global-scale check, on its own count, is not mixed in."""
-    from mxformats.validate.findings import MAX_LISTED
 
     desc = nvfp4_modelopt.DESCRIPTOR
     found = _global_scales(desc, {
@@ -894,3 +923,72 @@ def test_fused_linear_global_scales_differ(first: str, second: str) -> None:
     assert _global_scales(desc, {first: 0.002, second: 0.002}) == []
     unfused = first.replace("q_a_proj", "kv_b_proj").replace("gate_proj", "down_proj")
     assert _global_scales(desc, {unfused: 0.001, second: 0.002}) == []
+
+
+# -- one root cause in every module: listed, then counted -----------------------------------------
+
+
+def test_one_scale_defect_in_every_module_is_listed_then_counted(tmp_path: Path) -> None:
+    """A 0xFF E8M0 scale byte in every quantized module (27 in the MXFP4 fixture) gives the
+    first MAX_LISTED modules' E8M0_NAN findings in module order and one error that counts the
+    rest, never one per module; the run fails, and the JSON report's task records, which the
+    summary points to, still hold every module's finding."""
+    from mxformats.validate.report import exit_code, to_json
+    from mxformats.validate.runner import validate
+
+    def first_byte_nan(a: np.ndarray) -> None:
+        a.reshape(-1)[0] = 0xFF
+
+    modules = [m.name for m in numbers.quantized_modules(_load(PRODUCERS / MXFP4))]
+    assert len(modules) > MAX_LISTED + 1
+    folder = _plant(tmp_path, MXFP4, {f"{m}.weight_scale": first_byte_nan for m in modules})
+    report = validate(folder, Options(level=Level.SCALES, workers=1))
+    nan = [f for f in report.findings if f.check.id == "E8M0_NAN"]
+    assert [f.tensor for f in nan] == [f"{m}.weight_scale" for m in modules[:MAX_LISTED]] + [
+        None]
+    rest = nan[-1]
+    assert rest.message == (f"{len(modules) - MAX_LISTED} more like the above, not listed "
+                            "(the JSON report's task records hold every module's findings)")
+    assert rest.effective_severity is Severity.ERROR and exit_code(report) == 1
+    recorded = [f for t in to_json(report)["tasks"] for o in t["result"]["numbers"]
+                for f in o["findings"] if f["check"] == "E8M0_NAN"]
+    assert sorted(f["tensor"] for f in recorded) == sorted(f"{m}.weight_scale" for m in modules)
+
+
+@pytest.mark.parametrize("errors_at", [None, "last"], ids=["warnings-only", "error-beyond-cap"])
+def test_an_error_beyond_the_listed_ones_still_fails_the_run(errors_at: str | None) -> None:
+    """The summary carries the worst severity of the findings it stands for: SCALE_ZERO
+    warnings in every module exit 0, and the same with one error past the first MAX_LISTED
+    (a module whose zero scale vLLM divides by) exit 1, whatever order the modules' outcomes
+    come in."""
+    from mxformats.validate.report import Report, exit_code
+
+    ckpt = _load(PRODUCERS / MXFP4)
+    modules = [m.name for m in numbers.quantized_modules(ckpt)]
+    last = len(modules) - 1
+    outcomes = [numbers.ModuleNumbers(m, [Finding(
+        numbers.SCALE_ZERO, "zero", tensor=m,
+        severity=Severity.ERROR if errors_at and i == last else Severity.WARNING)])
+        for i, m in enumerate(modules)]
+    found = list(numbers.run(ckpt, Options(level=Level.SCALES), outcomes[::-1]))
+    zero = [f for f in found if f.check.id == "SCALE_ZERO"]
+    assert [f.tensor for f in zero] == [*modules[:MAX_LISTED], None]
+    assert {f.effective_severity for f in zero[:-1]} == {Severity.WARNING}
+    expected = Severity.ERROR if errors_at else Severity.WARNING
+    assert zero[-1].effective_severity is expected
+    assert exit_code(Report("x", "mxfp4", "", found)) == (1 if errors_at else 0)
+
+
+def test_a_nan_in_every_norm_is_listed_then_counted(tmp_path: Path) -> None:
+    """The float-tensor checks across modules list the same way: a NaN in each of the
+    fixture's 13 norm weights gives the first MAX_LISTED TENSOR_NONFINITE errors in name order
+    and one error that counts the rest (these tensors are in no task record: no note)."""
+
+    norms = sorted(n for n in _load(PRODUCERS / MXFP4).tensors if n.endswith("norm.weight"))
+    assert len(norms) > MAX_LISTED
+    folder = _plant(tmp_path, MXFP4, {n: _set((0,), np.nan) for n in norms})
+    found = [f for f in _numbers(folder, Options(level=Level.SCALES))
+             if f.check.id == "TENSOR_NONFINITE"]
+    assert [f.tensor for f in found] == [*norms[:MAX_LISTED], None]
+    assert found[-1].message == f"{len(norms) - MAX_LISTED} more like the above, not listed"
+    assert found[-1].effective_severity is Severity.ERROR

@@ -28,6 +28,7 @@ from typing import Any
 import pytest
 from conftest import requires
 
+from mxformats import fast
 from mxformats.validate.executors import Outcome
 
 ray = requires("ray")
@@ -65,6 +66,10 @@ def _outcomes(executor: RayExecutor, fn: Callable[[Any], Any], items: list[Any])
 
 def _square(x: int) -> int:
     return x * x
+
+
+def _fast_threads(_: int) -> int:
+    return fast.workers()
 
 
 def _square_on_node(x: int) -> tuple[int, str]:
@@ -105,6 +110,13 @@ def test_map_gives_the_plain_loop_values_in_index_order(ray_cluster: Cluster) ->
     assert [outcome.value for outcome in outcomes] == [_square(x) for x in items]
     assert all(outcome.error is None and outcome.attempts == 1 for outcome in outcomes)
     assert list(executor.map(_square, [])) == []
+
+
+def test_a_task_uses_one_thread_for_its_one_cpu(ray_cluster: Cluster) -> None:
+    """Each task's fast paths get one thread (the CPU Ray gave it), not one per CPU of the
+    machine, which every worker of a node would start."""
+    outcomes = _outcomes(RayExecutor(address=ray_cluster.address), _fast_threads, [0, 1])
+    assert [outcome.value for outcome in outcomes] == [1, 1]
 
 
 def test_tasks_run_on_both_nodes(ray_cluster: Cluster) -> None:

@@ -337,7 +337,7 @@ def _statistics_by_definition(d: NDArray[Any], x: NDArray[Any]
                               ) -> tuple[float, float, float, float, float, bool, bool] | None:
     """The oracle of :func:`test_statistics_bits_follow_their_definition`: the sums of
     :class:`reproduce._Statistics` as its docstring defines them, from whole float64 copies
-    made with ml_dtypes' casts (no pieces copied one at a time, no widening by bits)."""
+    (not a piece at a time)."""
     piece = reproduce._STAT_PIECE
     fd, fx = d.reshape(-1).astype(np.float64), x.reshape(-1).astype(np.float64)
     if not np.isfinite(fd).all():
@@ -365,8 +365,9 @@ def _statistics_by_definition(d: NDArray[Any], x: NDArray[Any]
 def test_statistics_bits_follow_their_definition(size: int, source_dtype: Any) -> None:
     """Every sum of :class:`reproduce._Statistics` has the bits of its definition (float64
     pairwise sums per piece, pieces in order), on sizes either side of a piece, for
-    bfloat16 (widened by its bits), float16 and float32 sources; a NaN in the source gives
-    no sums (``source_finite`` False), an infinity in the weight no statistic."""
+    bfloat16, float16 and float32 sources and a float32 weight (as the descriptors decode
+    it); a NaN in the source gives no sums (``source_finite`` False), an infinity in the
+    weight no statistic."""
     rng = np.random.default_rng(size)
     x = (rng.standard_normal(size) * np.exp2(rng.integers(-20, 4, size)) + 0.5).astype(
         source_dtype)
@@ -403,6 +404,9 @@ def test_every_module_wrong_lists_the_first_and_counts_the_rest(
         assert [f.tensor is None for f in mine] == [False, False, True], check
         assert all(f.effective_severity is Severity.ERROR for f in mine)
         assert mine[-1].message.startswith("25 more like the above")
+        unlisted = mine[-1].extra["unlisted"]  # nothing lost: the JSON report has each
+        assert len(unlisted) == 25 and all(u["tensor"] and u["message"] for u in unlisted)
+        assert unlisted[0]["severity"] == "error"
     assert _block(findings)["modules_reproduced"] == 0
 
 

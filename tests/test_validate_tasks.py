@@ -25,7 +25,7 @@ from mxformats.validate import reproduce, tasks
 from mxformats.validate.executors import ExecutorUnavailable, Outcome, executor_for
 from mxformats.validate.executors.local import LocalExecutor
 from mxformats.validate.files import load
-from mxformats.validate.findings import Level
+from mxformats.validate.findings import MAX_LISTED, Level, Severity
 from mxformats.validate.model import Options
 from mxformats.validate.report import dump_json
 from mxformats.validate.runner import Report, exit_code, validate
@@ -513,6 +513,25 @@ def test_a_resumed_run_keeps_the_failed_reads_of_the_tasks_it_reuses(
     monkeypatch.setattr(tasks, "TASK_BYTES", 1 << 16)
     resumed = validate(RESUMED, Options(**opts, resume=saved))
     assert _without_timings(_json(resumed)) == _without_timings(_json(full))
+
+
+def test_failed_reads_of_many_files_are_listed_then_counted(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A server that fails the reads of every file gives the first MAX_LISTED files and one
+    summary (an error: the run fails) whose extras name each of the rest."""
+    monkeypatch.setattr(tasks, "TASK_BYTES", 1 << 12)
+    opts = Options(level=Level.FULL, workers=1)
+    ckpt = load(RESUMED, opts).ckpt
+    assert ckpt is not None
+    count = len(tasks.plan(str(RESUMED), ckpt, opts))
+    assert count > MAX_LISTED
+    names = {i: f"shard-{i:03d}.safetensors" for i in range(count)}
+    _failing_reads(monkeypatch, names)
+    found = [f for f in validate(RESUMED, opts).findings if f.check.id == "HUB_READ_FAILED"]
+    assert [f.file for f in found[:-1]] == [names[i] for i in range(MAX_LISTED)]
+    assert found[-1].effective_severity is Severity.ERROR
+    assert [u["file"] for u in found[-1].extra["unlisted"]] == [
+        names[i] for i in range(MAX_LISTED, count)]
 
 
 def test_failed_reads_are_reported_in_task_order_whatever_order_tasks_finish(

@@ -62,6 +62,7 @@ PYTHON: dict[str, tuple[str, str]] = {
         f"collections.abc.{name}": ("class", _ABC.format(name=name))
         for name in ("Callable", "Iterable", "Iterator", "Mapping", "Sequence")
     },
+    "io.BufferedReader": ("class", "library/io.html#io.BufferedReader"),
     "os.PathLike": ("class", "library/os.html#os.PathLike"),
     "pathlib.Path": ("class", "library/pathlib.html#pathlib.Path"),
     "enum.Enum": ("class", "library/enum.html#enum.Enum"),

@@ -401,15 +401,18 @@ def add_parsers(commands: Any) -> None:
     v = commands.add_parser(
         "validate",
         help="verify a quantized Kimi-K2-class checkpoint shard by shard",
-        description="Check a Quark MXFP4, Quark W4A8 or compressed-tensors INT4 checkpoint "
-        "folder (configs, index, shard headers, tensor coverage and layout, scales, numbers) "
-        "before vLLM loads it. Plain BF16 and FP8-block checkpoints get the structural checks. "
+        description="Check a quantized Kimi-K2-class checkpoint folder before vLLM loads it: "
+        "configs, index, shard headers, tensor coverage and layout, scales, numbers. Formats: "
+        "AMD Quark MXFP4 and W4A8, compressed-tensors INT4, FP8 block (DeepSeek, "
+        "compressed-tensors, ModelOpt), NVFP4 (ModelOpt, compressed-tensors) and "
+        "mixed-precision checkpoints of these; plain BF16 ones get the structural checks. "
         "hf://ORG/NAME[@REVISION] validates a Hugging Face repo without downloading it "
         "(ranged reads of the headers and of what --level needs; needs mxformats[hub]; "
         "honours HF_ENDPOINT, HF_TOKEN, HF_HOME).",
         epilog="Exit codes: 0 no errors (warnings allowed unless --strict), 1 errors found, "
         "2 could not run (bad usage, unreadable folder, a missing or gated repo or revision, "
-        "no network, a format not verified such as NVFP4, --executor ray without Ray), "
+        "no network, a quantization format it does not verify: FORMAT_UNSUPPORTED, e.g. "
+        "GPTQ; --executor ray without Ray, or with a --ray-address no cluster answers at), "
         "130 interrupted (SIGINT or SIGTERM; the JSON report is marked incomplete and "
         "--resume takes it). "
         "Every JSON finding carries its check's catalogue url, meaning and fix. "
@@ -489,7 +492,7 @@ def add_parsers(commands: Any) -> None:
         epilog="Exit codes: 0 printed, 2 could not read the folder or the "
         "format is not one mxformats verifies.",
     )
-    i.add_argument("dir", metavar="DIR", help="the checkpoint folder")
+    i.add_argument("dir", metavar="DIR", help="the checkpoint folder, or hf://ORG/NAME[@REVISION]")
     add_output_arguments(i)
     i.set_defaults(handler=cmd_inspect)
 

@@ -8,7 +8,7 @@ from itertools import compress, filterfalse, repeat
 from operator import attrgetter, itemgetter, not_
 
 from .arch import TEXT_DEFAULTS, VISION_DEFAULTS, key_value
-from .findings import Finding, Level, Severity, declare
+from .findings import Finding, Level, Severity, declare, listed
 from .model import QUANT_SUFFIXES, Architecture, Checkpoint, ExpectedModule, Module, Options
 
 __all__ = ["run"]
@@ -174,6 +174,15 @@ def _defaults_note(a: Architecture, exp: ExpectedModule) -> str:
 
 
 def run(ckpt: Checkpoint, opts: Options) -> Iterator[Finding]:
+    """The coverage findings, listed (:func:`~mxformats.validate.findings.listed`): one root
+    cause repeats over every module or expert (a pruned checkpoint whose config still
+    declares every expert, a converter that drops every norm or writes every scale into
+    another shard), so per check the first few are listed and the rest counted in one
+    summary with their worst severity (no note: nothing else keeps the full list)."""
+    return listed(_coverage(ckpt))
+
+
+def _coverage(ckpt: Checkpoint) -> Iterator[Finding]:
     a = ckpt.arch
     for split in ckpt.modules.values():
         if len(split.files) > 1:

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .descriptors import Descriptor, by_format
-from .findings import Finding, Level, Severity, declare
+from .findings import Finding, Level, Severity, declare, listed
 
 if TYPE_CHECKING:
     from .model import Checkpoint, Options
@@ -193,10 +193,12 @@ def run(ckpt: Checkpoint, opts: Options) -> Iterator[Finding]:
             yield Finding(checks[cid], msg, "config.json")
     if opts.target is None or not TARGETS[opts.target][2] or not opts.at_least(Level.SCALES):
         return
-    yield from _fnuz_scales(ckpt)
+    yield from listed(_fnuz_scales(ckpt))
 
 
 def _fnuz_scales(ckpt: Checkpoint) -> Iterator[Finding]:
+    """DEPLOY_FNUZ_SCALE per scale tensor that overflows when doubled; the caller lists them
+    (a producer's scale convention makes every module's overflow, or none)."""
     for name, ref in sorted(ckpt.tensors.items()):
         if ref.dtype not in ("F32", "F16", "BF16") or not name.endswith(
                 ("weight_scale", "weight_scale_2", "input_scale", "weight_scale_inv")):

@@ -36,7 +36,7 @@ from .arch import derive, quantization_config
 from .descriptors import UNSUPPORTED, Configs, Descriptor, detect
 from .descriptors.bf16 import DESCRIPTOR as BF16
 from .descriptors.modelopt import modelopt_view
-from .findings import Finding, Level, Severity, declare
+from .findings import Finding, Level, Severity, declare, listed
 from .model import Checkpoint, Module, Options, TensorRef
 from .reader import (
     RANGE_IGNORED,
@@ -411,7 +411,10 @@ def load(root_arg: str | os.PathLike[str] | Reader, opts: Options) -> LoadResult
 
     The loader (``_read``) builds the :class:`Checkpoint` and reports only what it could
     not read or open; the file checks (:data:`CONFIG_CHECKS`, :data:`SHARD_CHECKS`) then judge
-    what it read; ``arch.derive`` (``CONFIG_ARCH``) comes last.
+    what it read; ``arch.derive`` (``CONFIG_ARCH``) comes last. The findings are listed
+    (:func:`~mxformats.validate.findings.listed`): a stale index or a duplicated shard is
+    one root cause behind a finding per tensor, so per check the first few are listed and
+    the rest counted in one summary with their worst severity.
 
     The cyclic garbage collector is paused meanwhile: a full-size checkpoint's headers make
     several objects per tensor (139,098 tensors for Kimi-K2.6), none of them in a cycle (so
@@ -465,13 +468,14 @@ def _load(root_arg: str | os.PathLike[str] | Reader, opts: Options) -> LoadResul
     for config_check in CONFIG_CHECKS:
         out.extend(config_check(loaded))
     if ckpt.descriptor is UNSUPPORTED:
-        return LoadResult(ckpt, out, f"unsupported quantization format: {ckpt.format_detail}")
+        return LoadResult(ckpt, list(listed(out)),
+                          f"unsupported quantization format: {ckpt.format_detail}")
     for shard_check in SHARD_CHECKS:
         out.extend(shard_check(loaded))
     # the architecture last: its inventory is bounded by what the headers hold
     if ckpt.config:
         out += [Finding(CONFIG_ARCH, p, file="config.json") for p in derive(ckpt)]
-    return LoadResult(ckpt, out, None)
+    return LoadResult(ckpt, list(listed(out)), None)
 
 
 # -- the loader ---------------------------------------------------------------------------------

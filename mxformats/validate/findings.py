@@ -8,14 +8,14 @@ naming the file, the tensor and the byte offset where that makes sense.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from enum import Enum
 
 from mxformats.output import check_url
 
 __all__ = ["CHECKS", "LEVELS", "MAX_LISTED", "Check", "Finding", "Level", "Listing", "Severity",
-           "declare"]
+           "declare", "listed"]
 
 
 class Severity(str, Enum):
@@ -136,13 +136,16 @@ class Listing:
     """Passes on the first ``limit`` findings of each check and counts the rest, so that one
     root cause repeated in every module gives a few findings and one summary per check
     (:meth:`rest`: ``N more like the above, not listed`` and ``note``, with the worst
-    severity of the findings it stands for), never one finding per module."""
+    severity of the findings it stands for), never one finding per module. Nothing is lost:
+    the summary's ``extra["unlisted"]`` (the JSON report's ``extras``) holds the place,
+    severity and message of each finding it counts, in order."""
 
     def __init__(self, limit: int, note: str = "") -> None:
         self.limit = limit
         self.note = note
         self.count: dict[str, int] = defaultdict(int)
         self.rest_of: dict[str, tuple[Check, Severity]] = {}
+        self.unlisted: dict[str, list[dict[str, object]]] = defaultdict(list)
 
     def add(self, finding: Finding) -> Iterator[Finding]:
         """``finding`` while its check has had fewer than ``limit``, else nothing (counted)."""
@@ -154,10 +157,23 @@ class Listing:
         sev = finding.effective_severity
         _, prev = self.rest_of.get(cid, (finding.check, sev))
         self.rest_of[cid] = (finding.check, min(prev, sev, key=_RANK.__getitem__))
+        self.unlisted[cid].append({"file": finding.file, "tensor": finding.tensor,
+                                   "offset": finding.offset, "severity": sev.value,
+                                   "message": finding.message})
 
     def rest(self) -> Iterator[Finding]:
         """One summary finding per check that went over ``limit``."""
         for cid, (check, severity) in self.rest_of.items():
             n = self.count[cid] - self.limit
             yield Finding(check, f"{n} more like the above, not listed{self.note}",
-                          severity=severity)
+                          severity=severity, extra={"unlisted": self.unlisted[cid]})
+
+
+def listed(findings: Iterable[Finding], note: str = "") -> Iterator[Finding]:
+    """``findings`` through one :class:`Listing` of :data:`MAX_LISTED`: the first of each
+    check as they come, then one summary per check that had more (``note`` appended to it:
+    where the full detail is, when somewhere is)."""
+    listing = Listing(MAX_LISTED, note)
+    for finding in findings:
+        yield from listing.add(finding)
+    yield from listing.rest()

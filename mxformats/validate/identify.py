@@ -22,7 +22,8 @@ __all__ = ["EXAMPLES", "profiles_of", "render_markdown"]
 
 #: A minimal ``quantization_config`` of each kind a Kimi-K2-class checkpoint ships with: the
 #: keys ``detect_format`` reads (AMD Quark 0.13 ``export_safetensors``; compressed-tensors
-#: 0.20.1 ``QuantizationConfig``; DeepSeek-V3's config.json).
+#: 0.20.1 ``QuantizationConfig``; DeepSeek-V3's config.json; the config.json block of
+#: nvidia-modelopt 0.47's ``export_hf_checkpoint``, as in tests/data/producers).
 EXAMPLES: tuple[tuple[str, dict[str, Any] | None], ...] = (
     ("AMD Quark MXFP4", {"quant_method": "quark", "global_quant_config": {"weight": {
         "dtype": "fp4", "qscheme": "per_group", "group_size": 32, "scale_format": "e8m0"}}}),
@@ -40,6 +41,11 @@ EXAMPLES: tuple[tuple[str, dict[str, Any] | None], ...] = (
         "quant_method": "compressed-tensors", "format": "nvfp4-pack-quantized",
         "config_groups": {"group_0": {"weights": {"type": "float", "num_bits": 4,
                                                   "group_size": 16}}}}),
+    ("NVIDIA ModelOpt NVFP4", {"quant_method": "modelopt", "quant_algo": "NVFP4"}),
+    ("compressed-tensors FP8 block (llm-compressor FP8_BLOCK)", {
+        "quant_method": "compressed-tensors", "format": "float-quantized", "config_groups": {
+            "group_0": {"weights": {"type": "float", "num_bits": 8, "strategy": "block",
+                                    "block_structure": [128, 128]}}}}),
 )
 
 

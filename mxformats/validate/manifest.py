@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from mxformats.tensorfile import read_json
 
-from .findings import Finding, Level, Severity, declare
+from .findings import Finding, Level, Severity, declare, listed
 from .reader import LocalReader, Reader, ReadFailed
 
 if TYPE_CHECKING:
@@ -122,6 +122,13 @@ def run(ckpt: Checkpoint, opts: Options) -> Iterator[Finding]:
     except ValueError as exc:
         yield Finding(MANIFEST_UNREADABLE, f"{path}: {exc}")
         return
+    yield from listed(_differences(ckpt, expected))
+
+
+def _differences(ckpt: Checkpoint, expected: dict[str, dict[str, Any]]) -> Iterator[Finding]:
+    """MANIFEST_MISSING_FILE, MANIFEST_MISMATCH and MANIFEST_NEW_FILE per file, in name
+    order (a manifest of another revision differs in every shard: :func:`run` lists the
+    first few of each check and counts the rest)."""
     reader = _reader(ckpt)
     present = set(_files(ckpt))
     for name in sorted(expected):

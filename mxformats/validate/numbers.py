@@ -30,6 +30,7 @@ import zlib
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
@@ -38,7 +39,7 @@ from mxformats.formats import E2M1
 from mxformats.schemes.int4 import unpack_int4
 from mxformats.tensorfile import DTYPES
 
-from .findings import Finding, Level, Severity, declare
+from .findings import MAX_LISTED, Finding, Level, Listing, Severity, declare, listed
 from .model import CodeStats
 from .parallel import internal
 
@@ -771,6 +772,11 @@ def _module_checks(ckpt: Checkpoint, opts: Options, module: Module, out: ModuleN
     out.expert = (key, stats.rms, stats.rms == 0.0)
 
 
+#: Where every module's numbers findings are, for the summary of those not listed
+#: (:func:`combine`).
+_RECORDED = " (the JSON report's task records hold every module's findings)"
+
+
 def applies(ckpt: Checkpoint, opts: Options) -> bool:
     """Whether the numbers checks run: a verified format at level ``scales`` or above."""
     return ckpt.descriptor is not None and ckpt.numeric and opts.at_least(Level.SCALES)
@@ -798,7 +804,19 @@ def combine(ckpt: Checkpoint, opts: Options, modules: Sequence[Module],
     """The numbers findings from the per-module ``outcomes``: each module's findings in
     module order, then the checks across modules (sibling scales, router biases and float
     tensors, experts, histogram, fingerprints). The result depends only on the outcomes,
-    never on the order in which they were computed."""
+    never on the order in which they were computed.
+
+    One root cause repeats in every module (a producer that writes 0xFF scale bytes, or zero
+    NVFP4 block scales, does it everywhere: one finding per module would be tens of thousands
+    for a Kimi-size checkpoint), so the modules' findings go through one :class:`Listing`:
+    per check the first :data:`MAX_LISTED` in module order, then one summary with the worst
+    severity of the rest (an error past the first ten still fails the run). The summary says
+    where every location is: the runner writes each module's findings, unlisted ones
+    included, into the JSON report's task records (``tasks[].result.numbers[].findings``,
+    :func:`~mxformats.validate.tasks.record`), so the summary itself carries no list, and
+    the report stays bounded by the checks, not by the modules. The router-bias, float-tensor
+    and expert findings (per tensor or per expert, recorded nowhere else) are listed the
+    same way, with no note; the descriptor's sibling checks list their own."""
     desc = ckpt.descriptor
     assert desc is not None
     full = opts.at_least(Level.FULL)
@@ -809,8 +827,10 @@ def combine(ckpt: Checkpoint, opts: Options, modules: Sequence[Module],
     zero_blocks: dict[str, int] = {}
     experts: dict[str, dict[int, dict[str, tuple[bytes, float, bool]]]] = defaultdict(dict)
     small: dict[str, dict[str, NDArray[Any]]] = {}
+    per_module = Listing(MAX_LISTED, _RECORDED)
     for o in ordered:
-        yield from o.findings
+        for f in o.findings:
+            yield from per_module.add(f)
         if o.small is not None:
             small[o.module] = o.small
         for k, v in o.hist.items():
@@ -820,11 +840,12 @@ def combine(ckpt: Checkpoint, opts: Options, modules: Sequence[Module],
         match = _EXPERT.match(o.module)
         if o.expert is not None and match is not None:
             experts[match["layer"]].setdefault(int(match["e"]), {})[match["p"]] = o.expert
+    yield from per_module.rest()
     yield from desc.layer_findings(ckpt, small)
-    yield from _bias_and_float_findings(ckpt, in_modules, full)
+    across = _bias_and_float_findings(ckpt, in_modules, full)
+    yield from listed(chain(across, _expert_findings(ckpt, experts)) if full else across)
     prints = list(desc.fingerprints(ckpt, small))
     if full:
-        yield from _expert_findings(ckpt, experts)
         if hist:
             yield Finding(CODE_HISTOGRAM, "code histogram: " + "; ".join(
                 f"{k} {list(map(int, v))}" for k, v in sorted(hist.items())),

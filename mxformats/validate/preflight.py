@@ -241,6 +241,6 @@ def add_parser(commands: Any) -> None:
         epilog="Exit codes: 0 no errors, 1 errors found (e.g. fused siblings with different "
         "schemes), 2 could not run.",
     )
-    p.add_argument("dir", metavar="DIR", help="the checkpoint folder, or hf://ORG/NAME[@REV]")
-    add_output_arguments(p)
+    p.add_argument("dir", metavar="DIR", help="the checkpoint folder, or hf://ORG/NAME[@REVISION]")
+    add_output_arguments(p, quiet_help="text: print only the verdict and one line per engine")
     p.set_defaults(handler=cmd_preflight)

@@ -50,7 +50,9 @@ class Report:
 
     ``modules_run``: the check modules whose checks ran (see the module docstring);
     ``level``: the ``--level`` of the run; ``started``: UTC start time (ISO 8601);
-    ``excluded``: the check IDs ``--select``/``--ignore`` left out (:meth:`restrict`)."""
+    ``excluded``: the check IDs ``--select``/``--ignore`` left out (:meth:`restrict`);
+    ``strict``: ``--strict``, under which a warning fails the run as an error does (the
+    verdict, ``ok`` and the exit code agree)."""
 
     root: str
     format: str
@@ -69,6 +71,7 @@ class Report:
     #: each finished task's record (:func:`mxformats.validate.tasks.record`): what
     #: ``--resume`` reuses
     tasks: list[dict[str, Any]] = field(default_factory=list)
+    strict: bool = False
 
     def ran(self, check: Check) -> bool:
         """Whether ``check`` was run: its module ran and the run's level reaches its level
@@ -93,14 +96,17 @@ class Report:
 
     @property
     def ok(self) -> bool:
-        return self.fatal is None and self.count(Severity.ERROR) == 0
+        """The run passed: it could run, found no error, and no warning under ``strict``."""
+        failing = (Severity.ERROR, Severity.WARNING) if self.strict else (Severity.ERROR,)
+        return self.fatal is None and not any(self.count(s) for s in failing)
 
 
 def exit_code(report: Report, strict: bool = False) -> int:
-    """0: no errors (warnings allowed unless ``strict``); 1: errors found; 2: could not run."""
+    """0: no errors (warnings allowed unless ``strict`` or ``report.strict``); 1: errors
+    found; 2: could not run."""
     if report.fatal is not None:
         return 2
-    if report.count(Severity.ERROR) or (strict and report.count(Severity.WARNING)):
+    if not report.ok or (strict and report.count(Severity.WARNING)):
         return 1
     return 0
 

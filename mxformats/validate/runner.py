@@ -25,7 +25,7 @@ from typing import Any
 
 from . import coverage, deployment, files, layout, manifest, numbers, reproduce, tasks
 from .executors import Executor, executor_for
-from .findings import Finding, Level
+from .findings import Finding, Level, listed
 from .model import Checkpoint, CheckpointFormat, Options
 from .parallel import INTERNAL_ERROR, internal
 from .reader import NotAFolder, ReadFailed, open_reader
@@ -92,8 +92,9 @@ def planned_bytes(ckpt: Checkpoint, opts: Options) -> int:
 
 def _read_failures(ckpt: Checkpoint) -> Iterator[Finding]:
     """One finding per file whose tensor reads failed (the first failure, and how many
-    more); reads not even attempted because the server had stopped answering are counted in
-    the finding of the failure that stopped it."""
+    more; the run lists the first few files, :func:`~.findings.listed`); reads not even
+    attempted because the server had stopped answering are counted in the finding of the
+    failure that stopped it."""
     from .files import read_failed
 
     by_file: dict[str, list[ReadFailed]] = {}
@@ -239,6 +240,7 @@ def validate(
         loaded.fatal,
         ckpt=ckpt,
         level=opts.level,
+        strict=opts.strict,
     )
     report.modules_run.append("files")
     if ckpt is None or loaded.fatal is not None or ckpt.format == CheckpointFormat.UNSUPPORTED:
@@ -278,7 +280,7 @@ def validate(
             report.tasks = done.records()
             report.seconds = time.perf_counter() - start
             return report
-    report.findings.extend(_read_failures(ckpt))
+    report.findings.extend(listed(_read_failures(ckpt)))
     for f in report.findings:
         block = f.extra.get("reproduction")
         if isinstance(block, dict):

@@ -5,7 +5,10 @@ scheduling, the retries and the bookkeeping, this module only maps Ray's answers
 :class:`~mxformats.validate.executors.Outcome`:
 
 - every item runs as one Ray task of the wrapper ``_run_attempt`` (the function goes into
-  the object store once, each task gets a reference to it), one CPU each, placed by Ray;
+  the object store once, each task gets a reference to it), one CPU each, placed by Ray,
+  with :data:`~mxformats.fast.THREADS_VARIABLE` set to 1 in its environment (as in the
+  local pool's processes): its fast paths use its one CPU, where they would otherwise start
+  a thread per CPU of the node in each of the node's workers;
 - a worker process that dies (killed, out of memory, its node lost) is retried by Ray:
   ``max_retries=max_attempts - 1`` ("Maximum number of times to rerun the function when the
   worker crashes unexpectedly"). When Ray gives up, ``ray.get`` raises
@@ -67,6 +70,8 @@ import socket
 from collections.abc import Callable, Iterator, Sequence
 from types import ModuleType
 from typing import Any, TypeVar
+
+from mxformats.fast import THREADS_VARIABLE
 
 from . import DEFAULT_MAX_ATTEMPTS, Outcome
 
@@ -198,6 +203,7 @@ class RayExecutor:
         task = self._remote.options(
             name=getattr(fn, "__qualname__", "task"),  # what Ray's task views and logs show
             num_cpus=1,
+            runtime_env={"env_vars": {THREADS_VARIABLE: "1"}},
             max_retries=self.max_attempts - 1,
             retry_exceptions=False,
         )
