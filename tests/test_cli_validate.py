@@ -187,7 +187,7 @@ def test_reproduction_block_is_per_module() -> None:
     """The JSON names what it holds: one entry per quantized module reproduced."""
     report = validate(MX, Options(workers=1, source=BF16))
     data = to_json(report)
-    assert data["schema_version"] == SCHEMA_VERSION == 2
+    assert data["schema_version"] == SCHEMA_VERSION == 3
     block = data["reproduction"]
     assert "per_tensor" not in block
     assert len(block["per_module"]) == block["modules_checked"] > 0

@@ -3,6 +3,7 @@ from ``src-bf16``; planted differences are reported with their first differing e
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import re
@@ -20,6 +21,7 @@ from mxformats.schemes.int4 import unpack_int4
 from mxformats.tensorfile import read_checkpoint_tensor
 from mxformats.validate import reproduce
 from mxformats.validate.descriptors import DESCRIPTORS, Descriptor, quark_mxfp4
+from mxformats.validate.descriptors.base import MixedDescriptor
 from mxformats.validate.files import load
 from mxformats.validate.findings import Finding, Listing, Severity
 from mxformats.validate.model import Checkpoint, Options
@@ -65,7 +67,7 @@ def test_every_quantized_tensor_of_the_producers_is_reproduced(fixture: str) -> 
     assert block["first_mismatches"] == []
     errs = [t["rel_error"] for t in block["per_module"]]
     assert all(low < e < high for e in errs)  # 4-bit or FP8 error on N(0, 0.02) weights
-    json.dumps(block)  # the report can carry it
+    json.dumps(block, allow_nan=False)  # the report can carry it, as strict JSON
 
 
 def test_sample_is_deterministic_and_per_layer() -> None:
@@ -261,6 +263,32 @@ def test_numeric_verdict_on_both_sides_of_each_bound(fmt: Descriptor) -> None:
     low = verdict(_result(t / 2, correlation=float(np.nextafter(0.9, 0.0))))
     assert low == ("REPRO_UNCORRELATED", Severity.ERROR)
     assert verdict(_result(t / 2, correlation=math.nan)) is None  # a constant source
+    # the producer's own bytes: info, whatever the correlation; an error where not claimed
+    assert verdict(_result(t / 2, correlation=0.0, reproduced=True)) == (
+        "REPRO_UNCORRELATED", Severity.INFO)
+    v = reproduce._numeric_verdict(fmt, _result(t / 2, correlation=0.0, reproduced=True),
+                                   claimed=False)
+    assert v is not None and (v[0].id, v[1]) == ("REPRO_UNCORRELATED", Severity.ERROR)
+
+
+@pytest.mark.parametrize("fmt", [d for d in DESCRIPTORS if d.profile is not None
+                                 and not isinstance(d, MixedDescriptor)],
+                         ids=lambda d: d.format.value)
+def test_a_near_constant_source_reproduced_is_no_error(fmt: Descriptor) -> None:
+    """A source whose every block varies by less than a quantization step (1 or 1 + 2^-7)
+    quantizes to a constant weight: correlation 0 with the source, from a right producer.
+    Where the profile writes exactly these bytes it is info (before: REPRO_UNCORRELATED,
+    an error, on the producer's own output, in every format); a checkpoint whose bytes differ
+    stays an error."""
+    w = (1.0 + np.random.default_rng(0).integers(0, 2, (64, 128)) * 2.0 ** -7).astype(
+        ml_dtypes.bfloat16)
+    r = reproduce.reproduce_module(fmt, "m", w, fmt.produce(w))
+    assert all(r.identical.values()) and r.correlation == 0.0 and r.rel_error < 0.1
+    v = reproduce._numeric_verdict(fmt, r)
+    assert v is not None and (v[0].id, v[1]) == ("REPRO_UNCORRELATED", Severity.INFO)
+    r.identical[fmt.weight_param] = False
+    v = reproduce._numeric_verdict(fmt, r)
+    assert v is not None and (v[0].id, v[1]) == ("REPRO_UNCORRELATED", Severity.ERROR)
 
 
 def test_a_zeroed_module_is_uncorrelated_not_nan() -> None:
@@ -338,8 +366,8 @@ def test_statistics_bits_follow_their_definition(size: int, source_dtype: Any) -
     """Every sum of :class:`reproduce._Statistics` has the bits of its definition (float64
     pairwise sums per piece, pieces in order), on sizes either side of a piece, for
     bfloat16, float16 and float32 sources and a float32 weight (as the descriptors decode
-    it); a NaN in the source makes its sums NaN, an infinity in the weight gives no
-    statistic."""
+    it); a NaN in the source gives no sums (``source_finite`` False), an infinity in the
+    weight no statistic."""
     rng = np.random.default_rng(size)
     x = (rng.standard_normal(size) * np.exp2(rng.integers(-20, 4, size)) + 0.5).astype(
         source_dtype)
@@ -356,8 +384,8 @@ def test_statistics_bits_follow_their_definition(size: int, source_dtype: Any) -
     if size:
         x[size // 2] = np.nan
         stats = reproduce._Statistics.of(d, x)
-        assert stats is not None
-        assert math.isnan(stats.source_squares) and math.isnan(stats.cross)
+        assert stats is not None and not stats.source_finite
+        assert stats.source_squares == stats.cross == 0.0  # no sums: none exists
         d[-1] = np.inf
         assert reproduce._Statistics.of(d, x) is None
 
@@ -411,7 +439,9 @@ def test_a_source_holding_none_of_the_modules_fails_once(tmp_path: Path) -> None
     found = _run(PRODUCERS / "kimi-k2-mxfp4-quark", src)
     assert [(f.check.id, f.effective_severity) for f in found] == [
         ("REPRO_NOTHING_VERIFIED", Severity.ERROR), ("REPRO_SUMMARY", Severity.INFO)]
-    assert "the source holds none of this checkpoint's modules (27 looked for" in found[0].message
+    assert found[0].message.endswith(
+        "the source holds no usable weight of this checkpoint's modules (27 looked for; first "
+        "model.layers.0.mlp.down_proj: no weight in the source)")
     assert _block(found)["modules_checked"] == 0
     # one module present is enough to verify something: the others are listed as missing
     index["weight_map"]["model.layers.0.mlp.up_proj.weight"] = index["weight_map"][
@@ -460,3 +490,428 @@ def test_four_over_six_needs_scales_the_plain_recipe_did_not_write() -> None:
     other_scales[0, 0] -= 1
     stored["weight_scale"] = other_scales.view(ml_dtypes.float8_e4m3fn)
     assert "Four-Over-Six" in descriptor.unclaimed_tensors(stored, produced)
+
+
+# -- the source folder is untrusted input too ------------------------------------------------
+
+
+def _source_copy(tmp_path: Path) -> Path:
+    src = tmp_path / "src"
+    shutil.copytree(SRC, src)
+    return src
+
+
+@pytest.mark.parametrize(("config", "kind"), [
+    ([1, 2], "bf16"),  # config.json not an object: read as no config
+    ({"text_config": [1]}, "bf16"),
+    ({"text_config": {"quantization_config": {"quant_method": "compressed-tensors",
+                                              "format": "pack-quantized"}}},
+     "compressed-tensors-int4"),  # the well-formed text_config still counts
+    ({"quantization_config": {"quant_method": ["fp8"]}}, "quant_method ['fp8']"),
+    ({"quantization_config": {"quant_method": {"x": 1}}}, "quant_method {'x': 1}"),
+    ({"quantization_config": {"quant_method": 8}}, "quant_method 8"),
+])
+def test_a_source_config_of_any_shape_never_crashes(tmp_path: Path, config: object,
+                                                    kind: str) -> None:
+    """A source ``config.json`` that is not an object, or whose ``text_config`` is not one, is
+    read as no config (a BF16 source, as an unreadable one is); a ``quant_method`` that is not
+    a string names no form this tool decompresses (REPRO_SOURCE_UNSUPPORTED). Before: an
+    AttributeError or TypeError traceback."""
+    src = _source_copy(tmp_path)
+    (src / "config.json").write_text(json.dumps(config))
+    assert reproduce.Source(src).kind == kind
+    found = _run(PRODUCERS / "kimi-k2-mxfp4-quark", src)
+    if kind == "bf16":
+        assert [f.check.id for f in found] == ["REPRO_SUMMARY"]
+        assert _block(found)["identical"] == 54
+    elif kind.startswith("quant_method"):
+        assert [(f.check.id, f.message) for f in found] == [
+            ("REPRO_SOURCE_UNSUPPORTED", f"--source {src} is {kind}")]
+
+
+def _moved_out(src: Path, name: str, outside: Path) -> None:
+    """Move file ``name`` of ``src`` to ``outside`` and leave a symlink to it in its place."""
+    outside.mkdir(exist_ok=True)
+    shutil.move(src / name, outside / name)
+    (src / name).symlink_to(outside / name)
+
+
+def test_a_source_file_resolving_outside_the_source_is_not_read(tmp_path: Path) -> None:
+    """A source shard or config that is a symlink out of ``--source`` is not read, as the
+    checkpoint's are not (SYMLINK_ESCAPE): a shard's modules are REPRO_SOURCE_MISSING, a
+    config or index stops reproduction (REPRO_SOURCE_UNSUPPORTED). ``--allow-symlink-root``
+    lets both be read; a symlink that stays inside the folder always is. Before: read."""
+    fixture = PRODUCERS / "kimi-k2-mxfp4-quark"
+    src, outside = _source_copy(tmp_path), tmp_path / "outside"
+    shard = "model-00002-of-00002.safetensors"
+    _moved_out(src, shard, outside)
+    found = _run(fixture, src)
+    missing = [f for f in found if f.check.id == "REPRO_SOURCE_MISSING" and f.tensor]
+    assert missing and all(f"{shard} resolves outside --source ({outside / shard})" in f.message
+                           for f in missing)
+    assert not any(f.check.id == "REPRO_MISMATCH" for f in found)
+    block = _block(found)
+    assert 0 < block["modules_checked"] < 27 and block["identical"] == block["tensors"]
+    assert _block(_run(fixture, src, allow_symlink_root=(outside,)))["identical"] == 54
+    # inside the folder: read
+    (src / shard).unlink()
+    (src / "elsewhere.safetensors").symlink_to(outside / shard)
+    (src / shard).symlink_to(src / "elsewhere.safetensors")
+    with pytest.raises(OSError, match="resolves outside"):
+        reproduce.Source(src).weight("model.layers.2.mlp.experts.0.up_proj")
+    (src / "elsewhere.safetensors").unlink()
+    shutil.move(outside / shard, src / "elsewhere.safetensors")
+    assert _block(_run(fixture, src))["identical"] == 54
+    # every shard out: one REPRO_NOTHING_VERIFIED saying why (before: "holds none")
+    _moved_out(src, "model-00001-of-00002.safetensors", outside)
+    (src / shard).unlink()
+    shutil.move(src / "elsewhere.safetensors", outside / shard)
+    (src / shard).symlink_to(outside / shard)
+    found = _run(fixture, src)
+    assert [f.check.id for f in found] == ["REPRO_NOTHING_VERIFIED", "REPRO_SUMMARY"]
+    assert "resolves outside --source" in found[0].message
+    for name in ("config.json", "model.safetensors.index.json"):
+        src = _source_copy(tmp_path / name)
+        _moved_out(src, name, tmp_path / name / "outside")
+        found = _run(fixture, src)
+        assert [f.check.id for f in found] == ["REPRO_SOURCE_UNSUPPORTED"]
+        assert f"{name} resolves outside --source" in found[0].message
+
+
+def _source_edited(tmp_path: Path, edits: dict[str, Any], base: Path = SRC) -> Path:
+    """A copy of ``base`` (``src-bf16``) with each tensor ``name`` of ``edits`` replaced by
+    ``edit(array)`` (any shape or dtype; None drops it from the index)."""
+    from mxformats.tensorfile import read_safetensors, write_safetensors
+
+    src = tmp_path / "src"
+    shutil.copytree(base, src)
+    index_path = src / "model.safetensors.index.json"
+    index = json.loads(index_path.read_text())
+    for name, edit in edits.items():
+        if edit is None:
+            del index["weight_map"][name]
+            continue
+        shard = src / index["weight_map"][name]
+        tensors = dict(read_safetensors(shard))
+        tensors[name] = edit(tensors[name])
+        shard.unlink()
+        write_safetensors(shard, tensors)
+    index_path.write_text(json.dumps(index))
+    return src
+
+
+DOWN = "model.layers.1.mlp.experts.0.down_proj"
+
+
+@pytest.mark.parametrize(("edit", "shape"), [
+    (lambda a: np.ascontiguousarray(a.T), [96, 128]),  # transposed
+    (lambda a: a[:-1].copy(), [127, 96]),  # one row short
+    (lambda a: a[:, :-1].copy(), [128, 95]),  # one column short
+    (lambda a: np.concatenate([a, a[:1]]), [129, 96]),  # one row long
+])
+def test_a_source_weight_of_another_shape_is_missing_not_a_mismatch(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, edit: Any, shape: list[int]) -> None:
+    """A source weight whose shape is not the ``[out, in]`` the config implies (128 × 96 for a
+    routed expert's down_proj here) is not what the producer read: REPRO_SOURCE_MISSING (a
+    warning) names both shapes, and the module is not compared. Before: REPRO_MISMATCH errors
+    ("expected uint8[127, 48], found uint8[128, 48]") on a checkpoint the producer wrote
+    right. The same weight in its own shape reproduces (the fixture test), and a checkpoint
+    whose module has another shape still mismatches (its bytes are compared with what the
+    source's right shape gives: test_a_changed_byte_is_a_mismatch_naming_the_first_element).
+    Its header says so: the weight is not read at all (it could be far larger than the
+    module)."""
+    src = _source_edited(tmp_path, {f"{DOWN}.weight": edit})
+    read: list[str] = []
+    real = reproduce.Source._read
+
+    def spy(self: reproduce.Source, name: str) -> NDArray[Any]:
+        read.append(name)
+        return real(self, name)
+
+    monkeypatch.setattr(reproduce.Source, "_read", spy)
+    found = _run(PRODUCERS / "kimi-k2-mxfp4-quark", src)
+    assert f"{DOWN}.weight" not in read and f"{DOWN.replace('down', 'up')}.weight" in read
+    assert [(f.check.id, f.tensor, f.message) for f in found[:-1]] == [
+        ("REPRO_SOURCE_MISSING", f"{DOWN}.weight", f"{DOWN}: the source weight is bfloat16"
+         f"{shape}, the config implies [128, 96] for this module")]
+    block = _block(found)
+    assert block["modules_checked"] == block["modules_reproduced"] == 26
+    assert block["tensors"] == block["identical"] == 52
+
+
+GATE, UP = "model.layers.1.mlp.experts.0.gate_proj", "model.layers.1.mlp.experts.0.up_proj"
+
+
+@pytest.mark.parametrize("fixture", ["kimi-k2-nvfp4-modelopt",
+                                     "kimi-k2-nvfp4-compressed-tensors"])
+@pytest.mark.parametrize("edit", [None, lambda a: a[:-1].copy()])
+def test_a_fused_module_whose_sibling_the_source_lacks_is_missing_not_a_mismatch(
+        tmp_path: Path, fixture: str, edit: Any) -> None:
+    """NVFP4 producers give an expert's gate and up one global amax, the larger of the two
+    (ModelOpt 0.47.0 ``modelopt/torch/export/layer_utils.py`` ``sync_moe_gate_up_amax``;
+    llm-compressor ``update_fused_layer_weight_global_scales``). Layer 1 expert 0's gate has
+    the larger amax: a source without it (or with it in another shape) cannot give its up's
+    bytes, so up is REPRO_SOURCE_MISSING naming the sibling, as gate itself is. Before: up was
+    quantized from its own amax alone, three false REPRO_MISMATCH errors (exit 1) on a
+    checkpoint the producer wrote right."""
+    src = _source_edited(tmp_path, {f"{GATE}.weight": edit})
+    found = _run(PRODUCERS / fixture, src)
+    assert [(f.check.id, str(f.tensor).rpartition(".")[0]) for f in found[:-1]] == [
+        ("REPRO_SOURCE_MISSING", GATE), ("REPRO_SOURCE_MISSING", UP)]
+    assert f"{UP}: its fused sibling {GATE}, whose weight the producer calibrates it " \
+        "with: " in found[1].message
+    block = _block(found)
+    assert block["modules_checked"] == block["modules_reproduced"] == 22
+    assert block["tensors"] == block["identical"] == 66
+
+
+def test_a_module_calibrated_alone_is_reproduced_and_a_sibling_matters_only_quantized(
+        tmp_path: Path) -> None:
+    """NVFP4 gate and up calibrated apart (llm-compressor ``model_free_ptq`` does not fuse
+    routed experts; ModelOpt files with two ``weight_scale_2`` exist, vLLM warns of them) are
+    the producer's bytes too: layer 1 expert 1's gate, written from its own amax while its up
+    has the larger one, is reproduced (before: three REPRO_MISMATCH errors on every such
+    expert of a ``model_free_ptq`` export). A changed byte in it: with up quantized and absent
+    from the source, the pair's amax cannot be known (REPRO_SOURCE_MISSING); with up not
+    quantized (BF16 here: its scales dropped from the loaded checkpoint) the producer
+    calibrated gate alone (ModelOpt's ``sync_moe_gate_up_amax`` skips a quantizer without
+    amax, ``modelopt/torch/export/layer_utils.py`` 0.47.0), so its bytes are a REPRO_MISMATCH
+    error even though the source lacks up."""
+    from mxformats.tensorfile import read_checkpoint_tensor
+
+    fixture = "kimi-k2-nvfp4-modelopt"
+    gate, up = GATE.replace("experts.0", "experts.1"), UP.replace("experts.0", "experts.1")
+    own = reproduce.Source(SRC).weight(gate)
+    assert own is not None
+    amax = [float(np.abs(read_checkpoint_tensor(SRC, f"{m}.weight").astype(np.float32)).max())
+            for m in (gate, up)]
+    assert amax[0] < amax[1]
+    ckpt = _load(PRODUCERS / fixture)
+    assert ckpt.descriptor is not None
+    alone = ckpt.descriptor.produce(own)
+    folder = tmp_path / fixture
+    shutil.copytree(PRODUCERS / fixture, folder)
+    ckpt = _load(folder)
+    assert ckpt.read(f"{gate}.weight_scale_2").tobytes() != alone["weight_scale_2"].tobytes()
+    for param, array in alone.items():
+        _planted_in_place(folder, ckpt, f"{gate}.{param}", lambda a, new=array: new)
+    claim = reproduce.prepare(ckpt, Options(source=SRC))
+    assert isinstance(claim, reproduce.Claim)
+    out = reproduce.module_reproduction(ckpt, claim, ckpt.modules[gate])
+    assert out.result is not None and all(out.result.identical.values()) and not out.findings
+    _planted_in_place(folder, ckpt, f"{gate}.weight", lambda a: a ^ (np.arange(a.size).reshape(
+        a.shape) == 7))
+    without_up = reproduce.prepare(ckpt, Options(source=_source_edited(tmp_path, {
+        f"{up}.weight": None})))
+    assert isinstance(without_up, reproduce.Claim)
+    out = reproduce.module_reproduction(ckpt, without_up, ckpt.modules[gate])
+    assert out.result is None and out.missing is not None
+    assert f"its fused sibling {up}" in out.missing.message
+    for param in ("weight_scale", "weight_scale_2", "input_scale"):
+        del ckpt.modules[up].tensors[param]
+    out = reproduce.module_reproduction(ckpt, without_up, ckpt.modules[gate])
+    assert out.missing is None and out.result is not None
+    assert [(f.check.id, f.tensor) for f in out.findings] == [("REPRO_MISMATCH", f"{gate}.weight")]
+
+
+def _with_nonfinite(values: list[float]) -> Any:
+    """An edit setting the first elements of a weight's first row to ``values``."""
+    def edit(a: NDArray[Any]) -> NDArray[Any]:
+        a = a.copy()
+        a[0, :len(values)] = values
+        return a
+    return edit
+
+
+@pytest.mark.parametrize("values", [[math.nan], [math.inf], [-math.inf], [math.inf, -math.inf]])
+def test_an_unclaimed_module_with_no_error_statistic_is_not_verified(
+        tmp_path: Path, values: list[float]) -> None:
+    """Where the bytes are not claimed (Quark ``scale_calculation_mode: floor``), a module is
+    judged by its error and correlation against the source; a NaN or Inf in its source
+    weight leaves neither (NaN), and the module was counted as checked, judged by nothing.
+    Now it is REPRO_SOURCE_MISSING ("not judged"), and not in the block; an Inf no longer
+    warns from numpy (an INTERNAL_ERROR under ``-W error``). The other side: its scrambled
+    codes against a finite source are REPRO_UNCORRELATED."""
+    folder = _planted(tmp_path, "kimi-k2-mxfp4-quark", f"{DOWN}.weight",
+                      lambda a: np.random.default_rng(0).permutation(a.reshape(-1)))
+
+    def run(checkpoint: Path, source: Path) -> list[Finding]:
+        ckpt = _load(checkpoint)
+        assert ckpt.quant_config is not None
+        ckpt.quant_config["global_quant_config"]["weight"]["scale_calculation_mode"] = "floor"
+        return list(reproduce.run(ckpt, Options(source=source)))
+
+    src = _source_edited(tmp_path / "nonfinite", {f"{DOWN}.weight": _with_nonfinite(values)})
+    found = run(folder, src)
+    assert [(f.check.id, f.tensor, f.effective_severity) for f in found] == [
+        ("REPRO_SOURCE_MISSING", f"{DOWN}.weight", Severity.WARNING),
+        ("REPRO_MISMATCH", None, Severity.WARNING), ("REPRO_SUMMARY", None, Severity.INFO)]
+    assert "not judged: its bytes are not claimed (scale_calculation_mode 'floor'" in \
+        found[0].message and "the source weight holds NaN or Inf" in found[0].message
+    assert DOWN not in [m["module"] for m in _block(found)["per_module"]]
+    assert ("REPRO_UNCORRELATED", Severity.ERROR) in [
+        (f.check.id, f.effective_severity) for f in run(folder, SRC)]
+
+
+def _down_reproduced_from(source: Path) -> reproduce.ModuleReproduction:
+    """The reproduction of the MXFP4 fixture's :data:`DOWN` from ``source``."""
+    ckpt = _load(PRODUCERS / "kimi-k2-mxfp4-quark")
+    claim = reproduce.prepare(ckpt, Options(source=source))
+    assert isinstance(claim, reproduce.Claim)
+    return reproduce.module_reproduction(ckpt, claim, ckpt.modules[DOWN])
+
+
+@pytest.mark.parametrize(("param", "value", "why"), [
+    ("weight_shape", np.array([], np.int64), "weight_shape int64[0] is not an integer shape"),
+    ("weight_shape", np.array([128.0, math.nan], np.float32),
+     "weight_shape float32[2] is not an integer shape"),
+    ("weight_shape", np.array([128.0, math.inf], np.float32),
+     "weight_shape float32[2] is not an integer shape"),
+    ("weight_shape", np.array([128, 1 << 62], np.int64), "does not fit 12 words of 8 nibbles"),
+    ("weight_shape", np.array([128, 96], np.int32), None),  # I32, as the layout accepts: read
+    ("weight_scale", np.ones((128, 3), np.int16), "scales: dtype int16 is not one of"),
+    ("weight_scale", np.ones((128, 3), np.float32), None),  # a float scale: read
+    ("weight_packed", np.ones((128, 12), np.uint8), "unpack_int4 takes int32 words"),
+])
+def test_a_compressed_tensors_source_module_of_any_content(
+        tmp_path: Path, param: str, value: NDArray[Any], why: str | None) -> None:
+    """A compressed-tensors INT4 source module is untrusted: a ``weight_shape`` that is empty
+    or not integer (compressed-tensors writes ``torch.tensor(weight.shape)``, int64) or that
+    the packed words cannot hold, a scale or packed tensor of a dtype the decompression does
+    not take makes the module REPRO_SOURCE_MISSING, never an INTERNAL_ERROR (before:
+    IndexError, ValueError of NaN, OverflowError of Inf, TypeError)."""
+    out = _down_reproduced_from(_source_edited(tmp_path, {f"{DOWN}.{param}": lambda a: value},
+                                               PRODUCERS / "kimi-k2-int4-compressed-tensors"))
+    if why is None:
+        assert out.missing is None and out.result is not None
+        return
+    assert out.findings == [] and out.result is None and out.missing is not None
+    assert out.missing.check.id == "REPRO_SOURCE_MISSING" and why in out.missing.message
+
+
+def test_a_checkpoint_is_not_its_own_source(tmp_path: Path) -> None:
+    """An FP8-block checkpoint passed as its own ``--source`` is decompressed and re-quantized
+    to its very bytes (the block amax maps to 448 again): "96 of 96 identical", exit 0, with
+    nothing verified. It is REPRO_NOTHING_VERIFIED, an error, also through a symlink to the
+    folder; its BF16 source still reproduces it."""
+    fixture = PRODUCERS / "kimi-k2-fp8-block-deepseek"
+    link = tmp_path / "link"
+    link.symlink_to(fixture)
+    for source in (fixture, link):
+        found = _run(fixture, source)
+        assert [(f.check.id, f.effective_severity) for f in found] == [
+            ("REPRO_NOTHING_VERIFIED", Severity.ERROR)]
+        assert "is the checkpoint itself" in found[0].message
+    assert _block(_run(fixture, SRC))["identical"] == 96
+
+
+def test_a_hugging_face_cache_source_is_read_through_its_blob_links(tmp_path: Path) -> None:
+    """A source in the Hugging Face cache (``models--ORG--NAME/snapshots/REV/``, every file a
+    symlink to ``../../blobs/``) resolves inside its cache repo: read, as a checkpoint there
+    is. The other side of test_a_source_file_resolving_outside_the_source_is_not_read."""
+    repo = tmp_path / "models--org--src"
+    snapshot, blobs = repo / "snapshots" / "abc123", repo / "blobs"
+    snapshot.mkdir(parents=True)
+    blobs.mkdir()
+    for i, file in enumerate(sorted(SRC.iterdir())):
+        shutil.copy(file, blobs / f"blob{i}")
+        (snapshot / file.name).symlink_to(Path("..", "..", "blobs", f"blob{i}"))
+    block = _block(_run(PRODUCERS / "kimi-k2-mxfp4-quark", snapshot))
+    assert block["identical"] == block["tensors"] == 54
+
+
+@pytest.mark.parametrize("fixture", ["kimi-k2-nvfp4-modelopt",
+                                     "kimi-k2-nvfp4-compressed-tensors"])
+def test_nvfp4_mla_pair_shares_one_amax(fixture: str) -> None:
+    """``q_a_proj`` and ``kv_a_proj_with_mqa`` read one input and vLLM fuses them
+    (``fused_qkv_a_proj``): ModelOpt fuses every group of linears sharing an input and
+    llm-compressor fuses the MLA pair (``get_fused_attention_linears``), so each is written
+    from the larger amax of the two, as gate and up are. Before, each was produced from its
+    own amax: REPRO_MISMATCH errors on the one with the smaller amax, whose bytes differ
+    from its own amax's (checked here; a file calibrating them apart is still reproduced:
+    test_a_module_calibrated_alone_is_reproduced_and_a_sibling_matters_only_quantized)."""
+    from mxformats.schemes.nvfp4 import quantize_nvfp4
+
+    ckpt = _load(PRODUCERS / fixture)
+    desc = ckpt.descriptor
+    assert desc is not None and desc.profile is not None
+    source = reproduce.Source(SRC)
+    attn = "model.layers.1.self_attn"
+    q, kv = source.weight(f"{attn}.q_a_proj"), source.weight(f"{attn}.kv_a_proj_with_mqa")
+    assert q is not None and kv is not None
+    amax = [float(np.abs(np.asarray(a, np.float32)).max()) for a in (q, kv)]
+    assert amax[0] != amax[1]
+    siblings = {f"{attn}.q_a_proj": q, f"{attn}.kv_a_proj_with_mqa": kv}
+    for name, w in siblings.items():
+        produced = desc.produce_module(name, w, siblings.get)
+        shared = quantize_nvfp4(w, profile=desc.profile, global_amax=max(amax))
+        assert produced[desc.global_name].tobytes() == shared.global_scale.tobytes()
+        assert produced[desc.weight_param].tobytes() == shared.packed().tobytes()
+    smaller = [f"{attn}.q_a_proj", f"{attn}.kv_a_proj_with_mqa"][int(amax[1] < amax[0])]
+    alone = desc.produce_module(smaller, siblings[smaller], lambda name: None)
+    assert alone[desc.global_name].tobytes() != desc.produce_module(
+        smaller, siblings[smaller], siblings.get)[desc.global_name].tobytes()
+
+
+def test_a_block_with_nonfinite_figures_is_strict_json(tmp_path: Path) -> None:
+    """A module the profile reproduces from a source holding a NaN has no error statistic
+    (NaN): the block writes it as "NaN" (protobuf's JSON mapping), not as bare NaN, which is
+    not JSON. Before: the report could not be read by JSON.parse, and jq read it as null."""
+    src = _source_edited(tmp_path / "nan", {f"{DOWN}.weight": _with_nonfinite([math.nan])})
+    w = reproduce.Source(src).weight(DOWN)
+    assert w is not None
+    produced = quark_mxfp4.DESCRIPTOR.produce(w)
+    folder = _planted(tmp_path, "kimi-k2-mxfp4-quark", f"{DOWN}.weight",
+                      lambda a: produced["weight"])
+    _planted_in_place(folder, _load(folder), f"{DOWN}.weight_scale",
+                      lambda a: produced["weight_scale"])
+    found = _run(folder, src)
+    assert [f.check.id for f in found] == ["REPRO_SUMMARY"]  # identical: reproduced
+    block = _block(found)
+    row = next(m for m in block["per_module"] if m["module"] == DOWN)
+    assert row == {"module": DOWN, "identical": True, "rel_error": "NaN", "sqnr_db": "NaN"}
+    json.dumps(block, allow_nan=False)
+    assert [reproduce.json_float(x) for x in (math.inf, -math.inf, 1.5)] == [
+        "Infinity", "-Infinity", 1.5]
+
+
+def test_a_source_shard_header_is_parsed_once_per_run_of_reads(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Reading a source tensor parsed its shard's whole header each time (once per module
+    and per fused sibling: 11 ms for a 3,000-tensor header, seconds for the 100 MB a header
+    may hold, so a hostile source could stall a run for hours). A shard's header is parsed
+    again only after another shard's was read."""
+    from mxformats.validate.reader import LocalReader
+
+    parsed: list[str] = []
+    real = LocalReader.header_table
+
+    def spy(self: LocalReader, name: str) -> Any:
+        parsed.append(name)
+        return real(self, name)
+
+    monkeypatch.setattr(LocalReader, "header_table", spy)
+    ckpt = _load(PRODUCERS / "kimi-k2-nvfp4-modelopt")
+    parsed.clear()
+    assert _block(list(reproduce.run(ckpt, Options(source=SRC))))["identical"] == 72
+    assert parsed and all(a != b for a, b in itertools.pairwise(parsed))
+    assert len(parsed) < 24  # 24 modules, each reading its sibling too
+
+
+def test_a_compressed_tensors_source_module_of_another_shape_is_missing(
+        tmp_path: Path) -> None:
+    """A compressed-tensors INT4 source module has no ``weight`` whose header shape could be
+    checked: the shape it decompresses to is (the routed expert's down_proj, written as the
+    INT4 of its transpose, decompresses to 96 × 128, not 128 × 96)."""
+    from mxformats.validate.descriptors import ct_int4
+
+    w = reproduce.Source(SRC).weight(DOWN)
+    assert w is not None
+    transposed = ct_int4.DESCRIPTOR.produce(np.ascontiguousarray(w.T))
+    out = _down_reproduced_from(_source_edited(
+        tmp_path, {f"{DOWN}.{param}": lambda a, new=array: new
+                   for param, array in transposed.items()},
+        PRODUCERS / "kimi-k2-int4-compressed-tensors"))
+    assert out.result is None and out.missing is not None
+    assert out.missing.message == (f"{DOWN}: the source weight is bfloat16[96, 128], the "
+                                   "config implies [128, 96] for this module")

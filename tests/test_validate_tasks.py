@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import os
 import shutil
 import signal
@@ -20,7 +21,7 @@ from validate_corpus import Case
 
 from mxformats.cli import main
 from mxformats.fast import THREADS_VARIABLE
-from mxformats.validate import tasks
+from mxformats.validate import reproduce, tasks
 from mxformats.validate.executors import ExecutorUnavailable, Outcome, executor_for
 from mxformats.validate.executors.local import LocalExecutor
 from mxformats.validate.files import load
@@ -426,6 +427,25 @@ def test_results_round_trip_through_json() -> None:
                                           task.index)
             assert tasks.result_to_json(back) == tasks.result_to_json(result)
             assert [o.findings for o in back.numbers] == [o.findings for o in result.numbers]
+
+
+@pytest.mark.parametrize("value", [math.nan, math.inf, -math.inf, 0.25])
+def test_nonfinite_figures_are_strict_json_and_round_trip(value: float) -> None:
+    """A module's NaN or infinite figures (no statistic, NaN decoded, an exact SQNR) are
+    written as protobuf's JSON mapping writes them ("NaN", "Infinity", "-Infinity"), so a
+    record is strict JSON (before: bare NaN, which JSON.parse rejects and jq reads as null),
+    and --resume reads them back to the same floats; a finite one stays a number."""
+    result = reproduce.ModuleResult("m", {"weight": True}, {}, value, value, value)
+    record = tasks.TaskResult(0, reproduction=[reproduce.ModuleReproduction("m",
+                                                                            result=result)])
+    text = json.dumps(tasks.result_to_json(record), allow_nan=False)
+    assert ('"rel_error": 0.25' in text) is math.isfinite(value)
+    back = tasks.result_from_json(json.loads(text), 0).reproduction[0].result
+    assert back is not None
+    for got in (back.rel_error, back.sqnr_db, back.correlation):
+        assert math.isnan(got) if math.isnan(value) else got == value
+    with pytest.raises(ValueError, match="is not a number"):
+        tasks._number("nan")  # only the three strings of the mapping
 
 
 def test_a_run_forgets_its_checkpoint() -> None:

@@ -33,7 +33,7 @@ __all__ = ["SCHEMA_VERSION", "Report", "exit_code", "print_report", "printable",
 
 #: Bumped when a key of the JSON report changes meaning or disappears. 2 — the reproduction
 #: block's ``per_tensor`` is ``per_module`` (it always held one entry per module).
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 #: The check group each module declares, where the two names differ.
 _MODULE_OF_GROUP = {"reproduction": "reproduce"}

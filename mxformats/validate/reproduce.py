@@ -27,7 +27,7 @@ import hashlib
 import math
 import re
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -37,7 +37,7 @@ import numpy as np
 
 from mxformats.formats import E4M3FN
 from mxformats.schemes.int4 import dequantize_int4, unpack_int4
-from mxformats.tensorfile import TensorFileError, read_index, read_json
+from mxformats.tensorfile import DTYPES, ErrorKind, TensorFileError, read_index, read_json
 
 from .findings import MAX_LISTED, Check, Finding, Level, Listing, Severity, declare
 from .numbers import quantized_modules, read_module
@@ -50,8 +50,9 @@ if TYPE_CHECKING:
     from .descriptors.base import Descriptor
     from .model import Checkpoint, Module, Options
 
-__all__ = ["Claim", "ModuleReproduction", "ModuleResult", "Source", "chosen_modules", "combine",
-           "module_reproduction", "prepare", "reproduce_module", "run", "sample_modules"]
+__all__ = ["NONFINITE_JSON", "Claim", "ModuleReproduction", "ModuleResult", "Source",
+           "chosen_modules", "combine", "json_float", "module_reproduction", "prepare",
+           "reproduce_module", "run", "sample_modules"]
 
 _G = "reproduction"
 _L = Level.STRUCTURE
@@ -82,11 +83,17 @@ REPRO_UNCORRELATED = declare(
     "REPRO_UNCORRELATED", E, _L, _G,
     "The dequantized weight correlates with the source below 0.9 (a constant, e.g. all-zero, "
     "weight against a varying source counts as 0): wrong nibble order, axis or scale decode, "
-    "or another tensor.",
+    "or another tensor. Info where the claimed profile reproduces the bytes (a source varying "
+    "by less than a quantization step gives a constant weight from a right producer too).",
     "Re-quantize the module from the source.")
 REPRO_SOURCE_MISSING = declare(
     "REPRO_SOURCE_MISSING", W, _L, _G,
-    "A quantized module has no usable weight in --source (absent, other shape, other dtype).",
+    "A quantized module has no usable weight in --source (absent, unreadable, a symlink out "
+    "of it, another shape than the config implies, another dtype), or a fused sibling the "
+    "producer calibrated it with has none (NVFP4 gate and up share one amax); or its bytes "
+    "are not claimed (REPRO_MISMATCH warning) and the source weight holds NaN or Inf, which "
+    "leaves no error statistic to judge it by. The module is not verified: a warning, and "
+    "REPRO_NOTHING_VERIFIED where no module is.",
     "Point --source at the checkpoint the quantizer read.")
 REPRO_SOURCE_UNSUPPORTED = declare(
     "REPRO_SOURCE_UNSUPPORTED", E, _L, _G,
@@ -95,8 +102,10 @@ REPRO_SOURCE_UNSUPPORTED = declare(
     "Pass the BF16, compressed-tensors INT4 or FP8-block checkpoint the quantizer read.")
 REPRO_NOTHING_VERIFIED = declare(
     "REPRO_NOTHING_VERIFIED", E, _L, _G,
-    "--source verified no module: the source holds none of this checkpoint's modules, or the "
-    "checkpoint has no quantized module with a producer profile to reproduce.",
+    "--source verified no module: the source holds no usable weight of this checkpoint's "
+    "modules (the first one's reason is given), the "
+    "checkpoint has no quantized module with a producer profile to reproduce, or the source is "
+    "the checkpoint's own folder.",
     "Point --source at the checkpoint the quantizer read, or drop --source.")
 
 #: The upper end of a 4-bit family's normal relative error (SQNR 6 dB): the producers give
@@ -107,39 +116,85 @@ ERROR_LIMIT = 0.5
 _LAYER = re.compile(r"\.layers\.(\d+)\.")
 
 
-class Source:
-    """A source checkpoint folder: BF16, or compressed-tensors INT4 decompressed on read."""
+class _SourceReader(LocalReader):
+    """The source folder's reader, keeping the header of the shard it read last: a module's
+    weight and its fused siblings' sit in one shard, and a task reads its modules in shard
+    order, so each shard's header is parsed about once per task instead of once per tensor
+    (11 ms for a 3,000-tensor header, and up to seconds for the 100 MB a header may hold)."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, root: Path, allow: tuple[Path, ...] = ()) -> None:
+        super().__init__(root, allow)
+        self._last: tuple[str, tuple[dict[str, Any], int]] | None = None
+
+    def header(self, name: str) -> tuple[dict[str, Any], int]:
+        if self._last is None or self._last[0] != name:
+            self._last = (name, super().header(name))
+        return self._last[1]
+
+
+class Source:
+    """A source checkpoint folder: BF16, or compressed-tensors INT4 decompressed on read.
+
+    Untrusted input like the checkpoint: its config, index and shards are read only where
+    they resolve under ``folder`` (or its Hugging Face cache repo, or an ``allow`` root, as
+    ``--allow-symlink-root`` allows for the checkpoint); a config that is not a JSON object
+    is read as no config, and a ``quant_method`` that is not a string is a form this tool
+    does not decompress."""
+
+    def __init__(self, folder: Path, allow: tuple[Path, ...] = ()) -> None:
         self.folder = Path(folder)
-        self.reader = LocalReader(self.folder)  # what every tensor is read through
+        self.reader = _SourceReader(self.folder, allow)  # what every tensor is read through
+        self._inside: dict[str, bool] = {}  # shard -> whether it resolves under the roots
+        for name in ("config.json", "model.safetensors.index.json", "model.safetensors"):
+            self._check_inside(name)
         self.index = read_index(self.folder)
         try:
             config = read_json(self.folder / "config.json")  # regular files only: no FIFO
         except (OSError, ValueError, RecursionError):
             config = {}
-        qc = config.get("quantization_config") or (config.get("text_config") or {}).get(
-            "quantization_config")
+        qc = _object(config).get("quantization_config") or _object(
+            _object(config).get("text_config")).get("quantization_config")
         method = qc.get("quant_method") if isinstance(qc, dict) else None
-        self.kind = {None: "bf16", "compressed-tensors": "compressed-tensors-int4",
-                     "fp8": "fp8-block"}.get(method, str(method))
+        if method is not None and not isinstance(method, str):
+            self.kind = f"quant_method {method!r:.60}"
+        else:
+            self.kind = {None: "bf16", "compressed-tensors": "compressed-tensors-int4",
+                         "fp8": "fp8-block"}.get(method, str(method))
         if self.kind == "compressed-tensors-int4" and (
                 not isinstance(qc, dict) or qc.get("format") != "pack-quantized"):
             self.kind = f"compressed-tensors {qc.get('format') if isinstance(qc, dict) else ''}"
+
+    def _check_inside(self, name: str) -> None:
+        """OSError when file ``name`` of the folder resolves outside what may be read (a
+        symlink out of the folder); checked once per file."""
+        inside = self._inside.get(name)
+        if inside is None:
+            inside = self._inside[name] = not self.reader.escapes(name)
+        if not inside:
+            raise OSError(f"{name} resolves outside --source ({self.reader.resolved(name)}); "
+                          "pass --allow-symlink-root for a trusted store")
 
     @property
     def supported(self) -> bool:
         return self.kind in ("bf16", "compressed-tensors-int4", "fp8-block")
 
-    def _read(self, name: str) -> NDArray[Any]:
-        return self.reader.tensor(self.index[name], name)
-
-    def sibling(self, module: str) -> NDArray[Any] | None:
-        """:meth:`weight`, None where it cannot be read (a fused sibling is optional)."""
-        try:
-            return self.weight(module)
-        except (OSError, ValueError, KeyError, TensorFileError):
+    def declared(self, name: str) -> tuple[str, tuple[int, ...]] | None:
+        """The dtype (numpy's name) and shape tensor ``name``'s shard header declares for
+        it, read from the header alone; None when the index does not name it."""
+        if name not in self.index:
             return None
+        shard = self.index[name]
+        self._check_inside(shard)
+        entry = self.reader.header(shard)[0].get(name)
+        if entry is None:
+            raise TensorFileError(shard, "no such tensor in the file",
+                                  kind=ErrorKind.NO_SUCH_TENSOR, tensor=name)
+        return DTYPES[entry["dtype"]].name, tuple(entry["shape"])
+
+    def _read(self, name: str) -> NDArray[Any]:
+        shard = self.index[name]
+        self._check_inside(shard)
+        return self.reader.tensor(shard, name)
 
     def weight(self, module: str) -> NDArray[Any] | None:
         """The BF16 weight of ``module`` as the quantizer saw it (None when absent)."""
@@ -156,11 +211,27 @@ class Source:
             scale = self._read(f"{module}.weight_scale")
             cols = packed.shape[-1] * 8
             if f"{module}.weight_shape" in self.index:
-                cols = int(self._read(f"{module}.weight_shape").reshape(-1)[-1])
+                cols = _columns(self._read(f"{module}.weight_shape"))
             q = unpack_int4(packed, layout="compressed-tensors", size=cols)
             return dequantize_int4(q, scale, group_size=32, profile="compressed-tensors",
                                    dtype=scale.dtype)
         return None
+
+
+def _columns(weight_shape: NDArray[Any]) -> int:
+    """The input size a compressed-tensors ``weight_shape`` gives: its last entry.
+    compressed-tensors writes ``torch.tensor(weight.shape)``, int64 ``[out, in]``
+    (``compressed_tensors/compressors/pack_quantized/base.py``, 0.20.1); ValueError for an
+    empty or non-integer one (a float one cannot be a ``torch.Size``)."""
+    if weight_shape.dtype.kind not in "iu" or weight_shape.size == 0:
+        raise ValueError(f"weight_shape {weight_shape.dtype}{list(weight_shape.shape)} is not "
+                         "an integer shape")
+    return int(weight_shape.reshape(-1)[-1])
+
+
+def _object(value: object) -> dict[str, Any]:
+    """``value`` when it is a JSON object, else an empty one (a config of another shape)."""
+    return value if isinstance(value, dict) else {}
 
 
 def dequantize_fp8_block(
@@ -258,6 +329,8 @@ def reproduce_module(desc: Descriptor, module: str, w: NDArray[Any],
     if stats is None:  # NaN/Inf decoded (E8M0 0xFF, a scale Inf): no statistic
         result.rel_error, result.sqnr_db = math.inf, -math.inf
         return result
+    if not stats.source_finite:  # the source's NaN/Inf: no statistic, the bytes alone judge
+        return result
     err, ref = math.sqrt(stats.error_squares), math.sqrt(stats.source_squares)
     result.rel_error = err / ref if ref else (0.0 if err == 0 else math.inf)
     result.sqnr_db = 20 * math.log10(ref / err) if err and ref else math.inf
@@ -293,6 +366,8 @@ class _Statistics:
     source_spread: float = 0.0  # sum of (x - mean x)^2
     source_varies: bool = False
     weight_varies: bool = False
+    #: False (and no sums) when ``x`` holds a NaN or an infinity: no statistic of it exists
+    source_finite: bool = True
 
     @property
     def correlation(self) -> float:
@@ -301,7 +376,7 @@ class _Statistics:
     @classmethod
     def of(cls, d: NDArray[Any], x: NDArray[Any]) -> _Statistics | None:
         """The sums of ``d`` against ``x`` (same shape, any float dtypes), or None when ``d``
-        holds a NaN or an infinity."""
+        holds a NaN or an infinity; none (``source_finite`` False) when ``x`` does."""
         flat_d, flat_x = d.reshape(-1), x.reshape(-1)
         pieces = range(0, flat_d.size, _STAT_PIECE)
 
@@ -312,13 +387,19 @@ class _Statistics:
         sum_d = sum_x = 0.0
         low_d = low_x = math.inf
         high_d = high_x = -math.inf
+        source_finite = True
         for lo in pieces:
             pd, px = piece(lo)
             if not np.isfinite(pd).all():
                 return None
+            source_finite = source_finite and bool(np.isfinite(px).all())
+            if not source_finite:  # no sums of it (Inf - Inf would warn), d still checked
+                continue
             sum_d, sum_x = sum_d + float(pd.sum()), sum_x + float(px.sum())
             low_d, high_d = min(low_d, float(pd.min())), max(high_d, float(pd.max()))
             low_x, high_x = min(low_x, float(px.min())), max(high_x, float(px.max()))
+        if not source_finite:
+            return cls(source_finite=False)
         n = max(flat_d.size, 1)
         mean_d, mean_x = sum_d / n, sum_x / n
         out = cls(source_varies=high_x > low_x, weight_varies=high_d > low_d)
@@ -376,11 +457,16 @@ def prepare(ckpt: Checkpoint, opts: Options) -> Claim | Finding | None:
                        "profile to reproduce")
     profile, unclaimed = claimed_profile(ckpt)
     try:
-        source = Source(Path(opts.source))
+        source = Source(Path(opts.source), opts.allow_symlink_root)
     except (OSError, TensorFileError) as exc:
         return Finding(REPRO_SOURCE_UNSUPPORTED, f"--source {opts.source}: {exc}")
     if not source.supported:
         return Finding(REPRO_SOURCE_UNSUPPORTED, f"--source {opts.source} is {source.kind}")
+    local = ckpt.reader is None or isinstance(ckpt.reader, LocalReader)
+    if local and Path(ckpt.root).resolve() == source.reader.root:
+        # FP8-block, for one, re-quantizes its own decoded weights to the same bytes
+        return Finding(REPRO_NOTHING_VERIFIED, f"--source {opts.source} is the checkpoint "
+                       "itself: re-quantizing its own decoded weights verifies nothing")
     return Claim(source, profile, unclaimed)
 
 
@@ -430,31 +516,50 @@ def _reproduce_into(ckpt: Checkpoint, claim: Claim, module: Module,
         return
     params = _params(own, module)
     wref = module.tensors[params[0]]
+
+    siblings: list[str] = []  # those the producer may have calibrated this module with
+
+    def fused(other: str) -> NDArray[Any] | None:
+        """The source weight of ``other`` where the producer may have calibrated it with this
+        module (``other`` is quantized in this module's format), else None."""
+        sibling = ckpt.modules.get(other)
+        if sibling is None or desc.for_module(ckpt, other) is not own or not own.quantized(
+                sibling):
+            return None
+        siblings.append(other)
+        try:
+            return _source_weight(ckpt, claim.source, other)
+        except _Unusable as exc:
+            raise _Unusable(f"its fused sibling {other}, whose weight the producer calibrates "
+                            f"it with: {exc}") from None
+
     try:
-        w = claim.source.weight(name)
-    except (OSError, ValueError, KeyError) as exc:
-        w, why = None, str(exc)
-    else:
-        why = "no weight in the source"
-    if w is None:
-        out.missing = Finding(REPRO_SOURCE_MISSING, f"{name}: {why}", wref.file, wref.name,
+        w = _source_weight(ckpt, claim.source, name)
+        arrays = read_module(ckpt, module, params)
+        if arrays is None:
+            return  # unreadable: the files checks report it
+        produced, r = _produced_and_compared(own, name, w, arrays, fused, siblings)
+    except _Unusable as exc:
+        out.missing = Finding(REPRO_SOURCE_MISSING, f"{name}: {exc}", wref.file, wref.name,
                               wref.begin)
         return
-    arrays = read_module(ckpt, module, params)
-    if arrays is None:
-        return  # unreadable: the files checks report it
-    try:
-        produced = own.produce_module(name, w, claim.source.sibling)
-        r = reproduce_module(own, name, w, arrays, produced)
     except (ValueError, TypeError) as exc:
         out.missing = Finding(REPRO_SOURCE_MISSING, f"{name}: cannot re-quantize the source "
                               f"weight {w.dtype}{list(w.shape)} ({exc})", wref.file,
                               wref.name, wref.begin)
         return
-    out.result = r
     # a module the profile reproduces is claimed whatever its bytes look like
     recipe = claim.unclaimed or (own.unclaimed_tensors(arrays, produced) if r.first_mismatch
                                  else "")
+    if recipe and r.first_mismatch and math.isnan(r.rel_error):
+        # other bytes expected, and no error statistic to judge the module by instead
+        why = ("its tensors do not decode to the source weight's shape"
+               if np.isfinite(w).all() else "the source weight holds NaN or Inf")
+        out.missing = Finding(REPRO_SOURCE_MISSING, f"{name}: not judged: its bytes are not "
+                              f"claimed ({recipe}) and {why}, so it has no error statistic",
+                              wref.file, wref.name, wref.begin)
+        return
+    out.result = r
     if recipe and not claim.unclaimed:
         out.unrecognised = recipe
     mismatches = {} if recipe else r.first_mismatch  # unclaimed: other bytes expected
@@ -467,6 +572,75 @@ def _reproduce_into(ckpt: Checkpoint, claim: Claim, module: Module,
         check, severity, message = verdict
         out.findings.append(Finding(check, f"{name}: {message}", wref.file, wref.name,
                                     wref.begin, severity=severity))
+
+
+class _Unusable(Exception):
+    """The source holds no weight of a module the producer could have read (the message says
+    why): its REPRO_SOURCE_MISSING."""
+
+
+def _produced_and_compared(
+        own: Descriptor, name: str, w: NDArray[Any], arrays: dict[str, NDArray[Any]],
+        fused: Callable[[str], NDArray[Any] | None], siblings: list[str]
+) -> tuple[dict[str, NDArray[Any]], ModuleResult]:
+    """What the producer writes for module ``name`` from ``w``, and the comparison of the
+    checkpoint's ``arrays`` with it. ``fused`` reads a sibling's source weight and records
+    it in ``siblings`` (:meth:`Descriptor.produce_module`).
+
+    A module calibrated with its siblings (NVFP4 gate and up, one amax) may have been
+    calibrated alone by another recipe of the same producer: llm-compressor's
+    ``model_free_ptq`` does not fuse routed experts (measured: tests/data/producers/README.md),
+    and vLLM warns of ModelOpt files whose gate and up have different ``weight_scale_2`` and
+    loads them with gate's (vllm-project/vllm
+    ``vllm/model_executor/layers/quantization/modelopt.py``
+    ``ModelOptNvFp4FusedMoE.process_weights_after_loading`` @ 00155cd; NVFP4_GATE_UP_SCALE
+    reports what that does to up). So where the fused bytes differ, or a sibling cannot be
+    read, the module calibrated alone (:meth:`Descriptor.produce`) is compared, and its
+    bytes are claimed when every tensor is identical. :class:`_Unusable` when the sibling
+    cannot be read and the module alone differs (the bytes cannot be told right or wrong)."""
+    unusable: _Unusable | None = None
+    try:
+        produced: dict[str, NDArray[Any]] | None = own.produce_module(name, w, fused)
+    except _Unusable as exc:
+        produced, unusable = None, exc
+    r = None if produced is None else reproduce_module(own, name, w, arrays, produced)
+    if siblings and (r is None or r.first_mismatch):
+        alone = own.produce(w)
+        r_alone = reproduce_module(own, name, w, arrays, alone)
+        if not r_alone.first_mismatch:
+            return alone, r_alone
+    if produced is None or r is None:
+        assert unusable is not None
+        raise unusable
+    return produced, r
+
+
+def _source_weight(ckpt: Checkpoint, source: Source, name: str) -> NDArray[Any]:
+    """The source weight of module ``name`` as the quantizer read it. :class:`_Unusable` when
+    it is absent or unreadable, or when its shape is not the ``[out, in]`` the checkpoint's
+    config implies for the module (a transposed or truncated source weight is not what the
+    producer read, so the bytes it gives say nothing of the checkpoint's)."""
+    expected = ckpt.expected.get(name)
+    shape = None if expected is None or expected.shape is None else tuple(expected.shape)
+
+    def other_shape(dtype: str, found: tuple[int, ...]) -> _Unusable:
+        return _Unusable(f"the source weight is {dtype}{list(found)}, the config implies "
+                         f"{list(shape or ())} for this module")
+
+    try:
+        # a ``weight`` (BF16, or FP8-block codes) of another shape is not read at all: its
+        # header says so, and it may be far larger than the module
+        declared = source.declared(f"{name}.weight") if shape is not None else None
+        if declared is not None and declared[1] != shape:
+            raise other_shape(*declared)
+        w = source.weight(name)
+    except (OSError, ValueError, KeyError, TypeError) as exc:  # TypeError: a scale's dtype
+        raise _Unusable(str(exc)) from None
+    if w is None:
+        raise _Unusable("no weight in the source")
+    if shape is not None and tuple(w.shape) != shape:
+        raise other_shape(str(w.dtype), tuple(w.shape))
+    return w
 
 
 def run(ckpt: Checkpoint, opts: Options,
@@ -526,9 +700,11 @@ def combine(ckpt: Checkpoint, opts: Options, claim: Claim, total: int, chosen: S
         for f in o.findings:
             yield from listed.add(f)
     if chosen and not results and len(missing) == len(chosen):
-        yield Finding(REPRO_NOTHING_VERIFIED, f"--source {opts.source}: the source holds none "
-                      f"of this checkpoint's modules ({len(chosen)} looked for, first "
-                      f"{chosen[0]})")
+        # one finding for the one cause, with the first module's reason (absent, a symlink
+        # out of the folder, another shape...), which the per-module findings would have said
+        yield Finding(REPRO_NOTHING_VERIFIED, f"--source {opts.source}: the source holds no "
+                      f"usable weight of this checkpoint's modules ({len(chosen)} looked for; "
+                      f"first {missing[0].message})")
     else:
         for f in missing:
             yield from listed.add(f)
@@ -571,16 +747,33 @@ def _numeric_verdict(desc: Descriptor, r: ModuleResult, claimed: bool = True
     normal range (:data:`ERROR_LIMIT`) and an error beyond it (where a profile is claimed, a
     REPRO_MISMATCH error already fails the run; this says how far off the numbers are).
     """
+    reproduced = claimed and bool(r.identical) and all(r.identical.values())
+    own = " (the profile writes these bytes)" if reproduced else ""
     if r.correlation < 0.9:  # NaN (constant source) is judged by the error alone
-        return REPRO_UNCORRELATED, E, f"correlation {r.correlation:.3f} with the source"
+        # A source varying by less than a quantization step (a near-constant block) gives a
+        # constant weight, correlation 0, from a right producer too: info when it did.
+        return REPRO_UNCORRELATED, INFO if reproduced else E, (
+            f"correlation {r.correlation:.3f} with the source{own}")
     if not r.rel_error > desc.error_threshold:  # NaN: not decoded, the mismatch says why
         return None
-    reproduced = claimed and bool(r.identical) and all(r.identical.values())
     severity = INFO if reproduced else W if r.rel_error <= ERROR_LIMIT else E
     return REPRO_ERROR_HIGH, severity, (f"relative error {r.rel_error:.3f}, SQNR "
-                                        f"{r.sqnr_db:.1f} dB"
-                                        + (" (the profile writes these bytes)" if reproduced
-                                           else ""))
+                                        f"{r.sqnr_db:.1f} dB{own}")
+
+
+#: The strings a NaN or an infinity is written as in JSON: protobuf's JSON mapping of
+#: ``double`` (https://protobuf.dev/programming-guides/json/), since JSON has no such numbers
+#: (RFC 8259, section 6): Python's ``json`` writes bare ``NaN``/``Infinity``, which
+#: JavaScript's ``JSON.parse`` rejects and jq turns into null and 1.8e308.
+NONFINITE_JSON = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
+
+
+def json_float(x: float) -> float | str:
+    """``x`` for the JSON report: itself when finite, else its :data:`NONFINITE_JSON`
+    string."""
+    if math.isfinite(x):
+        return x
+    return "NaN" if math.isnan(x) else "Infinity" if x > 0 else "-Infinity"
 
 
 def _summary(desc: Descriptor, profile: str, source: Source, results: list[ModuleResult],
@@ -611,7 +804,8 @@ def _summary(desc: Descriptor, profile: str, source: Source, results: list[Modul
             for r in results for p, m in r.first_mismatch.items()][:100],
         "per_module": [
             {"module": r.module, "identical": all(r.identical.values()),
-             "rel_error": r.rel_error, "sqnr_db": r.sqnr_db} for r in results],
+             "rel_error": json_float(r.rel_error), "sqnr_db": json_float(r.sqnr_db)}
+            for r in results],
     }
     return Finding(REPRO_SUMMARY, f"profile {profile!r}{'' if claimed else ' (not claimed)'} "
                    f"({desc.format.value}) from {source.kind} "

@@ -458,6 +458,10 @@ def _optional(value: object) -> str | None:
 
 
 def _number(value: object) -> float:
+    """A number of a record: a JSON number, or the string of a NaN or an infinity
+    (:data:`reproduce.NONFINITE_JSON`, as :func:`reproduce.json_float` writes them)."""
+    if isinstance(value, str) and value in reproduce.NONFINITE_JSON:
+        return reproduce.NONFINITE_JSON[value]
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ValueError(f"{value!r} is not a number")
     try:
@@ -472,7 +476,8 @@ def _numbers_to_json(o: numbers.ModuleNumbers) -> dict[str, Any]:
                 p: _array_to_json(a) for p, a in o.small.items()},
             "hist": {k: _array_to_json(a) for k, a in o.hist.items()},
             "zero_blocks": o.zero_blocks,
-            "expert": None if o.expert is None else [o.expert[0].hex(), o.expert[1],
+            "expert": None if o.expert is None else [o.expert[0].hex(),
+                                                     reproduce.json_float(o.expert[1]),
                                                      o.expert[2]]}
 
 
@@ -499,8 +504,10 @@ def _reproduction_to_json(o: reproduce.ModuleReproduction) -> dict[str, Any]:
     return {"module": o.module, "findings": [_finding_to_json(f) for f in o.findings],
             "result": None if r is None else {
                 "module": r.module, "identical": r.identical,
-                "first_mismatch": r.first_mismatch, "rel_error": r.rel_error,
-                "sqnr_db": r.sqnr_db, "correlation": r.correlation},
+                "first_mismatch": r.first_mismatch,
+                "rel_error": reproduce.json_float(r.rel_error),
+                "sqnr_db": reproduce.json_float(r.sqnr_db),
+                "correlation": reproduce.json_float(r.correlation)},
             "missing": None if o.missing is None else _finding_to_json(o.missing),
             "unprofiled": o.unprofiled, "unrecognised": o.unrecognised}
 

@@ -308,8 +308,10 @@ class Descriptor:
     def produce_module(self, module: str, w: NDArray[Any],
                        sibling: Callable[[str], NDArray[Any] | None]) -> dict[str, NDArray[Any]]:
         """The tensors the producer writes for ``module`` from source weight ``w``;
-        ``sibling(name)`` reads another module's source weight (None when absent), for
-        producers that calibrate fused modules together."""
+        ``sibling(name)``, for producers that calibrate fused modules together, reads another
+        module's source weight: None where the producer did not calibrate that module with
+        this one (it is not quantized in this format), an exception where it did but the
+        source cannot supply it (the module cannot be reproduced then)."""
         return self.produce(w)
 
     def produce(self, w: NDArray[Any]) -> dict[str, NDArray[Any]]:

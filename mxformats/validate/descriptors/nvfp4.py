@@ -107,13 +107,17 @@ _SIX = 7
 BLOCK_BYTES = 8
 #: E2M1 magnitude index of 4.0, the largest code of a Four-Over-Six "M=4" block
 _FOUR = 6
-#: The projections both producers give one global scale (the larger amax of the two):
-#: ModelOpt ``sync_moe_gate_up_amax``, llm-compressor's fused-layer global scale (``oneshot``).
-FUSED = ("gate_proj", "up_proj")
 #: The modules vLLM fuses into one GEMM with one global scale (the first of each pair is the
 #: shard whose scale an expert's w13 keeps): DeepseekV2's ``gate_up_proj`` (dense and shared
 #: MLP), the experts' ``w13``, and ``fused_qkv_a_proj`` (``q_a_proj`` + ``kv_a_proj_with_mqa``).
-FUSED_PAIRS = (FUSED, ("q_a_proj", "kv_a_proj_with_mqa"))
+#: Both producers give each pair one global scale, the larger amax of the two, when both are
+#: quantized: ModelOpt's ``sync_moe_gate_up_amax`` (experts) and ``preprocess_linear_fusion``
+#: of every group of linears sharing an input (``_fuse_shared_input_modules``,
+#: ``modelopt/torch/export/unified_export_hf.py``, 0.47.0), llm-compressor's
+#: ``update_fused_layer_weight_global_scales`` over ``get_fused_mlp_linears`` and the MLA pair
+#: of ``get_fused_attention_linears`` (vllm-project/llm-compressor
+#: ``src/llmcompressor/modifiers/utils/fused_modules.py`` @ fc5ec42).
+FUSED_PAIRS = (("gate_proj", "up_proj"), ("q_a_proj", "kv_a_proj_with_mqa"))
 #: The vLLM release whose compressed-tensors and MoE sources are cited here (the PyPI wheel;
 #: its ``vllm/_version.py`` names commit 4ba787ec9)
 VLLM_RELEASE = "vllm==0.33.0 (commit 4ba787ec9)"
@@ -284,8 +288,9 @@ class NVFP4Descriptor(Descriptor):
                        sibling: Callable[[str], NDArray[Any] | None]) -> dict[str, NDArray[Any]]:
         amax = None
         parent, _, projection = module.rpartition(".")
-        if projection in FUSED:
-            other = sibling(f"{parent}.{FUSED[1 - FUSED.index(projection)]}")
+        pair = next((p for p in FUSED_PAIRS if projection in p), None)
+        if pair is not None:
+            other = sibling(f"{parent}.{pair[1 - pair.index(projection)]}")
             if other is not None:
                 amax = max(float(np.max(np.abs(np.asarray(a, np.float32)))) for a in (w, other))
         r = self.quantizer(w, profile=self.profile or "", global_amax=amax)
