@@ -668,7 +668,7 @@ def test_cli_json_junit_and_exit_codes(tmp_path: Path, capsys: pytest.CaptureFix
     out, junit = tmp_path / "r.json", tmp_path / "r.xml"
     assert main(["validate", str(MX), "--json", str(out), "--junit", str(junit)]) == 0
     data = json.loads(out.read_text())
-    assert data["schema_version"] == 2 and data["ok"] is True and data["format"] == "quark-mxfp4"
+    assert data["schema_version"] == 3 and data["ok"] is True and data["format"] == "quark-mxfp4"
     assert isinstance(data["tool_version"], str) and isinstance(data["findings"], list)
     suite = ET.parse(junit).getroot()
     names = [c.get("name") for c in suite.iter("testcase")]
