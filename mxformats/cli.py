@@ -25,6 +25,7 @@ from mxformats.output import (
     Output,
     UsageError,
     add_output_arguments,
+    cannot_write,
     github_annotation,
     junit_xml,
     quiet_broken_pipe,
@@ -36,6 +37,15 @@ if TYPE_CHECKING:
 
 
 def _spec(args: argparse.Namespace) -> int:
+    try:
+        return _print_spec(args)
+    except BrokenPipeError:
+        raise
+    except OSError as exc:  # a full disk, a closed stdout: the table is not there
+        return cannot_write("spec", exc)
+
+
+def _print_spec(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
+import io
 import os
 import sys
 import xml.etree.ElementTree as ET
@@ -38,6 +40,7 @@ __all__ = [
     "Sink",
     "UsageError",
     "add_output_arguments",
+    "cannot_write",
     "check_url",
     "github_annotation",
     "junit_xml",
@@ -143,9 +146,11 @@ class Output:
 
     def write(self, renderers: Mapping[str, Callable[[IO[str]], object]]) -> None:
         """Write every report with ``renderers[format](stream)``; the text renderer gets a
-        stream on which :func:`make_console` honours ``--color``. OSError on a file
-        propagates (the caller reports it and exits 2)."""
-        for sink in self.sinks:
+        stream on which :func:`make_console` honours ``--color``. The files come first, so
+        a report file that cannot be written stops the run before any verdict is printed
+        (an OK on stdout, then exit 2). OSError propagates (the caller reports it and exits
+        2)."""
+        for sink in sorted(self.sinks, key=lambda s: s.path is None):
             render = renderers[sink.format]
             if sink.path is not None:
                 with open(sink.path, "w", encoding="utf-8") as fp:
@@ -165,11 +170,7 @@ class Output:
         except BrokenPipeError:
             raise
         except OSError as exc:
-            from mxformats.validate.report import printable
-
-            print(f"mxformats {command}: cannot write a report: {printable(str(exc))}",
-                  file=sys.stderr)
-            return 2
+            return cannot_write(command, exc)
         return code
 
     def console(self, file: IO[str]) -> Console:
@@ -242,13 +243,42 @@ def junit_xml(suite: str, cases: Sequence[JUnitCase], *, seconds: float = 0.0) -
     return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
 
 
+def cannot_write(command: str, exc: OSError) -> int:
+    """Say on stderr that ``command``'s report could not be written (a full disk, a folder
+    that does not exist, a closed stdout) and return 2: the report asked for is not there,
+    whatever the run found."""
+    from mxformats.validate.report import printable
+
+    print(f"mxformats {command}: cannot write a report: {printable(str(exc))}",
+          file=sys.stderr)
+    return 2
+
+
+class _ClosedStdout(io.TextIOBase):
+    """What ``sys.stdout`` is while the program runs with file descriptor 1 closed
+    (``mxformats ... >&-``, where Python sets it to None): every write fails as on a closed
+    file, so a report meant for stdout exits 2 (:func:`cannot_write`) instead of vanishing or
+    ending in a traceback."""
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        raise OSError(errno.EBADF, "stdout is closed")
+
+
 @contextlib.contextmanager
 def quiet_broken_pipe() -> Iterator[None]:
     """Exit quietly with status 141 (128 + SIGPIPE, what a shell reports for a program the
     signal ended) when the reader of stdout goes away, e.g. ``mxformats diff --json | head``.
+    A stdout closed from the start (:class:`_ClosedStdout`) is not a pipe whose reader left:
+    writing to it is an error.
 
     Python's own recipe (docs.python.org/3/library/signal.html, "Note on SIGPIPE"): point
     stdout at devnull so the interpreter's final flush does not raise again."""
+    closed = sys.stdout is None
+    if closed:
+        sys.stdout = _ClosedStdout()
     try:
         yield
         sys.stdout.flush()
@@ -257,3 +287,6 @@ def quiet_broken_pipe() -> Iterator[None]:
         with contextlib.suppress(OSError, ValueError):
             os.dup2(devnull, sys.stdout.fileno())
         raise SystemExit(141) from None
+    finally:
+        if closed:
+            sys.stdout = None  # type: ignore[assignment]

@@ -139,6 +139,30 @@ def test_select_and_ignore_take_check_ids(tmp_path: Path,
     assert "unknown check ID(s): NO_SUCH_CHECK" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(("argv", "code"), [
+    (["--select", "REPRO_MISMATCH"], 2),  # a check of --source: not run without it
+    (["--select", "REPRO_MISMATCH,CONFIG_PARSE"], 0),
+    (["--select", "INTERNAL_ERROR"], 2),  # the validator's own failures check no checkpoint
+    (["--select", "E8M0_NAN", "--level", "structure"], 2),  # a scales check
+    (["--select", "E8M0_NAN", "--level", "scales"], 0),
+])
+def test_a_selection_that_checks_nothing_is_never_ok(
+        argv: list[str], code: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--select/--ignore that leave no check this run runs: exit 2, and every report says
+    the run could not check anything (never an OK verdict or an empty passing suite)."""
+    junit = tmp_path / "r.xml"
+    assert main(["validate", str(MX), *argv, "--json", "-", "--junit", str(junit)]) == code
+    captured = capsys.readouterr()
+    data = json.loads(captured.out)
+    errors = ET.parse(junit).getroot().get("errors")
+    if code:
+        assert not data["ok"] and data["fatal"].startswith("nothing was checked")
+        assert "nothing was checked" in captured.err and errors == "1"
+    else:
+        assert data["ok"] and data["fatal"] is None and errors == "0"
+        assert captured.err.startswith("OK ")
+
+
 # -- colour --------------------------------------------------------------------------------------
 
 
@@ -213,6 +237,37 @@ def test_a_report_that_cannot_be_written_exits_2(tmp_path: Path,
                                                  capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["diff", *BLOCK, "-o", str(tmp_path / "no" / "such" / "dir.txt")]) == 2
     assert "cannot write a report" in capsys.readouterr().err
+
+
+def test_a_report_file_that_cannot_be_written_prints_no_verdict(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The report files are written before stdout: an unwritable --json FILE exits 2 with no
+    OK on stdout; a writable one leaves the verdict there."""
+    assert main(["validate", str(MX), "--json", str(tmp_path / "no" / "r.json")]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and "cannot write a report" in captured.err
+    assert main(["validate", str(MX), "--json", str(tmp_path / "r.json")]) == 0
+    assert capsys.readouterr().out.startswith("OK ")
+    assert json.loads((tmp_path / "r.json").read_text())["ok"]
+
+
+@pytest.mark.parametrize(("argv", "redirect", "code"), [
+    (["validate", str(MX), "-q"], ">&-", 2),
+    (["validate", str(MX), "-q", "-o", "{tmp}/r.txt"], ">&-", 0),  # nothing for stdout
+    (["spec", "e2m1"], ">&-", 2),
+    (["spec", "e2m1"], ">/dev/full", 2),
+    (["spec", "e2m1"], ">/dev/null", 0),
+])
+def test_a_closed_or_full_stdout_exits_2(argv: list[str], redirect: str, code: int,
+                                         tmp_path: Path) -> None:
+    """A report that cannot reach stdout (closed: ``>&-``; a full disk: /dev/full) exits 2
+    with the reason, never 1 ("a check failed") with a traceback, nor 0 with no report."""
+    words = " ".join(a.replace("{tmp}", str(tmp_path)) for a in argv)
+    done = subprocess.run(["bash", "-c", f"{sys.executable} -m mxformats {words} {redirect}"],
+                          capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == code, done.stderr
+    assert ("cannot write a report" in done.stderr) == bool(code), done.stderr
+    assert "Traceback" not in done.stderr
 
 
 def test_aliases_of_formats_and_dtypes(capsys: pytest.CaptureFixture[str]) -> None:

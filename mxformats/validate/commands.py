@@ -388,12 +388,19 @@ def demo(folder: Path, out: Any = None) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    if args.keep:
-        folder = Path(tempfile.mkdtemp(prefix="mxformats-demo-"))
-        print(f"writing the demo checkpoints to {folder}")
-        return demo(folder)
-    with tempfile.TemporaryDirectory(prefix="mxformats-demo-") as tmp:
-        return demo(Path(tmp))
+    from mxformats.output import cannot_write
+
+    try:
+        if args.keep:
+            folder = Path(tempfile.mkdtemp(prefix="mxformats-demo-"))
+            print(f"writing the demo checkpoints to {folder}")
+            return demo(folder)
+        with tempfile.TemporaryDirectory(prefix="mxformats-demo-") as tmp:
+            return demo(Path(tmp))
+    except BrokenPipeError:
+        raise
+    except OSError as exc:  # the reports (a closed stdout, a full disk) or the checkpoints
+        return cannot_write("demo", exc)
 
 
 def add_parsers(commands: Any) -> None:

@@ -86,10 +86,22 @@ class Report:
     def restrict(self, select: frozenset[str] = frozenset(),
                  ignore: frozenset[str] = frozenset()) -> None:
         """Keep only the findings of the check IDs in ``select`` (all when it is empty) and not in
-        ``ignore`` (``--select``/``--ignore``); a check left out no longer counts as run."""
+        ``ignore`` (``--select``/``--ignore``); a check left out no longer counts as run. When
+        they leave no check of the checkpoint that this run ran, the run checked nothing: it
+        becomes ``fatal`` (exit 2, never OK)."""
         self.excluded = frozenset(
             cid for cid in CHECKS if (select and cid not in select) or cid in ignore)
         self.findings = [f for f in self.findings if f.check.id not in self.excluded]
+        if (select or ignore) and self.fatal is None and not self.checked_anything():
+            self.fatal = (f"nothing was checked: none of the checks --select/--ignore keep runs "
+                          f"at --level {self.level.value} with these options (the checks of "
+                          "--source, --manifest and --target/--tp/--ep run only with them)")
+
+    def checked_anything(self) -> bool:
+        """Whether a check of the checkpoint ran (:meth:`ran`); the ``internal`` checks
+        (the validator's own failures) check nothing of it. A run that checked nothing is
+        never OK."""
+        return any(self.ran(c) for c in CHECKS.values() if c.group != "internal")
 
     def count(self, severity: Severity) -> int:
         return sum(f.effective_severity == severity for f in self.findings)
