@@ -289,4 +289,4 @@ def quiet_broken_pipe() -> Iterator[None]:
         raise SystemExit(141) from None
     finally:
         if closed:
-            sys.stdout = None  # type: ignore[assignment]
+            sys.stdout = None
