@@ -29,6 +29,7 @@ from mxformats.output import (
     github_annotation,
     junit_xml,
     quiet_broken_pipe,
+    unencodable_escaped,
 )
 from mxformats.text import code_hex, fields, hex_float, layout, short_float
 
@@ -413,8 +414,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the command line; returns the exit code (a closed stdout exits 141, quietly)."""
-    with quiet_broken_pipe():
+    """Run the command line; returns the exit code (a closed pipe on stdout exits 141,
+    quietly; a character stdout cannot encode is written escaped)."""
+    with quiet_broken_pipe(), unencodable_escaped():
         parser = build_parser()
         args = parser.parse_args(argv)
         if args.command is None:

@@ -46,6 +46,7 @@ __all__ = [
     "junit_xml",
     "make_console",
     "quiet_broken_pipe",
+    "unencodable_escaped",
 ]
 
 #: Where the documentation is meant to be hosted (Read the Docs, ``latest``): the one address
@@ -265,6 +266,25 @@ class _ClosedStdout(io.TextIOBase):
 
     def write(self, text: str) -> int:
         raise OSError(errno.EBADF, "stdout is closed")
+
+
+@contextlib.contextmanager
+def unencodable_escaped() -> Iterator[None]:
+    """Write each character stdout's encoding cannot hold as a backslash escape (``\\xe9``),
+    as Python writes stderr, instead of raising UnicodeEncodeError: a checkpoint path or
+    tensor name is untrusted text, and on an ASCII or cp1252 stdout (``PYTHONIOENCODING``,
+    a Windows console) one ``é`` in it ended the run in a traceback and exit 1."""
+    stream = sys.stdout
+    if not isinstance(stream, io.TextIOWrapper) or stream.errors == "backslashreplace":
+        yield
+        return
+    previous = stream.errors
+    stream.reconfigure(errors="backslashreplace")
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError, ValueError):  # a pipe gone: quiet_broken_pipe's
+            stream.reconfigure(errors=previous)
 
 
 @contextlib.contextmanager

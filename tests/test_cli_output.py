@@ -270,6 +270,20 @@ def test_a_closed_or_full_stdout_exits_2(argv: list[str], redirect: str, code: i
     assert "Traceback" not in done.stderr
 
 
+@pytest.mark.parametrize(("encoding", "shown"), [("ascii", "ckpt\\xe9"), ("utf-8", "ckpt\xe9")])
+def test_a_name_stdout_cannot_encode_is_escaped(encoding: str, shown: str,
+                                                tmp_path: Path) -> None:
+    """A checkpoint named ``ckpté`` on an ASCII stdout: the verdict is written with the name
+    escaped and the run exits 0, as on a UTF-8 one (it ended in UnicodeEncodeError, exit 1)."""
+    ckpt = tmp_path / "ckpt\xe9"
+    shutil.copytree(MX, ckpt)
+    for fmt in ("text", "github"):
+        done = _run("validate", str(ckpt), "--level", "structure", "-q", "--format", fmt,
+                    env={"PYTHONIOENCODING": encoding})
+        assert done.returncode == 0, done.stderr
+        assert f"{tmp_path}/{shown}: quark-mxfp4" in done.stdout, done.stdout
+
+
 def test_aliases_of_formats_and_dtypes(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["spec", "F8_E4M3"]) == 0 and "e4m3fn" in capsys.readouterr().out
     assert main(["spec", "float8_e4m3fn"]) == 0 and "0x7E" in capsys.readouterr().out
