@@ -220,13 +220,15 @@ def github_annotation(level: str, message: str, *, title: str | None = None,
 
 @dataclass(frozen=True)
 class JUnitCase:
-    """One ``testcase``: ``failure`` is the failure text (None: passed); ``skipped`` a reason."""
+    """One ``testcase``: ``failure`` is the failure text (None: passed); ``skipped`` a reason;
+    ``output`` what a passing case reports all the same (its ``system-out``)."""
 
     classname: str
     name: str
     failure: str | None = None
     message: str = ""
     skipped: str | None = None
+    output: str | None = None
 
 
 def junit_xml(suite: str, cases: Sequence[JUnitCase], *, seconds: float = 0.0) -> str:
@@ -238,6 +240,8 @@ def junit_xml(suite: str, cases: Sequence[JUnitCase], *, seconds: float = 0.0) -
             ET.SubElement(case, "failure", message=c.message).text = c.failure
         elif c.skipped is not None:
             ET.SubElement(case, "skipped", message=c.skipped)
+        if c.output is not None:
+            ET.SubElement(case, "system-out").text = c.output
     root.set("tests", str(len(cases)))
     root.set("failures", str(sum(c.failure is not None for c in cases)))
     root.set("skipped", str(sum(c.skipped is not None and c.failure is None for c in cases)))
