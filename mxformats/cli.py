@@ -25,9 +25,11 @@ from mxformats.output import (
     Output,
     UsageError,
     add_output_arguments,
+    cannot_write,
     github_annotation,
     junit_xml,
     quiet_broken_pipe,
+    unencodable_escaped,
 )
 from mxformats.text import code_hex, fields, hex_float, layout, short_float
 
@@ -36,6 +38,15 @@ if TYPE_CHECKING:
 
 
 def _spec(args: argparse.Namespace) -> int:
+    try:
+        return _print_spec(args)
+    except BrokenPipeError:
+        raise
+    except OSError as exc:  # a full disk, a closed stdout: the table is not there
+        return cannot_write("spec", exc)
+
+
+def _print_spec(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
@@ -157,11 +168,13 @@ def _diff(args: argparse.Namespace) -> int:
         print(github_annotation("notice", summary, title="mxformats diff"), file=fp)
 
     def junit(fp: IO[str]) -> None:
+        # A difference is what diff reports, not a failure (the exit code is 0): a CI that
+        # reads the suite must not go red where the command succeeded.
         fp.write(junit_xml(f"mxformats diff {comparison.elem.name}", [
             JUnitCase(f"diff.{comparison.elem.name}", r.profile,
-                      failure=f"scale of block(s) {list(r.scale_differs)}, codes of "
-                      f"element(s) {list(r.code_differs)}" if r.differs else None,
-                      message=f"writes other bytes than {comparison.baseline!r}",
+                      output=f"writes other bytes than {comparison.baseline!r}: scale of "
+                      f"block(s) {list(r.scale_differs)}, codes of element(s) "
+                      f"{list(r.code_differs)}" if r.differs else None,
                       skipped=r.error)
             for r in comparison.results
         ]))
@@ -403,8 +416,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the command line; returns the exit code (a closed stdout exits 141, quietly)."""
-    with quiet_broken_pipe():
+    """Run the command line; returns the exit code (a closed pipe on stdout exits 141,
+    quietly; a character stdout cannot encode is written escaped)."""
+    with quiet_broken_pipe(), unencodable_escaped():
         parser = build_parser()
         args = parser.parse_args(argv)
         if args.command is None:

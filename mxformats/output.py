@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
+import io
 import os
 import sys
 import xml.etree.ElementTree as ET
@@ -38,11 +40,13 @@ __all__ = [
     "Sink",
     "UsageError",
     "add_output_arguments",
+    "cannot_write",
     "check_url",
     "github_annotation",
     "junit_xml",
     "make_console",
     "quiet_broken_pipe",
+    "unencodable_escaped",
 ]
 
 #: Where the documentation is meant to be hosted (Read the Docs, ``latest``): the one address
@@ -143,9 +147,11 @@ class Output:
 
     def write(self, renderers: Mapping[str, Callable[[IO[str]], object]]) -> None:
         """Write every report with ``renderers[format](stream)``; the text renderer gets a
-        stream on which :func:`make_console` honours ``--color``. OSError on a file
-        propagates (the caller reports it and exits 2)."""
-        for sink in self.sinks:
+        stream on which :func:`make_console` honours ``--color``. The files come first, so
+        a report file that cannot be written stops the run before any verdict is printed
+        (an OK on stdout, then exit 2). OSError propagates (the caller reports it and exits
+        2)."""
+        for sink in sorted(self.sinks, key=lambda s: s.path is None):
             render = renderers[sink.format]
             if sink.path is not None:
                 with open(sink.path, "w", encoding="utf-8") as fp:
@@ -165,11 +171,7 @@ class Output:
         except BrokenPipeError:
             raise
         except OSError as exc:
-            from mxformats.validate.report import printable
-
-            print(f"mxformats {command}: cannot write a report: {printable(str(exc))}",
-                  file=sys.stderr)
-            return 2
+            return cannot_write(command, exc)
         return code
 
     def console(self, file: IO[str]) -> Console:
@@ -218,13 +220,15 @@ def github_annotation(level: str, message: str, *, title: str | None = None,
 
 @dataclass(frozen=True)
 class JUnitCase:
-    """One ``testcase``: ``failure`` is the failure text (None: passed); ``skipped`` a reason."""
+    """One ``testcase``: ``failure`` is the failure text (None: passed); ``skipped`` a reason;
+    ``output`` what a passing case reports all the same (its ``system-out``)."""
 
     classname: str
     name: str
     failure: str | None = None
     message: str = ""
     skipped: str | None = None
+    output: str | None = None
 
 
 def junit_xml(suite: str, cases: Sequence[JUnitCase], *, seconds: float = 0.0) -> str:
@@ -236,19 +240,69 @@ def junit_xml(suite: str, cases: Sequence[JUnitCase], *, seconds: float = 0.0) -
             ET.SubElement(case, "failure", message=c.message).text = c.failure
         elif c.skipped is not None:
             ET.SubElement(case, "skipped", message=c.skipped)
+        if c.output is not None:
+            ET.SubElement(case, "system-out").text = c.output
     root.set("tests", str(len(cases)))
     root.set("failures", str(sum(c.failure is not None for c in cases)))
     root.set("skipped", str(sum(c.skipped is not None and c.failure is None for c in cases)))
     return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
 
 
+def cannot_write(command: str, exc: OSError) -> int:
+    """Say on stderr that ``command``'s report could not be written (a full disk, a folder
+    that does not exist, a closed stdout) and return 2: the report asked for is not there,
+    whatever the run found."""
+    from mxformats.validate.report import printable
+
+    print(f"mxformats {command}: cannot write a report: {printable(str(exc))}",
+          file=sys.stderr)
+    return 2
+
+
+class _ClosedStdout(io.TextIOBase):
+    """What ``sys.stdout`` is while the program runs with file descriptor 1 closed
+    (``mxformats ... >&-``, where Python sets it to None): every write fails as on a closed
+    file, so a report meant for stdout exits 2 (:func:`cannot_write`) instead of vanishing or
+    ending in a traceback."""
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        raise OSError(errno.EBADF, "stdout is closed")
+
+
+@contextlib.contextmanager
+def unencodable_escaped() -> Iterator[None]:
+    """Write each character stdout's encoding cannot hold as a backslash escape (``\\xe9``),
+    as Python writes stderr, instead of raising UnicodeEncodeError: a checkpoint path or
+    tensor name is untrusted text, and on an ASCII or cp1252 stdout (``PYTHONIOENCODING``,
+    a Windows console) one ``é`` in it ended the run in a traceback and exit 1."""
+    stream = sys.stdout
+    if not isinstance(stream, io.TextIOWrapper) or stream.errors == "backslashreplace":
+        yield
+        return
+    previous = stream.errors
+    stream.reconfigure(errors="backslashreplace")
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError, ValueError):  # a pipe gone: quiet_broken_pipe's
+            stream.reconfigure(errors=previous)
+
+
 @contextlib.contextmanager
 def quiet_broken_pipe() -> Iterator[None]:
     """Exit quietly with status 141 (128 + SIGPIPE, what a shell reports for a program the
     signal ended) when the reader of stdout goes away, e.g. ``mxformats diff --json | head``.
+    A stdout closed from the start (:class:`_ClosedStdout`) is not a pipe whose reader left:
+    writing to it is an error.
 
     Python's own recipe (docs.python.org/3/library/signal.html, "Note on SIGPIPE"): point
     stdout at devnull so the interpreter's final flush does not raise again."""
+    closed = sys.stdout is None
+    if closed:
+        sys.stdout = _ClosedStdout()
     try:
         yield
         sys.stdout.flush()
@@ -257,3 +311,6 @@ def quiet_broken_pipe() -> Iterator[None]:
         with contextlib.suppress(OSError, ValueError):
             os.dup2(devnull, sys.stdout.fileno())
         raise SystemExit(141) from None
+    finally:
+        if closed:
+            sys.stdout = None

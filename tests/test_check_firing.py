@@ -46,6 +46,8 @@ FIRED_BY_TEST: dict[str, str] = {
     "MANIFEST_NEW_FILE": "test_validate_numbers::test_manifest_lists_new_and_missing_shards",
     "MANIFEST_UNREADABLE": "test_validate_numbers::test_manifest_written_then_verified",
     "MANIFEST_WRITTEN": "test_validate_numbers::test_manifest_written_then_verified",
+    "NOTHING_QUANTIZED": (
+        "test_validate_core::test_a_checkpoint_with_nothing_quantized_is_not_silently_ok"),
     "REPRO_ERROR_HIGH": (
         "test_validate_reproduce::"
         "test_wrong_scales_give_high_error_and_scrambled_codes_no_correlation"

@@ -139,6 +139,30 @@ def test_select_and_ignore_take_check_ids(tmp_path: Path,
     assert "unknown check ID(s): NO_SUCH_CHECK" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(("argv", "code"), [
+    (["--select", "REPRO_MISMATCH"], 2),  # a check of --source: not run without it
+    (["--select", "REPRO_MISMATCH,CONFIG_PARSE"], 0),
+    (["--select", "INTERNAL_ERROR"], 2),  # the validator's own failures check no checkpoint
+    (["--select", "E8M0_NAN", "--level", "structure"], 2),  # a scales check
+    (["--select", "E8M0_NAN", "--level", "scales"], 0),
+])
+def test_a_selection_that_checks_nothing_is_never_ok(
+        argv: list[str], code: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--select/--ignore that leave no check this run runs: exit 2, and every report says
+    the run could not check anything (never an OK verdict or an empty passing suite)."""
+    junit = tmp_path / "r.xml"
+    assert main(["validate", str(MX), *argv, "--json", "-", "--junit", str(junit)]) == code
+    captured = capsys.readouterr()
+    data = json.loads(captured.out)
+    errors = ET.parse(junit).getroot().get("errors")
+    if code:
+        assert not data["ok"] and data["fatal"].startswith("nothing was checked")
+        assert "nothing was checked" in captured.err and errors == "1"
+    else:
+        assert data["ok"] and data["fatal"] is None and errors == "0"
+        assert captured.err.startswith("OK ")
+
+
 # -- colour --------------------------------------------------------------------------------------
 
 
@@ -181,11 +205,17 @@ def test_inspect_diff_check_machine_formats_alone_on_stdout(
     _machine(fmt, capsys.readouterr().out)
 
 
-def test_diff_junit_fails_the_differing_profiles(capsys: pytest.CaptureFixture[str]) -> None:
+def test_diff_junit_reports_differences_without_failing(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """diff exits 0 when profiles differ (the difference is its answer), so its JUnit suite
+    has no failure: the differing profile's case says how in its system-out, the others none."""
     assert main(["diff", *BLOCK, "--profiles", "torchao-ceil,quark", "--format", "junit"]) == 0
     suite = ET.fromstring(capsys.readouterr().out.encode())
-    failed = {c.get("name") for c in suite if c.find("failure") is not None}
-    assert failed == {"torchao-ceil"} and suite.get("tests") == "3"
+    assert suite.get("failures") == "0" and suite.get("tests") == "3"
+    assert all(c.find("failure") is None for c in suite)
+    said = {c.get("name"): (c.findtext("system-out") or "") for c in suite}
+    assert said["torchao-ceil"].startswith("writes other bytes than 'ocp': scale of block(s)")
+    assert said["quark"] == said["ocp"] == ""
 
 
 def test_inspect_names_the_producer_and_its_consumer(capsys: pytest.CaptureFixture[str]) -> None:
@@ -213,6 +243,51 @@ def test_a_report_that_cannot_be_written_exits_2(tmp_path: Path,
                                                  capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["diff", *BLOCK, "-o", str(tmp_path / "no" / "such" / "dir.txt")]) == 2
     assert "cannot write a report" in capsys.readouterr().err
+
+
+def test_a_report_file_that_cannot_be_written_prints_no_verdict(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The report files are written before stdout: an unwritable --json FILE exits 2 with no
+    OK on stdout; a writable one leaves the verdict there."""
+    assert main(["validate", str(MX), "--json", str(tmp_path / "no" / "r.json")]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and "cannot write a report" in captured.err
+    assert main(["validate", str(MX), "--json", str(tmp_path / "r.json")]) == 0
+    assert capsys.readouterr().out.startswith("OK ")
+    assert json.loads((tmp_path / "r.json").read_text())["ok"]
+
+
+@pytest.mark.parametrize(("argv", "redirect", "code"), [
+    (["validate", str(MX), "-q"], ">&-", 2),
+    (["validate", str(MX), "-q", "-o", "{tmp}/r.txt"], ">&-", 0),  # nothing for stdout
+    (["spec", "e2m1"], ">&-", 2),
+    (["spec", "e2m1"], ">/dev/full", 2),
+    (["spec", "e2m1"], ">/dev/null", 0),
+])
+def test_a_closed_or_full_stdout_exits_2(argv: list[str], redirect: str, code: int,
+                                         tmp_path: Path) -> None:
+    """A report that cannot reach stdout (closed: ``>&-``; a full disk: /dev/full) exits 2
+    with the reason, never 1 ("a check failed") with a traceback, nor 0 with no report."""
+    words = " ".join(a.replace("{tmp}", str(tmp_path)) for a in argv)
+    done = subprocess.run(["bash", "-c", f"{sys.executable} -m mxformats {words} {redirect}"],
+                          capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == code, done.stderr
+    assert ("cannot write a report" in done.stderr) == bool(code), done.stderr
+    assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize(("encoding", "shown"), [("ascii", "ckpt\\xe9"), ("utf-8", "ckpt\xe9")])
+def test_a_name_stdout_cannot_encode_is_escaped(encoding: str, shown: str,
+                                                tmp_path: Path) -> None:
+    """A checkpoint named ``ckpté`` on an ASCII stdout: the verdict is written with the name
+    escaped and the run exits 0, as on a UTF-8 one (it ended in UnicodeEncodeError, exit 1)."""
+    ckpt = tmp_path / "ckpt\xe9"
+    shutil.copytree(MX, ckpt)
+    for fmt in ("text", "github"):
+        done = _run("validate", str(ckpt), "--level", "structure", "-q", "--format", fmt,
+                    env={"PYTHONIOENCODING": encoding})
+        assert done.returncode == 0, done.stderr
+        assert f"{tmp_path}/{shown}: quark-mxfp4" in done.stdout, done.stdout
 
 
 def test_aliases_of_formats_and_dtypes(capsys: pytest.CaptureFixture[str]) -> None:

@@ -121,7 +121,8 @@ def test_junit_is_well_formed_for_any_name(tmp_path: Path) -> None:
     text = "".join(suite.itertext())
     assert "\\x00u\\x01l\\x1f\\ud800l" in text and "\\x1b[2J" in text
     failed = {c.get("name") for c in suite.iter("testcase") if c.find("failure") is not None}
-    assert {"SHARD_STRAY", "SHARD_TENSOR_NOT_IN_INDEX"} <= failed
+    assert "SHARD_TENSOR_NOT_IN_INDEX" in failed
+    assert "SHARD_STRAY" not in failed  # a warning: in system-out, failing only under --strict
     # JSON keeps the exact name (its escapes are JSON's own)
     data = json.loads(report_json.read_text(encoding="utf-8"))
     assert f"model.{FORGE}.{UNXML}" in {f["tensor"] for f in data["findings"]}
@@ -181,6 +182,24 @@ def test_strict_verdict_agrees_with_the_exit_code(capsys: pytest.CaptureFixture[
     assert data["ok"] is False and data["summary"] == {"error": 0, "warning": 1, "info": 0}
     assert main([*ct, "--strict", "--format", "github"]) == 1
     assert capsys.readouterr().out.splitlines()[-1].startswith("::error ")
+
+
+@pytest.mark.parametrize(("strict", "code"), [([], 0), (["--strict"], 1)])
+def test_junit_fails_exactly_when_the_run_does(strict: list[str], code: int,
+                                              tmp_path: Path) -> None:
+    """A warning only (the compressed-tensors fixture's ``MODULE_SPLIT``) is a JUnit failure
+    only under ``--strict``: a CI that reads the suite fails the job exactly when the exit code
+    does. Without it the warning stays in the testcase's system-out."""
+    junit = tmp_path / "r.xml"
+    assert main(["validate", str(PRODUCERS / "kimi-k2-int4-compressed-tensors"), "--level",
+                 "structure", "-q", *strict, "--junit", str(junit)]) == code
+    suite = ET.parse(junit).getroot()
+    case = next(c for c in suite if c.get("name") == "MODULE_SPLIT")
+    assert suite.get("failures") == str(code)
+    assert (case.find("failure") is not None) == bool(code)
+    out = case.find("system-out")
+    assert (out is not None and out.text is not None
+            and out.text.startswith("warning: ")) == (not code)
 
 
 def test_reproduction_block_is_per_module() -> None:

@@ -476,6 +476,25 @@ def test_layout_corruptions(tmp_path: Path, case: str) -> None:
     assert exit_code(report) == 1
 
 
+#: Every Linear but routed expert 0's down_proj of layer 2 (fnmatch, as Quark's exclude).
+_ALL_BUT_ONE = ["lm_head", "model.layers.[01].*", "model.layers.2.[!m]*",
+                "model.layers.2.mlp.[!e]*", "model.layers.2.mlp.experts.[!0]*",
+                "model.layers.2.mlp.experts.0.[!d]*"]
+
+
+@pytest.mark.parametrize(("exclude", "fired"), [(["*"], True), (_ALL_BUT_ONE, False)])
+def test_a_checkpoint_with_nothing_quantized_is_not_silently_ok(
+        exclude: list[str], fired: bool, gen: Callable[..., Path]) -> None:
+    """A quantization config whose exclude list names every Linear: vLLM loads it all BF16,
+    so the verdict must not be a silent OK for "quark-mxfp4" (a warning: --strict fails it);
+    one module left quantized is a quantized checkpoint."""
+    report = _run(gen("quark-mxfp4", exclude=exclude), Level.FULL)
+    assert _ids(report) == ({"NOTHING_QUANTIZED"} if fired else set()), [
+        f.to_json() for f in report.findings]
+    assert exit_code(report) == 0
+    assert exit_code(report, strict=True) == int(fired)
+
+
 def test_must_pass_variants(tmp_path: Path) -> None:
     # W4A8 weight_scale of shape [1] (Quark < 1.0) and compressed-tensors weight_shape I64
     p = _copy(W4A8, tmp_path / "w4a8")
@@ -576,7 +595,8 @@ def test_fp8_block_recognised(tmp_path: Path) -> None:
         "weight_block_size": [128, 128]}))
     report = _run(p)
     assert report.format == "fp8-block" and exit_code(report) == 0
-    assert _ids(report) == set()  # verified numbers now: no FORMAT_NOT_NUMERIC
+    # verified numbers now: no FORMAT_NOT_NUMERIC; every module is still BF16
+    assert _ids(report) == {"NOTHING_QUANTIZED"}
 
 
 # -- path safety ---------------------------------------------------------------------------------

@@ -388,12 +388,19 @@ def demo(folder: Path, out: Any = None) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    if args.keep:
-        folder = Path(tempfile.mkdtemp(prefix="mxformats-demo-"))
-        print(f"writing the demo checkpoints to {folder}")
-        return demo(folder)
-    with tempfile.TemporaryDirectory(prefix="mxformats-demo-") as tmp:
-        return demo(Path(tmp))
+    from mxformats.output import cannot_write
+
+    try:
+        if args.keep:
+            folder = Path(tempfile.mkdtemp(prefix="mxformats-demo-"))
+            print(f"writing the demo checkpoints to {folder}")
+            return demo(folder)
+        with tempfile.TemporaryDirectory(prefix="mxformats-demo-") as tmp:
+            return demo(Path(tmp))
+    except BrokenPipeError:
+        raise
+    except OSError as exc:  # the reports (a closed stdout, a full disk) or the checkpoints
+        return cannot_write("demo", exc)
 
 
 def add_parsers(commands: Any) -> None:
@@ -412,7 +419,9 @@ def add_parsers(commands: Any) -> None:
         epilog="Exit codes: 0 no errors (warnings allowed unless --strict), 1 errors found, "
         "2 could not run (bad usage, unreadable folder, a missing or gated repo or revision, "
         "no network, a quantization format it does not verify: FORMAT_UNSUPPORTED, e.g. "
-        "GPTQ; --executor ray without Ray, or with a --ray-address no cluster answers at), "
+        "GPTQ; --executor ray without Ray, or with a --ray-address no cluster answers at; "
+        "--select/--ignore that keep no check this run runs: nothing checked; a report that "
+        "cannot be written), "
         "130 interrupted (SIGINT or SIGTERM; the JSON report is marked incomplete and "
         "--resume takes it). "
         "Every JSON finding carries its check's catalogue url, meaning and fix. "

@@ -67,6 +67,17 @@ EXCLUDE_UNMATCHED = declare(
     "quantized); those modules get no NOT_EXCLUDED_UNQUANTIZED of their own.",
     "Write the module's full name, or a 're:' regex (vLLM anchors it at the start: re.match).",
 )
+NOTHING_QUANTIZED = declare(
+    "NOTHING_QUANTIZED",
+    W,
+    S,
+    G,
+    "The quantization config declares a format, yet no module of the checkpoint is stored "
+    "quantized (e.g. its exclude/ignore list names every Linear): the checkpoint is BF16 in "
+    "all but name and no quantized number was checked.",
+    "Re-export with an exclude/ignore list that names only the modules kept in BF16, or drop "
+    "the quantization config.",
+)
 QUANT_TENSOR_MISSING = declare(
     "QUANT_TENSOR_MISSING",
     E,
@@ -439,6 +450,11 @@ def run(ckpt: Checkpoint, opts: Options) -> Iterator[Finding]:
     for finding in _module_findings(ckpt, opts, desc, explained):
         yield from listed.add(finding)
     yield from listed.rest()
+    if desc.format is not CheckpointFormat.BF16 and ckpt.modules and not any(
+            m.quantized for m in ckpt.modules.values()):
+        yield Finding(NOTHING_QUANTIZED, f"quantization_config declares {ckpt.format.value}, "
+                      f"but none of the {len(ckpt.modules)} modules is stored quantized",
+                      file="config.json")
 
 
 #: ``_SIGNATURE(exp)``: what an :class:`ExpectedModule` is but for its name and place (kind,

@@ -86,19 +86,35 @@ class Report:
     def restrict(self, select: frozenset[str] = frozenset(),
                  ignore: frozenset[str] = frozenset()) -> None:
         """Keep only the findings of the check IDs in ``select`` (all when it is empty) and not in
-        ``ignore`` (``--select``/``--ignore``); a check left out no longer counts as run."""
+        ``ignore`` (``--select``/``--ignore``); a check left out no longer counts as run. When
+        they leave no check of the checkpoint that this run ran, the run checked nothing: it
+        becomes ``fatal`` (exit 2, never OK)."""
         self.excluded = frozenset(
             cid for cid in CHECKS if (select and cid not in select) or cid in ignore)
         self.findings = [f for f in self.findings if f.check.id not in self.excluded]
+        if (select or ignore) and self.fatal is None and not self.checked_anything():
+            self.fatal = (f"nothing was checked: none of the checks --select/--ignore keep runs "
+                          f"at --level {self.level.value} with these options (the checks of "
+                          "--source, --manifest and --target/--tp/--ep run only with them)")
+
+    def checked_anything(self) -> bool:
+        """Whether a check of the checkpoint ran (:meth:`ran`); the ``internal`` checks
+        (the validator's own failures) check nothing of it. A run that checked nothing is
+        never OK."""
+        return any(self.ran(c) for c in CHECKS.values() if c.group != "internal")
 
     def count(self, severity: Severity) -> int:
         return sum(f.effective_severity == severity for f in self.findings)
 
     @property
+    def failing(self) -> tuple[Severity, ...]:
+        """The severities that fail the run: errors, and warnings under ``strict``."""
+        return (Severity.ERROR, Severity.WARNING) if self.strict else (Severity.ERROR,)
+
+    @property
     def ok(self) -> bool:
         """The run passed: it could run, found no error, and no warning under ``strict``."""
-        failing = (Severity.ERROR, Severity.WARNING) if self.strict else (Severity.ERROR,)
-        return self.fatal is None and not any(self.count(s) for s in failing)
+        return self.fatal is None and not any(self.count(s) for s in self.failing)
 
 
 def exit_code(report: Report, strict: bool = False) -> int:
@@ -179,8 +195,10 @@ def to_json(report: Report) -> dict[str, Any]:
 
 def to_junit(report: Report) -> str:
     """JUnit XML: one testcase per catalogued check the run really ran
-    (:meth:`Report.ran`), failing when it produced an error (or a
-    warning: reported as a failure with type ``warning``). A run that could not go on
+    (:meth:`Report.ran`), failing when it produced a finding that fails the run
+    (:attr:`Report.failing`: an error, or under ``--strict`` a warning, a failure with type
+    ``warning``), so the suite fails exactly when the exit code does; the other findings are
+    the testcase's ``system-out`` (warnings prefixed ``warning:``). A run that could not go on
     (``fatal``) lists only the checks that found something and a ``RUN`` testcase in error:
     nothing else ran, so nothing else passed. Every text is escaped (:func:`printable`);
     ``timestamp`` is the UTC start."""
@@ -202,7 +220,7 @@ def to_junit(report: Report) -> str:
             continue
         cases += 1
         case = ET.SubElement(suite, "testcase", classname=f"validate.{check.group}", name=check.id)
-        bad = [f for f in found if f.effective_severity in (Severity.ERROR, Severity.WARNING)]
+        bad = [f for f in found if f.effective_severity in report.failing]
         if bad:
             failures += 1
             sev = min((f.effective_severity for f in bad), key=_ORDER.__getitem__)
@@ -211,10 +229,12 @@ def to_junit(report: Report) -> str:
             )
             el.text = "\n".join(f"{f.effective_severity.value}: {_line(f, remote)}"
                                 for f in bad)
-        infos = [f for f in found if f.effective_severity == Severity.INFO]
-        if infos:
+        passing = [f for f in found if f.effective_severity not in report.failing]
+        if passing:
             out = ET.SubElement(case, "system-out")
-            out.text = "\n".join(_line(f, remote) for f in infos)
+            out.text = "\n".join(
+                ("warning: " if f.effective_severity is Severity.WARNING else "")
+                + _line(f, remote) for f in passing)
     if report.fatal is not None:
         cases += 1
         case = ET.SubElement(suite, "testcase", classname="validate", name="RUN")
