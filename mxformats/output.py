@@ -295,7 +295,7 @@ def unencodable_escaped() -> Iterator[None]:
 def quiet_broken_pipe() -> Iterator[None]:
     """Exit quietly with status 141 (128 + SIGPIPE, what a shell reports for a program the
     signal ended) when the reader of stdout goes away, e.g. ``mxformats diff --json | head``.
-    A stdout closed from the start (:class:`_ClosedStdout`) is not a pipe whose reader left:
+    A stdout closed from the start (``_ClosedStdout``) is not a pipe whose reader left:
     writing to it is an error.
 
     Python's own recipe (docs.python.org/3/library/signal.html, "Note on SIGPIPE"): point
