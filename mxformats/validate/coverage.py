@@ -178,7 +178,7 @@ def run(ckpt: Checkpoint, opts: Options) -> Iterator[Finding]:
     cause repeats over every module or expert (a pruned checkpoint whose config still
     declares every expert, a converter that drops every norm or writes every scale into
     another shard), so per check the first few are listed and the rest counted in one
-    summary with their worst severity (no note: nothing else keeps the full list)."""
+    summary with their worst severity (whose ``extra["unlisted"]`` holds the rest)."""
     return listed(_coverage(ckpt))
 
 

@@ -810,13 +810,12 @@ def combine(ckpt: Checkpoint, opts: Options, modules: Sequence[Module],
     NVFP4 block scales, does it everywhere: one finding per module would be tens of thousands
     for a Kimi-size checkpoint), so the modules' findings go through one :class:`Listing`:
     per check the first :data:`MAX_LISTED` in module order, then one summary with the worst
-    severity of the rest (an error past the first ten still fails the run). The summary says
-    where every location is: the runner writes each module's findings, unlisted ones
-    included, into the JSON report's task records (``tasks[].result.numbers[].findings``,
-    :func:`~mxformats.validate.tasks.record`), so the summary itself carries no list, and
-    the report stays bounded by the checks, not by the modules. The router-bias, float-tensor
-    and expert findings (per tensor or per expert, recorded nowhere else) are listed the
-    same way, with no note; the descriptor's sibling checks list their own."""
+    severity of the rest (an error past the first ten still fails the run). Nothing is lost:
+    the summary's ``extra["unlisted"]`` holds each finding it counts (:class:`Listing`), and
+    the runner also writes each module's findings into the JSON report's task records
+    (``tasks[].result.numbers[].findings``, :func:`~mxformats.validate.tasks.record`), which
+    the summary's note names. The router-bias, float-tensor and expert findings are listed
+    the same way, with no note; the descriptor's sibling checks list their own."""
     desc = ckpt.descriptor
     assert desc is not None
     full = opts.at_least(Level.FULL)
