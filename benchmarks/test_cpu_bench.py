@@ -312,6 +312,23 @@ def test_w4a8_dequantize_reference(benchmark: Any, data: dict[str, Any]) -> None
     assert same_bits(head(out), fast.dequantize_w4a8(head(words), s1, s2[:head(words).shape[0]]))
 
 
+
+def test_reproduction_statistics(benchmark: Any, data: dict[str, Any]) -> None:
+    """The float64 error statistics ``validate --source`` computes per module (the sums of
+    ``reproduce._Statistics``: two passes over 64 Ki-element pieces) of the decoded MXFP4
+    weight against its bfloat16 source: the part of a module's reproduction that follows
+    its quantize and dequantize rows above. Checked against the whole-array float64 sums."""
+    from mxformats.validate import reproduce
+
+    m = data["mxfp4"]
+    d = fast.dequantize_mx(m.codes, m.scales)
+    x = data["x_bf16"]
+    stats = run(benchmark, lambda: reproduce._Statistics.of(d, x),
+                "reproduction statistics (float64, two passes)", "validate --source", True)
+    assert stats is not None and stats.source_varies and stats.weight_varies
+    error = d.astype(np.float64) - x.astype(np.float64)
+    assert stats.error_squares == pytest.approx(float(np.sum(error * error)), rel=1e-9)
+
 @pytest.mark.parametrize("threads", [None, 1])
 def test_int4_dequantize_fast(benchmark: Any, data: dict[str, Any], threads: int | None) -> None:
     """compressed-tensors arithmetic with bfloat16 group scales, float32 out."""
