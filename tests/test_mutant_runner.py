@@ -229,3 +229,91 @@ def test_a_red_baseline_row_names_its_selection_and_tail(tmp_path: Path) -> None
         False,
     )
     assert "tests failed" in row.notes[0] and "planted" in row.notes[1]
+
+
+# --- Patches follow recorded moves (moves.txt) ------------------------------------------------
+
+ORIGINAL = "def f():\n    return 1\n\n\ndef g():\n    return 2\n"
+PATCH = """# mutant: g returns 3
+# must-fail: tests/test_old.py::test_g
+--- a/pkg/old.py
++++ b/pkg/old.py
+@@ -5,2 +5,2 @@
+ def g():
+-    return 2
++    return 3
+"""
+
+
+@pytest.fixture
+def moved_tree(tmp_path: Path) -> Path:
+    """A git work tree where ``pkg/old.py`` was split: ``f`` into ``pkg/a.py``, ``g`` (with
+    a line above it) into ``pkg/b.py``."""
+    root = tmp_path / "tree"
+    (root / "pkg").mkdir(parents=True)
+    (root / "pkg" / "a.py").write_text("def f():\n    return 1\n")
+    (root / "pkg" / "b.py").write_text("import os\n\n\ndef g():\n    return 2\n")
+    run.subprocess.run(["git", "init", "-q"], cwd=root, check=True)
+    return root
+
+
+def test_moves_file_parses_splits_and_comments(tmp_path: Path) -> None:
+    moves = tmp_path / "moves.txt"
+    moves.write_text("# comment\npkg/old.py -> pkg/a.py pkg/b.py  # split\n\nx.py -> y.py\n")
+    assert run.load_moves(moves) == {"pkg/old.py": ["pkg/a.py", "pkg/b.py"], "x.py": ["y.py"]}
+    assert run.load_moves(tmp_path / "absent.txt") == {}
+
+
+@pytest.mark.parametrize("line", ["pkg/old.py pkg/a.py", "a.py b.py -> c.py", "a.py ->"])
+def test_a_malformed_move_is_an_error_naming_its_line(tmp_path: Path, line: str) -> None:
+    moves = tmp_path / "moves.txt"
+    moves.write_text(f"ok.py -> new.py\n{line}\n")
+    with pytest.raises(ValueError, match="moves.txt:2"):
+        run.load_moves(moves)
+
+
+def test_a_patch_follows_a_split_to_the_part_its_hunks_apply_to(moved_tree: Path) -> None:
+    patch = moved_tree.parent / "m.patch"
+    patch.write_text(PATCH)
+    moves = {"pkg/old.py": ["pkg/a.py", "pkg/b.py"]}
+    assert run.apply_patch(moved_tree, patch, moves) is None
+    assert (moved_tree / "pkg" / "b.py").read_text().endswith("return 3\n")
+    assert (moved_tree / "pkg" / "a.py").read_text() == "def f():\n    return 1\n"
+
+
+def test_a_patch_follows_a_chain_of_moves(moved_tree: Path) -> None:
+    patch = moved_tree.parent / "m.patch"
+    patch.write_text(PATCH)
+    assert run.apply_patch(moved_tree, patch, {"pkg/old.py": ["pkg/mid.py"],
+                                               "pkg/mid.py": ["pkg/b.py"]}) is None
+    assert (moved_tree / "pkg" / "b.py").read_text().endswith("return 3\n")
+
+
+def test_an_unrecorded_move_fails_to_apply(moved_tree: Path) -> None:
+    patch = moved_tree.parent / "m.patch"
+    patch.write_text(PATCH)
+    error = run.apply_patch(moved_tree, patch, {})
+    assert error is not None and "pkg/old.py" in error
+    error = run.apply_patch(moved_tree, patch, {"pkg/old.py": ["pkg/a.py"]})
+    assert error is not None  # moved, but its hunks are not in the recorded target
+    assert (moved_tree / "pkg" / "b.py").read_text().endswith("return 2\n")
+
+
+def test_a_patch_whose_file_exists_is_not_retargeted(moved_tree: Path) -> None:
+    (moved_tree / "pkg" / "old.py").write_text(ORIGINAL)
+    patch = moved_tree.parent / "m.patch"
+    patch.write_text(PATCH)
+    assert run.apply_patch(moved_tree, patch, {"pkg/old.py": ["pkg/b.py"]}) is None
+    assert (moved_tree / "pkg" / "old.py").read_text().endswith("return 3\n")
+    assert (moved_tree / "pkg" / "b.py").read_text().endswith("return 2\n")
+
+
+def test_a_must_fail_test_file_follows_its_move(moved_tree: Path) -> None:
+    (moved_tree / "tests").mkdir()
+    (moved_tree / "tests" / "test_new.py").write_text("")
+    moves = {"tests/test_old.py": ["tests/test_new.py"]}
+    selection = ["tests/test_old.py::test_g[x]", "-k", "g and not f"]
+    assert run.follow_selection(selection, moves, moved_tree) == [
+        "tests/test_new.py::test_g[x]", "-k", "g and not f"
+    ]
+    assert run.follow_selection(selection, {}, moved_tree) == selection

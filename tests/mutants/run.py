@@ -105,7 +105,12 @@ def parse_patch(path: Path) -> Mutant:
 
 
 def discover() -> list[Mutant]:
-    return [parse_patch(p) for p in sorted(HERE.glob("*.patch"))]
+    """Every patch here, its ``must-fail`` test files followed along the recorded moves."""
+    moves = load_moves()
+    mutants = [parse_patch(p) for p in sorted(HERE.glob("*.patch"))]
+    for m in mutants:
+        m.must_fail = [follow_selection(sel, moves, ROOT) for sel in m.must_fail]
+    return mutants
 
 
 def copy_repo(dest: Path) -> None:
@@ -167,18 +172,132 @@ def check_imports(copy: Path) -> None:
             raise SystemExit(f"sanity: imported {line}, not the copy under {copy}")
 
 
-def apply_patch(copy: Path, patch: Path) -> str | None:
-    """Apply ``patch`` in ``copy``; return an error message, or None when it applied."""
-    for args in (["--check"], []):
-        out = subprocess.run(
-            ["git", "apply", "--verbose", *args, str(patch)],
-            cwd=copy,
-            capture_output=True,
-            text=True,
-        )
-        if out.returncode != 0:
-            return (out.stderr or out.stdout).strip()
+MOVES_FILE = HERE / "moves.txt"
+
+
+def load_moves(path: Path = MOVES_FILE) -> dict[str, list[str]]:
+    """The recorded moves (``moves.txt``): old path -> the paths its lines may now be in.
+
+    One move a line, ``OLD -> NEW [NEW ...]`` (paths from the repository root; several NEW
+    when a file was split); ``#`` starts a comment. A NEW may itself have moved later: the
+    runner follows the chain (:func:`move_targets`)."""
+    moves: dict[str, list[str]] = {}
+    if not path.is_file():
+        return moves
+    for number, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        line = raw.partition("#")[0].strip()
+        if not line:
+            continue
+        old, arrow, new = line.partition("->")
+        targets = new.split()
+        if not arrow or len(old.split()) != 1 or not targets:
+            raise ValueError(f"{path.name}:{number}: expected 'OLD -> NEW [NEW ...]': {raw!r}")
+        moves.setdefault(old.strip(), []).extend(targets)
+    return moves
+
+
+def move_targets(path: str, moves: dict[str, list[str]], root: Path) -> list[str]:
+    """The existing files under ``root`` that ``path`` moved to, following chains of moves in
+    the order recorded; ``[path]`` when it still exists, ``[]`` when it is gone unrecorded."""
+    found: list[str] = []
+    pending, seen = [path], set()
+    while pending:
+        current = pending.pop(0)
+        if current in seen:
+            continue
+        seen.add(current)
+        if (root / current).is_file():
+            found.append(current)
+        pending.extend(moves.get(current, []))
+    return found
+
+
+def _file_sections(patch_text: str) -> tuple[str, list[tuple[str, str]]]:
+    """The patch's header lines, then one ``(path, text)`` per file it changes (its path
+    from the ``--- a/PATH`` line)."""
+    lines = patch_text.splitlines(keepends=True)
+    starts = [
+        i
+        for i, line in enumerate(lines)
+        if line.startswith("--- a/") and i + 1 < len(lines) and lines[i + 1].startswith("+++ ")
+    ]
+    # A `diff --git` line just above a section belongs to it.
+    starts = [i - 1 if i and lines[i - 1].startswith("diff --git ") else i for i in starts]
+    if not starts:
+        return patch_text, []
+    sections = []
+    for begin, end in zip(starts, [*starts[1:], len(lines)], strict=True):
+        text = "".join(lines[begin:end])
+        path = next(ln for ln in lines[begin:end] if ln.startswith("--- a/"))[6:].strip()
+        sections.append((path, text))
+    return "".join(lines[: starts[0]]), sections
+
+
+def _retarget(section: str, old: str, new: str) -> str:
+    return "".join(
+        line.replace(f"a/{old}", f"a/{new}").replace(f"b/{old}", f"b/{new}")
+        if line.startswith(("--- ", "+++ ", "diff --git "))
+        else line
+        for line in section.splitlines(keepends=True)
+    )
+
+
+def _git_apply(copy: Path, patch: Path, check: bool) -> str | None:
+    out = subprocess.run(
+        ["git", "apply", "--verbose", *(["--check"] if check else []), str(patch)],
+        cwd=copy,
+        capture_output=True,
+        text=True,
+    )
+    return None if out.returncode == 0 else (out.stderr or out.stdout).strip()
+
+
+def follow_moves(copy: Path, patch_text: str, moves: dict[str, list[str]]) -> str:
+    """``patch_text`` with each file whose path no longer exists in ``copy`` re-targeted to
+    the first file it moved to (:func:`move_targets`) where that file's hunks apply. A
+    section that applies nowhere is left as it was, so ``git apply`` names it."""
+    header, sections = _file_sections(patch_text)
+    out = [header]
+    for path, text in sections:
+        if (copy / path).is_file() or path not in moves:
+            out.append(text)
+            continue
+        for target in move_targets(path, moves, copy):
+            candidate = _retarget(text, path, target)
+            probe = scratch_path(copy, ".patch")
+            probe.write_text(candidate, encoding="utf-8")
+            if _git_apply(copy, probe, check=True) is None:
+                text = candidate
+                break
+        out.append(text)
+    return "".join(out)
+
+
+def apply_patch(copy: Path, patch: Path, moves: dict[str, list[str]] | None = None) -> str | None:
+    """Apply ``patch`` in ``copy``, its files re-targeted along the recorded moves
+    (:func:`follow_moves`); return an error message, or None when it applied."""
+    text = follow_moves(copy, patch.read_text(encoding="utf-8"), load_moves() if moves is None else moves)
+    moved = scratch_path(copy, ".patch")
+    moved.write_text(text, encoding="utf-8")
+    for check in (True, False):
+        error = _git_apply(copy, moved, check)
+        if error is not None:
+            return error
     return None
+
+
+def follow_selection(selection: list[str], moves: dict[str, list[str]], root: Path) -> list[str]:
+    """A ``must-fail`` selection with each test file that moved (to exactly one existing
+    file) named by its new path."""
+    out = []
+    for arg in selection:
+        path = file_of(arg)
+        if not arg.startswith("-") and not (root / path).is_file():
+            targets = move_targets(path, moves, root)
+            if len(targets) == 1:
+                arg = targets[0] + arg[len(path):]
+        out.append(arg)
+    return out
 
 
 _run_ids = itertools.count()
