@@ -268,7 +268,7 @@ def test_moves_file_parses_splits_and_comments(tmp_path: Path) -> None:
 def test_a_malformed_move_is_an_error_naming_its_line(tmp_path: Path, line: str) -> None:
     moves = tmp_path / "moves.txt"
     moves.write_text(f"ok.py -> new.py\n{line}\n")
-    with pytest.raises(ValueError, match="moves.txt:2"):
+    with pytest.raises(ValueError, match=r"moves\.txt:2"):
         run.load_moves(moves)
 
 
