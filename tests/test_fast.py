@@ -9,6 +9,7 @@ chunk edges. Bit-exact means equal bytes; NaN is compared by its bits.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import inspect
 import pkgutil
@@ -25,7 +26,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mxformats import codec, fast
-from mxformats.fast import chunks
+from mxformats.fast import chunks, fallback
 from mxformats.fast import codec as fast_codec
 from mxformats.fast import mx as fast_mx
 from mxformats.fast import nvfp4 as fast_nvfp4
@@ -468,6 +469,8 @@ SIGNATURES_FROM_THE_REFERENCE = {
     "dequantize_fp8_block": fp8_block.dequantize_fp8_block, "encode": codec.encode,
     "pack_int4": int4.pack_int4, "quantize_int4": int4.quantize_int4,
     "quantize_fp8": fp8.quantize_fp8, "dequantize_w4a8": w4a8.dequantize_w4a8,
+    "quantize_mx": mx.quantize_mx, "quantize_nvfp4": nvfp4.quantize_nvfp4,
+    "decode": codec.decode, "quantize_fp8_block": fp8_block.quantize_fp8_block,
 }
 
 
@@ -477,7 +480,17 @@ def test_signature_is_the_references_plus_threads(name: str) -> None:
     *params, threads = inspect.signature(getattr(fast, name)).parameters.values()
     assert params == list(inspect.signature(SIGNATURES_FROM_THE_REFERENCE[name])
                           .parameters.values())
-    assert threads.name == "threads" and threads.kind is threads.KEYWORD_ONLY
+    keyword_only = any(p.kind is p.KEYWORD_ONLY for p in params)
+    assert threads.name == "threads" and threads.default is None
+    assert threads.kind is (threads.KEYWORD_ONLY if keyword_only else threads.POSITIONAL_OR_KEYWORD)
+
+
+def test_decode_takes_threads_by_position() -> None:
+    """``decode``'s reference has no keyword-only parameter: ``threads`` may come fourth, as
+    it always could."""
+    codes = np.arange(256, dtype=np.uint8)
+    assert np.array_equal(bits(fast.decode(E4M3FN, codes, np.float32, 1)),
+                          bits(codec.decode(E4M3FN, codes)))
 
 
 def test_arrays_are_read_with_their_producers_consumer() -> None:
@@ -502,6 +515,91 @@ def test_arrays_are_read_with_their_producers_consumer() -> None:
             want = int4.dequantize_int4(result, profile=profile)
         got = fast.dequantize_int4(result, profile=profile)
         assert np.array_equal(bits(got), bits(want))
+
+
+def small_calls() -> dict[str, tuple[tuple[Any, ...], dict[str, Any]]]:
+    """A call on the fast path of every fast path (a few blocks of each)."""
+    rng = np.random.default_rng(53)
+    x = rng.standard_normal((4, 128)).astype(np.float32)
+    codes = rng.integers(0, 256, (4, 64), dtype=np.uint8)
+    q = rng.integers(-8, 8, (4, 128), dtype=np.int8)
+    words = rng.integers(0, 1 << 32, (4, 16), dtype=np.uint32).view(np.int32)
+    return {
+        "quantize_mx": ((x,), {}),
+        "dequantize_mx": ((codes, codes[:, ::16] & 0x7F), {}),
+        "quantize_nvfp4": ((x,), {}),
+        "dequantize_nvfp4": ((codes, codes[:, ::8] & 0x7F, np.float32(0.5)),
+                             {"profile": "vllm-modelopt", "packed": True}),
+        "encode": ((E4M3FN, x), {}),
+        "decode": ((E4M3FN, codes), {}),
+        "pack_int4": ((q,), {}),
+        "unpack_int4": ((words,), {}),
+        "quantize_int4": ((x,), {"group_size": 32}),
+        "dequantize_int4": ((q, np.ones((4, 4), dtype=np.float32)), {"group_size": 32}),
+        "quantize_fp8": ((x, E4M3FN), {"profile": "static"}),
+        "quantize_w4a8": ((x,), {}),
+        "dequantize_w4a8": ((words, np.array(0.5, dtype=np.float32), np.ones(4, dtype=np.float32)),
+                            {}),
+        "quantize_fp8_block": ((x,), {"block": (2, 32)}),
+        "dequantize_fp8_block": ((codes, np.ones((2, 2), dtype=np.float32)),
+                                 {"block": (2, 32)}),
+    }
+
+
+def test_every_fast_path_has_a_small_call() -> None:
+    assert {fast.REFERENCES[getattr(fast, name)] for name in small_calls()} == set(
+        fast.REFERENCES.values())
+
+
+def same_result(got: Any, want: Any) -> bool:
+    """Equal bytes, field by field for a result record or tuple."""
+    if dataclasses.is_dataclass(got) or isinstance(got, tuple):
+        parts = (dataclasses.astuple(r) if dataclasses.is_dataclass(r) else r
+                 for r in (got, want))
+        return all(same_result(g, w) for g, w in zip(*parts, strict=True))
+    if isinstance(got, np.ndarray):
+        return got.dtype == want.dtype and np.array_equal(bits(got), bits(want))
+    return bool(got == want)
+
+
+@pytest.mark.parametrize("name", list(small_calls()))
+def test_big_endian_calls_the_reference(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a big-endian machine (the byte views read little-endian words) no fast path runs its
+    own chunks: the decorator hands every call to the reference. On this machine the same
+    call runs the fast path (it fails when its chunks are refused)."""
+    args, kwargs = small_calls()[name]
+    function = getattr(fast, name)
+
+    def refuse(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("the fast path ran its chunks")
+
+    with monkeypatch.context() as patch:
+        patch_everywhere(patch, "_parallel", refuse)
+        with pytest.raises(AssertionError, match="ran its chunks"):
+            function(*args, **kwargs)
+        patch.setattr(fallback, "_LITTLE_ENDIAN", False)
+        got = function(*args, **kwargs)
+    assert same_result(got, fast.REFERENCES[function](*args, **kwargs))
+
+
+def test_fast_path_falls_back_with_the_callers_arguments() -> None:
+    """An implementation's FALLBACK gives the reference's result for the caller's arguments,
+    defaults applied and ``threads`` dropped; any other result is the call's."""
+    calls: list[tuple[Any, ...]] = []
+
+    def reference(x: int, y: int = 2, *, z: str = "z") -> tuple[int, int, str]:
+        calls.append((x, y, z))
+        return x, y, z
+
+    @fallback.fast_path(reference)
+    def implementation(x: int, y: int, *, z: str, threads: int | None) -> Any:
+        return fallback.FALLBACK if x < 0 else ("fast", x, y, z, threads)
+
+    assert implementation(1, threads=3) == ("fast", 1, 2, "z", 3)
+    assert calls == []
+    assert implementation(-1, 5, threads=3) == (-1, 5, "z")
+    assert calls == [(-1, 5, "z")]
+    assert list(inspect.signature(implementation).parameters) == ["x", "y", "z", "threads"]
 
 
 @pytest.mark.parametrize("name", EMPTY_CALLS)

@@ -62,8 +62,11 @@ a big-endian machine every call goes to the reference.
 
 Layout: a module per scheme (``mxformats.fast.mx``, ``.nvfp4``, ``.int4``, ``.fp8``,
 ``.fp8_block``, ``.w4a8``); the element codec and the tables over float32 classes in
-``.codec``; chunk sizes, threads and the input readers every path shares in ``.chunks``; the
-calling convention in ``.fallback``. This package re-exports the public names.
+``.codec``; chunk sizes, threads and the input readers every path shares in ``.chunks``. One
+decorator, ``.fallback.fast_path``, gives each path its reference's signature and owns the
+fallback: a path returns ``FALLBACK`` for an input it does not compute, and the decorator calls
+the reference with the caller's arguments (always, on a big-endian machine). This package
+re-exports the public names.
 """
 
 from __future__ import annotations

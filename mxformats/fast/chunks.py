@@ -1,15 +1,11 @@
 """The machinery every fast path shares: chunk and task sizes, the thread count
 (:func:`workers`, :data:`THREADS_VARIABLE`) and the threads that run the chunks
 (``_parallel``), and the readers of numpy / torch input as float32 bits.
-
-The byte views read little-endian words; on a big-endian machine every call goes to the
-reference (``_LITTLE_ENDIAN``).
 """
 
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from itertools import pairwise
@@ -32,8 +28,6 @@ CHUNK_ELEMENTS = CHUNK_BLOCKS * BLOCK
 #: Chunks per task a thread takes (a task allocates its scratch once).
 TASK_CHUNKS = 16
 
-#: The byte views below (pairs of codes as uint16, words as bytes) read little-endian words.
-_LITTLE_ENDIAN = sys.byteorder == "little"
 _F16 = np.dtype(np.float16)
 _F32 = np.dtype(np.float32)
 _MAGNITUDE = np.uint32(0x7FFFFFFF)
@@ -93,8 +87,7 @@ def _along_axis(x: object, dtypes: tuple[np.dtype[Any], ...],
     None sends the call to the reference."""
     data = _float_input(x)
     if (
-        not _LITTLE_ENDIAN
-        or data is None
+        data is None
         or data.dtype not in dtypes
         or data.size == 0
         or not -data.ndim <= axis < data.ndim

@@ -20,14 +20,13 @@ from mxformats.containers import containers
 from mxformats.fast.chunks import (
     _F16,
     _F32,
-    _LITTLE_ENDIAN,
     CHUNK_BLOCKS,
     CHUNK_ELEMENTS,
     _float32_bits,
     _float_input,
     _parallel,
 )
-from mxformats.fast.fallback import _with_signature_of
+from mxformats.fast.fallback import FALLBACK, Fallback, fast_path
 from mxformats.formats import E2M1, Format
 
 if TYPE_CHECKING:
@@ -141,11 +140,11 @@ def _encode_chunks(
 
 
 @containers()
-@_with_signature_of(reference_codec.encode)
+@fast_path(reference_codec.encode)
 def encode(
     fmt: Format, x: object, *, rounding: str, overflow: str | None, nan_code: int | None,
     threads: int | None,
-) -> NDArray[np.uint8]:
+) -> NDArray[np.uint8] | Fallback:
     """:func:`mxformats.codec.encode` (``Format.encode``), the same codes, fast for FP8.
 
     Fast path: an 8-bit float ``fmt`` with a NaN (E4M3FN, E4M3FNUZ, E5M2), float32, bfloat16
@@ -161,8 +160,7 @@ def encode(
         if np.array_equal(narrowed, data):  # float32 values only (NaN never compares equal)
             data = narrowed
     if (
-        not _LITTLE_ENDIAN
-        or data is None
+        data is None
         or fmt.kind != "float"
         or fmt.bits != 8
         or not fmt.nan_codes
@@ -171,8 +169,7 @@ def encode(
         or (overflow is not None and overflow not in fmt.overflows)
         or data.dtype not in (_F32, BF16, _F16)
     ):
-        return reference_codec.encode(fmt, x, rounding=rounding, overflow=overflow,
-                                      nan_code=nan_code)
+        return FALLBACK
     table = code_table(fmt, rounding, fmt.default_overflow if overflow is None else overflow)
     flat = np.ascontiguousarray(data).reshape(-1)
     out = np.empty(flat.shape, dtype=np.uint8)
@@ -196,15 +193,16 @@ def _decode_chunks(codes: NDArray[np.uint8], table: NDArray[Any], out: NDArray[A
 
 
 @containers(codes={"codes": "fmt"}, unpack_x2=True)
-def decode(fmt: Format, codes: ArrayLike, dtype: DTypeLike = np.float32,
-           threads: int | None = None) -> NDArray[np.generic]:
+@fast_path(reference_codec.decode)
+def decode(fmt: Format, codes: ArrayLike, dtype: DTypeLike,
+           threads: int | None) -> NDArray[np.generic] | Fallback:
     """:func:`mxformats.codec.decode` (``Format.decode``), the same values, fast for 8-bit
     formats: uint8 codes are all valid, so decoding is one lookup in the reference's own value
     table, by chunks and threads. Other inputs go to the reference. Spec: spec/README.md,
     "Decoding"."""
     c = codes if isinstance(codes, np.ndarray) else None
-    if not _LITTLE_ENDIAN or c is None or c.dtype != np.uint8 or fmt.bits != 8:
-        return reference_codec.decode(fmt, codes, dtype)
+    if c is None or c.dtype != np.uint8 or fmt.bits != 8:
+        return FALLBACK
     table = reference_codec.decode(fmt, np.arange(256, dtype=np.uint8), dtype)  # validates dtype
     flat = np.ascontiguousarray(c).reshape(-1)
     out = np.empty(flat.shape, dtype=table.dtype)

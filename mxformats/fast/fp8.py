@@ -15,7 +15,6 @@ from mxformats.containers import containers
 from mxformats.fast.chunks import (
     _EXPONENT_SHIFT,
     _F32,
-    _LITTLE_ENDIAN,
     _MAGNITUDE,
     _NONFINITE_EXPONENT,
     CHUNK_ELEMENTS,
@@ -28,7 +27,7 @@ from mxformats.fast.codec import (
     _quotient_codes,
     _quotient_table,
 )
-from mxformats.fast.fallback import _with_signature_of
+from mxformats.fast.fallback import FALLBACK, Fallback, fast_path
 from mxformats.formats import Format
 from mxformats.schemes import fp8 as reference_fp8
 
@@ -48,10 +47,10 @@ def fp8_table(profile: str, fmt: Format, dtype: np.dtype[Any]) -> NDArray[np.uin
 
 
 @containers()
-@_with_signature_of(reference_fp8.quantize_fp8)
+@fast_path(reference_fp8.quantize_fp8)
 def quantize_fp8(
     x: object, fmt: Format, *, profile: str, threads: int | None,
-) -> tuple[NDArray[np.uint8], NDArray[np.float32]]:
+) -> tuple[NDArray[np.uint8], NDArray[np.float32]] | Fallback:
     """:func:`mxformats.schemes.fp8.quantize_fp8`, the same bytes, fast for the producer
     profile ``static`` (Quark) from float32 and bfloat16 input.
 
@@ -63,22 +62,17 @@ def quantize_fp8(
     dtype, clamp and cast are one lookup in :func:`fp8_table`. A non-finite input goes to the
     reference, which refuses it; so does every other input. Spec: w4a8.md, "FP8 per tensor".
     """
-
-    def reference() -> tuple[NDArray[np.uint8], NDArray[np.float32]]:
-        return reference_fp8.quantize_fp8(x, fmt, profile=profile)
-
     data = _float_input(x)
     record = reference_fp8.FP8_PROFILES.get(profile) if isinstance(profile, str) else None
     if (
-        not _LITTLE_ENDIAN
-        or data is None
+        data is None
         or record is None
         or record.non_finite != "refuse"
         or fmt not in record.formats
         or data.dtype not in _QUOTIENT_INPUTS
         or data.size == 0
     ):
-        return reference()
+        return FALLBACK
     flat = np.ascontiguousarray(data).reshape(-1)
     maxima: list[int] = []
 
@@ -92,7 +86,7 @@ def quantize_fp8(
     _parallel(flat.size, largest, threads, CHUNK_ELEMENTS)
     amax_bits = max(maxima)
     if amax_bits >> _EXPONENT_SHIFT == _NONFINITE_EXPONENT:
-        return reference()
+        return FALLBACK
     amax = np.float32(np.array([amax_bits], dtype=np.uint32).view(_F32)[0])
     scale = reference_fp8.per_tensor_scale(amax, fmt, record)
     work = data.dtype if record.quotient_dtype == "input" else _F32

@@ -14,7 +14,6 @@ from mxformats.containers import containers
 from mxformats.fast.chunks import (
     _F16,
     _F32,
-    _LITTLE_ENDIAN,
     CHUNK_ELEMENTS,
     _float_input,
     _parallel,
@@ -23,7 +22,7 @@ from mxformats.fast.codec import (
     _fp8_values,
     encode,
 )
-from mxformats.fast.fallback import _with_signature_of
+from mxformats.fast.fallback import FALLBACK, Fallback, fast_path
 from mxformats.schemes import fp8_block as reference_fp8_block
 from mxformats.schemes.fp8_block import FP8BlockArray
 
@@ -34,12 +33,9 @@ if TYPE_CHECKING:
 
 
 @containers()
+@fast_path(reference_fp8_block.quantize_fp8_block)
 def quantize_fp8_block(
-    x: object,
-    *,
-    block: tuple[int, int] = (128, 128),
-    profile: str = "deepseek",
-    threads: int | None = None,
+    x: object, *, block: tuple[int, int], profile: str, threads: int | None,
 ) -> FP8BlockArray:
     """:func:`mxformats.schemes.fp8_block.quantize_fp8_block`, the same bytes, fast.
 
@@ -116,11 +112,11 @@ def _fp8_block_rows(
 
 
 @containers()
-@_with_signature_of(reference_fp8_block.dequantize_fp8_block)
+@fast_path(reference_fp8_block.dequantize_fp8_block)
 def dequantize_fp8_block(
     codes: ArrayLike | FP8BlockArray, scales: ArrayLike | None, *, block: tuple[int, int],
     profile: str, dtype: DTypeLike, threads: int | None,
-) -> NDArray[np.generic]:
+) -> NDArray[np.generic] | Fallback:
     """:func:`mxformats.schemes.fp8_block.dequantize_fp8_block`, the same bytes, fast to
     float32.
 
@@ -135,11 +131,6 @@ def dequantize_fp8_block(
     code times a NaN scale, ``Inf · 0``) has its NaN outputs rewritten. Every other input
     goes to the reference. Spec: spec/fp8-block.md §6, "Dequantization".
     """
-
-    def reference() -> NDArray[np.generic]:
-        return reference_fp8_block.dequantize_fp8_block(codes, scales, block=block,
-                                                        profile=profile, dtype=dtype)
-
     if isinstance(codes, FP8BlockArray) and scales is None:
         return dequantize_fp8_block(codes.codes, codes.scales, block=codes.block,
                                     profile=codes.profile, dtype=dtype, threads=threads)
@@ -151,8 +142,7 @@ def dequantize_fp8_block(
     except ValueError:
         tile = None
     if (
-        not _LITTLE_ENDIAN
-        or c is None
+        c is None
         or s is None
         or record is None
         or tile is None
@@ -163,7 +153,7 @@ def dequantize_fp8_block(
         or s.dtype not in (_F32, BF16, _F16, np.dtype(np.float64))
         or s.shape != reference_fp8_block.scale_grid(c.shape, tile)
     ):
-        return reference()
+        return FALLBACK
     tile_scales = s.astype(_F32)
     table = _fp8_values(record.code_format)
     nonfinite_scales = not np.isfinite(tile_scales).all()

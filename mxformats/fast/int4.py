@@ -16,7 +16,6 @@ from mxformats.fast.chunks import (
     _EXPONENT_SHIFT,
     _F16,
     _F32,
-    _LITTLE_ENDIAN,
     _MAGNITUDE,
     _NONFINITE_EXPONENT,
     CHUNK_ELEMENTS,
@@ -30,7 +29,7 @@ from mxformats.fast.codec import (
     _quotient_codes,
     _quotient_table,
 )
-from mxformats.fast.fallback import _with_signature_of
+from mxformats.fast.fallback import FALLBACK, Fallback, fast_path
 from mxformats.schemes import int4 as reference_int4
 from mxformats.schemes.int4 import Int4Array
 
@@ -44,8 +43,10 @@ _LAYOUTS = ("compressed-tensors", "quark")
 
 
 @containers()
-@_with_signature_of(reference_int4.pack_int4)
-def pack_int4(q: ArrayLike, *, layout: str, axis: int, threads: int | None) -> NDArray[np.int32]:
+@fast_path(reference_int4.pack_int4)
+def pack_int4(
+    q: ArrayLike, *, layout: str, axis: int, threads: int | None,
+) -> NDArray[np.int32] | Fallback:
     """:func:`mxformats.pack_int4`, the same words, fast for int8 input.
 
     Fast path: int8 values, ``layout`` ``compressed-tensors`` or ``quark``, a length along
@@ -55,8 +56,7 @@ def pack_int4(q: ArrayLike, *, layout: str, axis: int, threads: int | None) -> N
     """
     values = q if isinstance(q, np.ndarray) else None
     if (
-        not _LITTLE_ENDIAN
-        or values is None
+        values is None
         or values.dtype != np.int8
         or values.ndim == 0
         or not -values.ndim <= axis < values.ndim
@@ -66,7 +66,7 @@ def pack_int4(q: ArrayLike, *, layout: str, axis: int, threads: int | None) -> N
         or values.min() < reference_int4.QMIN
         or values.max() > reference_int4.QMAX
     ):
-        return reference_int4.pack_int4(q, layout=layout, axis=axis)
+        return FALLBACK
     ax = axis % values.ndim
     moved = np.moveaxis(values, ax, -1)
     groups = np.ascontiguousarray(moved).reshape(-1, 8)
@@ -129,10 +129,10 @@ def _unpack_words(
 
 
 @containers()
-@_with_signature_of(reference_int4.unpack_int4)
+@fast_path(reference_int4.unpack_int4)
 def unpack_int4(
     packed: ArrayLike, *, layout: str, axis: int, size: int | None, threads: int | None,
-) -> NDArray[np.int8]:
+) -> NDArray[np.int8] | Fallback:
     """:func:`mxformats.unpack_int4`, the same values, fast for whole words.
 
     Fast path: int32/uint32 words, ``layout`` ``compressed-tensors`` or ``quark``, ``size``
@@ -141,15 +141,14 @@ def unpack_int4(
     """
     words = packed if isinstance(packed, np.ndarray) else None
     if (
-        not _LITTLE_ENDIAN
-        or words is None
+        words is None
         or words.dtype not in (np.dtype(np.int32), np.dtype(np.uint32))
         or words.size == 0
         or layout not in _LAYOUTS
         or not -words.ndim <= axis < words.ndim
         or (size is not None and size != 8 * words.shape[axis])
     ):
-        return reference_int4.unpack_int4(packed, layout=layout, axis=axis, size=size)
+        return FALLBACK
     ax = axis % words.ndim
     moved = np.ascontiguousarray(np.moveaxis(words, ax, -1))
     halves = moved.view(np.uint16).reshape(-1, 2)  # little-endian: the low half first
@@ -162,11 +161,11 @@ def unpack_int4(
 
 
 @containers()
-@_with_signature_of(reference_int4.dequantize_int4)
+@fast_path(reference_int4.dequantize_int4)
 def dequantize_int4(
     q: ArrayLike | Int4Array, scales: ArrayLike | None, *, group_size: int | None, axis: int,
     profile: str | None, dtype: DTypeLike, threads: int | None,
-) -> NDArray[np.generic]:
+) -> NDArray[np.generic] | Fallback:
     """:func:`mxformats.dequantize_int4`, the same bytes, fast to float32.
 
     Fast path: int8 ``q`` in [-8, 7], finite scales (float32 for ``quark``; float32, bfloat16
@@ -177,8 +176,7 @@ def dequantize_int4(
     """
     if isinstance(q, Int4Array):
         if scales is not None:
-            return reference_int4.dequantize_int4(q, scales, group_size=group_size, axis=axis,
-                                                  profile=profile, dtype=dtype)
+            return FALLBACK
         given = q
         q, scales, group_size, axis = given.q, given.scales, given.group_size, given.axis
         profile = given.profile if profile is None else profile
@@ -188,8 +186,7 @@ def dequantize_int4(
     float32_product = consumer is not None and consumer.product_dtype == "float32"
     scale_types = (_F32,) if float32_product else (_F32, BF16, _F16)
     if (
-        not _LITTLE_ENDIAN
-        or values is None
+        values is None
         or s is None
         or values.dtype != np.int8
         or s.dtype not in scale_types
@@ -208,8 +205,7 @@ def dequantize_int4(
         or values.max() > reference_int4.QMAX
         or not np.isfinite(s.astype(np.float32)).all()
     ):
-        return reference_int4.dequantize_int4(q, scales, group_size=group_size, axis=axis,
-                                              profile=profile, dtype=dtype)
+        return FALLBACK
     ax = axis % values.ndim
     rows = np.ascontiguousarray(np.moveaxis(values, ax, -1)).reshape(-1, group_size)
     factor = np.ascontiguousarray(np.moveaxis(s, ax, -1)).reshape(-1).astype(np.float32)
@@ -259,10 +255,10 @@ def int4_table(profile: str, dtype: np.dtype[Any]) -> NDArray[np.int8]:
 
 
 @containers()
-@_with_signature_of(reference_int4.quantize_int4)
+@fast_path(reference_int4.quantize_int4)
 def quantize_int4(
     x: object, *, group_size: int | None, axis: int, profile: str, threads: int | None,
-) -> Int4Array:
+) -> Int4Array | Fallback:
     """:func:`mxformats.quantize_int4`, the same bytes, fast for float32 and bfloat16 input.
 
     Fast path: float32 or bfloat16 numpy data (or torch tensor) of finite values, any INT4
@@ -273,10 +269,6 @@ def quantize_int4(
     one lookup in :func:`int4_table`. A non-finite input sends the call to the reference, which
     refuses it; so does every other input. Spec: int4-schemes.md.
     """
-
-    def reference() -> Int4Array:
-        return reference_int4.quantize_int4(x, group_size=group_size, axis=axis, profile=profile)
-
     found = _along_axis(x, _QUOTIENT_INPUTS, axis)
     producer = reference_int4.PRODUCERS.get(profile) if isinstance(profile, str) else None
     if (
@@ -285,7 +277,7 @@ def quantize_int4(
         or not (group_size is None or (type(group_size) is int and group_size > 0))
         or found[0].shape[axis] % (group_size or found[0].shape[axis])
     ):
-        return reference()
+        return FALLBACK
     data, ax = found
     moved = np.ascontiguousarray(np.moveaxis(data, ax, -1))
     size = group_size or moved.shape[-1]
@@ -317,7 +309,7 @@ def quantize_int4(
 
     _parallel(groups.shape[0], work, threads, chunk)
     if nonfinite:
-        return reference()
+        return FALLBACK
     shape = moved.shape
     return Int4Array(
         q=np.moveaxis(q.reshape(shape), -1, ax),

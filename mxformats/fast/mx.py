@@ -17,7 +17,6 @@ from mxformats.fast.chunks import (
     _EXPONENT_SHIFT,
     _F16,
     _F32,
-    _LITTLE_ENDIAN,
     _MAGNITUDE,
     _NONFINITE_EXPONENT,
     BLOCK,
@@ -32,7 +31,7 @@ from mxformats.fast.codec import (
     _e2m1_pair_table,
     _scale_rows,
 )
-from mxformats.fast.fallback import _with_signature_of
+from mxformats.fast.fallback import FALLBACK, Fallback, fast_path
 from mxformats.formats import E2M1, E8M0, Format
 from mxformats.pairing import consumer_for
 from mxformats.schemes import mx as reference_mx
@@ -132,10 +131,10 @@ def _quantize_rows(
 
 
 @containers()
+@fast_path(reference_mx.quantize_mx)
 def quantize_mx(
-    x: object, elem: Format = E2M1, *, block_size: int = 32, axis: int = -1, profile: str = "ocp",
-    threads: int | None = None,
-) -> MXArray:
+    x: object, elem: Format, *, block_size: int, axis: int, profile: str, threads: int | None,
+) -> MXArray | Fallback:
     """:func:`mxformats.quantize_mx`, the same bytes, fast for MXFP4 with ``ocp``/``quark``.
 
     Fast path: ``elem`` E2M1, ``block_size`` 32, a ``profile`` in :data:`QUANTIZE_PROFILES`,
@@ -147,8 +146,7 @@ def quantize_mx(
     """
     data = _float_input(x)
     if (
-        not _LITTLE_ENDIAN
-        or data is None
+        data is None
         or elem is not E2M1
         or block_size != BLOCK
         or profile not in QUANTIZE_PROFILES
@@ -158,7 +156,7 @@ def quantize_mx(
         or (data.shape[axis] % BLOCK
             and (data.shape[axis] % 2 or not get_producer(profile).partial_blocks))
     ):
-        return reference_mx.quantize_mx(x, elem, block_size=block_size, axis=axis, profile=profile)
+        return FALLBACK
     ax = axis % data.ndim
     moved = np.ascontiguousarray(np.moveaxis(data, ax, -1))
     n = moved.shape[-1]
@@ -208,11 +206,11 @@ def _exact_mx_consumer(profile: str | None) -> str | None:
 
 
 @containers(codes={"codes": "elem", "scales": E8M0})
-@_with_signature_of(reference_mx.dequantize_mx)
+@fast_path(reference_mx.dequantize_mx)
 def dequantize_mx(
     codes: ArrayLike | MXArray, scales: ArrayLike | None, elem: Format, *, block_size: int,
     axis: int, profile: str | None, dtype: DTypeLike, threads: int | None,
-) -> NDArray[np.generic]:
+) -> NDArray[np.generic] | Fallback:
     """:func:`mxformats.dequantize_mx`, the same bytes, fast for MXFP4 ``ocp`` to float32.
 
     Fast path: packed E2M1 uint8 codes and uint8 scales of matching shapes, ``block_size`` 32,
@@ -226,8 +224,7 @@ def dequantize_mx(
     """
     if isinstance(codes, MXArray):
         if scales is not None:
-            return reference_mx.dequantize_mx(codes, scales, elem, block_size=block_size, axis=axis,
-                                              profile=profile, dtype=dtype)
+            return FALLBACK
         given = codes
         codes, scales, elem, block_size, axis = (
             given.codes, given.scales, given.elem, given.block_size, given.axis)
@@ -236,8 +233,7 @@ def dequantize_mx(
     s = scales if isinstance(scales, np.ndarray) else None
     consumer = _exact_mx_consumer(profile)
     if (
-        not _LITTLE_ENDIAN
-        or c is None
+        c is None
         or s is None
         or elem is not E2M1
         or block_size != BLOCK
@@ -252,8 +248,7 @@ def dequantize_mx(
         or s.shape != (*c.shape[:axis % c.ndim], c.shape[axis] // (BLOCK // 2),
                        *c.shape[axis % c.ndim + 1:])
     ):
-        return reference_mx.dequantize_mx(codes, scales, elem, block_size=block_size, axis=axis,
-                                          profile=profile, dtype=dtype)
+        return FALLBACK
     ax = axis % c.ndim
     rows = np.ascontiguousarray(np.moveaxis(c, ax, -1)).reshape(-1, BLOCK // 2)
     byte = np.ascontiguousarray(np.moveaxis(s, ax, -1)).reshape(-1)

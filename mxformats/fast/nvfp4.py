@@ -18,7 +18,6 @@ from mxformats.fast.chunks import (
     _EXPONENT_SHIFT,
     _F16,
     _F32,
-    _LITTLE_ENDIAN,
     _MAGNITUDE,
     _NONFINITE_EXPONENT,
     CHUNK_BLOCKS,
@@ -37,7 +36,7 @@ from mxformats.fast.codec import (
     _scale_rows,
     encode,
 )
-from mxformats.fast.fallback import _with_signature_of
+from mxformats.fast.fallback import FALLBACK, Fallback, fast_path
 from mxformats.formats import E4M3FN
 from mxformats.schemes import nvfp4 as reference_nvfp4
 from mxformats.schemes.nvfp4 import NVFP4Array
@@ -76,10 +75,10 @@ def _e4m3_scale_codes(threads: int | None) -> Callable[[NDArray[np.float64]], ND
 
 
 @containers()
+@fast_path(reference_nvfp4.quantize_nvfp4)
 def quantize_nvfp4(
-    x: object, *, axis: int = -1, profile: str = "modelopt", global_amax: float | None = None,
-    threads: int | None = None,
-) -> NVFP4Array:
+    x: object, *, axis: int, profile: str, global_amax: float | None, threads: int | None,
+) -> NVFP4Array | Fallback:
     """:func:`mxformats.schemes.nvfp4.quantize_nvfp4`, the same bytes, fast.
 
     Fast path: float32, bfloat16 or float16 numpy data (or torch tensor) of finite values, a
@@ -90,15 +89,10 @@ def quantize_nvfp4(
     divisor``, one float32 division as the reference's, and its E2M1 code, one lookup in
     :func:`nvfp4_code_table`. Anything else, a non-finite input included, goes to the
     reference (its checks and errors). Spec: spec/nvfp4.md."""
-
-    def reference() -> NVFP4Array:
-        return reference_nvfp4.quantize_nvfp4(x, axis=axis, profile=profile,
-                                              global_amax=global_amax)
-
     found = _along_axis(x, (_F32, BF16, _F16), axis)
     producer = reference_nvfp4.PRODUCERS.get(profile) if isinstance(profile, str) else None
     if found is None or producer is None or found[0].shape[axis] % NVFP4_BLOCK:
-        return reference()
+        return FALLBACK
     data, ax = found
     moved = np.ascontiguousarray(np.moveaxis(data, ax, -1))
     blocks = moved.reshape(-1, NVFP4_BLOCK)
@@ -116,7 +110,7 @@ def quantize_nvfp4(
 
     _parallel(count, maxima, threads, chunk)
     if (amax_bits >> _EXPONENT_SHIFT == _NONFINITE_EXPONENT).any():
-        return reference()
+        return FALLBACK
     block_amax = amax_bits.view(_F32).astype(data.dtype).reshape(*moved.shape[:-1], -1)
     scales = reference_nvfp4.nvfp4_scales(producer, block_amax, global_amax,
                                           _e4m3_scale_codes(threads))
@@ -154,11 +148,11 @@ def _nvfp4_global(global_scale: object) -> np.float32 | None:
 
 
 @containers(codes={"scales": E4M3FN})
-@_with_signature_of(reference_nvfp4.dequantize_nvfp4)
+@fast_path(reference_nvfp4.dequantize_nvfp4)
 def dequantize_nvfp4(
     codes: ArrayLike | NVFP4Array, scales: ArrayLike | None, global_scale: ArrayLike | None, *,
     axis: int, profile: str | None, packed: bool, dtype: DTypeLike, threads: int | None,
-) -> NDArray[Any]:
+) -> NDArray[Any] | Fallback:
     """:func:`mxformats.dequantize_nvfp4`, the same bytes, fast to float32, every consumer.
 
     Fast path: uint8 codes (one a byte, or two a byte with ``packed``) whose length along
@@ -178,11 +172,6 @@ def dequantize_nvfp4(
     reference, and so does a call whose global factor is not finite, or any other input.
     Spec: spec/nvfp4.md, "Consumers".
     """
-
-    def reference() -> NDArray[Any]:
-        return reference_nvfp4.dequantize_nvfp4(codes, scales, global_scale, axis=axis,
-                                                profile=profile, packed=packed, dtype=dtype)
-
     if isinstance(codes, NVFP4Array):
         array = codes
         producer = reference_nvfp4.PRODUCERS.get(array.profile)
@@ -193,15 +182,14 @@ def dequantize_nvfp4(
                 and reader is not None and reader.global_form == producer.global_form):
             return dequantize_nvfp4(array.codes, array.scales, array.global_scale,
                                     axis=array.axis, profile=name, dtype=dtype, threads=threads)
-        return reference()
+        return FALLBACK
     c = codes if isinstance(codes, np.ndarray) else None
     s = scales if isinstance(scales, np.ndarray) else None
     consumer = reference_nvfp4.CONSUMERS.get(profile) if isinstance(profile, str) else None
     stored = _nvfp4_global(global_scale)
     per_byte = 2 if packed else 1
     if (
-        not _LITTLE_ENDIAN
-        or c is None
+        c is None
         or s is None
         or consumer is None
         or stored is None
@@ -216,7 +204,7 @@ def dequantize_nvfp4(
                        *c.shape[axis % c.ndim + 1:])
         or (not packed and int(c.max()) > 0xF)
     ):
-        return reference()
+        return FALLBACK
     scale_bytes = np.moveaxis(s, axis, -1).reshape(-1)
     block_scale = _fp8_values(E4M3FN)[scale_bytes]
     factor: NDArray[np.float32] = block_scale
@@ -227,7 +215,7 @@ def dequantize_nvfp4(
         elif consumer.global_op == "reciprocal":
             then = np.float32(1) / stored
     if then is not None and not np.isfinite(then):
-        return reference()
+        return FALLBACK
     ax = axis % c.ndim
     moved = np.moveaxis(c, ax, -1)
     rows = np.ascontiguousarray(moved).reshape(-1, NVFP4_BLOCK // per_byte)

@@ -18,7 +18,7 @@ from mxformats.fast.chunks import (
 from mxformats.fast.codec import (
     decode,
 )
-from mxformats.fast.fallback import _with_signature_of
+from mxformats.fast.fallback import FALLBACK, Fallback, fast_path
 from mxformats.fast.fp8 import quantize_fp8
 from mxformats.fast.int4 import pack_int4, quantize_int4, unpack_int4
 from mxformats.schemes import w4a8 as reference_w4a8
@@ -41,11 +41,11 @@ def quantize_w4a8(w: object, *, profile: str = "quark") -> W4A8:
 
 
 @containers()
-@_with_signature_of(reference_w4a8.dequantize_w4a8)
+@fast_path(reference_w4a8.dequantize_w4a8)
 def dequantize_w4a8(
     weight: ArrayLike | W4A8, weight_scale: ArrayLike | None,
     weight_scale_2: ArrayLike | None, *, dtype: DTypeLike, threads: int | None,
-) -> NDArray[np.generic]:
+) -> NDArray[np.generic] | Fallback:
     """:func:`mxformats.schemes.w4a8.dequantize_w4a8`, the same bytes, fast to float32.
 
     Fast path: int32 words ``[O, W]``, a float32 scalar ``weight_scale`` and float32
@@ -67,11 +67,11 @@ def dequantize_w4a8(
         or s2.dtype != _F32 or s2.shape != (words.shape[0],)
         or np.dtype(dtype) != _F32
     ):
-        return reference_w4a8.dequantize_w4a8(weight, weight_scale, weight_scale_2, dtype=dtype)
+        return FALLBACK
     with np.errstate(over="ignore"):  # the reference's folding: Inf where it overflows
         folded = s2 * s1.reshape(())
     if not np.isfinite(folded).all():
-        return reference_w4a8.dequantize_w4a8(weight, weight_scale, weight_scale_2, dtype=dtype)
+        return FALLBACK
     q = unpack_int4(words, layout=reference_w4a8.W4A8_CONSUMERS["vllm"].layout, axis=-1,
                     threads=threads)
     out = np.empty(q.shape, dtype=np.float32)
