@@ -6,7 +6,8 @@ CPU tensors run the kernels compiled with g++ against the project's CPU runtime
 compiled by nvcc (NVIDIA, through ``hip_nvidia.h``) or, on ROCm PyTorch, by hipcc
 (:mod:`mxformats.kernels.hip.rocm`). The MX argument checks, layout and per-profile constants
 come from :mod:`mxformats.kernels.mx_plan`, the INT4, W4A8 and FP8 argument checks from
-:mod:`mxformats.kernels.int4_fp8_plan`, both shared with the Triton backend.
+:mod:`mxformats.kernels.int4_plan` and :mod:`mxformats.kernels.fp8_plan`, all shared with the
+Triton backend.
 
 - :func:`quantize_mx`, :func:`dequantize_mx`: every profile the plan describes
   (:data:`SUPPORTED`), E2M1 and E4M3FN elements, power-of-two blocks up to 256 (spec/mx.md);
@@ -40,8 +41,8 @@ from mxformats.schemes import nvfp4 as nvfp4_reference
 from mxformats.schemes.mx.consumers import CONSUMERS
 from mxformats.schemes.mx.producers import PRODUCERS
 
+from .. import calls, fp8_plan, int4_plan
 from .. import fp8_block_plan as block_plans
-from .. import int4_fp8_plan as args
 from .. import mx_plan as plans
 from .. import nvfp4_plan as nvfp4_plans
 from ..mx_plan import KERNEL_ELEMENTS, QuantizedMX
@@ -206,14 +207,14 @@ def dequantize_int4(q: torch.Tensor, scales: torch.Tensor, *, group_size: int | 
     ``q``: an integer tensor of values in [-8, 7]; ``scales``: a float tensor (float64
     included), ``q``'s shape with ``axis`` divided by ``group_size`` (1 for None, per channel).
     """
-    args.check_int4_call("dequantize_int4", profile, group_size, SUPPORTED["dequantize_int4"],
+    int4_plan.check_int4_call("dequantize_int4", profile, group_size, SUPPORTED["dequantize_int4"],
                          KERNELS)
-    values = args.as_int8(q, "dequantize_int4", ValueError, KERNELS, check_int8=True)
-    s = args.require_tensor(scales, "scales", KERNELS)
-    args.require_kernel_float(s.dtype, "dequantize_int4 scales", _DTYPE_IDS, KERNELS)
-    out_dtype = args.as_torch_dtype(dtype, KERNELS)
-    ax, n, size = args.check_group_scales(values, s, group_size, axis)
-    if args.int4_dequantize_float32(profile):  # e.g. Quark: float32 × the float32 scale
+    values = int4_plan.as_int8(q, "dequantize_int4", ValueError, KERNELS, check_int8=True)
+    s = calls.require_tensor(scales, "scales", KERNELS)
+    calls.require_kernel_float(s.dtype, "dequantize_int4 scales", _DTYPE_IDS, KERNELS)
+    out_dtype = calls.as_torch_dtype(dtype, KERNELS)
+    ax, n, size = int4_plan.check_group_scales(values, s, group_size, axis)
+    if int4_plan.int4_dequantize_float32(profile):  # e.g. Quark: float32 × the float32 scale
         s = s.to(torch.float32)
     moved = values.movedim(ax, -1)
     lead = tuple(moved.shape[:-1])
@@ -237,9 +238,9 @@ def dequantize_w4a8(weight: torch.Tensor, weight_scale: torch.Tensor,
     ``weight``: int32 ``[O, W]`` in Quark's nibble order (8 W columns out); ``weight_scale``:
     one float32; ``weight_scale_2``: float32 ``[O]``.
     """
-    w, s1, s2 = args.check_w4a8_args(weight, weight_scale, weight_scale_2, KERNELS)
+    w, s1, s2 = int4_plan.check_w4a8_args(weight, weight_scale, weight_scale_2, KERNELS)
     rows, words = w.shape
-    out_dtype = args.as_torch_dtype(dtype, KERNELS)
+    out_dtype = calls.as_torch_dtype(dtype, KERNELS)
     out = torch.empty((rows, 8 * words), dtype=out_dtype, device=w.device)
     if out.numel():
         _executor(w.device).run(
@@ -252,7 +253,7 @@ def dequantize_w4a8(weight: torch.Tensor, weight_scale: torch.Tensor,
 
 # -- FP8 --------------------------------------------------------------------------------------
 
-def _fp8_target(elem: Format, plan: args.Fp8Plan) -> list[int]:
+def _fp8_target(elem: Format, plan: fp8_plan.Fp8Plan) -> list[int]:
     """The fields of mxf::Fp8Target (fp8_cast.hip), from the format's definition and the
     profile's plan (its record in mxformats.schemes.fp8): ``dynamic`` is vLLM's reciprocal
     arithmetic."""
@@ -270,9 +271,9 @@ def quantize_fp8(x: torch.Tensor, fmt: Format | str = E4M3FN, *,
     ``x``'s shape and a float32 0-d tensor. NaN/±Inf inputs to ``static`` raise ValueError as
     the reference does. Profiles: :data:`SUPPORTED` ``["quantize_fp8"]``.
     """
-    elem, plan = args.check_fp8_args(fmt, profile, SUPPORTED["quantize_fp8"], KERNELS)
-    t = args.require_tensor(x, "quantize_fp8", KERNELS)
-    dtype_id = args.require_kernel_float(t.dtype, "quantize_fp8", _INPUT_IDS, KERNELS)
+    elem, plan = fp8_plan.check_fp8_args(fmt, profile, SUPPORTED["quantize_fp8"], KERNELS)
+    t = calls.require_tensor(x, "quantize_fp8", KERNELS)
+    dtype_id = calls.require_kernel_float(t.dtype, "quantize_fp8", _INPUT_IDS, KERNELS)
     source = t.contiguous().reshape(-1)
     codes = torch.empty(source.shape, dtype=torch.uint8, device=t.device)
     scale = torch.empty((), dtype=torch.float32, device=t.device)
@@ -289,7 +290,7 @@ def e4m3fn_to_fnuz(codes: torch.Tensor,
                    scale: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """vLLM's MI300 normalisation, as ``mxformats.conversions.e4m3fn_to_fnuz``: the same bits
     read as E4M3FNUZ (0x80 becomes 0x00) and every float32 scale doubled (spec/e4m3fnuz.md)."""
-    c, s = args.check_fnuz_args(codes, scale, KERNELS)
+    c, s = fp8_plan.check_fnuz_args(codes, scale, KERNELS)
     codes_out = torch.empty_like(c, memory_format=torch.contiguous_format)
     scale_out = torch.empty_like(s, memory_format=torch.contiguous_format)
     if c.numel() or s.numel():
@@ -341,7 +342,7 @@ def quantize_fp8_block(x: torch.Tensor, *, block: tuple[int, int] = (128, 128),
     Returns ``(codes, scales)``: uint8 ``[M, N]`` and ``[ceil(M / bm), ceil(N / bn)]`` in the
     profile's scale dtype, on ``x``'s device. Raises what the reference raises for bad
     arguments."""
-    t = args.require_tensor(x, "quantize_fp8_block", KERNELS)
+    t = calls.require_tensor(x, "quantize_fp8_block", KERNELS)
     dtype = _numpy_dtype(t.dtype)
     bm, bn = block_plans.check_quantize_args(tuple(t.shape), dtype, block, profile)
     plan = block_plans.plan_for(profile, dtype)
@@ -363,13 +364,13 @@ def dequantize_fp8_block(codes: torch.Tensor, scales: torch.Tensor, *,
     rounding, then one rounding to ``dtype``: float32, bfloat16, float16 or float64, torch or
     numpy). ``codes``: a uint8 ``[M, N]`` tensor; ``scales``: float32, bfloat16 or float16,
     one per tile (``[ceil(M / bm), ceil(N / bn)]``). The profile picks the code format."""
-    c = args.require_tensor(codes, "dequantize_fp8_block", KERNELS)
-    s = args.require_tensor(scales, "dequantize_fp8_block", KERNELS)
+    c = calls.require_tensor(codes, "dequantize_fp8_block", KERNELS)
+    s = calls.require_tensor(scales, "dequantize_fp8_block", KERNELS)
     layout, (bm, bn), _ = block_plans.check_dequantize_args(
         tuple(c.shape), str(c.dtype).removeprefix("torch."), tuple(s.shape), block, profile)
-    scale_id = args.require_kernel_float(s.dtype, "dequantize_fp8_block scales", _INPUT_IDS,
+    scale_id = calls.require_kernel_float(s.dtype, "dequantize_fp8_block scales", _INPUT_IDS,
                                          KERNELS)
-    out_dtype = args.as_torch_dtype(dtype, KERNELS)
+    out_dtype = calls.as_torch_dtype(dtype, KERNELS)
     out = torch.empty(tuple(c.shape), dtype=out_dtype, device=c.device)
     if out.numel():
         _executor(c.device).run(
@@ -413,7 +414,7 @@ def quantize_nvfp4(x: torch.Tensor, *, axis: int = -1, profile: str = "modelopt"
     uint8 E2M1 codes of ``x``'s shape (one per byte), uint8 E4M3FN scales (``axis`` divided by
     16), the float32 global scale in the shape the profile's checkpoint stores. Raises what the
     reference raises (ValueError for NaN or ±Inf in ``x``)."""
-    t = args.require_tensor(x, "quantize_nvfp4", KERNELS)
+    t = calls.require_tensor(x, "quantize_nvfp4", KERNELS)
     dtype = _numpy_dtype(t.dtype)
     ax = nvfp4_plans.check_quantize_args(tuple(t.shape), dtype, axis, profile)
     plan = nvfp4_plans.quantize_plan(profile, dtype)
@@ -461,18 +462,18 @@ def dequantize_nvfp4(codes: torch.Tensor, scales: torch.Tensor | None = None,
 
     ``codes``: one E2M1 code per element, or two per byte (element 2k low) with ``packed``;
     ``scales``: uint8 E4M3FN, one per 16 along ``axis``; ``global_scale``: one stored value."""
-    c = args.require_tensor(codes, "dequantize_nvfp4", KERNELS)
+    c = calls.require_tensor(codes, "dequantize_nvfp4", KERNELS)
     if scales is None or global_scale is None:
         raise ValueError("dequantize_nvfp4 needs scales and global_scale")
-    s = args.require_tensor(scales, "dequantize_nvfp4 scales", KERNELS)
-    g = args.require_tensor(global_scale, "dequantize_nvfp4 global_scale", KERNELS)
+    s = calls.require_tensor(scales, "dequantize_nvfp4 scales", KERNELS)
+    g = calls.require_tensor(global_scale, "dequantize_nvfp4 global_scale", KERNELS)
     ax, plan = nvfp4_plans.check_dequantize_args(
         tuple(c.shape), _numpy_dtype(c.dtype), tuple(s.shape), _numpy_dtype(s.dtype),
         g.numel(), axis=axis, profile=profile, packed=packed)
     if c.numel() and (int(c.min()) < 0 or int(c.max()) > (0xFF if packed else 0xF)):
         raise ValueError("packed fp4 codes are bytes (0..255)" if packed
                          else "codes must be 4-bit E2M1 codes (0..15)")
-    out_dtype = args.as_torch_dtype(dtype, KERNELS)
+    out_dtype = calls.as_torch_dtype(dtype, KERNELS)
     moved = c.movedim(ax, -1)
     shape = (*moved.shape[:-1], moved.shape[-1] * (2 if packed else 1))
     out = torch.empty(shape, dtype=out_dtype, device=c.device)

@@ -31,7 +31,9 @@ from mxformats.formats import E4M3FN, Format
 from mxformats.schemes import fp8 as reference
 from mxformats.schemes.int4 import NIBBLE_OFFSET
 
-from ..int4_fp8_plan import check_fnuz_args, check_fp8_args, check_w4a8_args, require_tensor
+from ..calls import require_tensor
+from ..fp8_plan import check_fnuz_args, check_fp8_args
+from ..int4_plan import check_w4a8_args
 from ..mx_plan import FloatLayout
 from ._codec import decode_float, encode_float
 from .int4 import (

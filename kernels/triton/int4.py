@@ -35,8 +35,9 @@ import triton.language as tl
 
 from mxformats.schemes import int4 as reference
 
-from .. import int4_fp8_plan as plan_args
-from ..int4_fp8_plan import (
+from .. import calls
+from ..calls import require_kernel_float, require_tensor
+from ..int4_plan import (
     as_int8,
     check_axis,
     check_group_scales,
@@ -44,8 +45,6 @@ from ..int4_fp8_plan import (
     int4_dequantize_float32,
     int4_quantize_plan,
     require_int32_words,
-    require_kernel_float,
-    require_tensor,
 )
 
 __all__ = ["SUPPORTED", "dequantize_int4", "pack_int4", "quantize_int4", "unpack_int4"]
@@ -97,7 +96,7 @@ def launch(kernel: Any, grid: tuple[int, ...], t: torch.Tensor, *args: Any, **me
 
 def as_torch_dtype(dtype: object) -> torch.dtype:
     """A torch dtype from a torch dtype, a numpy dtype-like or a name (TypeError otherwise)."""
-    return plan_args.as_torch_dtype(dtype, KERNELS)
+    return calls.as_torch_dtype(dtype, KERNELS)
 
 
 def kernel_float(dtype: torch.dtype, what: str) -> int:
