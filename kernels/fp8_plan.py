@@ -20,7 +20,7 @@ from mxformats.schemes import fp8 as fp8_reference
 from .calls import unclaimed
 from .mx_plan import require_tensor
 
-__all__ = ["Fp8Plan", "check_fnuz_args", "check_fp8_args", "fp8_plan"]
+__all__ = ["Fp8Plan", "check_fnuz_args", "check_fp8_args", "quantize_claims", "quantize_plan"]
 
 # -- FP8 --------------------------------------------------------------------------------------
 
@@ -46,10 +46,16 @@ class Fp8Plan:
 _FP8_KERNEL_SHAPES = {True: ("float32", "clamp"), False: ("input", "refuse")}
 
 
-def fp8_plan(record: fp8_reference.Fp8Profile, element: Format, kernels: str) -> Fp8Plan:
+def quantize_claims(record: fp8_reference.Fp8Profile) -> bool:
+    """Whether the kernels compute ``record``: its quotient dtype and non-finite rule are one
+    of the two kernel shapes (:class:`Fp8Plan`)."""
+    return (record.quotient_dtype, record.non_finite) == _FP8_KERNEL_SHAPES[record.reciprocal]
+
+
+def quantize_plan(record: fp8_reference.Fp8Profile, element: Format, kernels: str) -> Fp8Plan:
     """The kernel plan of ``record`` writing ``element``; NotImplementedError for a record
     whose arithmetic the kernels do not implement."""
-    if (record.quotient_dtype, record.non_finite) != _FP8_KERNEL_SHAPES[record.reciprocal]:
+    if not quantize_claims(record):
         raise unclaimed("quantize_fp8", element.name, record.info.name, kernels)
     return Fp8Plan(limit=record.limit_for(element),
                    zero_scale=0.0 if record.zero_scale is None else record.zero_scale,
@@ -67,7 +73,7 @@ def check_fp8_args(fmt: Format | str, profile: str, claims: Collection[tuple[str
     fp8_reference.check_fp8_format(record, element)
     if (element.name, profile) not in claims:
         raise unclaimed("quantize_fp8", element.name, profile, kernels)
-    return element, fp8_plan(record, element, kernels)
+    return element, quantize_plan(record, element, kernels)
 
 
 def check_fnuz_args(codes: object, scale: object,

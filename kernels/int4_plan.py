@@ -26,14 +26,17 @@ from .calls import unclaimed
 from .mx_plan import require_tensor
 
 __all__ = [
+    "Int4DequantizePlan",
     "Int4QuantizePlan",
     "as_int8",
     "check_axis",
     "check_group_scales",
     "check_int4_call",
     "check_w4a8_args",
-    "int4_dequantize_float32",
-    "int4_quantize_plan",
+    "dequantize_claims",
+    "dequantize_plan",
+    "quantize_claims",
+    "quantize_plan",
     "require_int32_words",
 ]
 
@@ -78,20 +81,44 @@ class Int4QuantizePlan:
 _INT4_KERNEL_SHAPES = {True: ("maximum", "float32", "float32"), False: ("zero", "input", "input")}
 
 
-def int4_quantize_plan(profile: str, kernels: str) -> Int4QuantizePlan:
+def quantize_claims(record: int4_reference.Int4Producer) -> bool:
+    """Whether the kernels compute ``record``: its floor, scale dtype and quotient dtype are
+    one of the two kernel shapes (:class:`Int4QuantizePlan`)."""
+    shape = (record.floor, record.scale_dtype, record.quotient_dtype)
+    return shape == _INT4_KERNEL_SHAPES[record.reciprocal]
+
+
+def quantize_plan(profile: str, kernels: str) -> Int4QuantizePlan:
     """The kernel plan of the INT4 producer ``profile`` (checked by :func:`check_int4_call`);
     NotImplementedError for a record whose arithmetic the kernels do not implement."""
     producer = int4_reference.get_producer(profile)
-    shape = (producer.floor, producer.scale_dtype, producer.quotient_dtype)
-    if shape != _INT4_KERNEL_SHAPES[producer.reciprocal]:
+    if not quantize_claims(producer):
         raise unclaimed("quantize_int4", "int4", profile, kernels)
     return Int4QuantizePlan(reciprocal=producer.reciprocal, eps=producer.eps)
 
 
-def int4_dequantize_float32(profile: str) -> bool:
-    """Whether the INT4 consumer ``profile`` multiplies in float32 (else in the scale's
-    dtype), from its record (:class:`mxformats.schemes.int4.Int4Consumer`)."""
-    return int4_reference.get_consumer(profile).product_dtype == "float32"
+@dataclass(frozen=True)
+class Int4DequantizePlan:
+    """What an INT4 dequantize kernel takes from a consumer record
+    (:class:`mxformats.schemes.int4.Int4Consumer`): ``float32_product``, whether it multiplies
+    in float32 (else in the scale's dtype, rounding the product to it)."""
+
+    float32_product: bool
+
+
+#: The product dtypes the dequantize kernels implement.
+_INT4_PRODUCT_DTYPES = ("float32", "scale")
+
+
+def dequantize_claims(record: int4_reference.Int4Consumer) -> bool:
+    """Whether the kernels compute ``record``: its product dtype is one they implement."""
+    return record.product_dtype in _INT4_PRODUCT_DTYPES
+
+
+def dequantize_plan(profile: str) -> Int4DequantizePlan:
+    """The kernel plan of the INT4 consumer ``profile`` (checked by :func:`check_int4_call`)."""
+    return Int4DequantizePlan(
+        float32_product=int4_reference.get_consumer(profile).product_dtype == "float32")
 
 
 def as_int8(q: object, what: str, error: type[Exception], kernels: str, *,

@@ -69,14 +69,15 @@ SUPPORTED: dict[str, tuple[tuple[str, str], ...]] = {
                          for fmt in KERNEL_ELEMENTS if plans.quantize_claims(producer, fmt)),
     "dequantize_mx": tuple((fmt.name, name) for name in CONSUMERS for fmt in KERNEL_ELEMENTS
                            if plans.dequantize_claims(name, fmt)),
-    "dequantize_int4": (("int4", "compressed-tensors"), ("int4", "quark")),
+    "dequantize_int4": tuple(("int4", name) for name, record in int4_reference.CONSUMERS.items()
+                             if int4_plan.dequantize_claims(record)),
     "dequantize_w4a8": (("w4a8", "vllm"),),
     "quantize_fp8": tuple((fmt.name, name) for name, record in fp8_reference.FP8_PROFILES.items()
-                          for fmt in record.formats),
+                          if fp8_plan.quantize_claims(record) for fmt in record.formats),
     "e4m3fn_to_fnuz": (("e4m3fn", "vllm"),),
     "quantize_fp8_block": tuple((record.code_format.name, name)
                                 for name, record in fp8_block_reference.PROFILES.items()
-                                if block_plans.claims(record)),
+                                if block_plans.quantize_claims(record)),
     "dequantize_fp8_block": tuple((record.code_format.name, name)
                                   for name, record in fp8_block_reference.PROFILES.items()),
     "quantize_nvfp4": tuple(("e2m1", name) for name, record in nvfp4_reference.PRODUCERS.items()
@@ -214,7 +215,7 @@ def dequantize_int4(q: torch.Tensor, scales: torch.Tensor, *, group_size: int | 
     calls.require_kernel_float(s.dtype, "dequantize_int4 scales", _DTYPE_IDS, KERNELS)
     out_dtype = calls.as_torch_dtype(dtype, KERNELS)
     ax, n, size = int4_plan.check_group_scales(values, s, group_size, axis)
-    if int4_plan.int4_dequantize_float32(profile):  # e.g. Quark: float32 × the float32 scale
+    if int4_plan.dequantize_plan(profile).float32_product:  # Quark: float32 × the float32 scale
         s = s.to(torch.float32)
     moved = values.movedim(ax, -1)
     lead = tuple(moved.shape[:-1])
@@ -336,7 +337,7 @@ def quantize_fp8_block(x: torch.Tensor, *, block: tuple[int, int] = (128, 128),
     """Quantize a 2-D weight to FP8 with one scale per ``block`` tile exactly as
     ``mxformats.schemes.fp8_block.quantize_fp8_block`` with the same profile does
     (spec/fp8-block.md; the profile's choices come from its record through
-    :func:`mxformats.kernels.fp8_block_plan.plan_for`).
+    :func:`mxformats.kernels.fp8_block_plan.quantize_plan`).
 
     ``x``: a float16, bfloat16 or float32 ``[M, N]`` tensor, any strides (read contiguous).
     Returns ``(codes, scales)``: uint8 ``[M, N]`` and ``[ceil(M / bm), ceil(N / bn)]`` in the
@@ -345,7 +346,7 @@ def quantize_fp8_block(x: torch.Tensor, *, block: tuple[int, int] = (128, 128),
     t = calls.require_tensor(x, "quantize_fp8_block", KERNELS)
     dtype = _numpy_dtype(t.dtype)
     bm, bn = block_plans.check_quantize_args(tuple(t.shape), dtype, block, profile)
-    plan = block_plans.plan_for(profile, dtype)
+    plan = block_plans.quantize_plan(profile, dtype)
     rows, cols = t.shape
     codes = torch.empty((rows, cols), dtype=torch.uint8, device=t.device)
     scales = torch.empty(fp8_block_reference.scale_grid((rows, cols), (bm, bn)),

@@ -46,7 +46,7 @@ __all__ = ["SUPPORTED", "dequantize_fp8_block", "quantize_fp8_block"]
 SUPPORTED: dict[str, tuple[tuple[str, str], ...]] = {
     "quantize_fp8_block": tuple((record.code_format.name, name)
                                 for name, record in reference.PROFILES.items()
-                                if plans.claims(record)),
+                                if plans.quantize_claims(record)),
     "dequantize_fp8_block": tuple((record.code_format.name, name)
                                   for name, record in reference.PROFILES.items()),
 }
@@ -191,7 +191,7 @@ def quantize_fp8_block(x: torch.Tensor, *, block: tuple[int, int] = (128, 128),
     x = require_tensor(x, "quantize_fp8_block", KERNELS)
     dtype = _NUMPY_DTYPES.get(x.dtype, np.dtype(np.int32))  # int32: refused as not a float
     bm, bn = plans.check_quantize_args(tuple(x.shape), dtype, block, profile)
-    plan = plans.plan_for(profile, dtype)
+    plan = plans.quantize_plan(profile, dtype)
     rows, cols = x.shape
     grid = reference.scale_grid((rows, cols), (bm, bn))
     codes = torch.empty((rows, cols), dtype=torch.uint8, device=x.device)

@@ -42,16 +42,20 @@ from ..int4_plan import (
     check_axis,
     check_group_scales,
     check_int4_call,
-    int4_dequantize_float32,
-    int4_quantize_plan,
+    dequantize_claims,
+    dequantize_plan,
+    quantize_claims,
+    quantize_plan,
     require_int32_words,
 )
 
 __all__ = ["SUPPORTED", "dequantize_int4", "pack_int4", "quantize_int4", "unpack_int4"]
 
 SUPPORTED: dict[str, tuple[tuple[str, str], ...]] = {
-    "quantize_int4": (("int4", "compressed-tensors"), ("int4", "quark")),
-    "dequantize_int4": (("int4", "compressed-tensors"), ("int4", "quark")),
+    "quantize_int4": tuple(("int4", name) for name, record in reference.PRODUCERS.items()
+                           if quantize_claims(record)),
+    "dequantize_int4": tuple(("int4", name) for name, record in reference.CONSUMERS.items()
+                             if dequantize_claims(record)),
     "pack_int4": tuple(("int4", layout) for layout in reference.LAYOUTS),
     "unpack_int4": tuple(("int4", layout) for layout in reference.LAYOUTS),
 }
@@ -288,7 +292,7 @@ def quantize_int4(
     if n == 0 or n % group:
         raise ValueError(f"the quantized axis has length {n}, not a positive multiple of "
                          f"group_size {group}: neither producer defines it")
-    plan = int4_quantize_plan(profile, KERNELS)
+    plan = quantize_plan(profile, KERNELS)
     groups_per_row = n // group
     q = torch.empty((rows, n), dtype=torch.int8, device=x.device)
     scales = torch.empty((rows, groups_per_row), device=x.device,
@@ -365,7 +369,7 @@ def dequantize_int4(
         launch(_dequantize_int4_kernel, grid, values, q2d, s2d, out, bad, rows, groups_per_row,
                q2d.stride(0), q2d.stride(1), s2d.stride(0), s2d.stride(1),
                SCALE_KIND=scale_kind, OUT_KIND=OUTPUT_KINDS[out_dtype],
-               FLOAT32_PRODUCT=int4_dequantize_float32(profile), **meta)
+               FLOAT32_PRODUCT=dequantize_plan(profile).float32_product, **meta)
     if bad.item():
         raise ValueError("dequantize_int4: values must lie in [-8, 7]")
     return out.reshape(moved_shape).movedim(-1, ax).contiguous()
