@@ -14,9 +14,12 @@ from collections.abc import Mapping
 
 import torch
 
-from .mx_plan import float_dtype_name, require_tensor
+from .mx_plan import as_record, float_dtype_name, require_tensor
 
-__all__ = ["OUTPUT_DTYPES", "as_torch_dtype", "require_kernel_float", "require_tensor", "unclaimed"]
+__all__ = [
+    "OUTPUT_DTYPES", "as_record", "as_torch_dtype", "require_kernel_float", "require_tensor",
+    "unclaimed",
+]
 
 #: The output dtypes of the dequantizers, by name: the kernels' inputs plus float64.
 OUTPUT_DTYPES: dict[str, torch.dtype] = {

@@ -50,14 +50,15 @@ def _block_rules(plan: block_plans.FP8BlockPlan) -> list[int]:
 
 
 def quantize_fp8_block(x: torch.Tensor, *, block: tuple[int, int] = (128, 128),
-                       profile: str = "deepseek") -> tuple[torch.Tensor, torch.Tensor]:
+                       profile: str = "deepseek") -> fp8_block_reference.FP8BlockArray:
     """Quantize a 2-D weight to FP8 with one scale per ``block`` tile exactly as
     ``mxformats.schemes.fp8_block.quantize_fp8_block`` with the same profile does
     (spec/fp8-block.md; the profile's choices come from its record through
     :func:`mxformats.kernels.fp8_block_plan.quantize_plan`).
 
     ``x``: a float16, bfloat16 or float32 ``[M, N]`` tensor, any strides (read contiguous).
-    Returns ``(codes, scales)``: uint8 ``[M, N]`` and ``[ceil(M / bm), ceil(N / bn)]`` in the
+    Returns the reference's :class:`~mxformats.schemes.fp8_block.FP8BlockArray` (unpacks as
+    ``codes, scales``): uint8 ``[M, N]`` and ``[ceil(M / bm), ceil(N / bn)]`` in the
     profile's scale dtype, on ``x``'s device. Raises what the reference raises for bad
     arguments."""
     t = calls.require_tensor(x, "quantize_fp8_block", KERNELS)
@@ -71,7 +72,7 @@ def quantize_fp8_block(x: torch.Tensor, *, block: tuple[int, int] = (128, 128),
     _executor(t.device).run("quantize_fp8_block",
                             [_DTYPE_IDS[t.dtype], rows, cols, bm, bn, *_block_rules(plan)],
                             [t.contiguous()], [codes, scales])
-    return codes, scales
+    return calls.as_record(fp8_block_reference.FP8BlockArray, codes, scales, (bm, bn), plan.profile)
 
 
 def dequantize_fp8_block(codes: torch.Tensor, scales: torch.Tensor, *,

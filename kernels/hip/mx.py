@@ -8,11 +8,12 @@ from typing import Any
 import torch
 
 from mxformats.formats import E2M1, Format
+from mxformats.schemes.mx import MXArray
 from mxformats.schemes.mx.consumers import CONSUMERS
 from mxformats.schemes.mx.producers import PRODUCERS
 
 from .. import mx_plan as plans
-from ..mx_plan import KERNEL_ELEMENTS, QuantizedMX
+from ..mx_plan import KERNEL_ELEMENTS
 from ._launch import (
     _executor,
     _table_on,
@@ -47,14 +48,15 @@ def _quantize_rules(plan: plans.QuantizePlan) -> list[int]:
 
 
 def quantize_mx(x: torch.Tensor, elem: Format | str = E2M1, *, block_size: int = 32,
-                axis: int = -1, profile: str = "ocp") -> QuantizedMX:
+                axis: int = -1, profile: str = "ocp") -> MXArray:
     """Quantize ``x`` to MX blocks along ``axis`` exactly as ``mxformats.quantize_mx`` with
     the same profile does (spec/mx.md).
 
     ``x``: a float32, bfloat16 or float16 tensor, any shape and strides. Profiles:
     :data:`SUPPORTED` ``["quantize_mx"]``; another registered profile, float64 input or a block
-    over 256 elements raises ``NotImplementedError``. Returns ``(codes, scales)``, uint8
-    tensors on ``x``'s device laid out as the reference's.
+    over 256 elements raises ``NotImplementedError``. Returns the reference's
+    :class:`~mxformats.schemes.mx.MXArray` (unpacks as ``codes, scales``), its uint8 tensors on
+    ``x``'s device laid out as the reference's.
     """
     call = plans.prepare_quantize(x, elem, block_size=block_size, axis=axis, profile=profile,
                                   claims=SUPPORTED["quantize_mx"])

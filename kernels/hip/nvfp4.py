@@ -49,15 +49,15 @@ def _nvfp4_rules(plan: nvfp4_plans.NVFP4QuantizePlan) -> list[int]:
 
 
 def quantize_nvfp4(x: torch.Tensor, *, axis: int = -1, profile: str = "modelopt",
-                   global_amax: float | None = None
-                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                   global_amax: float | None = None) -> nvfp4_reference.NVFP4Array:
     """Quantize ``x`` to NVFP4 along ``axis`` exactly as ``mxformats.quantize_nvfp4`` with the
     same producer profile does (spec/nvfp4.md; the profile's choices come from its record
     through :func:`mxformats.kernels.nvfp4_plan.quantize_plan`).
 
     ``x``: float32, bfloat16 or float16, any shape and strides, a multiple of 16 along
     ``axis``. ``global_amax``: the tensor maximum the global scale is computed from (default
-    ``max|x|``, a deterministic two-pass reduction). Returns ``(codes, scales, global_scale)``:
+    ``max|x|``, a deterministic two-pass reduction). Returns the reference's
+    :class:`~mxformats.schemes.nvfp4.NVFP4Array` (unpacks as ``codes, scales, global_scale``):
     uint8 E2M1 codes of ``x``'s shape (one per byte), uint8 E4M3FN scales (``axis`` divided by
     16), the float32 global scale in the shape the profile's checkpoint stores. Raises what the
     reference raises (ValueError for NaN or ±Inf in ``x``)."""
@@ -94,9 +94,10 @@ def quantize_nvfp4(x: torch.Tensor, *, axis: int = -1, profile: str = "modelopt"
     if refused is not None:
         raise refused
     scale_shape = (*moved.shape[:-1], moved.shape[-1] // nvfp4_reference.BLOCK)
-    return (codes.reshape(moved.shape).movedim(-1, ax).contiguous(),
-            scales.reshape(scale_shape).movedim(-1, ax).contiguous(),
-            global_scale.reshape(plan.global_shape))
+    return calls.as_record(nvfp4_reference.NVFP4Array,
+                     codes.reshape(moved.shape).movedim(-1, ax).contiguous(),
+                     scales.reshape(scale_shape).movedim(-1, ax).contiguous(),
+                     global_scale.reshape(plan.global_shape), plan.profile, ax)
 
 
 def dequantize_nvfp4(codes: torch.Tensor, scales: torch.Tensor | None = None,

@@ -36,7 +36,7 @@ import triton.language as tl
 from mxformats.schemes import int4 as reference
 
 from .. import calls
-from ..calls import require_kernel_float, require_tensor
+from ..calls import as_record, require_kernel_float, require_tensor
 from ..int4_plan import (
     as_int8,
     check_axis,
@@ -269,11 +269,12 @@ def _group_meta(x: torch.Tensor, group: int, groups: int) -> dict[str, int]:
 def quantize_int4(
     x: torch.Tensor, *, group_size: int | None = 32, axis: int = -1,
     profile: str = "compressed-tensors",
-) -> tuple[torch.Tensor, torch.Tensor]:
+) -> reference.Int4Array:
     """Symmetric INT4 quantization, byte-identical to :func:`mxformats.quantize_int4`.
 
     ``x``: a float32, bfloat16 or float16 tensor of any shape and strides; ``group_size``
-    elements per scale along ``axis`` (None: one scale per slice). Returns ``(q, scales)``:
+    elements per scale along ``axis`` (None: one scale per slice). Returns the reference's
+    :class:`~mxformats.schemes.int4.Int4Array` (unpacks as ``q, scales``):
     ``q`` int8 in [-8, 7] of ``x``'s shape, ``scales`` of ``x``'s shape with ``axis`` divided
     by ``group_size``, in ``x``'s dtype (compressed-tensors) or float32 (quark). Both may be
     views with ``axis`` moved back in place. Raises as the reference: ValueError for an unknown
@@ -310,7 +311,8 @@ def quantize_int4(
                          "NaN and ±Inf are implementation-defined for this producer (NaN "
                          "scales, undefined float→int casts) and are refused")
     scale_shape = (*moved_shape[:-1], groups_per_row)
-    return (q.reshape(moved_shape).movedim(-1, ax), scales.reshape(scale_shape).movedim(-1, ax))
+    return as_record(reference.Int4Array, q.reshape(moved_shape).movedim(-1, ax),
+                     scales.reshape(scale_shape).movedim(-1, ax), group_size, ax, profile)
 
 
 # -- dequantize -------------------------------------------------------------------------------
