@@ -143,8 +143,12 @@ def _module(rows: int, cols: int, seed: int, scale: float = 0.02) -> Any:
                                    (PIECE // 64 + 1, 64), (5, 2)])
 def test_pass_moments_are_the_numpy_paths(shape: tuple[int, int]) -> None:
     """The compiled pass's moments have the numpy path's bits: full and short last blocks,
-    rows that are not a multiple of the lanes, modules crossing piece boundaries mid-row."""
-    w = _module(*shape, seed=shape[1])
+    rows that are not a multiple of the lanes, modules crossing piece boundaries mid-row.
+    Magnitudes spread over 24 binades, so that a term summed in another lane or piece
+    changes the bits."""
+    rng = np.random.default_rng(shape[1])
+    w = (rng.standard_normal(shape) * np.exp2(rng.integers(-20, 4, shape))).astype(
+        ml_dtypes.bfloat16)
     q = fast.quantize_mx(w, profile="quark")
     got = compiled_reproduce.reproduce_mxfp4(w, q.codes, q.scales, "quark", QUARK.consumer)
     assert _bits(got) == _bits(_numpy_moments(w, q.codes, q.scales))
