@@ -115,6 +115,21 @@ def _factor(byte: np.uint8) -> np.float32:
     return _float32(np.uint32(byte) << np.uint32(23))  # type: ignore[no-any-return]
 
 
+@njit(cache=True, inline="always")
+def _add_terms(sums: np.ndarray, lane: int, x: float, d: float, kx: float, kd: float) -> None:
+    """Add one element's seven terms (:data:`~.moments.TERMS`, in that order) to ``lane``."""
+    cx = x - kx
+    cd = d - kd
+    e = d - x
+    sums[0, lane] += x * x
+    sums[1, lane] += e * e
+    sums[2, lane] += cx
+    sums[3, lane] += cd
+    sums[4, lane] += cx * cx
+    sums[5, lane] += cd * cd
+    sums[6, lane] += cx * cd
+
+
 @njit(cache=True)
 def _accumulate(xs: np.ndarray, ds: np.ndarray, base: int, kx: float, kd: float,
                 local: np.ndarray, totals: np.ndarray) -> None:
@@ -140,34 +155,12 @@ def _accumulate(xs: np.ndarray, ds: np.ndarray, base: int, kx: float, kd: float,
         for g in range(groups):
             at = j + g * LANES
             for lane in range(LANES):
-                x = np.float64(xs[at + lane])
-                d = np.float64(ds[at + lane])
-                cx = x - kx
-                cd = d - kd
-                e = d - x
-                sums[0, lane] += x * x
-                sums[1, lane] += e * e
-                sums[2, lane] += cx
-                sums[3, lane] += cd
-                sums[4, lane] += cx * cx
-                sums[5, lane] += cd * cd
-                sums[6, lane] += cx * cd
+                _add_terms(sums, lane, np.float64(xs[at + lane]), np.float64(ds[at + lane]),
+                           kx, kd)
         if groups:
             j += groups * LANES
             continue
-        lane = i % LANES
-        x = np.float64(xs[j])
-        d = np.float64(ds[j])
-        cx = x - kx
-        cd = d - kd
-        e = d - x
-        sums[0, lane] += x * x
-        sums[1, lane] += e * e
-        sums[2, lane] += cx
-        sums[3, lane] += cd
-        sums[4, lane] += cx * cx
-        sums[5, lane] += cd * cd
-        sums[6, lane] += cx * cd
+        _add_terms(sums, i % LANES, np.float64(xs[j]), np.float64(ds[j]), kx, kd)
         j += 1
     for t in range(_TERMS):
         for lane in range(LANES):
