@@ -34,7 +34,8 @@ def _load() -> tuple[ModuleType | None, str]:
     try:
         numba = importlib.import_module("numba")
         module = importlib.import_module("mxformats.fast.compiled")
-    except ImportError as exc:  # absent, or refusing this numpy (numba's own check)
+    except Exception as exc:  # absent, refusing this numpy (numba's own check: ImportError),
+        # or failing on one it has not met: the numpy fast paths run, never a crash
         return None, f"numba is not importable ({type(exc).__name__}: {exc})"
     return module, f"numba {numba.__version__}"
 
