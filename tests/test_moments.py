@@ -51,7 +51,7 @@ def _bits(m: Moments) -> list[Any]:
 
 
 @pytest.mark.parametrize("size", [0, 1, LANES - 1, LANES + 1, PIECE - 1, PIECE, PIECE + 1,
-                                  2 * PIECE + 7])
+                                  3 * PIECE + 7])
 @pytest.mark.parametrize("source_dtype", [ml_dtypes.bfloat16, np.float16, np.float32])
 def test_statistics_bits_follow_their_definition(size: int, source_dtype: Any) -> None:
     """Every sum of :class:`Moments` (numpy, :func:`moments.lane_sums`) has the bits of its
