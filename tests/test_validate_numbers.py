@@ -830,8 +830,10 @@ def test_gate_up_scale_is_listed_then_summed(experts: int) -> None:
     listed = [f for f in found if f.tensor is not None]
     assert len(listed) == min(experts, MAX_LISTED)
     rest = [f for f in found if f.tensor is None]
-    assert [f.message for f in rest] == ([f"{experts - MAX_LISTED} more like the above, not "
-                                          "listed"] if experts > MAX_LISTED else [])
+    assert [f.message for f in rest] == ([
+        f"{experts - MAX_LISTED} more like the above, not listed (of {experts} fused pair(s), "
+        f"{experts} decoded with the partner's global scale: |ratio - 1| median 100.00%, max "
+        "100.00%)"] if experts > MAX_LISTED else [])
 
 
 _FUSED = [
@@ -913,13 +915,14 @@ def test_ue8m0_checkpoint_reproduces_with_the_ue8m0_profile(tmp_path: Path) -> N
 ], ids=["fused-qkv-a", "dense-gate-up", "shared-gate-up"])
 def test_fused_linear_global_scales_differ(first: str, second: str) -> None:
     """vLLM's NVFP4 linear methods keep one global scale for a fused linear (the shards'
-    max): two fused linears with different scales are a warning on the second, naming what
-    vLLM does; equal ones, or a pair vLLM does not fuse (q_a with kv_b), are nothing."""
+    max): two fused linears with different scales are an error on the one decoded with the
+    other's (ModelOpt: the smaller multiplier), naming what vLLM does; equal ones, or a pair
+    vLLM does not fuse (q_a with kv_b), are nothing."""
     desc = nvfp4_modelopt.DESCRIPTOR
     [found] = _global_scales(desc, {first: 0.001, second: 0.002})
     assert (found.check.id, found.tensor) == ("NVFP4_GATE_UP_SCALE",
-                                              f"{second}.weight_scale_2")
-    assert "use the larger" in found.message and found.effective_severity.value == "warning"
+                                              f"{first}.weight_scale_2")
+    assert "weight_scale_2.max()" in found.message and found.effective_severity.value == "error"
     assert _global_scales(desc, {first: 0.002, second: 0.002}) == []
     unfused = first.replace("q_a_proj", "kv_b_proj").replace("gate_proj", "down_proj")
     assert _global_scales(desc, {unfused: 0.001, second: 0.002}) == []

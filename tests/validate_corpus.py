@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from mxformats.tensorfile import read_header, read_safetensors, write_safetensors
+from mxformats.validate.descriptors import by_format
 from mxformats.validate.findings import Level
 
 INDEX = "model.safetensors.index.json"
@@ -350,3 +351,30 @@ def make_modelopt_mixed(path: Path) -> Path:
     hf["quantization"].update(quant_algo="MIXED_PRECISION", quantized_layers=layers)
     (path / "hf_quant_config.json").write_text(json.dumps(hf, indent=2))
     return path
+
+
+def source_weight(module: str) -> Any:
+    """``module``'s BF16 weight in the producer fixtures' source (tests/data/producers/src-bf16)."""
+    source = Path(__file__).resolve().parent / "data" / "producers" / "src-bf16"
+    for shard in shards(source):
+        w = read_safetensors(source / shard).get(f"{module}.weight")
+        if w is not None:
+            return w
+    raise KeyError(module)
+
+
+def calibrated_apart(fmt: str, expert: str) -> Callable[[Path], None]:
+    """``expert``'s gate_proj and up_proj re-quantized each from its own amax by the producer
+    profile of ``fmt`` (the descriptor's ``produce``, bit-exact with the producer: the
+    reproduction tests), as llm-compressor's ``model_free_ptq`` writes every routed expert
+    (it does not fuse them: tests/data/producers/README.md) and as ModelOpt files with two
+    ``weight_scale_2`` are: two global scales for one fused w13. The activation scales are
+    kept."""
+    desc = by_format(fmt)
+
+    def inner(data: Tensors) -> None:
+        for projection in ("gate_proj", "up_proj"):
+            name = f"{expert}.{projection}"
+            for param, value in desc.produce(source_weight(name)).items():
+                data[find(data, f"{name}.{param}")][f"{name}.{param}"] = value
+    return lambda path: edit(path, inner)

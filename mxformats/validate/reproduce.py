@@ -272,6 +272,12 @@ class ModuleResult:
     rel_error: float = math.nan
     sqnr_db: float = math.nan
     correlation: float = math.nan
+    #: where the serving engine decodes the module otherwise than the file says
+    #: (:meth:`Descriptor.engine_arrays`: an NVFP4 module with its fused partner's global
+    #: scale), what it does, and the relative error and SQNR of that decode against the source
+    engine_decode: str = ""
+    engine_rel_error: float = math.nan
+    engine_sqnr_db: float = math.nan
 
 
 def _bits(value: NDArray[Any]) -> str:
@@ -319,18 +325,26 @@ def reproduce_module(desc: Descriptor, module: str, w: NDArray[Any],
         result.identical[p] = same
         if not same:
             result.first_mismatch[p] = _first_difference(mine, theirs)
+    _measure(result, desc, arrays, w)
+    return result
+
+
+def _measure(result: ModuleResult, desc: Descriptor, arrays: dict[str, NDArray[Any]],
+             w: NDArray[Any]) -> None:
+    """``result``'s relative error, SQNR and correlation: ``arrays`` decoded against source
+    weight ``w``. Left NaN where they do not decode to ``w``'s shape."""
     try:
         d = np.asarray(desc.dequantize(arrays, w.shape[-1]))
     except (ValueError, TypeError):
-        return result  # the layout checks report the shapes; the bytes already differ
+        return  # the layout checks report the shapes; the bytes already differ
     if d.shape != w.shape:
-        return result
+        return
     stats = _Statistics.of(d, w)
     if stats is None:  # NaN/Inf decoded (E8M0 0xFF, a scale Inf): no statistic
         result.rel_error, result.sqnr_db = math.inf, -math.inf
-        return result
+        return
     if not stats.source_finite:  # the source's NaN/Inf: no statistic, the bytes alone judge
-        return result
+        return
     err, ref = math.sqrt(stats.error_squares), math.sqrt(stats.source_squares)
     result.rel_error = err / ref if ref else (0.0 if err == 0 else math.inf)
     result.sqnr_db = 20 * math.log10(ref / err) if err and ref else math.inf
@@ -338,7 +352,6 @@ def reproduce_module(desc: Descriptor, module: str, w: NDArray[Any],
         # A constant weight (an all-zero expert) carries nothing of a varying source: 0, not
         # the NaN a correlation of a constant gives, which every comparison would let through.
         result.correlation = stats.correlation if stats.weight_varies else 0.0
-    return result
 
 
 #: Elements per piece of :meth:`_Statistics.of`: 64 Ki float64 values (512 KiB) stay in cache.
@@ -560,6 +573,12 @@ def _reproduce_into(ckpt: Checkpoint, claim: Claim, module: Module,
                               wref.file, wref.name, wref.begin)
         return
     out.result = r
+    engine = own.engine_arrays(ckpt, name, arrays)
+    if engine is not None:
+        seen = ModuleResult(name)
+        _measure(seen, own, engine[0], w)
+        r.engine_decode, r.engine_rel_error, r.engine_sqnr_db = (
+            engine[1], seen.rel_error, seen.sqnr_db)
     if recipe and not claim.unclaimed:
         out.unrecognised = recipe
     mismatches = {} if recipe else r.first_mismatch  # unclaimed: other bytes expected
@@ -789,6 +808,7 @@ def _summary(desc: Descriptor, profile: str, source: Source, results: list[Modul
                  f"{float(errs.max()):.4f}")
     if sq.size:
         stats += f"; SQNR median {float(np.median(sq)):.1f} dB min {float(sq.min()):.1f} dB"
+    stats += _engine_statistics(results)
     block = {
         "profile": profile,
         "profile_claimed": claimed,
@@ -802,13 +822,43 @@ def _summary(desc: Descriptor, profile: str, source: Source, results: list[Modul
         "first_mismatches": [
             {"tensor": f"{r.module}.{p}", "message": m}
             for r in results for p, m in r.first_mismatch.items()][:100],
-        "per_module": [
-            {"module": r.module, "identical": all(r.identical.values()),
-             "rel_error": json_float(r.rel_error), "sqnr_db": json_float(r.sqnr_db)}
-            for r in results],
+        "per_module": [_per_module(r) for r in results],
     }
     return Finding(REPRO_SUMMARY, f"profile {profile!r}{'' if claimed else ' (not claimed)'} "
                    f"({desc.format.value}) from {source.kind} "
                    f"source: {identical} of {tensors} tensors identical, {modules_ok} of "
                    f"{len(results)} modules reproduced ({total} quantized){stats}",
                    extra={"reproduction": block})
+
+
+def _per_module(r: ModuleResult) -> dict[str, Any]:
+    """One module's entry of the reproduction block's ``per_module``: with ``engine_decode``,
+    ``engine_rel_error`` and ``engine_sqnr_db`` where the engine decodes it otherwise than
+    the file says (:attr:`ModuleResult.engine_decode`)."""
+    out: dict[str, Any] = {"module": r.module, "identical": all(r.identical.values()),
+                           "rel_error": json_float(r.rel_error), "sqnr_db": json_float(r.sqnr_db)}
+    if r.engine_decode:
+        out.update(engine_decode=r.engine_decode,
+                   engine_rel_error=json_float(r.engine_rel_error),
+                   engine_sqnr_db=json_float(r.engine_sqnr_db))
+    return out
+
+
+def _engine_statistics(results: list[ModuleResult]) -> str:
+    """The summary's words on the modules vLLM decodes otherwise than the file says: how
+    many, and their relative error as vLLM decodes them beside the file's own; "" when
+    none."""
+    seen = [r for r in results if r.engine_decode]
+    if not seen:
+        return ""
+
+    def spread(values: list[float]) -> str:
+        finite = np.array([v for v in values if math.isfinite(v)])
+        if not finite.size:
+            return "not finite"
+        return f"median {float(np.median(finite)):.4f} max {float(finite.max()):.4f}"
+
+    return (f"; as vLLM decodes them, {len(seen)} module(s) with another module's scale "
+            f"(e.g. {seen[0].module} {seen[0].engine_decode}): relative error "
+            f"{spread([r.engine_rel_error for r in seen])} (the file's own: "
+            f"{spread([r.rel_error for r in seen])})")

@@ -233,6 +233,14 @@ class Descriptor:
         name -> the scale arrays read)."""
         return iter(())
 
+    def engine_arrays(self, ckpt: Checkpoint, module: str, arrays: dict[str, NDArray[Any]]
+                      ) -> tuple[dict[str, NDArray[Any]], str] | None:
+        """Module ``module``'s ``arrays`` as the serving engine decodes them where that is not
+        as the file says (NVFP4: a fused partner's global scale), with what the engine does
+        in words; None where it decodes the file's own. ``--source`` reports that decode's
+        error beside the file's."""
+        return None
+
     # -- deployment -------------------------------------------------------------------------
 
     #: the multiple a tensor-parallel partition of a quantized dimension must be (the group,
