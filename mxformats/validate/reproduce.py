@@ -61,7 +61,9 @@ E, W, INFO = Severity.ERROR, Severity.WARNING, Severity.INFO
 REPRO_SUMMARY = declare(
     "REPRO_SUMMARY", INFO, _L, _G,
     "Reproduction from --source: which profile, N of M quantized tensors byte-identical, error "
-    "statistics (the report's reproduction block).",
+    "statistics (the report's reproduction block); where vLLM decodes a module otherwise than "
+    "the file says (an NVFP4 module with its fused partner's global scale), that decode's "
+    "error beside the file's own.",
     "Nothing to fix.")
 REPRO_MISMATCH = declare(
     "REPRO_MISMATCH", E, _L, _G,
