@@ -13,10 +13,11 @@ a dense or shared expert's ``gate_proj`` and ``up_proj`` (``MergedColumnParallel
   w13_…[:, 1])``, log "w1_weight_scale_2 must match w3_weight_scale_2" (resp.
   "w1_weight_global_scale must match w3_weight_global_scale") "Accuracy may be affected." and
   go on with ``w13_…[:, 0].contiguous()``, the gate's, for the whole ``w13``. That happens
-  before ``convert_to_nvfp4_moe_kernel_format`` picks the backend, so FlashInfer TRT-LLM /
-  CUTLASS / CuTe DSL, vLLM CUTLASS (``prepare_nvfp4_moe_layer_for_fi_or_cutlass``: one
-  ``g1_alphas`` per expert) and Marlin (``prepare_nvfp4_moe_layer_for_marlin``: one global
-  scale per expert) all decode the up half with the gate's scale. SGLang:
+  before ``convert_to_nvfp4_moe_kernel_format`` dispatches to the backend, whose preparation
+  (FlashInfer TRT-LLM / CUTLASS / CuTe DSL and vLLM CUTLASS:
+  ``prepare_nvfp4_moe_layer_for_fi_or_cutlass``; Marlin:
+  ``prepare_nvfp4_moe_layer_for_marlin``) receives only that one ``w13_scale_2`` per expert,
+  so every backend decodes the up half with the gate's scale. SGLang:
   ``ModelOptNvFp4FusedMoEMethod.process_weights_after_loading`` (``modelopt_quant.py``), the
   same test and ``w13_weight_scale_2[:, 0]``.
 - **Linears, both producers** — the largest stored value: ModelOpt
@@ -24,7 +25,10 @@ a dense or shared expert's ``gate_proj`` and ``up_proj`` (``MergedColumnParallel
   ``weight_scale_2.max()`` (a multiplier: the larger amax), compressed-tensors
   ``CompressedTensorsW4A4Fp4.process_weights_after_loading`` ``weight_global_scale.max()``
   (a divisor: the smaller amax), each after a ``warning_once`` when the shards' values are
-  not all equal (``torch.unique``).
+  not all equal (``torch.unique``). The weight-only (W4A16, FP4 Marlin) linears do the same:
+  ``ModelOptNvFp4W4A16LinearMethod`` ``weight_scale_2.max()``, ``CompressedTensorsW4A16Fp4``
+  ``1.0 / weight_global_scale.max()``; so do the W4A16 experts, which go through the same
+  two MoE methods (``use_a16``).
 
 So the module whose own scale was not kept is decoded with its partner's: every weight of it
 times :attr:`FusedDecode.ratio`, for every token. No engine path at the cited versions
@@ -36,17 +40,21 @@ and no ``--target`` changes this: the finding is an error on every target.
 
 **Tolerance**: vLLM's own test, ``torch.allclose`` with its defaults ``rtol=1e-05``,
 ``atol=1e-08``, in float32 (:func:`vllm_allclose`): ``|gate − up| <= 1e-08 + 1e-05·|up|``.
-Within it vLLM does not even warn, and the decoded weights move by at most that much
-(relative 1e-5, or 1e-8 absolute on the scale), far below the E4M3 block scale's resolution
-(2^-3 relative). The same tolerance holds for the linears, whose exact ``torch.unique`` test
-would warn of a difference no decode could show.
+Within it vLLM does not even warn, and the decoded weights move by ``|Δs|/s <= 1e-05 +
+1e-08/s``: under 3.1e-4 at the ModelOpt fixture's ``weight_scale_2`` (about 3.3e-5, where atol
+decides) and about 1e-5 at compressed-tensors' global scales (about 3.6e4, where rtol does),
+far below the E4M3 block scale's resolution (2^-3 relative). The same tolerance holds for
+the linears, whose exact ``torch.unique`` test would warn of a difference no decode could
+show.
 
 Sources: vllm-project/vllm ``vllm/model_executor/layers/quantization/modelopt.py`` @
 00155cdecca722d98e34234c3d172725b7720b7d;
 ``…/compressed_tensors/compressed_tensors_moe/compressed_tensors_moe_w4a4_nvfp4.py`` @
 08f95fe5616661c4f8547a46ebdaa1ed22736edb;
 ``…/compressed_tensors/schemes/compressed_tensors_w4a4_nvfp4.py`` @
-0094cb9b1d7bfe2054e733d2cad09b76cf319897; ``vllm/model_executor/layers/fused_moe/oracle/
+0094cb9b1d7bfe2054e733d2cad09b76cf319897; ``…/compressed_tensors/schemes/
+compressed_tensors_w4a16_nvfp4.py`` @ 17b6501a6ce929d83d4b5c1d408adf0ae4a610f8;
+``vllm/model_executor/layers/fused_moe/oracle/
 nvfp4.py`` (``convert_to_nvfp4_moe_kernel_format``, ``select_nvfp4_moe_backend``) @
 01362014633dcba269a3f98e8868b093a66df9f1; sgl-project/sglang
 ``python/sglang/srt/layers/quantization/modelopt_quant.py`` @
