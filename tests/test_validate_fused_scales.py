@@ -147,3 +147,20 @@ def test_the_summary_gives_the_spread_of_ratios() -> None:
     assert [f.message for f in found if f.tensor is None] == [
         "2 more like the above, not listed (of 13 fused pair(s), 12 decoded with the partner's "
         "global scale: |ratio - 1| median 39.34%, max 54.55%)"]
+
+
+@pytest.mark.parametrize("error", [0.1588888958100919, math.inf])
+def test_the_engine_error_survives_resume(error: float) -> None:
+    """``--resume`` reads a task's results back from JSON: a module's error as vLLM decodes
+    it comes back with it (before: dropped, so a resumed report lost it)."""
+    import json
+
+    from mxformats.validate import reproduce, tasks
+
+    result = reproduce.ModuleResult(_UP, {"weight": True}, {}, 0.0963, 20.3, 0.99,
+                                    "decoded with gate_proj's weight_scale_2 (x0.8)",
+                                    error, -math.inf if math.isinf(error) else 15.97)
+    record = tasks.TaskResult(0, reproduction=[reproduce.ModuleReproduction(_UP, result=result)])
+    text = json.dumps(tasks.result_to_json(record), allow_nan=False)
+    back = tasks.result_from_json(json.loads(text), 0).reproduction[0].result
+    assert back == result
