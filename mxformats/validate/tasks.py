@@ -507,7 +507,10 @@ def _reproduction_to_json(o: reproduce.ModuleReproduction) -> dict[str, Any]:
                 "first_mismatch": r.first_mismatch,
                 "rel_error": reproduce.json_float(r.rel_error),
                 "sqnr_db": reproduce.json_float(r.sqnr_db),
-                "correlation": reproduce.json_float(r.correlation)},
+                "correlation": reproduce.json_float(r.correlation),
+                "engine_decode": r.engine_decode,
+                "engine_rel_error": reproduce.json_float(r.engine_rel_error),
+                "engine_sqnr_db": reproduce.json_float(r.engine_sqnr_db)},
             "missing": None if o.missing is None else _finding_to_json(o.missing),
             "unprofiled": o.unprofiled, "unrecognised": o.unrecognised}
 
@@ -523,7 +526,9 @@ def _reproduction_from_json(data: dict[str, Any]) -> reproduce.ModuleReproductio
         result = reproduce.ModuleResult(
             _text(r.get("module")), {_text(k): v for k, v in identical.items()},
             {_text(k): _text(v) for k, v in first.items()}, _number(r.get("rel_error")),
-            _number(r.get("sqnr_db")), _number(r.get("correlation")))
+            _number(r.get("sqnr_db")), _number(r.get("correlation")),
+            _text(r.get("engine_decode", "")), _number(r.get("engine_rel_error", "NaN")),
+            _number(r.get("engine_sqnr_db", "NaN")))
     return reproduce.ModuleReproduction(
         _text(data.get("module")), [_finding_from_json(f) for f in data.get("findings", [])],
         result, None if missing is None else _finding_from_json(missing),

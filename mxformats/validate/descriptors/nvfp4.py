@@ -396,8 +396,8 @@ class NVFP4Descriptor(Descriptor):
             f"{decode.own_scale!r}, but vLLM decodes {mine} with {theirs}'s "
             f"{self.global_name} {decode.engine_scale!r}: every weight of {mine} x"
             f"{decode.ratio:.6g} ({decode.ratio - 1:+.2%}) [{decode.loader}]",
-            severity=Severity.ERROR, ratio=decode.ratio, module=decode.wrong,
-            partner=decode.partner, loader=decode.loader)
+            ratio=decode.ratio, module=decode.wrong, partner=decode.partner,
+            loader=decode.loader)
 
     def engine_arrays(self, ckpt: Checkpoint, module: str, arrays: dict[str, NDArray[Any]]
                       ) -> tuple[dict[str, NDArray[Any]], str] | None:
