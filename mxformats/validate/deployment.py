@@ -99,7 +99,7 @@ def deployment_problems(
     sizes; ``ckpt``, when given, picks a mixed-precision format's kernel path and partition
     multiples from the members its layers use (:meth:`Descriptor.tp_multiples`)."""
     out: list[tuple[str, str]] = []
-    group, dense_group = fmt.tp_multiples(ckpt) if ckpt is not None else (fmt.tp_multiple,) * 2
+    group, dense_group = fmt.tp_multiples(ckpt)
     if tp < 1 or ep < 1:
         return [(DEPLOY_TP.id, f"parallel sizes must be >= 1 (tp={tp}, ep={ep})")]
     if heads % tp:
