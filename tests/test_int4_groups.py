@@ -16,7 +16,8 @@ import pytest
 from mxformats.schemes.int4 import pack_int4, unpack_int4
 from mxformats.tensorfile import read_checkpoint_tensor, read_index
 from mxformats.validate import deployment, reproduce
-from mxformats.validate.descriptors import ct_int4
+from mxformats.validate.descriptors import ct_int4, ct_mixed
+from mxformats.validate.descriptors.base import Configs
 from mxformats.validate.files import load
 from mxformats.validate.findings import Level, Severity
 from mxformats.validate.model import Checkpoint, Options
@@ -208,3 +209,27 @@ def test_tightness_is_judged_per_group_of_the_config(cols: int, group: int | Non
     stats = module_stats("int4-group", _packed(q, np.full((2, per_row), 0.01)), group=group)
     tight = stats[1]
     assert (tight.n, tight.first) == (1, per_row)
+
+
+def _int4(**weights: Any) -> dict[str, Any]:
+    return {"targets": ["Linear"], "format": "pack-quantized",
+            "weights": {"type": "int", "num_bits": 4, "symmetric": True, "dynamic": False,
+                        **weights}}
+
+
+def test_a_config_group_is_checked_at_its_own_group_size() -> None:
+    """Each config group gets the variant of its group (a mixed-precision checkpoint's INT4
+    group too); two INT4 groups that differ only in group size are one format, not a mix."""
+    g128 = _int4(strategy="group", group_size=128)
+    member = ct_mixed.member_for(g128["weights"])
+    assert isinstance(member, ct_int4.CompressedTensorsInt4) and member.group == 128
+    channel = ct_mixed.member_for(_int4(strategy="channel")["weights"])
+    assert isinstance(channel, ct_int4.CompressedTensorsInt4) and channel.group is None
+    two = {"quant_method": "compressed-tensors", "format": "pack-quantized",
+           "config_groups": {"a": _int4(strategy="group", group_size=32), "b": g128}}
+    assert ct_mixed.DESCRIPTOR.detect(Configs(two)) is None
+    found = ct_int4.DESCRIPTOR.for_configs(Configs(two))
+    assert found is ct_int4.VARIANTS[32]
+    assert found.group_problems("b", g128) == [
+        "b.weights: group 128, another group declares 32 (mxformats checks one group size)"]
+    assert found.group_problems("a", two["config_groups"]["a"]) == []
