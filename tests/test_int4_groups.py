@@ -233,3 +233,22 @@ def test_a_config_group_is_checked_at_its_own_group_size() -> None:
     assert found.group_problems("b", g128) == [
         "b.weights: group 128, another group declares 32 (mxformats checks one group size)"]
     assert found.group_problems("a", two["config_groups"]["a"]) == []
+
+
+@pytest.mark.parametrize(("folder", "target", "kind"), [
+    (G32, "mi300x", "DEPLOY_SLOW_PATH"),
+    (G128, "mi300x", "DEPLOY_SLOW_PATH"),
+    (CHANNEL, "mi300x", "DEPLOY_UNSUPPORTED"),
+    (CHANNEL, "h200", "DEPLOY_NOTE"),
+], ids=["g32-rocm", "g128-rocm", "channel-rocm", "channel-cuda"])
+def test_per_channel_experts_have_no_rocm_kernel(folder: Path, target: str, kind: str) -> None:
+    """vLLM on ROCm runs every WNA16 MoE layer with ``CompressedTensorsWNA16MoEMethod``
+    (no Marlin there), whose ``__init__`` asserts strategy ``group``: per-channel experts do
+    not load; grouped ones run the fallback (slow). On CUDA per-channel experts run Marlin."""
+    ckpt = _load(folder)
+    assert ckpt.descriptor is not None and ckpt.arch is not None
+    a = ckpt.arch
+    found = deployment.deployment_problems(
+        ckpt.descriptor, target, 1, 1, experts=a.experts, moe_intermediate=a.moe_intermediate,
+        intermediate=a.intermediate, heads=a.heads, ckpt=ckpt)
+    assert [c for c, _ in found if c != "DEPLOY_TP_DIVISIBILITY"] == [kind]

@@ -147,6 +147,12 @@ class CompressedTensorsInt4(CompressedTensorsDescriptor):
         return (self.part_multiple(True) if experts else None), self.part_multiple(False)
 
     engine_paths = (
+        EnginePath("vllm", "unsupported", "compressed-tensors WNA16 MoE on {target}: routed "
+                   "experts stored per channel have no ROCm kernel (no Marlin on ROCm, and the "
+                   "fallback CompressedTensorsWNA16MoEMethod asserts strategy 'group')",
+                   f"{_VLLM_CT}compressed_tensors_moe_wna16.py (CompressedTensorsWNA16MoEMethod"
+                   ".__init__) @ b3d71b015da2aa49b57a55e4167518c3bc6eaf8f",
+                   archs=("rocm",), requires="per-channel-experts"),
         EnginePath("vllm", "emulated", "compressed-tensors WNA16 MoE on {target}: no Marlin on "
                    "ROCm; fallback kernels", f"{_VLLM_CT}compressed_tensors_moe_wna16.py "
                    "(CompressedTensorsWNA16MoEMethod) @ b3d71b015da2aa49b57a55e4167518c3bc6eaf8f",
@@ -170,9 +176,17 @@ class CompressedTensorsInt4(CompressedTensorsDescriptor):
     )
 
     def path_problems(self, ckpt: Checkpoint, requires: str) -> list[str]:
-        """``mxint4``: SGLang's ``CompressedTensorsMxInt4MoE.__init__`` asserts group strategy,
+        """``per-channel-experts``: routed experts are quantized, per channel (vLLM on ROCm
+        takes ``CompressedTensorsWNA16MoEMethod`` for every WNA16 MoE layer,
+        ``CompressedTensorsMoEMethod.get_moe_method``, and it asserts strategy ``group``).
+        ``mxint4``: SGLang's ``CompressedTensorsMxInt4MoE.__init__`` asserts group strategy,
         ``group_size`` 32, 4 bits, symmetric, no ``actorder``, ``pack-quantized`` storage, and
         ``create_weights`` builds BF16 scales (source: ``engine_paths``)."""
+        if requires == "per-channel-experts":
+            if not any(m.quantized and ".experts." in n for n, m in ckpt.modules.items()):
+                return ["no routed expert is quantized"]
+            return [] if self.group is None else [f"routed experts are in groups of "
+                                                  f"{self.group}, not per channel"]
         out: list[str] = []
         for name, group in groups(ckpt.quant_config):
             found = group.get("weights")
