@@ -6,6 +6,7 @@ checks, on the group-128 and per-channel checkpoints llm-compressor wrote
 from __future__ import annotations
 
 import hashlib
+import json
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
+from mxformats.cli import main
 from mxformats.schemes.int4 import pack_int4, unpack_int4
 from mxformats.tensorfile import read_checkpoint_tensor, read_index
 from mxformats.validate import deployment, reproduce
@@ -252,3 +254,15 @@ def test_per_channel_experts_have_no_rocm_kernel(folder: Path, target: str, kind
         ckpt.descriptor, target, 1, 1, experts=a.experts, moe_intermediate=a.moe_intermediate,
         intermediate=a.intermediate, heads=a.heads, ckpt=ckpt)
     assert [c for c, _ in found if c != "DEPLOY_TP_DIVISIBILITY"] == [kind]
+
+
+def test_inspect_names_the_checkpoints_own_kernel(capsys: pytest.CaptureFixture[str]) -> None:
+    """``inspect``'s ``vllm_kernels`` follow the checkpoint (its per-channel experts), as
+    ``validate --target`` does, not the format's first path alone."""
+    def kernels(folder: Path) -> dict[str, str]:
+        assert main(["inspect", "--json", str(folder)]) == 0
+        found: dict[str, str] = json.loads(capsys.readouterr().out)["vllm_kernels"]
+        return found
+
+    assert kernels(G32)["mi300x"] == "emulated"
+    assert kernels(CHANNEL)["mi300x"] == "unsupported"

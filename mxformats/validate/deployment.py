@@ -162,12 +162,13 @@ def checkpoint_tp(ckpt: Checkpoint, fmt: Descriptor) -> list[int] | None:
                          dense_quantized=dense_quantized(ckpt), ckpt=ckpt)
 
 
-def kernel_table(fmt: Descriptor) -> dict[str, str]:
+def kernel_table(fmt: Descriptor, ckpt: Checkpoint | None = None) -> dict[str, str]:
     """vLLM's path for the format on each of :data:`TARGETS`: ``native``, ``emulated``,
-    ``unsupported``, or ``-`` where the descriptor says nothing (its generic path)."""
+    ``unsupported``, or ``-`` where the descriptor says nothing (its generic path); ``ckpt``,
+    when given, picks the paths whose requirements it meets (:meth:`Descriptor.kernel`)."""
     table = {}
     for target, (vendor, arch, _) in TARGETS.items():
-        said = fmt.kernel(target, vendor, arch)
+        said = fmt.kernel(target, vendor, arch, ckpt)
         table[target] = "-" if said is None else {"unsupported": "unsupported",
                                                   "slow": "emulated", "note": "native"}[said[0]]
     return table
