@@ -44,7 +44,8 @@ _VLLM_CT = ("vllm-project/vllm vllm/model_executor/layers/quantization/compresse
 _SGLANG_CT = ("sgl-project/sglang python/sglang/srt/layers/quantization/compressed_tensors/"
               "schemes/")
 
-__all__ = ["DESCRIPTOR", "GROUP_SIZES", "VARIANTS", "actorder", "declared_group"]
+__all__ = ["DESCRIPTOR", "GROUP_SIZES", "VARIANTS", "CompressedTensorsInt4", "actorder",
+           "declared_group", "group_size_problem"]
 
 #: The group sizes vLLM's WNA16 kernels load (module docstring); None: per channel.
 GROUP_SIZES: tuple[int | None, ...] = (32, 64, 128, None)
