@@ -287,6 +287,29 @@ G_IDX = first_listed("QUANT_TENSOR_MISSING", ".weight_g_idx")
 #: size that is not the tensors' (the compressed-tensors INT4 and ModelOpt NVFP4 twins)
 CT_G128 = {("CONFIG_QUANT", E, None)} | first_listed("QUANT_SHAPE", ".weight_scale")
 
+G128_DOWN = "model.layers.0.mlp.down_proj"
+#: compressed-tensors INT4 at group 128 and per channel (tests/data/int4-groups, llm-compressor
+#: 0.14.0.1): vLLM loads 32, 64, 128 and per channel (marlin_utils.py
+#: MARLIN_SUPPORTED_GROUP_SIZES = [-1, 32, 64, 128], check_moe_marlin_supports_layer), and
+#: compressed-tensors' QuantizationArgs refuses a group_size with strategy "channel"
+INT4_GROUP_CASES = [
+    case("ct-g128-clean-full-source", "ct-g128", lambda p: None, 0, set(), level=Level.FULL, source=True),
+    case("ct-channel-clean-full-source", "ct-channel", lambda p: None, 0, set(), level=Level.FULL, source=True),
+    # scales of 64-element groups under a group-128 config: [128, 4], vLLM allocates [128, 2]
+    case("ct-g128-scales-of-group-64", "ct-g128", set_tensor(f"{G128_DOWN}.weight_scale", lambda a: np.repeat(a, 2, axis=1)), 1, {("QUANT_SHAPE", E, f"{G128_DOWN}.weight_scale")}),
+    # per-channel scales are [O, 1] (num_groups_w2 = num_groups_w13 = 1 for strategy channel)
+    case("ct-channel-scales-of-group-32", "ct-channel", set_tensor(f"{EXPERT}.weight_scale", lambda a: np.repeat(a, 4, axis=1)), 1, {("QUANT_SHAPE", E, f"{EXPERT}.weight_scale")}),
+    # group 256: no Marlin or Machete kernel takes it (MARLIN_SUPPORTED_GROUP_SIZES): one
+    # config finding, the tensors checked against the declared group (gate/up: 128 columns,
+    # one ceil group, as the 128 ones; down_proj's 256 columns: one group, not two)
+    case("ct-g128-config-group-size-256", "ct-g128", ct_weights(group_size=256), 1, {("CONFIG_QUANT", E, None), ("QUANT_SHAPE", E, f"{G128_DOWN}.weight_scale")}),
+    # strategy channel with a group size: compressed-tensors' QuantizationArgs raises
+    # ("group_size requires strategy to be set to 'group'"), so vLLM cannot parse the config
+    case("ct-channel-config-with-group-size", "ct-channel", ct_weights(group_size=128), 1, {("CONFIG_QUANT", E, None)}),
+    # a group-32 config over per-channel tensors: every expert scale has the wrong shape
+    case("ct-channel-config-says-group-32", "ct-channel", ct_weights(strategy="group", group_size=32), 1, first_listed("QUANT_SHAPE", ".weight_scale")),
+]
+
 CASES: list[Case] = [
     # -- files and index: shard spans, headers, the index's weight_map and total_size --
     case("truncated-shard", "mxfp4", truncate, 1, {("TENSOR_SPAN", E, "model.layers.2.mlp.experts.3.up_proj.weight_scale")}),
@@ -338,7 +361,11 @@ CASES: list[Case] = [
     case("swapped-nibble-order", "mxfp4", set_tensor(f"{EXPERT}.weight", nibble_swap), 1, {("REPRO_MISMATCH", E, f"{EXPERT}.weight"), ("REPRO_UNCORRELATED", E, f"{EXPERT}.weight")}, source=True),
     case("ct-weight-shape-value-mismatch", "ct", poke(f"{EXPERT}.weight_shape", (1,), 64), 1, {("QUANT_SHAPE", E, f"{EXPERT}.weight_shape")}, level=SC),
     case("ct-scale-zero-nonzero-codes", "ct", poke(SCALE, (0, 0), 0.0), 0, {("SCALE_ZERO", W, SCALE)}, level=SC),
-    case("ct-config-group-size-128", "ct", ct_weights(group_size=128), 1, CT_G128),
+    # vLLM allocates the scales from the config's group (compressed_tensors_moe_wna16_marlin.py
+    # create_weights: num_groups_w13 = hidden_size // group_size) and the weight loader's copy
+    # of a group-32 tensor into it fails: each scale's shape, the config itself is loadable
+    case("ct-config-group-size-128", "ct", ct_weights(group_size=128), 1, first_listed("QUANT_SHAPE", ".weight_scale")),
+    *INT4_GROUP_CASES,
     case("ream-config-experts-vs-tensors", "w4a8", config(lambda c: c.update(n_routed_experts=6)), 1, {("EXPERT_GAP", E, "model.layers.1.mlp.experts.4"), ("EXPERT_GAP", E, "model.layers.1.mlp.experts.5"), ("EXPERT_GAP", E, "model.layers.2.mlp.experts.4"), ("EXPERT_GAP", E, "model.layers.2.mlp.experts.5"), ("SHAPE_MISMATCH", E, "model.layers.1.mlp.gate.weight"), ("SHAPE_MISMATCH", E, BIAS), ("SHAPE_MISMATCH", E, "model.layers.2.mlp.gate.weight"), ("SHAPE_MISMATCH", E, "model.layers.2.mlp.gate.e_score_correction_bias")}),
     case("mxfp4-quantized-vision-linear", "mxfp4-mm", quantize_mx("vision_tower.encoder.blocks.0.mlp.fc0"), 1, {("UNQUANTIZABLE_QUANTIZED", E, "vision_tower.encoder.blocks.0.mlp.fc0.weight")}),
     # -- formats --

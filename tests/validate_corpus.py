@@ -32,6 +32,8 @@ Finding = tuple[str, str, "str | None"]
 
 #: A base whose fmt starts with this is a copy of that producer fixture (tests/data/producers).
 PRODUCER = "producer:"
+#: The folder of the INT4 group-size fixtures, relative to tests/data/producers.
+INT4_GROUPS = "../int4-groups/"
 #: The bases built by :func:`make_mixed_ct` and :func:`make_modelopt_fp8_block`.
 MIXED = "mixed:compressed-tensors"
 MODELOPT_FP8 = "modelopt:fp8-pb-wo"
@@ -52,6 +54,10 @@ BASES: dict[str, tuple[str, dict[str, Any]]] = {
     "nvfp4-ct": (PRODUCER + "kimi-k2-nvfp4-compressed-tensors", {}),
     "nvfp4-mo-mm": ("modelopt-nvfp4", {"multimodal": True}),
     "nvfp4-ct-mm": ("compressed-tensors-nvfp4", {"multimodal": True}),
+    # compressed-tensors INT4 at the other group sizes vLLM loads, written by llm-compressor
+    # (tests/data/int4-groups/README.md): group 128 (layer 0's dense MLP) and per channel
+    "ct-g128": (PRODUCER + INT4_GROUPS + "kimi-k2-int4-g128-compressed-tensors", {}),
+    "ct-channel": (PRODUCER + INT4_GROUPS + "kimi-k2-int4-channel-compressed-tensors", {}),
     # compressed-tensors mixed precision: layer 1's experts INT4, layer 2's NVFP4
     "ct-mixed": (MIXED, {}),
     # ModelOpt FP8_PB_WO (made from the DeepSeek layout; no producer fixture)

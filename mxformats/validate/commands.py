@@ -272,7 +272,7 @@ def inspect_data(root: str) -> dict[str, Any]:
         "bytes_per_dtype": dict(sorted(per_dtype.items())),
         "bytes_total": ckpt.bytes_total,
         "tp_admissible": None if tp is None else ", ".join(map(str, tp)) or "none",
-        "vllm_kernels": None if desc is None else kernel_table(desc),
+        "vllm_kernels": None if desc is None else kernel_table(desc, ckpt),
         "engines": None if desc is None else engine_summary(ckpt, desc),
         "problems": len(loaded.findings),
     }

@@ -99,7 +99,7 @@ def deployment_problems(
     sizes; ``ckpt``, when given, picks a mixed-precision format's kernel path and partition
     multiples from the members its layers use (:meth:`Descriptor.tp_multiples`)."""
     out: list[tuple[str, str]] = []
-    group, dense_group = fmt.tp_multiples(ckpt) if ckpt is not None else (fmt.tp_multiple,) * 2
+    group, dense_group = fmt.tp_multiples(ckpt)
     if tp < 1 or ep < 1:
         return [(DEPLOY_TP.id, f"parallel sizes must be >= 1 (tp={tp}, ep={ep})")]
     if heads % tp:
@@ -162,12 +162,13 @@ def checkpoint_tp(ckpt: Checkpoint, fmt: Descriptor) -> list[int] | None:
                          dense_quantized=dense_quantized(ckpt), ckpt=ckpt)
 
 
-def kernel_table(fmt: Descriptor) -> dict[str, str]:
+def kernel_table(fmt: Descriptor, ckpt: Checkpoint | None = None) -> dict[str, str]:
     """vLLM's path for the format on each of :data:`TARGETS`: ``native``, ``emulated``,
-    ``unsupported``, or ``-`` where the descriptor says nothing (its generic path)."""
+    ``unsupported``, or ``-`` where the descriptor says nothing (its generic path); ``ckpt``,
+    when given, picks the paths whose requirements it meets (:meth:`Descriptor.kernel`)."""
     table = {}
     for target, (vendor, arch, _) in TARGETS.items():
-        said = fmt.kernel(target, vendor, arch)
+        said = fmt.kernel(target, vendor, arch, ckpt)
         table[target] = "-" if said is None else {"unsupported": "unsupported",
                                                   "slow": "emulated", "note": "native"}[said[0]]
     return table

@@ -546,19 +546,23 @@ def _flags(words: NDArray[np.uint64], kind: str, bound_index: int = 6
     return nz, seven
 
 
-def module_stats(packing: Packing, arrays: dict[str, NDArray[Any]], bound: float = 4.0
-                 ) -> tuple[ByteStats, Count, float, int, Count, bool]:
+def module_stats(packing: Packing, arrays: dict[str, NDArray[Any]], bound: float = 4.0,
+                 group: int | None = 32) -> tuple[ByteStats, Count, float, int, Count, bool]:
     """Stats of a quantized module: (byte stats of the sampled rows, tightness violations,
     dequantized sum of squares and element count of the sampled rows, all-zero rows, single
     code). Tightness, zero rows and the single-code test read every byte (SWAR over uint64
     words); the histogram and RMS read at most :data:`STATS_BYTES` of evenly spaced rows.
+    ``group``: ``int4-group``'s elements per scale, a multiple of 32 (None: one per row).
     ValueError when the shapes do not fit the format."""
     wp = "weight_packed" if "weight_packed" in arrays else "weight"
     w = np.ascontiguousarray(arrays[wp])
     rows = w.view(np.uint8).reshape(w.shape[0], -1)
     nrow, row_bytes = rows.shape
-    if (row_bytes % 16 and packing != "int4-row") or row_bytes % 8:
-        return _module_stats_slow(packing, arrays, bound)
+    # 32-element (16-byte) groups per scale: the SWAR flags are per 32 elements
+    per = 1 if packing != "int4-group" or group is None else max(1, group // 32)
+    if (row_bytes % 16 and packing != "int4-row") or row_bytes % 8 or (
+            group is not None and group % 32) or (row_bytes // 16) % per:
+        return _module_stats_slow(packing, arrays, bound, group)
     words = rows.view(np.uint64)
     kind = {"mx-fp4": "fp4", "int4-group": "int4-ct"}.get(
         packing, "int4"
@@ -605,17 +609,21 @@ def module_stats(packing: Packing, arrays: dict[str, NDArray[Any]], bound: float
     cols = int(np.asarray(arrays["weight_shape"]).reshape(-1)[-1]) if "weight_shape" in arrays \
         else 8 * w.shape[-1]
     if cols != 2 * row_bytes:
-        return _module_stats_slow(packing, arrays, bound)
-    if nzg.shape != sc.shape:
-        raise ValueError(f"codes give {nzg.shape} groups, scales are {sc.shape}")
-    bad = Count.of(nzg & ~hig & ~(np.abs(sc) <= _F32_EPS))
+        return _module_stats_slow(packing, arrays, bound, group)
+    per = ncol if group is None else per
+    nz_group = np.any(nzg.reshape(nrow, -1, per), axis=-1)
+    hi_group = np.any(hig.reshape(nrow, -1, per), axis=-1)
+    if nz_group.shape != sc.shape:
+        raise ValueError(f"codes give {nz_group.shape} groups, scales are {sc.shape}")
+    bad = Count.of(nz_group & ~hi_group & ~(np.abs(sc) <= _F32_EPS))
     st = byte_stats(rows[::step], "int4-ct", 16)
-    sumsq = float((st.gsq * sc[::step] ** 2).sum())
+    sumsq = float((st.gsq * np.repeat(sc[::step], per, axis=-1) ** 2).sum())
     return st, bad, sumsq, 2 * rows[::step].size, zero_rows, single
 
 
-def _module_stats_slow(packing: Packing, arrays: dict[str, NDArray[Any]], bound: float
-                       ) -> tuple[ByteStats, Count, float, int, Count, bool]:
+def _module_stats_slow(packing: Packing, arrays: dict[str, NDArray[Any]], bound: float,
+                       group: int | None = 32) -> tuple[ByteStats, Count, float, int, Count,
+                                                        bool]:
     """Byte-table path for rows that do not split into whole 64-bit words / padded groups."""
     if packing == "mx-fp4":
         w, sc = arrays["weight"], np.asarray(arrays["weight_scale"]).view(np.uint8)
@@ -642,10 +650,11 @@ def _module_stats_slow(packing: Packing, arrays: dict[str, NDArray[Any]], bound:
             cols = int(np.asarray(arrays["weight_shape"]).reshape(-1)[-1])
         sc = np.asarray(arrays["weight_scale"]).astype(np.float64)
         q = unpack_int4(w, layout="compressed-tensors", size=cols)
-        bad = int4_group_tightness(q, sc if sc.size * 32 == q.size else None)
-        padded = np.zeros((q.shape[0], -(-cols // 32) * 32), np.int8)
+        size = cols if group is None else group
+        bad = int4_group_tightness(q, sc if sc.size * size == q.size else None, size)
+        padded = np.zeros((q.shape[0], -(-cols // size) * size), np.int8)
         padded[:, :cols] = q
-        st = byte_stats(pack_rows(padded), "int4-ct", 16)
+        st = byte_stats(pack_rows(padded), "int4-ct", size // 2)
         gsq = st.gsq[:, :sc.shape[-1]] if st.gsq.shape[-1] >= sc.shape[-1] else st.gsq
         sumsq, n = float((gsq * sc[:, :gsq.shape[-1]] ** 2).sum()), w.shape[0] * cols
     zero_rows = Count.of(st.gmax.max(axis=-1) == 0)
@@ -664,17 +673,20 @@ def pack_rows(q: NDArray[np.int8]) -> NDArray[np.int32]:
 
 def packed_code_findings(ckpt: Checkpoint, module: Module, arrays: dict[str, NDArray[Any]],
                          stats: CodeStats, packing: Packing, weight_param: str,
-                         bound: float = 4.0) -> Iterator[Finding]:
+                         bound: float = 4.0, group: int | None = 32) -> Iterator[Finding]:
     """The code checks of the packed 4-bit formats (MXFP4, W4A8, INT4; ``packing`` says
-    which layout): tightness, the single-code and all-zero-row tests, the histogram and RMS
-    (into ``stats``)."""
+    which layout; ``group``: INT4's elements per scale, None per row): tightness, the
+    single-code and all-zero-row tests, the histogram and RMS (into ``stats``)."""
     ref, w = module.tensors[weight_param], arrays[weight_param]
-    st, tight, sumsq, n, zero_rows, single = module_stats(packing, arrays, bound)
+    st, tight, sumsq, n, zero_rows, single = module_stats(packing, arrays, bound, group)
     stats.rms = float(np.sqrt(sumsq / max(n, 1)))
     kind = "fp4" if packing == "mx-fp4" else "int4"
     stats.hist[kind] = stats.hist.get(kind, np.zeros(16, np.int64)) + st.hist
     row_bytes = w.nbytes // max(w.shape[0], 1)
-    groups = max(1, {"int4-row": 1}.get(packing, row_bytes // 16))
+    if packing == "int4-group":
+        groups = 1 if group is None else max(1, row_bytes // (group // 2))
+    else:
+        groups = max(1, {"int4-row": 1}.get(packing, row_bytes // 16))
     unit = {"mx-fp4": "block", "int4-row": "row"}.get(
         packing, "group"
     )

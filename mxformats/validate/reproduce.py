@@ -12,8 +12,9 @@ Sources, in the forms the real pipelines use:
   (:func:`dequantize_fp8_block`).
 
 Profiles: Quark MXFP4 → ``quantize_mx(profile="quark")``; Quark W4A8 →
-``quantize_w4a8(profile="quark")``; compressed-tensors INT4 → ``quantize_int4(group_size=32,
-profile="compressed-tensors")`` packed in its layout, ``weight_shape`` I64.
+``quantize_w4a8(profile="quark")``; compressed-tensors INT4 → ``quantize_int4(group_size=G,
+profile="compressed-tensors")`` with the config's group G (``None`` per channel) packed in its
+layout, ``weight_shape`` I64.
 
 For each module: reproduced (every tensor byte-identical) or not (the first differing element
 per tensor), and the dequantized weight's relative error and SQNR against the source.
@@ -215,9 +216,20 @@ class Source:
             if f"{module}.weight_shape" in self.index:
                 cols = _columns(self._read(f"{module}.weight_shape"))
             q = unpack_int4(packed, layout="compressed-tensors", size=cols)
-            return dequantize_int4(q, scale, group_size=32, profile="compressed-tensors",
-                                   dtype=scale.dtype)
+            return dequantize_int4(q, scale, group_size=_group(cols, scale),
+                                   profile="compressed-tensors", dtype=scale.dtype)
         return None
+
+
+def _group(cols: int, scale: NDArray[Any]) -> int:
+    """The group size of an INT4 source module: its columns per scale (32, 64, 128, or all of
+    them per channel), as its ``[out, cols / group]`` ``weight_scale`` says; ValueError when
+    the scales do not divide the row."""
+    groups = scale.shape[-1] if scale.ndim else 0
+    if groups == 0 or cols % groups:
+        raise ValueError(f"weight_scale {list(scale.shape)} does not divide {cols} columns "
+                         "into groups")
+    return cols // groups
 
 
 def _columns(weight_shape: NDArray[Any]) -> int:

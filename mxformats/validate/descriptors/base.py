@@ -247,10 +247,17 @@ class Descriptor:
     #: block or packing the kernels need); None: no constraint beyond divisibility
     tp_multiple: int | None = None
 
+    def part_multiple(self, experts: bool) -> int | None:
+        """The multiple a tensor-parallel partition of a quantized routed or shared expert's
+        (``experts``) or dense MLP's dimension stored in this format must be
+        (:attr:`tp_multiple`, unless the experts' kernels need more)."""
+        return self.tp_multiple
+
     def tp_multiples(self, ckpt: Checkpoint | None) -> tuple[int | None, int | None]:
         """``(routed and shared experts, dense MLP)``: the multiple a tensor-parallel partition
-        of each must be (:attr:`tp_multiple` for both, except in a mixed-precision format)."""
-        return self.tp_multiple, self.tp_multiple
+        of each must be (:meth:`part_multiple`; a mixed-precision format's from its
+        members)."""
+        return self.part_multiple(True), self.part_multiple(False)
 
     #: each engine's kernel paths, in the order the engine tries them (preflight's data)
     engine_paths: tuple[EnginePath, ...] = ()
@@ -370,7 +377,7 @@ class MixedDescriptor(Descriptor):
         return [found[k] for k in sorted(found)]
 
     def tp_multiples(self, ckpt: Checkpoint | None) -> tuple[int | None, int | None]:
-        """Per part, the least common multiple of the members' :attr:`tp_multiple` over the
+        """Per part, the least common multiple of the members' :meth:`part_multiple` over the
         quantized modules of that part: each member's loader checks its own layers' partitions
         (e.g. INT4 g32 experts beside NVFP4 g16 ones need moe_intermediate/TP % 32 == 0)."""
         if ckpt is None:
@@ -378,10 +385,11 @@ class MixedDescriptor(Descriptor):
         experts: set[int] = set()
         dense: set[int] = set()
         for name, module in ckpt.modules.items():
-            multiple = self.for_module(ckpt, name).tp_multiple if module.quantized else None
+            expert = ".experts." in name or ".shared_experts." in name
+            multiple = self.for_module(ckpt, name).part_multiple(expert) \
+                if module.quantized else None
             if multiple is not None and ".mlp." in name:
-                (experts if ".experts." in name or ".shared_experts." in name else dense).add(
-                    multiple)
+                (experts if expert else dense).add(multiple)
         return (math.lcm(*experts) if experts else None), (math.lcm(*dense) if dense else None)
 
     def member_path(self, ckpt: Checkpoint, member: Descriptor, engine: str, vendor: str,
