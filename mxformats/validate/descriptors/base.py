@@ -233,6 +233,14 @@ class Descriptor:
         name -> the scale arrays read)."""
         return iter(())
 
+    def block_amax(self, arrays: dict[str, NDArray[Any]]) -> NDArray[Any] | None:
+        """The largest |value| each block (group, row or tile) of the module's weight decodes
+        to at most, from its scales alone (``arrays``: the :attr:`scale_params` read at level
+        ``scales``): the block's scale, with the per-tensor scale applied as the loader applies
+        it, times the element format's largest magnitude. Float64, one per block; non-finite
+        where a scale is (its own checks report it). None where the format has no scales."""
+        return None
+
     # -- deployment -------------------------------------------------------------------------
 
     #: the multiple a tensor-parallel partition of a quantized dimension must be (the group,

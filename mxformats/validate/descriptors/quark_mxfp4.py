@@ -8,7 +8,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from mxformats import fast
+from mxformats.formats import E2M1
 
 from ..model import CheckpointFormat
 from ..numbers import e8m0_findings, mx_bound, mx_scale_mode, packed_code_findings
@@ -115,6 +118,12 @@ class QuarkMXFP4(QuarkDescriptor):
     def produce(self, w: NDArray[Any]) -> dict[str, NDArray[Any]]:
         mx = self.quantizer(w, profile=self.profile)
         return {"weight": mx.codes, "weight_scale": mx.scales}
+
+    def block_amax(self, arrays: dict[str, NDArray[Any]]) -> NDArray[Any]:
+        """Per block of 32: 2^(byte - 127) × 6 (E2M1's largest value); NaN for byte 0xFF
+        (OCP's NaN scale)."""
+        b = np.asarray(arrays["weight_scale"]).view(np.uint8).astype(np.float64)
+        return np.where(b == 0xFF, np.nan, np.exp2(b - 127) * E2M1.max)
 
     def dequantize(self, arrays: dict[str, NDArray[Any]], cols: int) -> NDArray[Any]:
         """As Quark's producer pairs (``quark-hip-bf16``: vLLM's emulation path calls Quark's

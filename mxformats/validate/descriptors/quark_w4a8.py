@@ -8,7 +8,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from mxformats import fast
+from mxformats.schemes.int4 import QMIN
 
 from ..findings import Finding, Level, Severity, declare
 from ..model import CheckpointFormat
@@ -142,6 +145,18 @@ class QuarkW4A8(QuarkDescriptor):
         r = self.quantizer(w, profile=self.profile)
         return {"weight": r.weight, "weight_scale": r.weight_scale,
                 "weight_scale_2": r.weight_scale_2}
+
+    def block_amax(self, arrays: dict[str, NDArray[Any]]) -> NDArray[Any] | None:
+        """Per row: |weight_scale| × |weight_scale_2[row]| × 8 (the INT4 codes span -8..7):
+        vLLM folds the two scales into one per row (:meth:`dequantize`); None without the
+        per-tensor scale (the layout checks report it)."""
+        s1 = np.asarray(arrays["weight_scale"], np.float64).reshape(-1)
+        if not s1.size:
+            return None
+        s2 = np.abs(np.asarray(arrays["weight_scale_2"], np.float64).reshape(-1))
+        with np.errstate(over="ignore", invalid="ignore"):
+            out: NDArray[Any] = s2 * abs(s1[0]) * -QMIN
+        return out
 
     def dequantize(self, arrays: dict[str, NDArray[Any]], cols: int) -> NDArray[Any]:
         """vLLM's folded scales: ``dequantize_w4a8`` (its fast path,
