@@ -7,17 +7,18 @@ finite, positive float32 per tile, and the codes are tight against it; vLLM deco
 weight about 10^5..10^6 times too large. Only the magnitude shows it.
 
 **What is measured, and at which level.** Per module, from its scales alone (level
-``scales``, and the same at ``full``): the largest |value| each block can decode to,
-:meth:`~.descriptors.base.Descriptor.block_amax` (the block's scale, with the per-tensor
-scale applied as the loader applies it, times the element format's largest magnitude: 448
-for E4M3, 6 for E2M1, 8 for INT4), and of those its maximum (the module's decoded max) and
-their RMS. Every producer maps a block's amax onto the element maximum, so this bound *is*
-the decoded max, within the tightness the full-level checks verify (``SCALE_NOT_TIGHT``,
-``FP8_TILE_NOT_TIGHT``, ``NVFP4_BLOCK_NOT_TIGHT``: at most 2x): measured on every producer
-fixture (``tests/data/producers``), bound / true decoded max is 1.0 (FP8 block, NVFP4),
-at most 1.14 (INT4, W4A8) and 1.5 (MXFP4). An orders-of-magnitude verdict gains nothing from
-the codes, so the check needs no ``full`` read; the codes' RMS at ``full`` is
-``EXPERT_RMS_OUTLIER``'s (a warning from 4x), which leaves the experts this check flags to it.
+``scales``, and the same at ``full``): the largest |value| each block can decode to, from
+:meth:`~.descriptors.base.Descriptor.block_scales` (the block's scale, with the per-tensor
+scale applied as the loader applies it, times the element format's largest magnitude: 448 for
+E4M3, 6 for E2M1, 8 for INT4), and of those their maximum (the module's decoded max) and their
+RMS. Every producer maps a block's amax onto the element maximum, so this bound *is* the
+decoded max, within the tightness the full-level checks verify (``SCALE_NOT_TIGHT``,
+``FP8_TILE_NOT_TIGHT``, ``NVFP4_BLOCK_NOT_TIGHT``: at most 2x). Measured on every producer
+fixture (``tests/data/producers``), bound / true decoded max is 1.0 (FP8 block, NVFP4), at
+most 1.14 (INT4, W4A8) and 1.5 (MXFP4). An orders-of-magnitude verdict gains nothing from the
+codes, so the check needs no ``full`` read. At ``full`` the codes' RMS is
+``EXPERT_RMS_OUTLIER``'s (a warning from 4x off the layer median), which leaves an expert this
+check flags to this check's error.
 
 **The bounds** (:data:`MAGNITUDE_MIN`, :data:`MAGNITUDE_MAX`, :data:`SIBLING_RATIO`):
 
@@ -107,21 +108,44 @@ class Magnitude:
     blocks: int
 
 
+def _values(scales: NDArray[Any]) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
+    """The distinct |values| of ``scales`` and how many times each occurs. A 1- or 2-byte
+    dtype (E4M3, E8M0, BF16: the block scales of Kimi-size modules, up to 10^6 a module) is
+    counted by bit pattern and each pattern decoded once; wider ones are decoded in place."""
+    a = np.ascontiguousarray(scales).reshape(-1)
+    if a.dtype.itemsize in (1, 2):
+        bits = np.dtype(f"u{a.dtype.itemsize}")
+        counts = np.bincount(a.view(bits), minlength=1 << (8 * a.dtype.itemsize))
+        present = np.flatnonzero(counts)
+        table = present.astype(bits).view(a.dtype).astype(np.float64)
+        return np.abs(table), counts[present]
+    return np.abs(a.astype(np.float64)), np.ones(a.size, np.int64)
+
+
 def measure(desc: Descriptor, arrays: Mapping[str, NDArray[Any]]) -> Magnitude | None:
     """The :class:`Magnitude` of one module stored in ``desc``'s format (``arrays``: its
-    scale tensors, as read at level ``scales``); None where the format has no block bound or
-    no block has a finite one (the scale checks report a non-finite scale)."""
-    bound = desc.block_amax(dict(arrays))
-    if bound is None:
+    scale tensors, as read at level ``scales``): its :meth:`block_scales
+    <.descriptors.base.Descriptor.block_scales>` decoded, the finite ones times the factor.
+    None where the format has no block bound, or no block or factor is finite (the scale
+    checks report a NaN, infinite or zero scale)."""
+    found = desc.block_scales(dict(arrays))
+    if found is None:
         return None
-    v = np.abs(np.asarray(bound, np.float64).reshape(-1))
-    v = v[np.isfinite(v)]
-    if not v.size:
+    values, counts = _values(found[0])
+    finite = np.isfinite(values)
+    values, counts = values[finite], counts[finite]
+    factor = abs(found[1])
+    if not values.size or not math.isfinite(factor):
         return None
+    top = float(values.max())
     with np.errstate(over="ignore"):
-        rms = float(np.sqrt(np.mean(np.square(v / v.max())))) * float(v.max()) \
-            if v.max() > 0 else 0.0
-    return Magnitude(float(v.max()), rms, int(v.size))
+        amax = top * factor
+        # the mean square relative to the largest: no overflow whatever the scales
+        rel = float(np.sqrt(np.dot(counts, np.square(values / top)) / counts.sum())) \
+            if top > 0 else 0.0
+    if not math.isfinite(amax):
+        return None
+    return Magnitude(amax, rel * amax, int(counts.sum()))
 
 
 def magnitude_to_json(m: Magnitude | None) -> list[float] | None:

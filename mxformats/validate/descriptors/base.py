@@ -233,12 +233,14 @@ class Descriptor:
         name -> the scale arrays read)."""
         return iter(())
 
-    def block_amax(self, arrays: dict[str, NDArray[Any]]) -> NDArray[Any] | None:
-        """The largest |value| each block (group, row or tile) of the module's weight decodes
-        to at most, from its scales alone (``arrays``: the :attr:`scale_params` read at level
-        ``scales``): the block's scale, with the per-tensor scale applied as the loader applies
-        it, times the element format's largest magnitude. Float64, one per block; non-finite
-        where a scale is (its own checks report it). None where the format has no scales."""
+    def block_scales(self, arrays: dict[str, NDArray[Any]]) -> tuple[NDArray[Any], float] | None:
+        """What bounds the module's decoded weight, from its scales alone (``arrays``: the
+        :attr:`scale_params` read at level ``scales``): ``(scales, factor)``, one scale per
+        block (group, row or tile) in a dtype that decodes to its value as the loader reads it
+        (E8M0 bytes as ``float8_e8m0fnu``), and the factor the loader multiplies every one by
+        times the element format's largest magnitude, so that ``|scale| × factor`` is the
+        largest |value| the block decodes to. None where the format has no scales or a
+        per-tensor scale is missing (the layout checks report it)."""
         return None
 
     # -- deployment -------------------------------------------------------------------------

@@ -150,9 +150,9 @@ class CompressedTensorsInt4(CompressedTensorsDescriptor):
         return {"weight_packed": self.packer(q.q, layout=PRODUCERS[q.profile].layout),
                 "weight_scale": q.scales, "weight_shape": np.array(w.shape, dtype=np.int64)}
 
-    def block_amax(self, arrays: dict[str, NDArray[Any]]) -> NDArray[Any]:
-        """Per group: |weight_scale| × 8 (the codes span -8..7, stored as q + 8)."""
-        return np.abs(np.asarray(arrays["weight_scale"]).astype(np.float64)) * -QMIN
+    def block_scales(self, arrays: dict[str, NDArray[Any]]) -> tuple[NDArray[Any], float]:
+        """The group scales and 8 (the codes span -8..7, stored as q + 8)."""
+        return np.asarray(arrays["weight_scale"]), float(-QMIN)
 
     def dequantize(self, arrays: dict[str, NDArray[Any]], cols: int) -> NDArray[Any]:
         q = fast.unpack_int4(arrays["weight_packed"], layout="compressed-tensors", size=cols)

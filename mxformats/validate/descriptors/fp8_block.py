@@ -206,11 +206,11 @@ class FP8BlockDescriptor(Descriptor):
                           f"fingerprint {mark!r} (first tile {where(scales.shape, odd.first)})",
                           odd.first)
 
-    def block_amax(self, arrays: dict[str, NDArray[Any]]) -> NDArray[Any]:
-        """Per tile: |scale| × 448 (E4M3FN's largest value): vLLM's ``scaled_dequantize``
+    def block_scales(self, arrays: dict[str, NDArray[Any]]) -> tuple[NDArray[Any], float]:
+        """The tile scales and 448 (E4M3FN's largest value): vLLM's ``scaled_dequantize``
         multiplies each tile's codes by its scale (an e4m3fnuz target doubles the scale and
         halves the codes: the same values)."""
-        return np.abs(np.asarray(arrays[self.scale_name]).astype(np.float64)) * E4M3FN.max
+        return np.asarray(arrays[self.scale_name]), E4M3FN.max
 
     def produce(self, w: NDArray[Any]) -> dict[str, NDArray[Any]]:
         codes, scales = self.quantizer(w, block=(128, 128), profile=self.profile or "")

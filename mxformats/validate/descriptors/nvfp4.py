@@ -302,18 +302,17 @@ class NVFP4Descriptor(Descriptor):
     def produce(self, w: NDArray[Any]) -> dict[str, NDArray[Any]]:
         return self.produce_module("", w, lambda name: None)
 
-    def block_amax(self, arrays: dict[str, NDArray[Any]]) -> NDArray[Any] | None:
-        """Per block of 16: |E4M3 block scale| × 6 (E2M1's largest value), times the
-        ``weight_scale_2`` multiplier (ModelOpt) or divided by the ``weight_global_scale``
-        divisor (compressed-tensors), as the value formula of this module's docstring; None
-        without a global scale (the layout checks report it)."""
+    def block_scales(self, arrays: dict[str, NDArray[Any]]) -> tuple[NDArray[Any], float] | None:
+        """The E4M3 block scales and 6 (E2M1's largest value) times the ``weight_scale_2``
+        multiplier (ModelOpt) or divided by the ``weight_global_scale`` divisor
+        (compressed-tensors), as the value formula of this module's docstring; None without a
+        global scale (the layout checks report it)."""
         g = np.asarray(arrays[self.global_name], np.float64).reshape(-1)
         if not g.size:
             return None
-        block = np.abs(np.asarray(arrays["weight_scale"]).astype(np.float64)) * E2M1.max
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            out: NDArray[Any] = block / abs(g[0]) if self.global_is_divisor else block * abs(g[0])
-        return out
+            factor = E2M1.max / g[0] if self.global_is_divisor else E2M1.max * g[0]
+        return np.asarray(arrays["weight_scale"]), float(factor)
 
     def dequantize(self, arrays: dict[str, NDArray[Any]], cols: int) -> NDArray[Any]:
         codes = np.ascontiguousarray(arrays[self.weight_param]).view(np.uint8)

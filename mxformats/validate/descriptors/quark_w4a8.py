@@ -146,17 +146,15 @@ class QuarkW4A8(QuarkDescriptor):
         return {"weight": r.weight, "weight_scale": r.weight_scale,
                 "weight_scale_2": r.weight_scale_2}
 
-    def block_amax(self, arrays: dict[str, NDArray[Any]]) -> NDArray[Any] | None:
-        """Per row: |weight_scale| × |weight_scale_2[row]| × 8 (the INT4 codes span -8..7):
-        vLLM folds the two scales into one per row (:meth:`dequantize`); None without the
-        per-tensor scale (the layout checks report it)."""
+    def block_scales(self, arrays: dict[str, NDArray[Any]]) -> tuple[NDArray[Any], float] | None:
+        """The row scales ``weight_scale_2`` and 8 (the INT4 codes span -8..7) times the
+        FP8-stage ``weight_scale``: vLLM folds the two into one scale per row
+        (:meth:`dequantize`); None without the per-tensor scale (the layout checks report
+        it)."""
         s1 = np.asarray(arrays["weight_scale"], np.float64).reshape(-1)
         if not s1.size:
             return None
-        s2 = np.abs(np.asarray(arrays["weight_scale_2"], np.float64).reshape(-1))
-        with np.errstate(over="ignore", invalid="ignore"):
-            out: NDArray[Any] = s2 * abs(s1[0]) * -QMIN
-        return out
+        return np.asarray(arrays["weight_scale_2"]), float(s1[0]) * -QMIN
 
     def dequantize(self, arrays: dict[str, NDArray[Any]], cols: int) -> NDArray[Any]:
         """vLLM's folded scales: ``dequantize_w4a8`` (its fast path,
