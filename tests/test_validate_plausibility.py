@@ -145,3 +145,12 @@ def test_task_records_keep_every_magnitude(fixture: str) -> None:
                         tasks.result_to_json(tasks.run_task(t)))), t.index).numbers]
     assert len(outcomes) == len(numbers.quantized_modules(ckpt))
     assert all(o.magnitude is not None and 0.05 < o.magnitude.amax < 0.5 for o in outcomes)
+
+
+def test_rms_counts_every_block() -> None:
+    """The RMS weighs each block once: 1-byte scales counted by bit pattern keep the counts."""
+    scales = _e4m3([[448.0, 2.0, 2.0, 2.0]])
+    m = measure(nvfp4_modelopt.DESCRIPTOR, {"weight_scale": scales,
+                                            "weight_scale_2": np.array(0.5, np.float32)})
+    assert m is not None and m.blocks == 4
+    assert m.rms == pytest.approx(3 * math.sqrt((448.0**2 + 3 * 2.0**2) / 4), rel=1e-12)
