@@ -52,6 +52,12 @@ BASES: dict[str, tuple[str, dict[str, Any]]] = {
     # NVFP4 K2: the producer fixtures themselves (their BF16 source is src-bf16)
     "nvfp4-mo": (PRODUCER + "kimi-k2-nvfp4-modelopt", {}),
     "nvfp4-ct": (PRODUCER + "kimi-k2-nvfp4-compressed-tensors", {}),
+    # the other producer fixtures as they were written (issue 26, item 3)
+    "fp8-prod": (PRODUCER + "kimi-k2-fp8-block-deepseek", {}),
+    "ct-fp8-prod": (PRODUCER + "kimi-k2-fp8-block-compressed-tensors", {}),
+    "ct-prod": (PRODUCER + "kimi-k2-int4-compressed-tensors", {}),
+    "mxfp4-prod": (PRODUCER + "kimi-k2-mxfp4-quark", {}),
+    "w4a8-prod": (PRODUCER + "kimi-k2-w4a8-quark", {}),
     "nvfp4-mo-mm": ("modelopt-nvfp4", {"multimodal": True}),
     "nvfp4-ct-mm": ("compressed-tensors-nvfp4", {"multimodal": True}),
     # compressed-tensors INT4 at the other group sizes vLLM loads, written by llm-compressor

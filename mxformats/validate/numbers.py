@@ -39,6 +39,7 @@ from mxformats.formats import E2M1
 from mxformats.schemes.int4 import unpack_int4
 from mxformats.tensorfile import DTYPES
 
+from . import plausibility
 from .findings import MAX_LISTED, Finding, Level, Listing, Severity, declare, listed
 from .model import CodeStats
 from .parallel import internal
@@ -726,7 +727,8 @@ class ModuleNumbers:
     its scale arrays of at most :data:`SMALL_ELEMENTS` elements, for the checks across
     modules (None: the module could not be read); ``hist`` and ``zero_blocks``: what its code
     checks counted; ``expert``: for a routed expert's projection, its weight's checksum key,
-    dequantized RMS and whether it is all zero (None otherwise)."""
+    dequantized RMS and whether it is all zero (None otherwise); ``magnitude``: its decoded
+    magnitude from its scales (:func:`.plausibility.measure`)."""
 
     module: str
     findings: list[Finding] = field(default_factory=list)
@@ -734,6 +736,7 @@ class ModuleNumbers:
     hist: dict[str, NDArray[np.int64]] = field(default_factory=dict)
     zero_blocks: dict[str, int] = field(default_factory=dict)
     expert: tuple[bytes, float, bool] | None = None
+    magnitude: plausibility.Magnitude | None = None
 
 
 def module_numbers(ckpt: Checkpoint, opts: Options, module: Module) -> ModuleNumbers:
@@ -763,6 +766,7 @@ def _module_checks(ckpt: Checkpoint, opts: Options, module: Module, out: ModuleN
     if arrays is None:
         return  # unreadable: the files checks report it
     out.small = {p: a for p, a in arrays.items() if a.size <= SMALL_ELEMENTS}
+    out.magnitude = plausibility.measure(own, arrays)
     yield from own.scale_findings(ckpt, module, arrays)
     if not full:
         return
@@ -853,8 +857,14 @@ def combine(ckpt: Checkpoint, opts: Options, modules: Sequence[Module],
             experts[match["layer"]].setdefault(int(match["e"]), {})[match["p"]] = o.expert
     yield from per_module.rest()
     yield from desc.layer_findings(ckpt, small)
+    implausible, flagged = plausibility.findings(
+        ckpt, {o.module: o.magnitude for o in ordered if not any(
+            f.effective_severity is Severity.ERROR for f in o.findings)},
+        {m.name: desc.for_module(ckpt, m.name).weight_param for m in modules})
+    yield from implausible
     across = _bias_and_float_findings(ckpt, in_modules, full)
-    yield from listed(chain(across, _expert_findings(ckpt, experts)) if full else across)
+    yield from listed(chain(across, _expert_findings(ckpt, experts, flagged)) if full
+                      else across)
     prints = list(desc.fingerprints(ckpt, small))
     if full:
         if hist:
@@ -921,8 +931,10 @@ def _bias_and_float_findings(ckpt: Checkpoint, skip: set[str], full: bool
 
 
 def _expert_findings(ckpt: Checkpoint,
-                     experts: dict[str, dict[int, dict[str, tuple[bytes, float, bool]]]]
-                     ) -> Iterator[Finding]:
+                     experts: dict[str, dict[int, dict[str, tuple[bytes, float, bool]]]],
+                     implausible: set[str]) -> Iterator[Finding]:
+    """EXPERT_ALL_ZERO, EXPERT_DUPLICATE and EXPERT_RMS_OUTLIER per layer; an outlier whose
+    magnitude DECODED_MAGNITUDE already reports (``implausible``) is its finding alone."""
     desc = ckpt.descriptor
     for layer, by_expert in sorted(experts.items()):
         def ref_of(e: int, proj: str, layer: str = layer) -> TensorRef:
@@ -949,6 +961,8 @@ def _expert_findings(ckpt: Checkpoint,
         for proj in projections:
             rms = {e: projs[proj][1] for e, projs in by_expert.items() if proj in projs}
             for e, r in expert_rms_outliers(rms):
+                if f"{layer}.{e}.{proj}" in implausible:
+                    continue
                 yield finding(EXPERT_RMS_OUTLIER, ref_of(e, proj),
                                f"RMS {rms[e]:.4g} is {r:.3g}x the layer median of {proj}")
 

@@ -42,7 +42,7 @@ import numpy as np
 from mxformats._version import __version__
 from mxformats.tensorfile import read_json
 
-from . import numbers, reproduce
+from . import numbers, plausibility, reproduce
 from .findings import CHECKS, MAX_LISTED, Finding, Level, Listing, Severity, declare
 from .model import Checkpoint, Options
 from .reader import LocalReader, ReadFailed
@@ -478,7 +478,8 @@ def _numbers_to_json(o: numbers.ModuleNumbers) -> dict[str, Any]:
             "zero_blocks": o.zero_blocks,
             "expert": None if o.expert is None else [o.expert[0].hex(),
                                                      reproduce.json_float(o.expert[1]),
-                                                     o.expert[2]]}
+                                                     o.expert[2]],
+            "magnitude": plausibility.magnitude_to_json(o.magnitude)}
 
 
 def _numbers_from_json(data: dict[str, Any]) -> numbers.ModuleNumbers:
@@ -496,7 +497,8 @@ def _numbers_from_json(data: dict[str, Any]) -> numbers.ModuleNumbers:
         {_text(k): _histogram_from_json(a) for k, a in (data.get("hist") or {}).items()},
         {_text(k): n for k, n in zero_blocks.items()},
         None if expert is None else (bytes.fromhex(_text(expert[0])), _number(expert[1]),
-                                     expert[2]))
+                                     expert[2]),
+        plausibility.magnitude_from_json(data.get("magnitude")))
 
 
 def _reproduction_to_json(o: reproduce.ModuleReproduction) -> dict[str, Any]:

@@ -241,6 +241,16 @@ class Descriptor:
         error beside the file's."""
         return None
 
+    def block_scales(self, arrays: dict[str, NDArray[Any]]) -> tuple[NDArray[Any], float] | None:
+        """What bounds the module's decoded weight, from its scales alone (``arrays``: the
+        :attr:`scale_params` read at level ``scales``): ``(scales, factor)``, one scale per
+        block (group, row or tile) in a dtype that decodes to its value as the loader reads it
+        (E8M0 bytes as ``float8_e8m0fnu``), and the factor the loader multiplies every one by
+        times the element format's largest magnitude, so that ``|scale| × factor`` is the
+        largest |value| the block decodes to. None where the format has no scales or a
+        per-tensor scale is missing (the layout checks report it)."""
+        return None
+
     # -- deployment -------------------------------------------------------------------------
 
     #: the multiple a tensor-parallel partition of a quantized dimension must be (the group,

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from mxformats import fast
-from mxformats.schemes.int4 import PRODUCERS
+from mxformats.schemes.int4 import PRODUCERS, QMIN
 
 from ..model import CheckpointFormat
 from ..numbers import packed_code_findings, scale_findings
@@ -261,6 +261,10 @@ class CompressedTensorsInt4(CompressedTensorsDescriptor):
         q = self.quantizer(w, group_size=self.group, profile=self.profile)
         return {"weight_packed": self.packer(q.q, layout=PRODUCERS[q.profile].layout),
                 "weight_scale": q.scales, "weight_shape": np.array(w.shape, dtype=np.int64)}
+
+    def block_scales(self, arrays: dict[str, NDArray[Any]]) -> tuple[NDArray[Any], float]:
+        """The group scales and 8 (the codes span -8..7, stored as q + 8)."""
+        return np.asarray(arrays["weight_scale"]), float(-QMIN)
 
     def dequantize(self, arrays: dict[str, NDArray[Any]], cols: int) -> NDArray[Any]:
         q = fast.unpack_int4(arrays["weight_packed"], layout="compressed-tensors", size=cols)

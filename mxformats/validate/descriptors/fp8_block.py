@@ -23,6 +23,7 @@ import ml_dtypes
 import numpy as np
 
 from mxformats import fast
+from mxformats.formats import E4M3FN
 from mxformats.schemes.fp8_block import PROFILES, quantize_fp8_block
 
 from ..findings import Level, Severity, declare
@@ -204,6 +205,12 @@ class FP8BlockDescriptor(Descriptor):
                           f"{scales.reshape(-1)[odd.first]!r}, not the {self.profile!r} "
                           f"fingerprint {mark!r} (first tile {where(scales.shape, odd.first)})",
                           odd.first)
+
+    def block_scales(self, arrays: dict[str, NDArray[Any]]) -> tuple[NDArray[Any], float]:
+        """The tile scales and 448 (E4M3FN's largest value): vLLM's ``scaled_dequantize``
+        multiplies each tile's codes by its scale (an e4m3fnuz target doubles the scale and
+        halves the codes: the same values)."""
+        return np.asarray(arrays[self.scale_name]), E4M3FN.max
 
     def produce(self, w: NDArray[Any]) -> dict[str, NDArray[Any]]:
         codes, scales = self.quantizer(w, block=(128, 128), profile=self.profile or "")

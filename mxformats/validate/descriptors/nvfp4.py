@@ -23,6 +23,7 @@ import ml_dtypes
 import numpy as np
 
 from mxformats import fast
+from mxformats.formats import E2M1
 from mxformats.schemes.nvfp4 import PRODUCERS
 
 from ..findings import MAX_LISTED, Level, Listing, Severity, declare
@@ -288,6 +289,18 @@ class NVFP4Descriptor(Descriptor):
 
     def produce(self, w: NDArray[Any]) -> dict[str, NDArray[Any]]:
         return self.produce_module("", w, lambda name: None)
+
+    def block_scales(self, arrays: dict[str, NDArray[Any]]) -> tuple[NDArray[Any], float] | None:
+        """The E4M3 block scales and 6 (E2M1's largest value) times the ``weight_scale_2``
+        multiplier (ModelOpt) or divided by the ``weight_global_scale`` divisor
+        (compressed-tensors), as the value formula of this module's docstring; None without a
+        global scale (the layout checks report it)."""
+        g = np.asarray(arrays[self.global_name], np.float64).reshape(-1)
+        if not g.size:
+            return None
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            factor = E2M1.max / g[0] if self.global_is_divisor else E2M1.max * g[0]
+        return np.asarray(arrays["weight_scale"]), float(factor)
 
     def dequantize(self, arrays: dict[str, NDArray[Any]], cols: int) -> NDArray[Any]:
         codes = np.ascontiguousarray(arrays[self.weight_param]).view(np.uint8)

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from mxformats import fast
+from mxformats.schemes.int4 import QMIN
 
 from ..findings import Finding, Level, Severity, declare
 from ..model import CheckpointFormat
@@ -142,6 +145,16 @@ class QuarkW4A8(QuarkDescriptor):
         r = self.quantizer(w, profile=self.profile)
         return {"weight": r.weight, "weight_scale": r.weight_scale,
                 "weight_scale_2": r.weight_scale_2}
+
+    def block_scales(self, arrays: dict[str, NDArray[Any]]) -> tuple[NDArray[Any], float] | None:
+        """The row scales ``weight_scale_2`` and 8 (the INT4 codes span -8..7) times the
+        FP8-stage ``weight_scale``: vLLM folds the two into one scale per row
+        (:meth:`dequantize`); None without the per-tensor scale (the layout checks report
+        it)."""
+        s1 = np.asarray(arrays["weight_scale"], np.float64).reshape(-1)
+        if not s1.size:
+            return None
+        return np.asarray(arrays["weight_scale_2"]), float(s1[0]) * -QMIN
 
     def dequantize(self, arrays: dict[str, NDArray[Any]], cols: int) -> NDArray[Any]:
         """vLLM's folded scales: ``dequantize_w4a8`` (its fast path,
