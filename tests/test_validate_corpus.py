@@ -691,6 +691,70 @@ def _nvfp4_lm_head_scales(path: Path) -> None:
     edit(path, inner)
 
 
+def _scales_as(suffix: str, dtype: Any) -> Callable[[Path], None]:
+    """Every scale tensor whose name ends with ``suffix`` stored as ``dtype`` (a converter
+    that casts the scales)."""
+    def run(path: Path) -> None:
+        def inner(data: Tensors) -> None:
+            for tensors in data.values():
+                for name in [n for n in tensors if n.endswith(suffix)]:
+                    tensors[name] = tensors[name].astype(dtype)
+        edit(path, inner)
+    return run
+
+
+def _ue8m0_requantized(declare: bool, nudge: str = "") -> Callable[[Path], None]:
+    """Every weight of a DeepSeek-layout file decoded with its scales and re-quantized with
+    power-of-two scales, as vLLM's ``requant_weight_ue8m0_inplace`` does for DeepGEMM's UE8M0
+    kernels (``vllm/model_executor/layers/quantization/utils/fp8_utils.py``:
+    ``per_block_cast_to_fp8(w_dq, use_ue8m0=True)``); ``scale_fmt: ue8m0`` declared only when
+    ``declare``; ``nudge``: a scale tensor then moved one float32 ulp off its powers of two."""
+    from mxformats import fast
+
+    def run(path: Path) -> None:
+        if declare:
+            config(lambda c: c["quantization_config"].update(scale_fmt="ue8m0"))(path)
+
+        def inner(data: Tensors) -> None:
+            for tensors in data.values():
+                for name in [n for n in tensors if n.endswith(".weight_scale_inv")]:
+                    w = name.removesuffix("_scale_inv")
+                    codes = np.ascontiguousarray(tensors[w]).view(np.uint8)
+                    deq = fast.dequantize_fp8_block(codes, tensors[name], block=(128, 128),
+                                                    profile="deepseek")
+                    q = fast.quantize_fp8_block(np.asarray(deq, np.float32), block=(128, 128),
+                                                profile="ue8m0")
+                    tensors[w] = q.codes.view(ml_dtypes.float8_e4m3fn)
+                    tensors[name] = np.nextafter(q.scales, np.float32(np.inf)) \
+                        if name == nudge else q.scales
+        edit(path, inner)
+    return run
+
+
+#: in the DeepSeek fixture re-quantized to UE8M0, the weight with a tile whose largest |code|
+#: lands in [224, 256): judged with the ue8m0 bound only where its scales are powers of two
+UE8M0_LOOSE = "model.layers.0.self_attn.kv_b_proj"
+#: the loaders' scale parameters are float32 and their weight_loader casts what the file holds
+#: (FP8BlockDescriptor.loader_scale_source: vLLM fp8_utils.create_fp8_scale_parameter,
+#: parameter.BasevLLMParameter._assert_and_load's Tensor.copy_, commit 1436674b)
+_VLLM_SCALE_CAST = "vLLM create_fp8_scale_parameter float32 + weight_loader copy_"
+
+CASES += [
+    # issue 26 §2, on the producer fixtures: what the loaders cast, we accept (_VLLM_SCALE_CAST)
+    case("producer-ct-fp8-block-scales-f32-load", "ct-fp8-prod", _scales_as(".weight_scale", np.float32), 0, set(), level=Level.FULL),
+    case("producer-fp8-block-scale-inv-bf16-loads-warning", "fp8-prod", set_tensor(f"{EXPERT}.weight_scale_inv", lambda a: a.astype(ml_dtypes.bfloat16)), 0, {("QUANT_DTYPE_UNUSUAL", W, f"{EXPERT}.weight_scale_inv")}, level=Level.FULL),
+    case("producer-fp8-block-scale-inv-f16-loads-warning", "fp8-prod", set_tensor(f"{EXPERT}.weight_scale_inv", lambda a: a.astype(np.float16)), 0, {("QUANT_DTYPE_UNUSUAL", W, f"{EXPERT}.weight_scale_inv")}, level=Level.FULL),
+    # F64 is not held exactly by the float32 parameter: copy_ would round it
+    case("producer-fp8-block-scale-inv-f64-rejected", "fp8-prod", set_tensor(f"{EXPERT}.weight_scale_inv", lambda a: a.astype(np.float64)), 1, {("QUANT_DTYPE", E, f"{EXPERT}.weight_scale_inv")}),
+    # UE8M0 scales without scale_fmt (vLLM's requant_weight_ue8m0_inplace recipe): recognised
+    # from the data, judged with the ue8m0 bound; one module off its powers of two is judged
+    # with the 256 bound and the fingerprint goes with it
+    case("producer-fp8-block-ue8m0-undeclared-loads", "fp8-prod", _ue8m0_requantized(False), 0, {("FINGERPRINT", INFO, None)}, level=Level.FULL),
+    case("producer-fp8-block-ue8m0-declared-loads", "fp8-prod", _ue8m0_requantized(True), 0, set(), level=Level.FULL),
+    case("producer-fp8-block-ue8m0-undeclared-one-module-not-pow2", "fp8-prod", _ue8m0_requantized(False, f"{UE8M0_LOOSE}.weight_scale_inv"), 1, {("FP8_TILE_NOT_TIGHT", E, f"{UE8M0_LOOSE}.weight")}, level=Level.FULL),
+    case("producer-fp8-block-ue8m0-undeclared-zero-tile", "fp8-prod", both(_ue8m0_requantized(False), set_tensor(FP8_W, _fp8_bytes(0)), set_tensor(f"{EXPERT}.weight_scale_inv", _fill(2.0**-22))), 0, {("FINGERPRINT", INFO, None)}, level=Level.FULL),
+]
+
 CASES += [
     # DeepSeek FP8 block (K2-Instruct layout)
     case("fp8-block-clean-full-source", "fp8", lambda p: None, 0, set(), level=Level.FULL, source=True),
@@ -707,7 +771,7 @@ CASES += [
     case("fp8-block-size-64", "fp8", config(lambda c: c["quantization_config"].update(fmt="e5m2")), 1, {("CONFIG_QUANT", E, None)}),
     # compressed-tensors FP8_BLOCK (model_free_ptq)
     case("ct-fp8-block-clean-full-source", "ct-fp8", lambda p: None, 0, set(), level=Level.FULL, source=True),
-    case("ct-fp8-block-scale-f32", "ct-fp8", set_tensor(f"{EXPERT}.weight_scale", lambda a: a.astype(np.float32)), 1, {("QUANT_DTYPE", E, f"{EXPERT}.weight_scale")}),
+    case("ct-fp8-block-scale-f32-loads", "ct-fp8", set_tensor(f"{EXPERT}.weight_scale", lambda a: a.astype(np.float32)), 0, set()),
     case("ct-fp8-block-zero-tile-foreign-scale", "ct-fp8", set_tensor(FP8_W, _fp8_bytes(0)), 0, {("FP8_ZERO_TILE_SCALE", W, f"{EXPERT}.weight_scale")}, level=Level.FULL),
     # the producer of all-zero tiles, from their scale: DeepGEMM's 1e-4/448 (no warning in a DeepSeek file),
     # a UE8M0 writer's 2^-22 in a compressed-tensors file (named, and warned: not the claimed producer's 2^-7)

@@ -48,6 +48,9 @@ BASES: dict[str, tuple[str, dict[str, Any]]] = {
     "ct-fp8-mm": ("compressed-tensors-fp8-block", {"multimodal": True}),
     # NVFP4 K2: the producer fixtures themselves (their BF16 source is src-bf16)
     "nvfp4-mo": (PRODUCER + "kimi-k2-nvfp4-modelopt", {}),
+    # FP8 block K2: the producer fixtures (DeepGEMM per_block_cast_to_fp8, llm-compressor)
+    "fp8-prod": (PRODUCER + "kimi-k2-fp8-block-deepseek", {}),
+    "ct-fp8-prod": (PRODUCER + "kimi-k2-fp8-block-compressed-tensors", {}),
     "nvfp4-ct": (PRODUCER + "kimi-k2-nvfp4-compressed-tensors", {}),
     "nvfp4-mo-mm": ("modelopt-nvfp4", {"multimodal": True}),
     "nvfp4-ct-mm": ("compressed-tensors-nvfp4", {"multimodal": True}),

@@ -108,8 +108,11 @@ QUANT_DTYPE_UNUSUAL = declare(
     W,
     S,
     G,
-    "A quantization tensor has an accepted but unusual dtype (F16/F32 compressed-tensors scale).",
-    "Nothing required; BF16 is what the producers write.",
+    "A quantization tensor has an accepted but unusual dtype: an F16/F32 compressed-tensors "
+    "INT4 scale, or FP8 block scales narrower than the producer's (BF16 weight_scale_inv: the "
+    "loader casts them into its float32 parameter, and the rounding moved each decoded weight "
+    "by up to 2^-8 of its value).",
+    "Nothing required; store the scales in the dtype the producer writes for exact weights.",
 )
 QUANT_SHAPE = declare(
     "QUANT_SHAPE",
@@ -287,10 +290,10 @@ def _check_quantized(
                 tensor=ref.name,
                 offset=ref.begin,
             )
-        elif ref.dtype != dtypes[0] and desc.unusual_dtype(p, ref.dtype):
+        elif ref.dtype != dtypes[0] and (note := desc.dtype_note(p, ref.dtype)):
             yield Finding(
                 QUANT_DTYPE_UNUSUAL,
-                f"{ref.name} is {ref.dtype} (producers write BF16)",
+                f"{ref.name} is {ref.dtype} ({note})",
                 file=ref.file,
                 tensor=ref.name,
                 offset=ref.begin,

@@ -205,9 +205,10 @@ class Descriptor:
         """The tensors of a quantized Linear ``[out, inp]``."""
         return {}
 
-    def unusual_dtype(self, param: str, dtype: str) -> bool:
-        """Whether an accepted but non-first dtype of ``param`` deserves QUANT_DTYPE_UNUSUAL."""
-        return False
+    def dtype_note(self, param: str, dtype: str) -> str | None:
+        """Why an accepted but non-first ``dtype`` of ``param`` deserves QUANT_DTYPE_UNUSUAL,
+        in words (None: it loads as the first does and needs no note)."""
+        return None
 
     def quantized(self, module: Module) -> bool:
         """Whether ``module`` carries this format's weight and scales (numeric checks run)."""

@@ -42,6 +42,12 @@ class DeepSeekFP8Block(FP8BlockDescriptor):
     scale_name = "weight_scale_inv"
     scale_params = ("weight_scale_inv",)
     scale_dtype = "F32"
+    #: vLLM Fp8LinearMethod.create_weights registers weight_scale_inv from
+    #: create_fp8_scale_parameter (float32), Fp8MoEMethod.create_weights w13/w2_weight_scale_inv
+    #: float32: BF16 (and F16) scales load, cast by the weight_loader's Tensor.copy_
+    loader_scale_dtype = "F32"
+    loader_scale_source = (_VLLM_FP8 + " (Fp8LinearMethod.create_weights, "
+                           "Fp8MoEMethod.create_weights: float32 weight_scale_inv)")
     #: a BF16 Linear here is judged by its own tensors, not the (usually absent) list: the
     #: official releases carry no modules_to_not_convert
     needs_exclude_entries = False
@@ -55,6 +61,7 @@ class DeepSeekFP8Block(FP8BlockDescriptor):
                    "(DeepGEMM / Triton on CUDA, AITER on ROCm)", _SGLANG_FP8),
     )
     amax_floor = get_profile("deepseek").amax_floor
+    ue8m0_variant = "ue8m0"
     missing_hint = MappingProxyType({
         "weight_scale_inv": "DeepSeek's fp8_cast_bf16.py keeps the FP8 bytes of a weight whose "
         "_scale_inv it cannot find (a converter that lost the scale)",
