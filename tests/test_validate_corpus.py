@@ -744,6 +744,8 @@ CASES += [
     case("producer-ct-fp8-block-scales-f32-load", "ct-fp8-prod", _scales_as(".weight_scale", np.float32), 0, set(), level=Level.FULL),
     case("producer-fp8-block-scale-inv-bf16-loads-warning", "fp8-prod", set_tensor(f"{EXPERT}.weight_scale_inv", lambda a: a.astype(ml_dtypes.bfloat16)), 0, {("QUANT_DTYPE_UNUSUAL", W, f"{EXPERT}.weight_scale_inv")}, level=Level.FULL),
     case("producer-fp8-block-scale-inv-f16-loads-warning", "fp8-prod", set_tensor(f"{EXPERT}.weight_scale_inv", lambda a: a.astype(np.float16)), 0, {("QUANT_DTYPE_UNUSUAL", W, f"{EXPERT}.weight_scale_inv")}, level=Level.FULL),
+    # a zero tile's DeepGEMM fingerprint 1e-4/448 rounded with the rest to BF16 is still DeepGEMM's
+    case("producer-fp8-block-scale-inv-bf16-zero-tile", "fp8-prod", both(set_tensor(FP8_W, _fp8_bytes(0)), set_tensor(f"{EXPERT}.weight_scale_inv", lambda a: np.full(a.shape, DEEPGEMM_ZERO, ml_dtypes.bfloat16))), 0, {("QUANT_DTYPE_UNUSUAL", W, f"{EXPERT}.weight_scale_inv")}, level=Level.FULL),
     # F64 is not held exactly by the float32 parameter: copy_ would round it
     case("producer-fp8-block-scale-inv-f64-rejected", "fp8-prod", set_tensor(f"{EXPERT}.weight_scale_inv", lambda a: a.astype(np.float64)), 1, {("QUANT_DTYPE", E, f"{EXPERT}.weight_scale_inv")}),
     # UE8M0 scales without scale_fmt (vLLM's requant_weight_ue8m0_inplace recipe): recognised
