@@ -708,7 +708,8 @@ def _ue8m0_requantized(declare: bool, nudge: str = "") -> Callable[[Path], None]
     power-of-two scales, as vLLM's ``requant_weight_ue8m0_inplace`` does for DeepGEMM's UE8M0
     kernels (``vllm/model_executor/layers/quantization/utils/fp8_utils.py``:
     ``per_block_cast_to_fp8(w_dq, use_ue8m0=True)``); ``scale_fmt: ue8m0`` declared only when
-    ``declare``; ``nudge``: a scale tensor then moved one float32 ulp off its powers of two."""
+    ``declare``; ``nudge``: a scale tensor whose last scale is then moved one float32 ulp off its
+    power of two."""
     from mxformats import fast
 
     def run(path: Path) -> None:
@@ -725,8 +726,9 @@ def _ue8m0_requantized(declare: bool, nudge: str = "") -> Callable[[Path], None]
                     q = fast.quantize_fp8_block(np.asarray(deq, np.float32), block=(128, 128),
                                                 profile="ue8m0")
                     tensors[w] = q.codes.view(ml_dtypes.float8_e4m3fn)
-                    tensors[name] = np.nextafter(q.scales, np.float32(np.inf)) \
-                        if name == nudge else q.scales
+                    tensors[name] = q.scales.copy()
+                    if name == nudge:
+                        tensors[name][-1, -1] = np.nextafter(q.scales[-1, -1], np.float32(1))
         edit(path, inner)
     return run
 
