@@ -51,6 +51,7 @@ BASES: dict[str, tuple[str, dict[str, Any]]] = {
     # FP8 block K2: the producer fixtures (DeepGEMM per_block_cast_to_fp8, llm-compressor)
     "fp8-prod": (PRODUCER + "kimi-k2-fp8-block-deepseek", {}),
     "ct-fp8-prod": (PRODUCER + "kimi-k2-fp8-block-compressed-tensors", {}),
+    "bf16-prod": (PRODUCER + "src-bf16", {}),
     "nvfp4-ct": (PRODUCER + "kimi-k2-nvfp4-compressed-tensors", {}),
     "nvfp4-mo-mm": ("modelopt-nvfp4", {"multimodal": True}),
     "nvfp4-ct-mm": ("compressed-tensors-nvfp4", {"multimodal": True}),

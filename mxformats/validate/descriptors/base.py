@@ -160,6 +160,12 @@ class Descriptor:
     missing_hint: Mapping[str, str] = {}
     #: why a BF16 Linear the exclude list misses does not load (NOT_EXCLUDED_UNQUANTIZED)
     bf16_linear_why = "vLLM builds it quantized and its BF16 weight raises KeyError"
+    #: what the loader does with a checkpoint that declares this format but stores every
+    #: module BF16, where the format judges a BF16 Linear by its own tensors
+    #: (:attr:`needs_exclude_entries` False) yet the loader builds the Linears the list leaves
+    #: quantized and decodes them wrong: NOTHING_QUANTIZED is then an error saying so; None
+    #: where it stays a warning
+    all_bf16_why: str | None = None
 
     # -- detection and config ---------------------------------------------------------------
 

@@ -60,6 +60,20 @@ class DeepSeekFP8Block(FP8BlockDescriptor):
         EnginePath("sglang", "native", "FP8 block on {target}: block-scaled FP8 GEMM and MoE "
                    "(DeepGEMM / Triton on CUDA, AITER on ROCm)", _SGLANG_FP8),
     )
+    #: vLLM Fp8Config.from_config marks the checkpoint fp8-serialized ("fp8" in
+    #: quant_method); Fp8LinearMethod.create_weights then builds each Linear's weight
+    #: float8_e4m3fn and its weight_scale_inv float32 filled with float32's minimum
+    #: (create_fp8_scale_parameter), Fp8MoEMethod.create_weights the experts' scales as ones.
+    #: The weight_loader's copy_ casts each BF16 weight to FP8 unscaled, no weight_scale_inv
+    #: is loaded, and DefaultModelLoader.load_weights leaves out its "weights were not
+    #: initialized from checkpoint" check for quantized models (vllm/model_executor/
+    #: model_loader/default_loader.py): the checkpoint loads and every Linear decodes wrong
+    all_bf16_why = (
+        "vLLM's Fp8Config builds every Linear the list leaves with an FP8 weight and a "
+        "float32 weight_scale_inv filled with -3.4e38 (Fp8LinearMethod.create_weights, "
+        "create_fp8_scale_parameter), casts the BF16 weights into it unscaled and, for a "
+        "quantized model, skips its check for weights the checkpoint lacks "
+        "(DefaultModelLoader.load_weights): it loads and decodes every such Linear wrong")
     amax_floor = get_profile("deepseek").amax_floor
     ue8m0_variant = "ue8m0"
     missing_hint = MappingProxyType({
