@@ -762,6 +762,21 @@ def test_inspect(capsys: pytest.CaptureFixture[str], gen: Callable[..., Path]) -
     assert json.loads(capsys.readouterr().out)["format"] == "compressed-tensors-int4"
 
 
+def test_inspect_empty_folder_is_a_usage_error(tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """An empty folder holds no checkpoint: exit 2 naming it, for every output format;
+    a folder with only a config.json is a checkpoint with problems (the other side)."""
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    for extra in ([], ["--json"], ["--quiet"]):
+        assert main(["inspect", *extra, str(empty)]) == 2
+        out = capsys.readouterr()
+        assert "no checkpoint here" in out.err and not out.out
+    shutil.copy(MX / "config.json", empty / "config.json")
+    assert main(["inspect", "--quiet", str(empty)]) == 0
+    assert "quark-mxfp4" in capsys.readouterr().out
+
+
 @pytest.mark.parametrize(("architectures", "shown"), [
     (["DeepseekV3ForCausalLM"], "DeepseekV3ForCausalLM"),
     (3.5, None), ("DeepseekV3ForCausalLM", None), ([], None), ([7], None), ({"a": 1}, None),
