@@ -753,6 +753,11 @@ CASES += [
     case("producer-fp8-block-scale-inv-bf16-zero-tile", "fp8-prod", both(set_tensor(FP8_W, _fp8_bytes(0)), set_tensor(f"{EXPERT}.weight_scale_inv", lambda a: np.full(a.shape, DEEPGEMM_ZERO, ml_dtypes.bfloat16))), 0, {("QUANT_DTYPE_UNUSUAL", W, f"{EXPERT}.weight_scale_inv")}, level=Level.FULL),
     # the BF16 producer source declaring DeepSeek FP8: loads in vLLM and decodes wrong (see fp8-block-config)
     case("producer-bf16-declares-deepseek-fp8-block", "bf16-prod", config(lambda c: c.update(quantization_config={"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic", "weight_block_size": [128, 128]})), 1, {("NOTHING_QUANTIZED", E, None)}, removed=frozenset({("FORMAT_NOT_NUMERIC", INFO, None)})),
+    # an empty weight_map: vLLM's filter_duplicate_safetensors_files keeps only the shards an index names,
+    # then DefaultModelLoader._prepare_weights raises "Cannot find any model weights": one root cause, one
+    # finding (not one per unmatched exclude entry and per stray shard)
+    case("producer-index-empty-weight-map-one-finding", "mxfp4-prod", index_metadata(lambda d: d.update(weight_map={})), 1, {("INDEX_PARSE", E, None)}),
+    case("producer-fp8-index-empty-weight-map-one-finding", "fp8-prod", index_metadata(lambda d: d.update(weight_map={})), 1, {("INDEX_PARSE", E, None)}, level=Level.FULL),
     # F64 is not held exactly by the float32 parameter: copy_ would round it
     case("producer-fp8-block-scale-inv-f64-rejected", "fp8-prod", set_tensor(f"{EXPERT}.weight_scale_inv", lambda a: a.astype(np.float64)), 1, {("QUANT_DTYPE", E, f"{EXPERT}.weight_scale_inv")}),
     # UE8M0 scales without scale_fmt (vLLM's requant_weight_ue8m0_inplace recipe): recognised

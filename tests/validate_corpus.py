@@ -52,6 +52,7 @@ BASES: dict[str, tuple[str, dict[str, Any]]] = {
     "fp8-prod": (PRODUCER + "kimi-k2-fp8-block-deepseek", {}),
     "ct-fp8-prod": (PRODUCER + "kimi-k2-fp8-block-compressed-tensors", {}),
     "bf16-prod": (PRODUCER + "src-bf16", {}),
+    "mxfp4-prod": (PRODUCER + "kimi-k2-mxfp4-quark", {}),
     "nvfp4-ct": (PRODUCER + "kimi-k2-nvfp4-compressed-tensors", {}),
     "nvfp4-mo-mm": ("modelopt-nvfp4", {"multimodal": True}),
     "nvfp4-ct-mm": ("compressed-tensors-nvfp4", {"multimodal": True}),
