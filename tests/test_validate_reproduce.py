@@ -805,6 +805,33 @@ def test_a_checkpoint_is_not_its_own_source(tmp_path: Path) -> None:
     assert _block(_run(fixture, SRC))["identical"] == 96
 
 
+@pytest.mark.parametrize("fixture", ["kimi-k2-fp8-block-deepseek",
+                                     "kimi-k2-int4-compressed-tensors"])
+def test_a_quantized_source_of_the_checkpoints_own_format_is_a_usage_error(
+        fixture: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A copy of a quantized checkpoint in another folder, given as its ``--source``,
+    re-quantizes to its own bytes ("N of N identical") and verifies nothing: exit 2 with
+    the reason, wherever the copy lives (the folder itself too), before any task runs. The
+    other side: the BF16 source, and a quantized source of another format (the FP8 release
+    an INT4 export may be made from), still run."""
+    from mxformats.cli import main
+    from mxformats.validate.runner import exit_code, validate
+
+    folder = PRODUCERS / fixture
+    copy = shutil.copytree(folder, tmp_path / "copy")
+    for source in (copy, folder):
+        report = validate(folder, Options(source=source, workers=1))
+        assert exit_code(report) == 2 and report.fatal is not None
+        assert "verifies nothing" in report.fatal and not report.findings
+        capsys.readouterr()
+        assert main(["validate", str(folder), "--source", str(source), "--quiet"]) == 2
+        assert "verifies nothing" in capsys.readouterr().err
+    assert exit_code(validate(folder, Options(source=SRC, workers=1))) == 0
+    other = PRODUCERS / ("kimi-k2-int4-compressed-tensors" if "fp8" in fixture
+                         else "kimi-k2-fp8-block-deepseek")
+    assert validate(folder, Options(source=other, workers=1)).fatal is None
+
+
 def test_a_hugging_face_cache_source_is_read_through_its_blob_links(tmp_path: Path) -> None:
     """A source in the Hugging Face cache (``models--ORG--NAME/snapshots/REV/``, every file a
     symlink to ``../../blobs/``) resolves inside its cache repo: read, as a checkpoint there

@@ -470,6 +470,27 @@ def prepare(ckpt: Checkpoint, opts: Options) -> Claim | Finding | None:
     return Claim(source, profile, unclaimed)
 
 
+def source_usage_error(ckpt: Checkpoint, opts: Options) -> str | None:
+    """Why ``--source`` can verify nothing whatever it holds, a usage error (exit 2): a
+    source quantized in the checkpoint's own format (a copy of it, in any folder, or the
+    folder itself). Decompressing it and re-quantizing with the same profile gives the
+    checkpoint's bytes back (an FP8 block amax maps to 448 again), so "N of N identical"
+    would say nothing about the quantizer. A source in another format is the one the
+    quantizer may have read (an NVFP4 export of the FP8 release). None: no ``--source``, one
+    this check cannot open (:func:`prepare` reports that), or another format."""
+    if opts.source is None:
+        return None
+    try:
+        kind = Source(Path(opts.source), opts.allow_symlink_root).kind
+    except (OSError, TensorFileError):
+        return None
+    if kind != "bf16" and kind == ckpt.format.value:
+        return (f"--source {opts.source} is itself a {kind} checkpoint, as the one checked: "
+                "re-quantizing its decoded weights gives its own bytes back and verifies "
+                "nothing; pass the BF16 (or other-format) checkpoint the quantizer read")
+    return None
+
+
 def chosen_modules(ckpt: Checkpoint, opts: Options) -> list[str]:
     """The quantized modules ``--source`` compares (``--sample`` of them), in name order."""
     return sample_modules([m.name for m in quantized_modules(ckpt)], opts.sample)
