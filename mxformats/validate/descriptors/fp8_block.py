@@ -70,10 +70,12 @@ _MAG = 0x7F
 #: included; the dtypes whose every value it holds exactly). vLLM creates every FP8
 #: block-scale parameter float32 (``create_fp8_scale_parameter``,
 #: ``Fp8MoEMethod.create_weights``, ``ModelOptFp8PbWoLinearMethod.create_weights``; SGLang's
-#: copies of them) and its ``weight_loader`` copies the file's tensor in with
+#: ``Fp8LinearMethod`` and ``Fp8MoEMethod.create_weights`` too,
+#: ``python/sglang/srt/layers/quantization/fp8.py`` @ d94a1535) and its
+#: ``weight_loader`` copies the file's tensor in with
 #: ``Tensor.copy_``, which casts any float dtype (``BasevLLMParameter._assert_and_load``,
 #: ``_ColumnvLLMParameter``'s loaders, ``FusedMoE._load_w13``): a dtype the parameter's
-#: holds loads exactly what the file stores (F64 would be rounded: not accepted).
+#: dtype holds loads exactly what the file stores (F64 would be rounded: not accepted).
 SCALE_DTYPES: dict[str, tuple[int, frozenset[str]]] = {
     "F32": (24, frozenset({"F32", "BF16", "F16"})),
     "BF16": (8, frozenset({"BF16"})),

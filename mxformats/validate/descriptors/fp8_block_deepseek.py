@@ -46,8 +46,9 @@ class DeepSeekFP8Block(FP8BlockDescriptor):
     #: create_fp8_scale_parameter (float32), Fp8MoEMethod.create_weights w13/w2_weight_scale_inv
     #: float32: BF16 (and F16) scales load, cast by the weight_loader's Tensor.copy_
     loader_scale_dtype = "F32"
-    loader_scale_source = (_VLLM_FP8 + " (Fp8LinearMethod.create_weights, "
-                           "Fp8MoEMethod.create_weights: float32 weight_scale_inv)")
+    loader_scale_source = (_VLLM_FP8 + " and " + _SGLANG_FP8 + " (Fp8LinearMethod."
+                           "create_weights, Fp8MoEMethod.create_weights: float32 "
+                           "weight_scale_inv)")
     #: a BF16 Linear here is judged by its own tensors, not the (usually absent) list: the
     #: official releases carry no modules_to_not_convert
     needs_exclude_entries = False
