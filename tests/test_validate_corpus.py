@@ -736,6 +736,30 @@ def _ue8m0_requantized(declare: bool, nudge: str = "") -> Callable[[Path], None]
     return run
 
 
+def _ue8m0_from_source(declare: bool) -> Callable[[Path], None]:
+    """Every weight of a DeepSeek-layout file quantized from its BF16 source (the fixtures'
+    src-bf16) as DeepGEMM's UE8M0 path writes it (the reference ``ue8m0`` profile), the
+    bytes ``--source`` reproduces; ``scale_fmt: ue8m0`` declared only when ``declare``."""
+    from mxformats import fast
+
+    source = Path(__file__).resolve().parent / "data" / "producers" / "src-bf16"
+    weights = {n: a for shard in shards(source) for n, a in
+               read_safetensors(source / shard).items()}
+
+    def run(path: Path) -> None:
+        if declare:
+            config(lambda c: c["quantization_config"].update(scale_fmt="ue8m0"))(path)
+
+        def inner(data: Tensors) -> None:
+            for tensors in data.values():
+                for name in [n for n in tensors if n.endswith(".weight_scale_inv")]:
+                    w = name.removesuffix("_scale_inv")
+                    q = fast.quantize_fp8_block(weights[w], block=(128, 128), profile="ue8m0")
+                    tensors[w], tensors[name] = q.codes.view(ml_dtypes.float8_e4m3fn), q.scales
+        edit(path, inner)
+    return run
+
+
 #: in the DeepSeek fixture re-quantized to UE8M0, the weight with a tile whose largest |code|
 #: lands in [224, 256): judged with the ue8m0 bound only where its scales are powers of two
 UE8M0_LOOSE = "model.layers.0.self_attn.kv_b_proj"
@@ -765,6 +789,9 @@ CASES += [
     # with the 256 bound and the fingerprint goes with it
     case("producer-fp8-block-ue8m0-undeclared-loads", "fp8-prod", _ue8m0_requantized(False), 0, {("FINGERPRINT", INFO, None)}, level=Level.FULL),
     case("producer-fp8-block-ue8m0-declared-loads", "fp8-prod", _ue8m0_requantized(True), 0, set(), level=Level.FULL),
+    # --source reproduces undeclared UE8M0 bytes with the ue8m0 profile, as declared ones
+    case("producer-fp8-block-ue8m0-undeclared-reproduced", "fp8-prod", _ue8m0_from_source(False), 0, {("FINGERPRINT", INFO, None)}, level=Level.FULL, source=True),
+    case("producer-fp8-block-ue8m0-declared-reproduced", "fp8-prod", _ue8m0_from_source(True), 0, set(), level=Level.FULL, source=True),
     case("producer-fp8-block-ue8m0-undeclared-one-module-not-pow2", "fp8-prod", _ue8m0_requantized(False, f"{UE8M0_LOOSE}.weight_scale_inv"), 1, {("FP8_TILE_NOT_TIGHT", E, f"{UE8M0_LOOSE}.weight")}, level=Level.FULL),
     case("producer-fp8-block-ue8m0-undeclared-zero-tile", "fp8-prod", both(_ue8m0_requantized(False), set_tensor(FP8_W, _fp8_bytes(0)), set_tensor(f"{EXPERT}.weight_scale_inv", _fill(2.0**-22))), 0, {("FINGERPRINT", INFO, None)}, level=Level.FULL),
 ]

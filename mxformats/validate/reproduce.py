@@ -560,7 +560,8 @@ def _reproduce_into(ckpt: Checkpoint, claim: Claim, module: Module,
         arrays = read_module(ckpt, module, params)
         if arrays is None:
             return  # unreadable: the files checks report it
-        produced, r = _produced_and_compared(own, name, w, arrays, fused, siblings)
+        produced, r = _produced_and_compared(own.for_arrays(arrays), name, w, arrays, fused,
+                                             siblings)
     except _Unusable as exc:
         out.missing = Finding(REPRO_SOURCE_MISSING, f"{name}: {exc}", wref.file, wref.name,
                               wref.begin)

@@ -312,6 +312,12 @@ class Descriptor:
         profile's bytes are claimed)."""
         return ""
 
+    def for_arrays(self, arrays: dict[str, NDArray[Any]]) -> Descriptor:
+        """The variant of this format whose producer profile one module's stored ``arrays``
+        (:meth:`reproduce_params`) show where the config names none: itself unless a format
+        recognises one (DeepSeek FP8 block: UE8M0 scales without ``scale_fmt``)."""
+        return self
+
     def produce_module(self, module: str, w: NDArray[Any],
                        sibling: Callable[[str], NDArray[Any] | None]) -> dict[str, NDArray[Any]]:
         """The tensors the producer writes for ``module`` from source weight ``w``;

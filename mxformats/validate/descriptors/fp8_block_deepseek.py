@@ -15,15 +15,17 @@ FP8 bytes of a weight whose ``_scale_inv`` it cannot find. Reproduced by
 from __future__ import annotations
 
 from types import MappingProxyType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from mxformats.schemes.fp8_block import get_profile
 
 from ..model import CheckpointFormat
 from .base import Configs, EnginePath
-from .fp8_block import FP8BlockDescriptor
+from .fp8_block import FP8BlockDescriptor, all_pow2
 
 if TYPE_CHECKING:
+    from numpy.typing import NDArray
+
     from ..model import Checkpoint
 
 #: vLLM Fp8LinearMethod / Fp8MoEMethod (block quantization; e4m3fnuz on gfx942)
@@ -127,6 +129,14 @@ class DeepSeekFP8Block(FP8BlockDescriptor):
 
     def ue8m0(self, ckpt: Checkpoint) -> bool:
         return (ckpt.quant_config or {}).get("scale_fmt") == "ue8m0"
+
+    def for_arrays(self, arrays: dict[str, NDArray[Any]]) -> DeepSeekFP8Block:
+        """:data:`UE8M0` for a module whose every scale is a power of two while the config
+        declares no ``scale_fmt`` (:func:`all_pow2`, as the tightness check and the
+        fingerprint recognise it): ``--source`` reproduces it with DeepGEMM's UE8M0 profile,
+        as it does where ``scale_fmt: ue8m0`` is declared."""
+        scales = arrays.get(self.scale_name)
+        return UE8M0 if scales is not None and all_pow2(scales) else self
 
 
 DESCRIPTOR = DeepSeekFP8Block()
