@@ -706,45 +706,20 @@ def _scales_as(suffix: str, dtype: Any) -> Callable[[Path], None]:
     return run
 
 
-def _ue8m0_requantized(declare: bool, nudge: str = "") -> Callable[[Path], None]:
-    """Every weight of a DeepSeek-layout file decoded with its scales and re-quantized with
-    power-of-two scales, as vLLM's ``requant_weight_ue8m0_inplace`` does for DeepGEMM's UE8M0
+def _ue8m0_requantized(declare: bool, nudge: str = "", from_source: bool = False
+                       ) -> Callable[[Path], None]:
+    """Every weight of a DeepSeek-layout file re-quantized with power-of-two scales: from its
+    own decoded weights, as vLLM's ``requant_weight_ue8m0_inplace`` does for DeepGEMM's UE8M0
     kernels (``vllm/model_executor/layers/quantization/utils/fp8_utils.py``:
-    ``per_block_cast_to_fp8(w_dq, use_ue8m0=True)``); ``scale_fmt: ue8m0`` declared only when
-    ``declare``; ``nudge``: a scale tensor whose last scale is then moved one float32 ulp off its
-    power of two."""
-    from mxformats import fast
-
-    def run(path: Path) -> None:
-        if declare:
-            config(lambda c: c["quantization_config"].update(scale_fmt="ue8m0"))(path)
-
-        def inner(data: Tensors) -> None:
-            for tensors in data.values():
-                for name in [n for n in tensors if n.endswith(".weight_scale_inv")]:
-                    w = name.removesuffix("_scale_inv")
-                    codes = np.ascontiguousarray(tensors[w]).view(np.uint8)
-                    deq = fast.dequantize_fp8_block(codes, tensors[name], block=(128, 128),
-                                                    profile="deepseek")
-                    q = fast.quantize_fp8_block(np.asarray(deq, np.float32), block=(128, 128),
-                                                profile="ue8m0")
-                    tensors[w] = q.codes.view(ml_dtypes.float8_e4m3fn)
-                    tensors[name] = q.scales.copy()
-                    if name == nudge:
-                        tensors[name][-1, -1] = np.nextafter(q.scales[-1, -1], np.float32(1))
-        edit(path, inner)
-    return run
-
-
-def _ue8m0_from_source(declare: bool) -> Callable[[Path], None]:
-    """Every weight of a DeepSeek-layout file quantized from its BF16 source (the fixtures'
-    src-bf16) as DeepGEMM's UE8M0 path writes it (the reference ``ue8m0`` profile), the
-    bytes ``--source`` reproduces; ``scale_fmt: ue8m0`` declared only when ``declare``."""
+    ``per_block_cast_to_fp8(w_dq, use_ue8m0=True)``), or, ``from_source``, from its BF16
+    source (the fixtures' src-bf16: the bytes ``--source`` reproduces with the ``ue8m0``
+    profile); ``scale_fmt: ue8m0`` declared only when ``declare``; ``nudge``: a scale tensor
+    whose last scale is then moved one float32 ulp off its power of two."""
     from mxformats import fast
 
     source = Path(__file__).resolve().parent / "data" / "producers" / "src-bf16"
     weights = {n: a for shard in shards(source) for n, a in
-               read_safetensors(source / shard).items()}
+               read_safetensors(source / shard).items()} if from_source else {}
 
     def run(path: Path) -> None:
         if declare:
@@ -754,8 +729,14 @@ def _ue8m0_from_source(declare: bool) -> Callable[[Path], None]:
             for tensors in data.values():
                 for name in [n for n in tensors if n.endswith(".weight_scale_inv")]:
                     w = name.removesuffix("_scale_inv")
-                    q = fast.quantize_fp8_block(weights[w], block=(128, 128), profile="ue8m0")
-                    tensors[w], tensors[name] = q.codes.view(ml_dtypes.float8_e4m3fn), q.scales
+                    x = weights[w] if from_source else np.asarray(fast.dequantize_fp8_block(
+                        np.ascontiguousarray(tensors[w]).view(np.uint8), tensors[name],
+                        block=(128, 128), profile="deepseek"), np.float32)
+                    q = fast.quantize_fp8_block(x, block=(128, 128), profile="ue8m0")
+                    tensors[w] = q.codes.view(ml_dtypes.float8_e4m3fn)
+                    tensors[name] = q.scales.copy()
+                    if name == nudge:
+                        tensors[name][-1, -1] = np.nextafter(q.scales[-1, -1], np.float32(1))
         edit(path, inner)
     return run
 
@@ -790,8 +771,8 @@ CASES += [
     case("producer-fp8-block-ue8m0-undeclared-loads", "fp8-prod", _ue8m0_requantized(False), 0, {("FINGERPRINT", INFO, None)}, level=Level.FULL),
     case("producer-fp8-block-ue8m0-declared-loads", "fp8-prod", _ue8m0_requantized(True), 0, set(), level=Level.FULL),
     # --source reproduces undeclared UE8M0 bytes with the ue8m0 profile, as declared ones
-    case("producer-fp8-block-ue8m0-undeclared-reproduced", "fp8-prod", _ue8m0_from_source(False), 0, {("FINGERPRINT", INFO, None)}, level=Level.FULL, source=True),
-    case("producer-fp8-block-ue8m0-declared-reproduced", "fp8-prod", _ue8m0_from_source(True), 0, set(), level=Level.FULL, source=True),
+    case("producer-fp8-block-ue8m0-undeclared-reproduced", "fp8-prod", _ue8m0_requantized(False, from_source=True), 0, {("FINGERPRINT", INFO, None)}, level=Level.FULL, source=True),
+    case("producer-fp8-block-ue8m0-declared-reproduced", "fp8-prod", _ue8m0_requantized(True, from_source=True), 0, set(), level=Level.FULL, source=True),
     case("producer-fp8-block-ue8m0-undeclared-one-module-not-pow2", "fp8-prod", _ue8m0_requantized(False, f"{UE8M0_LOOSE}.weight_scale_inv"), 1, {("FP8_TILE_NOT_TIGHT", E, f"{UE8M0_LOOSE}.weight")}, level=Level.FULL),
     case("producer-fp8-block-ue8m0-undeclared-zero-tile", "fp8-prod", both(_ue8m0_requantized(False), set_tensor(FP8_W, _fp8_bytes(0)), set_tensor(f"{EXPERT}.weight_scale_inv", _fill(2.0**-22))), 0, {("FINGERPRINT", INFO, None)}, level=Level.FULL),
 ]
