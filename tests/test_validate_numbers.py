@@ -727,7 +727,9 @@ def _ue8m0_checkpoint(tmp_path: Path, edits: dict[str, Callable[[np.ndarray], An
 def test_ue8m0_checkpoint_is_tight_at_224(tmp_path: Path) -> None:
     """A power-of-two scale maps a tile's amax into (224, 448], so a valid ue8m0 file holds
     tiles whose largest |code| is 224 or 240: no FP8_TILE_NOT_TIGHT (the fixture's kv_b_proj
-    is one); the same tile read without the ue8m0 declaration is below the top binade."""
+    is one); the same file without the ue8m0 declaration is recognised from its scales (all
+    powers of two: the fingerprint says so) and judged with the same bound; with one scale of
+    the module off its power of two the tile is held to the top binade."""
     folder = _ue8m0_checkpoint(tmp_path)
     codes = _load(folder).read(f"{KV_B0}.weight").view(np.uint8)
     assert int((codes[:128, :128] & 0x7F).max()) in (0x76, 0x77)  # the case under test
@@ -735,7 +737,15 @@ def test_ue8m0_checkpoint_is_tight_at_224(tmp_path: Path) -> None:
     config = json.loads((folder / "config.json").read_text())
     del config["quantization_config"]["scale_fmt"]
     (folder / "config.json").write_text(json.dumps(config))
-    assert ("FP8_TILE_NOT_TIGHT", f"{KV_B0}.weight") in _problems(_numbers(folder))
+    found = _numbers(folder)
+    assert _problems(found) == set()
+    assert any("exact powers of two" in p for p in _prints(found))
+    _plant_into(folder, {f"{KV_B0}.weight_scale_inv": lambda a: np.concatenate(
+        [a.reshape(-1)[:-1], np.nextafter(a.reshape(-1)[-1:], np.float32(np.inf))]
+    ).reshape(a.shape).astype(a.dtype)})
+    found = _numbers(folder)
+    assert _problems(found) == {("FP8_TILE_NOT_TIGHT", f"{KV_B0}.weight")}
+    assert not any("exact powers of two" in p for p in _prints(found))
 
 
 def test_ue8m0_tile_below_224_fires(tmp_path: Path) -> None:

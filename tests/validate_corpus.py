@@ -51,6 +51,11 @@ BASES: dict[str, tuple[str, dict[str, Any]]] = {
     "ct-fp8-mm": ("compressed-tensors-fp8-block", {"multimodal": True}),
     # NVFP4 K2: the producer fixtures themselves (their BF16 source is src-bf16)
     "nvfp4-mo": (PRODUCER + "kimi-k2-nvfp4-modelopt", {}),
+    # FP8 block K2: the producer fixtures (DeepGEMM per_block_cast_to_fp8, llm-compressor)
+    "fp8-prod": (PRODUCER + "kimi-k2-fp8-block-deepseek", {}),
+    "ct-fp8-prod": (PRODUCER + "kimi-k2-fp8-block-compressed-tensors", {}),
+    "bf16-prod": (PRODUCER + "src-bf16", {}),
+    "mxfp4-prod": (PRODUCER + "kimi-k2-mxfp4-quark", {}),
     "nvfp4-ct": (PRODUCER + "kimi-k2-nvfp4-compressed-tensors", {}),
     # the other producer fixtures as they were written (issue 26, item 3)
     "fp8-prod": (PRODUCER + "kimi-k2-fp8-block-deepseek", {}),

@@ -214,7 +214,9 @@ def _architecture(names: Any) -> str | None:
 
 
 def inspect_data(root: str) -> dict[str, Any]:
-    """What ``mxformats inspect`` prints, as data (None fields when not known)."""
+    """What ``mxformats inspect`` prints, as data (None fields when not known). A folder
+    with neither a readable config.json nor a ``*.safetensors`` file holds no checkpoint:
+    only ``fatal`` then, which ``cmd_inspect`` exits 2 on."""
     from .deployment import checkpoint_tp, kernel_table
     from .files import load
     from .identify import profiles_of
@@ -224,6 +226,9 @@ def inspect_data(root: str) -> dict[str, Any]:
     ckpt = loaded.ckpt
     if ckpt is None:
         return {"fatal": loaded.fatal}
+    if not ckpt.config and not ckpt.shards and not ckpt.tensors:
+        return {"fatal": "no checkpoint here: no readable config.json and no *.safetensors "
+                         "file"}
     qc = ckpt.quant_config or {}
     producer = []
     if "version" in qc:

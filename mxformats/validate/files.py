@@ -589,6 +589,15 @@ def _read_index(loaded: Loaded, out: list[Finding]) -> bool:
         # Validate the shards that are there rather than report every tensor missing: the
         # index is the one broken file. (vLLM would refuse to load, hence the error.)
         return True
+    if not index["weight_map"]:
+        # one root cause: the tensors it would map are checked from the shards instead of
+        # each reported unmapped (vLLM's filter_duplicate_safetensors_files keeps only the
+        # files an index names, then DefaultModelLoader._prepare_weights raises)
+        out.append(Finding(INDEX_PARSE, f"{INDEX_NAME}'s weight_map is empty: vLLM loads only "
+                           "the shards an index names and raises 'Cannot find any model "
+                           "weights'; the *.safetensors files present were checked without it",
+                           file=INDEX_NAME))
+        return True
     loaded.ckpt.index = index
     entries: dict[str, str] = index["weight_map"]
     plain = {f: shard_name(f) for f in set(entries.values())}

@@ -74,7 +74,9 @@ NOTHING_QUANTIZED = declare(
     G,
     "The quantization config declares a format, yet no module of the checkpoint is stored "
     "quantized (e.g. its exclude/ignore list names every Linear): the checkpoint is BF16 in "
-    "all but name and no quantized number was checked.",
+    "all but name and no quantized number was checked. An error where the loader builds the "
+    "Linears the list leaves quantized and loads the BF16 weights into them without a "
+    "complaint (DeepSeek FP8 block: vLLM casts them to FP8 unscaled, scales unset).",
     "Re-export with an exclude/ignore list that names only the modules kept in BF16, or drop "
     "the quantization config.",
 )
@@ -108,8 +110,11 @@ QUANT_DTYPE_UNUSUAL = declare(
     W,
     S,
     G,
-    "A quantization tensor has an accepted but unusual dtype (F16/F32 compressed-tensors scale).",
-    "Nothing required; BF16 is what the producers write.",
+    "A quantization tensor has an accepted but unusual dtype: an F16/F32 compressed-tensors "
+    "INT4 scale, or FP8 block scales narrower than the producer's (BF16 weight_scale_inv: the "
+    "loader casts them into its float32 parameter, and the rounding moved each decoded weight "
+    "by up to 2^-8 of its value).",
+    "Nothing required; store the scales in the dtype the producer writes for exact weights.",
 )
 QUANT_SHAPE = declare(
     "QUANT_SHAPE",
@@ -287,10 +292,10 @@ def _check_quantized(
                 tensor=ref.name,
                 offset=ref.begin,
             )
-        elif ref.dtype != dtypes[0] and desc.unusual_dtype(p, ref.dtype):
+        elif ref.dtype != dtypes[0] and (note := desc.dtype_note(p, ref.dtype)):
             yield Finding(
                 QUANT_DTYPE_UNUSUAL,
-                f"{ref.name} is {ref.dtype} (producers write BF16)",
+                f"{ref.name} is {ref.dtype} ({note})",
                 file=ref.file,
                 tensor=ref.name,
                 offset=ref.begin,
@@ -452,9 +457,23 @@ def run(ckpt: Checkpoint, opts: Options) -> Iterator[Finding]:
     yield from listed.rest()
     if desc.format is not CheckpointFormat.BF16 and ckpt.modules and not any(
             m.quantized for m in ckpt.modules.values()):
-        yield Finding(NOTHING_QUANTIZED, f"quantization_config declares {ckpt.format.value}, "
-                      f"but none of the {len(ckpt.modules)} modules is stored quantized",
-                      file="config.json")
+        said = (f"quantization_config declares {ckpt.format.value}, but none of the "
+                f"{len(ckpt.modules)} modules is stored quantized")
+        built = _built_quantized(ckpt) if desc.all_bf16_why else []
+        if built:
+            yield Finding(NOTHING_QUANTIZED, f"{said}; {len(built)} Linear(s) are not excluded "
+                          f"(e.g. {built[0]}): {desc.all_bf16_why}", file="config.json",
+                          severity=E)
+        else:
+            yield Finding(NOTHING_QUANTIZED, said, file="config.json")
+
+
+def _built_quantized(ckpt: Checkpoint) -> list[str]:
+    """The modules the loader builds with the checkpoint's scheme: the Linears of a schemed
+    kind the exclude/ignore list does not match."""
+    return sorted(name for name, exp in ckpt.expected.items()
+                  if exp.linear and exp.kind in _SCHEMED and name in ckpt.modules
+                  and not ckpt.is_excluded(name))
 
 
 #: ``_SIGNATURE(exp)``: what an :class:`ExpectedModule` is but for its name and place (kind,

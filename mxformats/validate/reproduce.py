@@ -92,7 +92,8 @@ REPRO_UNCORRELATED = declare(
 REPRO_SOURCE_MISSING = declare(
     "REPRO_SOURCE_MISSING", W, _L, _G,
     "A quantized module has no usable weight in --source (absent, unreadable, a symlink out "
-    "of it, another shape than the config implies, another dtype), or a fused sibling the "
+    "of it, another shape than the config implies or, for a module the config does not "
+    "describe, than its stored tensors are written for, another dtype), or a fused sibling the "
     "producer calibrated it with has none (NVFP4 gate and up share one amax); or its bytes "
     "are not claimed (REPRO_MISMATCH warning) and the source weight holds NaN or Inf, which "
     "leaves no error statistic to judge it by. The module is not verified: a warning, and "
@@ -497,6 +498,27 @@ def prepare(ckpt: Checkpoint, opts: Options) -> Claim | Finding | None:
     return Claim(source, profile, unclaimed)
 
 
+def source_usage_error(ckpt: Checkpoint, opts: Options) -> str | None:
+    """Why ``--source`` can verify nothing whatever it holds, a usage error (exit 2): a
+    source quantized in the checkpoint's own format (a copy of it, in any folder, or the
+    folder itself). Decompressing it and re-quantizing with the same profile gives the
+    checkpoint's bytes back (an FP8 block amax maps to 448 again), so "N of N identical"
+    would say nothing about the quantizer. A source in another format is the one the
+    quantizer may have read (an NVFP4 export of the FP8 release). None: no ``--source``, one
+    this check cannot open (:func:`prepare` reports that), or another format."""
+    if opts.source is None:
+        return None
+    try:
+        kind = Source(Path(opts.source), opts.allow_symlink_root).kind
+    except (OSError, TensorFileError):
+        return None
+    if kind != "bf16" and kind == ckpt.format.value:
+        return (f"--source {opts.source} is itself a {kind} checkpoint, as the one checked: "
+                "re-quantizing its decoded weights gives its own bytes back and verifies "
+                "nothing; pass the BF16 (or other-format) checkpoint the quantizer read")
+    return None
+
+
 def chosen_modules(ckpt: Checkpoint, opts: Options) -> list[str]:
     """The quantized modules ``--source`` compares (``--sample`` of them), in name order."""
     return sample_modules([m.name for m in quantized_modules(ckpt)], opts.sample)
@@ -565,7 +587,8 @@ def _reproduce_into(ckpt: Checkpoint, claim: Claim, module: Module,
         arrays = read_module(ckpt, module, params)
         if arrays is None:
             return  # unreadable: the files checks report it
-        produced, r = _produced_and_compared(own, name, w, arrays, fused, siblings)
+        produced, r = _produced_and_compared(own.for_arrays(arrays), name, w, arrays, fused,
+                                             siblings)
     except _Unusable as exc:
         out.missing = Finding(REPRO_SOURCE_MISSING, f"{name}: {exc}", wref.file, wref.name,
                               wref.begin)
@@ -650,30 +673,54 @@ def _produced_and_compared(
 
 def _source_weight(ckpt: Checkpoint, source: Source, name: str) -> NDArray[Any]:
     """The source weight of module ``name`` as the quantizer read it. :class:`_Unusable` when
-    it is absent or unreadable, or when its shape is not the ``[out, in]`` the checkpoint's
-    config implies for the module (a transposed or truncated source weight is not what the
-    producer read, so the bytes it gives say nothing of the checkpoint's)."""
+    it is absent or unreadable, or when its shape is not the module's ``[out, in]`` (a
+    transposed or truncated source weight is not what the producer read, so the bytes it
+    gives say nothing of the checkpoint's): the shape the checkpoint's config implies, or,
+    for a module the config does not describe, one whose tensors in the module's format are
+    the shapes the checkpoint stores (:func:`_stored_as`)."""
     expected = ckpt.expected.get(name)
     shape = None if expected is None or expected.shape is None else tuple(expected.shape)
 
-    def other_shape(dtype: str, found: tuple[int, ...]) -> _Unusable:
-        return _Unusable(f"the source weight is {dtype}{list(found)}, the config implies "
-                         f"{list(shape or ())} for this module")
+    def check(dtype: str, found: tuple[int, ...]) -> None:
+        if shape is not None and found != shape:
+            raise _Unusable(f"the source weight is {dtype}{list(found)}, the config implies "
+                            f"{list(shape)} for this module")
+        stored = _stored_as(ckpt, name, found) if shape is None else None
+        if stored:
+            raise _Unusable(f"the source weight is {dtype}{list(found)}, but the checkpoint "
+                            f"stores {stored} (the config does not describe this module)")
 
     try:
         # a ``weight`` (BF16, or FP8-block codes) of another shape is not read at all: its
         # header says so, and it may be far larger than the module
-        declared = source.declared(f"{name}.weight") if shape is not None else None
-        if declared is not None and declared[1] != shape:
-            raise other_shape(*declared)
+        declared = source.declared(f"{name}.weight")
+        if declared is not None:
+            check(*declared)
         w = source.weight(name)
     except (OSError, ValueError, KeyError, TypeError) as exc:  # TypeError: a scale's dtype
         raise _Unusable(str(exc)) from None
     if w is None:
         raise _Unusable("no weight in the source")
-    if shape is not None and tuple(w.shape) != shape:
-        raise other_shape(str(w.dtype), tuple(w.shape))
+    check(str(w.dtype), tuple(w.shape))
     return w
+
+
+def _stored_as(ckpt: Checkpoint, name: str, shape: tuple[int, ...]) -> str:
+    """The first tensor of checkpoint module ``name`` whose stored shape is not one its
+    format writes for a weight of ``shape`` (:meth:`Descriptor.expected_tensors`), as
+    ``name.param [shape]``; "" when every one is (or there is nothing to compare)."""
+    module, desc = ckpt.modules.get(name), ckpt.descriptor
+    if module is None or desc is None:
+        return ""
+    if len(shape) != 2:
+        ref = next(iter(module.tensors.values()))
+        return f"{ref.name} {list(ref.shape)}"
+    spec = desc.for_module(ckpt, name).expected_tensors(ckpt, shape[0], shape[1])
+    for param, (_, shapes) in spec.items():
+        stored = module.tensors.get(param)
+        if stored is not None and stored.shape not in shapes:
+            return f"{stored.name} {list(stored.shape)}"
+    return ""
 
 
 def run(ckpt: Checkpoint, opts: Options,

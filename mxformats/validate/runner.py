@@ -253,6 +253,9 @@ def validate(
     if reader.remote and opts.at_least(Level.FULL) and need > CONFIRM_BYTES and not opts.yes:
         report.fatal = (f"--level full reads {need:,} bytes ({need / 1e9:.1f} GB) from "
                         f"{reader.name}; pass --yes to read them")
+    else:
+        report.fatal = reproduce.source_usage_error(ckpt, opts)
+    if report.fatal is not None:
         report.seconds = time.perf_counter() - start
         return report
     key = reader.name if reader.remote else str(ckpt.root)

@@ -160,6 +160,12 @@ class Descriptor:
     missing_hint: Mapping[str, str] = {}
     #: why a BF16 Linear the exclude list misses does not load (NOT_EXCLUDED_UNQUANTIZED)
     bf16_linear_why = "vLLM builds it quantized and its BF16 weight raises KeyError"
+    #: what the loader does with a checkpoint that declares this format but stores every
+    #: module BF16, where the format judges a BF16 Linear by its own tensors
+    #: (:attr:`needs_exclude_entries` False) yet the loader builds the Linears the list leaves
+    #: quantized and decodes them wrong: NOTHING_QUANTIZED is then an error saying so; None
+    #: where it stays a warning
+    all_bf16_why: str | None = None
 
     # -- detection and config ---------------------------------------------------------------
 
@@ -205,9 +211,10 @@ class Descriptor:
         """The tensors of a quantized Linear ``[out, inp]``."""
         return {}
 
-    def unusual_dtype(self, param: str, dtype: str) -> bool:
-        """Whether an accepted but non-first dtype of ``param`` deserves QUANT_DTYPE_UNUSUAL."""
-        return False
+    def dtype_note(self, param: str, dtype: str) -> str | None:
+        """Why an accepted but non-first ``dtype`` of ``param`` deserves QUANT_DTYPE_UNUSUAL,
+        in words (None: it loads as the first does and needs no note)."""
+        return None
 
     def quantized(self, module: Module) -> bool:
         """Whether ``module`` carries this format's weight and scales (numeric checks run)."""
@@ -329,6 +336,12 @@ class Descriptor:
         reproduce, recognised from the bytes because the config does not name it ("" when the
         profile's bytes are claimed)."""
         return ""
+
+    def for_arrays(self, arrays: dict[str, NDArray[Any]]) -> Descriptor:
+        """The variant of this format whose producer profile one module's stored ``arrays``
+        (:meth:`reproduce_params`) show where the config names none: itself unless a format
+        recognises one (DeepSeek FP8 block: UE8M0 scales without ``scale_fmt``)."""
+        return self
 
     def produce_module(self, module: str, w: NDArray[Any],
                        sibling: Callable[[str], NDArray[Any] | None]) -> dict[str, NDArray[Any]]:

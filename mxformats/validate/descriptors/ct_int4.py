@@ -245,8 +245,8 @@ class CompressedTensorsInt4(CompressedTensorsDescriptor):
             spec["weight_g_idx"] = (("I32", "I64"), ((inp,),))
         return spec
 
-    def unusual_dtype(self, param: str, dtype: str) -> bool:
-        return param == "weight_scale"
+    def dtype_note(self, param: str, dtype: str) -> str | None:
+        return "producers write BF16" if param == "weight_scale" else None
 
     def scale_findings(self, ckpt: Checkpoint, module: Module,
                        arrays: dict[str, NDArray[Any]]) -> Iterator[Finding]:
