@@ -131,9 +131,10 @@ class FP8BlockDescriptor(Descriptor):
         count = 0
         for s in scales:
             s = s.astype(np.float64)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                if not np.all((s > 0) & np.isfinite(s) & (np.exp2(np.round(np.log2(s))) == s)):
-                    return
+            # A power of two is a significand of exactly 1/2 (frexp: exact, unlike numpy's
+            # log2 and exp2, whose SIMD paths round differently on different CPUs).
+            if not np.all((s > 0) & np.isfinite(s) & (np.frexp(s)[0] == 0.5)):
+                return
             count += s.size
         yield (f"all {count} {self.scale_name} values are exact powers of two, yet the config "
                "declares no ue8m0 scale_fmt: a UE8M0-rounding producer (DeepGEMM scale_fmt "
