@@ -561,7 +561,9 @@ class CodeStats:
                           unit: str) -> None:
         """Count the (decoded) ``scales`` of all-zero blocks whose value ``known`` maps to a
         producer; other values are left to the format's own checks."""
-        values, counts = np.unique(np.asarray(scales, np.float64), return_counts=True)
+        # + 0.0 turns -0.0 into +0.0: np.unique would keep whichever zero numpy's CPU-specific
+        # sort puts first, and the message would print "-0" on some CPUs only.
+        values, counts = np.unique(np.asarray(scales, np.float64) + 0.0, return_counts=True)
         for value, n in zip(values.tolist(), counts.tolist(), strict=True):
             who = known.get(value)
             if who is not None:

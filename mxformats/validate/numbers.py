@@ -25,6 +25,7 @@ A wrong group size, axis or nibble packing breaks the invariant without a source
 
 from __future__ import annotations
 
+import math
 import re
 import zlib
 from collections import defaultdict
@@ -366,19 +367,19 @@ def code_histogram(codes: NDArray[Any], kind: str) -> NDArray[np.int64]:
 def expert_rms_outliers(rms: dict[int, float], z: float = 6.0, ratio: float = 4.0
                         ) -> list[tuple[int, float]]:
     """Experts whose log2 RMS lies more than ``z`` robust deviations (MAD) from the median and
-    at least ``ratio`` off it; returns (expert, rms / median)."""
+    at least ``ratio`` off it; returns (expert, rms / median). The logarithms are Python's
+    (``math.log2``): numpy's ``log2`` rounds differently on different CPUs (its SIMD paths),
+    which would move a verdict at the threshold."""
     if len(rms) < 3:
         return []
     ids = sorted(rms)
-    v = np.array([rms[i] for i in ids], dtype=np.float64)
-    with np.errstate(divide="ignore"):
-        lv = np.log2(np.maximum(v, 1e-300))
+    lv = np.array([math.log2(max(rms[i], 1e-300)) for i in ids], dtype=np.float64)
     med = float(np.median(lv))
     mad = float(np.median(np.abs(lv - med))) * 1.4826
     out = []
     for i, x in zip(ids, lv, strict=True):
         dev = abs(x - med)
-        if dev >= np.log2(ratio) and (mad == 0 or dev / mad > z):
+        if dev >= math.log2(ratio) and (mad == 0 or dev / mad > z):
             out.append((i, float(2.0 ** (x - med))))
     return out
 
@@ -595,7 +596,7 @@ def module_stats(packing: Packing, arrays: dict[str, NDArray[Any]], bound: float
             raise ValueError(f"codes give {nzg.shape} blocks, scales are {sc.shape}")
         bad = Count.of(nzg & ~hig & (sc > 1) & (sc < 254))
         st = byte_stats(rows[::step], "fp4", 16)
-        sumsq = float((st.gsq * np.exp2(2.0 * (sc[::step].astype(np.float64) - 127))).sum())
+        sumsq = float((st.gsq * np.ldexp(1.0, 2 * (sc[::step].astype(np.int32) - 127))).sum())
         return st, bad, sumsq, 2 * st.gmax.size * 16, zero_rows, single
     if packing == "int4-row":
         s2 = np.asarray(arrays["weight_scale_2"], dtype=np.float64).reshape(-1)
@@ -632,7 +633,7 @@ def _module_stats_slow(packing: Packing, arrays: dict[str, NDArray[Any]], bound:
         if st.gmax.shape != sc.shape:
             raise ValueError(f"codes give {st.gmax.shape} blocks, scales are {sc.shape}")
         bad = Count.of((st.gmax > 0) & (st.gmax < _mx_index(bound)) & (sc > 1) & (sc < 254))
-        sumsq = float((st.gsq * np.exp2(2.0 * (sc.astype(np.float64) - 127))).sum())
+        sumsq = float((st.gsq * np.ldexp(1.0, 2 * (sc.astype(np.int32) - 127))).sum())
         n = 2 * w.size
     elif packing == "int4-row":
         w = arrays["weight"]
