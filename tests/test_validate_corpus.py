@@ -57,6 +57,7 @@ from validate_corpus import (
     write_raw,
 )
 
+from mxformats.tensorfile import read_safetensors
 from mxformats.testing.checkpoints import make_kimi_checkpoint
 from mxformats.validate.catalogue import load_all
 from mxformats.validate.findings import CHECKS, Level

@@ -57,11 +57,8 @@ BASES: dict[str, tuple[str, dict[str, Any]]] = {
     "bf16-prod": (PRODUCER + "src-bf16", {}),
     "mxfp4-prod": (PRODUCER + "kimi-k2-mxfp4-quark", {}),
     "nvfp4-ct": (PRODUCER + "kimi-k2-nvfp4-compressed-tensors", {}),
-    # the other producer fixtures as they were written (issue 26, item 3)
-    "fp8-prod": (PRODUCER + "kimi-k2-fp8-block-deepseek", {}),
-    "ct-fp8-prod": (PRODUCER + "kimi-k2-fp8-block-compressed-tensors", {}),
+    # the other producer fixtures as they were written
     "ct-prod": (PRODUCER + "kimi-k2-int4-compressed-tensors", {}),
-    "mxfp4-prod": (PRODUCER + "kimi-k2-mxfp4-quark", {}),
     "w4a8-prod": (PRODUCER + "kimi-k2-w4a8-quark", {}),
     "nvfp4-mo-mm": ("modelopt-nvfp4", {"multimodal": True}),
     "nvfp4-ct-mm": ("compressed-tensors-nvfp4", {"multimodal": True}),
