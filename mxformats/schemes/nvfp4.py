@@ -68,6 +68,7 @@ from mxformats.arith import (
 from mxformats.containers import containers
 from mxformats.formats import E2M1, E4M3FN
 from mxformats.packing import pack_fp4, unpack_fp4
+from mxformats.pairing import scheme_defaults
 from mxformats.registry import Kind, ProfileInfo, get_profile_info, register
 from mxformats.schemes.int4 import check_group_scales
 
@@ -277,8 +278,9 @@ CONSUMERS: dict[str, NVFP4Consumer] = {
     )
 }
 
-#: The consumer that reads each producer's checkpoints by default.
-DEFAULT_CONSUMER = {"modelopt": "vllm-modelopt", "compressed-tensors": "vllm-compressed-tensors"}
+#: The consumer that reads each producer's checkpoints by default: NVFP4's rows of the one
+#: pairing table (:data:`mxformats.pairing.DEFAULT_CONSUMERS`).
+DEFAULT_CONSUMER = scheme_defaults("nvfp4")
 
 
 def get_producer(name: str) -> NVFP4Producer:
