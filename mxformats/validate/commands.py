@@ -104,7 +104,7 @@ def _options(args: argparse.Namespace) -> Options:
 
 def _usage_error(args: argparse.Namespace) -> str | None:
     """What is wrong with the options that argparse cannot see, or None (exit 2 if any)."""
-    from .report import printable
+    from mxformats.output import printable
 
     if args.source is not None and not Path(args.source).is_dir():
         return f"--source {printable(str(args.source))} is not a directory"
@@ -143,10 +143,10 @@ def _interrupt(signum: int, frame: object) -> None:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from mxformats.output import Output, UsageError
+    from mxformats.output import Output, UsageError, printable
 
     from .executors import ExecutorUnavailable, executor_for
-    from .report import dump_json, print_report, printable, to_github, to_junit
+    from .report import dump_json, print_report, to_github, to_junit
     from .runner import exit_code, validate
 
     problem = _usage_error(args)
@@ -279,9 +279,14 @@ def inspect_data(root: str) -> dict[str, Any]:
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
-    from mxformats.output import JUnitCase, Output, UsageError, github_annotation, junit_xml
-
-    from .report import printable
+    from mxformats.output import (
+        JUnitCase,
+        Output,
+        UsageError,
+        github_annotation,
+        junit_xml,
+        printable,
+    )
 
     try:
         output = Output.from_args(args)

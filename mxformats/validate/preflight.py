@@ -126,7 +126,7 @@ def engine_summary(ckpt: Checkpoint, descriptor: Descriptor) -> dict[str, str]:
 def _table(rows: list[Row], console: Console) -> None:
     from rich.table import Table
 
-    from .report import printable
+    from mxformats.output import printable
 
     table = Table(title="mxformats preflight", show_lines=True)
     for column in ("engine", "target", "path", "admissible TP", "what (source)"):
@@ -153,9 +153,9 @@ def _renderers(report: Report, rows: list[Row], notes: list[str], output: Output
     its check's catalogue ``url``, ``meaning`` and ``fix`` in JSON) and the table. ``fatal``:
     why the folder could not be read (no rows; the text report leaves it to stderr, the
     machine reports carry it, as ``validate``'s do)."""
-    from mxformats.output import JUnitCase, github_annotation, junit_xml
+    from mxformats.output import JUnitCase, github_annotation, junit_xml, printable
 
-    from .report import exit_code, print_report, printable, to_github
+    from .report import exit_code, print_report, to_github
 
     errors = [f"{f.check.id}: {printable(f.message)}" for f in report.findings
               if f.effective_severity is Severity.ERROR]
@@ -205,10 +205,10 @@ def _renderers(report: Report, rows: list[Row], notes: list[str], output: Output
 def cmd_preflight(args: argparse.Namespace) -> int:
     """Run ``validate --level structure`` and report it with the preflight table, in the
     format ``--format`` names (:mod:`mxformats.output`)."""
-    from mxformats.output import Output, UsageError
+    from mxformats.output import Output, UsageError, printable
 
     from .descriptors import by_format
-    from .report import exit_code, printable
+    from .report import exit_code
     from .runner import validate
 
     try:

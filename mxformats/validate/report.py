@@ -18,7 +18,13 @@ from datetime import datetime, timezone
 from typing import IO, TYPE_CHECKING, Any
 
 from mxformats._version import __version__
-from mxformats.output import SEVERITY_STYLES, check_url, github_annotation, make_console
+from mxformats.output import (
+    SEVERITY_STYLES,
+    check_url,
+    github_annotation,
+    make_console,
+    printable,
+)
 
 from .findings import CHECKS, LEVELS, Check, Finding, Level, Severity
 from .reader import HUB_PREFIX
@@ -28,8 +34,8 @@ if TYPE_CHECKING:
 
     from .model import Checkpoint
 
-__all__ = ["SCHEMA_VERSION", "Report", "exit_code", "print_report", "printable", "to_github",
-           "to_json", "to_junit"]
+__all__ = ["SCHEMA_VERSION", "Report", "exit_code", "print_report", "to_github", "to_json",
+           "to_junit"]
 
 #: Bumped when a key of the JSON report changes meaning or disappears. 2 — the reproduction
 #: block's ``per_tensor`` is ``per_module`` (it always held one entry per module).
@@ -128,28 +134,6 @@ def exit_code(report: Report, strict: bool = False) -> int:
 
 
 _ORDER = {Severity.ERROR: 0, Severity.WARNING: 1, Severity.INFO: 2}
-
-
-def printable(text: str) -> str:
-    """``text`` with every character that is not printable escaped as ``\\xNN``, ``\\uNNNN``
-    or ``\\UNNNNNNNN``: C0 and C1 controls (ESC, BEL, NUL, newline, ...), DEL, format
-    characters (bidi overrides), line and paragraph separators, surrogates and unassigned
-    code points (``str.isprintable``). What is left is printable text, valid in XML 1.0 and
-    encodable as UTF-8; a terminal has nothing in it to interpret."""
-    if text.isprintable():
-        return text
-    out = []
-    for c in text:
-        if c.isprintable():
-            out.append(c)
-        else:
-            code = ord(c)
-            out.append(
-                f"\\x{code:02x}" if code < 0x100
-                else f"\\u{code:04x}" if code < 0x10000
-                else f"\\U{code:08x}"
-            )
-    return "".join(out)
 
 
 def _remote(report: Report) -> str | None:
