@@ -18,11 +18,9 @@ from mxformats.output import add_output_arguments, check_url
 from .findings import Level
 from .model import Options
 from .reader import HUB_PREFIX
+from .targets import TARGETS
 
 __all__ = ["add_parsers"]
-
-TARGETS = ("mi300x", "mi355x", "h200", "b200")
-
 
 def _positive(text: str) -> int:
     try:
@@ -441,7 +439,7 @@ def add_parsers(commands: Any) -> None:
         help="structure: headers and configs; scales (default): also scales and "
         "small tensors; full: every byte",
     )
-    v.add_argument("--target", choices=TARGETS, help="deployment target to check against")
+    v.add_argument("--target", choices=tuple(TARGETS), help="deployment target to check against")
     v.add_argument("--tp", type=_positive, metavar="N", help="tensor-parallel size")
     v.add_argument("--ep", type=_positive, metavar="N", help="expert-parallel size")
     v.add_argument(

@@ -24,9 +24,10 @@ from typing import IO, TYPE_CHECKING, Any
 
 from mxformats.output import add_output_arguments
 
-from .deployment import TARGETS, checkpoint_tp
+from .deployment import checkpoint_tp
 from .findings import Level, Severity
 from .model import Options
+from .targets import TARGET_NAMES, TARGETS
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -42,9 +43,6 @@ __all__ = ["ENGINES", "TARGET_NAMES", "Row", "add_parser", "engine_summary", "gr
 
 #: The engines the preflight covers.
 ENGINES = ("vllm", "sglang")
-#: Display name -> the :data:`~.deployment.TARGETS` key whose arch it stands for.
-TARGET_NAMES = {"H100/H200": "h200", "B200/GB200": "b200", "MI300X": "mi300x",
-                "MI355X": "mi355x"}
 
 
 @dataclass
