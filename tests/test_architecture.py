@@ -79,9 +79,6 @@ ALLOWED_CIRCLES: dict[frozenset[str], tuple[str, str]] = {
     frozenset({"mxformats.kernels.hip", "mxformats.kernels.hip.rocm"}): (
         "lazy", "the HIP front end loads the ROCm build only on a ROCm device; the ROCm backend "
         "wraps the front end's functions"),
-    frozenset({"mxformats.validate.hub", "mxformats.validate.reader"}): (
-        "lazy", "open_reader imports the Hub reader for an hf:// root; the Hub reader implements "
-        "the Reader interface"),
 }
 
 #: Upward imports allowed (importer, imported) -> why; at most two.

@@ -17,7 +17,7 @@ from mxformats.output import add_output_arguments, check_url
 
 from .findings import Level
 from .model import Options
-from .reader import HUB_PREFIX
+from .readers import HUB_PREFIX
 from .targets import TARGETS
 
 __all__ = ["add_parsers"]

@@ -27,7 +27,7 @@ from mxformats.output import (
 )
 
 from .findings import CHECKS, LEVELS, Check, Finding, Level, Severity
-from .reader import HUB_PREFIX
+from .readers import HUB_PREFIX
 
 if TYPE_CHECKING:
     from rich.console import Console
