@@ -73,9 +73,6 @@ ALLOWED_CIRCLES: dict[frozenset[str], tuple[str, str]] = {
     frozenset({"mxformats.validate.model", "mxformats.validate.descriptors.base"}): (
         "type-only", "Checkpoint.descriptor is typed as a Descriptor; descriptors take a "
         "Checkpoint"),
-    frozenset({"mxformats.validate.executors", "mxformats.validate.executors.local"}): (
-        "lazy", "executor_for imports the process-pool executor when asked for it; the executor "
-        "implements the package's Outcome contract"),
     frozenset({"mxformats.kernels.hip", "mxformats.kernels.hip.rocm"}): (
         "lazy", "the HIP front end loads the ROCm build only on a ROCm device; the ROCm backend "
         "wraps the front end's functions"),
