@@ -53,7 +53,6 @@ __all__ = [
 #: How a Hub checkpoint is named on the command line (``hf://ORG/NAME[@REVISION]``).
 HUB_PREFIX = "hf://"
 
-
 #: The check ids a :class:`ReadFailed` is reported as (declared in
 #: :mod:`~mxformats.validate.files`): a server that ignored Range, any other failed read.
 RANGE_IGNORED = "HUB_RANGE_IGNORED"
