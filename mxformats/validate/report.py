@@ -34,8 +34,10 @@ if TYPE_CHECKING:
 
     from .model import Checkpoint
 
-__all__ = ["SCHEMA_VERSION", "Report", "exit_code", "print_report", "to_github", "to_json",
-           "to_junit"]
+# printable is defined in mxformats.output (the ground floor); it stays a name of this
+# documented module, where it was defined until the import graph was layered (issue 25).
+__all__ = ["SCHEMA_VERSION", "Report", "exit_code", "print_report", "printable", "to_github",
+           "to_json", "to_junit"]
 
 #: Bumped when a key of the JSON report changes meaning or disappears. 2 — the reproduction
 #: block's ``per_tensor`` is ``per_module`` (it always held one entry per module).
