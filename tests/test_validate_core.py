@@ -636,7 +636,7 @@ def test_unsafe_index_entries_never_opened(tmp_path: Path, entry: str,
     index["weight_map"]["model.layers.1.mlp.gate.weight"] = entry
     _write_index(p, index)
     opened: list[str] = []
-    import mxformats.validate.reader as reader_mod
+    import mxformats.validate.readers.local as reader_mod
 
     real = reader_mod.read_header_table
 

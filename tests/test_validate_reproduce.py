@@ -937,7 +937,7 @@ def test_a_source_shard_header_is_parsed_once_per_run_of_reads(
     and per fused sibling: 11 ms for a 3,000-tensor header, seconds for the 100 MB a header
     may hold, so a hostile source could stall a run for hours). A shard's header is parsed
     again only after another shard's was read."""
-    from mxformats.validate.reader import LocalReader
+    from mxformats.validate.readers import LocalReader
 
     parsed: list[str] = []
     real = LocalReader.header_table

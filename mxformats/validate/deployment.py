@@ -36,6 +36,7 @@ import numpy as np
 
 from .descriptors import Descriptor, by_format
 from .findings import Finding, Level, Severity, declare, listed
+from .targets import TARGETS
 
 if TYPE_CHECKING:
     from .model import Checkpoint, Options
@@ -72,15 +73,6 @@ DEPLOY_FNUZ_SCALE = declare(
     "A float scale overflows when doubled, as vLLM does converting FP8 e4m3fn to e4m3fnuz "
     "(MI300X).",
     "Re-quantize with smaller scales, or deploy on a non-fnuz target.")
-
-#: Targets: (vendor, arch, fnuz).
-TARGETS: dict[str, tuple[str, str, bool]] = {
-    "mi300x": ("rocm", "gfx942", True),
-    "mi355x": ("rocm", "gfx950", False),
-    "h200": ("cuda", "sm90", False),
-    "b200": ("cuda", "sm100", False),
-}
-
 
 def deployment_problems(
     fmt: Descriptor,

@@ -10,7 +10,7 @@ Nothing is executed, nothing is unpickled; a file is opened only when its name i
 (:func:`safe_name`) and it is a regular file (:func:`mxformats.tensorfile.open_regular`: a
 FIFO, socket, device or directory is reported, never read, so it cannot block or feed bytes
 without end). Every byte is read through the checkpoint's
-:class:`~mxformats.validate.reader.Reader`: a folder or a Hub repo.
+:class:`~mxformats.validate.readers.interface.Reader`: a folder or a Hub repo.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from .descriptors.bf16 import DESCRIPTOR as BF16
 from .descriptors.modelopt import modelopt_view
 from .findings import Finding, Level, Severity, declare, listed
 from .model import Checkpoint, Module, Options, TensorRef
-from .reader import (
+from .readers import (
     RANGE_IGNORED,
     READ_FAILED,
     LocalReader,
@@ -407,7 +407,7 @@ def _contradictions(configs: Configs, chosen: Descriptor) -> list[Finding]:
 
 def load(root_arg: str | os.PathLike[str] | Reader, opts: Options) -> LoadResult:
     """Read configs, the index and shard headers of ``root_arg`` (no tensor data): a folder,
-    ``hf://ORG/NAME[@REVISION]`` or an open :class:`~mxformats.validate.reader.Reader`.
+    ``hf://ORG/NAME[@REVISION]`` or an open :class:`~mxformats.validate.readers.interface.Reader`.
 
     The loader (``_read``) builds the :class:`Checkpoint` and reports only what it could
     not read or open; the file checks (:data:`CONFIG_CHECKS`, :data:`SHARD_CHECKS`) then judge

@@ -447,6 +447,8 @@ def run(ckpt: Checkpoint, opts: Options) -> Iterator[Finding]:
         return
     for problem in desc.config_problems(ckpt):
         yield Finding(CONFIG_QUANT, problem, file="config.json")
+    for warning in desc.config_warnings(ckpt):
+        yield Finding(CONFIG_QUANT, warning, file="config.json", severity=W)
     yield from desc.config_findings(ckpt)
     explained: set[str] = set()
     if desc.needs_exclude_entries or ckpt.exclude:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from mxformats.tensorfile import read_json
 
 from .findings import Finding, Level, Severity, declare, listed
-from .reader import LocalReader, Reader, ReadFailed
+from .readers import LocalReader, Reader, ReadFailed
 
 if TYPE_CHECKING:
     from .model import Checkpoint, Options

@@ -45,7 +45,7 @@ import numpy as np
 from mxformats.tensorfile import DTYPES
 
 from .findings import Level
-from .reader import LocalReader, Reader, ReadFailed
+from .readers import LocalReader, Reader, ReadFailed
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray

@@ -43,7 +43,7 @@ from mxformats.tensorfile import DTYPES, ErrorKind, TensorFileError, read_index,
 from .findings import MAX_LISTED, Check, Finding, Level, Listing, Severity, declare
 from .numbers import quantized_modules, read_module
 from .parallel import internal
-from .reader import LocalReader
+from .readers import LocalReader
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray

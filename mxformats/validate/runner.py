@@ -28,7 +28,7 @@ from .executors import Executor, executor_for
 from .findings import Finding, Level, listed
 from .model import Checkpoint, CheckpointFormat, Options
 from .parallel import INTERNAL_ERROR, internal
-from .reader import NotAFolder, ReadFailed, open_reader
+from .readers import NotAFolder, ReadFailed, open_reader
 from .report import Report, exit_code
 
 __all__ = [

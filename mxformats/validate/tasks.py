@@ -45,7 +45,7 @@ from mxformats.tensorfile import read_json
 from . import numbers, plausibility, reproduce
 from .findings import CHECKS, MAX_LISTED, Finding, Level, Listing, Severity, declare
 from .model import Checkpoint, Options
-from .reader import LocalReader, ReadFailed
+from .readers import LocalReader, ReadFailed
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray

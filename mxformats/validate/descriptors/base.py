@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from mxformats.pairing import default_consumer
 
 from ..model import CheckpointFormat, CodeStats, ExcludeMatcher, literal_alternation
+from ..targets import TARGETS
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
@@ -190,6 +191,11 @@ class Descriptor:
 
     def config_problems(self, ckpt: Checkpoint) -> list[str]:
         """Config values the loader rejects or mis-reads (one message each)."""
+        return []
+
+    def config_warnings(self, ckpt: Checkpoint) -> list[str]:
+        """Config values the loader accepts but mxformats cannot verify (one message each;
+        the layout check reports each as a CONFIG_QUANT warning)."""
         return []
 
     def config_findings(self, ckpt: Checkpoint) -> Iterator[Finding]:
@@ -422,8 +428,6 @@ class MixedDescriptor(Descriptor):
         return member.path_taken(ckpt, engine, vendor, arch)
 
     def paths_for(self, ckpt: Checkpoint) -> tuple[EnginePath, ...]:
-        from ..deployment import TARGETS  # deployment imports the descriptors
-
         members = self.members(ckpt)
         engines = sorted({p.engine for m in members for p in m.engine_paths})
         out = []
