@@ -15,7 +15,7 @@ from mxformats import fast
 from mxformats.schemes.int4 import PRODUCERS
 
 from ..model import CheckpointFormat
-from ..numbers import packed_code_findings, scale_findings
+from ..stats import packed_code_findings, scale_findings
 from .base import EnginePath, TensorSpec, cdiv
 from .compressed_tensors import CompressedTensorsDescriptor, groups
 

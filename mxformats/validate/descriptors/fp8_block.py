@@ -26,7 +26,7 @@ from mxformats import fast
 from mxformats.schemes.fp8_block import PROFILES, quantize_fp8_block
 
 from ..findings import Level, Severity, declare
-from ..numbers import Count, finding, scale_findings, where
+from ..stats import Count, finding, scale_findings, where
 from .base import Descriptor, TensorSpec, cdiv
 
 if TYPE_CHECKING:

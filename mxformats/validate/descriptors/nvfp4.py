@@ -26,7 +26,7 @@ from mxformats import fast
 from mxformats.schemes.nvfp4 import PRODUCERS
 
 from ..findings import MAX_LISTED, Level, Listing, Severity, declare
-from ..numbers import Count, byte_stats, finding, scale_findings, where
+from ..stats import Count, byte_stats, finding, scale_findings, where
 from .base import Descriptor, EnginePath, TensorSpec, cdiv
 
 if TYPE_CHECKING:

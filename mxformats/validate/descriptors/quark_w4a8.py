@@ -12,7 +12,7 @@ from mxformats import fast
 
 from ..findings import Finding, Level, Severity, declare
 from ..model import CheckpointFormat
-from ..numbers import packed_code_findings, scale_findings, w4a8_scale2_findings
+from ..stats import packed_code_findings, scale_findings, w4a8_scale2_findings
 from .base import EnginePath, TensorSpec
 from .quark import QuarkDescriptor, global_spec, want
 
