@@ -95,7 +95,7 @@ def _read_failures(ckpt: Checkpoint) -> Iterator[Finding]:
     more; the run lists the first few files, :func:`~.findings.listed`); reads not even
     attempted because the server had stopped answering are counted in the finding of the
     failure that stopped it."""
-    from .files import read_failed
+    from .loader import read_failed
 
     by_file: dict[str, list[ReadFailed]] = {}
     for exc in ckpt.read_failures:
