@@ -21,7 +21,7 @@ from validate_corpus import Case
 
 from mxformats.cli import main
 from mxformats.fast import THREADS_VARIABLE
-from mxformats.validate import reproduce, tasks
+from mxformats.validate import reproduce, resume, tasks
 from mxformats.validate.executors import ExecutorUnavailable, Outcome, executor_for
 from mxformats.validate.executors.local import LocalExecutor
 from mxformats.validate.files import load
@@ -423,9 +423,9 @@ def test_results_round_trip_through_json() -> None:
     with tasks.remembered(folder, opts, ckpt):
         for task in tasks.plan(folder, ckpt, opts):
             result = tasks.run_task(task)
-            back = tasks.result_from_json(json.loads(json.dumps(tasks.result_to_json(result))),
+            back = resume.result_from_json(json.loads(json.dumps(resume.result_to_json(result))),
                                           task.index)
-            assert tasks.result_to_json(back) == tasks.result_to_json(result)
+            assert resume.result_to_json(back) == resume.result_to_json(result)
             assert [o.findings for o in back.numbers] == [o.findings for o in result.numbers]
 
 
@@ -438,14 +438,14 @@ def test_nonfinite_figures_are_strict_json_and_round_trip(value: float) -> None:
     result = reproduce.ModuleResult("m", {"weight": True}, {}, value, value, value)
     record = tasks.TaskResult(0, reproduction=[reproduce.ModuleReproduction("m",
                                                                             result=result)])
-    text = json.dumps(tasks.result_to_json(record), allow_nan=False)
+    text = json.dumps(resume.result_to_json(record), allow_nan=False)
     assert ('"rel_error": 0.25' in text) is math.isfinite(value)
-    back = tasks.result_from_json(json.loads(text), 0).reproduction[0].result
+    back = resume.result_from_json(json.loads(text), 0).reproduction[0].result
     assert back is not None
     for got in (back.rel_error, back.sqnr_db, back.correlation):
         assert math.isnan(got) if math.isnan(value) else got == value
     with pytest.raises(ValueError, match="is not a number"):
-        tasks._number("nan")  # only the three strings of the mapping
+        resume._number("nan")  # only the three strings of the mapping
 
 
 def test_a_run_forgets_its_checkpoint() -> None:

@@ -223,7 +223,7 @@ def combine(ckpt: Checkpoint, opts: Options, modules: Sequence[Module],
     severity of the rest (an error past the first ten still fails the run). Nothing is lost:
     the summary's ``extra["unlisted"]`` holds each finding it counts (:class:`Listing`), and
     the runner also writes each module's findings into the JSON report's task records
-    (``tasks[].result.numbers[].findings``, :func:`~mxformats.validate.tasks.record`), which
+    (``tasks[].result.numbers[].findings``, :func:`~mxformats.validate.resume.record`), which
     the summary's note names. The router-bias, float-tensor and expert findings are listed
     the same way, with no note; the descriptor's sibling checks list their own."""
     desc = ckpt.descriptor

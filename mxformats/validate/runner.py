@@ -23,7 +23,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from . import coverage, deployment, files, layout, manifest, numbers, reproduce, tasks
+from . import coverage, deployment, files, layout, manifest, numbers, reproduce, resume, tasks
 from .executors import Executor, executor_for
 from .findings import Finding, Level, listed
 from .model import Checkpoint, CheckpointFormat, Options
@@ -144,7 +144,7 @@ class _TaskRun:
         self.errors: dict[int, str] = {}
         self.resume_problem: Finding | None = None
         if opts.resume is not None:
-            self.results, self.resume_problem = tasks.resumable(opts.resume, self.plan, ckpt)
+            self.results, self.resume_problem = resume.resumable(opts.resume, self.plan, ckpt)
 
     def run(self, executor: Executor | None, on_read: Callable[[int], None] | None) -> None:
         """Run the tasks not yet finished on ``executor`` (None: :func:`executor_for` the
@@ -178,7 +178,7 @@ class _TaskRun:
 
     def records(self) -> list[dict[str, Any]]:
         """The report's record of every finished task, in task order (``--resume`` input)."""
-        return [tasks.record(self.plan[i], self.results[i]) for i in sorted(self.results)]
+        return [resume.record(self.plan[i], self.results[i]) for i in sorted(self.results)]
 
     def check(self, name: str, module: ModuleType) -> Iterable[Finding] | None:
         """The findings of check module ``name``: numbers and reproduce combine the tasks'
