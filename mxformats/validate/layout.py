@@ -13,13 +13,13 @@ from typing import NamedTuple
 
 from .descriptors import Descriptor, by_format
 from .descriptors.base import TensorSpec
+from .excludes import NearMisses
 from .findings import MAX_LISTED, Finding, Level, Listing, Severity, declare
 from .model import (
     Checkpoint,
     CheckpointFormat,
     ExpectedModule,
     Module,
-    NearMisses,
     Options,
     TensorRef,
 )
