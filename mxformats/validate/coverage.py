@@ -8,6 +8,7 @@ from itertools import compress, filterfalse, repeat
 from operator import attrgetter, itemgetter, not_
 
 from .arch import TEXT_DEFAULTS, VISION_DEFAULTS, key_value
+from .checkmodule import CheckModule
 from .findings import Finding, Level, Severity, declare, listed
 from .model import QUANT_SUFFIXES, Architecture, Checkpoint, ExpectedModule, Module, Options
 
@@ -368,3 +369,7 @@ def _coverage(ckpt: Checkpoint) -> Iterator[Finding]:
                 tensor=ref.name,
                 offset=ref.begin,
             )
+
+
+#: The coverage checks as the runner runs them.
+CHECK = CheckModule("coverage", run)

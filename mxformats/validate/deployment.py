@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .checkmodule import CheckModule
 from .descriptors import Descriptor, by_format
 from .findings import Finding, Level, Severity, declare, listed
 
@@ -216,3 +217,12 @@ def _fnuz_scales(ckpt: Checkpoint) -> Iterator[Finding]:
             yield Finding(DEPLOY_FNUZ_SCALE, f"{name}: {int(bad.sum())} scale(s) overflow when "
                           f"doubled for e4m3fnuz, first {float(s.reshape(-1)[i]):.6g}", ref.file,
                           name, ref.begin + i * (ref.nbytes // max(s.size, 1)))
+
+
+def applies(ckpt: Checkpoint, opts: Options) -> bool:
+    """Whether the deployment checks run: any of ``--target/--tp/--ep`` is given."""
+    return opts.target is not None or opts.tp is not None or opts.ep is not None
+
+
+#: The deployment checks as the runner runs them.
+CHECK = CheckModule("deployment", run, applies)

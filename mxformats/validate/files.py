@@ -19,6 +19,7 @@ from typing import Any
 from mxformats.tensorfile import shard_name
 
 from .arch import derive
+from .checkmodule import CheckModule
 from .descriptors import UNSUPPORTED, Configs, Descriptor, detect
 from .descriptors.modelopt import modelopt_view
 from .findings import Finding, Severity, listed
@@ -349,3 +350,7 @@ SHARD_CHECKS: tuple[Callable[[Loaded], Iterable[Finding]], ...] = (
 def run(ckpt: Checkpoint, opts: Options) -> Iterator[Finding]:
     """The files group runs inside :func:`load`; nothing more to do here."""
     return iter(())
+
+
+#: The files checks as the runner lists them (they run inside :func:`load`).
+CHECK = CheckModule("files", run)

@@ -11,6 +11,7 @@ from itertools import compress, repeat
 from operator import attrgetter, itemgetter, methodcaller, not_
 from typing import NamedTuple
 
+from .checkmodule import CheckModule
 from .descriptors import Descriptor, by_format
 from .descriptors.base import TensorSpec
 from .excludes import NearMisses
@@ -603,3 +604,7 @@ def _module_findings(ckpt: Checkpoint, opts: Options, desc: Descriptor, explaine
                     tensor=ref.name,
                     offset=ref.begin,
                 )
+
+
+#: The layout checks as the runner runs them.
+CHECK = CheckModule("layout", run)

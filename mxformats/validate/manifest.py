@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from mxformats.tensorfile import read_json
 
+from .checkmodule import CheckModule
 from .findings import Finding, Level, Severity, declare, listed
 from .reader import LocalReader, Reader, ReadFailed
 
@@ -152,3 +153,12 @@ def _differences(ckpt: Checkpoint, expected: dict[str, dict[str, Any]]) -> Itera
                           f"{want['sha256'][:16]}…", name)
     for name in sorted(present - set(expected)):
         yield Finding(MANIFEST_NEW_FILE, f"{name}: not in the manifest", name)
+
+
+def applies(ckpt: Checkpoint, opts: Options) -> bool:
+    """Whether the manifest checks run: ``--manifest`` is given."""
+    return opts.manifest is not None
+
+
+#: The manifest checks as the runner runs them.
+CHECK = CheckModule("manifest", run, applies)

@@ -23,6 +23,7 @@ import numpy as np
 
 from mxformats.tensorfile import DTYPES
 
+from .checkmodule import CheckModule, PerModule
 from .findings import MAX_LISTED, Finding, Level, Listing, Severity, listed
 from .model import CodeStats
 from .parallel import internal
@@ -357,3 +358,23 @@ def _same_bytes(ckpt: Checkpoint, pairs: list[tuple[str, str]]) -> bool:
         return all(ckpt.read(a).tobytes() == ckpt.read(b).tobytes() for a, b in pairs)
     except (ValueError, OSError):
         return False
+
+
+def _no_state(ckpt: Checkpoint, opts: Options) -> None:
+    """The numbers checks need nothing prepared besides the checkpoint."""
+
+
+def _checked(ckpt: Checkpoint, opts: Options, state: None) -> list[str]:
+    """The modules the numbers checks look at: every quantized one, where they run."""
+    return [m.name for m in quantized_modules(ckpt)] if applies(ckpt, opts) else []
+
+
+def _module_numbers(ckpt: Checkpoint, opts: Options, state: None, module: Module
+                    ) -> ModuleNumbers:
+    return module_numbers(ckpt, opts, module)
+
+
+#: The numbers checks as the runner and the tasks run them: per module
+#: (:func:`module_numbers`), then :func:`run` over the outcomes.
+CHECK = CheckModule("numbers", run, applies, PerModule(
+    "numbers", _no_state, _checked, _module_numbers, run))

@@ -27,7 +27,7 @@ import hashlib
 import math
 import re
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -39,6 +39,7 @@ from mxformats.formats import E4M3FN
 from mxformats.schemes.int4 import dequantize_int4, unpack_int4
 from mxformats.tensorfile import DTYPES, ErrorKind, TensorFileError, read_index, read_json
 
+from .checkmodule import CheckModule, PerModule
 from .findings import MAX_LISTED, Check, Finding, Level, Listing, Severity, declare
 from .numbers import quantized_modules, read_module
 from .parallel import internal
@@ -812,3 +813,31 @@ def _summary(desc: Descriptor, profile: str, source: Source, results: list[Modul
                    f"source: {identical} of {tensors} tensors identical, {modules_ok} of "
                    f"{len(results)} modules reproduced ({total} quantized){stats}",
                    extra={"reproduction": block})
+
+
+def applies(ckpt: Checkpoint, opts: Options) -> bool:
+    """Whether reproduction runs: ``--source`` is given (a claim it cannot work under is its
+    one finding, :func:`prepare`)."""
+    return opts.source is not None
+
+
+def _compared(ckpt: Checkpoint, opts: Options, claim: Claim | Finding | None) -> list[str]:
+    """The modules reproduction compares: :func:`chosen_modules`, under a claim."""
+    return chosen_modules(ckpt, opts) if isinstance(claim, Claim) else []
+
+
+def _module_reproduction(ckpt: Checkpoint, opts: Options, claim: Claim | Finding | None,
+                         module: Module) -> ModuleReproduction:
+    assert isinstance(claim, Claim)  # only the modules of _compared are checked
+    return module_reproduction(ckpt, claim, module)
+
+
+def _source_files(claim: Claim | Finding | None) -> tuple[Path, Mapping[str, str]] | None:
+    """The ``--source`` folder and the shard of each source tensor, under a claim."""
+    return (claim.source.folder, claim.source.index) if isinstance(claim, Claim) else None
+
+
+#: Reproduction as the runner and the tasks run it: per module (:func:`module_reproduction`),
+#: then :func:`run` over the outcomes.
+CHECK = CheckModule("reproduce", run, applies, PerModule(
+    "reproduction", prepare, _compared, _module_reproduction, run, _source_files))

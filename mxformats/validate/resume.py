@@ -10,7 +10,7 @@ from __future__ import annotations
 import base64
 import binascii
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -20,15 +20,16 @@ import numpy as np
 from mxformats.tensorfile import read_json
 
 from . import numbers, reproduce
+from .checks import PER_MODULE
 from .findings import CHECKS, Finding, Level, Severity, declare
 from .model import Checkpoint
-from .tasks import Task, TaskResult, _entry, _Loaded, task_key
+from .tasks import Task, TaskResult, _entry, task_key
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
 
-__all__ = ["RESUME_MAX_BYTES", "RESUME_UNUSABLE", "record", "result_from_json", "result_to_json",
-           "resumable"]
+__all__ = ["CODECS", "RESUME_MAX_BYTES", "RESUME_UNUSABLE", "record", "result_from_json",
+           "result_to_json", "resumable"]
 
 
 #: ``--resume`` reads a report of at most this many bytes (a Kimi-size run writes tens of MB).
@@ -195,11 +196,19 @@ def _reproduction_from_json(data: dict[str, Any]) -> reproduce.ModuleReproductio
         _optional(data.get("unprofiled")), _optional(data.get("unrecognised")))
 
 
+#: Per :attr:`PerModule.outcomes <.checkmodule.PerModule.outcomes>` of a check module, its
+#: outcome as JSON data and back.
+CODECS: dict[str, tuple[Callable[[Any], dict[str, Any]], Callable[[dict[str, Any]], Any]]] = {
+    "numbers": (_numbers_to_json, _numbers_from_json),
+    "reproduction": (_reproduction_to_json, _reproduction_from_json),
+}
+
+
 def result_to_json(result: TaskResult) -> dict[str, Any]:
     """``result`` as JSON data (no pickle: a report is untrusted input to ``--resume``);
     arrays as dtype, shape and base64 bytes."""
-    return {"numbers": [_numbers_to_json(o) for o in result.numbers],
-            "reproduction": [_reproduction_to_json(o) for o in result.reproduction],
+    return {**{pm.outcomes: [CODECS[pm.outcomes][0](o) for o in result.outcomes[pm.outcomes]]
+               for pm in PER_MODULE},
             "bytes_read": result.bytes_read,
             "read_failures": [list(f) for f in result.read_failures]}
 
@@ -218,9 +227,9 @@ def result_from_json(data: object, index: int) -> TaskResult:
     bytes_read = data.get("bytes_read", 0)
     if not isinstance(bytes_read, int):
         raise ValueError("bytes_read is not an integer")
-    return TaskResult(index, [_numbers_from_json(o) for o in data.get("numbers", [])],
-                      [_reproduction_from_json(o) for o in data.get("reproduction", [])],
-                      bytes_read, failures)
+    return TaskResult(index, {pm.outcomes: [CODECS[pm.outcomes][1](o)
+                                            for o in data.get(pm.outcomes, [])]
+                              for pm in PER_MODULE}, bytes_read, failures)
 
 
 def record(task: Task, result: TaskResult) -> dict[str, Any]:
@@ -228,14 +237,6 @@ def record(task: Task, result: TaskResult) -> dict[str, Any]:
     wall time (the one field that differs between runs), and its result."""
     return {"key": task_key(task), "index": task.index, "modules": len(task.modules),
             "seconds": round(result.seconds, 3), "result": result_to_json(result)}
-
-
-def _modules_checked(loaded: _Loaded, task: Task) -> tuple[list[str], list[str]]:
-    """The modules :func:`run_task` gives numbers and reproduction outcomes for, in order."""
-    counted = list(task.modules) if numbers.applies(loaded.ckpt, task.options) else []
-    compared = [m for m in task.modules if m in loaded.chosen] if isinstance(
-        loaded.claim, reproduce.Claim) else []
-    return counted, compared
 
 
 def resumable(path: Path, plan: Sequence[Task],
@@ -261,8 +262,8 @@ def resumable(path: Path, plan: Sequence[Task],
             continue
         try:
             result = result_from_json(rec.get("result"), task.index)
-            if ([o.module for o in result.numbers],
-                    [o.module for o in result.reproduction]) != _modules_checked(loaded, task):
+            if [[o.module for o in result.outcomes[pm.outcomes]] for pm in PER_MODULE
+                    ] != loaded.modules_checked(task):
                 raise ValueError(f"task {task.index}'s record is not of its modules")
             found[task.index] = result
         except (ValueError, KeyError, TypeError, AttributeError, binascii.Error) as exc:

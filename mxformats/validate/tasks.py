@@ -3,8 +3,8 @@
 A :class:`Task` names a checkpoint (a folder path or ``hf://`` location, as a string), the
 run's :class:`~mxformats.validate.model.Options`, and a group of quantized modules; the
 module-level :func:`run_task` opens the checkpoint itself (headers only, cached per process),
-runs ``numbers.module_numbers`` and
-``reproduce.module_reproduction`` on each module, one module at a
+runs the per-module work of the check modules (:data:`~mxformats.validate.checks.PER_MODULE`:
+``numbers.module_numbers`` and ``reproduce.module_reproduction``) on each module, one module at a
 time (memory per task is bounded by the largest module, not by the shard), and returns a
 picklable :class:`TaskResult`. So a task runs in this process, in a pool process, or on
 another machine (:mod:`~mxformats.validate.executors`).
@@ -17,8 +17,8 @@ tasks than workers. The plan depends only on the checkpoint and the options, nev
 number of workers or the executor: every run cuts the same tasks, which makes the report
 byte-identical across executors and lets ``--resume`` match tasks by :func:`task_key`.
 
-The report combines the outcomes in module order (``numbers.combine``,
-``reproduce.combine``), whatever order the tasks finished in.
+The report combines the outcomes in module order (each record's ``combine``: ``numbers.run``,
+``reproduce.run``), whatever order the tasks finished in.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import hashlib
 import json
 import os
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,7 +35,7 @@ from typing import Any
 
 from mxformats._version import __version__
 
-from . import numbers, reproduce
+from .checks import PER_MODULE
 from .findings import MAX_LISTED, Finding, Level, Listing, Severity, declare
 from .model import Checkpoint, Options
 from .reader import LocalReader, ReadFailed
@@ -73,14 +73,15 @@ class Task:
 
 @dataclass
 class TaskResult:
-    """What a task gave: per module its numbers and reproduction outcomes (each only where
-    that check runs), the tensor bytes it read (the progress bar), the reads that failed
-    (``(check, file, reason, follow_on)``, reported once per file by the runner) and its
-    wall time."""
+    """What a task gave: per module the outcome of each per-module check that runs on it
+    (``outcomes``, by :attr:`PerModule.outcomes <.checkmodule.PerModule.outcomes>`: the
+    numbers and reproduction outcomes, in module order), the tensor bytes it read (the
+    progress bar), the reads that failed (``(check, file, reason, follow_on)``, reported once
+    per file by the runner) and its wall time."""
 
     index: int
-    numbers: list[numbers.ModuleNumbers] = field(default_factory=list)
-    reproduction: list[reproduce.ModuleReproduction] = field(default_factory=list)
+    outcomes: dict[str, list[Any]] = field(default_factory=lambda: {
+        pm.outcomes: [] for pm in PER_MODULE})
     bytes_read: int = 0
     read_failures: list[tuple[str, str, str, bool]] = field(default_factory=list)
     seconds: float = 0.0
@@ -88,14 +89,20 @@ class TaskResult:
 
 @dataclass
 class _Loaded:
-    """A checkpoint as one process sees it: the loaded headers, the reproduction claim (a
-    Finding or None where reproduction does not run), the modules it compares, and the
-    stamps of its files when it was loaded."""
+    """A checkpoint as one process sees it: the loaded headers, per per-module check (by
+    its ``outcomes`` key) the state it prepared (the reproduction claim) and the modules it
+    checks under it, and the stamps of its files when it was loaded."""
 
     ckpt: Checkpoint
-    claim: reproduce.Claim | Finding | None
-    chosen: frozenset[str]
+    states: dict[str, Any]
+    checked: dict[str, frozenset[str]]
     stamp: _Stamper
+
+    def modules_checked(self, task: Task) -> list[list[str]]:
+        """The modules of ``task`` that :func:`run_task` gives outcomes for, per per-module
+        check (in :data:`~mxformats.validate.checks.PER_MODULE` order), in task order."""
+        return [[m for m in task.modules if m in self.checked[pm.outcomes]]
+                for pm in PER_MODULE]
 
 
 #: Checkpoints this process holds, by :func:`_load_key`: the run's own while it runs
@@ -128,10 +135,12 @@ def remembered(root: str, opts: Options, ckpt: Checkpoint) -> Iterator[None]:
 
 
 def _prepared(ckpt: Checkpoint, opts: Options) -> _Loaded:
-    claim = reproduce.prepare(ckpt, opts)
-    chosen = frozenset(reproduce.chosen_modules(ckpt, opts)) if isinstance(
-        claim, reproduce.Claim) else frozenset()
-    return _Loaded(ckpt, claim, chosen, _Stamper(ckpt, claim))
+    states = {pm.outcomes: pm.prepare(ckpt, opts) for pm in PER_MODULE}
+    checked = {pm.outcomes: frozenset(pm.modules(ckpt, opts, states[pm.outcomes]))
+               for pm in PER_MODULE}
+    outside = (pm.reads(states[pm.outcomes]) for pm in PER_MODULE)
+    return _Loaded(ckpt, states, checked,
+                   _Stamper(ckpt, next((r for r in outside if r is not None), None)))
 
 
 def _loaded(task: Task) -> _Loaded:
@@ -184,11 +193,10 @@ def run_task(task: Task) -> TaskResult:
     try:
         for name in task.modules:
             module = ckpt.modules[name]
-            if numbers.applies(ckpt, opts):
-                out.numbers.append(numbers.module_numbers(ckpt, opts, module))
-            if isinstance(loaded.claim, reproduce.Claim) and name in loaded.chosen:
-                out.reproduction.append(reproduce.module_reproduction(ckpt, loaded.claim,
-                                                                      module))
+            for pm in PER_MODULE:
+                if name in loaded.checked[pm.outcomes]:
+                    out.outcomes[pm.outcomes].append(
+                        pm.check(ckpt, opts, loaded.states[pm.outcomes], module))
     finally:
         ckpt.on_read = previous
         failed = ckpt.read_failures[failures_before:]
@@ -206,17 +214,15 @@ def read_failures(result: TaskResult) -> Iterator[ReadFailed]:
 
 
 def plan(root: str, ckpt: Checkpoint, opts: Options) -> list[Task]:
-    """The tasks of a run: the modules the numbers checks or ``--source`` look at, grouped by
-    the shard holding their weight (shards in the checkpoint's order), sorted by offset
-    within it, cut at :data:`TASK_BYTES` / :data:`TASK_MODULES`. Empty when neither runs."""
+    """The tasks of a run: the modules the per-module checks look at (the numbers checks,
+    ``--source``), grouped by the shard holding their weight (shards in the checkpoint's
+    order), sorted by offset within it, cut at :data:`TASK_BYTES` / :data:`TASK_MODULES`.
+    Empty when none runs."""
     loaded = _entry(root, ckpt, opts)
     desc = ckpt.descriptor
     if desc is None:
         return []
-    if numbers.applies(ckpt, opts):
-        names = [m.name for m in numbers.quantized_modules(ckpt)]
-    else:
-        names = sorted(loaded.chosen)
+    names = sorted(frozenset().union(*loaded.checked.values()))
     by_file: dict[str, list[tuple[int, str, int]]] = {}
     for name in names:
         module = ckpt.modules[name]
@@ -263,26 +269,28 @@ def _files_stamp(folder: Path, names: Iterable[str]) -> list[list[Any]]:
 class _Stamper:
     """The stamp of a task's files: sha256 of :func:`_files_stamp` of the checkpoint's
     ``config.json`` (it decides the format descriptor) and the shards holding the task's
-    modules' tensors, and with ``--source`` of the source's ``config.json`` and the source
+    modules' tensors, and with ``--source`` (``outside``: the folder a per-module check
+    reads, :attr:`.checkmodule.PerModule.reads`) of the source's ``config.json`` and the source
     shards the task's modules can read (:func:`_source_family`): as they were when the
     stamper was made (once per loaded checkpoint; :meth:`__call__`), or as they are now
     (:meth:`now`: a few ``stat`` calls per task, not one per source shard, which on a
     network file system is what a run of thousands of tasks would wait on). A Hub
     checkpoint is pinned to a commit, so only a local folder's files are stamped."""
 
-    def __init__(self, ckpt: Checkpoint, claim: reproduce.Claim | Finding | None) -> None:
+    def __init__(self, ckpt: Checkpoint,
+                 outside: tuple[Path, Mapping[str, str]] | None) -> None:
         self.ckpt = ckpt
         self.local = ckpt.reader is None or isinstance(ckpt.reader, LocalReader)
         self.source_folder: Path | None = None
         self.source_shards: dict[str, set[str]] = {}  # family -> its source shards
         self.source: dict[str, list[Any]] = {}
-        if isinstance(claim, reproduce.Claim):
-            self.source_folder = claim.source.folder
-            for tensor, shard in claim.source.index.items():
+        if outside is not None:
+            self.source_folder, index = outside
+            for tensor, shard in index.items():
                 family = _source_family(tensor.rpartition(".")[0])
                 self.source_shards.setdefault(family, set()).add(shard)
             self.source = {row[0]: row for row in _files_stamp(
-                self.source_folder, ["config.json", *claim.source.index.values()])}
+                self.source_folder, ["config.json", *index.values()])}
         self.config = _files_stamp(ckpt.root, ["config.json"]) if self.local else []
         self.shards = {row[0]: row for row in _files_stamp(ckpt.root, ckpt.shards)} \
             if self.local else {}

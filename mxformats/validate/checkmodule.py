@@ -1,0 +1,81 @@
+"""A check module as a record: what the runner and the tasks need to know of it.
+
+Each check module (``files``, ``coverage``, ``layout``, ``numbers``, ``reproduce``,
+``manifest``, ``deployment``) ends with one :class:`CheckModule`, its ``CHECK``;
+:data:`mxformats.validate.checks.CHECK_MODULES` lists them in run order, and the runner
+(:mod:`~mxformats.validate.runner`) and the tasks (:mod:`~mxformats.validate.tasks`) loop over
+that list: neither names a check module.
+
+A module whose work is per quantized module (``numbers``, ``reproduce``) also has a
+:class:`PerModule` record: the tasks run its ``check`` on each module it names, anywhere (this
+process, a pool process, a Ray worker), and the runner hands the outcomes, in task order, to
+its ``combine``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
+
+if TYPE_CHECKING:
+    from .findings import Finding
+    from .model import Checkpoint, Module, Options
+
+__all__ = ["CheckModule", "Outcome", "PerModule", "always"]
+
+
+class Outcome(Protocol):
+    """What a :class:`PerModule` check gives for one module: picklable, naming its module."""
+
+    module: str
+
+
+S = TypeVar("S")
+O = TypeVar("O", bound=Outcome)  # noqa: E741
+
+
+def always(ckpt: Checkpoint, opts: Options) -> bool:
+    """The :attr:`CheckModule.applies` of a module whose checks run under every option."""
+    return True
+
+
+@dataclass(frozen=True)
+class PerModule(Generic[S, O]):
+    """The per-module work of a check module, run as tasks.
+
+    ``outcomes``: the key of its outcomes in a task's result and in the JSON report's task
+    records (``numbers``, ``reproduction``); ``prepare``: the state its ``check`` needs, made
+    once per process and checkpoint (``reproduce``: the claim and the open source; it is also
+    the place to say that the work does not run); ``modules``: the quantized modules it
+    checks under that state, none where it does not run; ``check``: one module's outcome
+    (an exception of a check is that module's INTERNAL_ERROR, inside the outcome);
+    ``combine``: the module's findings from the outcomes of every module it checks (in any
+    order; the runner gives them in task order); ``reads``: the folder outside the
+    checkpoint that ``check`` reads, and which of its files holds each tensor (``--source``),
+    so that a task's stamp covers them; None when it reads only the checkpoint. The JSON
+    form of its outcomes (the report's task records, ``--resume``) is
+    :data:`mxformats.validate.resume.CODECS` ``[outcomes]``."""
+
+    outcomes: str
+    prepare: Callable[[Checkpoint, Options], S]
+    modules: Callable[[Checkpoint, Options, S], Sequence[str]]
+    check: Callable[[Checkpoint, Options, S, Module], O]
+    combine: Callable[[Checkpoint, Options, Sequence[O]], Iterable[Finding]]
+    reads: Callable[[S], tuple[Path, Mapping[str, str]] | None] = lambda state: None
+
+
+@dataclass(frozen=True)
+class CheckModule:
+    """One check module: its ``name`` (as :attr:`Report.modules_run
+    <mxformats.validate.report.Report.modules_run>` lists it), ``run`` (its findings, computed
+    here), ``applies`` (whether its checks run under the options: a report never counts a
+    check that did not run as passed) and, for a module whose work is per quantized module,
+    ``per_module`` (the runner then takes its findings from ``per_module.combine`` of the
+    tasks' outcomes instead of ``run``)."""
+
+    name: str
+    run: Callable[[Checkpoint, Options], Iterable[Finding]]
+    applies: Callable[[Checkpoint, Options], bool] = always
+    per_module: PerModule[Any, Any] | None = None
