@@ -8,11 +8,13 @@ and every shard header, never tensor data) and reports what it could not read as
     def run(ckpt: Checkpoint, opts: Options) -> Iterator[Finding]: ...
 
 It declares its checks at import time with :func:`~mxformats.validate.findings.declare` and
-yields :class:`~mxformats.validate.findings.Finding` objects. The runner
-(:mod:`mxformats.validate.runner`) imports the check modules (``files``, ``coverage``,
-``layout``, ``numbers``, ``reproduce``, ``manifest``, ``deployment``: ``CHECK_MODULES``), calls
-``run`` for each and turns any exception it raises into an ``INTERNAL_ERROR`` finding: a check
-must never crash the run. What differs between checkpoint formats is not in the check modules
+yields :class:`~mxformats.validate.findings.Finding` objects, and it ends with its record
+(``CHECK``, a :class:`~mxformats.validate.checkmodule.CheckModule`: its name, ``run``, when it
+applies, and its per-module work if any). The runner (:mod:`mxformats.validate.runner`) loops
+over the records (``files``, ``coverage``, ``layout``, ``numbers``, ``reproduce``,
+``manifest``, ``deployment``: :data:`~mxformats.validate.checks.CHECK_MODULES`) and turns any
+exception a check raises into an ``INTERNAL_ERROR`` finding: a check must never crash the run.
+What differs between checkpoint formats is not in the check modules
 but in each format's descriptor (:mod:`mxformats.validate.descriptors`). A module reads only
 what ``opts.level`` allows (``structure``: nothing beyond headers; ``scales``: scale and small
 tensors; ``full``: everything) and reads tensor data only with :meth:`Checkpoint.read`
