@@ -23,9 +23,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from . import files, resume, tasks
+from . import checks, files, resume, tasks  # checks first: the order of CHECKS
 from .checkmodule import CheckModule
-from .checks import CHECK_MODULES
 from .executors import Executor, executor_for
 from .findings import Finding, Level, listed
 from .model import Checkpoint, CheckpointFormat, Options
@@ -42,6 +41,10 @@ __all__ = [
     "planned_bytes",
     "validate",
 ]
+
+
+#: The check modules in run order (:data:`.checks.CHECK_MODULES`).
+CHECK_MODULES = checks.CHECK_MODULES
 
 
 def _guarded(name: str, findings: Iterable[Finding]) -> Iterator[Finding]:

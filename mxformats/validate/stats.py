@@ -31,6 +31,7 @@ from mxformats.schemes.int4 import unpack_int4
 from mxformats.tensorfile import DTYPES
 
 from .findings import Finding, Level, Severity, declare
+from .parallel import INTERNAL_ERROR  # noqa: F401 (declared first: the order of CHECKS)
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
