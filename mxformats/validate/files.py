@@ -47,8 +47,6 @@ from .reader import NotAFolder, Reader, open_reader
 
 __all__ = ["CONFIG_CHECKS", "SHARD_CHECKS", "LoadResult", "load", "run"]
 
-W = Severity.WARNING
-
 
 @dataclass
 class LoadResult:
@@ -93,9 +91,8 @@ def _index_metadata(index: dict[str, Any]) -> Finding | None:
         f"the metadata object {what}: transformers' get_checkpoint_shard_files fails on it "
         "(vLLM reads only weight_map)",
         file=INDEX_NAME,
-        severity=W,
+        severity=Severity.WARNING,
     )
-
 
 
 def _contradictions(configs: Configs, chosen: Descriptor) -> list[Finding]:

@@ -42,207 +42,119 @@ from .reader import (
 
 __all__ = ["HF_QUANT_CONFIG", "INDEX_NAME", "Loaded", "read", "read_failed", "safe_name"]
 
-E, W, INFO = Severity.ERROR, Severity.WARNING, Severity.INFO
-S = Level.STRUCTURE
-G = "files"
 
 CONFIG_PARSE = declare(
-    "CONFIG_PARSE",
-    E,
-    S,
-    G,
-    "config.json is missing or is not a JSON object.",
-    "Restore config.json from the producer's output.",
-)
+    "CONFIG_PARSE", severity=Severity.ERROR, level=Level.STRUCTURE, group="files",
+    meaning="config.json is missing or is not a JSON object.",
+    fix="Restore config.json from the producer's output.")
 CONFIG_ARCH = declare(
-    "CONFIG_ARCH",
-    E,
-    S,
-    G,
-    "config.json lacks a key the loader reads and has no default for, holds a malformed value "
-    "(not an integer, a NaN rms_norm_eps), or implies more tensors than the shards hold.",
-    "Restore the key from the producer's config (the message names it and where it sits).",
-)
+    "CONFIG_ARCH", severity=Severity.ERROR, level=Level.STRUCTURE, group="files",
+    meaning="config.json lacks a key the loader reads and has no default for, holds a malformed "
+            "value (not an integer, a NaN rms_norm_eps), or implies more tensors than the shards "
+            "hold.",
+    fix="Restore the key from the producer's config (the message names it and where it sits).")
 CONFIG_QUANT_CONFLICT = declare(
-    "CONFIG_QUANT_CONFLICT",
-    E,
-    S,
-    G,
-    "quantization_config at the top level and in text_config differ; vLLM uses the top level.",
-    "Keep one quantization_config (Quark writes a single top-level one).",
-)
+    "CONFIG_QUANT_CONFLICT", severity=Severity.ERROR, level=Level.STRUCTURE, group="files",
+    meaning="quantization_config at the top level and in text_config differ; vLLM uses the top "
+            "level.",
+    fix="Keep one quantization_config (Quark writes a single top-level one).")
 CONFIG_QUANT_CONTRADICTION = declare(
-    "CONFIG_QUANT_CONTRADICTION",
-    E,
-    S,
-    G,
-    "config.json's quantization_config and hf_quant_config.json declare different formats, "
-    "algorithms or exclude lists: vLLM reads config.json's and ignores the other file, so tools "
-    "that read hf_quant_config.json (TensorRT-LLM, older SGLang) load another model.",
-    "Regenerate one file from the other so that both say the same.",
-)
+    "CONFIG_QUANT_CONTRADICTION", severity=Severity.ERROR, level=Level.STRUCTURE, group="files",
+    meaning="config.json's quantization_config and hf_quant_config.json declare different "
+            "formats, algorithms or exclude lists: vLLM reads config.json's and ignores the other "
+            "file, so tools that read hf_quant_config.json (TensorRT-LLM, older SGLang) load "
+            "another model.",
+    fix="Regenerate one file from the other so that both say the same.")
 FORMAT_UNSUPPORTED = declare(
-    "FORMAT_UNSUPPORTED",
-    E,
-    S,
-    G,
-    "The quantization format is not one this validator verifies (no descriptor recognises it).",
-    "Use a validator for that format; nothing was checked.",
-)
+    "FORMAT_UNSUPPORTED", severity=Severity.ERROR, level=Level.STRUCTURE, group="files",
+    meaning="The quantization format is not one this validator verifies (no descriptor recognises "
+            "it).",
+    fix="Use a validator for that format; nothing was checked.")
 FORMAT_NOT_NUMERIC = declare(
-    "FORMAT_NOT_NUMERIC",
-    INFO,
-    S,
-    G,
-    "A recognised unquantized or source format: structural checks ran, numeric ones do not apply.",
-    "Nothing to do.",
-)
+    "FORMAT_NOT_NUMERIC", severity=Severity.INFO, level=Level.STRUCTURE, group="files",
+    meaning="A recognised unquantized or source format: structural checks ran, numeric ones do "
+            "not apply.",
+    fix="Nothing to do.")
 INDEX_PARSE = declare(
-    "INDEX_PARSE",
-    E,
-    S,
-    G,
-    "model.safetensors.index.json is not JSON with a weight_map of names to files (a warning "
-    "when only the metadata object is absent: transformers needs it, vLLM does not).",
-    "Regenerate the index from the shards.",
-)
+    "INDEX_PARSE", severity=Severity.ERROR, level=Level.STRUCTURE, group="files",
+    meaning="model.safetensors.index.json is not JSON with a weight_map of names to files (a "
+            "warning when only the metadata object is absent: transformers needs it, vLLM does "
+            "not).",
+    fix="Regenerate the index from the shards.")
 INDEX_MISSING = declare(
-    "INDEX_MISSING",
-    E,
-    S,
-    G,
-    "No model.safetensors.index.json and no model.safetensors: transformers finds no weights "
-    "(vLLM would load every *.safetensors; those present were checked).",
-    "Copy the index and shards completely.",
-)
+    "INDEX_MISSING", severity=Severity.ERROR, level=Level.STRUCTURE, group="files",
+    meaning="No model.safetensors.index.json and no model.safetensors: transformers finds no "
+            "weights (vLLM would load every *.safetensors; those present were checked).",
+    fix="Copy the index and shards completely.")
 INDEX_PATH_NOT_PLAIN = declare(
-    "INDEX_PATH_NOT_PLAIN",
-    E,
-    S,
-    G,
-    "An index entry names its shard as ./NAME: transformers opens it, but vLLM keeps a shard "
-    "only when folder/ENTRY equals the path its glob found, so it skips this shard.",
-    "Write the bare file name in the index.",
-)
+    "INDEX_PATH_NOT_PLAIN", severity=Severity.ERROR, level=Level.STRUCTURE, group="files",
+    meaning="An index entry names its shard as ./NAME: transformers opens it, but vLLM keeps a "
+            "shard only when folder/ENTRY equals the path its glob found, so it skips this shard.",
+    fix="Write the bare file name in the index.")
 FILE_NOT_REGULAR = declare(
-    "FILE_NOT_REGULAR",
-    E,
-    S,
-    G,
-    "config.json, the index or a shard is a directory, FIFO, socket or device; it was not "
-    "opened.",
-    "Replace it with the regular file it should be.",
-)
+    "FILE_NOT_REGULAR", severity=Severity.ERROR, level=Level.STRUCTURE, group="files",
+    meaning="config.json, the index or a shard is a directory, FIFO, socket or device; it was not "
+            "opened.",
+    fix="Replace it with the regular file it should be.")
 INDEX_UNSAFE_PATH = declare(
-    "INDEX_UNSAFE_PATH",
-    E,
-    S,
-    G,
-    "An index entry names an absolute path or one with '..'; it was not opened.",
-    "Index entries must be file names inside the checkpoint folder.",
-)
+    "INDEX_UNSAFE_PATH", severity=Severity.ERROR, level=Level.STRUCTURE, group="files",
+    meaning="An index entry names an absolute path or one with '..'; it was not opened.",
+    fix="Index entries must be file names inside the checkpoint folder.")
 SYMLINK_ESCAPE = declare(
-    "SYMLINK_ESCAPE",
-    E,
-    S,
-    G,
-    "A file is a symlink resolving outside the folder (and outside its Hugging Face cache repo).",
-    "Copy the file in, or pass --allow-symlink-root for a trusted store.",
-)
+    "SYMLINK_ESCAPE", severity=Severity.ERROR, level=Level.STRUCTURE, group="files",
+    meaning="A file is a symlink resolving outside the folder (and outside its Hugging Face cache "
+            "repo).",
+    fix="Copy the file in, or pass --allow-symlink-root for a trusted store.")
 SHARD_MISSING = declare(
-    "SHARD_MISSING",
-    E,
-    S,
-    G,
-    "A shard named in the index does not exist.",
-    "Download or copy the missing shard.",
-)
+    "SHARD_MISSING", severity=Severity.ERROR, level=Level.STRUCTURE, group="files",
+    meaning="A shard named in the index does not exist.",
+    fix="Download or copy the missing shard.")
 SHARD_STRAY = declare(
-    "SHARD_STRAY",
-    W,
-    S,
-    G,
-    "A .safetensors file is not named in the index: vLLM skips it, Quark "
-    "file-to-file would process it.",
-    "Delete it or add its tensors to the index.",
-)
+    "SHARD_STRAY", severity=Severity.WARNING, level=Level.STRUCTURE, group="files",
+    meaning="A .safetensors file is not named in the index: vLLM skips it, Quark "
+            "file-to-file would process it.",
+    fix="Delete it or add its tensors to the index.")
 HEADER_LENGTH = declare(
-    "HEADER_LENGTH",
-    E,
-    S,
-    G,
-    "The 8-byte header length is absurd or runs past the file (rejected before reading).",
-    "The shard is truncated or not safetensors: re-download it.",
-)
+    "HEADER_LENGTH", severity=Severity.ERROR, level=Level.STRUCTURE, group="files",
+    meaning="The 8-byte header length is absurd or runs past the file (rejected before reading).",
+    fix="The shard is truncated or not safetensors: re-download it.")
 HEADER_INVALID = declare(
-    "HEADER_INVALID",
-    E,
-    S,
-    G,
-    "The safetensors header is not valid (JSON, dtype, shape, metadata).",
-    "Re-download or re-export the shard.",
-)
+    "HEADER_INVALID", severity=Severity.ERROR, level=Level.STRUCTURE, group="files",
+    meaning="The safetensors header is not valid (JSON, dtype, shape, metadata).",
+    fix="Re-download or re-export the shard.")
 TENSOR_SPAN = declare(
-    "TENSOR_SPAN",
-    E,
-    S,
-    G,
-    "A tensor's byte span is wrong: size not shape x dtype, out of bounds, "
-    "overlapping, a hole, or the file is truncated or has trailing bytes.",
-    "Re-download or re-export the shard.",
-)
+    "TENSOR_SPAN", severity=Severity.ERROR, level=Level.STRUCTURE, group="files",
+    meaning="A tensor's byte span is wrong: size not shape x dtype, out of bounds, "
+            "overlapping, a hole, or the file is truncated or has trailing bytes.",
+    fix="Re-download or re-export the shard.")
 INDEX_TENSOR_NOT_IN_SHARD = declare(
-    "INDEX_TENSOR_NOT_IN_SHARD",
-    E,
-    S,
-    G,
-    "The index maps a tensor to a shard that does not hold it (vLLM never notices).",
-    "Regenerate the index, or restore the tensor.",
-)
+    "INDEX_TENSOR_NOT_IN_SHARD", severity=Severity.ERROR, level=Level.STRUCTURE, group="files",
+    meaning="The index maps a tensor to a shard that does not hold it (vLLM never notices).",
+    fix="Regenerate the index, or restore the tensor.")
 SHARD_TENSOR_NOT_IN_INDEX = declare(
-    "SHARD_TENSOR_NOT_IN_INDEX",
-    E,
-    S,
-    G,
-    "A shard holds a tensor the index does not map to it (vLLM loads it anyway).",
-    "Regenerate the index from the shards.",
-)
+    "SHARD_TENSOR_NOT_IN_INDEX", severity=Severity.ERROR, level=Level.STRUCTURE, group="files",
+    meaning="A shard holds a tensor the index does not map to it (vLLM loads it anyway).",
+    fix="Regenerate the index from the shards.")
 TENSOR_IN_TWO_SHARDS = declare(
-    "TENSOR_IN_TWO_SHARDS",
-    E,
-    S,
-    G,
-    "The same tensor name is stored in two shards.",
-    "Remove the duplicate.",
-)
+    "TENSOR_IN_TWO_SHARDS", severity=Severity.ERROR, level=Level.STRUCTURE, group="files",
+    meaning="The same tensor name is stored in two shards.",
+    fix="Remove the duplicate.")
 HUB_RANGE_IGNORED = declare(
-    RANGE_IGNORED,
-    E,
-    S,
-    G,
-    "hf:// only: the server answered a ranged read with 200 (the whole file) instead of 206; "
-    "the read was abandoned rather than download the file.",
-    "Use an endpoint (HF_ENDPOINT, proxy) that honours HTTP Range requests.",
-)
+    RANGE_IGNORED, severity=Severity.ERROR, level=Level.STRUCTURE, group="files",
+    meaning="hf:// only: the server answered a ranged read with 200 (the whole file) instead of "
+            "206; the read was abandoned rather than download the file.",
+    fix="Use an endpoint (HF_ENDPOINT, proxy) that honours HTTP Range requests.")
 HUB_READ_FAILED = declare(
-    READ_FAILED,
-    E,
-    S,
-    G,
-    "hf:// only: a ranged read failed after huggingface_hub's retries, or its answer was not "
-    "the range asked: an HTTP error, a dropped connection, a wrong Content-Range or "
-    "Content-Length, a file size other than the API's, a short or long body.",
-    "Run again (a network fault), or re-upload the file the finding names.",
-)
+    READ_FAILED, severity=Severity.ERROR, level=Level.STRUCTURE, group="files",
+    meaning="hf:// only: a ranged read failed after huggingface_hub's retries, or its answer was "
+            "not the range asked: an HTTP error, a dropped connection, a wrong Content-Range or "
+            "Content-Length, a file size other than the API's, a short or long body.",
+    fix="Run again (a network fault), or re-upload the file the finding names.")
 TOTAL_SIZE_MISMATCH = declare(
-    "TOTAL_SIZE_MISMATCH",
-    W,
-    S,
-    G,
-    "metadata.total_size is neither the sum of tensor bytes nor the sum of shard file sizes "
-    "(or not an integer). No loader reads it; an absent one is fine.",
-    "Regenerate the index.",
-)
+    "TOTAL_SIZE_MISMATCH", severity=Severity.WARNING, level=Level.STRUCTURE, group="files",
+    meaning="metadata.total_size is neither the sum of tensor bytes nor the sum of shard file "
+            "sizes (or not an integer). No loader reads it; an absent one is fine.",
+    fix="Regenerate the index.")
 
 INDEX_NAME = "model.safetensors.index.json"
 #: ModelOpt's own config file (vLLM ``ModelOptQuantConfigBase.get_config_filenames``).

@@ -43,11 +43,11 @@ MAX_ARRAY_ELEMENTS = 1 << 16
 PROBLEM_CHARS = 200
 
 RESUME_UNUSABLE = declare(
-    "RESUME_UNUSABLE", Severity.WARNING, Level.STRUCTURE, "internal",
-    "--resume named a report this run cannot reuse (unreadable, not a JSON report, a "
-    "malformed task record, or tasks of another checkpoint, version or options): the tasks it "
-    "does not supply ran again.",
-    "Pass the JSON report (-o) of an interrupted run of the same checkpoint and options.")
+    "RESUME_UNUSABLE", severity=Severity.WARNING, level=Level.STRUCTURE, group="internal",
+    meaning="--resume named a report this run cannot reuse (unreadable, not a JSON report, a "
+            "malformed task record, or tasks of another checkpoint, version or options): the "
+            "tasks it does not supply ran again.",
+    fix="Pass the JSON report (-o) of an interrupted run of the same checkpoint and options.")
 
 
 def _array_to_json(a: NDArray[Any]) -> dict[str, Any]:

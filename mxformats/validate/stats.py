@@ -53,98 +53,98 @@ __all__ = [
     "w4a8_scale2_severity",
 ]
 
-_N = "numbers"
-_S, _F = Level.SCALES, Level.FULL
-E, W, INFO = Severity.ERROR, Severity.WARNING, Severity.INFO
 
 E8M0_NAN = declare(
-    "E8M0_NAN", E, _S, _N,
-    "An E8M0 scale byte is 0xFF: NaN per OCP; Quark/vLLM decode the whole block as NaN.",
-    "Re-quantize the module; no producer writes 0xFF (old Quark log2(0) bug).")
+    "E8M0_NAN", severity=Severity.ERROR, level=Level.SCALES, group="numbers",
+    meaning="An E8M0 scale byte is 0xFF: NaN per OCP; Quark/vLLM decode the whole block as NaN.",
+    fix="Re-quantize the module; no producer writes 0xFF (old Quark log2(0) bug).")
 E8M0_ZERO = declare(
-    "E8M0_ZERO", W, _S, _N,
-    "An E8M0 scale byte is 0x00: 2^-127 per OCP but 0.0 in vLLM's bf16 emulation.",
-    "Check the block is meant to be zero; new Quark writes byte 1 for all-zero blocks.")
+    "E8M0_ZERO", severity=Severity.WARNING, level=Level.SCALES, group="numbers",
+    meaning="An E8M0 scale byte is 0x00: 2^-127 per OCP but 0.0 in vLLM's bf16 emulation.",
+    fix="Check the block is meant to be zero; new Quark writes byte 1 for all-zero blocks.")
 E8M0_RANGE = declare(
-    "E8M0_RANGE", W, _S, _N,
-    "E8M0 scale bytes outside the plausible window for weights (2^-40 .. 2^8).",
-    "Look for a scale encoding with another bias or garbage scale bytes; re-quantize.")
+    "E8M0_RANGE", severity=Severity.WARNING, level=Level.SCALES, group="numbers",
+    meaning="E8M0 scale bytes outside the plausible window for weights (2^-40 .. 2^8).",
+    fix="Look for a scale encoding with another bias or garbage scale bytes; re-quantize.")
 SCALE_NONFINITE = declare(
-    "SCALE_NONFINITE", E, _S, _N,
-    "An INT4 or FP8 scale is NaN or infinite: the whole group / row / tensor decodes to NaN.",
-    "Re-quantize the module from its source.")
+    "SCALE_NONFINITE", severity=Severity.ERROR, level=Level.SCALES, group="numbers",
+    meaning="An INT4 or FP8 scale is NaN or infinite: the whole group / row / tensor decodes to "
+            "NaN.",
+    fix="Re-quantize the module from its source.")
 SCALE_NEGATIVE = declare(
-    "SCALE_NEGATIVE", E, _S, _N,
-    "A scale is negative (no observer writes one): the weights' signs flip.",
-    "Re-quantize the module from its source.")
+    "SCALE_NEGATIVE", severity=Severity.ERROR, level=Level.SCALES, group="numbers",
+    meaning="A scale is negative (no observer writes one): the weights' signs flip.",
+    fix="Re-quantize the module from its source.")
 SCALE_ZERO = declare(
-    "SCALE_ZERO", W, _S, _N,
-    "A scale is zero: the group / row / tensor is silently zeroed (an error for W4A8, where "
-    "vLLM asserts on it, and for an NVFP4 scale vLLM divides by: a ModelOpt input_scale, a "
-    "compressed-tensors global scale; the result is Inf).",
-    "Check the weights are meant to be zero; otherwise re-quantize.")
+    "SCALE_ZERO", severity=Severity.WARNING, level=Level.SCALES, group="numbers",
+    meaning="A scale is zero: the group / row / tensor is silently zeroed (an error for W4A8, "
+            "where vLLM asserts on it, and for an NVFP4 scale vLLM divides by: a ModelOpt "
+            "input_scale, a compressed-tensors global scale; the result is Inf).",
+    fix="Check the weights are meant to be zero; otherwise re-quantize.")
 W4A8_SCALE2_MAX = 448.0 / 7.5
 #: Relative tolerance of max(weight_scale_2) around :data:`W4A8_SCALE2_MAX`.
 W4A8_SCALE2_TOLERANCE = 1e-3
 W4A8_SCALE2 = declare(
-    "W4A8_SCALE2_MAX", W, _S, _N,
-    "max(weight_scale_2) of a W4A8 tensor is not 448/7.5 within 1e-3: the row holding the "
-    "global amax must map to FP8 448 (above 448/7.5·(1+1e-3) it is an error).",
-    "Check the FP8 stage used amax/448 and the INT4 stage amax/7.5 (not /7).")
+    "W4A8_SCALE2_MAX", severity=Severity.WARNING, level=Level.SCALES, group="numbers",
+    meaning="max(weight_scale_2) of a W4A8 tensor is not 448/7.5 within 1e-3: the row holding the "
+            "global amax must map to FP8 448 (above 448/7.5·(1+1e-3) it is an error).",
+    fix="Check the FP8 stage used amax/448 and the INT4 stage amax/7.5 (not /7).")
 ROUTER_BIAS_DTYPE = declare(
-    "ROUTER_BIAS_DTYPE", W, _S, _N,
-    "The router's e_score_correction_bias is not F32: routing drifts when it is rounded.",
-    "Keep the bias in float32 as the source checkpoint has it.")
+    "ROUTER_BIAS_DTYPE", severity=Severity.WARNING, level=Level.SCALES, group="numbers",
+    meaning="The router's e_score_correction_bias is not F32: routing drifts when it is rounded.",
+    fix="Keep the bias in float32 as the source checkpoint has it.")
 ROUTER_BIAS_NONFINITE = declare(
-    "ROUTER_BIAS_NONFINITE", E, _S, _N,
-    "The router's e_score_correction_bias holds NaN or Inf: routing is broken.",
-    "Copy the bias from the source checkpoint.")
+    "ROUTER_BIAS_NONFINITE", severity=Severity.ERROR, level=Level.SCALES, group="numbers",
+    meaning="The router's e_score_correction_bias holds NaN or Inf: routing is broken.",
+    fix="Copy the bias from the source checkpoint.")
 TENSOR_NONFINITE = declare(
-    "TENSOR_NONFINITE", E, _S, _N,
-    "A floating-point tensor holds NaN or Inf (small tensors at level scales, all at full).",
-    "Copy the tensor from the source checkpoint.")
+    "TENSOR_NONFINITE", severity=Severity.ERROR, level=Level.SCALES, group="numbers",
+    meaning="A floating-point tensor holds NaN or Inf (small tensors at level scales, all at "
+            "full).",
+    fix="Copy the tensor from the source checkpoint.")
 SCALE_NOT_TIGHT = declare(
-    "SCALE_NOT_TIGHT", E, _F, _N,
-    "Blocks / groups / rows whose largest code falls short of what the scale rule implies: "
-    "a wrong group size, axis, nibble packing or scale decode.",
-    "Re-quantize with the producer's group size, axis and packing.")
+    "SCALE_NOT_TIGHT", severity=Severity.ERROR, level=Level.FULL, group="numbers",
+    meaning="Blocks / groups / rows whose largest code falls short of what the scale rule "
+            "implies: a wrong group size, axis, nibble packing or scale decode.",
+    fix="Re-quantize with the producer's group size, axis and packing.")
 CODE_HISTOGRAM = declare(
-    "CODE_HISTOGRAM", INFO, _F, _N,
-    "Histogram of the 4-bit codes of the quantized weights (evenly spaced rows, at most 64 KiB "
-    "per tensor), in the JSON finding's extras: 16 counts per kind, fp4 by code 0..15, int4 "
-    "by value + 8.",
-    "Nothing to fix: provenance (e.g. INT4 -8 present means min-max re-quantization).")
+    "CODE_HISTOGRAM", severity=Severity.INFO, level=Level.FULL, group="numbers",
+    meaning="Histogram of the 4-bit codes of the quantized weights (evenly spaced rows, at most "
+            "64 KiB per tensor), in the JSON finding's extras: 16 counts per kind, fp4 by code "
+            "0..15, int4 by value + 8.",
+    fix="Nothing to fix: provenance (e.g. INT4 -8 present means min-max re-quantization).")
 FINGERPRINT = declare(
-    "FINGERPRINT", INFO, _S, _N,
-    "Which producer, recipe or calibration the numbers point to (the JSON finding's extras "
-    "list each): INT4 codes that never use -8 (QAT: Kimi's official INT4 uses 15 of 16 codes), "
-    "one activation scale shared by every expert of a layer (one calibration value per layer, "
-    "or experts never routed during calibration), gate and up sharing one global scale, "
-    "power-of-two FP8 block scales nobody declared, E2M1 -0 kept or never written, and the "
-    "scale of all-zero FP8 tiles (1e-4/448 DeepGEMM, 2^-7 llm-compressor, 2^-22 UE8M0) and "
-    "NVFP4 blocks (1.0 ModelOpt, 0.125 compressed-tensors).",
-    "Nothing to fix: provenance.")
+    "FINGERPRINT", severity=Severity.INFO, level=Level.SCALES, group="numbers",
+    meaning="Which producer, recipe or calibration the numbers point to (the JSON finding's "
+            "extras list each): INT4 codes that never use -8 (QAT: Kimi's official INT4 uses 15 "
+            "of 16 codes), one activation scale shared by every expert of a layer (one "
+            "calibration value per layer, or experts never routed during calibration), gate and "
+            "up sharing one global scale, power-of-two FP8 block scales nobody declared, E2M1 -0 "
+            "kept or never written, and the scale of all-zero FP8 tiles (1e-4/448 DeepGEMM, 2^-7 "
+            "llm-compressor, 2^-22 UE8M0) and NVFP4 blocks (1.0 ModelOpt, 0.125 "
+            "compressed-tensors).",
+    fix="Nothing to fix: provenance.")
 ROW_ALL_ZERO = declare(
-    "ROW_ALL_ZERO", W, _F, _N,
-    "Output rows whose codes are all zero: dead output channels.",
-    "Check the source rows; a copy or merge bug zeroes whole rows.")
+    "ROW_ALL_ZERO", severity=Severity.WARNING, level=Level.FULL, group="numbers",
+    meaning="Output rows whose codes are all zero: dead output channels.",
+    fix="Check the source rows; a copy or merge bug zeroes whole rows.")
 TENSOR_SINGLE_CODE = declare(
-    "TENSOR_SINGLE_CODE", W, _F, _N,
-    "A quantized weight uses a single code value (e.g. all zero).",
-    "Re-quantize the module; the weight carries no information.")
+    "TENSOR_SINGLE_CODE", severity=Severity.WARNING, level=Level.FULL, group="numbers",
+    meaning="A quantized weight uses a single code value (e.g. all zero).",
+    fix="Re-quantize the module; the weight carries no information.")
 EXPERT_ALL_ZERO = declare(
-    "EXPERT_ALL_ZERO", W, _F, _N,
-    "Every projection of a routed expert is all zero.",
-    "Check the expert was written (a missing tensor loads as zeros in vLLM).")
+    "EXPERT_ALL_ZERO", severity=Severity.WARNING, level=Level.FULL, group="numbers",
+    meaning="Every projection of a routed expert is all zero.",
+    fix="Check the expert was written (a missing tensor loads as zeros in vLLM).")
 EXPERT_RMS_OUTLIER = declare(
-    "EXPERT_RMS_OUTLIER", W, _F, _N,
-    "An expert projection's dequantized RMS is an outlier within its layer (robust z > 6 and "
-    "at least 4x off the median).",
-    "Compare the expert with its source; a wrong scale decode or copy shows here.")
+    "EXPERT_RMS_OUTLIER", severity=Severity.WARNING, level=Level.FULL, group="numbers",
+    meaning="An expert projection's dequantized RMS is an outlier within its layer (robust z > 6 "
+            "and at least 4x off the median).",
+    fix="Compare the expert with its source; a wrong scale decode or copy shows here.")
 EXPERT_DUPLICATE = declare(
-    "EXPERT_DUPLICATE", W, _F, _N,
-    "Two experts of a layer are byte-identical: a copy bug or an undesired merge.",
-    "Re-export the layer from its source.")
+    "EXPERT_DUPLICATE", severity=Severity.WARNING, level=Level.FULL, group="numbers",
+    meaning="Two experts of a layer are byte-identical: a copy bug or an undesired merge.",
+    fix="Re-export the layer from its source.")
 
 #: Plausible E8M0 bytes for weight scales (byte 0/1 and 0xFF are handled separately).
 E8M0_WINDOW = (127 - 40, 127 + 8)

@@ -44,11 +44,11 @@ __all__ = ["TASK_BYTES", "TASK_FAILED", "TASK_MODULES", "Task", "TaskResult", "f
            "plan", "remembered", "run_task", "task_key"]
 
 TASK_FAILED = declare(
-    "TASK_FAILED", Severity.ERROR, Level.STRUCTURE, "internal",
-    "A task of the numbers or reproduction checks failed: it raised, or its worker process "
-    "died (killed, out of memory) on every attempt; its modules were not checked.",
-    "Re-run (with --resume to keep the finished tasks); if it fails again, report it with the "
-    "message, and check the machine's memory against the largest module.")
+    "TASK_FAILED", severity=Severity.ERROR, level=Level.STRUCTURE, group="internal",
+    meaning="A task of the numbers or reproduction checks failed: it raised, or its worker "
+            "process died (killed, out of memory) on every attempt; its modules were not checked.",
+    fix="Re-run (with --resume to keep the finished tasks); if it fails again, report it with the "
+        "message, and check the machine's memory against the largest module.")
 
 #: A task reads at most about this many tensor bytes (one module more when a single module is
 #: larger): 64 shards of a 550 GB Kimi release give about 2,000 tasks.

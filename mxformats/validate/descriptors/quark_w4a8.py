@@ -36,15 +36,11 @@ _SGLANG = ("sgl-project/sglang python/sglang/srt/layers/quantization/quark/quark
 __all__ = ["DESCRIPTOR", "PACK_METHOD"]
 
 PACK_METHOD = declare(
-    "PACK_METHOD",
-    Severity.WARNING,
-    Level.STRUCTURE,
-    "layout",
-    "A Quark W4A8 config records export.pack_method other than 'reorder': the AITER kernel reads "
-    "the reorder nibble order [0,2,4,6,1,3,5,7], and the weights' own order cannot be told from "
-    "the codes (the numeric checks cannot see it).",
-    "Re-export with pack_method='reorder', or validate with --source to check the packing.",
-)
+    "PACK_METHOD", severity=Severity.WARNING, level=Level.STRUCTURE, group="layout",
+    meaning="A Quark W4A8 config records export.pack_method other than 'reorder': the AITER "
+            "kernel reads the reorder nibble order [0,2,4,6,1,3,5,7], and the weights' own order "
+            "cannot be told from the codes (the numeric checks cannot see it).",
+    fix="Re-export with pack_method='reorder', or validate with --source to check the packing.")
 
 
 class QuarkW4A8(QuarkDescriptor):
