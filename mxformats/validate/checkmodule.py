@@ -17,23 +17,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .findings import Finding
     from .model import Checkpoint, Module, Options
 
-__all__ = ["CheckModule", "Outcome", "PerModule", "always"]
-
-
-class Outcome(Protocol):
-    """What a :class:`PerModule` check gives for one module: picklable, naming its module."""
-
-    module: str
-
-
-S = TypeVar("S")
-O = TypeVar("O", bound=Outcome)  # noqa: E741
+__all__ = ["CheckModule", "PerModule", "always", "reads_nothing"]
 
 
 def always(ckpt: Checkpoint, opts: Options) -> bool:
@@ -41,8 +31,12 @@ def always(ckpt: Checkpoint, opts: Options) -> bool:
     return True
 
 
+def reads_nothing(state: Any) -> None:
+    """The :attr:`PerModule.reads` of per-module work that reads only the checkpoint."""
+
+
 @dataclass(frozen=True)
-class PerModule(Generic[S, O]):
+class PerModule:
     """The per-module work of a check module, run as tasks.
 
     ``outcomes``: the key of its outcomes in a task's result and in the JSON report's task
@@ -50,7 +44,8 @@ class PerModule(Generic[S, O]):
     once per process and checkpoint (``reproduce``: the claim and the open source; it is also
     the place to say that the work does not run); ``modules``: the quantized modules it
     checks under that state, none where it does not run; ``check``: one module's outcome
-    (an exception of a check is that module's INTERNAL_ERROR, inside the outcome);
+    (picklable, naming its module in ``module``; an exception of a check is that module's
+    INTERNAL_ERROR, inside the outcome);
     ``combine``: the module's findings from the outcomes of every module it checks (in any
     order; the runner gives them in task order); ``reads``: the folder outside the
     checkpoint that ``check`` reads, and which of its files holds each tensor (``--source``),
@@ -59,11 +54,11 @@ class PerModule(Generic[S, O]):
     :data:`mxformats.validate.resume.CODECS` ``[outcomes]``."""
 
     outcomes: str
-    prepare: Callable[[Checkpoint, Options], S]
-    modules: Callable[[Checkpoint, Options, S], Sequence[str]]
-    check: Callable[[Checkpoint, Options, S, Module], O]
-    combine: Callable[[Checkpoint, Options, Sequence[O]], Iterable[Finding]]
-    reads: Callable[[S], tuple[Path, Mapping[str, str]] | None] = lambda state: None
+    prepare: Callable[[Checkpoint, Options], Any]
+    modules: Callable[[Checkpoint, Options, Any], Sequence[str]]
+    check: Callable[[Checkpoint, Options, Any, Module], Any]
+    combine: Callable[[Checkpoint, Options, Sequence[Any]], Iterable[Finding]]
+    reads: Callable[[Any], tuple[Path, Mapping[str, str]] | None] = reads_nothing
 
 
 @dataclass(frozen=True)
@@ -78,4 +73,4 @@ class CheckModule:
     name: str
     run: Callable[[Checkpoint, Options], Iterable[Finding]]
     applies: Callable[[Checkpoint, Options], bool] = always
-    per_module: PerModule[Any, Any] | None = None
+    per_module: PerModule | None = None

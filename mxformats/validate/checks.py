@@ -8,8 +8,6 @@ entry here.
 
 from __future__ import annotations
 
-from typing import Any
-
 from . import coverage, deployment, files, layout, manifest, numbers, reproduce
 from .checkmodule import CheckModule, PerModule
 
@@ -21,5 +19,5 @@ CHECK_MODULES: tuple[CheckModule, ...] = (
     deployment.CHECK,
 )
 #: The per-module work of the check modules, in run order: what a task runs on each module.
-PER_MODULE: tuple[PerModule[Any, Any], ...] = tuple(
+PER_MODULE: tuple[PerModule, ...] = tuple(
     c.per_module for c in CHECK_MODULES if c.per_module is not None)
