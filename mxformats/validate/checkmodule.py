@@ -27,12 +27,12 @@ __all__ = ["CheckModule", "PerModule", "always", "reads_nothing"]
 
 
 def always(ckpt: Checkpoint, opts: Options) -> bool:
-    """The :attr:`CheckModule.applies` of a module whose checks run under every option."""
+    """The ``applies`` of a :class:`CheckModule` whose checks run under every option."""
     return True
 
 
 def reads_nothing(state: Any) -> None:
-    """The :attr:`PerModule.reads` of per-module work that reads only the checkpoint."""
+    """The ``reads`` of :class:`PerModule` work that reads only the checkpoint."""
 
 
 @dataclass(frozen=True)
