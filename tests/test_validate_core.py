@@ -14,6 +14,7 @@ import shutil
 import struct
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,7 @@ import pytest
 from mxformats.cli import main
 from mxformats.tensorfile import read_header, read_safetensors, write_safetensors
 from mxformats.testing.checkpoints import make_kimi_checkpoint
-from mxformats.validate import coverage
+from mxformats.validate import coverage, runner
 from mxformats.validate.commands import demo, inspect_data
 from mxformats.validate.files import load
 from mxformats.validate.findings import CHECKS, Level, Severity
@@ -694,7 +695,8 @@ def test_check_exception_becomes_a_finding(tmp_path: Path, monkeypatch: pytest.M
         yield from ()
         raise RuntimeError("kaboom")
 
-    monkeypatch.setattr(coverage, "run", boom)
+    monkeypatch.setattr(runner, "CHECK_MODULES", tuple(  # the runner runs the records
+        replace(c, run=boom) if c is coverage.CHECK else c for c in runner.CHECK_MODULES))
     report = _run(MX)
     internal = [f for f in report.findings if f.check.id == "INTERNAL_ERROR"]
     assert len(internal) == 1 and "kaboom" in internal[0].message

@@ -84,17 +84,18 @@ SIBLING_RATIO = 100.0
 MIN_SIBLINGS = 3
 
 DECODED_MAGNITUDE = declare(
-    "DECODED_MAGNITUDE", Severity.ERROR, Level.SCALES, "numbers",
-    f"A quantized module decodes, as its loader decodes it, to weights of implausible size: "
-    f"its largest |value| bounded from its scales (block scale, with the per-tensor scale "
-    f"applied, times the element format's largest value) is outside [{MAGNITUDE_MIN:g}, "
-    f"{MAGNITUDE_MAX:g}], or an expert projection is {SIBLING_RATIO:g}x or more above the median "
-    "of that projection over its layer's experts. Typical cause: an inverted scale "
-    "(a DeepSeek weight_scale_inv holding 448/amax instead of amax/448 decodes every weight "
-    "about 10^5..10^6 times too large).",
-    "Check the exporter's scale convention against the loader's (multiplier or divisor, "
-    "amax/qmax or its reciprocal) and re-export; validate with --source to compare with the "
-    "BF16 weights.")
+    "DECODED_MAGNITUDE", severity=Severity.ERROR, level=Level.SCALES, group="numbers",
+    meaning=f"A quantized module decodes, as its loader decodes it, to weights of implausible "
+            f"size: its largest |value| bounded from its scales (block scale, with the per-tensor "
+            f"scale applied, times the element format's largest value) is outside "
+            f"[{MAGNITUDE_MIN:g}, {MAGNITUDE_MAX:g}], or an expert projection is "
+            f"{SIBLING_RATIO:g}x or more above the median of that projection over its layer's "
+            "experts. Typical cause: an inverted scale (a DeepSeek weight_scale_inv holding "
+            "448/amax instead of amax/448 decodes every weight about 10^5..10^6 times too "
+            "large).",
+    fix="Check the exporter's scale convention against the loader's (multiplier or divisor, "
+        "amax/qmax or its reciprocal) and re-export; validate with --source to compare with the "
+        "BF16 weights.")
 
 _EXPERT = re.compile(r"^(?P<layer>.*\.mlp\.experts)\.(?P<e>\d+)\.(?P<p>\w+)$")
 

@@ -76,7 +76,7 @@ class Report:
     excluded: frozenset[str] = frozenset()
     #: the run was interrupted: only some tasks finished (``fatal`` says so)
     incomplete: bool = False
-    #: each finished task's record (:func:`mxformats.validate.tasks.record`): what
+    #: each finished task's record (:func:`mxformats.validate.resume.record`): what
     #: ``--resume`` reuses
     tasks: list[dict[str, Any]] = field(default_factory=list)
     strict: bool = False

@@ -28,7 +28,7 @@ import hashlib
 import math
 import re
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -40,6 +40,7 @@ from mxformats.formats import E4M3FN
 from mxformats.schemes.int4 import dequantize_int4, unpack_int4
 from mxformats.tensorfile import DTYPES, ErrorKind, TensorFileError, read_index, read_json
 
+from .checkmodule import CheckModule, PerModule
 from .findings import MAX_LISTED, Check, Finding, Level, Listing, Severity, declare
 from .numbers import quantized_modules, read_module
 from .parallel import internal
@@ -55,62 +56,61 @@ __all__ = ["NONFINITE_JSON", "Claim", "ModuleReproduction", "ModuleResult", "Sou
            "chosen_modules", "combine", "json_float", "module_reproduction", "prepare",
            "reproduce_module", "run", "sample_modules"]
 
-_G = "reproduction"
-_L = Level.STRUCTURE
-E, W, INFO = Severity.ERROR, Severity.WARNING, Severity.INFO
 
 REPRO_SUMMARY = declare(
-    "REPRO_SUMMARY", INFO, _L, _G,
-    "Reproduction from --source: which profile, N of M quantized tensors byte-identical, error "
-    "statistics (the report's reproduction block); where vLLM decodes a module otherwise than "
-    "the file says (an NVFP4 module with its fused partner's global scale), that decode's "
-    "error beside the file's own.",
-    "Nothing to fix.")
+    "REPRO_SUMMARY", severity=Severity.INFO, level=Level.STRUCTURE, group="reproduction",
+    meaning="Reproduction from --source: which profile, N of M quantized tensors byte-identical, "
+            "error statistics (the report's reproduction block); where vLLM decodes a module "
+            "otherwise than the file says (an NVFP4 module with its fused partner's global "
+            "scale), that decode's error beside the file's own.",
+    fix="Nothing to fix.")
 REPRO_MISMATCH = declare(
-    "REPRO_MISMATCH", E, _L, _G,
-    "A quantized tensor differs from what the producer profile the checkpoint claims (its "
-    "quantization_config's producer) writes from the source: an error. A warning, once, where "
-    "the config names a recipe no profile reproduces (Quark MXFP4 scale_calculation_mode floor "
-    "or ceil): its modules are then judged by their error against the source alone; and once "
-    "where modules of a mixed-precision checkpoint are of a format no profile reproduces "
-    "(ModelOpt FP8_PB_WO): those are not compared.",
-    "Check the source is the one the quantizer read, and the producer version and recipe.")
+    "REPRO_MISMATCH", severity=Severity.ERROR, level=Level.STRUCTURE, group="reproduction",
+    meaning="A quantized tensor differs from what the producer profile the checkpoint claims (its "
+            "quantization_config's producer) writes from the source: an error. A warning, once, "
+            "where the config names a recipe no profile reproduces (Quark MXFP4 "
+            "scale_calculation_mode floor or ceil): its modules are then judged by their error "
+            "against the source alone; and once where modules of a mixed-precision checkpoint are "
+            "of a format no profile reproduces (ModelOpt FP8_PB_WO): those are not compared.",
+    fix="Check the source is the one the quantizer read, and the producer version and recipe.")
 REPRO_ERROR_HIGH = declare(
-    "REPRO_ERROR_HIGH", W, _L, _G,
-    "A module the profile does not reproduce has a dequantized relative error against the "
-    "source above the format's threshold (MXFP4 0.15, INT4 g32 0.15, W4A8 0.25): a warning "
-    "while it stays within the family's normal range (0.5), an error beyond it or when not "
-    "finite; info where the profile reproduces the bytes (the producer's own error).",
-    "Look for clipped scales or a wrong scale decode in that module.")
+    "REPRO_ERROR_HIGH", severity=Severity.WARNING, level=Level.STRUCTURE, group="reproduction",
+    meaning="A module the profile does not reproduce has a dequantized relative error against the "
+            "source above the format's threshold (MXFP4 0.15, INT4 g32 0.15, W4A8 0.25): a "
+            "warning while it stays within the family's normal range (0.5), an error beyond it or "
+            "when not finite; info where the profile reproduces the bytes (the producer's own "
+            "error).",
+    fix="Look for clipped scales or a wrong scale decode in that module.")
 REPRO_UNCORRELATED = declare(
-    "REPRO_UNCORRELATED", E, _L, _G,
-    "The dequantized weight correlates with the source below 0.9 (a constant, e.g. all-zero, "
-    "weight against a varying source counts as 0): wrong nibble order, axis or scale decode, "
-    "or another tensor. Info where the claimed profile reproduces the bytes (a source varying "
-    "by less than a quantization step gives a constant weight from a right producer too).",
-    "Re-quantize the module from the source.")
+    "REPRO_UNCORRELATED", severity=Severity.ERROR, level=Level.STRUCTURE, group="reproduction",
+    meaning="The dequantized weight correlates with the source below 0.9 (a constant, e.g. "
+            "all-zero, weight against a varying source counts as 0): wrong nibble order, axis or "
+            "scale decode, or another tensor. Info where the claimed profile reproduces the bytes "
+            "(a source varying by less than a quantization step gives a constant weight from a "
+            "right producer too).",
+    fix="Re-quantize the module from the source.")
 REPRO_SOURCE_MISSING = declare(
-    "REPRO_SOURCE_MISSING", W, _L, _G,
-    "A quantized module has no usable weight in --source (absent, unreadable, a symlink out "
-    "of it, another shape than the config implies or, for a module the config does not "
-    "describe, than its stored tensors are written for, another dtype), or a fused sibling the "
-    "producer calibrated it with has none (NVFP4 gate and up share one amax); or its bytes "
-    "are not claimed (REPRO_MISMATCH warning) and the source weight holds NaN or Inf, which "
-    "leaves no error statistic to judge it by. The module is not verified: a warning, and "
-    "REPRO_NOTHING_VERIFIED where no module is.",
-    "Point --source at the checkpoint the quantizer read.")
+    "REPRO_SOURCE_MISSING", severity=Severity.WARNING, level=Level.STRUCTURE, group="reproduction",
+    meaning="A quantized module has no usable weight in --source (absent, unreadable, a symlink "
+            "out of it, another shape than the config implies or, for a module the config does "
+            "not describe, than its stored tensors are written for, another dtype), or a fused "
+            "sibling the producer calibrated it with has none (NVFP4 gate and up share one amax); "
+            "or its bytes are not claimed (REPRO_MISMATCH warning) and the source weight holds NaN "
+            "or Inf, which leaves no error statistic to judge it by. The module is not verified: a "
+            "warning, and REPRO_NOTHING_VERIFIED where no module is.",
+    fix="Point --source at the checkpoint the quantizer read.")
 REPRO_SOURCE_UNSUPPORTED = declare(
-    "REPRO_SOURCE_UNSUPPORTED", E, _L, _G,
-    "--source is not a checkpoint in a form this tool decompresses (BF16, compressed-tensors "
-    "INT4 or DeepSeek FP8-block).",
-    "Pass the BF16, compressed-tensors INT4 or FP8-block checkpoint the quantizer read.")
+    "REPRO_SOURCE_UNSUPPORTED",
+    severity=Severity.ERROR, level=Level.STRUCTURE, group="reproduction",
+    meaning="--source is not a checkpoint in a form this tool decompresses (BF16, "
+            "compressed-tensors INT4 or DeepSeek FP8-block).",
+    fix="Pass the BF16, compressed-tensors INT4 or FP8-block checkpoint the quantizer read.")
 REPRO_NOTHING_VERIFIED = declare(
-    "REPRO_NOTHING_VERIFIED", E, _L, _G,
-    "--source verified no module: the source holds no usable weight of this checkpoint's "
-    "modules (the first one's reason is given), the "
-    "checkpoint has no quantized module with a producer profile to reproduce, or the source is "
-    "the checkpoint's own folder.",
-    "Point --source at the checkpoint the quantizer read, or drop --source.")
+    "REPRO_NOTHING_VERIFIED", severity=Severity.ERROR, level=Level.STRUCTURE, group="reproduction",
+    meaning="--source verified no module: the source holds no usable weight of this checkpoint's "
+            "modules (the first one's reason is given), the checkpoint has no quantized module "
+            "with a producer profile to reproduce, or the source is the checkpoint's own folder.",
+    fix="Point --source at the checkpoint the quantizer read, or drop --source.")
 
 #: The upper end of a 4-bit family's normal relative error (SQNR 6 dB): the producers give
 #: 0.10-0.13 on N(0, 0.02) weights (tests/test_validate_reproduce.py), and round-to-nearest
@@ -832,11 +832,12 @@ def _numeric_verdict(desc: Descriptor, r: ModuleResult, claimed: bool = True
     if r.correlation < 0.9:  # NaN (constant source) is judged by the error alone
         # A source varying by less than a quantization step (a near-constant block) gives a
         # constant weight, correlation 0, from a right producer too: info when it did.
-        return REPRO_UNCORRELATED, INFO if reproduced else E, (
+        return REPRO_UNCORRELATED, Severity.INFO if reproduced else Severity.ERROR, (
             f"correlation {r.correlation:.3f} with the source{own}")
     if not r.rel_error > desc.error_threshold:  # NaN: not decoded, the mismatch says why
         return None
-    severity = INFO if reproduced else W if r.rel_error <= ERROR_LIMIT else E
+    severity = (Severity.INFO if reproduced else Severity.WARNING
+                if r.rel_error <= ERROR_LIMIT else Severity.ERROR)
     return REPRO_ERROR_HIGH, severity, (f"relative error {r.rel_error:.3f}, SQNR "
                                         f"{r.sqnr_db:.1f} dB{own}")
 
@@ -923,3 +924,32 @@ def _engine_statistics(results: list[ModuleResult]) -> str:
             f"(e.g. {seen[0].module} {seen[0].engine_decode}): relative error "
             f"{spread([r.engine_rel_error for r in seen])} (the file's own: "
             f"{spread([r.rel_error for r in seen])})")
+
+
+def applies(ckpt: Checkpoint, opts: Options) -> bool:
+    """Whether reproduction runs: ``--source`` is given (a claim it cannot work under is its
+    one finding, :func:`prepare`)."""
+    return opts.source is not None
+
+
+def _compared(ckpt: Checkpoint, opts: Options, claim: Claim | Finding | None) -> list[str]:
+    """The modules reproduction compares: :func:`chosen_modules`, under a claim."""
+    return chosen_modules(ckpt, opts) if isinstance(claim, Claim) else []
+
+
+def _module_reproduction(ckpt: Checkpoint, opts: Options, claim: Claim | Finding | None,
+                         module: Module) -> ModuleReproduction:
+    assert isinstance(claim, Claim)  # only the modules of _compared are checked
+    return module_reproduction(ckpt, claim, module)
+
+
+def _source_files(claim: Claim | Finding | None) -> tuple[Path, Mapping[str, str]] | None:
+    """The ``--source`` folder and the shard of each source tensor, under a claim."""
+    return (claim.source.folder, claim.source.index) if isinstance(claim, Claim) else None
+
+
+#: Reproduction as the runner and the tasks run it: per module (:func:`module_reproduction`),
+#: then :func:`run` over the outcomes.
+CHECK = CheckModule("reproduce", run, applies, PerModule(
+    "reproduction", prepare, _compared, _module_reproduction, run, _source_files),
+    usage_error=source_usage_error)

@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 from mxformats.pairing import default_consumer
 
-from ..model import CheckpointFormat, CodeStats, ExcludeMatcher, literal_alternation
+from ..excludes import ExcludeMatcher, literal_alternation
+from ..model import CheckpointFormat, CodeStats
 from ..targets import TARGETS
 
 if TYPE_CHECKING:

@@ -28,7 +28,7 @@ from mxformats import fast
 from mxformats.schemes.int4 import PRODUCERS, QMIN
 
 from ..model import CheckpointFormat
-from ..numbers import packed_code_findings, scale_findings
+from ..stats import packed_code_findings, scale_findings
 from .base import Configs, EnginePath, TensorSpec, cdiv
 from .compressed_tensors import CompressedTensorsDescriptor, groups
 

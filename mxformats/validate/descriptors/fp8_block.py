@@ -27,7 +27,7 @@ from mxformats.formats import E4M3FN
 from mxformats.schemes.fp8_block import PROFILES, quantize_fp8_block
 
 from ..findings import Level, Severity, declare
-from ..numbers import Count, finding, scale_findings, where
+from ..stats import Count, finding, scale_findings, where
 from .base import Descriptor, TensorSpec, cdiv
 
 if TYPE_CHECKING:
@@ -38,27 +38,27 @@ if TYPE_CHECKING:
 
 __all__ = ["FP8BlockDescriptor", "tile_flags"]
 
-_N = "numbers"
 FP8_TILE_NOT_TIGHT = declare(
-    "FP8_TILE_NOT_TIGHT", Severity.ERROR, Level.FULL, _N,
-    "FP8 block tiles whose largest |code| stays below the top binade (256): every producer maps "
-    "a tile's amax to 448, so a wrong tile size, a transposed scale grid or a scale from another "
-    "tensor shows here (ue8m0 scales, rounded up to a power of two, map it into (224, 448]: the "
-    "bound is 224 where the config declares them or every scale of the module is a power of "
-    "two). All-zero tiles and tiles at the producer's amax floor are exempt.",
-    "Re-quantize with 128x128 tiles on the [ceil(O/128), ceil(I/128)] grid.")
+    "FP8_TILE_NOT_TIGHT", severity=Severity.ERROR, level=Level.FULL, group="numbers",
+    meaning="FP8 block tiles whose largest |code| stays below the top binade (256): every producer "
+            "maps a tile's amax to 448, so a wrong tile size, a transposed scale grid or a scale "
+            "from another tensor shows here (ue8m0 scales, rounded up to a power of two, map it "
+            "into (224, 448]: the bound is 224 where the config declares them or every scale of "
+            "the module is a power of two). All-zero tiles and tiles at the producer's amax floor "
+            "are exempt.",
+    fix="Re-quantize with 128x128 tiles on the [ceil(O/128), ceil(I/128)] grid.")
 FP8_ZERO_TILE_SCALE = declare(
-    "FP8_ZERO_TILE_SCALE", Severity.WARNING, Level.FULL, _N,
-    "An all-zero FP8 tile whose scale is not the fingerprint of the producer the config claims "
-    "(1e-4/448 for DeepSeek/DeepGEMM, 2^-22 with ue8m0 scales, declared or recognised, 2^-7 "
-    "for compressed-tensors), rounded to the scale's dtype: another writer, or scales "
-    "that do not belong to these codes.",
-    "Check which tool wrote the file; re-quantize with the claimed producer.")
+    "FP8_ZERO_TILE_SCALE", severity=Severity.WARNING, level=Level.FULL, group="numbers",
+    meaning="An all-zero FP8 tile whose scale is not the fingerprint of the producer the config "
+            "claims (1e-4/448 for DeepSeek/DeepGEMM, 2^-22 with ue8m0 scales, declared or "
+            "recognised, 2^-7 for compressed-tensors), rounded to the scale's dtype: another "
+            "writer, or scales that do not belong to these codes.",
+    fix="Check which tool wrote the file; re-quantize with the claimed producer.")
 FP8_SCALE_NOT_POW2 = declare(
-    "FP8_SCALE_NOT_POW2", Severity.ERROR, Level.SCALES, _N,
-    "A checkpoint that declares ue8m0 scales (scale_fmt: ue8m0) holds a scale that is not an "
-    "exact power of two: DeepGEMM's UE8M0 kernels read only the exponent.",
-    "Round the scales up to powers of two (DeepGEMM ceil_to_ue8m0) and re-quantize the codes.")
+    "FP8_SCALE_NOT_POW2", severity=Severity.ERROR, level=Level.SCALES, group="numbers",
+    meaning="A checkpoint that declares ue8m0 scales (scale_fmt: ue8m0) holds a scale that is not "
+            "an exact power of two: DeepGEMM's UE8M0 kernels read only the exponent.",
+    fix="Round the scales up to powers of two (DeepGEMM ceil_to_ue8m0) and re-quantize the codes.")
 
 #: E4M3FN exponent field 1111: magnitudes 256..448 (0x7F, NaN, is excluded by the caller).
 _TOP = 0x78

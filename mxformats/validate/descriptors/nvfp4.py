@@ -27,7 +27,7 @@ from mxformats.formats import E2M1
 from mxformats.schemes.nvfp4 import PRODUCERS
 
 from ..findings import MAX_LISTED, Level, Listing, Severity, declare
-from ..numbers import Count, byte_stats, finding, scale_findings, where
+from ..stats import Count, byte_stats, finding, scale_findings, where
 from .base import Descriptor, EnginePath, TensorSpec, cdiv
 from .nvfp4_fused import FusedDecode, fused_decode, partner
 
@@ -57,49 +57,51 @@ _SGLANG_MODELOPT_REFUSED = (f"{_SGLANG_QUANT}modelopt_quant.py:1931, modelopt_qu
 
 __all__ = ["NVFP4Descriptor"]
 
-_N = "numbers"
 NVFP4_BLOCK_SCALE = declare(
-    "NVFP4_BLOCK_SCALE", Severity.ERROR, Level.SCALES, _N,
-    "An NVFP4 E4M3 block scale is NaN, zero or negative: the block decodes to NaN or zero "
-    "(ModelOpt 0.47 exports an all-zero weight with NaN block scales, 0xFF).",
-    "Re-quantize the module; exclude weights that are all zero.")
+    "NVFP4_BLOCK_SCALE", severity=Severity.ERROR, level=Level.SCALES, group="numbers",
+    meaning="An NVFP4 E4M3 block scale is NaN, zero or negative: the block decodes to NaN or zero "
+            "(ModelOpt 0.47 exports an all-zero weight with NaN block scales, 0xFF).",
+    fix="Re-quantize the module; exclude weights that are all zero.")
 NVFP4_GLOBAL_CONVENTION = declare(
-    "NVFP4_GLOBAL_CONVENTION", Severity.ERROR, Level.SCALES, _N,
-    "An NVFP4 global scale in the other producer's convention: a ModelOpt weight_scale_2 is "
-    "amax/2688 (far below 1), a compressed-tensors weight_global_scale 2688/amax (far above "
-    "1). A value on the wrong side of 1 is the reciprocal: every weight is off by amax²/2688².",
-    "Store the global scale in the convention of the config's quant_method.")
+    "NVFP4_GLOBAL_CONVENTION", severity=Severity.ERROR, level=Level.SCALES, group="numbers",
+    meaning="An NVFP4 global scale in the other producer's convention: a ModelOpt weight_scale_2 "
+            "is amax/2688 (far below 1), a compressed-tensors weight_global_scale 2688/amax (far "
+            "above 1). A value on the wrong side of 1 is the reciprocal: every weight is off by "
+            "amax²/2688².",
+    fix="Store the global scale in the convention of the config's quant_method.")
 NVFP4_BLOCK_NOT_TIGHT = declare(
-    "NVFP4_BLOCK_NOT_TIGHT", Severity.ERROR, Level.FULL, _N,
-    "NVFP4 blocks of 16 whose largest |code| is not 6: both producers map a block's amax to 6, "
-    "so a wrong block size, nibble order or scale from another tensor shows here (blocks with "
-    "a clamped scale exempt; 4 is tight too in a ModelOpt tensor with no non-zero block scale "
-    "above 384, which ModelOpt's Four-Over-Six recipe writes).",
-    "Re-quantize with 16-element blocks along the input dimension.")
+    "NVFP4_BLOCK_NOT_TIGHT", severity=Severity.ERROR, level=Level.FULL, group="numbers",
+    meaning="NVFP4 blocks of 16 whose largest |code| is not 6: both producers map a block's amax "
+            "to 6, so a wrong block size, nibble order or scale from another tensor shows here "
+            "(blocks with a clamped scale exempt; 4 is tight too in a ModelOpt tensor with no "
+            "non-zero block scale above 384, which ModelOpt's Four-Over-Six recipe writes).",
+    fix="Re-quantize with 16-element blocks along the input dimension.")
 NVFP4_GATE_UP_SCALE = declare(
-    "NVFP4_GATE_UP_SCALE", Severity.ERROR, Level.SCALES, _N,
-    "Two modules vLLM fuses into one GEMM with one global scale have global scales that "
-    "differ beyond vLLM's own torch.allclose (rtol 1e-05, atol 1e-08): an expert's gate_proj "
-    "and up_proj (w13: vLLM logs 'w1_weight_scale_2 must match w3_weight_scale_2' and decodes "
-    "both with gate's), a dense or shared-expert gate_proj and up_proj, or q_a_proj and "
-    "kv_a_proj_with_mqa (vLLM's NVFP4 linears keep the largest stored value). The other "
-    "module is decoded with its partner's scale: every weight off by their ratio, on every "
-    "backend and target, for both producers (llm-compressor model_free_ptq writes such "
-    "files). The finding names the ratio, the module decoded wrong and the loader line; "
-    "with --source the reproduction block gives that module's error as vLLM decodes it.",
-    "Calibrate the fused modules with one amax (ModelOpt export and llm-compressor oneshot "
-    "do), or rescale the block scales of the module decoded wrong onto its partner's global "
-    "scale.")
+    "NVFP4_GATE_UP_SCALE", severity=Severity.ERROR, level=Level.SCALES, group="numbers",
+    meaning="Two modules vLLM fuses into one GEMM with one global scale have global scales that "
+            "differ beyond vLLM's own torch.allclose (rtol 1e-05, atol 1e-08): an expert's "
+            "gate_proj and up_proj (w13: vLLM logs 'w1_weight_scale_2 must match "
+            "w3_weight_scale_2' and decodes both with gate's), a dense or shared-expert gate_proj "
+            "and up_proj, or q_a_proj and kv_a_proj_with_mqa (vLLM's NVFP4 linears keep the "
+            "largest stored value). The other module is decoded with its partner's scale: every "
+            "weight off by their ratio, on every backend and target, for both producers "
+            "(llm-compressor model_free_ptq writes such files). The finding names the ratio, the "
+            "module decoded wrong and the loader line; with --source the reproduction block gives "
+            "that module's error as vLLM decodes it.",
+    fix="Calibrate the fused modules with one amax (ModelOpt export and llm-compressor oneshot "
+        "do), or rescale the block scales of the module decoded wrong onto its partner's global "
+        "scale.")
 NVFP4_FUSED_INPUT_SCALE = declare(
-    "NVFP4_FUSED_INPUT_SCALE", Severity.WARNING, Level.SCALES, _N,
-    "Two modules vLLM fuses into one GEMM have different activation scales (input_scale, "
-    "input_global_scale): gate_proj and up_proj (dense, shared expert, or an expert's w13), "
-    "or q_a_proj and kv_a_proj_with_mqa. The GEMM quantizes their one input with one of the "
-    "two (vLLM takes the max: a logged warning in its linears, silently in its MoE), so one "
-    "module's activations are not quantized as calibrated: on a coarser grid, or clipped at "
-    "the other's amax (compressed-tensors linears). Both producers write equal values.",
-    "Calibrate the fused modules' activations together (ModelOpt and llm-compressor oneshot "
-    "do).")
+    "NVFP4_FUSED_INPUT_SCALE", severity=Severity.WARNING, level=Level.SCALES, group="numbers",
+    meaning="Two modules vLLM fuses into one GEMM have different activation scales (input_scale, "
+            "input_global_scale): gate_proj and up_proj (dense, shared expert, or an expert's "
+            "w13), or q_a_proj and kv_a_proj_with_mqa. The GEMM quantizes their one input with "
+            "one of the two (vLLM takes the max: a logged warning in its linears, silently in its "
+            "MoE), so one module's activations are not quantized as calibrated: on a coarser "
+            "grid, or clipped at the other's amax (compressed-tensors linears). Both producers "
+            "write equal values.",
+    fix="Calibrate the fused modules' activations together (ModelOpt and llm-compressor oneshot "
+        "do).")
 
 #: The block scale each NVFP4 producer writes for an all-zero block (its zero scale replaced:
 #: ModelOpt 1.0, compressed-tensors 0.125; measured on the producer fixtures) -> the producer.

@@ -15,7 +15,7 @@ from mxformats import fast
 from mxformats.formats import E2M1
 
 from ..model import CheckpointFormat
-from ..numbers import e8m0_findings, mx_bound, mx_scale_mode, packed_code_findings
+from ..stats import e8m0_findings, mx_bound, mx_scale_mode, packed_code_findings
 from .base import EnginePath, TensorSpec, cdiv
 from .quark import QuarkDescriptor, global_spec, want
 

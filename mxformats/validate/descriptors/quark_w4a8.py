@@ -15,7 +15,7 @@ from mxformats.schemes.int4 import QMIN
 
 from ..findings import Finding, Level, Severity, declare
 from ..model import CheckpointFormat
-from ..numbers import packed_code_findings, scale_findings, w4a8_scale2_findings
+from ..stats import packed_code_findings, scale_findings, w4a8_scale2_findings
 from .base import EnginePath, TensorSpec
 from .quark import QuarkDescriptor, global_spec, want
 
@@ -39,15 +39,11 @@ _SGLANG = ("sgl-project/sglang python/sglang/srt/layers/quantization/quark/quark
 __all__ = ["DESCRIPTOR", "PACK_METHOD"]
 
 PACK_METHOD = declare(
-    "PACK_METHOD",
-    Severity.WARNING,
-    Level.STRUCTURE,
-    "layout",
-    "A Quark W4A8 config records export.pack_method other than 'reorder': the AITER kernel reads "
-    "the reorder nibble order [0,2,4,6,1,3,5,7], and the weights' own order cannot be told from "
-    "the codes (the numeric checks cannot see it).",
-    "Re-export with pack_method='reorder', or validate with --source to check the packing.",
-)
+    "PACK_METHOD", severity=Severity.WARNING, level=Level.STRUCTURE, group="layout",
+    meaning="A Quark W4A8 config records export.pack_method other than 'reorder': the AITER "
+            "kernel reads the reorder nibble order [0,2,4,6,1,3,5,7], and the weights' own order "
+            "cannot be told from the codes (the numeric checks cannot see it).",
+    fix="Re-export with pack_method='reorder', or validate with --source to check the packing.")
 
 
 class QuarkW4A8(QuarkDescriptor):
