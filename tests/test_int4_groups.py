@@ -23,9 +23,9 @@ from mxformats.validate.descriptors.base import Configs
 from mxformats.validate.files import load
 from mxformats.validate.findings import Level, Severity
 from mxformats.validate.model import Checkpoint, Options
-from mxformats.validate.numbers import module_stats
 from mxformats.validate.report import exit_code
 from mxformats.validate.runner import validate
+from mxformats.validate.stats import module_stats
 
 DATA = Path(__file__).resolve().parent / "data"
 SRC = DATA / "producers" / "src-bf16"
