@@ -26,8 +26,8 @@ __all__ = [
     "FP8BlockPlan",
     "check_dequantize_args",
     "check_quantize_args",
-    "claims",
-    "plan_for",
+    "quantize_claims",
+    "quantize_plan",
 ]
 
 #: How the scaled element is formed (FP8BlockProfile.multiplier), as kernel constants.
@@ -61,12 +61,12 @@ class FP8BlockPlan:
     fnuz: bool
 
 
-def claims(record: reference.FP8BlockProfile) -> bool:
+def quantize_claims(record: reference.FP8BlockProfile) -> bool:
     """Whether the kernels compute ``record``: its multiplier is one they know."""
     return record.multiplier in MULTIPLIER_IDS
 
 
-def plan_for(profile: str, dtype: np.dtype[Any]) -> FP8BlockPlan:
+def quantize_plan(profile: str, dtype: np.dtype[Any]) -> FP8BlockPlan:
     """The plan of ``profile`` (a key of ``PROFILES``) for input of ``dtype``."""
     record = reference.get_profile(profile)
     own = record.scale_dtype_for(dtype)

@@ -39,14 +39,14 @@ import functools
 import math
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import ml_dtypes
 import numpy as np
 
 from mxformats.arith import BF16, round_to
 from mxformats.formats import E2M1, E4M3FN, Format
-from mxformats.schemes.mx import check_axis, check_elem, check_shape, consumer_dtype
+from mxformats.schemes.mx import MXArray, check_axis, check_elem, check_shape, consumer_dtype
 from mxformats.schemes.mx.consumers import CONSUMERS, get_consumer
 from mxformats.schemes.mx.elements import ElementRules, encode_elements, nan_codes
 from mxformats.schemes.mx.producers import PRODUCERS, Producer, get_producer
@@ -63,7 +63,7 @@ __all__ = [
     "FloatLayout",
     "QuantizeCall",
     "QuantizePlan",
-    "QuantizedMX",
+    "as_record",
     "dequantize_claims",
     "prepare_dequantize",
     "prepare_quantize",
@@ -149,6 +149,17 @@ def float_dtype_name(dtype: Any) -> str:
     return str(np.dtype(dtype).name)
 
 
+R = TypeVar("R")
+
+
+def as_record(record: Callable[..., R], *fields: object) -> R:
+    """The reference's result record (``MXArray``, ``NVFP4Array``, ``FP8BlockArray``,
+    ``Int4Array``) of ``fields``, its arrays the kernels' torch tensors: what the reference
+    itself returns for torch input (:func:`mxformats.containers.containers`), whose records
+    annotate their arrays as numpy."""
+    return record(*fields)
+
+
 def require_tensor(x: object, what: str = "", kernels: str = "MX") -> torch.Tensor:
     """``x`` if it is a torch tensor; TypeError naming the ``kernels`` and ``what`` otherwise
     (every kernel front end's first check of an argument)."""
@@ -168,17 +179,6 @@ def _bits_view(t: torch.Tensor) -> torch.Tensor:
 
 
 # -- quantize ---------------------------------------------------------------------------------
-
-
-class QuantizedMX(NamedTuple):
-    """What the MX quantize kernels return: ``codes, scales = quantize_mx(...)``.
-
-    As :class:`mxformats.schemes.mx.MXArray`: uint8 ``codes`` (E2M1 two per byte along the axis,
-    element 2k in the low nibble), uint8 E8M0 ``scales``; torch tensors on the input's device.
-    """
-
-    codes: torch.Tensor
-    scales: torch.Tensor
 
 
 @dataclass(frozen=True, eq=False)
@@ -458,13 +458,18 @@ class QuantizeCall:
     scales: torch.Tensor
     lead_shape: tuple[int, ...]
     axis: int
+    elem: Format
+    block_size: int
+    profile: str
 
-    def finish(self) -> QuantizedMX:
-        """The outputs with the quantized axis moved back to where it was."""
+    def finish(self) -> MXArray:
+        """The reference's record of the outputs (torch tensors on the input's device, as the
+        reference returns for torch input), the quantized axis moved back to where it was."""
         def back(t: torch.Tensor) -> torch.Tensor:
             return t.reshape(*self.lead_shape, t.shape[-1]).movedim(-1, self.axis).contiguous()
 
-        return QuantizedMX(back(self.codes), back(self.scales))
+        return as_record(MXArray, back(self.codes), back(self.scales), self.elem,
+                         self.block_size, self.axis, self.profile)
 
 
 def _check_float_tensor(x: object) -> torch.Tensor:
@@ -520,7 +525,7 @@ def prepare_quantize(x: object, elem: Format | str, *, block_size: int, axis: in
     codes = torch.empty((rows, width), dtype=torch.uint8, device=t.device)
     scales = torch.empty((rows, -(-n // block_size)), dtype=torch.uint8, device=t.device)
     plan = quantize_plan(profile, fmt, str(t.dtype).removeprefix("torch."), block_size)
-    return QuantizeCall(plan, source, codes, scales, lead, ax)
+    return QuantizeCall(plan, source, codes, scales, lead, ax, fmt, block_size, profile)
 
 
 # -- dequantize -------------------------------------------------------------------------------

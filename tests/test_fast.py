@@ -9,7 +9,10 @@ chunk edges. Bit-exact means equal bytes; NaN is compared by its bits.
 
 from __future__ import annotations
 
+import dataclasses
+import importlib
 import inspect
+import pkgutil
 import re
 import subprocess
 import sys
@@ -23,6 +26,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mxformats import codec, fast
+from mxformats.fast import chunks, fallback
+from mxformats.fast import codec as fast_codec
+from mxformats.fast import mx as fast_mx
+from mxformats.fast import nvfp4 as fast_nvfp4
 from mxformats.formats import E2M1, E4M3FN, E4M3FNUZ, E5M2, E8M0, Format
 from mxformats.schemes import fp8, fp8_block, int4, mx, nvfp4, w4a8
 from mxformats.testing import check_dequantizer, check_int4_quantizer, check_quantizer
@@ -38,9 +45,18 @@ BLOCKS = 4135
 def small_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
     """Chunks of 64 blocks, tasks of 2 chunks: test-sized inputs span dozens of chunks and
     tasks, so chunk edges and the hand-out of tasks to threads are exercised."""
-    monkeypatch.setattr(fast, "CHUNK_BLOCKS", 64)
-    monkeypatch.setattr(fast, "CHUNK_ELEMENTS", 64 * fast.BLOCK)
-    monkeypatch.setattr(fast, "TASK_CHUNKS", 2)
+    patch_everywhere(monkeypatch, "CHUNK_BLOCKS", 64)
+    patch_everywhere(monkeypatch, "CHUNK_ELEMENTS", 64 * chunks.BLOCK)
+    patch_everywhere(monkeypatch, "TASK_CHUNKS", 2)
+
+
+def patch_everywhere(monkeypatch: pytest.MonkeyPatch, name: str, value: object) -> None:
+    """Set ``name`` in every module of :mod:`mxformats.fast` that holds it (each imports the
+    shared chunk sizes from ``chunks`` by name)."""
+    for info in pkgutil.iter_modules(fast.__path__):
+        module = importlib.import_module(f"{fast.__name__}.{info.name}")
+        if hasattr(module, name):
+            monkeypatch.setattr(module, name, value)
 
 
 def bits(a: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
@@ -66,7 +82,7 @@ def blocks_with_specials(rng: np.random.Generator, count: int) -> np.ndarray[Any
     with np.errstate(over="ignore", invalid="ignore"):
         x = (rng.standard_normal((count, 32)) * np.exp2(exponents)).astype(np.float32)
     x[np.isinf(x)] = 1.0
-    chunk = fast.CHUNK_BLOCKS
+    chunk = chunks.CHUNK_BLOCKS
     specials = {0: (3, np.nan), 1: (31, -np.inf), chunk - 1: (0, np.inf), chunk: (7, -np.nan),
                 count - 1: (30, np.nan)}
     for block, (element, value) in specials.items():
@@ -200,10 +216,10 @@ def test_dequantize_every_byte_and_scale_over_chunks(threads: int, consumer: str
 
 
 def test_exact_consumers_take_the_fast_path() -> None:
-    assert [c for c in MX_CONSUMERS if fast._exact_mx_consumer(c)] == [
+    assert [c for c in MX_CONSUMERS if fast_mx._exact_mx_consumer(c)] == [
         "ocp", "quark-hip-bf16", "compressed-tensors", "quark"]
-    assert fast._exact_mx_consumer(None) == "ocp"
-    assert fast._exact_mx_consumer("no-such-consumer") is None
+    assert fast_mx._exact_mx_consumer(None) == "ocp"
+    assert fast_mx._exact_mx_consumer("no-such-consumer") is None
 
 
 def test_dequantize_mxarray_and_fallbacks() -> None:
@@ -257,7 +273,7 @@ def test_encode_every_float32_class(fmt: Format) -> None:
 @pytest.mark.parametrize("threads", [1, 2, 3])
 def test_encode_chunks_and_threads(threads: int) -> None:
     rng = np.random.default_rng(threads)
-    size = 7 * (3 * fast.CHUNK_ELEMENTS * fast.TASK_CHUNKS // 7 + 5)
+    size = 7 * (3 * chunks.CHUNK_ELEMENTS * chunks.TASK_CHUNKS // 7 + 5)
     x = float32_from_bits(rng.integers(0, 1 << 32, size, dtype=np.uint32)).reshape(-1, 7)
     assert np.array_equal(fast.encode(E4M3FN, x, threads=threads), E4M3FN.encode(x))
 
@@ -274,7 +290,7 @@ def test_encode_outside_the_fast_path_is_the_reference() -> None:
 @pytest.mark.parametrize("fmt", [*FP8, E8M0], ids=lambda f: f.name)
 @pytest.mark.parametrize("threads", [1, 3])
 def test_decode_every_code_every_type(fmt: Format, threads: int) -> None:
-    codes = np.tile(np.arange(256, dtype=np.uint8), 5 * (fast.CHUNK_ELEMENTS // 256 + 1))
+    codes = np.tile(np.arange(256, dtype=np.uint8), 5 * (chunks.CHUNK_ELEMENTS // 256 + 1))
     codes = np.random.default_rng(threads).permutation(codes).reshape(-1, 5)
     for dtype in (np.float32, np.float64, np.float16, BF16):
         got = fast.decode(fmt, codes, dtype, threads=threads)
@@ -330,7 +346,7 @@ def test_unpack_random_words_and_axes(layout: str) -> None:
 @pytest.mark.parametrize("threads", [1, 3])
 def test_unpack_over_chunks_and_threads(layout: str, threads: int) -> None:
     rng = np.random.default_rng(threads)
-    words = rng.integers(0, 1 << 32, size=(3, 5 * fast.CHUNK_ELEMENTS + 3), dtype=np.uint32)
+    words = rng.integers(0, 1 << 32, size=(3, 5 * chunks.CHUNK_ELEMENTS + 3), dtype=np.uint32)
     got = fast.unpack_int4(words, layout=layout, threads=threads)
     assert np.array_equal(got, int4.unpack_int4(words, layout=layout))
 
@@ -453,6 +469,8 @@ SIGNATURES_FROM_THE_REFERENCE = {
     "dequantize_fp8_block": fp8_block.dequantize_fp8_block, "encode": codec.encode,
     "pack_int4": int4.pack_int4, "quantize_int4": int4.quantize_int4,
     "quantize_fp8": fp8.quantize_fp8, "dequantize_w4a8": w4a8.dequantize_w4a8,
+    "quantize_mx": mx.quantize_mx, "quantize_nvfp4": nvfp4.quantize_nvfp4,
+    "decode": codec.decode, "quantize_fp8_block": fp8_block.quantize_fp8_block,
 }
 
 
@@ -462,7 +480,17 @@ def test_signature_is_the_references_plus_threads(name: str) -> None:
     *params, threads = inspect.signature(getattr(fast, name)).parameters.values()
     assert params == list(inspect.signature(SIGNATURES_FROM_THE_REFERENCE[name])
                           .parameters.values())
-    assert threads.name == "threads" and threads.kind is threads.KEYWORD_ONLY
+    keyword_only = any(p.kind is p.KEYWORD_ONLY for p in params)
+    assert threads.name == "threads" and threads.default is None
+    assert threads.kind is (threads.KEYWORD_ONLY if keyword_only else threads.POSITIONAL_OR_KEYWORD)
+
+
+def test_decode_takes_threads_by_position() -> None:
+    """``decode``'s reference has no keyword-only parameter: ``threads`` may come fourth, as
+    it always could."""
+    codes = np.arange(256, dtype=np.uint8)
+    assert np.array_equal(bits(fast.decode(E4M3FN, codes, np.float32, 1)),
+                          bits(codec.decode(E4M3FN, codes)))
 
 
 def test_arrays_are_read_with_their_producers_consumer() -> None:
@@ -487,6 +515,91 @@ def test_arrays_are_read_with_their_producers_consumer() -> None:
             want = int4.dequantize_int4(result, profile=profile)
         got = fast.dequantize_int4(result, profile=profile)
         assert np.array_equal(bits(got), bits(want))
+
+
+def small_calls() -> dict[str, tuple[tuple[Any, ...], dict[str, Any]]]:
+    """A call on the fast path of every fast path (a few blocks of each)."""
+    rng = np.random.default_rng(53)
+    x = rng.standard_normal((4, 128)).astype(np.float32)
+    codes = rng.integers(0, 256, (4, 64), dtype=np.uint8)
+    q = rng.integers(-8, 8, (4, 128), dtype=np.int8)
+    words = rng.integers(0, 1 << 32, (4, 16), dtype=np.uint32).view(np.int32)
+    return {
+        "quantize_mx": ((x,), {}),
+        "dequantize_mx": ((codes, codes[:, ::16] & 0x7F), {}),
+        "quantize_nvfp4": ((x,), {}),
+        "dequantize_nvfp4": ((codes, codes[:, ::8] & 0x7F, np.float32(0.5)),
+                             {"profile": "vllm-modelopt", "packed": True}),
+        "encode": ((E4M3FN, x), {}),
+        "decode": ((E4M3FN, codes), {}),
+        "pack_int4": ((q,), {}),
+        "unpack_int4": ((words,), {}),
+        "quantize_int4": ((x,), {"group_size": 32}),
+        "dequantize_int4": ((q, np.ones((4, 4), dtype=np.float32)), {"group_size": 32}),
+        "quantize_fp8": ((x, E4M3FN), {"profile": "static"}),
+        "quantize_w4a8": ((x,), {}),
+        "dequantize_w4a8": ((words, np.array(0.5, dtype=np.float32), np.ones(4, dtype=np.float32)),
+                            {}),
+        "quantize_fp8_block": ((x,), {"block": (2, 32)}),
+        "dequantize_fp8_block": ((codes, np.ones((2, 2), dtype=np.float32)),
+                                 {"block": (2, 32)}),
+    }
+
+
+def test_every_fast_path_has_a_small_call() -> None:
+    assert {fast.REFERENCES[getattr(fast, name)] for name in small_calls()} == set(
+        fast.REFERENCES.values())
+
+
+def same_result(got: Any, want: Any) -> bool:
+    """Equal bytes, field by field for a result record or tuple."""
+    if dataclasses.is_dataclass(got) or isinstance(got, tuple):
+        parts = (dataclasses.astuple(r) if dataclasses.is_dataclass(r) else r
+                 for r in (got, want))
+        return all(same_result(g, w) for g, w in zip(*parts, strict=True))
+    if isinstance(got, np.ndarray):
+        return got.dtype == want.dtype and np.array_equal(bits(got), bits(want))
+    return bool(got == want)
+
+
+@pytest.mark.parametrize("name", list(small_calls()))
+def test_big_endian_calls_the_reference(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a big-endian machine (the byte views read little-endian words) no fast path runs its
+    own chunks: the decorator hands every call to the reference. On this machine the same
+    call runs the fast path (it fails when its chunks are refused)."""
+    args, kwargs = small_calls()[name]
+    function = getattr(fast, name)
+
+    def refuse(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("the fast path ran its chunks")
+
+    with monkeypatch.context() as patch:
+        patch_everywhere(patch, "_parallel", refuse)
+        with pytest.raises(AssertionError, match="ran its chunks"):
+            function(*args, **kwargs)
+        patch.setattr(fallback, "_LITTLE_ENDIAN", False)
+        got = function(*args, **kwargs)
+    assert same_result(got, fast.REFERENCES[function](*args, **kwargs))
+
+
+def test_fast_path_falls_back_with_the_callers_arguments() -> None:
+    """An implementation's FALLBACK gives the reference's result for the caller's arguments,
+    defaults applied and ``threads`` dropped; any other result is the call's."""
+    calls: list[tuple[Any, ...]] = []
+
+    def reference(x: int, y: int = 2, *, z: str = "z") -> tuple[int, int, str]:
+        calls.append((x, y, z))
+        return x, y, z
+
+    @fallback.fast_path(reference)
+    def implementation(x: int, y: int, *, z: str, threads: int | None) -> Any:
+        return fallback.FALLBACK if x < 0 else ("fast", x, y, z, threads)
+
+    assert implementation(1, threads=3) == ("fast", 1, 2, "z", 3)
+    assert calls == []
+    assert implementation(-1, 5, threads=3) == (-1, 5, "z")
+    assert calls == [(-1, 5, "z")]
+    assert list(inspect.signature(implementation).parameters) == ["x", "y", "z", "threads"]
 
 
 @pytest.mark.parametrize("name", EMPTY_CALLS)
@@ -550,12 +663,12 @@ def test_nvfp4_codes_of_every_bfloat16_pattern_and_float32_class() -> None:
     ±Inf, ±0, subnormals, values past 6) and one member of every float32 class the table is
     built on, as float32 quotients."""
     patterns = np.arange(1 << 16, dtype=np.uint32) << 16
-    members = np.arange(1 << (32 - fast._E2M1_LOW_BITS), dtype=np.uint32) << fast._E2M1_LOW_BITS
+    members = np.arange(1 << (32 - chunks._E2M1_LOW_BITS), dtype=np.uint32) << chunks._E2M1_LOW_BITS
     q = np.concatenate([patterns, members]).view(np.float32)
     with np.errstate(invalid="ignore"):  # widening the signalling NaN patterns
         want = nvfp4.e2m1_codes(q)
     got = np.empty(q.shape, dtype=np.uint8)
-    fast._e2m1_lookup(q.view(np.uint32).copy(), np.empty(q.shape, dtype=np.uint32), got)
+    fast_nvfp4._e2m1_lookup(q.view(np.uint32).copy(), np.empty(q.shape, dtype=np.uint32), got)
     assert got.tobytes() == want.tobytes()
 
 
@@ -597,9 +710,9 @@ def refuse_reference(monkeypatch: pytest.MonkeyPatch) -> None:
     def refuse(*args: Any, **kwargs: Any) -> None:
         raise AssertionError("the fast path called the reference")
 
-    monkeypatch.setattr(fast.reference_nvfp4, "dequantize_nvfp4", refuse)
-    monkeypatch.setattr(fast.reference_fp8_block, "dequantize_fp8_block", refuse)
-    monkeypatch.setattr(fast.reference_w4a8, "dequantize_w4a8", refuse)
+    monkeypatch.setattr(nvfp4, "dequantize_nvfp4", refuse)
+    monkeypatch.setattr(fp8_block, "dequantize_fp8_block", refuse)
+    monkeypatch.setattr(w4a8, "dequantize_w4a8", refuse)
 
 
 @pytest.fixture
@@ -880,7 +993,7 @@ def test_quantize_int4_every_float32_quotient_class(profile: str) -> None:
     """One float32 member of every quotient class below 8 (sign, exponent, 9 mantissa bits),
     each with its low bits zero, the lowest set, all set and the top one set, in groups whose
     maximum 7.5 makes the scale 1: every entry of the table the lookup reads."""
-    low = fast._QUOTIENT_LOW_BITS
+    low = fast_codec._QUOTIENT_LOW_BITS
     top = np.arange(1 << (32 - low), dtype=np.uint32) << low
     top = top[(top & 0x7FFFFFFF) < 0x40F00000]  # |q| < 7.5
     lows = np.asarray([0, 1, (1 << low) - 1, 1 << (low - 1)], dtype=np.uint32)
@@ -909,7 +1022,7 @@ def test_quantize_int4_chunks_threads_axes(dtype: np.dtype[Any], threads: int) -
                                      threads=threads)
             assert_same_int4(got, int4.quantize_int4(data, group_size=group_size, axis=axis,
                                                      profile=profile))
-    for where, value in (((-1, -1), np.nan), ((fast.CHUNK_BLOCKS, 0), np.inf)):
+    for where, value in (((-1, -1), np.nan), ((chunks.CHUNK_BLOCKS, 0), np.inf)):
         bad = x.copy()
         bad[where] = value
         with pytest.raises(ValueError, match="NaN"):
@@ -946,7 +1059,7 @@ def test_quantize_fp8_static_every_value(fmt: Format, dtype: np.dtype[Any]) -> N
     quotient class (amax 448: the scale 1 for E4M3FN) with their low bits set and clear."""
     every = finite_bfloat16_values().astype(dtype)
     below_one = every[np.abs(every.astype(np.float32)) < 1]
-    low = fast._QUOTIENT_LOW_BITS
+    low = fast_codec._QUOTIENT_LOW_BITS
     classes = float32_from_bits(
         ((np.arange(1 << (32 - low), dtype=np.uint32) << low)[:, None]
          | np.asarray([0, 1, (1 << low) - 1], dtype=np.uint32)).ravel())
@@ -965,7 +1078,7 @@ def test_quantize_fp8_static_chunks_and_threads(threads: int) -> None:
     chunk edge): every chunk's maximum counts; a NaN or ±Inf anywhere is refused."""
     rng = np.random.default_rng(threads)
     x = rng.standard_normal((97, 333)).astype(BF16)
-    for where in (-1, fast.CHUNK_ELEMENTS):
+    for where in (-1, chunks.CHUNK_ELEMENTS):
         y = x.copy().reshape(-1)
         y[where] = -60
         y = y.reshape(x.shape)
@@ -1162,8 +1275,8 @@ def test_one_thread_when_the_environment_says_so(monkeypatch: pytest.MonkeyPatch
     def refuse(*args: Any, **kwargs: Any) -> None:
         raise AssertionError("a thread pool was started")
 
-    monkeypatch.setattr(fast, "ThreadPoolExecutor", refuse)
-    monkeypatch.setattr(fast, "CHUNK_ELEMENTS", 64)
+    monkeypatch.setattr(chunks, "ThreadPoolExecutor", refuse)
+    patch_everywhere(monkeypatch, "CHUNK_ELEMENTS", 64)
     x = np.random.default_rng(2).standard_normal((64, 256)).astype(BF16)
     fast.pack_int4(fast.quantize_int4(x).q)
     fast.quantize_w4a8(x)

@@ -31,7 +31,9 @@ from mxformats.formats import E4M3FN, Format
 from mxformats.schemes import fp8 as reference
 from mxformats.schemes.int4 import NIBBLE_OFFSET
 
-from ..int4_fp8_plan import check_fnuz_args, check_fp8_args, check_w4a8_args, require_tensor
+from ..calls import require_tensor
+from ..fp8_plan import check_fnuz_args, check_fp8_args, quantize_claims
+from ..int4_plan import check_w4a8_args
 from ..mx_plan import FloatLayout
 from ._codec import decode_float, encode_float
 from .int4 import (
@@ -53,7 +55,7 @@ __all__ = ["SUPPORTED", "dequantize_w4a8", "e4m3fn_to_fnuz", "quantize_fp8"]
 
 SUPPORTED: dict[str, tuple[tuple[str, str], ...]] = {
     "quantize_fp8": tuple((fmt.name, name) for name, record in reference.FP8_PROFILES.items()
-                          for fmt in record.formats),
+                          if quantize_claims(record) for fmt in record.formats),
     "e4m3fn_to_fnuz": (("e4m3fn", "vllm"),),
     "dequantize_w4a8": (("w4a8", "vllm"),),
 }

@@ -27,7 +27,7 @@ import triton.language as tl
 from mxformats.schemes import fp8_block as reference
 
 from .. import fp8_block_plan as plans
-from ..mx_plan import FloatLayout, require_tensor
+from ..mx_plan import FloatLayout, as_record, require_tensor
 from ._codec import decode_to_float32
 from .fp8 import _encode_float32
 from .int4 import (
@@ -46,7 +46,7 @@ __all__ = ["SUPPORTED", "dequantize_fp8_block", "quantize_fp8_block"]
 SUPPORTED: dict[str, tuple[tuple[str, str], ...]] = {
     "quantize_fp8_block": tuple((record.code_format.name, name)
                                 for name, record in reference.PROFILES.items()
-                                if plans.claims(record)),
+                                if plans.quantize_claims(record)),
     "dequantize_fp8_block": tuple((record.code_format.name, name)
                                   for name, record in reference.PROFILES.items()),
 }
@@ -180,18 +180,19 @@ def _tiling(t: torch.Tensor, block: tuple[int, int],
 
 
 def quantize_fp8_block(x: torch.Tensor, *, block: tuple[int, int] = (128, 128),
-                       profile: str = "deepseek") -> tuple[torch.Tensor, torch.Tensor]:
+                       profile: str = "deepseek") -> reference.FP8BlockArray:
     """Quantize a 2-D weight to FP8 with one scale per ``block`` tile exactly as
     ``mxformats.schemes.fp8_block.quantize_fp8_block`` with the same profile does.
 
-    ``x``: a float16, bfloat16 or float32 ``[M, N]`` tensor, any strides. Returns ``(codes,
-    scales)``: uint8 ``[M, N]`` and ``[ceil(M / bm), ceil(N / bn)]`` in the profile's scale
+    ``x``: a float16, bfloat16 or float32 ``[M, N]`` tensor, any strides. Returns the
+    reference's :class:`~mxformats.schemes.fp8_block.FP8BlockArray` (unpacks as ``codes,
+    scales``): uint8 ``[M, N]`` and ``[ceil(M / bm), ceil(N / bn)]`` in the profile's scale
     dtype (float32, or the input dtype for compressed-tensors), on ``x``'s device. Raises what
     the reference raises for bad arguments."""
     x = require_tensor(x, "quantize_fp8_block", KERNELS)
     dtype = _NUMPY_DTYPES.get(x.dtype, np.dtype(np.int32))  # int32: refused as not a float
     bm, bn = plans.check_quantize_args(tuple(x.shape), dtype, block, profile)
-    plan = plans.plan_for(profile, dtype)
+    plan = plans.quantize_plan(profile, dtype)
     rows, cols = x.shape
     grid = reference.scale_grid((rows, cols), (bm, bn))
     codes = torch.empty((rows, cols), dtype=torch.uint8, device=x.device)
@@ -207,7 +208,7 @@ def quantize_fp8_block(x: torch.Tensor, *, block: tuple[int, int] = (128, 128),
            HAS_ZERO_SCALE=plan.zero_scale is not None, ZERO_SCALE=plan.zero_scale or 0.0,
            MULTIPLIER=plan.multiplier, CLAMP=plan.clamp_to_max, MBITS=plan.element.mbits,
            BIAS=plan.element.bias, MAX_CODE=plan.element.max_code, FNUZ=plan.fnuz)
-    return codes, scales
+    return as_record(reference.FP8BlockArray, codes, scales, (bm, bn), plan.profile)
 
 
 def dequantize_fp8_block(codes: torch.Tensor, scales: torch.Tensor, *,

@@ -35,24 +35,27 @@ import triton.language as tl
 
 from mxformats.schemes import int4 as reference
 
-from .. import int4_fp8_plan as plan_args
-from ..int4_fp8_plan import (
+from .. import calls
+from ..calls import as_record, require_kernel_float, require_tensor
+from ..int4_plan import (
     as_int8,
     check_axis,
     check_group_scales,
     check_int4_call,
-    int4_dequantize_float32,
-    int4_quantize_plan,
+    dequantize_claims,
+    dequantize_plan,
+    quantize_claims,
+    quantize_plan,
     require_int32_words,
-    require_kernel_float,
-    require_tensor,
 )
 
 __all__ = ["SUPPORTED", "dequantize_int4", "pack_int4", "quantize_int4", "unpack_int4"]
 
 SUPPORTED: dict[str, tuple[tuple[str, str], ...]] = {
-    "quantize_int4": (("int4", "compressed-tensors"), ("int4", "quark")),
-    "dequantize_int4": (("int4", "compressed-tensors"), ("int4", "quark")),
+    "quantize_int4": tuple(("int4", name) for name, record in reference.PRODUCERS.items()
+                           if quantize_claims(record)),
+    "dequantize_int4": tuple(("int4", name) for name, record in reference.CONSUMERS.items()
+                             if dequantize_claims(record)),
     "pack_int4": tuple(("int4", layout) for layout in reference.LAYOUTS),
     "unpack_int4": tuple(("int4", layout) for layout in reference.LAYOUTS),
 }
@@ -97,7 +100,7 @@ def launch(kernel: Any, grid: tuple[int, ...], t: torch.Tensor, *args: Any, **me
 
 def as_torch_dtype(dtype: object) -> torch.dtype:
     """A torch dtype from a torch dtype, a numpy dtype-like or a name (TypeError otherwise)."""
-    return plan_args.as_torch_dtype(dtype, KERNELS)
+    return calls.as_torch_dtype(dtype, KERNELS)
 
 
 def kernel_float(dtype: torch.dtype, what: str) -> int:
@@ -266,11 +269,12 @@ def _group_meta(x: torch.Tensor, group: int, groups: int) -> dict[str, int]:
 def quantize_int4(
     x: torch.Tensor, *, group_size: int | None = 32, axis: int = -1,
     profile: str = "compressed-tensors",
-) -> tuple[torch.Tensor, torch.Tensor]:
+) -> reference.Int4Array:
     """Symmetric INT4 quantization, byte-identical to :func:`mxformats.quantize_int4`.
 
     ``x``: a float32, bfloat16 or float16 tensor of any shape and strides; ``group_size``
-    elements per scale along ``axis`` (None: one scale per slice). Returns ``(q, scales)``:
+    elements per scale along ``axis`` (None: one scale per slice). Returns the reference's
+    :class:`~mxformats.schemes.int4.Int4Array` (unpacks as ``q, scales``):
     ``q`` int8 in [-8, 7] of ``x``'s shape, ``scales`` of ``x``'s shape with ``axis`` divided
     by ``group_size``, in ``x``'s dtype (compressed-tensors) or float32 (quark). Both may be
     views with ``axis`` moved back in place. Raises as the reference: ValueError for an unknown
@@ -289,7 +293,7 @@ def quantize_int4(
     if n == 0 or n % group:
         raise ValueError(f"the quantized axis has length {n}, not a positive multiple of "
                          f"group_size {group}: neither producer defines it")
-    plan = int4_quantize_plan(profile, KERNELS)
+    plan = quantize_plan(profile, KERNELS)
     groups_per_row = n // group
     q = torch.empty((rows, n), dtype=torch.int8, device=x.device)
     scales = torch.empty((rows, groups_per_row), device=x.device,
@@ -307,7 +311,8 @@ def quantize_int4(
                          "NaN and ±Inf are implementation-defined for this producer (NaN "
                          "scales, undefined float→int casts) and are refused")
     scale_shape = (*moved_shape[:-1], groups_per_row)
-    return (q.reshape(moved_shape).movedim(-1, ax), scales.reshape(scale_shape).movedim(-1, ax))
+    return as_record(reference.Int4Array, q.reshape(moved_shape).movedim(-1, ax),
+                     scales.reshape(scale_shape).movedim(-1, ax), group_size, ax, profile)
 
 
 # -- dequantize -------------------------------------------------------------------------------
@@ -366,7 +371,7 @@ def dequantize_int4(
         launch(_dequantize_int4_kernel, grid, values, q2d, s2d, out, bad, rows, groups_per_row,
                q2d.stride(0), q2d.stride(1), s2d.stride(0), s2d.stride(1),
                SCALE_KIND=scale_kind, OUT_KIND=OUTPUT_KINDS[out_dtype],
-               FLOAT32_PRODUCT=int4_dequantize_float32(profile), **meta)
+               FLOAT32_PRODUCT=dequantize_plan(profile).float32_product, **meta)
     if bad.item():
         raise ValueError("dequantize_int4: values must lie in [-8, 7]")
     return out.reshape(moved_shape).movedim(-1, ax).contiguous()

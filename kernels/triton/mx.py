@@ -23,11 +23,12 @@ import triton
 import triton.language as tl
 
 from mxformats.formats import E2M1, Format
+from mxformats.schemes.mx import MXArray
 from mxformats.schemes.mx.consumers import CONSUMERS
 from mxformats.schemes.mx.producers import PRODUCERS
 
 from .. import mx_plan as plans
-from ..mx_plan import KERNEL_ELEMENTS, QuantizedMX
+from ..mx_plan import KERNEL_ELEMENTS
 from ._codec import decode_float, encode_float, round_magnitude
 
 __all__ = ["SUPPORTED", "dequantize_mx", "quantize_mx"]
@@ -457,14 +458,15 @@ def _pow2_at_most(value: int, limit: int) -> int:
 
 
 def quantize_mx(x: torch.Tensor, elem: Format | str = E2M1, *, block_size: int = 32,
-                axis: int = -1, profile: str = "ocp") -> QuantizedMX:
+                axis: int = -1, profile: str = "ocp") -> MXArray:
     """Quantize ``x`` to MX blocks along ``axis`` exactly as ``mxformats.quantize_mx``
     with the same profile does (spec/mx.md).
 
     ``x``: a float32, bfloat16 or float16 tensor of any shape and strides (the quantized axis
     is copied contiguous first). Profiles: :data:`SUPPORTED` ``["quantize_mx"]``; another
-    registered profile raises ``NotImplementedError``. Returns ``(codes, scales)``, uint8
-    tensors on ``x``'s device laid out as the reference's.
+    registered profile raises ``NotImplementedError``. Returns the reference's
+    :class:`~mxformats.schemes.mx.MXArray` (unpacks as ``codes, scales``), its uint8 tensors on
+    ``x``'s device laid out as the reference's.
     """
     call = plans.prepare_quantize(x, elem, block_size=block_size, axis=axis, profile=profile,
                                   claims=SUPPORTED["quantize_mx"])

@@ -30,7 +30,7 @@ import triton.language as tl
 from mxformats.schemes import nvfp4 as reference
 
 from .. import nvfp4_plan as plans
-from ..mx_plan import require_tensor
+from ..mx_plan import as_record, require_tensor
 from ._codec import decode_to_float32
 from .fp8 import _encode_float32, _flat_offsets
 from .int4 import (
@@ -224,16 +224,15 @@ def _reduce_amax(x2d: torch.Tensor, kind: int) -> torch.Tensor:
 
 
 def quantize_nvfp4(x: torch.Tensor, *, axis: int = -1, profile: str = "modelopt",
-                   global_amax: float | None = None
-                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                   global_amax: float | None = None) -> reference.NVFP4Array:
     """Quantize ``x`` to NVFP4 along ``axis`` exactly as
     ``mxformats.schemes.nvfp4.quantize_nvfp4`` with the same profile does.
 
     ``x``: a float16, bfloat16 or float32 tensor, any shape and strides, its length along
     ``axis`` a positive multiple of 16. ``global_amax``: the tensor maximum the global scale
     is computed from (default ``max|x|``, the two-pass reduction), rounded to ``x``'s dtype.
-    Returns ``(codes, scales, global_scale)`` on ``x``'s device, in the order an
-    :class:`~mxformats.schemes.nvfp4.NVFP4Array` unpacks: uint8 E2M1 codes one per element
+    Returns the reference's :class:`~mxformats.schemes.nvfp4.NVFP4Array` (unpacks as ``codes,
+    scales, global_scale``), its tensors on ``x``'s device: uint8 E2M1 codes one per element
     (``x``'s shape), uint8 E4M3FN block scales (``axis`` divided by 16), both contiguous, and
     the float32 global scale the profile's checkpoint stores (shape ``()`` or ``(1,)``).
     Raises what the reference raises (ValueError for NaN/±Inf in ``x``)."""
@@ -275,7 +274,8 @@ def quantize_nvfp4(x: torch.Tensor, *, axis: int = -1, profile: str = "modelopt"
     def back(t: torch.Tensor) -> torch.Tensor:
         return t.reshape(*moved_shape[:-1], t.shape[-1]).movedim(-1, ax).contiguous()
 
-    return back(codes), back(scales), global_scale
+    return as_record(reference.NVFP4Array, back(codes), back(scales), global_scale, plan.profile,
+                     ax)
 
 
 # -- dequantize -------------------------------------------------------------------------------

@@ -47,7 +47,7 @@ VLLM_FNUZ_MAX = 224.0
 @dataclass(frozen=True)
 class Fp8Profile:
     """One per-tensor FP8 quantizer as data (spec: ``w4a8.md``, "FP8 per-tensor");
-    :func:`quantize_fp8` and the kernels (``mxformats.kernels.int4_fp8_plan``) read nothing
+    :func:`quantize_fp8` and the kernels (``mxformats.kernels.fp8_plan``) read nothing
     else.
 
     Attributes:

@@ -88,7 +88,7 @@ _HALF_RANGE = (QMAX - QMIN) / 2
 @dataclass(frozen=True)
 class Int4Producer:
     """One INT4 producer as data (spec: ``int4-schemes.md``); :func:`quantize_int4` and the
-    kernels (:mod:`mxformats.kernels.int4_fp8_plan`) read nothing else.
+    kernels (:mod:`mxformats.kernels.int4_plan`) read nothing else.
 
     Both producers compute the scale ``amax / 7.5`` in the input dtype, then:
 

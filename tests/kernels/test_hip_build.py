@@ -32,7 +32,8 @@ hip = requires("mxformats.kernels.hip")
 
 from mxformats.formats import E4M3FN  # noqa: E402
 from mxformats.kernels import mx_plan  # noqa: E402
-from mxformats.kernels.hip import _build, _device, _quantize_rules  # noqa: E402
+from mxformats.kernels.hip import _build, _device  # noqa: E402
+from mxformats.kernels.hip.mx import _quantize_rules  # noqa: E402
 from mxformats.schemes import fp8_block as fp8_block_reference  # noqa: E402
 from mxformats.schemes import nvfp4 as nvfp4_reference  # noqa: E402
 from mxformats.schemes.mx import pack_fp4  # noqa: E402
@@ -262,7 +263,7 @@ def test_nvfp4_global_amax_is_the_same_whatever_the_grid(wave: int, groups: int,
     """Pass 1 of the tensor maximum on 1, 3 or up to 1024 work-groups (each striding over the
     tensor), at both wave sizes: the same bytes as the reference, the maximum in the last
     element, along either axis and through a transposed view; NaN anywhere is still refused."""
-    monkeypatch.setattr(hip, "AMAX_GROUPS", groups)
+    monkeypatch.setattr(hip.nvfp4, "AMAX_GROUPS", groups)
     rng = np.random.default_rng(groups)
     values = (rng.standard_normal((96, 512)) * 2.0 ** rng.integers(-20, 20, (96, 1))).astype(
         np.float32)

@@ -35,6 +35,7 @@ from mxformats.kernels import mx_plan as mx_plan
 from mxformats.kernels.mx_plan import KERNEL_ELEMENTS
 from mxformats.registry import profiles as registered_profiles
 from mxformats.schemes import fp8_block as fp8_block_reference
+from mxformats.schemes import int4 as int4_reference
 from mxformats.schemes import mx as mx_reference
 from mxformats.schemes import nvfp4 as nvfp4_reference
 from mxformats.schemes.mx.consumers import CONSUMERS
@@ -117,6 +118,40 @@ def test_backend_imports(device: str) -> None:
             for module in backend.requires:
                 requires(module)
             assert backend.load().SUPPORTED
+
+
+#: Each quantizer a backend may have, the reference it stands in for and a profile to call.
+QUANTIZERS = {
+    "quantize_mx": (mx_reference.quantize_mx, "ocp"),
+    "quantize_nvfp4": (nvfp4_reference.quantize_nvfp4, "modelopt"),
+    "quantize_fp8_block": (fp8_block_reference.quantize_fp8_block, "deepseek"),
+    "quantize_int4": (int4_reference.quantize_int4, "compressed-tensors"),
+}
+
+
+def test_quantizers_return_the_references_records(backend: Backend, device: str) -> None:
+    """Each quantizer returns the reference's own record (MXArray, NVFP4Array, FP8BlockArray,
+    Int4Array) with the reference's fields: its arrays' bytes and its metadata (profile, the
+    axis made non-negative, block, group size, element)."""
+    module = backend.load()
+    x = np.random.default_rng(61).standard_normal((64, 96)).astype(np.float32)
+    called = []
+    for function, (reference, profile) in QUANTIZERS.items():
+        if not hasattr(module, function):
+            continue
+        got = getattr(module, function)(_torch(x, device), axis=-2, profile=profile) \
+            if function != "quantize_fp8_block" else \
+            getattr(module, function)(_torch(x, device), profile=profile)
+        want = reference(x, axis=-2, profile=profile) if function != "quantize_fp8_block" \
+            else reference(x, profile=profile)
+        assert type(got) is type(want), f"{backend.name} {function}: {type(got).__name__}"
+        for name, value in vars(want).items():
+            if isinstance(value, np.ndarray):
+                assert_bytes_equal(getattr(got, name), value, f"{function} {name}")
+            else:
+                assert getattr(got, name) == value, f"{function} {name}"
+        called.append(function)
+    assert called
 
 
 def test_unclaimed_mx_profiles_raise_not_implemented(backend: Backend, device: str) -> None:

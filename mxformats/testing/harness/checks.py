@@ -1,49 +1,17 @@
-"""Check a quantizer or dequantizer against the reference, byte for byte.
-
-For kernel authors: hand :func:`check_quantizer` any function with the signature of
-:func:`mxformats.quantize_mx` and it runs the function over
-
-1. ``vectors``: the spec vectors of the profile (``spec/vectors/mx/<profile>.json``, computed
-   in memory by :mod:`mxformats.specgen`, see :func:`load_vectors`; skipped with a note where
-   the profile has none),
-2. ``sweep``: every bfloat16 bit pattern (and every float16 one) laid out as blocks, in two
-   layouts (consecutive patterns, and patterns strided across blocks so that each block mixes
-   magnitudes),
-3. ``boundary``: the TestFloat-style blocks of :func:`mxformats.testing.cases.mx_blocks`
-   (ties at every scale, scale-rule boundaries, NaN/Inf/±0, tiny and huge blocks),
-4. ``hypothesis``: batches of blocks drawn by
-   :func:`mxformats.testing.cases.blocks_strategy`, shrunk on failure (skipped with a note
-   when Hypothesis is not installed),
-
-in each input dtype, compares the bytes it returns with the reference
-(``mxformats.quantize_mx(..., profile=profile)``) and reports the **first** differing block:
-its values as hex floats, the expected and returned scale byte and codes, and which source
-found it. Inputs go in as batches of blocks (shape ``(blocks, block_size)``, blocks along
-``axis``), so bugs that depend on a block's position show up too.
-
->>> from mxformats.testing import check_quantizer
->>> report = check_quantizer(my_kernel, profile="ocp")          # doctest: +SKIP
->>> report.ok                                                    # doctest: +SKIP
-True
->>> report.raise_if_failed()   # in a test: AssertionError with the readable report
-...                                                              # doctest: +SKIP
-
-Functions may take and return numpy arrays or torch tensors: with ``torch_device="cuda"`` the
-inputs are passed as torch tensors on that device (bfloat16 as ``torch.bfloat16``), and
-returned tensors are brought back through numpy (uint8, int8, ``float8_e8m0fnu`` and
-``float4_e2m1fn_x2`` bytes are read as raw bytes).
-"""
+"""The checks: :func:`check_quantizer`, :func:`check_dequantizer` and
+:func:`check_int4_quantizer` call a user's function on every source's cases (numpy or torch),
+compare its bytes with the reference batch by batch (and in a Hypothesis search) and stop at
+the first mismatch; :func:`load_function` imports the function ``mxformats check`` is given."""
 
 from __future__ import annotations
 
 import functools
 import importlib
 import importlib.util
-import json
 import os
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -67,149 +35,24 @@ from mxformats.testing.cases import (
 if TYPE_CHECKING:
     from numpy.typing import NDArray
 
-__all__ = [
-    "SOURCES",
-    "BlockResult",
-    "CheckReport",
-    "Mismatch",
-    "SourceRun",
-    "check_dequantizer",
-    "check_int4_quantizer",
-    "check_quantizer",
-    "find_vectors",
-    "load_vectors",
-]
-
-Kind = Literal["quantizer", "dequantizer", "int4-quantizer"]
-
-#: The sources of cases, in the order they run.
-SOURCES: tuple[str, ...] = ("vectors", "sweep", "boundary", "hypothesis")
-#: Sources of :func:`check_dequantizer`.
-DEQUANT_SOURCES: tuple[str, ...] = ("vectors", "exhaustive", "random", "hypothesis")
-
-
-# -- results ------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, eq=False)
-class BlockResult:
-    """What one side (the function under test, or the reference) produced for one block.
-
-    Quantizers: ``scale`` (the E8M0 byte; for INT4, the scale's bit pattern, ``scale_width``
-    bytes wide) with its value ``scale_value``, and ``codes`` (one element code per entry,
-    unpacked from the nibbles; INT4: the integers), plus the raw ``packed`` bytes.
-    Dequantizers: ``output`` (the decoded values, as returned). ``error`` instead when the call
-    raised; ``note`` when the whole result had the wrong type or shape.
-    """
-
-    scale: int | None = None
-    codes: NDArray[np.int64] | None = None
-    packed: NDArray[np.uint8] | None = None
-    output: NDArray[Any] | None = None
-    error: str | None = None
-    scale_value: float | None = None
-    scale_width: int = 1
-    note: str | None = None
-
-
-@dataclass(frozen=True, eq=False)
-class Mismatch:
-    """The first block where the function and the reference disagree.
-
-    Attributes:
-        source: which source found it (``vectors``, ``sweep``, ``boundary``, ``hypothesis``;
-            for dequantizers ``exhaustive`` and ``random``).
-        label: what the block is (e.g. ``ties: element midpoints at scale 2^-125``).
-        dtype: the input dtype (quantizers) or output dtype (dequantizers).
-        block: the block's index in the batch that was passed (``batch_size`` blocks).
-        batch_size: how many blocks that call held.
-        inputs: the block's input: values (quantizers) or element codes (dequantizers).
-        input_scale: the block's E8M0 scale byte (dequantizers only).
-        expected, got: the reference's and the function's results for the block.
-        summary: one line saying what differs.
-        more: how many further blocks of the same source batch differ.
-    """
-
-    source: str
-    label: str
-    dtype: str
-    block: int
-    batch_size: int
-    inputs: NDArray[Any]
-    expected: BlockResult
-    got: BlockResult
-    summary: str
-    more: int = 0
-    input_scale: int | None = None
-
-
-@dataclass(frozen=True)
-class SourceRun:
-    """One source run in one dtype: how many blocks were checked (or why it was skipped)."""
-
-    source: str
-    dtype: str
-    blocks: int
-    skipped: str | None = None
-
-
-@dataclass(frozen=True, eq=False)
-class CheckReport:
-    """The result of a check: ``ok`` when no block differed; ``str(report)`` is the readable
-    report, :meth:`raise_if_failed` raises it as an AssertionError.
-
-    Attributes:
-        kind: ``quantizer``, ``dequantizer`` or ``int4-quantizer``.
-        function, reference: qualified names of the function under test and the reference.
-        profile: the profile checked against.
-        settings: the other arguments (elem, block_size, dtypes, level, seed, ...).
-        runs: every source × dtype that ran, with its block count, in order.
-        mismatch: the first difference, or None.
-        notes: what was skipped and why.
-        seconds: wall time of the check.
-    """
-
-    kind: Kind
-    function: str
-    reference: str
-    profile: str
-    settings: dict[str, object]
-    runs: tuple[SourceRun, ...]
-    mismatch: Mismatch | None
-    notes: tuple[str, ...] = ()
-    seconds: float = 0.0
-
-    @property
-    def ok(self) -> bool:
-        """True when every checked block was byte-identical to the reference."""
-        return self.mismatch is None
-
-    @property
-    def blocks_checked(self) -> int:
-        """Blocks compared over all sources and dtypes (for Hypothesis, examples, each a batch
-        of one to four blocks)."""
-        return sum(r.blocks for r in self.runs)
-
-    def raise_if_failed(self) -> None:
-        """Raise AssertionError with the readable report when a block differed."""
-        if not self.ok:
-            raise AssertionError(str(self))
-
-    def __repr__(self) -> str:
-        status = "OK" if self.mismatch is None else f"FAILED ({self.mismatch.summary})"
-        return (f"<CheckReport {self.kind} {self.function} vs profile {self.profile!r}: "
-                f"{status}; {self.blocks_checked} checked>")
-
-    def __str__(self) -> str:
-        return _render_report(self)
-
-
-class CheckError(Exception):
-    """The check itself could not run: the reference returned something malformed, or
-    refused every input dtype so that nothing was compared."""
-
-
-# -- calling user functions: numpy and torch -----------------------------------------------------
+from mxformats.testing.harness.report import (
+    DEQUANT_SOURCES,
+    SOURCES,
+    BlockResult,
+    CheckError,
+    CheckReport,
+    Kind,
+    Mismatch,
+    SourceRun,
+    _row_bits,
+)
+from mxformats.testing.harness.sources import (
+    _dequant_vector_blocks,
+    _isnan,
+    _sweep_blocks,
+    _vector_blocks,
+    load_vectors,
+)
 
 
 def _qualname(fn: Callable[..., Any]) -> str:
@@ -312,13 +155,6 @@ class _Found:
     got: BlockResult
     expected: BlockResult
     summary: str
-
-
-def _row_bits(a: NDArray[Any]) -> NDArray[Any]:
-    """Rows as unsigned integers of the same width, for bit comparison."""
-    width = a.dtype.itemsize
-    view = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[width]
-    return np.ascontiguousarray(a).view(view)
 
 
 class _Comparer:
@@ -461,198 +297,12 @@ def _err(err: BaseException) -> str:
     return f"{type(err).__name__}: {err}"
 
 
-def _isnan(a: NDArray[Any]) -> NDArray[np.bool_]:
-    with np.errstate(invalid="ignore"):
-        result: NDArray[np.bool_] = np.isnan(a.astype(np.float64))
-    return result
-
-
 def _unpack_codes(packed: NDArray[np.uint8], elem: Format) -> NDArray[np.int64]:
     """Element codes of one block's bytes: nibbles low-first for 4-bit elements."""
     b = packed.astype(np.int64).ravel()
     if elem.bits == 4:
         return np.stack([b & 0xF, b >> 4], axis=-1).ravel()
     return b
-
-
-# -- spec vectors ---------------------------------------------------------------------------------
-
-
-def find_vectors(profile: str, scheme: str = "mx") -> Path | None:
-    """The spec vectors file of a profile, or None where it is not available.
-
-    Looked for, in order: ``$MXFORMATS_SPEC_DIR/vectors/<scheme>/<profile>.json``, the
-    package's own copy (``mxformats/spec/...``, where a wheel ships it) and the repository
-    checkout (``spec/`` beside the ``mxformats`` folder).
-    """
-    name = Path("vectors", scheme, f"{profile}.json")
-    here = Path(__file__).resolve().parent.parent
-    roots = []
-    if os.environ.get("MXFORMATS_SPEC_DIR"):
-        roots.append(Path(os.environ["MXFORMATS_SPEC_DIR"]))
-    roots += [here / "spec", here.parent / "spec"]
-    for root in roots:
-        if (root / name).is_file():
-            return root / name
-    return None
-
-
-@functools.cache
-def _generated_vectors() -> dict[str, str]:
-    """Every ``vectors/mx/<profile>.json``, generated in memory by :mod:`mxformats.specgen.mx`:
-    the bytes ``spec/`` holds (``python -m mxformats.specgen --check`` keeps them equal)."""
-    from mxformats.specgen.mx import vector_files
-
-    return vector_files()
-
-
-def load_vectors(profile: str, scheme: str = "mx") -> tuple[str, Any] | None:
-    """``(file name, parsed JSON)`` of a profile's spec vectors, or None where there are none.
-
-    ``$MXFORMATS_SPEC_DIR/vectors/<scheme>/<profile>.json`` when that file exists (a spec
-    under test); otherwise the vectors the spec generator computes, in memory, so that an
-    installed package needs no ``spec/`` folder.
-    """
-    name = f"{profile}.json"
-    if os.environ.get("MXFORMATS_SPEC_DIR"):
-        path = Path(os.environ["MXFORMATS_SPEC_DIR"], "vectors", scheme, name)
-        if path.is_file():
-            return name, json.loads(path.read_text(encoding="utf-8"))
-    text = _generated_vectors().get(f"vectors/{scheme}/{name}")
-    return None if text is None else (name, json.loads(text))
-
-
-def _parse_float(text: object) -> float:
-    if isinstance(text, int | float):
-        return float(text)
-    if not isinstance(text, str):
-        raise ValueError(f"not a number: {text!r}")
-    t = text.strip().lower()
-    if t in ("nan", "+nan"):
-        return float("nan")
-    if t == "-nan":
-        return -float("nan")
-    try:
-        return float(t)
-    except ValueError:
-        return float.fromhex(t)
-
-
-def _vector_cases(data: Any, section: str) -> list[Any]:
-    """The cases of one section (``quantize`` or ``dequantize``) of a vectors document; a
-    document with a plain ``cases`` list serves as quantize cases."""
-    if isinstance(data, list):
-        return data if section == "quantize" else []
-    cases = data.get(section)
-    if cases is None and section == "quantize":
-        cases = data.get("cases", [])
-    return list(cases or [])
-
-
-def _case_name(case: dict[str, Any], number: int) -> str:
-    name = str(case.get("vector", case.get("id", case.get("name", f"case {number}"))))
-    title = case.get("title")
-    return f"{name} ({title})" if title else name
-
-
-def _wanted(case: object, elem: Format, dtype: str) -> bool:
-    """Whether a vector case is for this element format and dtype (absent keys match)."""
-    return (isinstance(case, dict) and case.get("elem", elem.name) == elem.name
-            and case.get("dtype", dtype) == dtype)
-
-
-def _vector_blocks(vectors: tuple[str, Any], elem: Format, block_size: int,
-                   dtype: str) -> tuple[Blocks, int]:
-    """The ``quantize`` vectors' input blocks for ``elem`` and ``dtype`` (a case's ``input``:
-    hex floats, padded with +0.0 to whole blocks), and how many such cases were left out
-    (values ``dtype`` does not hold exactly, or no input)."""
-    np_dtype = float_dtype(dtype)
-    rows: list[NDArray[Any]] = []
-    labels: list[str] = []
-    left_out = 0
-    name, data = vectors
-    for number, case in enumerate(_vector_cases(data, "quantize")):
-        if not _wanted(case, elem, dtype):
-            continue
-        raw = case.get("input")
-        try:
-            values = np.asarray([_parse_float(v) for v in (raw if isinstance(raw, list)
-                                                            else [raw])], dtype=np.float64)
-        except ValueError:
-            left_out += 1
-            continue
-        with np.errstate(over="ignore"):
-            cast = values.astype(np_dtype)
-        same = (cast.astype(np.float64) == values) | (np.isnan(values) & _isnan(cast))
-        if not same.all():
-            left_out += 1
-            continue
-        label = f"vectors: {name} {_case_name(case, number)}"
-        padded = np.zeros(-(-max(values.size, 1) // block_size) * block_size, dtype=np_dtype)
-        padded[: values.size] = cast
-        for k, row in enumerate(padded.reshape(-1, block_size)):
-            rows.append(row)
-            labels.append(label + (f" block {k}" if k else ""))
-    values_arr = np.stack(rows) if rows else np.zeros((0, block_size), dtype=np_dtype)
-    return Blocks(values_arr, tuple(labels)), left_out
-
-
-def _dequant_vector_blocks(vectors: tuple[str, Any], elem: Format, block_size: int, dtype: str
-                           ) -> tuple[Blocks, NDArray[np.uint8], int]:
-    """The ``dequantize`` vectors for ``elem`` and output ``dtype``: element codes (one block
-    per case), their scale bytes, and how many cases were left out (not ``block_size``
-    codes, or unreadable)."""
-    rows: list[NDArray[np.int64]] = []
-    scales: list[int] = []
-    labels: list[str] = []
-    left_out = 0
-    name, data = vectors
-    for number, case in enumerate(_vector_cases(data, "dequantize")):
-        if not _wanted(case, elem, dtype):
-            continue
-        try:
-            codes = np.asarray([int(str(c), 0) for c in case["codes"]], dtype=np.int64)
-            scale = int(str(case["scale"]), 0)
-        except (KeyError, TypeError, ValueError):
-            left_out += 1
-            continue
-        if codes.size != block_size or not 0 <= scale <= 0xFF:
-            left_out += 1
-            continue
-        rows.append(codes)
-        scales.append(scale)
-        labels.append(f"vectors: {name} {_case_name(case, number)}")
-    codes_arr = np.stack(rows) if rows else np.zeros((0, block_size), dtype=np.int64)
-    return Blocks(codes_arr, tuple(labels)), np.asarray(scales, dtype=np.uint8), left_out
-
-
-# -- exhaustive sweeps ---------------------------------------------------------------------------
-
-
-def _sweep_blocks(dtype: str, block_size: int) -> Iterator[tuple[str, Blocks]]:
-    """Every 16-bit pattern that ``dtype`` holds exactly, as blocks, in two layouts."""
-    patterns = {"bfloat16": ("bfloat16",), "float16": ("float16",),
-                "float32": ("bfloat16", "float16")}[dtype]
-    np_dtype = float_dtype(dtype)
-    for pattern in patterns:
-        bits = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16)
-        src = bits.view(float_dtype(pattern))
-        with np.errstate(invalid="ignore"):
-            values = src.astype(np_dtype) if pattern != dtype else src
-        count = -(-values.size // block_size)
-        padded = np.zeros(count * block_size, dtype=np_dtype)
-        padded[: values.size] = values
-        consecutive = padded.reshape(count, block_size)
-        strided = padded.reshape(block_size, count).T  # block i holds patterns i, i+count, ...
-        yield (f"every {pattern} pattern, consecutive",
-               Blocks(np.ascontiguousarray(consecutive),
-                      tuple(f"sweep: {pattern} patterns 0x{i * block_size:04X}.."
-                            f"0x{min(i * block_size + block_size, 1 << 16) - 1:04X}"
-                            for i in range(count))))
-        yield (f"every {pattern} pattern, strided",
-               Blocks(np.ascontiguousarray(strided),
-                      tuple(f"sweep: {pattern} patterns 0x{i:04X} + k·0x{count:04X}"
-                            for i in range(count))))
 
 
 # -- Hypothesis -----------------------------------------------------------------------------------
@@ -1195,166 +845,6 @@ def check_int4_quantizer(
                   "level": level, "seed": seed, "max_examples": max_examples,
                   "torch_device": torch_device},
         seconds=time.perf_counter() - start)
-
-
-# -- rendering ------------------------------------------------------------------------------------
-
-
-def hex_value(v: float) -> str:
-    """A float as a short exact hex literal: ``0x1.8p+2``, ``-0x0p+0``, ``inf``, ``nan``."""
-    if np.isnan(v):
-        return "-nan" if np.signbit(v) else "nan"
-    if np.isinf(v):
-        return "-inf" if v < 0 else "inf"
-    text = float(v).hex()  # e.g. 0x1.8000000000000p+2
-    mantissa, _, exponent = text.partition("p")
-    if "." in mantissa:
-        mantissa = mantissa.rstrip("0").rstrip(".")
-    return f"{mantissa}p{exponent}"
-
-
-def _e8m0_text(byte: int | None) -> str:
-    if byte is None:
-        return "none"
-    if byte == 0xFF:
-        return "0xFF (NaN)"
-    return f"0x{byte:02X} (2^{byte - 127})"
-
-
-def _row_text(items: Sequence[str], per_line: int = 8, indent: str = "    ") -> list[str]:
-    """Indexed cells, ``per_line`` to a line; a run of four or more equal items is one cell
-    (``[ 2-31] 0x0p+0 ×30``)."""
-    cells: list[str] = []
-    i = 0
-    while i < len(items):
-        j = i
-        while j + 1 < len(items) and items[j + 1] == items[i]:
-            j += 1
-        if j - i >= 3:
-            cells.append(f"[{i:2d}-{j}] {items[i]} ×{j - i + 1}")
-            i = j + 1
-        else:
-            cells.append(f"[{i:2d}] {items[i]}")
-            i += 1
-    width = max((len(c) for c in cells), default=0)
-    lines = []
-    for start in range(0, len(cells), per_line):
-        row = [f"{c:<{width}}" for c in cells[start : start + per_line]]
-        lines.append(indent + "  ".join(row).rstrip())
-    return lines
-
-
-def _codes_text(codes: NDArray[np.int64] | None, kind: Kind, elem_bits: int) -> str:
-    if codes is None:
-        return "none"
-    if kind == "int4-quantizer":
-        return " ".join(f"{int(c):d}" for c in codes)
-    width = (elem_bits + 3) // 4
-    return " ".join(f"{int(c):0{width}X}" for c in codes)
-
-
-def _result_lines(r: BlockResult, m: Mismatch, report: CheckReport) -> list[str]:
-    if r.note is not None:
-        return [r.note]
-    if r.error is not None:
-        return [f"error: {r.error}"]
-    if report.kind == "dequantizer":
-        if r.output is None:
-            return ["nothing"]
-        with np.errstate(invalid="ignore"):
-            wide = r.output.astype(np.float64)
-        return ["output:", *_row_text([hex_value(float(v)) for v in wide], per_line=4,
-                                      indent="")]
-    elem_bits = get_format(str(report.settings.get("elem", "e2m1"))).bits if \
-        report.kind == "quantizer" else 4
-    if report.kind == "quantizer":
-        scale = _e8m0_text(r.scale)
-    elif r.scale is None:
-        scale = "none"
-    else:
-        scale = (f"{hex_value(r.scale_value if r.scale_value is not None else np.nan)} "
-                 f"(bits 0x{r.scale:0{2 * r.scale_width}X})")
-    lines = [f"scale {scale}", f"codes {_codes_text(r.codes, report.kind, elem_bits)}"]
-    if r.packed is not None:
-        lines.append("bytes " + " ".join(f"{int(b):02X}" for b in r.packed))
-    return lines
-
-
-def _render_report(report: CheckReport) -> str:
-    args = ", ".join(f"{k}={v!r}" for k, v in report.settings.items()
-                     if v is not None and k != "max_examples")
-    title = (f"check_{report.kind.replace('-', '_')}({report.function}, profile="
-             f"{report.profile!r}, {args})")
-    status = "OK" if report.ok else "FAILED"
-    lines = [f"{title}: {status}",
-             f"reference: {report.reference}; {report.blocks_checked} blocks checked in "
-             f"{report.seconds:.2f} s"]
-    ran: dict[str, dict[str, int | str]] = {}
-    for r in report.runs:
-        per_dtype = ran.setdefault(r.source, {})
-        if r.skipped is not None:
-            per_dtype[r.dtype] = f"skipped ({r.skipped})"
-        else:
-            before = per_dtype.get(r.dtype, 0)
-            per_dtype[r.dtype] = (before if isinstance(before, int) else 0) + r.blocks
-    unit = {"hypothesis": " examples"}
-    for source, per_dtype in ran.items():
-        lines.append(f"  {source}: " + ", ".join(
-            f"{d} {n}{unit.get(source, ' blocks') if isinstance(n, int) else ''}"
-            for d, n in per_dtype.items()))
-    lines += [f"  note: {n}" for n in report.notes]
-    m = report.mismatch
-    if m is None:
-        return "\n".join(lines)
-    lines += ["", f"FIRST DIFFERENCE ({m.summary})",
-              f"  found by: {m.source} ({m.label})",
-              f"  {'output' if report.kind == 'dequantizer' else 'input'} dtype: {m.dtype}; "
-              f"block {m.block} of a call with {m.batch_size} block(s)"]
-    if report.kind == "dequantizer":
-        lines.append(f"  input: scale {_e8m0_text(m.input_scale)}, codes "
-                     + _codes_text(m.inputs.astype(np.int64), "quantizer",
-                                   get_format(str(report.settings["elem"])).bits))
-    else:
-        with np.errstate(invalid="ignore"):
-            values = m.inputs.astype(np.float64)
-        lines.append(f"  input block ({values.size} values, hex floats):")
-        lines += _row_text([hex_value(float(v)) for v in values], per_line=4, indent="    ")
-    for name, side in (("expected", m.expected), ("got     ", m.got)):
-        body = _result_lines(side, m, report)
-        lines.append(f"  {name} {body[0]}")
-        lines += [f"  {' ' * len(name)} {b}" for b in body[1:]]
-    detail = _element_detail(m, report)
-    if detail:
-        lines.append(f"  {detail}")
-    if m.more:
-        lines.append(f"  ... and {m.more} more block(s) of this {m.source} batch differ")
-    return "\n".join(lines)
-
-
-def _element_detail(m: Mismatch, report: CheckReport) -> str:
-    """The first differing element, spelled out."""
-    e, g = m.expected, m.got
-    if report.kind == "dequantizer":
-        if e.output is None or g.output is None or e.output.shape != g.output.shape:
-            return ""
-        diff = np.flatnonzero(_row_bits(e.output).ravel() != _row_bits(g.output).ravel())
-        if not diff.size:
-            return ""
-        i = int(diff[0])
-        return (f"element {i}: code 0x{int(m.inputs[i]):X}: expected "
-                f"{hex_value(float(e.output.astype(np.float64)[i]))}, got "
-                f"{hex_value(float(g.output.astype(np.float64)[i]))}")
-    if e.codes is None or g.codes is None or e.codes.shape != g.codes.shape:
-        return ""
-    diff = np.flatnonzero(e.codes != g.codes)
-    if not diff.size:
-        return ""
-    i = int(diff[0])
-    with np.errstate(invalid="ignore"):
-        value = float(m.inputs.astype(np.float64)[i]) if i < m.inputs.size else float("nan")
-    what, fmt = ("q", "{:d}") if report.kind == "int4-quantizer" else ("code", "0x{:X}")
-    return (f"element {i}: input {hex_value(value)} ({value!r}): expected {what} "
-            f"{fmt.format(int(e.codes[i]))}, got {fmt.format(int(g.codes[i]))}")
 
 
 def load_function(spec: str) -> Callable[..., Any]:
