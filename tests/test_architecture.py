@@ -74,9 +74,13 @@ ALLOWED_CIRCLES: dict[frozenset[str], tuple[str, str]] = {
     frozenset({"mxformats.validate.model", "mxformats.validate.descriptors.base"}): (
         "type-only", "Checkpoint.descriptor is typed as a Descriptor; descriptors take a "
         "Checkpoint"),
-    frozenset({"mxformats.kernels.hip", "mxformats.kernels.hip.rocm"}): (
-        "lazy", "the HIP front end loads the ROCm build only on a ROCm device; the ROCm backend "
-        "wraps the front end's functions"),
+    frozenset({"mxformats.kernels.hip", "mxformats.kernels.hip._launch",
+               "mxformats.kernels.hip.fp8", "mxformats.kernels.hip.fp8_block",
+               "mxformats.kernels.hip.int4", "mxformats.kernels.hip.mx",
+               "mxformats.kernels.hip.nvfp4", "mxformats.kernels.hip.rocm"}): (
+        "lazy", "the HIP front ends (one module per scheme, merged in the package) load the "
+        "ROCm build through _launch only on a ROCm device; the ROCm backend wraps the front "
+        "ends' functions"),
 }
 
 #: Upward imports allowed (importer, imported) -> why; at most two.
