@@ -155,12 +155,13 @@ def test_the_engine_error_survives_resume(error: float) -> None:
     it comes back with it (before: dropped, so a resumed report lost it)."""
     import json
 
-    from mxformats.validate import reproduce, tasks
+    from mxformats.validate import reproduce, resume, tasks
 
     result = reproduce.ModuleResult(_UP, {"weight": True}, {}, 0.0963, 20.3, 0.99,
                                     "decoded with gate_proj's weight_scale_2 (x0.8)",
                                     error, -math.inf if math.isinf(error) else 15.97)
-    record = tasks.TaskResult(0, reproduction=[reproduce.ModuleReproduction(_UP, result=result)])
-    text = json.dumps(tasks.result_to_json(record), allow_nan=False)
-    back = tasks.result_from_json(json.loads(text), 0).reproduction[0].result
+    record = tasks.TaskResult(0, {"numbers": [], "reproduction": [
+        reproduce.ModuleReproduction(_UP, result=result)]})
+    text = json.dumps(resume.result_to_json(record), allow_nan=False)
+    back = resume.result_from_json(json.loads(text), 0).outcomes["reproduction"][0].result
     assert back == result

@@ -14,7 +14,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from mxformats.validate import numbers, plausibility, tasks
+from mxformats.validate import numbers, plausibility, resume, tasks
 from mxformats.validate.descriptors import (
     ct_int4,
     fp8_block_ct,
@@ -141,8 +141,8 @@ def test_task_records_keep_every_magnitude(fixture: str) -> None:
     assert ckpt is not None
     with tasks.remembered(folder, opts, ckpt):
         outcomes = [o for t in tasks.plan(folder, ckpt, opts)
-                    for o in tasks.result_from_json(json.loads(json.dumps(
-                        tasks.result_to_json(tasks.run_task(t)))), t.index).numbers]
+                    for o in resume.result_from_json(json.loads(json.dumps(
+                        resume.result_to_json(tasks.run_task(t)))), t.index).outcomes["numbers"]]
     assert len(outcomes) == len(numbers.quantized_modules(ckpt))
     assert all(o.magnitude is not None and 0.05 < o.magnitude.amax < 0.5 for o in outcomes)
 
