@@ -234,6 +234,8 @@ class DevTools:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
+        if self.process.stderr is not None:
+            self.process.stderr.close()
         os.close(self._to_browser)
 
 
@@ -306,8 +308,10 @@ def serve(site: Path) -> tuple[subprocess.Popen[str], str]:
     return server, f"http://127.0.0.1:{match.group(1)}/"
 
 
-def run(site: Path, out: Path, timeout: float) -> list[str]:
-    """Check every page of :data:`PAGES` in ``site``; the problems found (empty: all good)."""
+def run(site: Path, out: Path, timeout: float, pages: tuple[PageCheck, ...] = PAGES
+        ) -> list[str]:
+    """Check every page of ``pages`` (default :data:`PAGES`) in ``site``; the problems found
+    (empty: all good). tests/test_html_report.py checks the HTML reports with it."""
     problems = external_assets(site)
     out.mkdir(parents=True, exist_ok=True)
     server, origin = serve(site)
@@ -324,7 +328,7 @@ def run(site: Path, out: Path, timeout: float) -> list[str]:
                 browser.send("Emulation.setDeviceMetricsOverride", {
                     **WINDOW, "deviceScaleFactor": 1, "mobile": False,
                 }, session)
-                for page in PAGES:
+                for page in pages:
                     started = time.monotonic()
                     found = check_page(browser, session, origin, page, out, timeout)
                     print(f"{'FAIL' if found else 'ok  '} {page.path} "
@@ -335,6 +339,8 @@ def run(site: Path, out: Path, timeout: float) -> list[str]:
     finally:
         server.terminate()
         server.wait()
+        if server.stdout is not None:
+            server.stdout.close()
     return problems
 
 
