@@ -96,6 +96,7 @@ def _page(title: str, body: list[str]) -> str:
     return "\n".join([
         "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        '<link rel="icon" href="data:,">',  # no favicon.ico request when served
         f"<title>{escape(title)}</title><style>{_STYLE}</style></head><body>",
         *body, f"<footer><p>mxformats {escape(__version__)}</p></footer></body></html>", ""])
 
