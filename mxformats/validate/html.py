@@ -359,7 +359,7 @@ def render_comparison(data: Mapping[str, Any]) -> str:
     """The HTML page of ``mxformats compare`` from its JSON data
     (:func:`mxformats.validate.comparison.to_json`)."""
     a, b = data["a"], data["b"]
-    modules = [m for m in data.get("modules", [])]
+    modules = [m for m in data.get("modules", []) if "problem" not in m]
     body = [f"<h1>mxformats compare: {_text(a['checkpoint'])} vs {_text(b['checkpoint'])}</h1>",
             _table([("A", f"{_text(a['checkpoint'])}: {_text(a['format'])}"),
                     ("B", f"{_text(b['checkpoint'])}: {_text(b['format'])}"),
@@ -386,8 +386,8 @@ def render_comparison(data: Mapping[str, Any]) -> str:
                     "minus A's (positive: A is closer).</p>")
         body += _error_maps([{"module": m["module"],
                               "d": _float(m["b_error"]) - _float(m["a_error"]),
-                              "sqnr_db": m.get("a_sqnr_db")} for m in modules
-                             if "a_error" in m], "d", "closer", "B error − A error")
+                              "sqnr_db": m.get("a_sqnr_db")} for m in modules],
+                            "d", "closer", "B error − A error")
     return _page("mxformats compare", body)
 
 
