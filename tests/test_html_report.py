@@ -82,7 +82,7 @@ def pages(tmp_path_factory: pytest.TempPathFactory) -> str:
     return str(tmp_path_factory.mktemp("html"))
 
 
-def _links_stay_home(page: Page) -> None:
+def links_stay_home(page: Page) -> None:
     """No attribute fetches anything; the only links are in-page anchors and the check docs."""
     for tag, attrs in page.tags:
         if tag == "link":  # the empty icon, so that no browser asks for /favicon.ico
@@ -104,7 +104,7 @@ def test_report_page(name: str, source: bool, pages: str) -> None:
     text, data = _rendered(name, source, pages)
     page = Page(text)
     assert "url(" not in text and "@import" not in text
-    _links_stay_home(page)
+    links_stay_home(page)
     assert [t for t, _ in page.tags].count("h1") == 1
     ids = {a.get("id") for _, a in page.tags}
     assert {"identity", "findings"} <= ids
@@ -158,7 +158,7 @@ def test_hostile_tensor_name_is_escaped(tmp_path: Path) -> None:
     assert main(["validate", str(folder), "--html", str(out), "-q"]) == 1
     text = out.read_text(encoding="utf-8")
     page = Page(text)
-    _links_stay_home(page)
+    links_stay_home(page)
     assert "<script" not in text
     assert "<img" not in text
     assert "&amp;</title><" not in text
