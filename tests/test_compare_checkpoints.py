@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from conftest import requires
 from producer_fixtures import PRODUCERS, checkpoint
 from test_html_report import Page, links_stay_home
 
@@ -124,3 +125,24 @@ def test_text_and_html(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
     distance = sum(len(c) for p, c in cells.items() if p.startswith("distance-"))
     closer = sum(len(c) for p, c in cells.items() if p.startswith("closer-"))
     assert distance == closer == 27
+
+
+def test_a_hub_side_gives_the_local_figures(tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """``hf://`` for one side: the same reader interface, the same figures; only the
+    quantized modules' tensors and the headers are read (never a whole shard twice)."""
+    requires("huggingface_hub")
+    from hubserver import HubServer, Repo
+
+    with HubServer({"test/ct": Repo({"main": PRODUCERS / CT})}) as server:
+        monkeypatch.setenv("HF_ENDPOINT", server.endpoint)
+        monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
+        monkeypatch.delenv("HF_TOKEN", raising=False)
+        code, remote = _compare(tmp_path, str(PRODUCERS / MODELOPT), "hf://test/ct",
+                                "--source", str(SOURCE))
+        sent = server.bytes_sent()
+    assert code == 0
+    _, local = _compare(tmp_path, str(PRODUCERS / MODELOPT), str(PRODUCERS / CT), "--source",
+                        str(SOURCE))
+    assert remote["modules"] == local["modules"] and remote["summary"] == local["summary"]
+    assert 0 < sent < sum(p.stat().st_size for p in (PRODUCERS / CT).glob("*.safetensors"))

@@ -220,3 +220,19 @@ def test_pages_in_a_headless_browser(pages: str, tmp_path: Path) -> None:
                 "s.getBoundingClientRect().width > 0 && s.getBoundingClientRect().height > 0)",
                 f"its {plots} plots, each with a size"))
     assert browser_check.run(site, tmp_path / "shots", 30.0, tuple(checks)) == []
+
+
+def test_a_run_that_cannot_validate_still_writes_its_page(tmp_path: Path) -> None:
+    out = tmp_path / "r.html"
+    assert main(["validate", str(tmp_path / "missing"), "--html", str(out), "-q"]) == 2
+    text = out.read_text(encoding="utf-8")
+    assert '<p class="verdict failed">FAILED</p>' in text and "cannot validate" in text
+    links_stay_home(Page(text))
+
+
+def test_an_unwritable_page_is_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]
+                                      ) -> None:
+    out = tmp_path / "no-such-folder" / "r.html"
+    assert main(["validate", str(PRODUCERS / "kimi-k2-mxfp4-quark"), "--html", str(out),
+                 "-q"]) == 2
+    assert "cannot write a report" in capsys.readouterr().err
