@@ -19,7 +19,7 @@ from test_html_report import Page, links_stay_home
 
 from mxformats import dequantize_nvfp4
 from mxformats.cli import main
-from mxformats.validate.html import position
+from mxformats.validate.grid import position
 
 MODELOPT, CT = "kimi-k2-nvfp4-modelopt", "kimi-k2-nvfp4-compressed-tensors"
 SOURCE = PRODUCERS / "src-bf16"

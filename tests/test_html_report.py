@@ -21,7 +21,8 @@ from test_cli_validate import SHARD, _add_tensor
 from mxformats.cli import main
 from mxformats.output import DOCS_URL
 from mxformats.validate.findings import Level
-from mxformats.validate.html import position, render_report
+from mxformats.validate.grid import position
+from mxformats.validate.html import render_report
 from mxformats.validate.model import Options
 from mxformats.validate.runner import validate
 

@@ -30,7 +30,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .findings import Level
-from .html import position
+from .grid import position
 from .model import Checkpoint, Options
 from .numbers import read_module
 from .reproduce import Source, figures, json_float

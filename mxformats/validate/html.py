@@ -15,7 +15,6 @@ Every text from the checkpoint (names, paths, messages that quote them) is escap
 from __future__ import annotations
 
 import math
-import re
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from html import escape
@@ -28,10 +27,11 @@ from mxformats._version import __version__
 from mxformats.output import check_url
 
 from .findings import CHECKS, Finding, Severity
+from .grid import column_key, grids, position, row_key
 from .report import Report, printable
 from .svg import bars, heatmap, strips
 
-__all__ = ["position", "render_comparison", "render_report", "write_html"]
+__all__ = ["render_comparison", "render_report", "write_html"]
 
 #: Findings listed per check; the rest are counted (the JSON report holds them all).
 LISTED = 100
@@ -48,49 +48,6 @@ text-align:left;vertical-align:top}th{background:#f2f2f2}
 .error{color:#b00000;font-weight:bold}.warning{color:#8a6d00;font-weight:bold}.info{color:#555}
 .plots{display:flex;flex-wrap:wrap;gap:1em}code{background:#f4f4f4;word-break:break-all}
 """
-
-_POSITION = re.compile(
-    r"^(?:.*?\.)?layers\.(?P<layer>\d+)\.(?:(?:mlp|block_sparse_moe)\.experts\.(?P<e>\d+)\."
-    r"|(?:mlp|block_sparse_moe)\.(?P<shared>shared_experts?)\.|(?P<mlp>mlp)\."
-    r"|(?P<attn>self_attn)\.)?(?P<rest>.*)$")
-
-
-def position(name: str) -> tuple[str, str, str]:
-    """Where module (or tensor) ``name`` sits on the layer × expert grid: (row, column,
-    projection). Row: ``layer N``, or ``other`` outside the decoder layers; column: the
-    routed expert's number, ``shared``, ``dense`` (a dense layer's MLP), ``attn``, or
-    ``other``; projection: the module's last name part (``down_proj``...), a tensor's
-    parameter (``.weight``...) dropped when the name has a ``_proj`` part."""
-    parts = name.split(".")
-    proj = next((p for p in reversed(parts) if p.endswith("_proj")), parts[-1])
-    m = _POSITION.match(name)
-    if m is None:
-        return "other", "other", proj
-    column = (m["e"] if m["e"] is not None else "shared" if m["shared"] else "dense" if m["mlp"]
-              else "attn" if m["attn"] else "other")
-    return f"layer {m['layer']}", column, proj
-
-
-def _row_key(row: str) -> tuple[int, int]:
-    return (0, int(row.split()[1])) if row.startswith("layer ") else (1, 0)
-
-
-def _column_key(column: str) -> tuple[int, int, str]:
-    return (0, int(column), "") if column.isdigit() else (1, 0, column)
-
-
-def grids(records: Iterable[tuple[str, float, str]]) -> dict[str, tuple[
-        list[str], list[str], dict[tuple[str, str], tuple[float, str]]]]:
-    """Per projection: the rows, the columns and the cells of a :func:`~.svg.heatmap` of
-    ``records`` (module name, value, tooltip); one cell per module."""
-    by_proj: dict[str, dict[tuple[str, str], tuple[float, str]]] = defaultdict(dict)
-    for name, value, tip in records:
-        row, column, proj = position(name)
-        by_proj[proj][(row, column)] = (value, tip)
-    return {proj: (sorted({r for r, _ in cells}, key=_row_key),
-                   sorted({c for _, c in cells}, key=_column_key), cells)
-            for proj, cells in sorted(by_proj.items())}
-
 
 def _page(title: str, body: list[str]) -> str:
     return "\n".join([
@@ -229,8 +186,8 @@ def _finding_grid(report: Report) -> list[str]:
         return []
     cells = {k: (float(len(ids)), f"{k[0]}, {k[1]}: " + ", ".join(sorted(set(ids))))
              for k, ids in counts.items()}
-    rows = sorted({r for r, _ in cells}, key=_row_key)
-    columns = sorted({c for _, c in cells}, key=_column_key)
+    rows = sorted({r for r, _ in cells}, key=row_key)
+    columns = sorted({c for _, c in cells}, key=column_key)
     return ["<h3>Where the findings sit</h3>",
             heatmap("findings-grid", "findings per layer × expert", rows, columns, cells,
                     low=0.0, legend="findings")]
@@ -314,7 +271,7 @@ def _numbers(report: Report) -> list[str]:
             labels = [str(c) for c in range(16)] if kind == "fp4" else [
                 str(c - 8) for c in range(16)]
             total = sum(per_row.values())
-            rows = sorted(per_row, key=_row_key)
+            rows = sorted(per_row, key=row_key)
             cells = {(r, labels[c]): (float(per_row[r][c]) / max(float(per_row[r].sum()), 1.0),
                                       f"{r}, code {labels[c]}: {int(per_row[r][c])}")
                      for r in rows for c in range(16)}
@@ -331,7 +288,7 @@ def _numbers(report: Report) -> list[str]:
                    "Large block scales (E8M0 exponents, E4M3 block scales) are checked but "
                    "not kept in the report.</p><div class=\"plots\">")
         for param, values in sorted(scales.items()):
-            groups = [(r, values[r]) for r in sorted(values, key=_row_key)]
+            groups = [(r, values[r]) for r in sorted(values, key=row_key)]
             out.append(strips(f"scales-{param}", param, groups, unit="value"))
         out.append("</div>")
     return out
