@@ -12,6 +12,7 @@ the DOM under the screenshots folder:
 - ``search.html?q=E8M0``: the search results, which must list the E8M0 page;
 - ``search.html?q=mxfp4``: the search results, which must list the MX and profiles pages;
 - ``publishing.html``, ``which-format.html``, ``glossary.html``: the users' pages (issue 17);
+- ``compare.html``: the report pictures (SVG files of docs/_static/compare), each loaded;
 - ``validate-checks.html#SHARD_MISSING``: a check ID's anchor, where JSON findings link;
 - ``spec/mx.html``: the divergence matrix at full width, its differing cells highlighted.
 
@@ -125,6 +126,13 @@ PAGES = (
         " !== getComputedStyle(b.closest('td')).color)"
         " && document.body.innerText.includes('Bold: other bytes than ocp writes')",
         "the divergence matrix at full width, cells differing from ocp highlighted, a legend",
+    ),
+    PageCheck(
+        "compare", "compare.html",
+        "document.querySelector('h1')?.textContent.includes('closer to the original')"
+        " && [...document.images].filter(i => i.src.endsWith('.svg')"
+        " && i.complete && i.naturalWidth > 0).length === 6",
+        "the compare page and its six report pictures, each loaded",
     ),
     PageCheck(
         "catalogue-anchor", "validate-checks.html#SHARD_MISSING",
