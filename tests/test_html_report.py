@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_cli_validate import SHARD, _add_tensor
+from test_cli_validate import FORGE, SHARD, UNXML, _add_tensor
 
 from mxformats.cli import main
 from mxformats.output import DOCS_URL
@@ -24,6 +24,7 @@ from mxformats.validate.findings import Level
 from mxformats.validate.grid import position
 from mxformats.validate.html import render_report
 from mxformats.validate.model import Options
+from mxformats.validate.report import printable
 from mxformats.validate.runner import validate
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -154,6 +155,7 @@ def test_hostile_tensor_name_is_escaped(tmp_path: Path) -> None:
     folder = tmp_path / "ckpt"
     shutil.copytree(PRODUCERS / "kimi-k2-mxfp4-quark", folder)
     name = f"model.layers.1.mlp.{HOSTILE}"
+    _add_tensor(folder / SHARD, f"{name}.{FORGE}.{UNXML}")  # controls, NUL, a lone surrogate
     _add_tensor(folder / SHARD, name)
     out = tmp_path / "r.html"
     assert main(["validate", str(folder), "--html", str(out), "-q"]) == 1
@@ -164,6 +166,7 @@ def test_hostile_tensor_name_is_escaped(tmp_path: Path) -> None:
     assert "<img" not in text
     assert "&amp;</title><" not in text
     assert name in "".join(page.text)  # shown as text, whole
+    assert printable(f"{name}.{FORGE}.{UNXML}") in "".join(page.text)  # controls escaped
     grid = page.plots["findings-grid"]
     assert any(c.get("data-row") == "layer 1" and c.get("data-column") == "0" for c in grid)
 

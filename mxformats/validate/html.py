@@ -289,7 +289,8 @@ def _numbers(report: Report) -> list[str]:
                    "not kept in the report.</p><div class=\"plots\">")
         for param, values in sorted(scales.items()):
             groups = [(r, values[r]) for r in sorted(values, key=row_key)]
-            out.append(strips(f"scales-{param}", param, groups, unit="value"))
+            out.append(strips(f"scales-{printable(param)}", printable(param), groups,
+                              unit="value"))
         out.append("</div>")
     return out
 
