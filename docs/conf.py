@@ -55,8 +55,8 @@ napoleon_use_ivar = True
 nitpicky = True
 # Genuinely external types with no inventory here: rich (a core dependency; its Table, Text and
 # Console appear in ProfileComparison.table, print_report and Output.console), and what the
-# vendored Python inventory (docs/_intersphinx) lacks: types.ModuleType (the values of
-# mxformats.validate.runner.CHECK_MODULES), builtins.dict, the argparse classes and
+# vendored Python inventory (docs/_intersphinx) lacks: types.ModuleType (in the
+# executors' signatures), builtins.dict, the argparse classes and
 # collections.abc.Callable as data. P and R type containers' decorator (ParamSpec, TypeVar).
 nitpick_ignore = [
     ("py:class", "rich.table.Table"), ("py:class", "rich.text.Text"), ("py:class", "Console"),

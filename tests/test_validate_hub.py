@@ -244,7 +244,7 @@ def test_failed_scale_read_is_one_finding(server: HubServer, twins: dict[str, Pa
                                           monkeypatch: pytest.MonkeyPatch) -> None:
     """A connection that drops on every data read (headers fine): one finding for the file,
     never silence (the scales of that shard were not checked)."""
-    from mxformats.validate import hub as hub_mod
+    from mxformats.validate.readers import hub as hub_mod
 
     target = serve(server, "drop-data", twins["mxfp4"])
     real = hub_mod.HubReader.read_range
@@ -265,7 +265,7 @@ def test_server_gone_mid_run_is_one_finding(server: HubServer, twins: dict[str, 
                                              monkeypatch: pytest.MonkeyPatch) -> None:
     """The server hangs up on every read once the headers are in: one finding for the whole
     run, and no read after the first one's retries (a dead server is never a hang)."""
-    from mxformats.validate import hub as hub_mod
+    from mxformats.validate.readers import hub as hub_mod
 
     target = serve(server, "gone", twins["mxfp4"])
     real = hub_mod.HubReader.read_range
@@ -314,7 +314,7 @@ def test_non_lfs_file_hashed_in_bounded_reads(server: HubServer, twins: dict[str
                                               monkeypatch: pytest.MonkeyPatch) -> None:
     """A non-LFS file (config.json: the Hub lists only its git SHA-1) is hashed over reads of
     at most ``_HASH_PIECE`` bytes, never one read of the size the API claims."""
-    from mxformats.validate import hub as hub_module
+    from mxformats.validate.readers import hub as hub_module
 
     folder = copy_tree(twins["mxfp4"], tmp_path / "m")
     manifest = tmp_path / "manifest.json"

@@ -21,7 +21,7 @@ from validate_corpus import Case
 
 from mxformats.cli import main
 from mxformats.fast import THREADS_VARIABLE
-from mxformats.validate import reproduce, tasks
+from mxformats.validate import reproduce, resume, runner, tasks
 from mxformats.validate.executors import ExecutorUnavailable, Outcome, executor_for
 from mxformats.validate.executors.local import LocalExecutor
 from mxformats.validate.files import load
@@ -117,10 +117,10 @@ def test_run_task_loads_the_checkpoint_itself() -> None:
     tasks._LOADED.clear()
     result = tasks.run_task(plan[0])
     assert result.index == 0 and result.bytes_read > 0 and result.seconds >= 0
-    assert [o.module for o in result.numbers] == list(plan[0].modules)
-    assert [o.module for o in result.reproduction] == list(plan[0].modules)
+    assert [o.module for o in result.outcomes["numbers"]] == list(plan[0].modules)
+    assert [o.module for o in result.outcomes["reproduction"]] == list(plan[0].modules)
     assert all(o.result is not None and all(o.result.identical.values())
-               for o in result.reproduction)
+               for o in result.outcomes["reproduction"])
 
 
 # -- the report does not depend on the executor --------------------------------------------------
@@ -423,10 +423,11 @@ def test_results_round_trip_through_json() -> None:
     with tasks.remembered(folder, opts, ckpt):
         for task in tasks.plan(folder, ckpt, opts):
             result = tasks.run_task(task)
-            back = tasks.result_from_json(json.loads(json.dumps(tasks.result_to_json(result))),
+            back = resume.result_from_json(json.loads(json.dumps(resume.result_to_json(result))),
                                           task.index)
-            assert tasks.result_to_json(back) == tasks.result_to_json(result)
-            assert [o.findings for o in back.numbers] == [o.findings for o in result.numbers]
+            assert resume.result_to_json(back) == resume.result_to_json(result)
+            assert ([o.findings for o in back.outcomes["numbers"]]
+                    == [o.findings for o in result.outcomes["numbers"]])
 
 
 @pytest.mark.parametrize("value", [math.nan, math.inf, -math.inf, 0.25])
@@ -436,16 +437,16 @@ def test_nonfinite_figures_are_strict_json_and_round_trip(value: float) -> None:
     record is strict JSON (before: bare NaN, which JSON.parse rejects and jq reads as null),
     and --resume reads them back to the same floats; a finite one stays a number."""
     result = reproduce.ModuleResult("m", {"weight": True}, {}, value, value, value)
-    record = tasks.TaskResult(0, reproduction=[reproduce.ModuleReproduction("m",
-                                                                            result=result)])
-    text = json.dumps(tasks.result_to_json(record), allow_nan=False)
+    record = tasks.TaskResult(0, {"numbers": [], "reproduction": [
+        reproduce.ModuleReproduction("m", result=result)]})
+    text = json.dumps(resume.result_to_json(record), allow_nan=False)
     assert ('"rel_error": 0.25' in text) is math.isfinite(value)
-    back = tasks.result_from_json(json.loads(text), 0).reproduction[0].result
+    back = resume.result_from_json(json.loads(text), 0).outcomes["reproduction"][0].result
     assert back is not None
     for got in (back.rel_error, back.sqnr_db, back.correlation):
         assert math.isnan(got) if math.isnan(value) else got == value
     with pytest.raises(ValueError, match="is not a number"):
-        tasks._number("nan")  # only the three strings of the mapping
+        resume._number("nan")  # only the three strings of the mapping
 
 
 def test_a_run_forgets_its_checkpoint() -> None:
@@ -684,7 +685,9 @@ def test_an_interrupt_in_the_checks_after_the_tasks_keeps_them_for_resume(
     def interrupted(*args: Any) -> Any:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(deployment, "run", interrupted)
+    monkeypatch.setattr(runner, "CHECK_MODULES", tuple(  # the runner runs the records
+        replace(c, run=interrupted) if c is deployment.CHECK else c
+        for c in runner.CHECK_MODULES))
     try:
         partial = validate(RESUMED, Options(**opts))
     except KeyboardInterrupt:  # would end pytest itself, not fail this test

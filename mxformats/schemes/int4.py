@@ -49,6 +49,18 @@ from mxformats.arith import (
     round_once,
 )
 from mxformats.containers import containers
+from mxformats.packing import (
+    LAYOUTS,
+    QMAX,
+    QMIN,
+    check_layout,
+    pack_int4,
+    unpack_int4,
+)
+
+# The word layouts, named here too: the fast path and the kernel plans read them from the scheme.
+from mxformats.packing import NIBBLE_OFFSET as NIBBLE_OFFSET
+from mxformats.packing import NIBBLE_ORDER as NIBBLE_ORDER
 from mxformats.pairing import consumer_for
 from mxformats.registry import ProfileInfo, register
 
@@ -68,22 +80,9 @@ __all__ = [
     "unpack_int4",
 ]
 
-#: INT4 word layouts (8 nibbles per int32 word along ``axis``), specified in ``int4-layouts.md``.
-LAYOUTS = ("compressed-tensors", "quark", "linear")
-
-#: For each layout: which element of an 8-group sits in nibble i (bits 4i..4i+3), and the offset
-#: added to the value before it is stored (8: "uint4b8"; 0: two's complement).
-NIBBLE_ORDER: dict[str, tuple[int, ...]] = {
-    "compressed-tensors": (0, 1, 2, 3, 4, 5, 6, 7),
-    "quark": (0, 2, 4, 6, 1, 3, 5, 7),
-    "linear": (0, 1, 2, 3, 4, 5, 6, 7),
-}
-NIBBLE_OFFSET: dict[str, int] = {"compressed-tensors": 8, "quark": 0, "linear": 0}
 #: The consumer :func:`dequantize_int4` reads plain arrays with when no profile is given.
 DEFAULT_CONSUMER = "compressed-tensors"
 
-#: The INT4 grid: symmetric scale = amax / ((QMAX - QMIN) / 2) = amax / 7.5.
-QMIN, QMAX = -8, 7
 _HALF_RANGE = (QMAX - QMIN) / 2
 
 @dataclass(frozen=True)
@@ -412,75 +411,3 @@ def dequantize_int4(
         own = s.dtype if consumer.product_dtype == "scale" else np.dtype(np.float32)
         product = multiply_in(values, expanded, own)
     return round_once(product.astype(np.float64), dtype)
-
-
-# -- packing ----------------------------------------------------------------------------------
-
-
-def check_layout(layout: str) -> None:
-    """ValueError unless ``layout`` is one of :data:`LAYOUTS`."""
-    if layout not in LAYOUTS:
-        raise ValueError(f"unknown int4 layout {layout!r}; valid: {', '.join(LAYOUTS)}")
-
-
-@containers()
-def pack_int4(
-    q: ArrayLike, *, layout: str = "compressed-tensors", axis: int = -1
-) -> NDArray[np.int32]:
-    """Pack int8 values in [-8, 7] eight per int32 word along ``axis`` in ``layout``.
-
-    Nibble i of a word (bits 4i..4i+3) holds element ``8c + NIBBLE_ORDER[layout][i]`` of word
-    c, stored as ``(q + NIBBLE_OFFSET[layout]) & 0xF``. A length that is not a multiple of 8 is
-    padded, as all three producers do: the missing nibbles are 0x0 (compressed-tensors pads
-    after adding 8, so its padding reads back as -8; Quark skips them). The result has
-    ``ceil(n / 8)`` words along ``axis``. Spec: ``int4-layouts.md``.
-    """
-    check_layout(layout)
-    values = np.asarray(q)
-    if values.dtype.kind not in "iu":
-        raise TypeError(f"pack_int4 takes integers, got dtype {values.dtype}")
-    if np.any((values < QMIN) | (values > QMAX)):
-        raise ValueError("pack_int4: values must lie in [-8, 7]")
-    ax = check_axis(values.ndim, axis)
-    moved = np.moveaxis(values.astype(np.int64), ax, -1)
-    n = moved.shape[-1]
-    words = -(-n // 8)
-    nibbles = np.zeros((*moved.shape[:-1], words * 8), dtype=np.uint32)
-    nibbles[..., :n] = (moved + NIBBLE_OFFSET[layout]) & 0xF
-    nibbles = nibbles.reshape(*moved.shape[:-1], words, 8)
-    packed = np.zeros((*moved.shape[:-1], words), dtype=np.uint32)
-    for i, element in enumerate(NIBBLE_ORDER[layout]):
-        packed |= nibbles[..., element] << np.uint32(4 * i)
-    return np.moveaxis(packed.view(np.int32), -1, ax)
-
-
-@containers()
-def unpack_int4(
-    packed: ArrayLike,
-    *,
-    layout: str = "compressed-tensors",
-    axis: int = -1,
-    size: int | None = None,
-) -> NDArray[np.int8]:
-    """Inverse of :func:`pack_int4`; ``size`` trims the padding of the last word.
-
-    ``packed``: int32 (or uint32) words. ``size`` (default ``8 × words``) must lie in
-    ``(8 × (words - 1), 8 × words]``; padding nibbles are not checked. Spec: ``int4-layouts.md``.
-    """
-    check_layout(layout)
-    words_in = np.asarray(packed)
-    if words_in.dtype not in (np.dtype(np.int32), np.dtype(np.uint32)):
-        raise TypeError(f"unpack_int4 takes int32 words, got dtype {words_in.dtype}")
-    ax = check_axis(words_in.ndim, axis)
-    moved = np.moveaxis(words_in.view(np.uint32), ax, -1)
-    words = moved.shape[-1]
-    n = 8 * words if size is None else size
-    if not 8 * (words - 1) < n <= 8 * words and not (words == 0 and n == 0):
-        raise ValueError(f"size {n} does not fit {words} words of 8 nibbles")
-    out = np.zeros((*moved.shape, 8), dtype=np.int64)
-    for i, element in enumerate(NIBBLE_ORDER[layout]):
-        out[..., element] = (moved >> np.uint32(4 * i)) & 0xF
-    signed = (out - NIBBLE_OFFSET[layout]) & 0xF
-    signed = np.where(signed >= 8, signed - 16, signed)
-    flat = signed.reshape(*moved.shape[:-1], 8 * words)[..., :n]
-    return np.moveaxis(flat.astype(np.int8), -1, ax)

@@ -25,7 +25,7 @@ Producers (``quantize_nvfp4(x, profile=...)``), with ``amax = max|x|`` over the 
 
 Both round elements to nearest, ties to the even code, saturating at ±6, with the sign bit set
 iff the float32 quotient is < 0 (``-0.0`` is code 0; a small negative that rounds to zero is
-code 8), and pack element 2k in the low nibble (:func:`mxformats.schemes.mx.pack_fp4`).
+code 8), and pack element 2k in the low nibble (:func:`mxformats.packing.pack_fp4`).
 
 ModelOpt 0.47.0 also has a "Four Over Six" variant (``NVFP4_FOUR_OVER_SIX_CFG``;
 ``weight_scale_2 = amax / 1536``, 256 instead of 448, ``utils/numeric_utils.py``
@@ -67,9 +67,10 @@ from mxformats.arith import (
 )
 from mxformats.containers import containers
 from mxformats.formats import E2M1, E4M3FN
+from mxformats.packing import pack_fp4, unpack_fp4
+from mxformats.pairing import scheme_defaults
 from mxformats.registry import Kind, ProfileInfo, get_profile_info, register
 from mxformats.schemes.int4 import check_group_scales
-from mxformats.schemes.mx import pack_fp4, unpack_fp4
 
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike, DTypeLike, NDArray
@@ -277,8 +278,9 @@ CONSUMERS: dict[str, NVFP4Consumer] = {
     )
 }
 
-#: The consumer that reads each producer's checkpoints by default.
-DEFAULT_CONSUMER = {"modelopt": "vllm-modelopt", "compressed-tensors": "vllm-compressed-tensors"}
+#: The consumer that reads each producer's checkpoints by default: NVFP4's rows of the one
+#: pairing table (:data:`mxformats.pairing.DEFAULT_CONSUMERS`).
+DEFAULT_CONSUMER = scheme_defaults("nvfp4")
 
 
 def get_producer(name: str) -> NVFP4Producer:

@@ -23,9 +23,10 @@ from mxformats import codec
 from mxformats.arith import as_float_array, round_once
 from mxformats.containers import containers
 from mxformats.formats import E4M3FN, Format
+from mxformats.packing import pack_int4, unpack_int4
 from mxformats.registry import ProfileInfo, register
 from mxformats.schemes.fp8 import quantize_fp8
-from mxformats.schemes.int4 import Int4Array, pack_int4, quantize_int4, unpack_int4
+from mxformats.schemes.int4 import Int4Array, quantize_int4
 
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike, DTypeLike, NDArray
@@ -134,7 +135,7 @@ class W4A8Stages:
 
 #: The reference stages: :func:`mxformats.schemes.fp8.quantize_fp8`,
 #: :func:`mxformats.codec.decode`, :func:`mxformats.schemes.int4.quantize_int4` and
-#: :func:`~mxformats.schemes.int4.pack_int4`.
+#: :func:`~mxformats.packing.pack_int4`.
 REFERENCE_STAGES = W4A8Stages(quantize_fp8, codec.decode, quantize_int4, pack_int4)
 
 

@@ -17,12 +17,10 @@ from mxformats.output import add_output_arguments, check_url
 
 from .findings import Level
 from .model import Options
-from .reader import HUB_PREFIX
+from .readers import HUB_PREFIX
+from .targets import TARGETS
 
 __all__ = ["add_parsers"]
-
-TARGETS = ("mi300x", "mi355x", "h200", "b200")
-
 
 def _positive(text: str) -> int:
     try:
@@ -104,7 +102,7 @@ def _options(args: argparse.Namespace) -> Options:
 
 def _usage_error(args: argparse.Namespace) -> str | None:
     """What is wrong with the options that argparse cannot see, or None (exit 2 if any)."""
-    from .report import printable
+    from mxformats.output import printable
 
     if args.source is not None and not Path(args.source).is_dir():
         return f"--source {printable(str(args.source))} is not a directory"
@@ -143,11 +141,11 @@ def _interrupt(signum: int, frame: object) -> None:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from mxformats.output import Output, UsageError
+    from mxformats.output import Output, UsageError, printable
 
     from .executors import ExecutorUnavailable, executor_for
     from .html import render_report, write_html
-    from .report import dump_json, print_report, printable, to_github, to_junit
+    from .report import dump_json, print_report, to_github, to_junit
     from .runner import exit_code, validate
 
     problem = _usage_error(args)
@@ -220,7 +218,9 @@ def _architecture(names: Any) -> str | None:
 
 
 def inspect_data(root: str) -> dict[str, Any]:
-    """What ``mxformats inspect`` prints, as data (None fields when not known)."""
+    """What ``mxformats inspect`` prints, as data (None fields when not known). A folder
+    with neither a readable config.json nor a ``*.safetensors`` file holds no checkpoint:
+    only ``fatal`` then, which ``cmd_inspect`` exits 2 on."""
     from .deployment import checkpoint_tp, kernel_table
     from .files import load
     from .identify import profiles_of
@@ -230,6 +230,9 @@ def inspect_data(root: str) -> dict[str, Any]:
     ckpt = loaded.ckpt
     if ckpt is None:
         return {"fatal": loaded.fatal}
+    if not ckpt.config and not ckpt.shards and not ckpt.tensors:
+        return {"fatal": "no checkpoint here: no readable config.json and no *.safetensors "
+                         "file"}
     qc = ckpt.quant_config or {}
     producer = []
     if "version" in qc:
@@ -278,16 +281,21 @@ def inspect_data(root: str) -> dict[str, Any]:
         "bytes_per_dtype": dict(sorted(per_dtype.items())),
         "bytes_total": ckpt.bytes_total,
         "tp_admissible": None if tp is None else ", ".join(map(str, tp)) or "none",
-        "vllm_kernels": None if desc is None else kernel_table(desc),
+        "vllm_kernels": None if desc is None else kernel_table(desc, ckpt),
         "engines": None if desc is None else engine_summary(ckpt, desc),
         "problems": len(loaded.findings),
     }
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
-    from mxformats.output import JUnitCase, Output, UsageError, github_annotation, junit_xml
-
-    from .report import printable
+    from mxformats.output import (
+        JUnitCase,
+        Output,
+        UsageError,
+        github_annotation,
+        junit_xml,
+        printable,
+    )
 
     try:
         output = Output.from_args(args)
@@ -442,7 +450,7 @@ def add_parsers(commands: Any) -> None:
         help="structure: headers and configs; scales (default): also scales and "
         "small tensors; full: every byte",
     )
-    v.add_argument("--target", choices=TARGETS, help="deployment target to check against")
+    v.add_argument("--target", choices=tuple(TARGETS), help="deployment target to check against")
     v.add_argument("--tp", type=_positive, metavar="N", help="tensor-parallel size")
     v.add_argument("--ep", type=_positive, metavar="N", help="expert-parallel size")
     v.add_argument(

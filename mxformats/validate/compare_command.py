@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 from typing import IO, Any
 
+from mxformats.output import printable
+
 __all__ = ["add_parser"]
 
 #: Modules listed in the text report (the JSON report lists them all).
@@ -21,8 +23,6 @@ _HEADS = {"modules": "n", "distance_median": "distance", "a_error_median": "A er
 def _text(data: dict[str, Any], quiet: bool, console: Any) -> None:
     from rich import box
     from rich.table import Table
-
-    from .report import printable
 
     line = _verdict(data)
     if not quiet:
@@ -51,8 +51,6 @@ def _text(data: dict[str, Any], quiet: bool, console: Any) -> None:
 
 
 def _verdict(data: dict[str, Any]) -> str:
-    from .report import printable
-
     n = len(data["modules"])
     head = (f"{printable(data['a']['checkpoint'])} ({data['a']['format']}) vs "
             f"{printable(data['b']['checkpoint'])} ({data['b']['format']}): {n} module(s)")
@@ -70,8 +68,6 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
     from .comparison import CompareError, compare, to_json
     from .html import render_comparison, write_html
-    from .report import printable
-
     try:
         output = Output.from_args(args)
     except UsageError as err:

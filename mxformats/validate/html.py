@@ -24,11 +24,11 @@ from typing import Any
 import numpy as np
 
 from mxformats._version import __version__
-from mxformats.output import check_url
+from mxformats.output import check_url, printable
 
 from .findings import CHECKS, Finding, Severity
 from .grid import column_key, grids, position, row_key
-from .report import Report, printable
+from .report import Report
 from .svg import bars, heatmap, strips
 
 __all__ = ["render_comparison", "render_report", "write_html"]
@@ -246,7 +246,7 @@ def _error_maps(records: Sequence[Mapping[str, Any]], key: str, name: str,
 def _numbers(report: Report) -> list[str]:
     """Code histograms (the whole checkpoint, and per layer) and the small scale tensors'
     distributions per layer, from the numbers tasks' records."""
-    from .tasks import result_from_json
+    from .resume import result_from_json
 
     hist: dict[str, dict[str, np.ndarray]] = defaultdict(dict)  # kind -> row -> counts
     scales: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
@@ -255,7 +255,7 @@ def _numbers(report: Report) -> list[str]:
             result = result_from_json(task.get("result"), int(task.get("index", 0)))
         except (ValueError, KeyError, TypeError):
             continue
-        for o in result.numbers:
+        for o in result.outcomes.get("numbers", []):
             row = position(o.module)[0]
             for kind, counts in o.hist.items():
                 hist[kind][row] = hist[kind].get(row, 0) + counts

@@ -73,7 +73,7 @@ from typing import Any, TypeVar
 
 from mxformats.fast import THREADS_VARIABLE
 
-from . import DEFAULT_MAX_ATTEMPTS, Outcome
+from .base import DEFAULT_MAX_ATTEMPTS, Outcome
 
 __all__ = ["RayExecutor"]
 

@@ -1,6 +1,6 @@
 """``hf://ORG/NAME[@REVISION]``: a Hugging Face model repository read without downloading it.
 
-:class:`HubReader` implements :class:`~mxformats.validate.reader.Reader` with
+:class:`HubReader` implements :class:`~mxformats.validate.readers.interface.Reader` with
 ``huggingface_hub`` (the ``hub`` extra), which honours ``HF_ENDPOINT``, ``HF_TOKEN``,
 ``HF_HOME`` and ``HF_HUB_OFFLINE`` as its users expect:
 
@@ -18,7 +18,7 @@
   most 8 MiB (``_HASH_PIECE``). Nothing is written to disk.
 
 The Hub's answers are untrusted input: every deviation raises
-:class:`~mxformats.validate.reader.ReadFailed`, which the checks report as a finding
+:class:`~mxformats.validate.readers.interface.ReadFailed`, which the checks report as a finding
 (``HUB_RANGE_IGNORED``, ``HUB_READ_FAILED``, declared with the other files checks), never a crash.
 """
 
@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from urllib.parse import quote
 
-from .reader import (
+from .interface import (
     HUB_PREFIX,
     RANGE_IGNORED,
     READ_FAILED,
