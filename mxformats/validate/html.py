@@ -214,7 +214,8 @@ def _reproduction(repro: dict[str, Any]) -> list[str]:
         out.append("<h3>The error the engine sees</h3><p>Where the engine decodes a module "
                    "otherwise than the file says (one global scale for fused gate and up), "
                    "its error against the source:</p>")
-        out += _error_maps(engine, "engine_rel_error", "engine", "engine relative error")
+        out += _error_maps(engine, "engine_rel_error", "engine", "engine relative error",
+                           sqnr="engine_sqnr_db")
     worst = sorted(records, key=lambda r: -_float(r.get("rel_error")) if not math.isnan(
         _float(r.get("rel_error"))) else math.inf)[:WORST]
     has_engine = any("engine_rel_error" in r for r in records)
@@ -230,11 +231,12 @@ def _reproduction(repro: dict[str, Any]) -> list[str]:
 
 
 def _error_maps(records: Sequence[Mapping[str, Any]], key: str, name: str,
-                legend: str) -> list[str]:
-    """A layer × expert heatmap of ``records[key]`` per projection, on one shared scale."""
+                legend: str, sqnr: str = "sqnr_db") -> list[str]:
+    """A layer × expert heatmap of ``records[key]`` per projection, on one shared scale (the
+    tooltips give ``records[sqnr]`` too)."""
     values = [(str(r.get("module")), _float(r.get(key)),
                f"{printable(str(r.get('module')))}: {legend} {_float(r.get(key)):.5g}, SQNR "
-               f"{_float(r.get('sqnr_db')):.2f} dB") for r in records]
+               f"{_float(r.get(sqnr)):.2f} dB") for r in records]
     finite = [v for _, v, _ in values if math.isfinite(v)]
     lo, hi = min(finite, default=0.0), max(finite, default=1.0)
     plots = [heatmap(f"{name}-{proj}", f"{legend}: {proj}", rows, columns, cells, low=lo,
