@@ -144,6 +144,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from mxformats.output import Output, UsageError, printable
 
     from .executors import ExecutorUnavailable, executor_for
+    from .html import render_report, write_html
     from .report import dump_json, print_report, to_github, to_junit
     from .runner import exit_code, validate
 
@@ -189,6 +190,11 @@ def cmd_validate(args: argparse.Namespace) -> int:
             f"{printable(report.fatal)}",
             file=sys.stderr,
         )
+
+    if args.html is not None:
+        code = write_html(args.html, "validate", lambda: render_report(report))
+        if code:
+            return code
 
     def text(fp: IO[str]) -> None:
         if report.fatal is None:  # the reason is on stderr already
@@ -486,6 +492,9 @@ def add_parsers(commands: Any) -> None:
         "only the others",
     )
     v.add_argument("--strict", action="store_true", help="warnings fail the run too")
+    v.add_argument("--html", type=Path, metavar="REPORT.html",
+                   help="also write the report as one self-contained HTML page with plots "
+                   "(error heatmaps with --source, code histograms, scale distributions)")
     v.add_argument(
         "--yes",
         action="store_true",

@@ -360,9 +360,7 @@ def _measure(result: ModuleResult, desc: Descriptor, arrays: dict[str, NDArray[A
         return
     if not stats.source_finite:  # the source's NaN/Inf: no statistic, the bytes alone judge
         return
-    err, ref = math.sqrt(stats.error_squares), math.sqrt(stats.source_squares)
-    result.rel_error = err / ref if ref else (0.0 if err == 0 else math.inf)
-    result.sqnr_db = 20 * math.log10(ref / err) if err and ref else math.inf
+    result.rel_error, result.sqnr_db = error_figures(stats)
     if stats.source_varies:  # a constant source has no correlation to judge
         # A constant weight (an all-zero expert) carries nothing of a varying source: 0, not
         # the NaN a correlation of a constant gives, which every comparison would let through.
@@ -442,6 +440,27 @@ class _Statistics:
             out.weight_spread += float(np.sum(pd * pd))
             out.source_spread += float(np.sum(px * px))
         return out
+
+
+def error_figures(stats: _Statistics) -> tuple[float, float]:
+    """The relative error ‖d − x‖ / ‖x‖ and the SQNR 20·log10(‖x‖ / ‖d − x‖) dB of the sums
+    ``stats`` (an all-zero source: relative error 0 when ``d`` is zero too, else infinite; no
+    error: SQNR infinite)."""
+    err, ref = math.sqrt(stats.error_squares), math.sqrt(stats.source_squares)
+    return (err / ref if ref else (0.0 if err == 0 else math.inf),
+            20 * math.log10(ref / err) if err and ref else math.inf)
+
+
+def figures(d: NDArray[Any], x: NDArray[Any]) -> tuple[float, float]:
+    """:func:`error_figures` of ``d`` against ``x`` (:meth:`_Statistics.of`, the sums of
+    ``--source``'s figures): infinite error and -infinite SQNR when ``d`` holds a NaN or an
+    infinity, NaN for both when ``x`` does. ``mxformats compare`` uses it."""
+    stats = _Statistics.of(d, x)
+    if stats is None:
+        return math.inf, -math.inf
+    if not stats.source_finite:
+        return math.nan, math.nan
+    return error_figures(stats)
 
 
 def sample_modules(names: list[str], n: int | None) -> list[str]:
