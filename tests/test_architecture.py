@@ -43,6 +43,7 @@ MODULE_LAYER: dict[str, int] = {
     "mxformats.packing": 0,
     "mxformats.registry": 0,
     "mxformats.pairing": 0,
+    "mxformats.records": 0,
     "mxformats.text": 0,
     "mxformats.tensorfile": 0,
     "mxformats.output": 0,

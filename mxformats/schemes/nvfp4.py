@@ -52,7 +52,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import ml_dtypes
 import numpy as np
@@ -69,7 +69,8 @@ from mxformats.containers import containers
 from mxformats.formats import E2M1, E4M3FN
 from mxformats.packing import pack_fp4, unpack_fp4
 from mxformats.pairing import scheme_defaults
-from mxformats.registry import Kind, ProfileInfo, get_profile_info, register
+from mxformats.records import ConsumerRecord, ProducerRecord
+from mxformats.registry import Scheme, get_profile_info, register
 from mxformats.schemes.int4 import check_group_scales
 
 if TYPE_CHECKING:
@@ -109,22 +110,12 @@ Arithmetic = Literal["float32", "input"]
 
 
 @dataclass(frozen=True)
-class _Registered:
-    """What the profile registry lists for a record (:class:`mxformats.registry.ProfileInfo`)."""
-
-    name: str
-    library: str
-    version: str
-    function: str
-    description: str
-
-
-@dataclass(frozen=True)
-class NVFP4Producer(_Registered):
+class NVFP4Producer(ProducerRecord):
     """One NVFP4 producer (module docstring for the formulas).
 
     Attributes:
-        name, library, version, function, description: the registry entry.
+        name, library, version, function, description: the registry entry
+            (:class:`~mxformats.records.Record`).
         global_form: what the stored global scale is (:data:`GlobalForm`).
         global_names: the checkpoint's tensor names for the packed codes, block scales and
             global scale.
@@ -153,12 +144,14 @@ class NVFP4Producer(_Registered):
     nonfinite_global: float | None = None
     special_cases: tuple[tuple[str, str], ...] = field(default=(), repr=False)
 
+    scheme: ClassVar[Scheme] = "nvfp4"
+
     def arithmetic_dtype(self, dtype: np.dtype[Any]) -> np.dtype[Any]:
         return F32 if self.arithmetic == "float32" else dtype
 
 
 @dataclass(frozen=True)
-class NVFP4Consumer(_Registered):
+class NVFP4Consumer(ConsumerRecord):
     """One reader of NVFP4 weights: how it applies the global scale.
 
     ``global_op``: ``multiply`` (``e2m1 × s × scale_2``, rounded once to float32: vLLM's
@@ -170,6 +163,8 @@ class NVFP4Consumer(_Registered):
 
     global_form: GlobalForm
     global_op: Literal["multiply", "reciprocal", "divide"]
+
+    scheme: ClassVar[Scheme] = "nvfp4"
 
 
 _FINITE = "every finite tensor whose length along axis is a multiple of 16"
@@ -564,9 +559,5 @@ def dequantize_nvfp4(
 
 # -- registry ---------------------------------------------------------------------------------
 
-_KINDS: tuple[tuple[Kind, dict[str, NVFP4Producer] | dict[str, NVFP4Consumer]], ...] = (
-    ("producer", PRODUCERS), ("consumer", CONSUMERS))
-for _kind, _table in _KINDS:
-    for _r in _table.values():
-        register(ProfileInfo(_r.name, "nvfp4", _kind, _r.library, _r.version, _r.function,
-                             _r.description))
+for _r in (*PRODUCERS.values(), *CONSUMERS.values()):
+    register(_r.info)

@@ -1,0 +1,69 @@
+"""The one record base of every scheme's producer and consumer profiles.
+
+A scheme describes each profile as a frozen dataclass record (``<Scheme>Producer``,
+``<Scheme>Consumer``) that its functions and the kernels' plans read and nothing else. Every such
+record starts with the registry entry (:class:`Record`: name, library, version, function,
+description); the record's class names its scheme and kind, so :attr:`Record.info` is its
+:class:`~mxformats.registry.ProfileInfo` and the scheme registers exactly that. A producer's
+:attr:`ProducerRecord.default_consumer` reads the one pairing table,
+:data:`mxformats.pairing.DEFAULT_CONSUMERS` (with :data:`mxformats.pairing.SCHEME_CONSUMER` for
+a scheme's unlisted producers), so no scheme repeats it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from mxformats.pairing import DEFAULT_CONSUMERS, SCHEME_CONSUMER
+from mxformats.registry import Kind, ProfileInfo, Scheme
+
+__all__ = ["ConsumerRecord", "ProducerRecord", "Record"]
+
+
+@dataclass(frozen=True)
+class Record:
+    """What the profile registry lists for a record.
+
+    Attributes:
+        name: the profile name (``profile=name``).
+        library, version, function: the source the record reproduces.
+        description: one line.
+        scheme, kind: class constants of each scheme's record classes.
+    """
+
+    name: str
+    library: str
+    version: str
+    function: str
+    description: str
+
+    scheme: ClassVar[Scheme]
+    kind: ClassVar[Kind]
+
+    @property
+    def info(self) -> ProfileInfo:
+        """The registry entry of this record."""
+        return ProfileInfo(self.name, self.scheme, self.kind, self.library, self.version,
+                           self.function, self.description)
+
+
+@dataclass(frozen=True)
+class ProducerRecord(Record):
+    """A record of a profile that writes checkpoints."""
+
+    kind: ClassVar[Kind] = "producer"
+
+    @property
+    def default_consumer(self) -> str | None:
+        """The consumer that decodes what this producer writes: its row of
+        :data:`~mxformats.pairing.DEFAULT_CONSUMERS`, else its scheme's consumer
+        (:data:`~mxformats.pairing.SCHEME_CONSUMER`); None where the scheme has neither."""
+        return DEFAULT_CONSUMERS.get((self.scheme, self.name)) or SCHEME_CONSUMER.get(self.scheme)
+
+
+@dataclass(frozen=True)
+class ConsumerRecord(Record):
+    """A record of a profile that decodes checkpoints."""
+
+    kind: ClassVar[Kind] = "consumer"
