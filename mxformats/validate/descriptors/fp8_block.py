@@ -24,7 +24,7 @@ import numpy as np
 
 from mxformats import fast
 from mxformats.formats import E4M3FN
-from mxformats.schemes.fp8_block import PROFILES, quantize_fp8_block
+from mxformats.schemes.fp8_block import PRODUCERS, quantize_fp8_block
 
 from ..findings import Level, Severity, declare
 from ..stats import Count, finding, scale_findings, where
@@ -119,7 +119,7 @@ def tile_flags(codes: NDArray[Any], block: tuple[int, int], least: int = _TOP
 
 @cache
 def zero_tile_scale(profile: str) -> float:
-    """The scale producer ``profile`` (a key of :data:`PROFILES`) writes for an all-zero tile
+    """The scale producer ``profile`` (a key of :data:`PRODUCERS`) writes for an all-zero tile
     of BF16 weights, computed with the reference codec."""
     zero = np.zeros((1, 1), dtype=ml_dtypes.bfloat16)
     return float(np.asarray(quantize_fp8_block(zero, block=(1, 1), profile=profile).scales)
@@ -134,7 +134,7 @@ def zero_tile_producers() -> dict[float, str]:
     ``2^-22`` its UE8M0 rounding, ``2^-7`` llm-compressor's bf16 eps, ``2e-4/448`` the first
     converted to e4m3fnuz."""
     found: dict[float, list[str]] = {}
-    for name, profile in PROFILES.items():
+    for name, profile in PRODUCERS.items():
         found.setdefault(zero_tile_scale(name), []).append(
             f"{name} ({profile.library} {profile.version})")
     return {value: "; ".join(names) for value, names in found.items()}

@@ -17,7 +17,7 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from mxformats.schemes.fp8_block import get_profile
+from mxformats.schemes.fp8_block import get_producer
 
 from ..model import CheckpointFormat
 from .base import Configs, EnginePath
@@ -77,7 +77,7 @@ class DeepSeekFP8Block(FP8BlockDescriptor):
         "create_fp8_scale_parameter), casts the BF16 weights into it unscaled and, for a "
         "quantized model, skips its check for weights the checkpoint lacks "
         "(DefaultModelLoader.load_weights): it loads and decodes every such Linear wrong")
-    amax_floor = get_profile("deepseek").amax_floor
+    amax_floor = get_producer("deepseek").amax_floor
     ue8m0_variant = "ue8m0"
     missing_hint = MappingProxyType({
         "weight_scale_inv": "DeepSeek's fp8_cast_bf16.py keeps the FP8 bytes of a weight whose "
