@@ -48,3 +48,42 @@ def test_lookup_and_conflicting_registration() -> None:
     with pytest.raises(ValueError, match="registered twice"):
         register(clash)
     assert register(info) is info  # re-registering the same metadata is harmless
+
+
+def test_producer_records_read_their_default_consumer_from_the_pairing_table() -> None:
+    """Every producer record on the shared base names the consumer of its own scheme's row of
+    ``mxformats.pairing`` (NVFP4's two producers have different consumers; a row read from
+    another scheme's table would name MX's or none)."""
+    from mxformats.pairing import default_consumer
+    from mxformats.schemes import fp8_block, nvfp4
+
+    assert {n: r.default_consumer for n, r in nvfp4.PRODUCERS.items()} == {
+        "modelopt": "vllm-modelopt", "compressed-tensors": "vllm-compressed-tensors"}
+    assert {r.default_consumer for r in fp8_block.PRODUCERS.values()} == {"vllm"}
+    for module in (fp8_block, nvfp4):
+        for name, record in module.PRODUCERS.items():
+            assert record.default_consumer == default_consumer(record.scheme, name)
+            assert module.get_consumer(record.default_consumer).info == get_profile_info(
+                record.scheme, "consumer", record.default_consumer)
+
+
+def test_records_register_their_own_entry() -> None:
+    """A record's ``info`` is exactly what the registry holds for it."""
+    from mxformats.schemes import fp8_block, nvfp4
+
+    for module in (fp8_block, nvfp4):
+        for kind, table in (("producer", module.PRODUCERS), ("consumer", module.CONSUMERS)):
+            for name, record in table.items():
+                assert record.info == get_profile_info(record.scheme, kind, name)
+
+
+@pytest.mark.parametrize(("old", "new"), [("FP8BlockProfile", "FP8BlockProducer"),
+                                          ("PROFILES", "PRODUCERS"),
+                                          ("get_profile", "get_producer")])
+def test_fp8_block_old_names_are_deprecated_aliases(old: str, new: str) -> None:
+    from mxformats.schemes import fp8_block
+
+    with pytest.warns(DeprecationWarning, match=f"{old} is deprecated; use {new}"):
+        assert getattr(fp8_block, old) is getattr(fp8_block, new)
+    with pytest.raises(AttributeError):
+        fp8_block.no_such_name  # noqa: B018
