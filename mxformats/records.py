@@ -12,13 +12,15 @@ a scheme's unlisted producers), so no scheme repeats it.
 
 from __future__ import annotations
 
+import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from mxformats.pairing import DEFAULT_CONSUMERS, SCHEME_CONSUMER
 from mxformats.registry import Kind, ProfileInfo, Scheme
 
-__all__ = ["ConsumerRecord", "ProducerRecord", "Record"]
+__all__ = ["ConsumerRecord", "ProducerRecord", "Record", "deprecated_aliases"]
 
 
 @dataclass(frozen=True)
@@ -67,3 +69,21 @@ class ConsumerRecord(Record):
     """A record of a profile that decodes checkpoints."""
 
     kind: ClassVar[Kind] = "consumer"
+
+
+def deprecated_aliases(module: str, aliases: dict[str, str],
+                       namespace: dict[str, Any]) -> Callable[[str], object]:
+    """A module ``__getattr__`` (PEP 562) serving the names a scheme had before this
+    vocabulary: ``aliases`` maps each old name to its new one in ``namespace`` (the module's
+    ``globals()``); reading an old name warns (DeprecationWarning) and returns the new object.
+    """
+
+    def __getattr__(name: str) -> object:
+        if name in aliases:
+            new = aliases[name]
+            warnings.warn(f"{module}.{name} is deprecated; use {new}", DeprecationWarning,
+                          stacklevel=2)
+            return namespace[new]
+        raise AttributeError(f"module {module!r} has no attribute {name!r}")
+
+    return __getattr__

@@ -32,7 +32,6 @@ Decisions that hold for every profile (spec/fp8-block.md, "Input"):
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
@@ -44,7 +43,7 @@ from mxformats.arith import BF16, as_float_array, canonical_nan, divide_in, roun
 from mxformats.containers import containers
 from mxformats.conversions import e4m3fn_to_fnuz
 from mxformats.formats import E4M3FN, E4M3FNUZ, Format
-from mxformats.records import ConsumerRecord, ProducerRecord
+from mxformats.records import ConsumerRecord, ProducerRecord, deprecated_aliases
 from mxformats.registry import Scheme, get_profile_info, register
 
 if TYPE_CHECKING:
@@ -271,20 +270,10 @@ def get_consumer(name: str) -> FP8BlockConsumer:
     return CONSUMERS[name]
 
 
-#: The names before the one vocabulary (``<Scheme>Producer``, ``PRODUCERS``, ``get_producer``)
-#: -> the new name; importing one warns (DeprecationWarning).
-_DEPRECATED = {"FP8BlockProfile": "FP8BlockProducer", "PROFILES": "PRODUCERS",
-               "get_profile": "get_producer"}
-
-
-def __getattr__(name: str) -> object:
-    """The deprecated aliases of :data:`_DEPRECATED` (PEP 562)."""
-    if name in _DEPRECATED:
-        new = _DEPRECATED[name]
-        warnings.warn(f"mxformats.schemes.fp8_block.{name} is deprecated; use {new}",
-                      DeprecationWarning, stacklevel=2)
-        return globals()[new]
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+#: The names before the one vocabulary, importable with a DeprecationWarning.
+__getattr__ = deprecated_aliases(__name__, {"FP8BlockProfile": "FP8BlockProducer",
+                                            "PROFILES": "PRODUCERS",
+                                            "get_profile": "get_producer"}, globals())
 
 
 @dataclass(frozen=True, eq=False)

@@ -38,7 +38,7 @@ __all__ = ["REFERENCE_STAGES", "W4A8", "W4A8Stages", "dequantize_w4a8", "quantiz
 @dataclass(frozen=True)
 class W4A8Producer:
     """The Quark W4A8 ``ProgressiveSpec`` as data: the FP8 stage (a name in
-    :data:`mxformats.schemes.fp8.FP8_PROFILES` and its format), then the INT4 per-channel
+    :data:`mxformats.schemes.fp8.PRODUCERS` and its format), then the INT4 per-channel
     stage (an INT4 producer profile) on the FP8 values widened to float32, packed in
     ``layout``."""
 
