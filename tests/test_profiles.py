@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib
+
 import pytest
 
 import mxformats
@@ -69,21 +71,31 @@ def test_producer_records_read_their_default_consumer_from_the_pairing_table() -
 
 def test_records_register_their_own_entry() -> None:
     """A record's ``info`` is exactly what the registry holds for it."""
-    from mxformats.schemes import fp8_block, nvfp4
+    from mxformats.schemes import fp8, fp8_block, nvfp4
 
     for module in (fp8_block, nvfp4):
         for kind, table in (("producer", module.PRODUCERS), ("consumer", module.CONSUMERS)):
             for name, record in table.items():
                 assert record.info == get_profile_info(record.scheme, kind, name)
+    kinds = {name: record.kind for name, record in fp8.PRODUCERS.items()}
+    assert kinds == {"static": "producer", "vllm-fnuz": "producer",
+                     "dynamic-fn": "activation", "dynamic-fnuz": "activation"}
+    for name, record in fp8.PRODUCERS.items():
+        assert record.info == get_profile_info("fp8", record.kind, name)
+        assert record.default_consumer is None  # FP8 per tensor decodes exactly: no consumers
 
 
-@pytest.mark.parametrize(("old", "new"), [("FP8BlockProfile", "FP8BlockProducer"),
-                                          ("PROFILES", "PRODUCERS"),
-                                          ("get_profile", "get_producer")])
-def test_fp8_block_old_names_are_deprecated_aliases(old: str, new: str) -> None:
-    from mxformats.schemes import fp8_block
-
-    with pytest.warns(DeprecationWarning, match=f"{old} is deprecated; use {new}"):
-        assert getattr(fp8_block, old) is getattr(fp8_block, new)
-    with pytest.raises(AttributeError):
-        fp8_block.no_such_name  # noqa: B018
+@pytest.mark.parametrize(("scheme", "old", "new"), [
+    ("fp8_block", "FP8BlockProfile", "FP8BlockProducer"),
+    ("fp8_block", "PROFILES", "PRODUCERS"),
+    ("fp8_block", "get_profile", "get_producer"),
+    ("fp8", "Fp8Profile", "Fp8Producer"),
+    ("fp8", "FP8_PROFILES", "PRODUCERS"),
+    ("fp8", "get_fp8_profile", "get_producer"),
+])
+def test_old_record_names_are_deprecated_aliases(scheme: str, old: str, new: str) -> None:
+    module = importlib.import_module(f"mxformats.schemes.{scheme}")
+    with pytest.warns(DeprecationWarning, match=f"{scheme}.{old} is deprecated; use {new}"):
+        assert getattr(module, old) is getattr(module, new)
+    with pytest.raises(AttributeError, match="no_such_name"):
+        module.no_such_name  # noqa: B018
