@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import ml_dtypes
 import numpy as np
@@ -62,7 +62,8 @@ from mxformats.packing import (
 from mxformats.packing import NIBBLE_OFFSET as NIBBLE_OFFSET
 from mxformats.packing import NIBBLE_ORDER as NIBBLE_ORDER
 from mxformats.pairing import consumer_for
-from mxformats.registry import ProfileInfo, register
+from mxformats.records import ConsumerRecord, ProducerRecord
+from mxformats.registry import Scheme, register
 
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike, DTypeLike, NDArray
@@ -86,14 +87,15 @@ DEFAULT_CONSUMER = "compressed-tensors"
 _HALF_RANGE = (QMAX - QMIN) / 2
 
 @dataclass(frozen=True)
-class Int4Producer:
+class Int4Producer(ProducerRecord):
     """One INT4 producer as data (spec: ``int4-schemes.md``); :func:`quantize_int4` and the
     kernels (:mod:`mxformats.kernels.int4_plan`) read nothing else.
 
     Both producers compute the scale ``amax / 7.5`` in the input dtype, then:
 
     Attributes:
-        info: the registry entry.
+        name, library, version, function, description: the registry entry
+            (:class:`~mxformats.records.Record`).
         eps: the scale floor; None is the input dtype's machine epsilon
             (``torch.finfo(dtype).eps``).
         floor: ``"zero"``: only a zero scale (an all-zero group) becomes ``eps``;
@@ -107,7 +109,6 @@ class Int4Producer:
         layout: the word layout its checkpoints pack ``q`` in (:data:`LAYOUTS`).
     """
 
-    info: ProfileInfo
     eps: float | None
     floor: Literal["zero", "maximum"]
     scale_dtype: Literal["input", "float32"]
@@ -116,14 +117,17 @@ class Int4Producer:
     float64_refused: str | None
     layout: str
 
+    scheme: ClassVar[Scheme] = "int4"
+
 
 @dataclass(frozen=True)
-class Int4Consumer:
+class Int4Consumer(ConsumerRecord):
     """One INT4 consumer as data: ``q × scale`` computed and rounded once in ``product_dtype``
     (``"scale"``: the scale's dtype; ``"float32"``: both operands widened to float32)."""
 
-    info: ProfileInfo
     product_dtype: Literal["scale", "float32"]
+
+    scheme: ClassVar[Scheme] = "int4"
 
 
 _CT = ("compressed-tensors", "0.19-0.20.1")
@@ -132,13 +136,11 @@ _QUARK = ("amd-quark", "0.13")
 #: INT4 producers by profile name.
 PRODUCERS: dict[str, Int4Producer] = {
     "compressed-tensors": Int4Producer(
-        info=ProfileInfo(
-            "compressed-tensors", "int4", "producer", *_CT,
-            "quantization.utils.helpers.calculate_qparams + lifecycle.forward.quantize + "
-            "compressors.pack_quantized.helpers.pack_to_int32",
-            "s = dtype(amax/7.5), q = round_half_even(dtype(x/s)) in the input dtype; q+8 "
-            "nibbles, element 8c+i in nibble i",
-        ),
+        "compressed-tensors", *_CT,
+        function="quantization.utils.helpers.calculate_qparams + lifecycle.forward.quantize "
+        "+ compressors.pack_quantized.helpers.pack_to_int32",
+        description="s = dtype(amax/7.5), q = round_half_even(dtype(x/s)) in the input dtype; "
+        "q+8 nibbles, element 8c+i in nibble i",
         eps=None,
         floor="zero",
         scale_dtype="input",
@@ -148,13 +150,11 @@ PRODUCERS: dict[str, Int4Producer] = {
         layout="compressed-tensors",
     ),
     "quark": Int4Producer(
-        info=ProfileInfo(
-            "quark", "int4", "producer", *_QUARK,
-            "observer.calculate_int_quant_params + hw_emulation_interface."
-            "real_quantize_int_per_channel_affine / _per_group_affine",
-            "s = float32(max(amax/7.5, 2^-23)), q = round_half_even(x * (1/s)) in float32 "
-            "(reciprocal multiply)",
-        ),
+        "quark", *_QUARK,
+        function="observer.calculate_int_quant_params + hw_emulation_interface."
+        "real_quantize_int_per_channel_affine / _per_group_affine",
+        description="s = float32(max(amax/7.5, 2^-23)), q = round_half_even(x * (1/s)) in "
+        "float32 (reciprocal multiply)",
         eps=float(np.finfo(np.float32).eps),  # Quark's observer eps, torch.finfo(float32).eps
         floor="maximum",
         scale_dtype="float32",
@@ -168,24 +168,20 @@ PRODUCERS: dict[str, Int4Producer] = {
 #: INT4 consumers by profile name.
 CONSUMERS: dict[str, Int4Consumer] = {
     "compressed-tensors": Int4Consumer(
-        ProfileInfo(
-            "compressed-tensors", "int4", "consumer", *_CT,
-            "lifecycle.forward.dequantize (q.to(scale.dtype) * scale)",
-            "q × scale rounded to the scale dtype (bfloat16 for BF16 checkpoints)",
-        ),
+        "compressed-tensors", *_CT,
+        function="lifecycle.forward.dequantize (q.to(scale.dtype) * scale)",
+        description="q × scale rounded to the scale dtype (bfloat16 for BF16 checkpoints)",
         product_dtype="scale",
     ),
     "quark": Int4Consumer(
-        ProfileInfo(
-            "quark", "int4", "consumer", *_QUARK,
-            "hw_emulation_interface.dequantize_int_per_channel_affine / _per_group_affine",
-            "q × scale in float32",
-        ),
+        "quark", *_QUARK,
+        function="hw_emulation_interface.dequantize_int_per_channel_affine / _per_group_affine",
+        description="q × scale in float32",
         product_dtype="float32",
     ),
 }
-for _info in (*(p.info for p in PRODUCERS.values()), *(c.info for c in CONSUMERS.values())):
-    register(_info)
+for _record in (*PRODUCERS.values(), *CONSUMERS.values()):
+    register(_record.info)
 
 #: The profile names (each is both a producer and a consumer).
 PROFILES = tuple(PRODUCERS)
