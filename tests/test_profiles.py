@@ -57,12 +57,14 @@ def test_producer_records_read_their_default_consumer_from_the_pairing_table() -
     ``mxformats.pairing`` (NVFP4's two producers have different consumers; a row read from
     another scheme's table would name MX's or none)."""
     from mxformats.pairing import default_consumer
-    from mxformats.schemes import fp8_block, nvfp4
+    from mxformats.schemes import fp8_block, int4, nvfp4
 
     assert {n: r.default_consumer for n, r in nvfp4.PRODUCERS.items()} == {
         "modelopt": "vllm-modelopt", "compressed-tensors": "vllm-compressed-tensors"}
     assert {r.default_consumer for r in fp8_block.PRODUCERS.values()} == {"vllm"}
-    for module in (fp8_block, nvfp4):
+    assert {n: r.default_consumer for n, r in int4.PRODUCERS.items()} == {
+        "compressed-tensors": "compressed-tensors", "quark": "quark"}
+    for module in (fp8_block, int4, nvfp4):
         for name, record in module.PRODUCERS.items():
             assert record.default_consumer == default_consumer(record.scheme, name)
             assert module.get_consumer(record.default_consumer).info == get_profile_info(
@@ -71,9 +73,9 @@ def test_producer_records_read_their_default_consumer_from_the_pairing_table() -
 
 def test_records_register_their_own_entry() -> None:
     """A record's ``info`` is exactly what the registry holds for it."""
-    from mxformats.schemes import fp8, fp8_block, nvfp4
+    from mxformats.schemes import fp8, fp8_block, int4, nvfp4
 
-    for module in (fp8_block, nvfp4):
+    for module in (fp8_block, int4, nvfp4):
         for kind, table in (("producer", module.PRODUCERS), ("consumer", module.CONSUMERS)):
             for name, record in table.items():
                 assert record.info == get_profile_info(record.scheme, kind, name)
