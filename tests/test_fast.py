@@ -1136,7 +1136,7 @@ def w4a8_every_code_under_edge_scales() -> tuple[np.ndarray[Any, Any], np.ndarra
     patterns = (exponents[:, None] | mantissas).reshape(-1)
     s2 = float32_from_bits(np.concatenate([patterns, patterns | 0x80000000]))
     codes = np.tile(np.arange(-8, 8, dtype=np.int8), (s2.size, 1))
-    return int4.pack_int4(codes, layout=w4a8.W4A8_CONSUMERS["vllm"].layout, axis=1), s2
+    return int4.pack_int4(codes, layout=w4a8.CONSUMERS["vllm"].layout, axis=1), s2
 
 
 #: Scalar weight scales: exact, inexact, tiny (products underflow) and large (folded products

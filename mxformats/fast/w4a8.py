@@ -72,7 +72,7 @@ def dequantize_w4a8(
         folded = s2 * s1.reshape(())
     if not np.isfinite(folded).all():
         return FALLBACK
-    q = unpack_int4(words, layout=reference_w4a8.W4A8_CONSUMERS["vllm"].layout, axis=-1,
+    q = unpack_int4(words, layout=reference_w4a8.CONSUMERS["vllm"].layout, axis=-1,
                     threads=threads)
     out = np.empty(q.shape, dtype=np.float32)
     factor = folded[:, None]
