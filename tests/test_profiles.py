@@ -57,14 +57,15 @@ def test_producer_records_read_their_default_consumer_from_the_pairing_table() -
     ``mxformats.pairing`` (NVFP4's two producers have different consumers; a row read from
     another scheme's table would name MX's or none)."""
     from mxformats.pairing import default_consumer
-    from mxformats.schemes import fp8_block, int4, nvfp4
+    from mxformats.schemes import fp8_block, int4, nvfp4, w4a8
 
     assert {n: r.default_consumer for n, r in nvfp4.PRODUCERS.items()} == {
         "modelopt": "vllm-modelopt", "compressed-tensors": "vllm-compressed-tensors"}
     assert {r.default_consumer for r in fp8_block.PRODUCERS.values()} == {"vllm"}
     assert {n: r.default_consumer for n, r in int4.PRODUCERS.items()} == {
         "compressed-tensors": "compressed-tensors", "quark": "quark"}
-    for module in (fp8_block, int4, nvfp4):
+    assert w4a8.get_producer("quark").default_consumer == "vllm"
+    for module in (fp8_block, int4, nvfp4, w4a8):
         for name, record in module.PRODUCERS.items():
             assert record.default_consumer == default_consumer(record.scheme, name)
             assert module.get_consumer(record.default_consumer).info == get_profile_info(
@@ -73,9 +74,9 @@ def test_producer_records_read_their_default_consumer_from_the_pairing_table() -
 
 def test_records_register_their_own_entry() -> None:
     """A record's ``info`` is exactly what the registry holds for it."""
-    from mxformats.schemes import fp8, fp8_block, int4, nvfp4
+    from mxformats.schemes import fp8, fp8_block, int4, nvfp4, w4a8
 
-    for module in (fp8_block, int4, nvfp4):
+    for module in (fp8_block, int4, nvfp4, w4a8):
         for kind, table in (("producer", module.PRODUCERS), ("consumer", module.CONSUMERS)):
             for name, record in table.items():
                 assert record.info == get_profile_info(record.scheme, kind, name)
@@ -94,6 +95,8 @@ def test_records_register_their_own_entry() -> None:
     ("fp8", "Fp8Profile", "Fp8Producer"),
     ("fp8", "FP8_PROFILES", "PRODUCERS"),
     ("fp8", "get_fp8_profile", "get_producer"),
+    ("w4a8", "W4A8_PRODUCERS", "PRODUCERS"),
+    ("w4a8", "W4A8_CONSUMERS", "CONSUMERS"),
 ])
 def test_old_record_names_are_deprecated_aliases(scheme: str, old: str, new: str) -> None:
     module = importlib.import_module(f"mxformats.schemes.{scheme}")
