@@ -13,14 +13,16 @@ a scheme's unlisted producers), so no scheme repeats it.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from mxformats.pairing import DEFAULT_CONSUMERS, SCHEME_CONSUMER
-from mxformats.registry import Kind, ProfileInfo, Scheme
+from mxformats.registry import Kind, ProfileInfo, Scheme, get_profile_info
 
-__all__ = ["ConsumerRecord", "ProducerRecord", "Record", "deprecated_aliases"]
+__all__ = ["ConsumerRecord", "ProducerRecord", "Record", "deprecated_aliases", "lookup"]
+
+R = TypeVar("R", bound="Record")
 
 
 @dataclass(frozen=True)
@@ -69,6 +71,13 @@ class ConsumerRecord(Record):
     """A record of a profile that decodes checkpoints."""
 
     kind: ClassVar[Kind] = "consumer"
+
+
+def lookup(table: Mapping[str, R], scheme: Scheme, kind: Kind, name: str) -> R:
+    """The record ``name`` of a scheme's ``table`` of ``kind`` (a scheme's ``get_producer`` and
+    ``get_consumer``); the registry's ValueError lists the valid names."""
+    get_profile_info(scheme, kind, name)
+    return table[name]
 
 
 def deprecated_aliases(module: str, aliases: dict[str, str],

@@ -43,8 +43,8 @@ from mxformats.arith import BF16, as_float_array, canonical_nan, divide_in, roun
 from mxformats.containers import containers
 from mxformats.conversions import e4m3fn_to_fnuz
 from mxformats.formats import E4M3FN, E4M3FNUZ, Format
-from mxformats.records import ConsumerRecord, ProducerRecord, deprecated_aliases
-from mxformats.registry import Scheme, get_profile_info, register
+from mxformats.records import ConsumerRecord, ProducerRecord, deprecated_aliases, lookup
+from mxformats.registry import Scheme, register
 
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike, DTypeLike, NDArray
@@ -266,8 +266,7 @@ def get_producer(name: str) -> FP8BlockProducer:
 def get_consumer(name: str) -> FP8BlockConsumer:
     """The record of consumer profile ``name`` (the registry's ValueError lists the valid
     ones)."""
-    get_profile_info("fp8-block", "consumer", name)
-    return CONSUMERS[name]
+    return lookup(CONSUMERS, "fp8-block", "consumer", name)
 
 
 #: The names before the one vocabulary, importable with a DeprecationWarning.

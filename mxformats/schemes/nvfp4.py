@@ -69,8 +69,8 @@ from mxformats.containers import containers
 from mxformats.formats import E2M1, E4M3FN
 from mxformats.packing import pack_fp4, unpack_fp4
 from mxformats.pairing import scheme_defaults
-from mxformats.records import ConsumerRecord, ProducerRecord
-from mxformats.registry import Scheme, get_profile_info, register
+from mxformats.records import ConsumerRecord, ProducerRecord, lookup
+from mxformats.registry import Scheme, register
 from mxformats.schemes.int4 import check_group_scales
 
 if TYPE_CHECKING:
@@ -280,14 +280,12 @@ DEFAULT_CONSUMER = scheme_defaults("nvfp4")
 
 def get_producer(name: str) -> NVFP4Producer:
     """The producer profile ``name`` (the registry's ValueError lists the valid ones)."""
-    get_profile_info("nvfp4", "producer", name)
-    return PRODUCERS[name]
+    return lookup(PRODUCERS, "nvfp4", "producer", name)
 
 
 def get_consumer(name: str) -> NVFP4Consumer:
     """The consumer profile ``name`` (the registry's ValueError lists the valid ones)."""
-    get_profile_info("nvfp4", "consumer", name)
-    return CONSUMERS[name]
+    return lookup(CONSUMERS, "nvfp4", "consumer", name)
 
 
 @dataclass(frozen=True, eq=False)

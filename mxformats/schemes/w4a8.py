@@ -24,8 +24,8 @@ from mxformats.arith import as_float_array, round_once
 from mxformats.containers import containers
 from mxformats.formats import E4M3FN, Format
 from mxformats.packing import pack_int4, unpack_int4
-from mxformats.records import ConsumerRecord, ProducerRecord, deprecated_aliases
-from mxformats.registry import Scheme, get_profile_info, register
+from mxformats.records import ConsumerRecord, ProducerRecord, deprecated_aliases, lookup
+from mxformats.registry import Scheme, register
 from mxformats.schemes.fp8 import quantize_fp8
 from mxformats.schemes.int4 import Int4Array, quantize_int4
 
@@ -104,14 +104,12 @@ for _record in (*PRODUCERS.values(), *CONSUMERS.values()):
 
 def get_producer(name: str) -> W4A8Producer:
     """The producer profile ``name`` (the registry's ValueError lists the valid ones)."""
-    get_profile_info("w4a8", "producer", name)
-    return PRODUCERS[name]
+    return lookup(PRODUCERS, "w4a8", "producer", name)
 
 
 def get_consumer(name: str) -> W4A8Consumer:
     """The consumer profile ``name`` (the registry's ValueError lists the valid ones)."""
-    get_profile_info("w4a8", "consumer", name)
-    return CONSUMERS[name]
+    return lookup(CONSUMERS, "w4a8", "consumer", name)
 
 
 #: The names before the one vocabulary, importable with a DeprecationWarning.
