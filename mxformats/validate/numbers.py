@@ -724,6 +724,17 @@ class ModuleNumbers:
     expert: tuple[bytes, float, bool] | None = None
 
 
+def module_params(ckpt: Checkpoint, opts: Options, module: Module) -> tuple[str, ...]:
+    """The tensors of ``module`` its numbers checks read, in the order they read them: its
+    scales and small tensors (``scales``), and its packed weight (``full``) last."""
+    desc = ckpt.descriptor
+    assert desc is not None
+    own = desc.for_module(ckpt, module.name)
+    params_here = tuple(p for p in (*own.scale_params, *own.small_params)
+                        if p in module.tensors)
+    return (*params_here, own.weight_param) if opts.at_least(Level.FULL) else params_here
+
+
 def module_numbers(ckpt: Checkpoint, opts: Options, module: Module) -> ModuleNumbers:
     """The numbers checks of one quantized module at ``opts.level``: its descriptor's scale
     checks (``scales``) and code checks (``full``), reading only this module's tensors (the
@@ -744,10 +755,7 @@ def _module_checks(ckpt: Checkpoint, opts: Options, module: Module, out: ModuleN
     full = opts.at_least(Level.FULL)
     own = desc.for_module(ckpt, module.name)
     wp = own.weight_param
-    params_here = tuple(p for p in (*own.scale_params, *own.small_params)
-                        if p in module.tensors)
-    needed = (*params_here, wp) if full else params_here
-    arrays = read_module(ckpt, module, needed)
+    arrays = read_module(ckpt, module, module_params(ckpt, opts, module))
     if arrays is None:
         return  # unreadable: the files checks report it
     out.small = {p: a for p, a in arrays.items() if a.size <= SMALL_ELEMENTS}

@@ -44,7 +44,7 @@ from mxformats.tensorfile import read_json
 
 from . import numbers, reproduce
 from .findings import CHECKS, MAX_LISTED, Finding, Level, Listing, Severity, declare
-from .model import Checkpoint, Options
+from .model import Checkpoint, Options, TensorRef
 from .readers import LocalReader, ReadFailed
 
 if TYPE_CHECKING:
@@ -193,13 +193,14 @@ def run_task(task: Task) -> TaskResult:
     previous, failures_before = ckpt.on_read, len(ckpt.read_failures)
     ckpt.on_read = count
     try:
-        for name in task.modules:
-            module = ckpt.modules[name]
-            if numbers.applies(ckpt, opts):
-                out.numbers.append(numbers.module_numbers(ckpt, opts, module))
-            if isinstance(loaded.claim, reproduce.Claim) and name in loaded.chosen:
-                out.reproduction.append(reproduce.module_reproduction(ckpt, loaded.claim,
-                                                                      module))
+        with ckpt.reading_ahead(_numbers_reads(ckpt, opts, task.modules)):
+            for name in task.modules:
+                module = ckpt.modules[name]
+                if numbers.applies(ckpt, opts):
+                    out.numbers.append(numbers.module_numbers(ckpt, opts, module))
+                if isinstance(loaded.claim, reproduce.Claim) and name in loaded.chosen:
+                    out.reproduction.append(reproduce.module_reproduction(ckpt, loaded.claim,
+                                                                          module))
     finally:
         ckpt.on_read = previous
         failed = ckpt.read_failures[failures_before:]
@@ -208,6 +209,19 @@ def run_task(task: Task) -> TaskResult:
     out.bytes_read = counted[0]
     out.seconds = time.perf_counter() - start
     return out
+
+
+def _numbers_reads(ckpt: Checkpoint, opts: Options, modules: Sequence[str]
+                   ) -> Iterator[TensorRef]:
+    """The tensors the numbers checks of ``modules`` read, in the order they read them
+    (none where they do not run): what :func:`run_task` asks ahead."""
+    if not numbers.applies(ckpt, opts):
+        return
+    for name in modules:
+        module = ckpt.modules[name]
+        tensors = module.tensors
+        yield from (tensors[p] for p in numbers.module_params(ckpt, opts, module)
+                    if p in tensors)
 
 
 def read_failures(result: TaskResult) -> Iterator[ReadFailed]:
