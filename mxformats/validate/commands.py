@@ -94,6 +94,7 @@ def _options(args: argparse.Namespace) -> Options:
         executor=args.executor,
         ray_address=args.ray_address,
         resume=args.resume,
+        hub_connections=args.hub_connections,
     )
     if args.workers is not None:
         opts.workers = args.workers
@@ -465,6 +466,11 @@ def add_parsers(commands: Any) -> None:
         "--workers", type=_positive, metavar="N",
         help="tasks at once: worker processes of the local executor (default: the cores; 1 "
         "runs in this process), or Ray tasks in flight",
+    )
+    v.add_argument(
+        "--hub-connections", type=_positive, metavar="N", default=32,
+        help="hf:// only: ranged reads in flight at once over keep-alive connections, per run "
+        "(default 32; independent of --workers)",
     )
     v.add_argument(
         "--executor", choices=("local", "ray"), default="local",

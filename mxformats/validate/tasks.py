@@ -32,7 +32,7 @@ import os
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -161,7 +161,9 @@ def _loaded(task: Task) -> _Loaded:
 
         while _LAST_LOADED:
             _LOADED.pop(_LAST_LOADED.pop(), None)
-        result = load(root, opts)
+        # a pool process's reader gets its share of the run's --hub-connections
+        share = max(1, opts.hub_connections // max(1, opts.workers))
+        result = load(root, replace(opts, hub_connections=share))
         if result.ckpt is None or result.fatal is not None:
             raise RuntimeError(f"cannot load {root}: {result.fatal or 'nothing readable'}")
         found = _LOADED[key] = _prepared(result.ckpt, opts)
