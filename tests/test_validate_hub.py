@@ -8,6 +8,7 @@ import hashlib
 import os
 import subprocess
 import sys
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -422,3 +423,134 @@ def test_cli_remote_json_names_the_commit(server: HubServer, twins: dict[str, Pa
     report = json.loads(done.stdout)
     assert report["checkpoint"].startswith("hf://test/cli@") and len(
         report["checkpoint"].rsplit("@", 1)[1]) == 40
+
+
+# -- at the real round trip: delay, CDN redirects, 429s, a connection limit -----------------------
+
+#: Corpus cases also run against the realistic Hub on every run (the whole module runs so
+#: with MXF_HUB_REALISTIC=1): a files check, a header check, the index, a scale, a numbers case.
+REALISTIC_CASES = ("truncated-shard", "header-length-absurd", "index-points-to-missing-shard",
+                   "missing-weight-scale", "e8m0-nan-byte-0xff", "swapped-nibble-order")
+
+
+@pytest.mark.parametrize("name", REALISTIC_CASES)
+def test_realistic_hub_gives_the_local_verdict(name: str, server: HubServer,
+                                               twins: dict[str, Path], tmp_path: Path) -> None:
+    c = _BY_NAME[name]
+    folder = corpus.build(c, tmp_path)
+    local = validate(folder, corpus.options(c))
+    server.realistic(throttle_every=7, max_connections=4)  # 429s and the limit do happen
+    remote = validate(serve(server, name, folder), corpus.options(c))
+    assert keys(remote) == keys(local), [f.to_json() for f in remote.findings]
+    assert exit_code(remote) == exit_code(local) == c.exit
+    assert remote.fatal == local.fatal
+    assert server.peak["cdn"] <= 4 and server.peak["hub"] <= 4
+
+
+def _reader(target: str, connections: int = 1) -> Any:
+    from mxformats.validate.readers import open_reader
+
+    return open_reader(target, hub_connections=connections)
+
+
+def test_signed_url_reused_until_it_fails(server: HubServer, twins: dict[str, Path]) -> None:
+    """One resolve (and its redirect) per file: every later read of the file goes to the
+    signed URL; once the CDN refuses it (the signing key rotated: 403), the file is resolved
+    once again and the read succeeds."""
+    server.realistic(throttle_every=0, delay=0.0)
+    reader = _reader(serve(server, "signed", twins["mxfp4"]))
+    raw = (twins["mxfp4"] / SHARD).read_bytes()
+    for begin in (0, 8, 100):
+        assert reader.read_range(SHARD, begin, begin + 8) == raw[begin:begin + 8]
+    assert [e[2] for e in server.events] == [302, 206, 206, 206]
+    server.secret = b"rotated"
+    server.events.clear()
+    assert reader.read_range(SHARD, 200, 208) == raw[200:208]
+    assert [(origin, status) for _t, origin, status, _p in server.events] == [
+        ("cdn", 403), ("hub", 302), ("cdn", 206)]
+
+
+@pytest.mark.parametrize(("ttl", "resolves"), [(3600.0, 1), (5.0, 3)])
+def test_signed_url_not_used_past_its_expiry(ttl: float, resolves: int, server: HubServer,
+                                             twins: dict[str, Path]) -> None:
+    """A signed URL whose Expires is within the margin (10 s) is resolved again before
+    use, never sent to the CDN to be refused; one valid for an hour is reused."""
+    server.realistic(throttle_every=0, delay=0.0, cdn_ttl=ttl)
+    reader = _reader(serve(server, "expiry", twins["mxfp4"]))
+    for begin in (0, 8, 100):
+        reader.read_range(SHARD, begin, begin + 8)
+    statuses = [e[2] for e in server.events]
+    assert statuses.count(302) == resolves and 403 not in statuses and statuses.count(206) == 3
+
+
+def test_retry_after_honoured(server: HubServer, twins: dict[str, Path]) -> None:
+    """A 429's read is asked again no sooner than its Retry-After (1 s) says."""
+    server.realistic(throttle_every=3, retry_after="1", delay=0.0)
+    report = run(serve(server, "throttled", twins["mxfp4"]), hub_connections=1)
+    assert exit_code(report) == 0, [f.to_json() for f in report.findings]
+    events = server.events
+    refused = [i for i, e in enumerate(events) if e[2] == 429]
+    assert refused
+    for i in refused:
+        assert events[i + 1][3] == events[i][3] and events[i + 1][0] - events[i][0] >= 1.0
+
+
+def test_throttled_reads_are_bounded(server: HubServer, twins: dict[str, Path],
+                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Hub that answers 429 to every read: each read is tried a bounded number of times,
+    then it is a finding (exit 1 or 2), never a hang."""
+    from mxformats.validate.readers import hub as hub_mod
+
+    server.realistic(throttle_every=1, retry_after="0", delay=0.0)
+    report = run(serve(server, "always-429", twins["mxfp4"]))
+    assert exit_code(report) in (1, 2)
+    tries = Counter(p for _t, _o, status, p in server.events if status == 429)
+    assert tries and max(tries.values()) == hub_mod._THROTTLED_ATTEMPTS
+
+
+@pytest.mark.parametrize("connections", [1, 4])
+def test_connections_in_flight(connections: int, server: HubServer,
+                               sparse_mxfp4: dict[str, Any]) -> None:
+    """--hub-connections N: N reads at work at once, never more, with no 429 from a server
+    limited to N."""
+    server.realistic(throttle_every=0, delay=0.05, max_connections=connections)
+    report = run(serve(server, "pool", sparse_mxfp4["path"], hash_lfs=False), Level.SCALES,
+                 hub_connections=connections)
+    assert report.fatal is None
+    assert 429 not in {e[2] for e in server.events}
+    assert server.peak["cdn"] == connections
+
+
+def test_coalescing_never_reads_a_packed_weight(server: HubServer,
+                                                twins: dict[str, Path]) -> None:
+    """At --level scales no byte of a packed weight is asked for: each range read is a
+    header or lies within the scale tensors."""
+    from mxformats.tensorfile import read_header
+
+    folder = twins["mxfp4"]
+    server.realistic(throttle_every=0, delay=0.0)
+    report = run(serve(server, "coalesce", folder), Level.SCALES)
+    assert exit_code(report) == 0, [f.to_json() for f in report.findings]
+    weights = []
+    for shard in folder.glob("*.safetensors"):
+        header, offset = read_header(shard)
+        weights += [(shard.name, offset + e["data_offsets"][0], offset + e["data_offsets"][1])
+                    for t, e in header.items() if t.endswith(".weight") and e["dtype"] == "U8"]
+    assert weights
+    asked = [(p.rsplit("/", 1)[1], *map(int, r[len("bytes="):].split("-")))
+             for _m, p, r in server.cdn_log if r is not None]
+    assert asked
+    for name, first, last in asked:
+        assert not [w for w in weights if w[0] == name and first < w[2] and w[1] <= last]
+
+
+def test_coalesce_only_ranges_that_touch() -> None:
+    """Ranges of one file that touch are one read; a 1-byte gap, another file or a span past
+    the cap are not."""
+    from mxformats.validate.readers.hub import _GROUP_BYTES, _coalesce
+
+    got = list(_coalesce([("a", 0, 8), ("a", 8, 20), ("a", 21, 30), ("b", 30, 40),
+                          ("b", 40, _GROUP_BYTES), ("b", _GROUP_BYTES, _GROUP_BYTES + 31)]))
+    assert got == [[("a", 0, 8), ("a", 8, 20)], [("a", 21, 30)],
+                   [("b", 30, 40), ("b", 40, _GROUP_BYTES)],
+                   [("b", _GROUP_BYTES, _GROUP_BYTES + 31)]]

@@ -373,8 +373,8 @@ class HubReader(Reader):
 
         range_header = {"Range": f"bytes={begin}-{end - 1}", "Accept-Encoding": "identity"}
         waited, throttled, failed, refreshed = 0.0, 0, 0, False
+        signed = self._signed_url(name)
         while True:
-            signed = self._signed_url(name)
             url = signed or self.url(name)
             # the token goes to the Hub only, never to the CDN a redirect names
             headers = {**(self.cdn_headers if signed else self.headers), **range_header}
@@ -394,14 +394,14 @@ class HubReader(Reader):
                 continue
             status = response.status_code
             if status in _REDIRECTS and not signed and "Location" in response.headers:
-                location = urljoin(url, response.headers["Location"])
+                signed = urljoin(url, response.headers["Location"])
                 response.close()
-                self._remember(name, location)
+                self._remember(name, signed)
                 continue
             if signed and status in _EXPIRED and not refreshed:
                 response.close()  # the signature expired or was revoked: resolve again
                 self._forget(name)
-                refreshed = True
+                signed, refreshed = None, True
                 continue
             if status in (429, 503):
                 wait = _retry_after(response.headers.get("Retry-After"), throttled)
