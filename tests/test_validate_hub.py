@@ -502,6 +502,7 @@ def test_throttled_reads_are_bounded(server: HubServer, twins: dict[str, Path],
     from mxformats.validate.readers import hub as hub_mod
 
     server.realistic(throttle_every=1, retry_after="0", delay=0.0)
+    monkeypatch.setattr(hub_mod, "_THROTTLE_BASE_S", 0.0)
     report = run(serve(server, "always-429", twins["mxfp4"]))
     assert exit_code(report) in (1, 2)
     tries = Counter(p for _t, _o, status, p in server.events if status == 429)

@@ -25,6 +25,7 @@ The Hub's answers are untrusted input: every deviation raises
 from __future__ import annotations
 
 import os
+import random
 import re
 import threading
 import time
@@ -67,10 +68,11 @@ _HASH_PIECE = 8 << 20
 #: with its own keep-alive session.
 CONNECTIONS = 32
 
-#: A 429 or 503 is retried after its ``Retry-After`` (seconds or an HTTP date; without one
-#: ``_BASE_WAIT_S`` doubled per attempt), each wait at most ``_MAX_WAIT_S``, at most
-#: ``_THROTTLED_ATTEMPTS`` attempts and ``_TOTAL_WAIT_S`` of waiting per read; then the
-#: answer is the read's finding.
+#: A 429 or 503 is retried after its ``Retry-After`` (seconds or an HTTP date) or a back-off
+#: from ``_THROTTLE_BASE_S`` doubled per attempt, whichever is longer, each wait at most
+#: ``_MAX_WAIT_S``, at most ``_THROTTLED_ATTEMPTS`` attempts and ``_TOTAL_WAIT_S`` of waiting
+#: per read; then the answer is the read's finding.
+_THROTTLE_BASE_S = 0.1
 _THROTTLED_ATTEMPTS = 8
 _MAX_WAIT_S = 30.0
 _TOTAL_WAIT_S = 120.0
@@ -132,22 +134,25 @@ def _quoted(value: object) -> str:
 
 
 def _retry_after(value: str | None, attempt: int) -> float:
-    """The seconds a ``Retry-After`` header asks (delta seconds or an HTTP date), at most
-    :data:`_MAX_WAIT_S`; without a usable one, :data:`_BASE_WAIT_S` doubled per attempt."""
-    fallback = min(_MAX_WAIT_S, _BASE_WAIT_S * 2.0 ** min(attempt, 16))
-    if value is None:
-        return fallback
-    text = value.strip()
-    try:
-        seconds = float(text)
-    except ValueError:
+    """How long to wait before attempt ``attempt + 1`` of a throttled read: at least what its
+    ``Retry-After`` asks (delta seconds or an HTTP date) and at least a jittered back-off of
+    :data:`_THROTTLE_BASE_S` doubled per attempt (a ``Retry-After: 0`` from a server at its
+    limit is not an invitation to ask again at once, with every read in flight), at most
+    :data:`_MAX_WAIT_S`."""
+    backoff = _THROTTLE_BASE_S * 2.0 ** min(attempt, 16) * random.uniform(0.5, 1.0)
+    asked = 0.0
+    if value is not None:
+        text = value.strip()
         try:
-            seconds = parsedate_to_datetime(text).timestamp() - time.time()
-        except (TypeError, ValueError, IndexError, OverflowError):
-            return fallback
-    if seconds != seconds:  # NaN
-        return fallback
-    return float(min(_MAX_WAIT_S, max(0.0, seconds)))
+            asked = float(text)
+        except ValueError:
+            try:
+                asked = parsedate_to_datetime(text).timestamp() - time.time()
+            except (TypeError, ValueError, IndexError, OverflowError):
+                asked = 0.0
+        if asked != asked:  # NaN
+            asked = 0.0
+    return float(min(_MAX_WAIT_S, max(asked, backoff)))
 
 
 def _expires(url: str) -> float | None:
