@@ -555,3 +555,25 @@ def test_coalesce_only_ranges_that_touch() -> None:
     assert got == [[("a", 0, 8), ("a", 8, 20)], [("a", 21, 30)],
                    [("b", 30, 40), ("b", 40, _GROUP_BYTES)],
                    [("b", _GROUP_BYTES, _GROUP_BYTES + 31)]]
+
+
+@pytest.mark.parametrize(("quiet", "remote", "shown"),
+                         [(False, True, True), (False, False, False), (True, True, False)])
+def test_progress_shows_requests_in_flight(quiet: bool, remote: bool, shown: bool,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """The progress bar of an hf:// run shows the requests in flight beside bytes and ETA;
+    a local run has no such column, and -q shows nothing at all."""
+    import io
+
+    from mxformats.validate.commands import _Progress
+
+    err = io.StringIO()
+    monkeypatch.setattr(err, "isatty", lambda: True, raising=False)
+    monkeypatch.setattr(sys, "stderr", err)
+    progress = _Progress.start(quiet, remote=remote)
+    progress.plan(1 << 20)
+    progress.advance(1 << 19)
+    progress.stop()
+    text = err.getvalue()
+    assert ("requests in flight" in text) is shown
+    assert ("0.5/1.0 MB" in text) is not quiet and (text == "") is quiet

@@ -32,6 +32,7 @@ import time
 from collections import deque
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from typing import TYPE_CHECKING
@@ -50,7 +51,7 @@ from .interface import (
 if TYPE_CHECKING:
     import requests
 
-__all__ = ["HubReader", "open_hub", "parse_hub"]
+__all__ = ["CONNECTIONS", "HubReader", "in_flight", "open_hub", "parse_hub"]
 
 #: Retries of a read after a connection error or a 5xx other than 503 (waits 0.5 s, then
 #: 1 s): a dead server costs seconds, not huggingface_hub's default 23.
@@ -189,6 +190,28 @@ def _coalesce(ranges: Iterable[tuple[str, int, int]]) -> Iterator[list[tuple[str
         yield group
 
 
+#: Ranged reads of this process in flight now (:func:`in_flight`), under its lock.
+_IN_FLIGHT = [0]
+_IN_FLIGHT_LOCK = threading.Lock()
+
+
+@contextmanager
+def _counted() -> Iterator[None]:
+    with _IN_FLIGHT_LOCK:
+        _IN_FLIGHT[0] += 1
+    try:
+        yield
+    finally:
+        with _IN_FLIGHT_LOCK:
+            _IN_FLIGHT[0] -= 1
+
+
+def in_flight() -> int:
+    """How many ranged Hub reads this process has in flight now (the progress bar's count;
+    a pool process's reads are its own)."""
+    return _IN_FLIGHT[0]
+
+
 def open_hub(text: str, connections: int = CONNECTIONS) -> HubReader:
     """Pin ``hf://ORG/NAME[@REVISION]`` to its commit and list its files; :class:`NotAFolder`
     with the Hub's reason for a missing or gated repo or revision, offline mode or no
@@ -318,10 +341,11 @@ class HubReader(Reader):
         if self.unreachable is not None:
             raise ReadFailed(READ_FAILED, name, f"{where}: not read ({self.unreachable})",
                              follow_on=True)
-        response = self._get(name, where, begin, end)
-        with response:
-            self._check_answer(response, name, where, begin, end, size)
-            return self._body(response, name, where, end - begin)
+        with _counted():
+            response = self._get(name, where, begin, end)
+            with response:
+                self._check_answer(response, name, where, begin, end, size)
+                return self._body(response, name, where, end - begin)
 
     def read_ranges(self, ranges: Iterable[tuple[str, int, int]]) -> Iterator[bytes | OSError]:
         """The ranges read over :attr:`connections` connections at once (each thread of the
