@@ -492,7 +492,8 @@ def test_retry_after_honoured(server: HubServer, twins: dict[str, Path]) -> None
     refused = [i for i, e in enumerate(events) if e[2] == 429]
     assert refused
     for i in refused:
-        assert events[i + 1][3] == events[i][3] and events[i + 1][0] - events[i][0] >= 1.0
+        again = next(e for e in events[i + 1:] if e[3] == events[i][3])
+        assert again[0] - events[i][0] >= 1.0
 
 
 def test_throttled_reads_are_bounded(server: HubServer, twins: dict[str, Path],

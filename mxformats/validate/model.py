@@ -521,10 +521,11 @@ class Checkpoint:
         asked in another order, or not asked, is made when asked."""
         if self.reader is None:
             self.reader = LocalReader(self.root, self.allowed_roots)
-        self._ahead = _Ahead(self.reader, [(r.file, r.begin, r.end) for r in refs])
+        ahead = self._ahead = _Ahead(self.reader, [(r.file, r.begin, r.end) for r in refs])
         try:
             yield
         finally:
+            ahead.source.close()  # reads asked and not taken are not made
             self._ahead = None
 
     def read_bytes(self, ref: TensorRef, begin: int, end: int) -> bytes:
@@ -575,7 +576,8 @@ class _Ahead:
 
     def __init__(self, reader: Reader, ranges: list[tuple[str, int, int]]) -> None:
         self.pending = Counter(ranges)
-        self.answers = zip(ranges, reader.read_ranges(ranges), strict=True)
+        self.source = reader.read_ranges(ranges)
+        self.answers = zip(ranges, self.source, strict=True)
 
     def take(self, key: tuple[str, int, int]) -> bytes | OSError | None:
         """The answer to ``key`` when it was asked ahead and not yet taken, else None."""

@@ -30,7 +30,7 @@ import re
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -347,7 +347,8 @@ class HubReader(Reader):
                 self._check_answer(response, name, where, begin, end, size)
                 return self._body(response, name, where, end - begin)
 
-    def read_ranges(self, ranges: Iterable[tuple[str, int, int]]) -> Iterator[bytes | OSError]:
+    def read_ranges(self, ranges: Iterable[tuple[str, int, int]]
+                    ) -> Generator[bytes | OSError, None, None]:
         """The ranges read over :attr:`connections` connections at once (each thread of the
         pool has its own keep-alive session), answered in the order asked; at most twice
         :attr:`connections` reads and :data:`_AHEAD_BYTES` bytes are asked ahead of the caller
@@ -361,17 +362,21 @@ class HubReader(Reader):
         pool = self._executor()
         window: deque[tuple[Future[list[bytes | OSError]], int]] = deque()
         held = 0
-        for group in merged:
-            span = group[-1][2] - group[0][1]
-            while window and (len(window) >= 2 * self.connections
-                              or held + span > _AHEAD_BYTES):
-                done, n = window.popleft()
-                held -= n
-                yield from done.result()
-            window.append((pool.submit(self._read_group, group), span))
-            held += span
-        while window:
-            yield from window.popleft()[0].result()
+        try:
+            for group in merged:
+                span = group[-1][2] - group[0][1]
+                while window and (len(window) >= 2 * self.connections
+                                  or held + span > _AHEAD_BYTES):
+                    done, n = window.popleft()
+                    held -= n
+                    yield from done.result()
+                window.append((pool.submit(self._read_group, group), span))
+                held += span
+            while window:
+                yield from window.popleft()[0].result()
+        finally:  # a caller that stopped early: the reads not started are not made
+            for future, _ in window:
+                future.cancel()
 
     def _read_group(self, group: list[tuple[str, int, int]]) -> list[bytes | OSError]:
         """One read of the span ``group`` covers, cut back into its ranges (an error: one

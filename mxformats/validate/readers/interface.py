@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import os
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Generator, Iterable, Iterator, Sequence
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Any
 
@@ -120,7 +120,8 @@ class Reader(ABC):
         """Exactly the bytes ``[begin, end)`` of ``name``; raises ``OSError`` (or
         :class:`ReadFailed`) when fewer or more come back."""
 
-    def read_ranges(self, ranges: Iterable[tuple[str, int, int]]) -> Iterator[bytes | OSError]:
+    def read_ranges(self, ranges: Iterable[tuple[str, int, int]]
+                    ) -> Generator[bytes | OSError, None, None]:
         """For each ``(name, begin, end)`` of ``ranges``, in order, what :meth:`read_range`
         gives: its bytes, or the ``OSError`` (:class:`ReadFailed` included) it raised. A
         remote reader has many reads in flight at once; this one reads them one by one, and
