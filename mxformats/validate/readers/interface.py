@@ -22,9 +22,9 @@ from __future__ import annotations
 import json
 import os
 from abc import ABC, abstractmethod
-from collections.abc import Generator, Iterable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from pathlib import PurePosixPath
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
@@ -50,6 +50,8 @@ __all__ = [
     "Reader",
     "unsafe_name",
 ]
+
+_T = TypeVar("_T")
 
 #: How a Hub checkpoint is named on the command line (``hf://ORG/NAME[@REVISION]``).
 HUB_PREFIX = "hf://"
@@ -137,31 +139,32 @@ class Reader(ABC):
         it raised (``TensorFileError``, ``OSError``). Two rounds of :meth:`read_ranges` (the
         lengths, then the headers), so a remote reader reads every shard's at once."""
         sizes: dict[str, int] = {}
-        lengths: dict[str, int] = {}
         out: dict[str, HeaderTable | Exception] = {}
         for name in names:
             try:
                 sizes[name] = self.size(name)
             except OSError as exc:
                 out[name] = exc
-        asked = [(n, 0, min(8, sizes[n])) for n in names if n in sizes]
-        for (name, _, _), got in zip(asked, self.read_ranges(asked), strict=True):
-            try:
-                if isinstance(got, Exception):
-                    raise got
-                lengths[name] = header_length(name, got, sizes[name])
-            except (TensorFileError, OSError) as exc:
-                out[name] = exc
-        asked = [(n, 8, 8 + lengths[n]) for n in names if n in lengths]
-        for (name, _, _), got in zip(asked, self.read_ranges(asked), strict=True):
-            try:
-                if isinstance(got, Exception):
-                    raise got
-                out[name] = parse_header_table(name, got, sizes[name])
-            except (TensorFileError, OSError) as exc:
-                out[name] = exc
+        lengths = self._judged([(n, 0, min(8, sizes[n])) for n in names if n in sizes],
+                               lambda n, raw: header_length(n, raw, sizes[n]), out)
+        out.update(self._judged([(n, 8, 8 + lengths[n]) for n in names if n in lengths],
+                                lambda n, raw: parse_header_table(n, raw, sizes[n]), out))
         for name in names:
             yield out[name]
+
+    def _judged(self, asked: list[tuple[str, int, int]], judge: Callable[[str, bytes], _T],
+                failed: dict[str, Any]) -> dict[str, _T]:
+        """``judge(name, bytes)`` of each range ``asked`` (one :meth:`read_ranges` round), by
+        file name; a read or a judgement that raised goes into ``failed`` instead."""
+        judged: dict[str, _T] = {}
+        for (name, _, _), got in zip(asked, self.read_ranges(asked), strict=True):
+            try:
+                if isinstance(got, Exception):
+                    raise got
+                judged[name] = judge(name, got)
+            except (TensorFileError, OSError) as exc:
+                failed[name] = exc
+        return judged
 
     @abstractmethod
     def sha256(self, name: str) -> str:
