@@ -1,6 +1,7 @@
 """Bytes, requests and wall time each ``--level`` costs on a Hub repo: the Kimi-K2.6 MXFP4
 layout (sparse: full-size headers, data as holes) served by the test Hub
-(``tests/hubserver.py``) on 127.0.0.1, as it is or at a real round trip.
+(``tests/hubserver.py``, in a process of its own) on 127.0.0.1, as it is or at a real round
+trip.
 
 Usage: ``python benchmarks/hub_bytes.py DIR [--layers N] [--delay S] [--cdn]
 [--levels structure,scales] [--connections N]``. DIR: where the sparse layout is written, or
@@ -15,9 +16,11 @@ and to the CDN, redirects among them) and the wall time; ``docs/hub.md`` quotes 
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import os
 import sys
 import time
+from multiprocessing.connection import Connection
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
@@ -46,27 +49,48 @@ def main() -> None:
         shards = max(1, FULL_SIZE_SHARDS * args.layers // KIMI_K26_TEXT["num_hidden_layers"])
         write_full_size_layout(folder, shards=shards, text=text)
     declared = sum(p.stat().st_size for p in folder.glob("*.safetensors"))
+    parent, child = multiprocessing.Pipe()
+    server = multiprocessing.Process(target=_serve, args=(child, folder, args.delay, args.cdn),
+                                     daemon=True)
+    server.start()
+    os.environ["HF_ENDPOINT"] = parent.recv()
+    print(f"{args.layers} layers, {declared:,} bytes declared; delay {args.delay} s, "
+          f"CDN redirects {'on' if args.cdn else 'off'}, {args.connections} connections")
+    for level in map(Level, args.levels.split(",")):
+        parent.send("reset")
+        parent.recv()
+        start = time.perf_counter()
+        report = validate("hf://test/k26-mxfp4", Options(
+            level=level, workers=args.workers, hub_connections=args.connections))
+        seconds = time.perf_counter() - start
+        parent.send("stats")
+        shard, other, hub, redirects, cdn = parent.recv()
+        print(f"{level.value}: shard bytes {shard:,} ({shard / declared:.4%}), other files "
+              f"{other:,}, requests {hub + cdn:,} (Hub {hub:,}, of which {redirects:,} "
+              f"redirects; CDN {cdn:,}), {seconds:.1f} s"
+              + (f"; stopped: {report.fatal}" if report.fatal else ""), flush=True)
+    parent.send("stop")
+    server.join(timeout=30)
+
+
+def _serve(conn: Connection, folder: Path, delay: float, cdn: bool) -> None:
+    """The test Hub in its own process (its threads do not share the validator's interpreter
+    lock, as the Hub's servers do not share its CPU), answering ``reset``, ``stats`` and
+    ``stop`` on ``conn``."""
     repos = {"test/k26-mxfp4": Repo({"main": folder}, hash_lfs=False)}
     with HubServer(repos) as server:
-        server.delay, server.cdn = args.delay, args.cdn
-        os.environ["HF_ENDPOINT"] = server.endpoint
-        print(f"{args.layers} layers, {declared:,} bytes declared; delay {args.delay} s, "
-              f"CDN redirects {'on' if args.cdn else 'off'}, {args.connections} connections")
-        for level in map(Level, args.levels.split(",")):
-            server.reset()
-            start = time.perf_counter()
-            report = validate("hf://test/k26-mxfp4", Options(
-                level=level, workers=args.workers, hub_connections=args.connections))
-            seconds = time.perf_counter() - start
+        server.delay, server.cdn = delay, cdn
+        conn.send(server.endpoint)
+        while (command := conn.recv()) != "stop":
+            if command == "reset":
+                server.reset()
+                conn.send(None)
+                continue
             shard = server.bytes_sent()
-            other = sum(server.sent.values()) - shard
             hub = sum(1 for _, path, _ in server.log if "/resolve/" in path)
             redirects = sum(1 for e in server.events if e[2] == 302)
-            print(f"{level.value}: shard bytes {shard:,} ({shard / declared:.4%}), other files "
-                  f"{other:,}, requests {hub + len(server.cdn_log):,} (Hub {hub:,}, of which "
-                  f"{redirects:,} redirects; CDN {len(server.cdn_log):,}), {seconds:.1f} s"
-                  + (f"; stopped: {report.fatal}" if report.fatal else ""), flush=True)
-
+            conn.send((shard, sum(server.sent.values()) - shard, hub, redirects,
+                       len(server.cdn_log)))
 
 if __name__ == "__main__":
     main()
