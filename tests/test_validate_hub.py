@@ -578,3 +578,25 @@ def test_progress_shows_requests_in_flight(quiet: bool, remote: bool, shown: boo
     text = err.getvalue()
     assert ("requests in flight" in text) is shown
     assert ("0.5/1.0 MB" in text) is not quiet and (text == "") is quiet
+
+
+def test_reader_threads_end_with_the_reader(server: HubServer, twins: dict[str, Path]) -> None:
+    """A Hub reader's pool threads end once the reader is gone: a process that validates
+    repo after repo does not keep every earlier run's connections' threads."""
+    import gc
+    import threading
+    import time
+
+    def pool_threads() -> int:
+        return sum(t.name.startswith("mxformats-hub") for t in threading.enumerate())
+
+    before = pool_threads()
+    reader = _reader(serve(server, "threads", twins["mxfp4"]), connections=4)
+    got = list(reader.read_ranges([(SHARD, b, b + 8) for b in range(0, 1600, 16)]))
+    assert all(isinstance(g, bytes) for g in got) and pool_threads() > before
+    del reader, got
+    gc.collect()
+    deadline = time.monotonic() + 10
+    while pool_threads() > before and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert pool_threads() == before

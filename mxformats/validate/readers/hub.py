@@ -29,6 +29,7 @@ import random
 import re
 import threading
 import time
+import weakref
 from collections import deque
 from collections.abc import Generator, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -393,6 +394,9 @@ class HubReader(Reader):
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(self.connections,
                                                 thread_name_prefix="mxformats-hub")
+                # the reader gone, its threads end (a process that validates repo after
+                # repo keeps none of the earlier ones' threads)
+                weakref.finalize(self, self._pool.shutdown, wait=False)
             return self._pool
 
     def _get(self, name: str, where: str, begin: int, end: int) -> requests.Response:
