@@ -29,7 +29,6 @@ import random
 import re
 import threading
 import time
-import weakref
 from collections import deque
 from collections.abc import Generator, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -390,13 +389,12 @@ class HubReader(Reader):
         return [raw[b - begin:e - begin] for _, b, e in group]
 
     def _executor(self) -> ThreadPoolExecutor:
+        """The reader's pool (made at its first batch). Its threads end once the reader is
+        gone: a ThreadPoolExecutor's workers exit when it is collected."""
         with self._lock:
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(self.connections,
                                                 thread_name_prefix="mxformats-hub")
-                # the reader gone, its threads end (a process that validates repo after
-                # repo keeps none of the earlier ones' threads)
-                weakref.finalize(self, self._pool.shutdown, wait=False)
             return self._pool
 
     def _get(self, name: str, where: str, begin: int, end: int) -> requests.Response:
