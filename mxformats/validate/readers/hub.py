@@ -9,9 +9,14 @@
   answers and lists every file with its size and, for an LFS file, its sha256 (a listing
   naming a file twice or not as a relative name inside the repo, or with an LFS sha256 that
   is not 64 hex digits, is refused whole: exit 2);
-- every byte is a ranged ``GET /ORG/NAME/resolve/SHA/FILE`` with ``Range: bytes=B-E``,
-  through ``huggingface_hub.utils.http_backoff`` (its retries with backoff on connection
-  errors and 5xx) and a timeout (``HF_HUB_DOWNLOAD_TIMEOUT``). The answer must be 206 with
+- every byte is a ranged ``GET /ORG/NAME/resolve/SHA/FILE`` with ``Range: bytes=B-E``; the
+  Hub's redirect of an LFS file to its CDN is followed once per file and the signed URL reused
+  for the file's later ranges until it expires or the CDN refuses it (then resolved again;
+  the token is never sent to the CDN). :meth:`HubReader.read_ranges` has up to
+  ``connections`` reads in flight (a thread each, with huggingface_hub's per-thread session),
+  coalescing ranges that touch. A connection error or a 5xx is retried twice (0.5 s, 1 s);
+  a 429 or 503 waits its ``Retry-After`` (bounded attempts and total wait); the timeout is
+  ``HF_HUB_DOWNLOAD_TIMEOUT``. The answer, the Hub's or the CDN's, must be 206 with
   ``Content-Range: bytes B-E/SIZE`` for that SIZE the API listed and exactly ``E - B + 1``
   bytes: a 200 (Range ignored) is never read, and a body is read in bounded chunks and
   abandoned at the first byte past the range; a non-LFS file is hashed over reads of at
