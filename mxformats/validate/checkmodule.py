@@ -14,14 +14,14 @@ its ``combine``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .findings import Finding
-    from .model import Checkpoint, Module, Options
+    from .model import Checkpoint, Module, Options, TensorRef
 
 __all__ = ["CheckModule", "PerModule", "always", "reads_nothing"]
 
@@ -40,6 +40,12 @@ def reads_nothing(state: Any) -> None:
     """The ``reads`` of :class:`PerModule` work that reads only the checkpoint."""
 
 
+def asks_nothing_ahead(ckpt: Checkpoint, opts: Options, modules: Sequence[str]
+                       ) -> Iterator[TensorRef]:
+    """The ``ahead`` of :class:`PerModule` work whose reads are not asked ahead."""
+    return iter(())
+
+
 @dataclass(frozen=True)
 class PerModule:
     """The per-module work of a check module, run as tasks.
@@ -54,7 +60,9 @@ class PerModule:
     ``combine``: the module's findings from the outcomes of every module it checks (in any
     order; the runner gives them in task order); ``reads``: the folder outside the
     checkpoint that ``check`` reads, and which of its files holds each tensor (``--source``),
-    so that a task's stamp covers them; None when it reads only the checkpoint. The JSON
+    so that a task's stamp covers them; None when it reads only the checkpoint; ``ahead``:
+    the checkpoint tensors ``check`` will read for the given modules, in the order it reads
+    them, which a task asks ahead (many requests in flight on the Hub). The JSON
     form of its outcomes (the report's task records, ``--resume``) is
     :data:`mxformats.validate.resume.CODECS` ``[outcomes]``."""
 
@@ -64,6 +72,8 @@ class PerModule:
     check: Callable[[Checkpoint, Options, Any, Module], Any]
     combine: Callable[[Checkpoint, Options, Sequence[Any]], Iterable[Finding]]
     reads: Callable[[Any], tuple[Path, Mapping[str, str]] | None] = reads_nothing
+    ahead: Callable[[Checkpoint, Options, Sequence[str]], Iterator[TensorRef]] = (
+        asks_nothing_ahead)
 
 
 @dataclass(frozen=True)

@@ -41,7 +41,7 @@ class _Progress:
     task: Any = None
 
     @classmethod
-    def start(cls, quiet: bool) -> _Progress:
+    def start(cls, quiet: bool, remote: bool = False) -> _Progress:
         if quiet or not sys.stderr.isatty():
             return cls()
         from rich.console import Console
@@ -49,9 +49,19 @@ class _Progress:
             BarColumn,
             DownloadColumn,
             Progress,
+            ProgressColumn,
             TimeRemainingColumn,
             TransferSpeedColumn,
         )
+        from rich.text import Text
+
+        from .readers.hub import in_flight
+
+        class InFlight(ProgressColumn):
+            """The Hub reads this process has in flight (``hf://`` only)."""
+
+            def render(self, task: Any) -> Text:
+                return Text(f"{in_flight()} requests in flight")
 
         bar = Progress(
             "validating",
@@ -59,6 +69,7 @@ class _Progress:
             DownloadColumn(),
             TransferSpeedColumn(),
             TimeRemainingColumn(),
+            *([InFlight()] if remote else []),
             console=Console(file=sys.stderr),
             transient=True,
         )
@@ -94,6 +105,7 @@ def _options(args: argparse.Namespace) -> Options:
         executor=args.executor,
         ray_address=args.ray_address,
         resume=args.resume,
+        hub_connections=args.hub_connections,
     )
     if args.workers is not None:
         opts.workers = args.workers
@@ -163,7 +175,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     except ExecutorUnavailable as err:
         print(f"mxformats validate: {err}", file=sys.stderr)
         return 2
-    progress = _Progress.start(args.quiet)
+    progress = _Progress.start(args.quiet, remote=args.dir.startswith(HUB_PREFIX))
 
     def plan(total: int) -> None:
         if opts.level is Level.FULL and args.dir.startswith(HUB_PREFIX):
@@ -476,6 +488,11 @@ def add_parsers(commands: Any) -> None:
         "--workers", type=_positive, metavar="N",
         help="tasks at once: worker processes of the local executor (default: the cores; 1 "
         "runs in this process), or Ray tasks in flight",
+    )
+    v.add_argument(
+        "--hub-connections", type=_positive, metavar="N", default=32,
+        help="hf:// only: ranged reads in flight at once over keep-alive connections, per run "
+        "(default 32; independent of --workers)",
     )
     v.add_argument(
         "--executor", choices=("local", "ray"), default="local",

@@ -154,7 +154,7 @@ def _load(root_arg: str | os.PathLike[str] | Reader, opts: Options) -> LoadResul
         reader = root_arg
     else:
         try:
-            reader = open_reader(root_arg, opts.allow_symlink_root)
+            reader = open_reader(root_arg, opts.allow_symlink_root, opts.hub_connections)
         except NotAFolder as exc:
             return LoadResult(None, [], str(exc))
     out: list[Finding] = []

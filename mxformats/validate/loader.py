@@ -294,9 +294,9 @@ def read(reader: Reader, out: list[Finding]) -> Loaded:
                          else list(dict.fromkeys(loaded.weight_map.values())))
     loaded.indexed = not (single or unindexed)
     ckpt.shards = _openable(loaded, out)
-    for name in ckpt.shards:
+    for name, got in zip(ckpt.shards, reader.header_tables(ckpt.shards), strict=True):
         loaded.sizes[name] = reader.size(name)
-        table = _read_header(reader, name, out)
+        table = _read_header(reader, name, got, out)
         if table is None:
             ckpt.unreadable.add(name)
         else:
@@ -424,10 +424,15 @@ def _openable(loaded: Loaded, out: list[Finding]) -> list[str]:
     return safe
 
 
-def _read_header(reader: Reader, name: str, out: list[Finding]) -> HeaderTable | None:
-    """Shard ``name``'s validated header, or None with the finding that says why not."""
+def _read_header(reader: Reader, name: str, got: HeaderTable | Exception,
+                 out: list[Finding]) -> HeaderTable | None:
+    """Shard ``name``'s validated header (``got``: what
+    :meth:`~mxformats.validate.readers.interface.Reader.header_tables` gave), or None with
+    the finding that says why not."""
     try:
-        return reader.header_table(name)
+        if isinstance(got, Exception):
+            raise got
+        return got
     except TensorFileError as exc:
         out.append(_header_finding(exc, name, reader.remote))
     except NotRegularFileError as exc:  # swapped in since the check of _openable

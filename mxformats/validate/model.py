@@ -33,7 +33,9 @@ tensors are keyed by that last component (``weight``, ``weight_scale``, ``weight
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import Enum
 from operator import itemgetter
@@ -326,6 +328,8 @@ class Checkpoint:
     #: tensor-data reads the reader could not complete (the runner reports them, one
     #: finding per file)
     read_failures: list[ReadFailed] = field(default_factory=list, repr=False, compare=False)
+    #: the reads :meth:`reading_ahead` asked ahead, while it runs
+    _ahead: _Ahead | None = field(default=None, repr=False, compare=False)
 
     @property
     def numeric(self) -> bool:
@@ -346,16 +350,36 @@ class Checkpoint:
         arr = np.frombuffer(raw, dtype=dtype, count=count)
         return arr.reshape(ref.shape)
 
+    @contextmanager
+    def reading_ahead(self, refs: Iterable[TensorRef]) -> Iterator[None]:
+        """While the block runs, the whole-tensor reads of ``refs`` go out ahead, in that
+        order, through :meth:`Reader.read_ranges` (a Hub reader has many in flight; its
+        window bounds the memory), and :meth:`read_bytes` takes each from there. A read
+        asked in another order, or not asked, is made when asked."""
+        if self.reader is None:
+            self.reader = LocalReader(self.root, self.allowed_roots)
+        ahead = self._ahead = _Ahead(self.reader, [(r.file, r.begin, r.end) for r in refs])
+        try:
+            yield
+        finally:
+            ahead.source.close()  # reads asked and not taken are not made
+            self._ahead = None
+
     def read_bytes(self, ref: TensorRef, begin: int, end: int) -> bytes:
         """Bytes ``[begin, end)`` of tensor ``ref``'s data, exactly its span's slice, through
-        :attr:`reader` (counted by :attr:`on_read`). A :class:`ReadFailed` is kept in
-        :attr:`read_failures` and re-raised; any read error is an ``OSError``."""
+        :attr:`reader` (counted by :attr:`on_read`; taken from :meth:`reading_ahead` when it
+        asked for it). A :class:`ReadFailed` is kept in :attr:`read_failures` and re-raised;
+        any read error is an ``OSError``."""
         if not 0 <= begin <= end <= ref.nbytes:
             raise ValueError(f"{ref.name}: bytes [{begin}, {end}) outside its {ref.nbytes}")
         if self.reader is None:
             self.reader = LocalReader(self.root, self.allowed_roots)
+        key = (ref.file, ref.begin + begin, ref.begin + end)
         try:
-            raw = self.reader.read_range(ref.file, ref.begin + begin, ref.begin + end)
+            got = None if self._ahead is None else self._ahead.take(key)
+            if isinstance(got, OSError):
+                raise got
+            raw = self.reader.read_range(*key) if got is None else got
         except ReadFailed as exc:
             self.read_failures.append(exc)
             raise
@@ -381,6 +405,26 @@ class Checkpoint:
                        else self.descriptor.matcher(self.exclude))
             self._matcher = (list(self.exclude), matcher)
         return self._matcher[1]
+
+
+class _Ahead:
+    """Reads asked ahead (:meth:`Checkpoint.reading_ahead`), taken in the order asked: taking
+    one drops those asked before it and not taken (their caller moved past them)."""
+
+    def __init__(self, reader: Reader, ranges: list[tuple[str, int, int]]) -> None:
+        self.pending = Counter(ranges)
+        self.source = reader.read_ranges(ranges)
+        self.answers = zip(ranges, self.source, strict=True)
+
+    def take(self, key: tuple[str, int, int]) -> bytes | OSError | None:
+        """The answer to ``key`` when it was asked ahead and not yet taken, else None."""
+        if not self.pending[key]:
+            return None
+        for asked, got in self.answers:
+            self.pending[asked] -= 1
+            if asked == key:
+                return got
+        return None
 
 
 @dataclass
@@ -437,6 +481,9 @@ class Options:
     ray_address: str | None = None
     #: ``--resume``: a JSON report whose finished tasks are reused
     resume: Path | None = None
+    #: ``--hub-connections``: ranged reads of an ``hf://`` checkpoint in flight at once, per
+    #: run (a pool process's reader gets its share)
+    hub_connections: int = 32
 
     def at_least(self, level: Level) -> bool:
         order = {Level.STRUCTURE: 0, Level.SCALES: 1, Level.FULL: 2}

@@ -138,6 +138,17 @@ class ModuleNumbers:
     magnitude: plausibility.Magnitude | None = None
 
 
+def module_params(ckpt: Checkpoint, opts: Options, module: Module) -> tuple[str, ...]:
+    """The tensors of ``module`` its numbers checks read, in the order they read them: its
+    scales and small tensors (``scales``), and its packed weight (``full``) last."""
+    desc = ckpt.descriptor
+    assert desc is not None
+    own = desc.for_module(ckpt, module.name)
+    params_here = tuple(p for p in (*own.scale_params, *own.small_params)
+                        if p in module.tensors)
+    return (*params_here, own.weight_param) if opts.at_least(Level.FULL) else params_here
+
+
 def module_numbers(ckpt: Checkpoint, opts: Options, module: Module) -> ModuleNumbers:
     """The numbers checks of one quantized module at ``opts.level``: its descriptor's scale
     checks (``scales``) and code checks (``full``), reading only this module's tensors (the
@@ -158,10 +169,7 @@ def _module_checks(ckpt: Checkpoint, opts: Options, module: Module, out: ModuleN
     full = opts.at_least(Level.FULL)
     own = desc.for_module(ckpt, module.name)
     wp = own.weight_param
-    params_here = tuple(p for p in (*own.scale_params, *own.small_params)
-                        if p in module.tensors)
-    needed = (*params_here, wp) if full else params_here
-    arrays = read_module(ckpt, module, needed)
+    arrays = read_module(ckpt, module, module_params(ckpt, opts, module))
     if arrays is None:
         return  # unreadable: the files checks report it
     out.small = {p: a for p, a in arrays.items() if a.size <= SMALL_ELEMENTS}
@@ -390,5 +398,14 @@ def _module_numbers(ckpt: Checkpoint, opts: Options, state: None, module: Module
 
 #: The numbers checks as the runner and the tasks run them: per module
 #: (:func:`module_numbers`), then :func:`run` over the outcomes.
+def _reads(ckpt: Checkpoint, opts: Options, modules: Sequence[str]) -> Iterator[TensorRef]:
+    """The tensors the numbers checks of ``modules`` read, in the order they read them: what
+    a task asks ahead (:attr:`.checkmodule.PerModule.ahead`)."""
+    for name in modules:
+        tensors = ckpt.modules[name].tensors
+        yield from (tensors[p] for p in module_params(ckpt, opts, ckpt.modules[name])
+                    if p in tensors)
+
+
 CHECK = CheckModule("numbers", run, applies, PerModule(
-    "numbers", _no_state, _checked, _module_numbers, run))
+    "numbers", _no_state, _checked, _module_numbers, run, ahead=_reads))

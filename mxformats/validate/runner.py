@@ -204,7 +204,7 @@ def validate(
     opts = replace(opts, source=None if opts.source is None else Path(opts.source).absolute(),
                    allow_symlink_root=tuple(Path(p).absolute() for p in opts.allow_symlink_root))
     try:
-        reader = open_reader(root, opts.allow_symlink_root)
+        reader = open_reader(root, opts.allow_symlink_root, opts.hub_connections)
         loaded = files.load(reader, opts)
     except NotAFolder as exc:
         report = Report(os.fspath(root), "unknown", "", fatal=str(exc), level=opts.level)

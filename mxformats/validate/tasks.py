@@ -29,7 +29,8 @@ import os
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -159,7 +160,9 @@ def _loaded(task: Task) -> _Loaded:
 
         while _LAST_LOADED:
             _LOADED.pop(_LAST_LOADED.pop(), None)
-        result = load(root, opts)
+        # a pool process's reader gets its share of the run's --hub-connections
+        share = max(1, opts.hub_connections // max(1, opts.workers))
+        result = load(root, replace(opts, hub_connections=share))
         if result.ckpt is None or result.fatal is not None:
             raise RuntimeError(f"cannot load {root}: {result.fatal or 'nothing readable'}")
         found = _LOADED[key] = _prepared(result.ckpt, opts)
@@ -190,13 +193,17 @@ def run_task(task: Task) -> TaskResult:
 
     previous, failures_before = ckpt.on_read, len(ckpt.read_failures)
     ckpt.on_read = count
+    ahead = chain.from_iterable(
+        pm.ahead(ckpt, opts, [m for m in task.modules if m in loaded.checked[pm.outcomes]])
+        for pm in PER_MODULE)
     try:
-        for name in task.modules:
-            module = ckpt.modules[name]
-            for pm in PER_MODULE:
-                if name in loaded.checked[pm.outcomes]:
-                    out.outcomes[pm.outcomes].append(
-                        pm.check(ckpt, opts, loaded.states[pm.outcomes], module))
+        with ckpt.reading_ahead(ahead):
+            for name in task.modules:
+                module = ckpt.modules[name]
+                for pm in PER_MODULE:
+                    if name in loaded.checked[pm.outcomes]:
+                        out.outcomes[pm.outcomes].append(
+                            pm.check(ckpt, opts, loaded.states[pm.outcomes], module))
     finally:
         ckpt.on_read = previous
         failed = ckpt.read_failures[failures_before:]

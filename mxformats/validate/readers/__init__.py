@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .hub import HubReader, open_hub
+from .hub import CONNECTIONS, HubReader, open_hub
 from .interface import (
     HUB_PREFIX,
     RANGE_IGNORED,
@@ -39,13 +39,14 @@ __all__ = [
 ]
 
 
-def open_reader(root_arg: str | os.PathLike[str], allow: tuple[Path, ...] = ()) -> Reader:
+def open_reader(root_arg: str | os.PathLike[str], allow: tuple[Path, ...] = (),
+                hub_connections: int = CONNECTIONS) -> Reader:
     """The reader for a command-line checkpoint argument: ``hf://ORG/NAME[@REVISION]`` (the
-    ``hub`` extra) or a local folder. Raises :class:`NotAFolder` (a Hub error included) with
-    the reason when it cannot be read at all."""
+    ``hub`` extra; ``hub_connections`` reads in flight at once) or a local folder. Raises
+    :class:`NotAFolder` (a Hub error included) with the reason when it cannot be read at all."""
     text = os.fspath(root_arg)
     if text.startswith(HUB_PREFIX):
-        return open_hub(text)
+        return open_hub(text, hub_connections)
     root = Path(text)
     if not root.is_dir():
         raise NotAFolder(f"{root} is not a readable directory")

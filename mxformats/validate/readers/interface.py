@@ -22,8 +22,9 @@ from __future__ import annotations
 import json
 import os
 from abc import ABC, abstractmethod
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from pathlib import PurePosixPath
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
@@ -49,6 +50,8 @@ __all__ = [
     "Reader",
     "unsafe_name",
 ]
+
+_T = TypeVar("_T")
 
 #: How a Hub checkpoint is named on the command line (``hf://ORG/NAME[@REVISION]``).
 HUB_PREFIX = "hf://"
@@ -119,6 +122,50 @@ class Reader(ABC):
         """Exactly the bytes ``[begin, end)`` of ``name``; raises ``OSError`` (or
         :class:`ReadFailed`) when fewer or more come back."""
 
+    def read_ranges(self, ranges: Iterable[tuple[str, int, int]]
+                    ) -> Generator[bytes | OSError, None, None]:
+        """For each ``(name, begin, end)`` of ``ranges``, in order, what :meth:`read_range`
+        gives: its bytes, or the ``OSError`` (:class:`ReadFailed` included) it raised. A
+        remote reader has many reads in flight at once; this one reads them one by one, and
+        lazily (a caller that stops early reads no more)."""
+        for name, begin, end in ranges:
+            try:
+                yield self.read_range(name, begin, end)
+            except OSError as exc:
+                yield exc
+
+    def header_tables(self, names: Sequence[str]) -> Iterator[HeaderTable | Exception]:
+        """:meth:`header_table` of each of ``names``, in order: the table, or the exception
+        it raised (``TensorFileError``, ``OSError``). Two rounds of :meth:`read_ranges` (the
+        lengths, then the headers), so a remote reader reads every shard's at once."""
+        sizes: dict[str, int] = {}
+        out: dict[str, HeaderTable | Exception] = {}
+        for name in names:
+            try:
+                sizes[name] = self.size(name)
+            except OSError as exc:
+                out[name] = exc
+        lengths = self._judged([(n, 0, min(8, sizes[n])) for n in names if n in sizes],
+                               lambda n, raw: header_length(n, raw, sizes[n]), out)
+        out.update(self._judged([(n, 8, 8 + lengths[n]) for n in names if n in lengths],
+                                lambda n, raw: parse_header_table(n, raw, sizes[n]), out))
+        for name in names:
+            yield out[name]
+
+    def _judged(self, asked: list[tuple[str, int, int]], judge: Callable[[str, bytes], _T],
+                failed: dict[str, Any]) -> dict[str, _T]:
+        """``judge(name, bytes)`` of each range ``asked`` (one :meth:`read_ranges` round), by
+        file name; a read or a judgement that raised goes into ``failed`` instead."""
+        judged: dict[str, _T] = {}
+        for (name, _, _), got in zip(asked, self.read_ranges(asked), strict=True):
+            try:
+                if isinstance(got, Exception):
+                    raise got
+                judged[name] = judge(name, got)
+            except (TensorFileError, OSError) as exc:
+                failed[name] = exc
+        return judged
+
     @abstractmethod
     def sha256(self, name: str) -> str:
         """The hex sha256 of file ``name`` (a Hub LFS file: the Hub's, nothing downloaded)."""
@@ -139,10 +186,11 @@ class Reader(ABC):
         """The validated safetensors header of ``name`` as a
         :class:`~mxformats.tensorfile.HeaderTable` (the loader's form: columns, no dictionary
         per tensor), from two reads: the 8-byte length, then exactly the ``N`` header bytes it
-        announces."""
-        size = self.size(name)
-        n = header_length(name, self.read_range(name, 0, min(8, size)), size)
-        return parse_header_table(name, self.read_range(name, 8, 8 + n), size)
+        announces (:meth:`header_tables` of one name)."""
+        (got,) = self.header_tables([name])
+        if isinstance(got, Exception):
+            raise got
+        return got
 
     def tensor(self, name: str, tensor: str) -> NDArray[Any]:
         """Tensor ``tensor`` of shard ``name`` (as :func:`mxformats.tensorfile.read_tensor`

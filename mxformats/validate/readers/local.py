@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +19,7 @@ import numpy as np
 from mxformats.tensorfile import (
     MAX_JSON_SIZE,
     HeaderTable,
+    TensorFileError,
     not_regular,
     open_regular,
     read_header_table,
@@ -107,6 +109,13 @@ class LocalReader(Reader):
 
     def header_table(self, name: str) -> HeaderTable:
         return read_header_table(self.path(name))  # one open for the length and the header
+
+    def header_tables(self, names: Sequence[str]) -> Iterator[HeaderTable | Exception]:
+        for name in names:  # a local read has no round trip to overlap
+            try:
+                yield self.header_table(name)
+            except (TensorFileError, OSError) as exc:
+                yield exc
 
     def read_json(self, name: str, limit: int = MAX_JSON_SIZE) -> Any:
         return read_json(self.path(name), limit)
