@@ -372,6 +372,7 @@ def test_cli_interrupt_writes_an_incomplete_report_and_exits_130(
     "HUGE_NUMBER",  # a JSON integer too large for a float
     "MODULE_DROPPED",  # a record short of one of its task's modules
     "SHORT_HISTOGRAM",  # would broadcast into the 16-bin sum
+    "SHORT_SCALE_HISTOGRAM", "UNKNOWN_SCALE_BINS",  # 256 counts, binned by byte or exponent
     "LONG_VALUE",  # quoted in the warning, which must stay short
 ])
 def test_an_unusable_resume_file_is_a_warning_and_everything_runs(
@@ -399,6 +400,12 @@ def test_an_unusable_resume_file_is_a_warning_and_everything_runs(
     elif content == "SHORT_HISTOGRAM":
         result["numbers"][0]["hist"] = {"int4": {"dtype": "int64", "shape": [1],
                                                  "data": "AQAAAAAAAAA="}}
+    elif content in ("SHORT_SCALE_HISTOGRAM", "UNKNOWN_SCALE_BINS"):
+        hist = result["numbers"][0]["scale_hist"]["weight_scale"]
+        if content == "UNKNOWN_SCALE_BINS":
+            hist["bins"] = "value"
+        else:
+            hist["counts"] = {"dtype": "int64", "shape": [1], "data": "AQAAAAAAAAA="}
     elif content == "LONG_VALUE":
         result["numbers"][0]["module"] = ["x" * 100_000]
     elif content == "MODULE_DROPPED":
@@ -428,6 +435,10 @@ def test_results_round_trip_through_json() -> None:
             assert resume.result_to_json(back) == resume.result_to_json(result)
             assert ([o.findings for o in back.outcomes["numbers"]]
                     == [o.findings for o in result.outcomes["numbers"]])
+            for o, b in zip(result.outcomes["numbers"], back.outcomes["numbers"], strict=True):
+                assert set(o.scale_hist) == {"weight_scale", "weight_scale_2"}
+                assert {p: (k, c.tolist()) for p, (k, c) in b.scale_hist.items()} == {
+                    p: (k, c.tolist()) for p, (k, c) in o.scale_hist.items()}
 
 
 @pytest.mark.parametrize("value", [math.nan, math.inf, -math.inf, 0.25])

@@ -84,14 +84,27 @@ def _array_from_json(data: object) -> NDArray[Any]:
     return np.frombuffer(raw, dtype=dtype).reshape(shape)
 
 
-def _histogram_from_json(data: object) -> NDArray[Any]:
-    """A code histogram: 16 non-negative int64 counts, as ``numbers`` adds them up (another
-    shape would broadcast into the sum, another dtype turn it to float)."""
+def _histogram_from_json(data: object, bins: int = 16) -> NDArray[Any]:
+    """A histogram: ``bins`` non-negative int64 counts (16 for a code histogram, as
+    ``numbers`` adds them up: another shape would broadcast into the sum, another dtype turn
+    it to float; :data:`numbers.SCALE_BINS` for a scale histogram)."""
     counts = _array_from_json(data)
-    if counts.dtype != np.int64 or counts.shape != (16,) or bool((counts < 0).any()):
-        raise ValueError(f"a histogram of {counts.dtype.name} {list(counts.shape)}, not 16 "
-                         "counts")
+    if counts.dtype != np.int64 or counts.shape != (bins,) or bool((counts < 0).any()):
+        raise ValueError(f"a histogram of {counts.dtype.name} {list(counts.shape)}, not "
+                         f"{bins} counts")
     return counts
+
+
+def _scale_hist_from_json(data: object) -> dict[str, tuple[str, NDArray[Any]]]:
+    """``ModuleNumbers.scale_hist`` from ``{param: {"bins": "byte"|"exponent", "counts":
+    array}}``; absent (a record written before it existed) is empty."""
+    if data is None:
+        return {}
+    if not isinstance(data, dict) or not all(
+            isinstance(v, dict) and v.get("bins") in ("byte", "exponent") for v in data.values()):
+        raise ValueError("scale_hist is not a table of binned histograms")
+    return {_text(p): (v["bins"], _histogram_from_json(v.get("counts"), numbers.SCALE_BINS))
+            for p, v in data.items()}
 
 
 def _finding_to_json(f: Finding) -> dict[str, Any]:
@@ -142,6 +155,8 @@ def _numbers_to_json(o: numbers.ModuleNumbers) -> dict[str, Any]:
                 p: _array_to_json(a) for p, a in o.small.items()},
             "hist": {k: _array_to_json(a) for k, a in o.hist.items()},
             "zero_blocks": o.zero_blocks,
+            "scale_hist": {p: {"bins": bins, "counts": _array_to_json(a)}
+                           for p, (bins, a) in o.scale_hist.items()},
             "expert": None if o.expert is None else [o.expert[0].hex(),
                                                      reproduce.json_float(o.expert[1]),
                                                      o.expert[2]],
@@ -162,6 +177,7 @@ def _numbers_from_json(data: dict[str, Any]) -> numbers.ModuleNumbers:
         None if small is None else {_text(p): _array_from_json(a) for p, a in small.items()},
         {_text(k): _histogram_from_json(a) for k, a in (data.get("hist") or {}).items()},
         {_text(k): n for k, n in zero_blocks.items()},
+        _scale_hist_from_json(data.get("scale_hist")),
         None if expert is None else (bytes.fromhex(_text(expert[0])), _number(expert[1]),
                                      expert[2]),
         plausibility.magnitude_from_json(data.get("magnitude")))
