@@ -296,15 +296,16 @@ def _numbers(report: Report) -> list[str]:
                    "binned it: 1-byte scales (E8M0 exponents, E4M3 block scales) by raw byte, "
                    f"float scales by binary exponent (np.frexp: value = m·2^e, 0.5 ≤ |m| < 1; "
                    f"e clipped to {numbers.EXPONENT_LOW}..{numbers.EXPONENT_LOW + 255}; zero "
-                   "and non-finite at e = 0). Whisker: the smallest to the largest bin used; "
+                   "and non-finite at e = 0), a bin labelled 2^k holding |values| in "
+                   "[2^k, 2^(k+1)). Whisker: the smallest to the largest bin used; "
                    "box: the quartiles; mark: the median.</p><div class=\"plots\">")
         for (param, bins), per_row in sorted(binned.items()):
             labels = ([f"0x{b:02x}" for b in range(numbers.SCALE_BINS)] if bins == "byte" else
-                      [f"2^{numbers.EXPONENT_LOW + b}" for b in range(numbers.SCALE_BINS)])
+                      [f"2^{numbers.EXPONENT_LOW + b - 1}" for b in range(numbers.SCALE_BINS)])
             counts = [(r, [int(n) for n in per_row[r]]) for r in sorted(per_row, key=row_key)]
             out.append(boxes(f"scale-hist-{printable(param)}-{bins}",
                              f"{printable(param)} by {bins}", counts, labels,
-                             unit="raw byte" if bins == "byte" else "binary exponent"))
+                             unit="raw byte" if bins == "byte" else "log2, floor"))
         out.append("</div>")
     if scales:
         out.append("<p>The scale tensors small enough for the checks across modules (global "
