@@ -84,27 +84,46 @@ def _array_from_json(data: object) -> NDArray[Any]:
     return np.frombuffer(raw, dtype=dtype).reshape(shape)
 
 
-def _histogram_from_json(data: object, bins: int = 16) -> NDArray[Any]:
-    """A histogram: ``bins`` non-negative int64 counts (16 for a code histogram, as
-    ``numbers`` adds them up: another shape would broadcast into the sum, another dtype turn
-    it to float; :data:`numbers.SCALE_BINS` for a scale histogram)."""
+def _histogram_from_json(data: object) -> NDArray[Any]:
+    """A code histogram: 16 non-negative int64 counts, as ``numbers`` adds them up (another
+    shape would broadcast into the sum, another dtype turn it to float)."""
     counts = _array_from_json(data)
-    if counts.dtype != np.int64 or counts.shape != (bins,) or bool((counts < 0).any()):
-        raise ValueError(f"a histogram of {counts.dtype.name} {list(counts.shape)}, not "
-                         f"{bins} counts")
+    if counts.dtype != np.int64 or counts.shape != (16,) or bool((counts < 0).any()):
+        raise ValueError(f"a histogram of {counts.dtype.name} {list(counts.shape)}, not 16 "
+                         "counts")
     return counts
 
 
+def _scale_hist_to_json(hist: dict[str, tuple[str, NDArray[Any]]]) -> dict[str, Any]:
+    """``ModuleNumbers.scale_hist`` as ``{param: {"bins": "byte"|"exponent", "counts": {bin:
+    count}}}``, the bins with a count only: a module's block scales use a few tens of the 256
+    bins, so a Kimi-size report stays a few hundred bytes a module and scale tensor."""
+    return {p: {"bins": bins, "counts": {str(i): int(n) for i, n in enumerate(a) if n}}
+            for p, (bins, a) in hist.items()}
+
+
 def _scale_hist_from_json(data: object) -> dict[str, tuple[str, NDArray[Any]]]:
-    """``ModuleNumbers.scale_hist`` from ``{param: {"bins": "byte"|"exponent", "counts":
-    array}}``; absent (a record written before it existed) is empty."""
+    """:func:`_scale_hist_to_json` read back: each a :data:`numbers.SCALE_BINS` int64 array;
+    absent (a record written before it existed) is empty; a bin outside the array, a count
+    that is not a non-negative integer or another binning is a ValueError."""
     if data is None:
         return {}
-    if not isinstance(data, dict) or not all(
-            isinstance(v, dict) and v.get("bins") in ("byte", "exponent") for v in data.values()):
+    if not isinstance(data, dict):
         raise ValueError("scale_hist is not a table of binned histograms")
-    return {_text(p): (v["bins"], _histogram_from_json(v.get("counts"), numbers.SCALE_BINS))
-            for p, v in data.items()}
+    out: dict[str, tuple[str, NDArray[Any]]] = {}
+    for p, v in data.items():
+        counts = v.get("counts") if isinstance(v, dict) else None
+        if not isinstance(v, dict) or v.get("bins") not in ("byte", "exponent") or not (
+                isinstance(counts, dict)):
+            raise ValueError(f"scale_hist {_text(p)!r} is not a binned histogram")
+        a = np.zeros(numbers.SCALE_BINS, np.int64)
+        for k, n in counts.items():
+            if not (k.isdigit() and int(k) < numbers.SCALE_BINS) or isinstance(n, bool) or not (
+                    isinstance(n, int) and 0 <= n < 1 << 63):
+                raise ValueError(f"scale_hist {_text(p)!r}: bin {k!r:.20} count {n!r:.20}")
+            a[int(k)] = n
+        out[_text(p)] = (v["bins"], a)
+    return out
 
 
 def _finding_to_json(f: Finding) -> dict[str, Any]:
@@ -155,8 +174,7 @@ def _numbers_to_json(o: numbers.ModuleNumbers) -> dict[str, Any]:
                 p: _array_to_json(a) for p, a in o.small.items()},
             "hist": {k: _array_to_json(a) for k, a in o.hist.items()},
             "zero_blocks": o.zero_blocks,
-            "scale_hist": {p: {"bins": bins, "counts": _array_to_json(a)}
-                           for p, (bins, a) in o.scale_hist.items()},
+            "scale_hist": _scale_hist_to_json(o.scale_hist),
             "expert": None if o.expert is None else [o.expert[0].hex(),
                                                      reproduce.json_float(o.expert[1]),
                                                      o.expert[2]],
