@@ -15,11 +15,14 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from test_cli_validate import FORGE, SHARD, UNXML, _add_tensor
 
 from mxformats.cli import main
 from mxformats.output import DOCS_URL
+from mxformats.tensorfile import read_safetensors
+from mxformats.validate import tasks
 from mxformats.validate.findings import Level
 from mxformats.validate.grid import position
 from mxformats.validate.html import render_report
@@ -56,7 +59,8 @@ class Page(html.parser.HTMLParser):
             assert name not in self.plots, f"two plots called {name}"
             self._plot = name
             self.plots[name] = []
-        elif self._plot is not None and a.get("class") in ("cell", "bar", "tick", "empty"):
+        elif self._plot is not None and a.get("class") in ("cell", "bar", "tick", "empty",
+                                                              "dist"):
             self.plots[self._plot].append(a)
 
     def handle_endtag(self, tag: str) -> None:
@@ -190,6 +194,80 @@ def test_engine_error_is_drawn_where_it_differs(tmp_path: Path) -> None:
     for r in records:
         del r["engine_rel_error"]
     assert not any(p.startswith("engine-") for p in Page(render_report(report)).plots)
+
+
+#: Per producer fixture, its scale tensors (the descriptor's scale params) and how a scale
+#: histogram bins them: 1-byte scales by raw byte, float ones by binary exponent.
+SCALE_TENSORS = {
+    "kimi-k2-fp8-block-compressed-tensors": {"weight_scale": "exponent"},
+    "kimi-k2-fp8-block-deepseek": {"weight_scale_inv": "exponent"},
+    "kimi-k2-int4-compressed-tensors": {"weight_scale": "exponent"},
+    "kimi-k2-mxfp4-quark": {"weight_scale": "byte"},
+    "kimi-k2-nvfp4-compressed-tensors": {"weight_scale": "byte",
+                                         "weight_global_scale": "exponent"},
+    "kimi-k2-nvfp4-modelopt": {"weight_scale": "byte", "weight_scale_2": "exponent"},
+    "kimi-k2-w4a8-quark": {"weight_scale": "exponent", "weight_scale_2": "exponent"},
+}
+
+
+def _expected_scale_hist(name: str) -> dict[str, dict[str, dict[int, int]]]:
+    """Plot -> layer -> bin -> count, straight from the fixture's tensors: np.histogram of the
+    raw bytes (256 bins), or of np.frexp's exponent + 128 clipped to 0..255."""
+    per_layer: dict[str, dict[str, Any]] = defaultdict(dict)
+    for shard in sorted((PRODUCERS / name).glob("*.safetensors")):
+        for tensor, a in read_safetensors(shard).items():
+            module, _, param = tensor.rpartition(".")
+            bins = SCALE_TENSORS[name].get(param)
+            if bins is None:
+                continue
+            if bins == "byte":
+                assert a.dtype.itemsize == 1
+                values = a.reshape(-1).view(np.uint8).astype(np.int64)
+            else:
+                values = np.clip(np.frexp(a.astype(np.float64).reshape(-1))[1] + 128, 0, 255)
+            counts, _ = np.histogram(values, bins=256, range=(0, 256))
+            row = position(module)[0]
+            plot = per_layer[f"scale-hist-{param}-{bins}"]
+            plot[row] = plot.get(row, 0) + counts
+    return {plot: {row: {i: int(n) for i, n in enumerate(c) if n} for row, c in rows.items()}
+            for plot, rows in per_layer.items()}
+
+
+def _drawn_scale_hist(page: Page) -> dict[str, dict[str, dict[int, int]]]:
+    """Plot -> layer -> bin -> count, as the page's scale histograms carry them."""
+    return {plot: {str(g["data-row"]): {int(b): int(n) for b, n in (
+        pair.split(":") for pair in str(g["data-counts"]).split())} for g in drawn}
+        for plot, drawn in page.plots.items() if plot.startswith("scale-hist-")}
+
+
+@pytest.mark.parametrize("name", FORMATS)
+def test_scale_histograms_are_the_tensors(name: str, pages: str) -> None:
+    """Every scale tensor of every format is drawn per layer, block scales of full size
+    included, and each layer's counts are a direct numpy histogram of the fixture's tensors."""
+    text, _ = _rendered(name, False, pages)
+    drawn = _drawn_scale_hist(Page(text))
+    assert set(drawn) == {f"scale-hist-{p}-{b}" for p, b in SCALE_TENSORS[name].items()}
+    for plot, rows in drawn.items():
+        assert rows and all(rows.values()), f"{plot} draws nothing"
+    assert drawn == _expected_scale_hist(name)
+
+
+def test_a_resumed_report_draws_the_same_scale_histograms(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The scale histograms go through the ``--resume`` JSON: a run that reuses every task
+    of a saved report draws the same per-layer counts, having read no tensor."""
+    folder = PRODUCERS / "kimi-k2-nvfp4-modelopt"
+    first, saved, second = tmp_path / "a.html", tmp_path / "a.json", tmp_path / "b.html"
+    assert main(["validate", str(folder), "--level", "scales", "--workers", "1", "--html",
+                 str(first), "--format", "json", "-o", str(saved)]) == 0
+    ran: list[int] = []
+    monkeypatch.setattr(tasks, "run_task", lambda task: ran.append(task.index))
+    assert main(["validate", str(folder), "--level", "scales", "--workers", "1", "--html",
+                 str(second), "--resume", str(saved), "-q"]) == 0
+    assert ran == []  # every task reused from the saved report
+    want = _drawn_scale_hist(Page(first.read_text(encoding="utf-8")))
+    assert want == _expected_scale_hist(folder.name)
+    assert _drawn_scale_hist(Page(second.read_text(encoding="utf-8"))) == want
 
 
 def _browser_check() -> Any:

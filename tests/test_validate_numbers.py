@@ -1005,3 +1005,29 @@ def test_a_nan_in_every_norm_is_listed_then_counted(tmp_path: Path) -> None:
     assert [f.tensor for f in found] == [*norms[:MAX_LISTED], None]
     assert found[-1].message == f"{len(norms) - MAX_LISTED} more like the above, not listed"
     assert found[-1].effective_severity is Severity.ERROR
+
+
+def test_scale_histogram_bins_bytes_and_exponents_at_their_edges() -> None:
+    """1-byte scales: one bin per raw byte, 0x00 and 0xFF included; float scales: one bin per
+    np.frexp exponent, -128 and 127 the last bins inside, beyond them clipped into them;
+    integer scales: no histogram."""
+    e8m0 = np.array([0, 1, 127, 254, 255, 255], np.uint8)
+    bins, counts = numbers.scale_histogram(e8m0) or ("", np.zeros(0))
+    assert bins == "byte" and counts.dtype == np.int64 and counts.shape == (256,)
+    assert {i: int(n) for i, n in enumerate(counts) if n} == {0: 1, 1: 1, 127: 1, 254: 1,
+                                                              255: 2}
+    e4m3 = np.array([0.5, -448.0, 2.0**-9], ml_dtypes.float8_e4m3fn)
+    bins, counts = numbers.scale_histogram(e4m3) or ("", np.zeros(0))
+    assert bins == "byte"
+    assert {i: int(n) for i, n in enumerate(counts) if n} == {0x30: 1, 0xFE: 1, 0x01: 1}
+    # frexp: 2^k = 0.5 * 2^(k+1), so 2^-129 is the exponent -128 (bin 0), 2^126 is 127
+    # (bin 255); 2^-130 and 2^127 are beyond, clipped into those bins
+    floats = np.array([2.0**-130, 2.0**-129, 2.0**-128, 0.75, 2.0**125, 2.0**126, 2.0**127,
+                       0.0], np.float64)
+    bins, counts = numbers.scale_histogram(floats.astype(np.float32)) or ("", np.zeros(0))
+    assert bins == "exponent" and counts.shape == (256,)
+    assert {i: int(n) for i, n in enumerate(counts) if n} == {
+        0: 2, 1: 1, 128: 2, 254: 1, 255: 2}  # 0.75 and 0.0 at exponent 0
+    bf16 = numbers.scale_histogram(np.array([3.0], ml_dtypes.bfloat16))
+    assert bf16 is not None and bf16[0] == "exponent" and int(bf16[1][128 + 2]) == 1
+    assert numbers.scale_histogram(np.array([1, 2], np.int32)) is None

@@ -15,6 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from test_validate_corpus import CASES, build, ensure_twins, options
 from validate_corpus import Case
@@ -372,6 +373,7 @@ def test_cli_interrupt_writes_an_incomplete_report_and_exits_130(
     "HUGE_NUMBER",  # a JSON integer too large for a float
     "MODULE_DROPPED",  # a record short of one of its task's modules
     "SHORT_HISTOGRAM",  # would broadcast into the 16-bin sum
+    "SCALE_BIN_256", "NEGATIVE_SCALE_COUNT", "UNKNOWN_SCALE_BINS",  # bins 0..255, counts
     "LONG_VALUE",  # quoted in the warning, which must stay short
 ])
 def test_an_unusable_resume_file_is_a_warning_and_everything_runs(
@@ -399,6 +401,14 @@ def test_an_unusable_resume_file_is_a_warning_and_everything_runs(
     elif content == "SHORT_HISTOGRAM":
         result["numbers"][0]["hist"] = {"int4": {"dtype": "int64", "shape": [1],
                                                  "data": "AQAAAAAAAAA="}}
+    elif content in ("SCALE_BIN_256", "NEGATIVE_SCALE_COUNT", "UNKNOWN_SCALE_BINS"):
+        hist = result["numbers"][0]["scale_hist"]["weight_scale"]
+        if content == "UNKNOWN_SCALE_BINS":
+            hist["bins"] = "value"
+        elif content == "SCALE_BIN_256":  # 255 is the last (test_scale_histogram_edges_...)
+            hist["counts"]["256"] = 1
+        else:
+            hist["counts"][next(iter(hist["counts"]))] = -1
     elif content == "LONG_VALUE":
         result["numbers"][0]["module"] = ["x" * 100_000]
     elif content == "MODULE_DROPPED":
@@ -428,6 +438,27 @@ def test_results_round_trip_through_json() -> None:
             assert resume.result_to_json(back) == resume.result_to_json(result)
             assert ([o.findings for o in back.outcomes["numbers"]]
                     == [o.findings for o in result.outcomes["numbers"]])
+            for o, b in zip(result.outcomes["numbers"], back.outcomes["numbers"], strict=True):
+                assert set(o.scale_hist) == {"weight_scale", "weight_scale_2"}
+                assert {p: (k, c.tolist()) for p, (k, c) in b.scale_hist.items()} == {
+                    p: (k, c.tolist()) for p, (k, c) in o.scale_hist.items()}
+
+
+def test_scale_histogram_edges_round_trip_through_json() -> None:
+    """A scale histogram's first and last bins, and a count past 2^32, survive the --resume
+    JSON, which holds only the bins with a count."""
+    from mxformats.validate import numbers
+
+    counts = np.zeros(numbers.SCALE_BINS, np.int64)
+    counts[[0, 1, 254, 255]] = [3, 1, 1 << 40, 2]
+    o = numbers.ModuleNumbers("m", scale_hist={"weight_scale": ("byte", counts),
+                                               "weight_scale_2": ("exponent", counts[::-1])})
+    data = json.loads(json.dumps(resume._numbers_to_json(o)))
+    assert data["scale_hist"]["weight_scale"] == {
+        "bins": "byte", "counts": {"0": 3, "1": 1, "254": 1 << 40, "255": 2}}
+    back = resume._numbers_from_json(data).scale_hist
+    assert {p: (b, c.dtype, c.tolist()) for p, (b, c) in back.items()} == {
+        p: (b, np.dtype(np.int64), c.tolist()) for p, (b, c) in o.scale_hist.items()}
 
 
 @pytest.mark.parametrize("value", [math.nan, math.inf, -math.inf, 0.25])

@@ -5,8 +5,9 @@ One self-contained file: inline CSS, plots as inline SVG (:mod:`mxformats.valida
 script, no font, no image, nothing fetched when it opens (from disk or as a CI artifact); the
 only links are the check docs (:func:`mxformats.output.check_url`), which a reader follows by
 clicking. Built from what the run already holds (the :class:`~.report.Report` and its JSON
-data: per-module reproduction records, the numbers tasks' code histograms and small scale
-arrays), never by reading tensors again, so it costs no memory beyond the report.
+data: per-module reproduction records, the numbers tasks' code histograms, scale histograms
+and small scale arrays), never by reading tensors again, so it costs no memory beyond the
+report.
 
 Every text from the checkpoint (names, paths, messages that quote them) is escaped twice over:
 :func:`~.report.printable` for control characters, :func:`html.escape` for markup.
@@ -29,7 +30,7 @@ from mxformats.output import check_url, printable
 from .findings import CHECKS, Finding, Severity
 from .grid import column_key, grids, position, row_key
 from .report import Report
-from .svg import bars, heatmap, strips
+from .svg import bars, boxes, heatmap, strips
 
 __all__ = ["render_comparison", "render_report", "write_html"]
 
@@ -248,10 +249,13 @@ def _error_maps(records: Sequence[Mapping[str, Any]], key: str, name: str,
 def _numbers(report: Report) -> list[str]:
     """Code histograms (the whole checkpoint, and per layer) and the small scale tensors'
     distributions per layer, from the numbers tasks' records."""
+    from . import numbers
     from .resume import result_from_json
 
     hist: dict[str, dict[str, np.ndarray]] = defaultdict(dict)  # kind -> row -> counts
     scales: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    # (param, bins) -> row -> counts
+    binned: dict[tuple[str, str], dict[str, np.ndarray]] = defaultdict(dict)
     for task in report.tasks:
         try:
             result = result_from_json(task.get("result"), int(task.get("index", 0)))
@@ -261,6 +265,8 @@ def _numbers(report: Report) -> list[str]:
             row = position(o.module)[0]
             for kind, counts in o.hist.items():
                 hist[kind][row] = hist[kind].get(row, 0) + counts
+            for param, (bins, counts) in o.scale_hist.items():
+                binned[param, bins][row] = binned[param, bins].get(row, 0) + counts
             for param, a in (o.small or {}).items():
                 if a.dtype.kind == "f" or a.dtype.name in ("bfloat16", "float8_e4m3fn"):
                     scales[param][row] += [float(v) for v in a.astype(np.float64).reshape(-1)]
@@ -283,12 +289,28 @@ def _numbers(report: Report) -> list[str]:
                     heatmap(f"codes-{kind}-layers", f"{kind} codes per layer (share)", rows,
                             labels, cells, low=0.0, legend="share of the layer's codes"),
                     "</div>"]
+    if scales or binned:
+        out.append('<h2 id="scales">Scale distributions per layer</h2>')
+    if binned:
+        out.append("<p>Every scale tensor of every module of the layer, as the numbers tasks "
+                   "binned it: 1-byte scales (E8M0 exponents, E4M3 block scales) by raw byte, "
+                   f"float scales by binary exponent (np.frexp: value = m·2^e, 0.5 ≤ |m| < 1; "
+                   f"e clipped to {numbers.EXPONENT_LOW}..{numbers.EXPONENT_LOW + 255}; zero "
+                   "and non-finite at e = 0), a bin labelled 2^k holding |values| in "
+                   "[2^k, 2^(k+1)). Whisker: the smallest to the largest bin used; "
+                   "box: the quartiles; mark: the median.</p><div class=\"plots\">")
+        for (param, bins), per_row in sorted(binned.items()):
+            labels = ([f"0x{b:02x}" for b in range(numbers.SCALE_BINS)] if bins == "byte" else
+                      [f"2^{numbers.EXPONENT_LOW + b - 1}" for b in range(numbers.SCALE_BINS)])
+            counts = [(r, [int(n) for n in per_row[r]]) for r in sorted(per_row, key=row_key)]
+            out.append(boxes(f"scale-hist-{printable(param)}-{bins}",
+                             f"{printable(param)} by {bins}", counts, labels,
+                             unit="raw byte" if bins == "byte" else "log2, floor"))
+        out.append("</div>")
     if scales:
-        out.append('<h2 id="scales">Scale distributions per layer</h2><p>The scale tensors '
-                   "small enough for the checks across modules (global scales, activation "
-                   "scales, small block scales), every value of every module of the layer. "
-                   "Large block scales (E8M0 exponents, E4M3 block scales) are checked but "
-                   "not kept in the report.</p><div class=\"plots\">")
+        out.append("<p>The scale tensors small enough for the checks across modules (global "
+                   "scales, activation scales, small block scales), every value of every "
+                   "module of the layer.</p><div class=\"plots\">")
         for param, values in sorted(scales.items()):
             groups = [(r, values[r]) for r in sorted(values, key=row_key)]
             out.append(strips(f"scales-{printable(param)}", printable(param), groups,

@@ -51,11 +51,13 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CHUNK_BYTES",
+    "SCALE_BINS",
     "ModuleNumbers",
     "applies",
     "combine",
     "module_numbers",
     "run",
+    "scale_histogram",
 ]
 
 #: Tensors of at most this many bytes are "small" (read at level ``scales``).
@@ -67,6 +69,31 @@ SMALL_ELEMENTS = 16
 CHUNK_BYTES = 32 << 20
 _FLOAT_DTYPES = ("BF16", "F16", "F32", "F64")
 _EXPERT = re.compile(r"^(?P<layer>.*\.layers\.\d+\.mlp\.experts)\.(?P<e>\d+)\.(?P<p>\w+)$")
+
+
+#: Bins of a scale histogram (:func:`scale_histogram`).
+SCALE_BINS = 256
+#: The smallest binary exponent an ``exponent`` histogram tells apart (bin 0; the largest,
+#: bin 255, is ``EXPONENT_LOW + 255``).
+EXPONENT_LOW = -128
+
+
+def scale_histogram(a: NDArray[Any]) -> tuple[str, NDArray[np.int64]] | None:
+    """The distribution of a scale tensor in :data:`SCALE_BINS` int64 counts, and how it is
+    binned: ``"byte"`` for a 1-byte dtype (E8M0 exponent bytes, E4M3 block scales, uint8):
+    bin ``b`` counts the elements whose raw byte is ``b``; ``"exponent"`` for a float dtype
+    (FP8-block and INT4 float scales, global scales): bin ``e - EXPONENT_LOW`` counts the
+    elements whose :func:`numpy.frexp` exponent is ``e`` (value = m·2^e, 0.5 <= |m| < 1),
+    clipped to the bins; zero, NaN and the infinities count at exponent 0, as frexp gives.
+    None for any other dtype (integer scales)."""
+    flat = np.ascontiguousarray(a).reshape(-1)
+    if flat.dtype.itemsize == 1:
+        return "byte", np.bincount(flat.view(np.uint8), minlength=SCALE_BINS).astype(np.int64)
+    if flat.dtype.kind != "f" and flat.dtype.name != "bfloat16":
+        return None
+    _, exp = np.frexp(flat.astype(np.float32))
+    index = np.clip(exp.astype(np.int64) - EXPONENT_LOW, 0, SCALE_BINS - 1)
+    return "exponent", np.bincount(index, minlength=SCALE_BINS).astype(np.int64)
 
 
 # -- wiring ---------------------------------------------------------------------------------
@@ -125,7 +152,9 @@ class ModuleNumbers:
     ``findings``: the module's own findings, in the order the checks yield them; ``small``:
     its scale arrays of at most :data:`SMALL_ELEMENTS` elements, for the checks across
     modules (None: the module could not be read); ``hist`` and ``zero_blocks``: what its code
-    checks counted; ``expert``: for a routed expert's projection, its weight's checksum key,
+    checks counted; ``scale_hist``: per scale param, how its values are binned and its
+:func:`scale_histogram` counts (level ``scales`` and above, for the HTML report's per-layer
+scale distributions); ``expert``: for a routed expert's projection, its weight's checksum key,
     dequantized RMS and whether it is all zero (None otherwise); ``magnitude``: its decoded
     magnitude from its scales (:func:`.plausibility.measure`)."""
 
@@ -134,6 +163,7 @@ class ModuleNumbers:
     small: dict[str, NDArray[Any]] | None = None
     hist: dict[str, NDArray[np.int64]] = field(default_factory=dict)
     zero_blocks: dict[str, int] = field(default_factory=dict)
+    scale_hist: dict[str, tuple[str, NDArray[np.int64]]] = field(default_factory=dict)
     expert: tuple[bytes, float, bool] | None = None
     magnitude: plausibility.Magnitude | None = None
 
@@ -174,6 +204,9 @@ def _module_checks(ckpt: Checkpoint, opts: Options, module: Module, out: ModuleN
         return  # unreadable: the files checks report it
     out.small = {p: a for p, a in arrays.items() if a.size <= SMALL_ELEMENTS}
     out.magnitude = plausibility.measure(own, arrays)
+    for p in own.scale_params:
+        if p in arrays and (binned := scale_histogram(arrays[p])) is not None:
+            out.scale_hist[p] = binned
     yield from own.scale_findings(ckpt, module, arrays)
     if not full:
         return

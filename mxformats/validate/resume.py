@@ -94,6 +94,38 @@ def _histogram_from_json(data: object) -> NDArray[Any]:
     return counts
 
 
+def _scale_hist_to_json(hist: dict[str, tuple[str, NDArray[Any]]]) -> dict[str, Any]:
+    """``ModuleNumbers.scale_hist`` as ``{param: {"bins": "byte"|"exponent", "counts": {bin:
+    count}}}``, the bins with a count only: a module's block scales use a few tens of the 256
+    bins, so a Kimi-size report stays a few hundred bytes a module and scale tensor."""
+    return {p: {"bins": bins, "counts": {str(i): int(n) for i, n in enumerate(a) if n}}
+            for p, (bins, a) in hist.items()}
+
+
+def _scale_hist_from_json(data: object) -> dict[str, tuple[str, NDArray[Any]]]:
+    """:func:`_scale_hist_to_json` read back: each a :data:`numbers.SCALE_BINS` int64 array;
+    absent (a record written before it existed) is empty; a bin outside the array, a count
+    that is not a non-negative integer or another binning is a ValueError."""
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ValueError("scale_hist is not a table of binned histograms")
+    out: dict[str, tuple[str, NDArray[Any]]] = {}
+    for p, v in data.items():
+        counts = v.get("counts") if isinstance(v, dict) else None
+        if not isinstance(v, dict) or v.get("bins") not in ("byte", "exponent") or not (
+                isinstance(counts, dict)):
+            raise ValueError(f"scale_hist {_text(p)!r} is not a binned histogram")
+        a = np.zeros(numbers.SCALE_BINS, np.int64)
+        for k, n in counts.items():
+            if not (k.isdigit() and int(k) < numbers.SCALE_BINS) or isinstance(n, bool) or not (
+                    isinstance(n, int) and 0 <= n < 1 << 63):
+                raise ValueError(f"scale_hist {_text(p)!r}: bin {k!r:.20} count {n!r:.20}")
+            a[int(k)] = n
+        out[_text(p)] = (v["bins"], a)
+    return out
+
+
 def _finding_to_json(f: Finding) -> dict[str, Any]:
     return {"check": f.check.id, "message": f.message, "file": f.file, "tensor": f.tensor,
             "offset": f.offset, "severity": None if f.severity is None else f.severity.value,
@@ -142,6 +174,7 @@ def _numbers_to_json(o: numbers.ModuleNumbers) -> dict[str, Any]:
                 p: _array_to_json(a) for p, a in o.small.items()},
             "hist": {k: _array_to_json(a) for k, a in o.hist.items()},
             "zero_blocks": o.zero_blocks,
+            "scale_hist": _scale_hist_to_json(o.scale_hist),
             "expert": None if o.expert is None else [o.expert[0].hex(),
                                                      reproduce.json_float(o.expert[1]),
                                                      o.expert[2]],
@@ -162,6 +195,7 @@ def _numbers_from_json(data: dict[str, Any]) -> numbers.ModuleNumbers:
         None if small is None else {_text(p): _array_from_json(a) for p, a in small.items()},
         {_text(k): _histogram_from_json(a) for k, a in (data.get("hist") or {}).items()},
         {_text(k): n for k, n in zero_blocks.items()},
+        _scale_hist_from_json(data.get("scale_hist")),
         None if expert is None else (bytes.fromhex(_text(expert[0])), _number(expert[1]),
                                      expert[2]),
         plausibility.magnitude_from_json(data.get("magnitude")))

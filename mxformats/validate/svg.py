@@ -1,13 +1,14 @@
 """Static SVG plots for the HTML reports (``validate --html``, ``compare --html``), written
 by hand: no plotting library, no script, no font file, nothing fetched when the page opens.
 
-Three shapes cover what the reports draw: a :func:`heatmap` (layer × expert grids of an error
-statistic or of finding counts, layer × code histograms), :func:`bars` (a code histogram) and
-:func:`strips` (a distribution per layer: each value a tick, the median a bar). Every text
-that reaches the SVG, names from the checkpoint included, goes through :func:`html.escape`,
-so a hostile tensor name is shown, never interpreted. Each plot is one ``<svg class="plot"
-data-plot=NAME>``; each drawn datum carries its value in a ``data-`` attribute and a
-``<title>`` tooltip, so tests and readers can check every cell against the report.
+Four shapes cover what the reports draw: a :func:`heatmap` (layer × expert grids of an error
+statistic or of finding counts, layer × code histograms), :func:`bars` (a code histogram),
+:func:`strips` (a distribution per layer: each value a tick, the median a bar) and
+:func:`boxes` (a binned distribution per layer: range, quartiles and median over the bins).
+Every text that reaches the SVG, names from the checkpoint included, goes through
+:func:`html.escape`, so a hostile tensor name is shown, never interpreted. Each plot is one
+``<svg class="plot" data-plot=NAME>``; each drawn datum carries its value in a ``data-``
+attribute and a ``<title>`` tooltip, so tests and readers can check every cell against the report.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import math
 from collections.abc import Mapping, Sequence
 from html import escape
 
-__all__ = ["bars", "colour", "heatmap", "strips"]
+__all__ = ["bars", "boxes", "colour", "heatmap", "strips"]
 
 #: Anchors of the sequential colour scale (viridis at 0, 1/4, 1/2, 3/4, 1): readable in grey
 #: and by the colour-blind.
@@ -150,5 +151,61 @@ def strips(name: str, title: str, groups: Sequence[tuple[str, Sequence[float]]],
     out.append(f'<text x="{_LEFT}" y="{y}" {_FONT}>{edge(lo)}</text>')
     out.append(f'<text x="{_LEFT + plot_w}" y="{y}" {_FONT} text-anchor="end">{edge(hi)} '
                f"({axis}{escape(unit)})</text>")
+    out.append("</svg>")
+    return "\n".join(out)
+
+
+def _quantile_bin(cumulative: Sequence[int], q: float) -> int:
+    """The first bin at which the cumulative count reaches the fraction ``q`` of the total."""
+    total = cumulative[-1]
+    return next(i for i, c in enumerate(cumulative) if c >= max(q * total, 1))
+
+
+def boxes(name: str, title: str, groups: Sequence[tuple[str, Sequence[int]]],
+          labels: Sequence[str], unit: str = "") -> str:
+    """A binned distribution per group (one row each, ``groups`` = (label, counts over the
+    bins named by ``labels``)): a whisker from the first to the last bin with a count, a box
+    from the first to the third quartile's bin, the median's bin a wider mark, on one axis of
+    bins trimmed to those any group uses. Each row is a ``<g class="dist" data-row
+    data-counts="BIN:COUNT ...">`` (every bin with a count), so the whole histogram is in the
+    page. For per-layer scale distributions kept as histograms (E8M0/E4M3 bytes, exponents)."""
+    used = [i for i in range(len(labels)) if any(counts[i] for _, counts in groups)]
+    first, last = (used[0], used[-1]) if used else (0, 0)
+    span = max(last - first, 1)
+    plot_w, row_h = 400, 20
+    height = _TOP + len(groups) * row_h + 30
+    out = _open(name, _LEFT + plot_w + 40, height, title)
+
+    def at(i: int) -> float:
+        return _LEFT + plot_w * (i - first) / span
+
+    for k, (label, counts) in enumerate(groups):
+        y = _TOP + k * row_h
+        nonzero = " ".join(f"{i}:{n}" for i, n in enumerate(counts) if n)
+        out.append(f'<g class="dist" data-row="{escape(label)}" data-counts="{nonzero}">')
+        out.append(f'<text x="{_LEFT - 6}" y="{y + 14}" {_FONT} text-anchor="end">'
+                   f"{escape(label)}</text>")
+        cumulative = [0] * len(counts)
+        running = 0
+        for i, n in enumerate(counts):
+            running += n
+            cumulative[i] = running
+        if running:
+            lo, q1, med, q3, hi = (_quantile_bin(cumulative, q)
+                                   for q in (0.0, 0.25, 0.5, 0.75, 1.0))
+            tip = (f"{label}: {running} values, {labels[lo]} .. {labels[hi]}, quartiles "
+                   f"{labels[q1]} / {labels[med]} / {labels[q3]}")
+            out.append(f'<title>{escape(tip)}</title>')
+            out.append(f'<line x1="{at(lo):.1f}" x2="{at(hi):.1f}" y1="{y + 10}" y2="{y + 10}" '
+                       'stroke="black"/>')
+            out.append(f'<rect x="{at(q1):.1f}" y="{y + 4}" width="{max(at(q3) - at(q1), 1):.1f}"'
+                       f' height="12" fill="{colour(0.4)}" stroke="black"/>')
+            out.append(f'<rect x="{at(med) - 2:.1f}" y="{y + 1}" width="4" height="18" '
+                       f'fill="{colour(0.9)}" stroke="black"/>')
+        out.append("</g>")
+    y = _TOP + len(groups) * row_h + 16
+    out.append(f'<text x="{_LEFT}" y="{y}" {_FONT}>{escape(labels[first])}</text>')
+    out.append(f'<text x="{_LEFT + plot_w}" y="{y}" {_FONT} text-anchor="end">'
+               f"{escape(labels[last])} ({escape(unit)})</text>")
     out.append("</svg>")
     return "\n".join(out)
