@@ -6,7 +6,7 @@ record starts with the registry entry (:class:`Record`: name, library, version, 
 description); the record's class names its scheme and kind, so :attr:`Record.info` is its
 :class:`~mxformats.registry.ProfileInfo` and the scheme registers exactly that. A producer's
 :attr:`ProducerRecord.default_consumer` reads the one pairing table,
-:data:`mxformats.pairing.DEFAULT_CONSUMERS` (with :data:`mxformats.pairing.SCHEME_CONSUMER` for
+:data:`mxformats.pairing.DEFAULT_CONSUMERS` (with ``mxformats.pairing.SCHEME_CONSUMER`` for
 a scheme's unlisted producers), so no scheme repeats it.
 """
 
@@ -62,7 +62,7 @@ class ProducerRecord(Record):
     def default_consumer(self) -> str | None:
         """The consumer that decodes what this producer writes: its row of
         :data:`~mxformats.pairing.DEFAULT_CONSUMERS`, else its scheme's consumer
-        (:data:`~mxformats.pairing.SCHEME_CONSUMER`); None where the scheme has neither."""
+        (``mxformats.pairing.SCHEME_CONSUMER``); None where the scheme has neither."""
         return DEFAULT_CONSUMERS.get((self.scheme, self.name)) or SCHEME_CONSUMER.get(self.scheme)
 
 

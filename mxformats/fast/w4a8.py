@@ -36,7 +36,7 @@ def quantize_w4a8(w: object, *, profile: str = "quark") -> W4A8:
     """:func:`mxformats.schemes.w4a8.quantize_w4a8`, the same bytes: the reference's two stages
     and packing (:func:`~mxformats.schemes.w4a8.quantize_w4a8_with`) done by
     :func:`quantize_fp8`, :func:`decode`, :func:`quantize_int4` (per channel) and
-    :func:`pack_int4`, each on :func:`workers` threads. Spec: w4a8.md."""
+    :func:`pack_int4`, each on :func:`~mxformats.fast.chunks.workers` threads. Spec: w4a8.md."""
     return reference_w4a8.quantize_w4a8_with(_W4A8_STAGES, w, profile=profile)
 
 

@@ -61,8 +61,8 @@ class Fp8Producer(ProducerRecord):
     else.
 
     FP8 has no consumer profiles: ``dequantize_fp8`` (``code × scale``) is exact, so
-    :attr:`default_consumer` is None. A dynamic activation quantizer is the same record
-    registered as an ``activation`` (:class:`Fp8Activation`).
+    :attr:`~mxformats.records.ProducerRecord.default_consumer` is None. A dynamic activation
+    quantizer is the same record registered as an ``activation`` (:class:`Fp8Activation`).
 
     Attributes:
         name, library, version, function, description: the registry entry

@@ -6,7 +6,7 @@ partial (Kimi's ``kv_a_proj_with_mqa`` has 576 rows, its experts 96-column slice
 tensor parallelism). Each tile has one scale, so ``scales`` has shape
 ``[ceil(M / bm), ceil(N / bn)]``, and ``value = decode(code) × scale[i // bm, j // bn]``.
 
-Each producer's variant is one frozen :class:`FP8BlockProducer` record in :data:`PRODUCERS`;
+Each producer's variant is one frozen :class:`FP8BlockProducer` record in ``PRODUCERS``;
 the quantizer reads the record and never branches on a profile's name. Spec:
 ``spec/fp8-block.md`` (every field, the special tiles, the divergence matrix) and
 ``spec/vectors/fp8-block/<profile>.json``.
@@ -396,7 +396,7 @@ def quantize_fp8_block(
 
     ``x``: ``[M, N]`` float16, bfloat16 (``ml_dtypes`` or torch) or float32; other ranks and
     float64 raise ValueError (module docstring). ``block``: ``(bm, bn)``, partial edge tiles
-    allowed. ``profile``: a key of :data:`PRODUCERS`. Returns :class:`FP8BlockArray`.
+    allowed. ``profile``: a key of ``PRODUCERS``. Returns :class:`FP8BlockArray`.
 
     Special tiles, for every profile (spec/fp8-block.md gives each profile's bytes):
 

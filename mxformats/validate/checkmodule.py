@@ -32,7 +32,7 @@ def always(ckpt: Checkpoint, opts: Options) -> bool:
 
 
 def no_usage_error(ckpt: Checkpoint, opts: Options) -> str | None:
-    """The default :attr:`CheckModule.usage_error`: the options always apply."""
+    """The default ``usage_error`` of a :class:`CheckModule`: the options always apply."""
     return None
 
 

@@ -329,7 +329,7 @@ class Checkpoint:
     #: finding per file)
     read_failures: list[ReadFailed] = field(default_factory=list, repr=False, compare=False)
     #: the reads :meth:`reading_ahead` asked ahead, while it runs
-    _ahead: _Ahead | None = field(default=None, repr=False, compare=False)
+    _ahead: _Ahead | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def numeric(self) -> bool:

@@ -7,7 +7,7 @@ finite, positive float32 per tile, and the codes are tight against it; vLLM deco
 weight about 10^5..10^6 times too large. Only the magnitude shows it.
 
 **What is measured, and at which level.** Per module, from its scales alone (level
-``scales``, and the same at ``full``): the largest |value| each block can decode to, from
+``scales``, and the same at ``full``): the largest magnitude each block can decode to, from
 :meth:`~.descriptors.base.Descriptor.block_scales` (the block's scale, with the per-tensor
 scale applied as the loader applies it, times the element format's largest magnitude: 448 for
 E4M3, 6 for E2M1, 8 for INT4), and of those their maximum (the module's decoded max) and their
@@ -102,7 +102,7 @@ _EXPERT = re.compile(r"^(?P<layer>.*\.mlp\.experts)\.(?P<e>\d+)\.(?P<p>\w+)$")
 
 @dataclass(frozen=True)
 class Magnitude:
-    """A module's decoded magnitude from its scales: ``amax`` (the largest |value| it can
+    """A module's decoded magnitude from its scales: ``amax`` (the largest magnitude it can
     decode to) and ``rms`` (the RMS of its blocks' largest |values|), over its ``blocks``
     finite blocks."""
 

@@ -261,7 +261,7 @@ class Descriptor:
         block (group, row or tile) in a dtype that decodes to its value as the loader reads it
         (E8M0 bytes as ``float8_e8m0fnu``), and the factor the loader multiplies every one by
         times the element format's largest magnitude, so that ``|scale| × factor`` is the
-        largest |value| the block decodes to. None where the format has no scales or a
+        largest magnitude the block decodes to. None where the format has no scales or a
         per-tensor scale is missing (the layout checks report it)."""
         return None
 

@@ -354,9 +354,9 @@ class HubReader(Reader):
 
     def read_ranges(self, ranges: Iterable[tuple[str, int, int]]
                     ) -> Generator[bytes | OSError, None, None]:
-        """The ranges read over :attr:`connections` connections at once (each thread of the
+        """The ranges read over ``connections`` connections at once (each thread of the
         pool has its own keep-alive session), answered in the order asked; at most twice
-        :attr:`connections` reads and :data:`_AHEAD_BYTES` bytes are asked ahead of the caller
+        ``connections`` reads and ``_AHEAD_BYTES`` bytes are asked ahead of the caller
         (its memory; one larger range is read alone).
         Neighbouring ranges of one file with no byte between them are one request."""
         merged = _coalesce(ranges)

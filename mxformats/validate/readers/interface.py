@@ -136,8 +136,9 @@ class Reader(ABC):
 
     def header_tables(self, names: Sequence[str]) -> Iterator[HeaderTable | Exception]:
         """:meth:`header_table` of each of ``names``, in order: the table, or the exception
-        it raised (``TensorFileError``, ``OSError``). Two rounds of :meth:`read_ranges` (the
-        lengths, then the headers), so a remote reader reads every shard's at once."""
+        it raised (``TensorFileError``, ``OSError``). Two rounds of
+        :meth:`~mxformats.validate.readers.interface.Reader.read_ranges` (the lengths, then the
+        headers), so a remote reader reads every shard's at once."""
         sizes: dict[str, int] = {}
         out: dict[str, HeaderTable | Exception] = {}
         for name in names:
