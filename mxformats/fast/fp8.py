@@ -34,6 +34,8 @@ from mxformats.schemes import fp8 as reference_fp8
 if TYPE_CHECKING:
     from numpy.typing import NDArray
 
+__all__ = ["fp8_table", "quantize_fp8"]
+
 
 @cache
 def fp8_table(profile: str, fmt: Format, dtype: np.dtype[Any]) -> NDArray[np.uint8]:

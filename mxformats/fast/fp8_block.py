@@ -29,6 +29,8 @@ from mxformats.schemes.fp8_block import FP8BlockArray
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike, DTypeLike, NDArray
 
+__all__ = ["dequantize_fp8_block", "quantize_fp8_block"]
+
 # -- FP8 block quantize ---------------------------------------------------------------------------
 
 

@@ -43,6 +43,8 @@ from mxformats.schemes.mx.producers import get_producer
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike, DTypeLike, NDArray
 
+__all__ = ["QUANTIZE_PROFILES", "dequantize_mx", "element_table", "quantize_mx"]
+
 #: The profiles :func:`quantize_mx` computes itself.
 QUANTIZE_PROFILES = ("ocp", "quark")
 

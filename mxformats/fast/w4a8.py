@@ -27,6 +27,8 @@ from mxformats.schemes.w4a8 import W4A8, W4A8Stages
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike, DTypeLike, NDArray
 
+__all__ = ["dequantize_w4a8", "quantize_w4a8"]
+
 #: The fast paths :func:`quantize_w4a8` composes (each byte-identical to its reference stage).
 _W4A8_STAGES = W4A8Stages(quantize_fp8, decode, quantize_int4, pack_int4)
 
