@@ -12,6 +12,7 @@ the DOM under the screenshots folder:
 - ``search.html?q=E8M0``: the search results, which must list the E8M0 page;
 - ``search.html?q=mxfp4``: the search results, which must list the MX and profiles pages;
 - ``publishing.html``, ``which-format.html``, ``glossary.html``: the users' pages (issue 17);
+- ``compare.html``: the report pictures (SVG files of docs/_static/compare), each loaded;
 - ``validate-checks.html#SHARD_MISSING``: a check ID's anchor, where JSON findings link;
 - ``spec/mx.html``: the divergence matrix at full width, its differing cells highlighted.
 
@@ -127,6 +128,13 @@ PAGES = (
         "the divergence matrix at full width, cells differing from ocp highlighted, a legend",
     ),
     PageCheck(
+        "compare", "compare.html",
+        "document.querySelector('h1')?.textContent.includes('closer to the original')"
+        " && [...document.images].filter(i => i.src.endsWith('.svg')"
+        " && i.complete && i.naturalWidth > 0).length === 6",
+        "the compare page and its six report pictures, each loaded",
+    ),
+    PageCheck(
         "catalogue-anchor", "validate-checks.html#SHARD_MISSING",
         "document.getElementById('SHARD_MISSING')?.closest('td') != null"
         " && document.querySelector('a[href=\"#SHARD_MISSING\"]') != null",
@@ -234,6 +242,8 @@ class DevTools:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
+        if self.process.stderr is not None:
+            self.process.stderr.close()
         os.close(self._to_browser)
 
 
@@ -306,8 +316,10 @@ def serve(site: Path) -> tuple[subprocess.Popen[str], str]:
     return server, f"http://127.0.0.1:{match.group(1)}/"
 
 
-def run(site: Path, out: Path, timeout: float) -> list[str]:
-    """Check every page of :data:`PAGES` in ``site``; the problems found (empty: all good)."""
+def run(site: Path, out: Path, timeout: float, pages: tuple[PageCheck, ...] = PAGES
+        ) -> list[str]:
+    """Check every page of ``pages`` (default :data:`PAGES`) in ``site``; the problems found
+    (empty: all good). tests/test_html_report.py checks the HTML reports with it."""
     problems = external_assets(site)
     out.mkdir(parents=True, exist_ok=True)
     server, origin = serve(site)
@@ -324,7 +336,7 @@ def run(site: Path, out: Path, timeout: float) -> list[str]:
                 browser.send("Emulation.setDeviceMetricsOverride", {
                     **WINDOW, "deviceScaleFactor": 1, "mobile": False,
                 }, session)
-                for page in PAGES:
+                for page in pages:
                     started = time.monotonic()
                     found = check_page(browser, session, origin, page, out, timeout)
                     print(f"{'FAIL' if found else 'ok  '} {page.path} "
@@ -335,6 +347,8 @@ def run(site: Path, out: Path, timeout: float) -> list[str]:
     finally:
         server.terminate()
         server.wait()
+        if server.stdout is not None:
+            server.stdout.close()
     return problems
 
 

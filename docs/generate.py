@@ -8,7 +8,9 @@ each page that differs from what the code generates now (CI runs it in ``.ci/doc
 - ``docs/validate-checks.md``: the validator's check catalogue, from
   :func:`mxformats.validate.catalogue.render_markdown`;
 - ``docs/which-format.md``: from ``quantization_config`` to producer and consumer profile, from
-  :func:`mxformats.validate.identify.render_markdown` (the tables ``mxformats inspect`` uses).
+  :func:`mxformats.validate.identify.render_markdown` (the tables ``mxformats inspect`` uses);
+- ``docs/_static/compare/*.svg``: the pictures of ``docs/compare.md``, plots cut from the HTML
+  reports (``validate --html``, ``compare --html``) of the producer fixtures in tests/data.
 
 Build-time pieces that change with every run (plots, captured output) are not committed: the
 Sphinx extension ``docs/_ext/mxdocs.py`` writes them to ``docs/_generated/``.
@@ -17,8 +19,11 @@ Sphinx extension ``docs/_ext/mxdocs.py`` writes them to ``docs/_generated/``.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from functools import cache
 from pathlib import Path
 
 DOCS = Path(__file__).resolve().parent
@@ -130,10 +135,79 @@ def render_which_format() -> str:
     return render_markdown()
 
 
+#: The producer fixtures the pictures of ``docs/compare.md`` are drawn from.
+_PRODUCERS = DOCS.parent / "tests" / "data" / "producers"
+
+
+@cache
+def _report_page(name: str) -> str:
+    """``mxformats validate --level full --source src-bf16 --html`` of producer fixture
+    ``name``, in this process (paths relative to the repository: the page is the same in
+    every checkout)."""
+    from mxformats.validate.findings import Level
+    from mxformats.validate.html import render_report
+    from mxformats.validate.model import Options
+    from mxformats.validate.runner import validate
+
+    root = str(_PRODUCERS.relative_to(DOCS.parent) / name)
+    source = _PRODUCERS.relative_to(DOCS.parent) / "src-bf16"
+    with _in(DOCS.parent):
+        return render_report(validate(root, Options(level=Level.FULL, source=source,
+                                                    workers=1)))
+
+
+@cache
+def _comparison_page(a: str, b: str) -> str:
+    """``mxformats compare A B --source src-bf16 --html`` of two producer fixtures."""
+    from mxformats.validate.comparison import compare, to_json
+    from mxformats.validate.html import render_comparison
+
+    rel = _PRODUCERS.relative_to(DOCS.parent)
+    with _in(DOCS.parent):
+        return render_comparison(to_json(compare(str(rel / a), str(rel / b),
+                                                 rel / "src-bf16")))
+
+
+@contextlib.contextmanager
+def _in(folder: Path) -> Iterator[None]:
+    before = Path.cwd()
+    os.chdir(folder)
+    try:
+        yield
+    finally:
+        os.chdir(before)
+
+
+def _plot(page: str, name: str) -> str:
+    """The inline ``<svg>`` called ``name`` of an HTML report, as an SVG file."""
+    start = page.index(f'data-plot="{name}"')
+    start = page.rindex("<svg", 0, start)
+    return page[start:page.index("</svg>", start) + len("</svg>")] + "\n"
+
+
+def _picture(render: Callable[[], str], plot: str) -> Callable[[], str]:
+    return lambda: _plot(render(), plot)
+
+
 PAGES: dict[str, Callable[[], str]] = {
     "cli.md": render_cli_reference,
     "validate-checks.md": render_check_catalogue,
     "which-format.md": render_which_format,
+    # docs/compare.md's pictures: plots of real reports of the producer fixtures
+    "_static/compare/nvfp4-modelopt-down_proj.svg": _picture(
+        lambda: _report_page("kimi-k2-nvfp4-modelopt"), "repro-down_proj"),
+    "_static/compare/mxfp4-quark-down_proj.svg": _picture(
+        lambda: _report_page("kimi-k2-mxfp4-quark"), "repro-down_proj"),
+    "_static/compare/mxfp4-quark-codes.svg": _picture(
+        lambda: _report_page("kimi-k2-mxfp4-quark"), "codes-fp4"),
+    "_static/compare/nvfp4-modelopt-scales.svg": _picture(
+        lambda: _report_page("kimi-k2-nvfp4-modelopt"), "scales-weight_scale_2"),
+    "_static/compare/modelopt-vs-ct-closer-down_proj.svg": _picture(
+        lambda: _comparison_page("kimi-k2-nvfp4-modelopt", "kimi-k2-nvfp4-compressed-tensors"),
+        "closer-down_proj"),
+    "_static/compare/fp8-vs-mxfp4-distance-down_proj.svg": _picture(
+        lambda: _comparison_page("kimi-k2-fp8-block-deepseek", "kimi-k2-mxfp4-quark"),
+        "distance-down_proj"),
 }
 
 
@@ -157,6 +231,7 @@ def main(argv: list[str] | None = None) -> int:
                   "run python docs/generate.py", file=sys.stderr)
         return 1 if stale else 0
     for name, render in PAGES.items():
+        (DOCS / name).parent.mkdir(parents=True, exist_ok=True)
         (DOCS / name).write_text(render(), encoding="utf-8")
     return 0
 

@@ -2,9 +2,9 @@
 ``dequantize_fp8_block``, :mod:`mxformats.schemes.fp8_block`, spec/fp8-block.md).
 
 It checks arguments exactly as the reference does (same exceptions for the same bad input) and
-derives a frozen *plan* of plain numbers from the producer's :class:`FP8BlockProfile` record,
+derives a frozen *plan* of plain numbers from the producer's :class:`FP8BlockProducer` record,
 field by field (no branch on a profile's name), which a kernel takes as compile-time
-constants. A new record in :data:`~mxformats.schemes.fp8_block.PROFILES` is claimed as soon as
+constants. A new record in :data:`~mxformats.schemes.fp8_block.PRODUCERS` is claimed as soon as
 its fields are ones the plan can say.
 """
 
@@ -30,7 +30,7 @@ __all__ = [
     "quantize_plan",
 ]
 
-#: How the scaled element is formed (FP8BlockProfile.multiplier), as kernel constants.
+#: How the scaled element is formed (FP8BlockProducer.multiplier), as kernel constants.
 MULTIPLIER_IDS = {"max-over-amax": 0, "reciprocal-of-scale": 1, "divide-by-scale": 2}
 
 
@@ -61,14 +61,14 @@ class FP8BlockPlan:
     fnuz: bool
 
 
-def quantize_claims(record: reference.FP8BlockProfile) -> bool:
+def quantize_claims(record: reference.FP8BlockProducer) -> bool:
     """Whether the kernels compute ``record``: its multiplier is one they know."""
     return record.multiplier in MULTIPLIER_IDS
 
 
 def quantize_plan(profile: str, dtype: np.dtype[Any]) -> FP8BlockPlan:
-    """The plan of ``profile`` (a key of ``PROFILES``) for input of ``dtype``."""
-    record = reference.get_profile(profile)
+    """The plan of ``profile`` (a key of ``PRODUCERS``) for input of ``dtype``."""
+    record = reference.get_producer(profile)
     own = record.scale_dtype_for(dtype)
     floor = record.amax_floor
     zero = float(own.type(ml_dtypes.finfo(own).eps)) if record.zero_scale_eps else None
@@ -90,7 +90,7 @@ def check_quantize_args(shape: tuple[int, ...], dtype: np.dtype[Any], block: obj
     ValueError for an unknown profile, a bad block, a shape that is not a non-empty 2-D
     weight, a dtype other than float16/bfloat16/float32 (TypeError for a non-float dtype).
     Returns ``(bm, bn)``."""
-    reference.get_profile(profile)
+    reference.get_producer(profile)
     bm, bn = reference.check_block(block)
     if dtype not in FLOAT_DTYPES:
         raise TypeError(f"input: dtype {dtype} is not one of float16, bfloat16, float32, "
@@ -112,7 +112,7 @@ def check_dequantize_args(codes_shape: tuple[int, ...], codes_dtype: str,
     for an unknown profile, a bad block, codes that are not a 2-D uint8 array (``codes_dtype``:
     the dtype's name), scales of a shape other than the tile grid of the codes. Returns the
     profile's code layout (E4M3FNUZ after the fnuz conversion), ``(bm, bn)`` and the grid."""
-    record = reference.get_profile(profile)
+    record = reference.get_producer(profile)
     bm, bn = reference.check_block(block)
     if codes_dtype != "uint8" or len(codes_shape) != 2:
         raise ValueError(f"codes must be a 2-D uint8 array, got {codes_dtype} {codes_shape}")

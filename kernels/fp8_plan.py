@@ -28,7 +28,7 @@ __all__ = ["Fp8Plan", "check_fnuz_args", "check_fp8_args", "quantize_claims", "q
 @dataclass(frozen=True)
 class Fp8Plan:
     """What a per-tensor FP8 kernel takes from a record
-    (:class:`mxformats.schemes.fp8.Fp8Profile`) and a format.
+    (:class:`mxformats.schemes.fp8.Fp8Producer`) and a format.
 
     The kernels implement the two shapes the records take. ``reciprocal``: vLLM's
     ``float32(x) * (1 / s)`` clamped to ±``limit``, NaN ignored by the maximum and a NaN
@@ -46,13 +46,13 @@ class Fp8Plan:
 _FP8_KERNEL_SHAPES = {True: ("float32", "clamp"), False: ("input", "refuse")}
 
 
-def quantize_claims(record: fp8_reference.Fp8Profile) -> bool:
+def quantize_claims(record: fp8_reference.Fp8Producer) -> bool:
     """Whether the kernels compute ``record``: its quotient dtype and non-finite rule are one
     of the two kernel shapes (:class:`Fp8Plan`)."""
     return (record.quotient_dtype, record.non_finite) == _FP8_KERNEL_SHAPES[record.reciprocal]
 
 
-def quantize_plan(record: fp8_reference.Fp8Profile, element: Format, kernels: str) -> Fp8Plan:
+def quantize_plan(record: fp8_reference.Fp8Producer, element: Format, kernels: str) -> Fp8Plan:
     """The kernel plan of ``record`` writing ``element``; NotImplementedError for a record
     whose arithmetic the kernels do not implement."""
     if not quantize_claims(record):
@@ -68,7 +68,7 @@ def check_fp8_args(fmt: Format | str, profile: str, claims: Collection[tuple[str
     """``quantize_fp8``'s profile and format, checked as :func:`mxformats.quantize_fp8` does
     (ValueError for an unknown profile or a format it does not take), then against the
     backend's ``claims`` (NotImplementedError). Returns the format and its plan."""
-    record = fp8_reference.get_fp8_profile(profile)
+    record = fp8_reference.get_producer(profile)
     element = get_format(fmt)
     fp8_reference.check_fp8_format(record, element)
     if (element.name, profile) not in claims:

@@ -321,7 +321,7 @@ def _mantissa_step(dtype: np.dtype[Any], exponent_field: NDArray[np.int64]) -> N
     only the binade's first value; binades ``dtype`` cannot hold are never looked up)."""
     info = ml_dtypes.finfo(dtype)
     mbits = int(info.nmant)
-    min_exponent = int(np.log2(float(info.smallest_normal)))
+    min_exponent = math.frexp(float(info.smallest_normal))[1] - 1  # exact, unlike np.log2
     binade = np.maximum(exponent_field, 1) - 127
     ulp_exponent = np.maximum(binade, min_exponent) - mbits
     step: NDArray[np.int64] = np.left_shift(1, np.clip(ulp_exponent - (binade - 23), 0, 23))
@@ -364,6 +364,7 @@ def element_table(elem: Format, rules: ElementRules, dtype: np.dtype[Any],
     layout = FloatLayout.of_dtype(dtype)
     uint = np.dtype(f"u{dtype.itemsize}")
     ks = np.arange(256, dtype=np.int64) - SCALE_K_OFFSET
+    powers = np.ldexp(1.0, ks.astype(np.int32))  # 2**k exactly (np.exp2 is CPU-specific)
     monotone = replace(rules, rounding="nearest-away") if rules.rounding == "microxcaling" \
         else rules
 
@@ -376,7 +377,7 @@ def element_table(elem: Format, rules: ElementRules, dtype: np.dtype[Any],
         ``predicate``, per row k (``layout.inf_code`` where none)."""
         lo = np.full(shape, -1, dtype=np.int64)  # invariant: lo fails, hi satisfies
         hi = np.full(shape, layout.inf_code, dtype=np.int64)
-        scale = np.exp2(ks.astype(np.float64)).reshape(-1, *[1] * (len(shape) - 1))
+        scale = powers.reshape(-1, *[1] * (len(shape) - 1))
         for _ in range(layout.bits):
             mid = (lo + hi) // 2
             ok = predicate(values(np.maximum(mid, 0)) * scale)
@@ -399,7 +400,7 @@ def element_table(elem: Format, rules: ElementRules, dtype: np.dtype[Any],
             assert elem.min_subnormal is not None
             target = elem.min_subnormal / 2 * (1 - 2.0**-24)
             at = first(lambda q: q >= target, (256,))
-            quirk = np.where(values(at) * np.exp2(ks.astype(np.float64)) == target, at, -1)
+            quirk = np.where(values(at) * powers == target, at, -1)
     return np.concatenate([thresholds, nonzero[:, None], quirk[:, None]], axis=1) \
         .astype(np.int32)
 
@@ -411,8 +412,8 @@ def quantize_plan(profile: str, elem: Format, dtype_name: str, block_size: int) 
     dtype = _numpy_dtype(dtype_name)
     rules = producer.element_rules(dtype)
     arithmetic = producer.arithmetic_dtype(dtype)
-    arith_zero_exp = EXACT_ZERO_EXP if arithmetic is None else int(
-        np.log2(float(ml_dtypes.finfo(arithmetic).smallest_subnormal))) - 1
+    arith_zero_exp = EXACT_ZERO_EXP if arithmetic is None else math.frexp(
+        float(ml_dtypes.finfo(arithmetic).smallest_subnormal))[1] - 2  # exact log2, minus 1
 
     def evaluate(amax: NDArray[np.float64]) -> NDArray[np.int64]:
         # The bisection also visits maxima `dtype` cannot hold (overflowing float16).

@@ -325,6 +325,9 @@ def build_parser() -> argparse.ArgumentParser:
     from mxformats.validate.preflight import add_parser as add_preflight
 
     add_preflight(commands)
+    from mxformats.validate.compare_command import add_parser as add_compare
+
+    add_compare(commands)
 
     diff = commands.add_parser(
         "diff",

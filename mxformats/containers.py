@@ -37,7 +37,8 @@ if TYPE_CHECKING:
 
     from mxformats.formats import Format
 
-__all__ = ["containers", "native_codes", "numpy_dtype", "tensor_to_numpy", "to_torch"]
+__all__ = ["containers", "native_codes", "numpy_dtype", "tensor_to_numpy", "to_torch",
+           "unpack_nibbles"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -151,10 +152,18 @@ def native_codes(x: object, fmt: Format | None = None, *, unpack_x2: bool = Fals
                         f"{fmt.name} codes")
     codes = np.ascontiguousarray(array).view(np.uint8)
     if torch_name == "float4_e2m1fn_x2" and unpack_x2:
-        from mxformats.schemes.mx import unpack_fp4
-
-        return unpack_fp4(codes)
+        return unpack_nibbles(codes, codes.ndim - 1)
     return codes
+
+
+def unpack_nibbles(packed: NDArray[np.uint8], axis: int) -> NDArray[np.uint8]:
+    """Each byte of ``packed`` as two codes along ``axis`` (a checked axis), its low nibble
+    first: the layout of torch ``float4_e2m1fn_x2`` (:func:`mxformats.packing.unpack_fp4`
+    checks its input and calls this)."""
+    moved = np.moveaxis(packed, axis, -1)
+    pairs = np.stack([moved & 0xF, moved >> 4], axis=-1)
+    unpacked = pairs.reshape(*moved.shape[:-1], 2 * moved.shape[-1])
+    return np.ascontiguousarray(np.moveaxis(unpacked, -1, axis))
 
 
 def _to_numpy(x: Any) -> Any:

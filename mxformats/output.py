@@ -45,6 +45,7 @@ __all__ = [
     "github_annotation",
     "junit_xml",
     "make_console",
+    "printable",
     "quiet_broken_pipe",
     "unencodable_escaped",
 ]
@@ -248,12 +249,32 @@ def junit_xml(suite: str, cases: Sequence[JUnitCase], *, seconds: float = 0.0) -
     return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
 
 
+def printable(text: str) -> str:
+    """``text`` with every character that is not printable escaped as ``\\xNN``, ``\\uNNNN``
+    or ``\\UNNNNNNNN``: C0 and C1 controls (ESC, BEL, NUL, newline, ...), DEL, format
+    characters (bidi overrides), line and paragraph separators, surrogates and unassigned
+    code points (``str.isprintable``). What is left is printable text, valid in XML 1.0 and
+    encodable as UTF-8; a terminal has nothing in it to interpret."""
+    if text.isprintable():
+        return text
+    out = []
+    for c in text:
+        if c.isprintable():
+            out.append(c)
+        else:
+            code = ord(c)
+            out.append(
+                f"\\x{code:02x}" if code < 0x100
+                else f"\\u{code:04x}" if code < 0x10000
+                else f"\\U{code:08x}"
+            )
+    return "".join(out)
+
+
 def cannot_write(command: str, exc: OSError) -> int:
     """Say on stderr that ``command``'s report could not be written (a full disk, a folder
     that does not exist, a closed stdout) and return 2: the report asked for is not there,
     whatever the run found."""
-    from mxformats.validate.report import printable
-
     print(f"mxformats {command}: cannot write a report: {printable(str(exc))}",
           file=sys.stderr)
     return 2

@@ -17,8 +17,10 @@ them, or the producer library's own dequantizer where no engine reads them:
 - ``triton-round-up``/``triton-round-down``: triton_kernels' ``upcast_from_mxfp``: ``triton``.
 - ``quark`` (W4A8): vLLM's ``QuarkW4A8Fp8MoEMethod``; (INT4) Quark's own dequantizer.
 - FP8 block (every producer): vLLM's ``scaled_dequantize``, ``vllm``.
-- NVFP4: the table of :mod:`mxformats.schemes.nvfp4` (``modelopt`` -> ``vllm-modelopt``,
-  ``compressed-tensors`` -> ``vllm-compressed-tensors``).
+- NVFP4: vLLM's scheme for each producer's checkpoints: ``modelopt`` -> ``vllm-modelopt``
+  (``ModelOptNvFp4LinearMethod``), ``compressed-tensors`` -> ``vllm-compressed-tensors``
+  (``CompressedTensorsW4A4Fp4``); the consumers' records in :mod:`mxformats.schemes.nvfp4` cite
+  the vLLM code.
 - the other MX producers (``ocp``, torchao, microxcaling, vLLM's activation quantizer): the
   exact decoder of the spec, ``ocp`` (torchao's ``to_dtype`` multiplies by the exact
   ``2**(b - 127)`` in float32: torchao 0.18.0 ``torchao/prototype/mx_formats/mx_tensor.py``,
@@ -29,7 +31,7 @@ from __future__ import annotations
 
 from mxformats.registry import get_profile_info, profiles
 
-__all__ = ["DEFAULT_CONSUMERS", "consumer_for", "default_consumer"]
+__all__ = ["DEFAULT_CONSUMERS", "consumer_for", "default_consumer", "scheme_defaults"]
 
 #: (scheme, producer profile) -> consumer profile of the same scheme. A producer that is not
 #: listed has its scheme's consumer (``SCHEME_CONSUMER``).
@@ -42,6 +44,8 @@ DEFAULT_CONSUMERS: dict[tuple[str, str], str] = {
     ("int4", "compressed-tensors"): "compressed-tensors",
     ("int4", "quark"): "quark",
     ("w4a8", "quark"): "vllm",
+    ("nvfp4", "modelopt"): "vllm-modelopt",
+    ("nvfp4", "compressed-tensors"): "vllm-compressed-tensors",
 }
 
 #: The consumer of a scheme's unlisted producers: MX's exact decoder of the spec; for FP8
@@ -49,12 +53,10 @@ DEFAULT_CONSUMERS: dict[tuple[str, str], str] = {
 SCHEME_CONSUMER = {"mx": "ocp", "fp8-block": "vllm"}
 
 
-def _defaults() -> dict[tuple[str, str], str]:
-    """:data:`DEFAULT_CONSUMERS` and the NVFP4 module's own table (it pairs its producers with
-    vLLM's NVFP4 schemes, ``mxformats.schemes.nvfp4.DEFAULT_CONSUMER``)."""
-    from mxformats.schemes.nvfp4 import DEFAULT_CONSUMER
-
-    return {**DEFAULT_CONSUMERS, **{("nvfp4", p): c for p, c in DEFAULT_CONSUMER.items()}}
+def scheme_defaults(scheme: str) -> dict[str, str]:
+    """The listed producers of ``scheme`` -> their default consumers (a scheme reads its own
+    rows of :data:`DEFAULT_CONSUMERS` with this)."""
+    return {p: c for (s, p), c in DEFAULT_CONSUMERS.items() if s == scheme}
 
 
 def default_consumer(scheme: str, producer: str) -> str:
@@ -62,7 +64,7 @@ def default_consumer(scheme: str, producer: str) -> str:
     or a scheme without an exact decoder and no entry in :data:`DEFAULT_CONSUMERS`)."""
     get_profile_info(scheme, "producer", producer)
     try:
-        return _defaults().get((scheme, producer)) or SCHEME_CONSUMER[scheme]
+        return DEFAULT_CONSUMERS.get((scheme, producer)) or SCHEME_CONSUMER[scheme]
     except KeyError:
         raise ValueError(f"{scheme} producer {producer!r} has no default consumer") from None
 
@@ -87,7 +89,7 @@ def render_markdown() -> str:
     lines = ["| scheme | producer | default consumer |", "|---|---|---|"]
     for p in profiles():
         if p.kind != "producer" or (p.scheme not in SCHEME_CONSUMER
-                                    and (p.scheme, p.name) not in _defaults()):
+                                    and (p.scheme, p.name) not in DEFAULT_CONSUMERS):
             continue
         lines.append(f"| {p.scheme} | `{p.name}` | `{default_consumer(p.scheme, p.name)}` |")
     return "\n".join(lines) + "\n"

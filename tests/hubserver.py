@@ -28,23 +28,51 @@ name ``"*"`` applies a fault to every file; ``faults["api"] = "not-json"`` makes
 info an HTML page; ``extra_siblings`` are appended, as given, to every model info's
 ``siblings`` (a hostile listing). The server counts
 the body bytes it sends (``sent``, per file) and logs every request (``log``).
-Only 127.0.0.1, one ephemeral port, a daemon thread; every loop is bounded by a file size.
+
+Realism (each off by default, each an attribute to set; :meth:`HubServer.realistic` sets
+them all as :data:`REALISTIC` says):
+
+- ``delay``: seconds every answer waits (a round trip: the Hub's 50 ms across an ocean);
+- ``cdn``: a resolve of an LFS file answers ``302`` to a second origin (``cdn_endpoint``,
+  its own port: the CDN stand-in) with a signed URL ``/TOKEN/FILE?Expires=E&Signature=S``
+  valid ``cdn_ttl`` seconds, as the Hub redirects to ``cdn-lfs.hf.co``; the CDN answers a
+  ranged GET as the Hub does, and ``403`` (``AccessDenied``, as CloudFront) to an expired or
+  badly signed URL; its requests are logged in ``cdn_log``;
+- ``throttle_every``: every Nth ranged read (either origin) answers ``429`` with
+  ``Retry-After: retry_after``;
+- ``max_connections``: connections with a request in progress on one origin (an idle
+  keep-alive connection is not counted); one more is answered ``429`` with ``Retry-After``,
+  and ``peak`` keeps the most seen per origin.
+
+``events`` logs ``(time, origin, status, path)`` of each ranged read's answer.
+Only 127.0.0.1, ephemeral ports, daemon threads; every loop is bounded by a file size.
 """
 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import re
 import threading
+import time
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, unquote, urlsplit
+from urllib.parse import parse_qs, quote, unquote, urlsplit
 
-__all__ = ["HubServer", "Repo"]
+__all__ = ["REALISTIC", "HubServer", "Repo"]
+
+#: The realism :meth:`HubServer.realistic` switches on: a 20 ms round trip (tests; the
+#: benchmark uses 50 ms), CDN redirects with URLs valid 60 s, every 50th read throttled
+#: (Retry-After 0: waits cost test time; the Retry-After test asks for more), at most 16
+#: connections at work per origin.
+REALISTIC: dict[str, Any] = {"delay": 0.02, "cdn": True, "cdn_ttl": 60.0,
+                             "throttle_every": 50, "retry_after": "0", "max_connections": 16}
 
 _PIECE = 1 << 20
 _RANGE = re.compile(r"bytes=(\d+)-(\d+)$")
@@ -100,19 +128,69 @@ class HubServer:
         class Handler(_Handler):
             server_hub = hub
 
+        class Cdn(_CdnHandler):
+            server_hub = hub
+
+        self.delay = 0.0
+        self.cdn = False
+        self.cdn_ttl = 3600.0
+        self.throttle_every = 0
+        self.retry_after = "1"
+        self.max_connections = 0
+        self.cdn_log: list[tuple[str, str, str | None]] = []
+        self.events: list[tuple[float, str, int, str]] = []
+        self.active: Counter[str] = Counter()
+        self.peak: Counter[str] = Counter()
+        self.reads = 0  # ranged reads answered or refused (the throttle's count)
+        self.secret = hashlib.sha256(str(id(self)).encode()).digest()
+        self.objects: dict[str, Path] = {}  # CDN token -> file
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
+        self.cdn_httpd = ThreadingHTTPServer(("127.0.0.1", 0), Cdn)
         self.endpoint = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.cdn_endpoint = f"http://127.0.0.1:{self.cdn_httpd.server_address[1]}"
+        self.threads = []
+        for httpd in (self.httpd, self.cdn_httpd):
+            httpd.daemon_threads = True
+            self.threads.append(threading.Thread(target=httpd.serve_forever, daemon=True))
 
     def __enter__(self) -> HubServer:
-        self.thread.start()
+        for thread in self.threads:
+            thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-        self.thread.join(timeout=10)
+        for httpd, thread in zip((self.httpd, self.cdn_httpd), self.threads, strict=True):
+            httpd.shutdown()
+            httpd.server_close()
+            thread.join(timeout=10)
+
+    def realistic(self, **overrides: Any) -> None:
+        """Switch on every realism of :data:`REALISTIC` (``overrides`` win)."""
+        for key, value in {**REALISTIC, **overrides}.items():
+            setattr(self, key, value)
+
+    def plain(self) -> None:
+        """Switch every realism off (the defaults)."""
+        self.realistic(delay=0.0, cdn=False, cdn_ttl=3600.0, throttle_every=0,
+                       retry_after="1", max_connections=0)
+
+    def sign(self, path: Path, name: str, expires: int) -> str:
+        """The CDN URL of ``path`` (file ``name``) valid until epoch second ``expires``."""
+        token = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:32]
+        with self.lock:
+            self.objects[token] = path
+        signature = self._signature(token, expires)
+        return f"{self.cdn_endpoint}/{token}/{quote(name)}?Expires={expires}&Signature={signature}"
+
+    def _signature(self, token: str, expires: int) -> str:
+        return hmac.new(self.secret, f"{token}:{expires}".encode(), "sha256").hexdigest()
+
+    def valid(self, token: str, expires: str, signature: str) -> bool:
+        """Whether a CDN URL's signature is ours and it has not expired."""
+        if not expires.isdigit():
+            return False
+        good = hmac.compare_digest(signature, self._signature(token, int(expires)))
+        return good and time.time() <= int(expires)
 
     def bytes_sent(self, suffix: str = ".safetensors") -> int:
         """Body bytes sent of files whose name ends with ``suffix``."""
@@ -122,6 +200,9 @@ class HubServer:
         with self.lock:
             self.sent.clear()
             self.log.clear()
+            self.cdn_log.clear()
+            self.events.clear()
+            self.peak.clear()
 
 
 def _files(folder: Path) -> list[str]:
@@ -196,6 +277,7 @@ class _Handler(BaseHTTPRequestHandler):
         hub = self.server_hub
         with hub.lock:
             hub.log.append((self.command, url.path, self.headers.get("Range")))
+        time.sleep(hub.delay)
         parts = url.path.strip("/").split("/")
         query = parse_qs(url.query)
         if parts[:2] == ["api", "models"] and len(parts) >= 4:
@@ -226,11 +308,40 @@ class _Handler(BaseHTTPRequestHandler):
                 self._json([self._entry(repo, folder, n, tree=True) for n in names])
                 return
         if len(parts) >= 5 and parts[2] == "resolve":
-            self._resolve("/".join(parts[:2]), parts[3], unquote("/".join(parts[4:])))
+            with self._admitted("hub") as admitted:
+                if admitted:
+                    self._resolve("/".join(parts[:2]), parts[3], unquote("/".join(parts[4:])))
             return
         self._error(404, "EntryNotFound", "Not found")
 
+    @contextmanager
+    def _admitted(self, origin: str) -> Iterator[bool]:
+        """A ranged read on ``origin`` while it is answered: False (with the 429 sent) when
+        it is one more than ``max_connections`` or a ``throttle_every``-th read."""
+        hub = self.server_hub
+        with hub.lock:
+            hub.active[origin] += 1
+            hub.peak[origin] = max(hub.peak[origin], hub.active[origin])
+            hub.reads += 1
+            refuse = (0 < hub.max_connections < hub.active[origin]
+                      or (hub.throttle_every > 0 and hub.reads % hub.throttle_every == 0))
+        try:
+            if refuse:
+                self._send(429, b"Too Many Requests", {"Retry-After": hub.retry_after},
+                           ctype="text/plain")
+                self._event(origin, 429)
+            yield not refuse
+        finally:
+            with hub.lock:
+                hub.active[origin] -= 1
+
+    def _event(self, origin: str, status: int) -> None:
+        hub = self.server_hub
+        with hub.lock:
+            hub.events.append((time.monotonic(), origin, status, urlsplit(self.path).path))
+
     def do_POST(self) -> None:
+        time.sleep(self.server_hub.delay)
         url = urlsplit(self.path)
         parts = url.path.strip("/").split("/")
         length = min(int(self.headers.get("Content-Length") or 0), 1 << 20)
@@ -257,8 +368,21 @@ class _Handler(BaseHTTPRequestHandler):
         size = path.stat().st_size
         etag = f'"{_git_sha(name + sha)}"'
         headers = {"ETag": etag, "X-Repo-Commit": sha, "Accept-Ranges": "bytes"}
+        hub = self.server_hub
         if name.endswith(".safetensors"):
             headers.update({"X-Linked-Etag": etag, "X-Linked-Size": str(size)})
+            if hub.cdn and hub.faults.get(name, hub.faults.get("*")) != "hang-up":
+                expires = int(time.time() + hub.cdn_ttl)
+                headers["Location"] = hub.sign(path, name, expires)
+                self._send(302, b"", headers, ctype="text/plain")
+                self._event("hub", 302)
+                return
+        self._serve(path, name, headers, "hub")
+
+    def _serve(self, path: Path, name: str, headers: dict[str, str], origin: str) -> None:
+        """Answer a GET or HEAD of file ``path`` (named ``name``, its faults) as the Hub's
+        resolve and the CDN do: 206 for a Range, 200 without one, 416 past the end."""
+        size = path.stat().st_size
         fault = self.server_hub.faults.get(name, self.server_hub.faults.get("*"))
         if fault == "hang-up":  # the connection closes before any answer
             self.close_connection = True
@@ -275,6 +399,7 @@ class _Handler(BaseHTTPRequestHandler):
             headers["Content-Range"] = f"bytes {begin + shift}-{end - 1 + shift}/{size}"
         length = end - begin
         announced = length + 1 if fault == "lying-length" else length
+        self._event(origin, status)
         self.send_response(status)
         self.send_header("Content-Type", "application/octet-stream")
         self.send_header("Content-Length", str(announced))
@@ -306,3 +431,31 @@ class _Handler(BaseHTTPRequestHandler):
                 left -= len(piece)
                 with hub.lock:
                     hub.sent[name] += len(piece)
+
+
+class _CdnHandler(_Handler):
+    """The CDN stand-in: ``GET``/``HEAD /TOKEN/FILE?Expires=E&Signature=S`` of a URL
+    :meth:`HubServer.sign` made; 403 ``AccessDenied`` when expired or not signed by us."""
+
+    def do_GET(self) -> None:
+        url = urlsplit(self.path)
+        hub = self.server_hub
+        with hub.lock:
+            hub.cdn_log.append((self.command, url.path, self.headers.get("Range")))
+        time.sleep(hub.delay)
+        token, _, name = url.path.strip("/").partition("/")
+        query = parse_qs(url.query)
+        with self._admitted("cdn") as admitted:
+            if not admitted:
+                return
+            path = hub.objects.get(token)
+            if path is None or not hub.valid(token, query.get("Expires", [""])[0],
+                                             query.get("Signature", [""])[0]):
+                self._send(403, b"<Error><Code>AccessDenied</Code><Message>Request has expired"
+                           b"</Message></Error>", ctype="application/xml")
+                self._event("cdn", 403)
+                return
+            self._serve(path, unquote(name), {"Accept-Ranges": "bytes"}, "cdn")
+
+    def do_POST(self) -> None:
+        self._send(405, b"", ctype="text/plain")

@@ -16,9 +16,10 @@ from typing import Any
 import pytest
 
 from mxformats.cli import main
+from mxformats.output import printable
 from mxformats.validate.findings import CHECKS
 from mxformats.validate.model import Options
-from mxformats.validate.report import SCHEMA_VERSION, printable, to_json, to_junit
+from mxformats.validate.report import SCHEMA_VERSION, to_json, to_junit
 from mxformats.validate.runner import validate
 
 PRODUCERS = Path(__file__).resolve().parent / "data" / "producers"

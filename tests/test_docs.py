@@ -332,3 +332,16 @@ def test_scale_plot_reads_the_committed_table() -> None:
         cells = [c.strip() for c in line.strip("|").split("|")]
         assert float(cells[3].rstrip("×")) == pytest.approx(read / repro, rel=0.02)
         assert float(cells[6].rstrip("×")) == pytest.approx(scan_read / scan, rel=0.02)
+
+
+def test_read_the_docs_builds_as_ci_does() -> None:
+    """``.readthedocs.yaml`` installs the docs extra at the pinned versions, runs the drift
+    check and builds with ``.ci/docs.sh``'s sphinx-build flags (warnings are errors)."""
+    rtd = (DOCS.parent / ".readthedocs.yaml").read_text(encoding="utf-8")
+    ci = (DOCS.parent / ".ci" / "docs.sh").read_text(encoding="utf-8")
+    found = re.search(r"MPLBACKEND=Agg sphinx-build (-W [^\n]*?) -b html docs", ci)
+    assert found is not None
+    assert (f'MPLBACKEND=Agg python -m sphinx {found.group(1)} -b html docs '
+            '"$READTHEDOCS_OUTPUT/html"') in rtd
+    assert "python docs/generate.py --check" in ci and "python docs/generate.py --check" in rtd
+    assert 'pip install -c constraints.txt ".[docs]"' in rtd

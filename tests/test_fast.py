@@ -636,7 +636,7 @@ def _fp8_block_input(dtype: np.dtype[Any]) -> np.ndarray[Any, Any]:
 
 
 @pytest.mark.parametrize("dtype", FLOAT_INPUTS, ids=str)
-@pytest.mark.parametrize("profile", sorted(fp8_block.PROFILES))
+@pytest.mark.parametrize("profile", sorted(fp8_block.PRODUCERS))
 def test_fp8_block_quantize_is_the_reference(profile: str, dtype: np.dtype[Any],
                                              small_chunks: None) -> None:
     x = _fp8_block_input(dtype)
@@ -860,7 +860,7 @@ def every_code_under_edge_scales(dtype: np.dtype[Any], seed: int) -> tuple[np.nd
 
 @pytest.mark.usefixtures("small_chunks")
 @pytest.mark.parametrize("dtype", SCALE_DTYPES, ids=str)
-@pytest.mark.parametrize("profile", sorted(fp8_block.PROFILES))
+@pytest.mark.parametrize("profile", sorted(fp8_block.PRODUCERS))
 @pytest.mark.parametrize("threads", [1, 3])
 def test_dequantize_fp8_block_every_code_under_edge_scales(profile: str, dtype: np.dtype[Any],
                                                            threads: int) -> None:
@@ -873,7 +873,7 @@ def test_dequantize_fp8_block_every_code_under_edge_scales(profile: str, dtype: 
 
 @pytest.mark.usefixtures("reference_refused")
 def test_dequantize_fp8_block_edge_scales_stay_on_the_fast_path() -> None:
-    for profile in sorted(fp8_block.PROFILES):
+    for profile in sorted(fp8_block.PRODUCERS):
         for dtype in SCALE_DTYPES:
             codes, scales = every_code_under_edge_scales(dtype, 0)
             quiet(fast.dequantize_fp8_block, codes, scales, block=FP8_BLOCK, profile=profile)
@@ -905,7 +905,7 @@ def fp8_block_arguments(draw: st.DrawFn) -> tuple[Any, ...]:
     grid = fp8_block.scale_grid(shape, block)
     patterns = rng.integers(0, 1 << (8 * dtype.itemsize), grid, dtype=np.uint64)
     scales = patterns.astype(f"u{dtype.itemsize}").view(dtype)
-    return codes, scales, block, draw(st.sampled_from(sorted(fp8_block.PROFILES)))
+    return codes, scales, block, draw(st.sampled_from(sorted(fp8_block.PRODUCERS)))
 
 
 @pytest.mark.usefixtures("small_chunks")  # several chunks a call, edges inside tile rows
@@ -922,7 +922,7 @@ def test_dequantize_fp8_block_shapes_and_tiles(arguments: tuple[Any, ...]) -> No
 def test_dequantize_fp8_block_arrays_and_fallbacks() -> None:
     rng = np.random.default_rng(29)
     x = (rng.standard_normal((200, 300)) * np.exp2(rng.integers(-20, 20, (200, 1)))).astype(BF16)
-    for profile in sorted(fp8_block.PROFILES):
+    for profile in sorted(fp8_block.PRODUCERS):
         result = fp8_block.quantize_fp8_block(x, profile=profile)
         assert np.array_equal(bits(quiet(fast.dequantize_fp8_block, result)),
                               bits(fp8_block.dequantize_fp8_block(result)))
@@ -1136,7 +1136,7 @@ def w4a8_every_code_under_edge_scales() -> tuple[np.ndarray[Any, Any], np.ndarra
     patterns = (exponents[:, None] | mantissas).reshape(-1)
     s2 = float32_from_bits(np.concatenate([patterns, patterns | 0x80000000]))
     codes = np.tile(np.arange(-8, 8, dtype=np.int8), (s2.size, 1))
-    return int4.pack_int4(codes, layout=w4a8.W4A8_CONSUMERS["vllm"].layout, axis=1), s2
+    return int4.pack_int4(codes, layout=w4a8.CONSUMERS["vllm"].layout, axis=1), s2
 
 
 #: Scalar weight scales: exact, inexact, tiny (products underflow) and large (folded products

@@ -29,7 +29,7 @@ from hypothesis.extra import numpy as hnp
 from oracle import round_nearest_even
 
 from mxformats import FP8BlockArray, dequantize_fp8_block, quantize_fp8_block
-from mxformats.schemes.fp8_block import PROFILES, ceil_to_ue8m0
+from mxformats.schemes.fp8_block import PRODUCERS, ceil_to_ue8m0
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 F32 = np.dtype(np.float32)
@@ -167,7 +167,7 @@ def _consumer_oracle(code_values: np.ndarray, scale: float, dtype: np.dtype) -> 
 @pytest.mark.parametrize("profile", ["deepseek", "compressed-tensors", "ue8m0", "deepseek-fnuz"])
 @pytest.mark.parametrize("dtype", [F32, BF16], ids=["float32", "bfloat16"])
 def test_every_code_dequantizes_as_vllm(profile: str, dtype: np.dtype) -> None:
-    fnuz = PROFILES[profile].fnuz
+    fnuz = PRODUCERS[profile].fnuz
     fp8 = ml_dtypes.float8_e4m3fnuz if fnuz else ml_dtypes.float8_e4m3fn
     scale_dtype = BF16 if profile == "compressed-tensors" else F32
     scales = np.array([[1.0, 0.000123456789, 2.0**-20, 3.0e30, 0.0, 2.0**-130]])
@@ -254,10 +254,10 @@ SPECIAL_SCALES = {
 }
 
 
-@pytest.mark.parametrize("profile", sorted(PROFILES))
+@pytest.mark.parametrize("profile", sorted(PRODUCERS))
 def test_special_tiles(profile: str) -> None:
     zero_scale, nan_scale, inf_scale = SPECIAL_SCALES[profile]
-    fnuz = PROFILES[profile].fnuz
+    fnuz = PRODUCERS[profile].fnuz
     minus_zero = 0x00 if fnuz else 0x80  # vLLM's FNUZ conversion clears FN's -0
     zero = _one_tile([0.0, -0.0, 0.0, -0.0], profile)
     assert zero.codes.tolist() == [[0x00, minus_zero, 0x00, minus_zero]]
@@ -403,7 +403,7 @@ def _vector_cases(op: str) -> list[dict]:
 
 def test_quantize_vectors_match_the_reference_and_the_oracle() -> None:
     cases = _vector_cases("quantize")
-    assert {c["profile"] for c in cases} == set(PROFILES)
+    assert {c["profile"] for c in cases} == set(PRODUCERS)
     checked_by_oracle = 0
     for case in cases:
         shape, block = tuple(case["shape"]), tuple(case["block"])
@@ -415,7 +415,7 @@ def test_quantize_vectors_match_the_reference_and_the_oracle() -> None:
         assert got_scales == case["scales"], case["id"]
         if not np.isfinite(x.astype(np.float64)).all():
             continue  # NaN/Inf tiles: test_special_tiles asserts their bytes
-        record = PROFILES[case["profile"]]
+        record = PRODUCERS[case["profile"]]
         codes, scales = oracle_quantize("deepseek" if record.fnuz else record.name, x, block)
         flat_codes = [c for row in codes for c in row]
         if record.fnuz:  # vLLM's conversion: 0x80 -> 0x00, scales doubled
@@ -430,7 +430,7 @@ def test_quantize_vectors_match_the_reference_and_the_oracle() -> None:
 def test_dequantize_vectors_match_the_oracle() -> None:
     for case in _vector_cases("dequantize"):
         profile = case["profile"]
-        fp8 = ml_dtypes.float8_e4m3fnuz if PROFILES[profile].fnuz else ml_dtypes.float8_e4m3fn
+        fp8 = ml_dtypes.float8_e4m3fnuz if PRODUCERS[profile].fnuz else ml_dtypes.float8_e4m3fn
         values = np.arange(256, dtype=np.uint8).view(fp8).astype(np.float64)
         finite = ~np.isnan(values)
         scale = float.fromhex(case["scale"])
@@ -441,7 +441,7 @@ def test_dequantize_vectors_match_the_oracle() -> None:
             assert [Q(v) for v, ok in zip(got, finite, strict=True) if ok] == expected
 
 
-@pytest.mark.parametrize("profile", sorted(PROFILES))
+@pytest.mark.parametrize("profile", sorted(PRODUCERS))
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16", "float64"])
 @pytest.mark.parametrize("scale_bits", [0xFFC00000, 0x7FC00001, 0x7F800000, 0xFF800000])
 def test_dequantize_nan_is_canonical_at_every_position(profile: str, dtype: str,
@@ -455,7 +455,7 @@ def test_dequantize_nan_is_canonical_at_every_position(profile: str, dtype: str,
     canonical = {2: 0x7FC0 if dtype == "bfloat16" else 0x7E00, 4: 0x7FC00000,
                  8: 0x7FF8000000000000}[out.itemsize]
     scales = np.array([[scale_bits]], np.uint32).view(np.float32)
-    code_format = PROFILES[profile].code_format
+    code_format = PRODUCERS[profile].code_format
     for nan_code in code_format.nan_codes:
         for offset in range(71):
             codes = np.full((1, 71), code_format.encode(np.float64(1.0)), np.uint8)

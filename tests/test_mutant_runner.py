@@ -308,6 +308,17 @@ def test_a_patch_whose_file_exists_is_not_retargeted(moved_tree: Path) -> None:
     assert (moved_tree / "pkg" / "b.py").read_text().endswith("return 2\n")
 
 
+def test_a_patch_follows_a_split_that_kept_the_old_path(moved_tree: Path) -> None:
+    """A file split into itself and a new part (``old -> old new``): hunks that moved to the
+    new part follow them there; the old path no longer holds them."""
+    (moved_tree / "pkg" / "old.py").write_text("def f():\n    return 1\n")
+    patch = moved_tree.parent / "m.patch"
+    patch.write_text(PATCH)
+    assert run.apply_patch(moved_tree, patch, {"pkg/old.py": ["pkg/old.py", "pkg/b.py"]}) is None
+    assert (moved_tree / "pkg" / "b.py").read_text().endswith("return 3\n")
+    assert (moved_tree / "pkg" / "old.py").read_text() == "def f():\n    return 1\n"
+
+
 def test_a_must_fail_test_file_follows_its_move(moved_tree: Path) -> None:
     (moved_tree / "tests").mkdir()
     (moved_tree / "tests" / "test_new.py").write_text("")

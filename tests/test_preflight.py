@@ -112,7 +112,7 @@ def test_vllm_rows_are_the_target_check_data() -> None:
 
 
 def _vendor_arch(key: str) -> tuple[str, str]:
-    from mxformats.validate.deployment import TARGETS
+    from mxformats.validate.targets import TARGETS
     vendor, arch, _ = TARGETS[key]
     return vendor, arch
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib
+
 import pytest
 
 import mxformats
@@ -48,3 +50,57 @@ def test_lookup_and_conflicting_registration() -> None:
     with pytest.raises(ValueError, match="registered twice"):
         register(clash)
     assert register(info) is info  # re-registering the same metadata is harmless
+
+
+def test_producer_records_read_their_default_consumer_from_the_pairing_table() -> None:
+    """Every producer record on the shared base names the consumer of its own scheme's row of
+    ``mxformats.pairing`` (NVFP4's two producers have different consumers; a row read from
+    another scheme's table would name MX's or none)."""
+    from mxformats.pairing import default_consumer
+    from mxformats.schemes import fp8_block, int4, nvfp4, w4a8
+
+    assert {n: r.default_consumer for n, r in nvfp4.PRODUCERS.items()} == {
+        "modelopt": "vllm-modelopt", "compressed-tensors": "vllm-compressed-tensors"}
+    assert {r.default_consumer for r in fp8_block.PRODUCERS.values()} == {"vllm"}
+    assert {n: r.default_consumer for n, r in int4.PRODUCERS.items()} == {
+        "compressed-tensors": "compressed-tensors", "quark": "quark"}
+    assert w4a8.get_producer("quark").default_consumer == "vllm"
+    for module in (fp8_block, int4, nvfp4, w4a8):
+        for name, record in module.PRODUCERS.items():
+            assert record.default_consumer == default_consumer(record.scheme, name)
+            assert module.get_consumer(record.default_consumer).info == get_profile_info(
+                record.scheme, "consumer", record.default_consumer)
+
+
+def test_records_register_their_own_entry() -> None:
+    """A record's ``info`` is exactly what the registry holds for it."""
+    from mxformats.schemes import fp8, fp8_block, int4, nvfp4, w4a8
+
+    for module in (fp8_block, int4, nvfp4, w4a8):
+        for kind, table in (("producer", module.PRODUCERS), ("consumer", module.CONSUMERS)):
+            for name, record in table.items():
+                assert record.info == get_profile_info(record.scheme, kind, name)
+    kinds = {name: record.kind for name, record in fp8.PRODUCERS.items()}
+    assert kinds == {"static": "producer", "vllm-fnuz": "producer",
+                     "dynamic-fn": "activation", "dynamic-fnuz": "activation"}
+    for name, record in fp8.PRODUCERS.items():
+        assert record.info == get_profile_info("fp8", record.kind, name)
+        assert record.default_consumer is None  # FP8 per tensor decodes exactly: no consumers
+
+
+@pytest.mark.parametrize(("scheme", "old", "new"), [
+    ("fp8_block", "FP8BlockProfile", "FP8BlockProducer"),
+    ("fp8_block", "PROFILES", "PRODUCERS"),
+    ("fp8_block", "get_profile", "get_producer"),
+    ("fp8", "Fp8Profile", "Fp8Producer"),
+    ("fp8", "FP8_PROFILES", "PRODUCERS"),
+    ("fp8", "get_fp8_profile", "get_producer"),
+    ("w4a8", "W4A8_PRODUCERS", "PRODUCERS"),
+    ("w4a8", "W4A8_CONSUMERS", "CONSUMERS"),
+])
+def test_old_record_names_are_deprecated_aliases(scheme: str, old: str, new: str) -> None:
+    module = importlib.import_module(f"mxformats.schemes.{scheme}")
+    with pytest.warns(DeprecationWarning, match=f"{scheme}.{old} is deprecated; use {new}"):
+        assert getattr(module, old) is getattr(module, new)
+    with pytest.raises(AttributeError, match="no_such_name"):
+        module.no_such_name  # noqa: B018

@@ -488,7 +488,7 @@ def test_a_reader_hands_tensors_over_without_a_second_copy(tmp_path: Path) -> No
     """``LocalReader.tensor`` reads each tensor once, into an array that becomes the tensor
     (``tensor_array`` views a uint8 array handed over, and copies bytes): every dtype has
     ``read_tensor``'s bytes, dtype and shape, writable; a span cut short is an OSError."""
-    from mxformats.validate.reader import LocalReader
+    from mxformats.validate.readers import LocalReader
 
     tensors = _all_dtypes()
     write_safetensors(tmp_path / "all.safetensors", tensors)

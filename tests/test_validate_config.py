@@ -29,7 +29,12 @@ from mxformats.validate.arch import (
     inventory_problems,
     vision_dims,
 )
-from mxformats.validate.model import MAX_TRIE_DEPTH, ExcludeMatcher, NearMisses, literal_alternation
+from mxformats.validate.excludes import (
+    MAX_TRIE_DEPTH,
+    ExcludeMatcher,
+    NearMisses,
+    literal_alternation,
+)
 
 SRC = Path(__file__).resolve().parent / "data" / "producers" / "src-bf16" / "config.json"
 

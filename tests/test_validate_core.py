@@ -14,6 +14,7 @@ import shutil
 import struct
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,7 @@ import pytest
 from mxformats.cli import main
 from mxformats.tensorfile import read_header, read_safetensors, write_safetensors
 from mxformats.testing.checkpoints import make_kimi_checkpoint
-from mxformats.validate import coverage
+from mxformats.validate import coverage, runner
 from mxformats.validate.commands import demo, inspect_data
 from mxformats.validate.files import load
 from mxformats.validate.findings import CHECKS, Level, Severity
@@ -588,15 +589,41 @@ def test_unverified_format_exits_2(tmp_path: Path, src: Path, fn: Callable[..., 
     assert "not verified" in capsys.readouterr().err
 
 
+#: the DeepSeek FP8 block config (official DeepSeek-V3 / Kimi-K2 releases)
+_DEEPSEEK_FP8 = {"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic",
+                 "weight_block_size": [128, 128]}
+
+
 def test_fp8_block_recognised(tmp_path: Path) -> None:
+    """The BF16 producer source declaring DeepSeek FP8: vLLM's Fp8Config builds every Linear
+    with an FP8 weight and a weight_scale_inv it never loads (filled with float32's minimum),
+    casts the BF16 weights in unscaled and skips its missing-weights check for a quantized
+    model (DeepSeekFP8Block.all_bf16_why): it loads and decodes wrong, an error."""
     p = _copy(BF16, tmp_path / "fp8")
-    _config(p, lambda c: c.update(quantization_config={
-        "quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic",
-        "weight_block_size": [128, 128]}))
+    _config(p, lambda c: c.update(quantization_config=dict(_DEEPSEEK_FP8)))
     report = _run(p)
-    assert report.format == "fp8-block" and exit_code(report) == 0
+    assert report.format == "fp8-block" and exit_code(report) == 1
     # verified numbers now: no FORMAT_NOT_NUMERIC; every module is still BF16
     assert _ids(report) == {"NOTHING_QUANTIZED"}
+    (f,) = report.findings
+    assert f.effective_severity is Severity.ERROR and "create_fp8_scale_parameter" in f.message
+
+
+def test_fp8_block_every_linear_excluded_is_a_warning(tmp_path: Path) -> None:
+    """The other side: modules_to_not_convert names every Linear, so vLLM builds them all
+    BF16 and the checkpoint loads as BF16: NOTHING_QUANTIZED stays a warning."""
+    p = _copy(BF16, tmp_path / "fp8")
+    names = sorted(n.removesuffix(".weight") for n in _index(p)["weight_map"]
+                   if n.endswith("proj.weight") or n.endswith("mqa.weight"))
+    _config(p, lambda c: c.update(quantization_config={**_DEEPSEEK_FP8,
+                                                       "modules_to_not_convert": names}))
+    report = _run(p)
+    assert _ids(report) == {"NOTHING_QUANTIZED"}, [f.to_json() for f in report.findings]
+    assert exit_code(report) == 0 and exit_code(report, strict=True) == 1
+    # one Linear left to the scheme: vLLM builds it FP8, the error again
+    _config(p, lambda c: c["quantization_config"].update(modules_to_not_convert=names[1:]))
+    report = _run(p)
+    assert exit_code(report) == 1 and names[0] in report.findings[0].message
 
 
 # -- path safety ---------------------------------------------------------------------------------
@@ -610,7 +637,7 @@ def test_unsafe_index_entries_never_opened(tmp_path: Path, entry: str,
     index["weight_map"]["model.layers.1.mlp.gate.weight"] = entry
     _write_index(p, index)
     opened: list[str] = []
-    import mxformats.validate.reader as reader_mod
+    import mxformats.validate.readers.local as reader_mod
 
     real = reader_mod.read_header_table
 
@@ -668,7 +695,8 @@ def test_check_exception_becomes_a_finding(tmp_path: Path, monkeypatch: pytest.M
         yield from ()
         raise RuntimeError("kaboom")
 
-    monkeypatch.setattr(coverage, "run", boom)
+    monkeypatch.setattr(runner, "CHECK_MODULES", tuple(  # the runner runs the records
+        replace(c, run=boom) if c is coverage.CHECK else c for c in runner.CHECK_MODULES))
     report = _run(MX)
     internal = [f for f in report.findings if f.check.id == "INTERNAL_ERROR"]
     assert len(internal) == 1 and "kaboom" in internal[0].message
@@ -734,6 +762,21 @@ def test_inspect(capsys: pytest.CaptureFixture[str], gen: Callable[..., Path]) -
     assert "quark-w4a8" in capsys.readouterr().out
     assert main(["inspect", str(CT), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["format"] == "compressed-tensors-int4"
+
+
+def test_inspect_empty_folder_is_a_usage_error(tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """An empty folder holds no checkpoint: exit 2 naming it, for every output format;
+    a folder with only a config.json is a checkpoint with problems (the other side)."""
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    for extra in ([], ["--json"], ["--quiet"]):
+        assert main(["inspect", *extra, str(empty)]) == 2
+        out = capsys.readouterr()
+        assert "no checkpoint here" in out.err and not out.out
+    shutil.copy(MX / "config.json", empty / "config.json")
+    assert main(["inspect", "--quiet", str(empty)]) == 0
+    assert "quark-mxfp4" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize(("architectures", "shown"), [

@@ -8,6 +8,7 @@ import hashlib
 import os
 import subprocess
 import sys
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,11 @@ hub = requires("huggingface_hub")
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARD = "model-00001-of-00002.safetensors"
+
+
+#: ``MXF_HUB_REALISTIC=1`` runs every test of this module against the realistic Hub
+#: (hubserver.REALISTIC: delay, CDN redirects, 429s, a connection limit); CI runs it once.
+REALISTIC = os.environ.get("MXF_HUB_REALISTIC", "") not in ("", "0")
 
 
 @pytest.fixture(scope="module")
@@ -52,6 +58,10 @@ def _hub_env(server: HubServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     monkeypatch.delenv("HF_TOKEN", raising=False)
     server.faults.clear()
     server.extra_siblings.clear()
+    if REALISTIC:
+        server.realistic()
+    else:
+        server.plain()
     server.reset()
 
 
@@ -244,7 +254,7 @@ def test_failed_scale_read_is_one_finding(server: HubServer, twins: dict[str, Pa
                                           monkeypatch: pytest.MonkeyPatch) -> None:
     """A connection that drops on every data read (headers fine): one finding for the file,
     never silence (the scales of that shard were not checked)."""
-    from mxformats.validate import hub as hub_mod
+    from mxformats.validate.readers import hub as hub_mod
 
     target = serve(server, "drop-data", twins["mxfp4"])
     real = hub_mod.HubReader.read_range
@@ -261,13 +271,18 @@ def test_failed_scale_read_is_one_finding(server: HubServer, twins: dict[str, Pa
     assert exit_code(report) == 1
 
 
+@pytest.mark.parametrize("connections", [1, 4])
 def test_server_gone_mid_run_is_one_finding(server: HubServer, twins: dict[str, Path],
-                                             monkeypatch: pytest.MonkeyPatch) -> None:
+                                             monkeypatch: pytest.MonkeyPatch,
+                                             connections: int) -> None:
     """The server hangs up on every read once the headers are in: one finding for the whole
-    run, and no read after the first one's retries (a dead server is never a hang)."""
-    from mxformats.validate import hub as hub_mod
+    run, and no read after the retries of those in flight (a dead server is never a hang):
+    one connection makes one data read and its 2 retries; 4 at most 4 reads, each with its
+    2 retries."""
+    from mxformats.validate.readers import hub as hub_mod
 
     target = serve(server, "gone", twins["mxfp4"])
+    server.throttle_every = 0  # a 429 would be one more request
     real = hub_mod.HubReader.read_range
 
     def after_headers(self: Any, name: str, begin: int, end: int) -> bytes:
@@ -276,14 +291,17 @@ def test_server_gone_mid_run_is_one_finding(server: HubServer, twins: dict[str, 
         return real(self, name, begin, end)
 
     monkeypatch.setattr(hub_mod.HubReader, "read_range", after_headers)
-    report = run(target, Level.SCALES)
+    report = run(target, Level.SCALES, hub_connections=connections)
     found = [f for f in report.findings if f.check.id == "HUB_READ_FAILED"]
     assert len(found) == 1 and "not made: the server stopped answering" in found[0].message, [
         f.to_json() for f in report.findings]
     assert exit_code(report) == 1
-    hung_up = [p for _, p, rng in server.log if "/resolve/" in p and rng != "bytes=0-7"]
-    # config, index, 2 headers; then one data read and its 2 retries, and nothing more
-    assert len(hung_up) == 4 + 1 + 2, hung_up
+    reads = [(p, rng) for _, p, rng in server.log if "/resolve/" in p] + [
+        (p, rng) for _, p, rng in server.cdn_log]  # with CDN redirects: reads of signed URLs
+    hung_up = [p for p, rng in reads if rng != "bytes=0-7"]
+    # config, index, 2 headers; then the data reads in flight and their 2 retries each
+    data = len(hung_up) - 4
+    assert data == 3 if connections == 1 else 3 <= data <= 3 * connections, hung_up
 
 
 # -- the manifest against the Hub's LFS sha256 ----------------------------------------------------
@@ -314,7 +332,7 @@ def test_non_lfs_file_hashed_in_bounded_reads(server: HubServer, twins: dict[str
                                               monkeypatch: pytest.MonkeyPatch) -> None:
     """A non-LFS file (config.json: the Hub lists only its git SHA-1) is hashed over reads of
     at most ``_HASH_PIECE`` bytes, never one read of the size the API claims."""
-    from mxformats.validate import hub as hub_module
+    from mxformats.validate.readers import hub as hub_module
 
     folder = copy_tree(twins["mxfp4"], tmp_path / "m")
     manifest = tmp_path / "manifest.json"
@@ -326,7 +344,8 @@ def test_non_lfs_file_hashed_in_bounded_reads(server: HubServer, twins: dict[str
     spans = [tuple(map(int, r[len("bytes="):].split("-"))) for _m, path, r in server.log
              if path.endswith("/config.json") and r is not None]
     size = (folder / "config.json").stat().st_size
-    hashed = sorted(span for span in spans if span != (0, size - 1))  # not read_json's read
+    # not read_json's read; a throttled read is asked again
+    hashed = sorted({span for span in spans if span != (0, size - 1)})
     assert size > 100 and hashed == [(b, min(b + 100, size) - 1) for b in range(0, size, 100)]
 
 
@@ -404,3 +423,183 @@ def test_cli_remote_json_names_the_commit(server: HubServer, twins: dict[str, Pa
     report = json.loads(done.stdout)
     assert report["checkpoint"].startswith("hf://test/cli@") and len(
         report["checkpoint"].rsplit("@", 1)[1]) == 40
+
+
+# -- at the real round trip: delay, CDN redirects, 429s, a connection limit -----------------------
+
+#: Corpus cases also run against the realistic Hub on every run (the whole module runs so
+#: with MXF_HUB_REALISTIC=1): a files check, a header check, the index, a scale, a numbers case.
+REALISTIC_CASES = ("truncated-shard", "header-length-absurd", "index-points-to-missing-shard",
+                   "missing-weight-scale", "e8m0-nan-byte-0xff", "swapped-nibble-order")
+
+
+@pytest.mark.parametrize("name", REALISTIC_CASES)
+def test_realistic_hub_gives_the_local_verdict(name: str, server: HubServer,
+                                               twins: dict[str, Path], tmp_path: Path) -> None:
+    c = _BY_NAME[name]
+    folder = corpus.build(c, tmp_path)
+    local = validate(folder, corpus.options(c))
+    # 429s happen: every 7th read, and past 4 at once (the client has 32 in flight)
+    server.realistic(throttle_every=7, max_connections=4)
+    remote = validate(serve(server, name, folder), corpus.options(c))
+    assert keys(remote) == keys(local), [f.to_json() for f in remote.findings]
+    assert exit_code(remote) == exit_code(local) == c.exit
+    assert remote.fatal == local.fatal
+
+
+def _reader(target: str, connections: int = 1) -> Any:
+    from mxformats.validate.readers import open_reader
+
+    return open_reader(target, hub_connections=connections)
+
+
+def test_signed_url_reused_until_it_fails(server: HubServer, twins: dict[str, Path]) -> None:
+    """One resolve (and its redirect) per file: every later read of the file goes to the
+    signed URL; once the CDN refuses it (the signing key rotated: 403), the file is resolved
+    once again and the read succeeds."""
+    server.realistic(throttle_every=0, delay=0.0)
+    reader = _reader(serve(server, "signed", twins["mxfp4"]))
+    raw = (twins["mxfp4"] / SHARD).read_bytes()
+    for begin in (0, 8, 100):
+        assert reader.read_range(SHARD, begin, begin + 8) == raw[begin:begin + 8]
+    assert [e[2] for e in server.events] == [302, 206, 206, 206]
+    server.secret = b"rotated"
+    server.events.clear()
+    assert reader.read_range(SHARD, 200, 208) == raw[200:208]
+    assert [(origin, status) for _t, origin, status, _p in server.events] == [
+        ("cdn", 403), ("hub", 302), ("cdn", 206)]
+
+
+@pytest.mark.parametrize(("ttl", "resolves"), [(3600.0, 1), (5.0, 3)])
+def test_signed_url_not_used_past_its_expiry(ttl: float, resolves: int, server: HubServer,
+                                             twins: dict[str, Path]) -> None:
+    """A signed URL whose Expires is within the margin (10 s) is resolved again before
+    use, never sent to the CDN to be refused; one valid for an hour is reused."""
+    server.realistic(throttle_every=0, delay=0.0, cdn_ttl=ttl)
+    reader = _reader(serve(server, "expiry", twins["mxfp4"]))
+    for begin in (0, 8, 100):
+        reader.read_range(SHARD, begin, begin + 8)
+    statuses = [e[2] for e in server.events]
+    assert statuses.count(302) == resolves and 403 not in statuses and statuses.count(206) == 3
+
+
+def test_retry_after_honoured(server: HubServer, twins: dict[str, Path]) -> None:
+    """A 429's read is asked again no sooner than its Retry-After (1 s) says."""
+    server.realistic(throttle_every=3, retry_after="1", delay=0.0)
+    report = run(serve(server, "throttled", twins["mxfp4"]), hub_connections=1)
+    assert exit_code(report) == 0, [f.to_json() for f in report.findings]
+    events = server.events
+    refused = [i for i, e in enumerate(events) if e[2] == 429]
+    assert refused
+    for i in refused:
+        again = next(e for e in events[i + 1:] if e[3] == events[i][3])
+        assert again[0] - events[i][0] >= 1.0
+
+
+def test_throttled_reads_are_bounded(server: HubServer, twins: dict[str, Path],
+                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Hub that answers 429 to every read: each read is tried a bounded number of times,
+    then it is a finding (exit 1 or 2), never a hang."""
+    from mxformats.validate.readers import hub as hub_mod
+
+    server.realistic(throttle_every=1, retry_after="0", delay=0.0)
+    monkeypatch.setattr(hub_mod, "_THROTTLE_BASE_S", 0.0)
+    report = run(serve(server, "always-429", twins["mxfp4"]))
+    assert exit_code(report) in (1, 2)
+    tries = Counter(p for _t, _o, status, p in server.events if status == 429)
+    assert tries and max(tries.values()) == hub_mod._THROTTLED_ATTEMPTS
+
+
+@pytest.mark.parametrize("connections", [1, 4])
+def test_connections_in_flight(connections: int, server: HubServer,
+                               sparse_mxfp4: dict[str, Any]) -> None:
+    """--hub-connections N: reads at work at once, never more than N, with no 429 from a
+    server limited to N (with 4: more than one at once; all 4 unless the machine is loaded)."""
+    server.realistic(throttle_every=0, delay=0.05, max_connections=connections)
+    target = serve(server, "pool", sparse_mxfp4["path"], hash_lfs=False)
+    # the peak of the tasks' reads alone: cleared once the headers are in
+    report = validate(target, Options(level=Level.SCALES, workers=1,
+                                      hub_connections=connections),
+                      on_plan=lambda _bytes: server.peak.clear())
+    assert report.fatal is None
+    assert 429 not in {e[2] for e in server.events}
+    assert server.peak["cdn"] <= connections and (server.peak["cdn"] > 1) is (connections > 1)
+
+
+def test_coalescing_never_reads_a_packed_weight(server: HubServer,
+                                                twins: dict[str, Path]) -> None:
+    """At --level scales no byte of a packed weight is asked for: each range read is a
+    header or lies within the scale tensors."""
+    from mxformats.tensorfile import read_header
+
+    folder = twins["mxfp4"]
+    server.realistic(throttle_every=0, delay=0.0)
+    report = run(serve(server, "coalesce", folder), Level.SCALES)
+    assert exit_code(report) == 0, [f.to_json() for f in report.findings]
+    weights = []
+    for shard in folder.glob("*.safetensors"):
+        header, offset = read_header(shard)
+        weights += [(shard.name, offset + e["data_offsets"][0], offset + e["data_offsets"][1])
+                    for t, e in header.items() if t.endswith(".weight") and e["dtype"] == "U8"]
+    assert weights
+    asked = [(p.rsplit("/", 1)[1], *map(int, r[len("bytes="):].split("-")))
+             for _m, p, r in server.cdn_log if r is not None]
+    assert asked
+    for name, first, last in asked:
+        assert not [w for w in weights if w[0] == name and first < w[2] and w[1] <= last]
+
+
+def test_coalesce_only_ranges_that_touch() -> None:
+    """Ranges of one file that touch are one read; a 1-byte gap, another file or a span past
+    the cap are not."""
+    from mxformats.validate.readers.hub import _GROUP_BYTES, _coalesce
+
+    got = list(_coalesce([("a", 0, 8), ("a", 8, 20), ("a", 21, 30), ("b", 30, 40),
+                          ("b", 40, _GROUP_BYTES), ("b", _GROUP_BYTES, _GROUP_BYTES + 31)]))
+    assert got == [[("a", 0, 8), ("a", 8, 20)], [("a", 21, 30)],
+                   [("b", 30, 40), ("b", 40, _GROUP_BYTES)],
+                   [("b", _GROUP_BYTES, _GROUP_BYTES + 31)]]
+
+
+@pytest.mark.parametrize(("quiet", "remote", "shown"),
+                         [(False, True, True), (False, False, False), (True, True, False)])
+def test_progress_shows_requests_in_flight(quiet: bool, remote: bool, shown: bool,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """The progress bar of an hf:// run shows the requests in flight beside bytes and ETA;
+    a local run has no such column, and -q shows nothing at all."""
+    import io
+
+    from mxformats.validate.commands import _Progress
+
+    err = io.StringIO()
+    monkeypatch.setattr(err, "isatty", lambda: True, raising=False)
+    monkeypatch.setattr(sys, "stderr", err)
+    progress = _Progress.start(quiet, remote=remote)
+    progress.plan(1 << 20)
+    progress.advance(1 << 19)
+    progress.stop()
+    text = err.getvalue()
+    assert ("requests in flight" in text) is shown
+    assert ("0.5/1.0 MB" in text) is not quiet and (text == "") is quiet
+
+
+def test_reader_threads_end_with_the_reader(server: HubServer, twins: dict[str, Path]) -> None:
+    """A Hub reader's pool threads end once the reader is gone: a process that validates
+    repo after repo does not keep every earlier run's connections' threads."""
+    import gc
+    import threading
+    import time
+
+    before = set(threading.enumerate())
+    reader = _reader(serve(server, "threads", twins["mxfp4"]), connections=4)
+    got = list(reader.read_ranges([(SHARD, b, b + 8) for b in range(0, 1600, 16)]))
+    assert all(isinstance(g, bytes) for g in got)
+    mine = [t for t in set(threading.enumerate()) - before
+            if t.name.startswith("mxformats-hub")]
+    assert mine
+    del reader, got
+    gc.collect()
+    deadline = time.monotonic() + 10
+    while any(t.is_alive() for t in mine) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not [t for t in mine if t.is_alive()]

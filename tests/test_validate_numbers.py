@@ -18,7 +18,7 @@ from mxformats.schemes.int4 import pack_int4, quantize_int4, unpack_int4
 from mxformats.schemes.mx import quantize_mx
 from mxformats.schemes.w4a8 import quantize_w4a8
 from mxformats.testing.checkpoints import make_kimi_checkpoint
-from mxformats.validate import deployment, manifest, numbers
+from mxformats.validate import deployment, manifest, numbers, stats
 from mxformats.validate.descriptors import (
     bf16,
     ct_int4,
@@ -32,7 +32,7 @@ from mxformats.validate.model import Checkpoint, CheckpointFormat, Options
 
 CT_INT4 = CheckpointFormat.CT_INT4
 #: The packed layout of each 4-bit format.
-PACKING: dict[CheckpointFormat, numbers.Packing] = {
+PACKING: dict[CheckpointFormat, stats.Packing] = {
     CheckpointFormat.QUARK_MXFP4: "mx-fp4", CheckpointFormat.QUARK_W4A8: "int4-row",
     CT_INT4: "int4-group"}
 
@@ -114,22 +114,22 @@ def test_mx_tightness_holds_for_every_producer_profile(profile: str, bound: floa
 
     for seed in range(4):
         a = quantize(_awkward(seed))
-        assert numbers.mx_tightness(a.codes, a.scales, bound).n == 0, (profile, seed)
+        assert stats.mx_tightness(a.codes, a.scales, bound).n == 0, (profile, seed)
     # and the bound is sharp: the next code up fails somewhere
     a = quantize(_awkward(0))
-    assert numbers.mx_tightness(a.codes, a.scales, bound + 1.0).n > 0
+    assert stats.mx_tightness(a.codes, a.scales, bound + 1.0).n > 0
 
 
 def test_int4_and_w4a8_tightness_hold_for_the_producers() -> None:
     for seed in range(4):
         x = _awkward(seed).astype(ml_dtypes.bfloat16)
         r = quantize_int4(x, group_size=32, profile="compressed-tensors")
-        assert numbers.int4_group_tightness(r.q, r.scales).n == 0
+        assert stats.int4_group_tightness(r.q, r.scales).n == 0
         rq = quantize_int4(x.astype(np.float32), group_size=32, profile="quark")
-        assert numbers.int4_group_tightness(rq.q, rq.scales).n == 0
+        assert stats.int4_group_tightness(rq.q, rq.scales).n == 0
         w = quantize_w4a8(x)
         q = unpack_int4(w.weight, layout="quark")
-        assert numbers.w4a8_row_tightness(q, w.weight_scale_2).n == 0
+        assert stats.w4a8_row_tightness(q, w.weight_scale_2).n == 0
 
 
 def test_tightness_holds_on_the_producer_fixtures() -> None:
@@ -141,25 +141,25 @@ def test_tightness_catches_wrong_group_size_and_axis() -> None:
     x = np.random.default_rng(1).standard_normal((64, 256)).astype(np.float32) * 0.02
     wide = quantize_mx(x, block_size=64, profile="ocp")
     scales32 = np.repeat(wide.scales, 2, axis=-1)
-    assert numbers.mx_tightness(wide.codes, scales32).n > 0
+    assert stats.mx_tightness(wide.codes, scales32).n > 0
     g64 = quantize_int4(x, group_size=64)
-    assert numbers.int4_group_tightness(g64.q).n > 0
+    assert stats.int4_group_tightness(g64.q).n > 0
     per_col = quantize_int4(x.T.copy(), group_size=32).q.T  # groups along the output axis
-    assert numbers.int4_group_tightness(per_col).n > 0
+    assert stats.int4_group_tightness(per_col).n > 0
     rows = quantize_int4(x, group_size=None, profile="quark").q  # per-row scale, read as g32
-    assert numbers.int4_group_tightness(rows).n > 0
+    assert stats.int4_group_tightness(rows).n > 0
 
 
 def test_pure_scale_statistics() -> None:
-    st = numbers.e8m0_stats(np.array([[1, 120, 0xFF], [0, 200, 40]], np.uint8))
+    st = stats.e8m0_stats(np.array([[1, 120, 0xFF], [0, 200, 40]], np.uint8))
     assert (st["nan"].n, st["nan"].first, st["zero"].n, st["zero"].first) == (1, 2, 1, 3)
     assert (st["range"].n, st["range"].first) == (2, 4)
-    sv = numbers.scale_value_stats(np.array([1.0, np.nan, -2.0, 0.0, np.inf], np.float32))
+    sv = stats.scale_value_stats(np.array([1.0, np.nan, -2.0, 0.0, np.inf], np.float32))
     assert (sv["nonfinite"].n, sv["negative"].first, sv["zero"].first) == (2, 2, 3)
-    assert numbers.nonfinite_count(np.array([1, np.nan], ml_dtypes.bfloat16)).n == 1
-    assert numbers.expert_rms_outliers({0: 1.0, 1: 1.1, 2: 0.95, 3: 20.0}) == [(3, pytest.approx(20.0 / np.sqrt(1.1)))]
-    assert numbers.expert_rms_outliers({0: 1.0, 1: 1.5, 2: 0.7, 3: 1.2}) == []
-    h = numbers.code_histogram(np.array([0x21, 0xFF], np.uint8), "fp4")
+    assert stats.nonfinite_count(np.array([1, np.nan], ml_dtypes.bfloat16)).n == 1
+    assert stats.expert_rms_outliers({0: 1.0, 1: 1.1, 2: 0.95, 3: 20.0}) == [(3, pytest.approx(20.0 / np.sqrt(1.1)))]
+    assert stats.expert_rms_outliers({0: 1.0, 1: 1.5, 2: 0.7, 3: 1.2}) == []
+    h = stats.code_histogram(np.array([0x21, 0xFF], np.uint8), "fp4")
     assert h[1] == h[2] == 1 and h[15] == 2
 
 
@@ -454,8 +454,8 @@ def test_word_path_agrees_with_the_byte_table_path(fixture: str) -> None:
             if variant == 2:
                 a[wp] = np.zeros_like(a[wp])
             packing = PACKING[ckpt.format]
-            fast = numbers.module_stats(packing, a)
-            slow = numbers._module_stats_slow(packing, a, 4.0)
+            fast = stats.module_stats(packing, a)
+            slow = stats._module_stats_slow(packing, a, 4.0)
             _, f_bad, f_sq, f_n, f_zero, f_single = fast
             _, s_bad, s_sq, s_n, s_zero, s_single = slow
             assert (f_bad, f_zero, f_single, f_n) == (s_bad, s_zero, s_single, s_n), module.name
@@ -488,13 +488,13 @@ def _mx_blocks() -> tuple[np.ndarray, np.ndarray]:
     return (codes[:, 0::2] | (codes[:, 1::2] << 4)).astype(np.uint8), codes
 
 
-def _both_paths(fmt: numbers.Packing, arrays: dict[str, Any], bound: float = 4.0
-                ) -> tuple[numbers.Count, numbers.Count]:
-    return (numbers.module_stats(fmt, arrays, bound)[1],
-            numbers._module_stats_slow(fmt, arrays, bound)[1])
+def _both_paths(fmt: stats.Packing, arrays: dict[str, Any], bound: float = 4.0
+                ) -> tuple[stats.Count, stats.Count]:
+    return (stats.module_stats(fmt, arrays, bound)[1],
+            stats._module_stats_slow(fmt, arrays, bound)[1])
 
 
-@pytest.mark.parametrize("bound", sorted(set(numbers.MX_TIGHT.values())))
+@pytest.mark.parametrize("bound", sorted(set(stats.MX_TIGHT.values())))
 def test_mx_tightness_one_code_below_each_bound_on_both_paths(bound: float) -> None:
     """A block whose largest |code| is one E2M1 step below the bound is flagged, at the bound it
     is not; the SWAR words and the byte table agree on every block."""
@@ -505,14 +505,14 @@ def test_mx_tightness_one_code_below_each_bound_on_both_paths(bound: float) -> N
     below = float(np.max(block_max[block_max < bound]))  # one code below the bound
     assert below < bound and bound in block_max and np.any(block_max == below)
     fast, slow = _both_paths("mx-fp4", {"weight": packed, "weight_scale": scales}, bound)
-    want = numbers.Count.of(expected)
+    want = stats.Count.of(expected)
     assert fast == slow == want, (bound, fast, slow, want)
     # the exponent clamp: bytes 1 and 254 exempt, 2 and 253 checked (both sides)
     for byte, exempt in ((1, True), (2, False), (253, False), (254, True)):
         clamp = np.full_like(scales, byte)
         fast, slow = _both_paths("mx-fp4", {"weight": packed, "weight_scale": clamp},
                                  bound)
-        assert fast == slow == (numbers.Count(0) if exempt else want), (bound, byte)
+        assert fast == slow == (stats.Count(0) if exempt else want), (bound, byte)
 
 
 def _int4_rows() -> np.ndarray:
@@ -533,7 +533,7 @@ def _int4_rows() -> np.ndarray:
 def test_int4_tightness_at_six_seven_and_minus_eight_on_both_paths() -> None:
     q = _int4_rows()
     top = np.abs(q.astype(np.int16)).reshape(-1, 32).max(axis=1)
-    want = numbers.Count.of((top > 0) & (top < 7))
+    want = stats.Count.of((top > 0) & (top < 7))
     scales = np.full((q.shape[0], 4), 0.01, np.float32)
     arrays = {"weight_packed": pack_int4(q, layout="compressed-tensors"),
               "weight_scale": scales, "weight_shape": np.array(q.shape, np.int64)}
@@ -544,24 +544,24 @@ def test_int4_tightness_at_six_seven_and_minus_eight_on_both_paths() -> None:
     for s, exempt in ((eps, True), (np.nextafter(eps, np.float32(1)), False)):
         arrays["weight_scale"] = np.full_like(scales, s)
         fast, slow = _both_paths("int4-group", arrays)
-        assert fast == slow == (numbers.Count(0) if exempt else want), s
+        assert fast == slow == (stats.Count(0) if exempt else want), s
 
 
 def test_w4a8_row_tightness_at_six_seven_and_minus_eight_on_both_paths() -> None:
     q = _int4_rows().reshape(-1, 32)  # one group per row: a W4A8 row
     q = np.concatenate([q, q], axis=1)  # rows of 64 codes: whole 64-bit words
     top = np.abs(q.astype(np.int16)).max(axis=1)
-    want = numbers.Count.of((top > 0) & (top < 7))
+    want = stats.Count.of((top > 0) & (top < 7))
     arrays = {"weight": pack_int4(q, layout="quark"), "weight_scale": np.float32(1e-3),
               "weight_scale_2": np.full(q.shape[0], 10.0, np.float32)}
     fast, slow = _both_paths("int4-row", arrays)
     assert fast == slow == want and want.n > 0
-    assert numbers.w4a8_row_tightness(q, arrays["weight_scale_2"]) == want
+    assert stats.w4a8_row_tightness(q, arrays["weight_scale_2"]) == want
     floor = np.float32(np.finfo(np.float32).eps)
     for s, exempt in ((floor, True), (np.float32(floor * (1 + 1e-5)), False)):
         arrays["weight_scale_2"] = np.full(q.shape[0], s, np.float32)
         fast, slow = _both_paths("int4-row", arrays)
-        assert fast == slow == (numbers.Count(0) if exempt else want), s
+        assert fast == slow == (stats.Count(0) if exempt else want), s
 
 
 @pytest.mark.parametrize(("factor", "verdict"), [
@@ -572,8 +572,8 @@ def test_w4a8_row_tightness_at_six_seven_and_minus_eight_on_both_paths() -> None
 ])
 def test_w4a8_scale_2_max_on_both_sides_of_each_boundary(factor: float,
                                                          verdict: str | None) -> None:
-    top = float(np.float32(numbers.W4A8_SCALE2_MAX * factor))
-    got = numbers.w4a8_scale2_severity(top)
+    top = float(np.float32(stats.W4A8_SCALE2_MAX * factor))
+    got = stats.w4a8_scale2_severity(top)
     assert (None if got is None else got.value) == verdict
 
 
@@ -581,7 +581,7 @@ def test_w4a8_scale_2_max_is_wired_to_the_checkpoint(tmp_path: Path) -> None:
     s2 = EXPERT.format(0, "down_proj") + ".weight_scale_2"
     for factor, severity in ((1 + 2e-3, "error"), (1 - 2e-3, "warning"), (1 + 0.5e-3, None)):
         folder = _plant(tmp_path / str(factor), W4A8, {
-            s2: lambda a, f=factor: a * np.float32(numbers.W4A8_SCALE2_MAX * f / a.max())})
+            s2: lambda a, f=factor: a * np.float32(stats.W4A8_SCALE2_MAX * f / a.max())})
         found = [f for f in _numbers(folder, Options(level=Level.SCALES))
                  if f.check.id == "W4A8_SCALE2_MAX"]
         assert [f.effective_severity.value for f in found] == (
@@ -727,7 +727,9 @@ def _ue8m0_checkpoint(tmp_path: Path, edits: dict[str, Callable[[np.ndarray], An
 def test_ue8m0_checkpoint_is_tight_at_224(tmp_path: Path) -> None:
     """A power-of-two scale maps a tile's amax into (224, 448], so a valid ue8m0 file holds
     tiles whose largest |code| is 224 or 240: no FP8_TILE_NOT_TIGHT (the fixture's kv_b_proj
-    is one); the same tile read without the ue8m0 declaration is below the top binade."""
+    is one); the same file without the ue8m0 declaration is recognised from its scales (all
+    powers of two: the fingerprint says so) and judged with the same bound; with one scale of
+    the module off its power of two the tile is held to the top binade."""
     folder = _ue8m0_checkpoint(tmp_path)
     codes = _load(folder).read(f"{KV_B0}.weight").view(np.uint8)
     assert int((codes[:128, :128] & 0x7F).max()) in (0x76, 0x77)  # the case under test
@@ -735,7 +737,15 @@ def test_ue8m0_checkpoint_is_tight_at_224(tmp_path: Path) -> None:
     config = json.loads((folder / "config.json").read_text())
     del config["quantization_config"]["scale_fmt"]
     (folder / "config.json").write_text(json.dumps(config))
-    assert ("FP8_TILE_NOT_TIGHT", f"{KV_B0}.weight") in _problems(_numbers(folder))
+    found = _numbers(folder)
+    assert _problems(found) == set()
+    assert any("exact powers of two" in p for p in _prints(found))
+    _plant_into(folder, {f"{KV_B0}.weight_scale_inv": lambda a: np.concatenate(
+        [a.reshape(-1)[:-1], np.nextafter(a.reshape(-1)[-1:], np.float32(np.inf))]
+    ).reshape(a.shape).astype(a.dtype)})
+    found = _numbers(folder)
+    assert _problems(found) == {("FP8_TILE_NOT_TIGHT", f"{KV_B0}.weight")}
+    assert not any("exact powers of two" in p for p in _prints(found))
 
 
 def test_ue8m0_tile_below_224_fires(tmp_path: Path) -> None:
@@ -830,8 +840,10 @@ def test_gate_up_scale_is_listed_then_summed(experts: int) -> None:
     listed = [f for f in found if f.tensor is not None]
     assert len(listed) == min(experts, MAX_LISTED)
     rest = [f for f in found if f.tensor is None]
-    assert [f.message for f in rest] == ([f"{experts - MAX_LISTED} more like the above, not "
-                                          "listed"] if experts > MAX_LISTED else [])
+    assert [f.message for f in rest] == ([
+        f"{experts - MAX_LISTED} more like the above, not listed (of {experts} fused pair(s), "
+        f"{experts} decoded with the partner's global scale: |ratio - 1| median 100.00%, max "
+        "100.00%)"] if experts > MAX_LISTED else [])
 
 
 _FUSED = [
@@ -913,13 +925,14 @@ def test_ue8m0_checkpoint_reproduces_with_the_ue8m0_profile(tmp_path: Path) -> N
 ], ids=["fused-qkv-a", "dense-gate-up", "shared-gate-up"])
 def test_fused_linear_global_scales_differ(first: str, second: str) -> None:
     """vLLM's NVFP4 linear methods keep one global scale for a fused linear (the shards'
-    max): two fused linears with different scales are a warning on the second, naming what
-    vLLM does; equal ones, or a pair vLLM does not fuse (q_a with kv_b), are nothing."""
+    max): two fused linears with different scales are an error on the one decoded with the
+    other's (ModelOpt: the smaller multiplier), naming what vLLM does; equal ones, or a pair
+    vLLM does not fuse (q_a with kv_b), are nothing."""
     desc = nvfp4_modelopt.DESCRIPTOR
     [found] = _global_scales(desc, {first: 0.001, second: 0.002})
     assert (found.check.id, found.tensor) == ("NVFP4_GATE_UP_SCALE",
-                                              f"{second}.weight_scale_2")
-    assert "use the larger" in found.message and found.effective_severity.value == "warning"
+                                              f"{first}.weight_scale_2")
+    assert "weight_scale_2.max()" in found.message and found.effective_severity.value == "error"
     assert _global_scales(desc, {first: 0.002, second: 0.002}) == []
     unfused = first.replace("q_a_proj", "kv_b_proj").replace("gate_proj", "down_proj")
     assert _global_scales(desc, {unfused: 0.001, second: 0.002}) == []
@@ -967,7 +980,7 @@ def test_an_error_beyond_the_listed_ones_still_fails_the_run(errors_at: str | No
     modules = [m.name for m in numbers.quantized_modules(ckpt)]
     last = len(modules) - 1
     outcomes = [numbers.ModuleNumbers(m, [Finding(
-        numbers.SCALE_ZERO, "zero", tensor=m,
+        stats.SCALE_ZERO, "zero", tensor=m,
         severity=Severity.ERROR if errors_at and i == last else Severity.WARNING)])
         for i, m in enumerate(modules)]
     found = list(numbers.run(ckpt, Options(level=Level.SCALES), outcomes[::-1]))
@@ -992,3 +1005,29 @@ def test_a_nan_in_every_norm_is_listed_then_counted(tmp_path: Path) -> None:
     assert [f.tensor for f in found] == [*norms[:MAX_LISTED], None]
     assert found[-1].message == f"{len(norms) - MAX_LISTED} more like the above, not listed"
     assert found[-1].effective_severity is Severity.ERROR
+
+
+def test_scale_histogram_bins_bytes_and_exponents_at_their_edges() -> None:
+    """1-byte scales: one bin per raw byte, 0x00 and 0xFF included; float scales: one bin per
+    np.frexp exponent, -128 and 127 the last bins inside, beyond them clipped into them;
+    integer scales: no histogram."""
+    e8m0 = np.array([0, 1, 127, 254, 255, 255], np.uint8)
+    bins, counts = numbers.scale_histogram(e8m0) or ("", np.zeros(0))
+    assert bins == "byte" and counts.dtype == np.int64 and counts.shape == (256,)
+    assert {i: int(n) for i, n in enumerate(counts) if n} == {0: 1, 1: 1, 127: 1, 254: 1,
+                                                              255: 2}
+    e4m3 = np.array([0.5, -448.0, 2.0**-9], ml_dtypes.float8_e4m3fn)
+    bins, counts = numbers.scale_histogram(e4m3) or ("", np.zeros(0))
+    assert bins == "byte"
+    assert {i: int(n) for i, n in enumerate(counts) if n} == {0x30: 1, 0xFE: 1, 0x01: 1}
+    # frexp: 2^k = 0.5 * 2^(k+1), so 2^-129 is the exponent -128 (bin 0), 2^126 is 127
+    # (bin 255); 2^-130 and 2^127 are beyond, clipped into those bins
+    floats = np.array([2.0**-130, 2.0**-129, 2.0**-128, 0.75, 2.0**125, 2.0**126, 2.0**127,
+                       0.0], np.float64)
+    bins, counts = numbers.scale_histogram(floats.astype(np.float32)) or ("", np.zeros(0))
+    assert bins == "exponent" and counts.shape == (256,)
+    assert {i: int(n) for i, n in enumerate(counts) if n} == {
+        0: 2, 1: 1, 128: 2, 254: 1, 255: 2}  # 0.75 and 0.0 at exponent 0
+    bf16 = numbers.scale_histogram(np.array([3.0], ml_dtypes.bfloat16))
+    assert bf16 is not None and bf16[0] == "exponent" and int(bf16[1][128 + 2]) == 1
+    assert numbers.scale_histogram(np.array([1, 2], np.int32)) is None

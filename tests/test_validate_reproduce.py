@@ -562,6 +562,35 @@ def test_a_source_weight_of_another_shape_is_missing_not_a_mismatch(
     assert block["tensors"] == block["identical"] == 52
 
 
+#: a routed expert beyond the config's n_routed_experts once it says 3 (the fixtures hold 4)
+EXTRA_DOWN = "model.layers.1.mlp.experts.3.down_proj"
+
+
+@pytest.mark.parametrize("fixture", ["kimi-k2-mxfp4-quark", "kimi-k2-fp8-block-deepseek",
+                                     "kimi-k2-int4-compressed-tensors"])
+def test_a_module_the_config_does_not_describe_gets_the_source_shape_check(
+        tmp_path: Path, fixture: str) -> None:
+    """A module present in the checkpoint and the source but not in the config (an expert
+    past ``n_routed_experts``) has its source weight's shape checked against the shape its
+    own tensors are stored for: transposed, it is REPRO_SOURCE_MISSING naming the stored
+    tensor, not a REPRO_MISMATCH on a checkpoint the producer wrote right. Before, only the
+    modules the config describes were checked. The other side: the right shape reproduces."""
+    folder = shutil.copytree(PRODUCERS / fixture, tmp_path / "ckpt")
+    config = json.loads((folder / "config.json").read_text())
+    config["n_routed_experts"] = 3
+    (folder / "config.json").write_text(json.dumps(config))
+    assert EXTRA_DOWN not in _load(folder).expected and EXTRA_DOWN in _load(folder).modules
+    src = _source_edited(tmp_path, {f"{EXTRA_DOWN}.weight": lambda a: np.ascontiguousarray(
+        a.T)})
+    found = [f for f in _run(folder, src) if f.tensor is not None and EXTRA_DOWN in f.tensor]
+    assert [f.check.id for f in found] == ["REPRO_SOURCE_MISSING"], [
+        f.message for f in found]
+    assert "bfloat16[96, 128]" in found[0].message
+    assert "the config does not describe this module" in found[0].message
+    block = _block(_run(folder, SRC))
+    assert block["identical"] == block["tensors"] == FIXTURES[fixture][1]
+
+
 GATE, UP = "model.layers.1.mlp.experts.0.gate_proj", "model.layers.1.mlp.experts.0.up_proj"
 
 
@@ -728,6 +757,33 @@ def test_a_checkpoint_is_not_its_own_source(tmp_path: Path) -> None:
     assert _block(_run(fixture, SRC))["identical"] == 96
 
 
+@pytest.mark.parametrize("fixture", ["kimi-k2-fp8-block-deepseek",
+                                     "kimi-k2-int4-compressed-tensors"])
+def test_a_quantized_source_of_the_checkpoints_own_format_is_a_usage_error(
+        fixture: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A copy of a quantized checkpoint in another folder, given as its ``--source``,
+    re-quantizes to its own bytes ("N of N identical") and verifies nothing: exit 2 with
+    the reason, wherever the copy lives (the folder itself too), before any task runs. The
+    other side: the BF16 source, and a quantized source of another format (the FP8 release
+    an INT4 export may be made from), still run."""
+    from mxformats.cli import main
+    from mxformats.validate.runner import exit_code, validate
+
+    folder = PRODUCERS / fixture
+    copy = shutil.copytree(folder, tmp_path / "copy")
+    for source in (copy, folder):
+        report = validate(folder, Options(source=source, workers=1))
+        assert exit_code(report) == 2 and report.fatal is not None
+        assert "verifies nothing" in report.fatal and not report.findings
+        capsys.readouterr()
+        assert main(["validate", str(folder), "--source", str(source), "--quiet"]) == 2
+        assert "verifies nothing" in capsys.readouterr().err
+    assert exit_code(validate(folder, Options(source=SRC, workers=1))) == 0
+    other = PRODUCERS / ("kimi-k2-int4-compressed-tensors" if "fp8" in fixture
+                         else "kimi-k2-fp8-block-deepseek")
+    assert validate(folder, Options(source=other, workers=1)).fatal is None
+
+
 def test_a_hugging_face_cache_source_is_read_through_its_blob_links(tmp_path: Path) -> None:
     """A source in the Hugging Face cache (``models--ORG--NAME/snapshots/REV/``, every file a
     symlink to ``../../blobs/``) resolves inside its cache repo: read, as a checkpoint there
@@ -804,7 +860,7 @@ def test_a_source_shard_header_is_parsed_once_per_run_of_reads(
     and per fused sibling: 11 ms for a 3,000-tensor header, seconds for the 100 MB a header
     may hold, so a hostile source could stall a run for hours). A shard's header is parsed
     again only after another shard's was read."""
-    from mxformats.validate.reader import LocalReader
+    from mxformats.validate.readers import LocalReader
 
     parsed: list[str] = []
     real = LocalReader.header_table

@@ -15,13 +15,14 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from test_validate_corpus import CASES, build, ensure_twins, options
 from validate_corpus import Case
 
 from mxformats.cli import main
 from mxformats.fast import THREADS_VARIABLE
-from mxformats.validate import reproduce, tasks
+from mxformats.validate import reproduce, resume, runner, tasks
 from mxformats.validate.executors import ExecutorUnavailable, Outcome, executor_for
 from mxformats.validate.executors.local import LocalExecutor
 from mxformats.validate.files import load
@@ -117,10 +118,10 @@ def test_run_task_loads_the_checkpoint_itself() -> None:
     tasks._LOADED.clear()
     result = tasks.run_task(plan[0])
     assert result.index == 0 and result.bytes_read > 0 and result.seconds >= 0
-    assert [o.module for o in result.numbers] == list(plan[0].modules)
-    assert [o.module for o in result.reproduction] == list(plan[0].modules)
+    assert [o.module for o in result.outcomes["numbers"]] == list(plan[0].modules)
+    assert [o.module for o in result.outcomes["reproduction"]] == list(plan[0].modules)
     assert all(o.result is not None and all(o.result.identical.values())
-               for o in result.reproduction)
+               for o in result.outcomes["reproduction"])
 
 
 # -- the report does not depend on the executor --------------------------------------------------
@@ -372,6 +373,7 @@ def test_cli_interrupt_writes_an_incomplete_report_and_exits_130(
     "HUGE_NUMBER",  # a JSON integer too large for a float
     "MODULE_DROPPED",  # a record short of one of its task's modules
     "SHORT_HISTOGRAM",  # would broadcast into the 16-bin sum
+    "SCALE_BIN_256", "NEGATIVE_SCALE_COUNT", "UNKNOWN_SCALE_BINS",  # bins 0..255, counts
     "LONG_VALUE",  # quoted in the warning, which must stay short
 ])
 def test_an_unusable_resume_file_is_a_warning_and_everything_runs(
@@ -399,6 +401,14 @@ def test_an_unusable_resume_file_is_a_warning_and_everything_runs(
     elif content == "SHORT_HISTOGRAM":
         result["numbers"][0]["hist"] = {"int4": {"dtype": "int64", "shape": [1],
                                                  "data": "AQAAAAAAAAA="}}
+    elif content in ("SCALE_BIN_256", "NEGATIVE_SCALE_COUNT", "UNKNOWN_SCALE_BINS"):
+        hist = result["numbers"][0]["scale_hist"]["weight_scale"]
+        if content == "UNKNOWN_SCALE_BINS":
+            hist["bins"] = "value"
+        elif content == "SCALE_BIN_256":  # 255 is the last (test_scale_histogram_edges_...)
+            hist["counts"]["256"] = 1
+        else:
+            hist["counts"][next(iter(hist["counts"]))] = -1
     elif content == "LONG_VALUE":
         result["numbers"][0]["module"] = ["x" * 100_000]
     elif content == "MODULE_DROPPED":
@@ -423,10 +433,32 @@ def test_results_round_trip_through_json() -> None:
     with tasks.remembered(folder, opts, ckpt):
         for task in tasks.plan(folder, ckpt, opts):
             result = tasks.run_task(task)
-            back = tasks.result_from_json(json.loads(json.dumps(tasks.result_to_json(result))),
+            back = resume.result_from_json(json.loads(json.dumps(resume.result_to_json(result))),
                                           task.index)
-            assert tasks.result_to_json(back) == tasks.result_to_json(result)
-            assert [o.findings for o in back.numbers] == [o.findings for o in result.numbers]
+            assert resume.result_to_json(back) == resume.result_to_json(result)
+            assert ([o.findings for o in back.outcomes["numbers"]]
+                    == [o.findings for o in result.outcomes["numbers"]])
+            for o, b in zip(result.outcomes["numbers"], back.outcomes["numbers"], strict=True):
+                assert set(o.scale_hist) == {"weight_scale", "weight_scale_2"}
+                assert {p: (k, c.tolist()) for p, (k, c) in b.scale_hist.items()} == {
+                    p: (k, c.tolist()) for p, (k, c) in o.scale_hist.items()}
+
+
+def test_scale_histogram_edges_round_trip_through_json() -> None:
+    """A scale histogram's first and last bins, and a count past 2^32, survive the --resume
+    JSON, which holds only the bins with a count."""
+    from mxformats.validate import numbers
+
+    counts = np.zeros(numbers.SCALE_BINS, np.int64)
+    counts[[0, 1, 254, 255]] = [3, 1, 1 << 40, 2]
+    o = numbers.ModuleNumbers("m", scale_hist={"weight_scale": ("byte", counts),
+                                               "weight_scale_2": ("exponent", counts[::-1])})
+    data = json.loads(json.dumps(resume._numbers_to_json(o)))
+    assert data["scale_hist"]["weight_scale"] == {
+        "bins": "byte", "counts": {"0": 3, "1": 1, "254": 1 << 40, "255": 2}}
+    back = resume._numbers_from_json(data).scale_hist
+    assert {p: (b, c.dtype, c.tolist()) for p, (b, c) in back.items()} == {
+        p: (b, np.dtype(np.int64), c.tolist()) for p, (b, c) in o.scale_hist.items()}
 
 
 @pytest.mark.parametrize("value", [math.nan, math.inf, -math.inf, 0.25])
@@ -436,16 +468,16 @@ def test_nonfinite_figures_are_strict_json_and_round_trip(value: float) -> None:
     record is strict JSON (before: bare NaN, which JSON.parse rejects and jq reads as null),
     and --resume reads them back to the same floats; a finite one stays a number."""
     result = reproduce.ModuleResult("m", {"weight": True}, {}, value, value, value)
-    record = tasks.TaskResult(0, reproduction=[reproduce.ModuleReproduction("m",
-                                                                            result=result)])
-    text = json.dumps(tasks.result_to_json(record), allow_nan=False)
+    record = tasks.TaskResult(0, {"numbers": [], "reproduction": [
+        reproduce.ModuleReproduction("m", result=result)]})
+    text = json.dumps(resume.result_to_json(record), allow_nan=False)
     assert ('"rel_error": 0.25' in text) is math.isfinite(value)
-    back = tasks.result_from_json(json.loads(text), 0).reproduction[0].result
+    back = resume.result_from_json(json.loads(text), 0).outcomes["reproduction"][0].result
     assert back is not None
     for got in (back.rel_error, back.sqnr_db, back.correlation):
         assert math.isnan(got) if math.isnan(value) else got == value
     with pytest.raises(ValueError, match="is not a number"):
-        tasks._number("nan")  # only the three strings of the mapping
+        resume._number("nan")  # only the three strings of the mapping
 
 
 def test_a_run_forgets_its_checkpoint() -> None:
@@ -684,7 +716,9 @@ def test_an_interrupt_in_the_checks_after_the_tasks_keeps_them_for_resume(
     def interrupted(*args: Any) -> Any:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(deployment, "run", interrupted)
+    monkeypatch.setattr(runner, "CHECK_MODULES", tuple(  # the runner runs the records
+        replace(c, run=interrupted) if c is deployment.CHECK else c
+        for c in runner.CHECK_MODULES))
     try:
         partial = validate(RESUMED, Options(**opts))
     except KeyboardInterrupt:  # would end pytest itself, not fail this test

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from mxformats.tensorfile import read_header, read_safetensors, write_safetensors
+from mxformats.validate.descriptors import by_format
 from mxformats.validate.findings import Level
 
 INDEX = "model.safetensors.index.json"
@@ -31,6 +32,8 @@ Finding = tuple[str, str, "str | None"]
 
 #: A base whose fmt starts with this is a copy of that producer fixture (tests/data/producers).
 PRODUCER = "producer:"
+#: The folder of the INT4 group-size fixtures, relative to tests/data/producers.
+INT4_GROUPS = "../int4-groups/"
 #: The bases built by :func:`make_mixed_ct` and :func:`make_modelopt_fp8_block`.
 MIXED = "mixed:compressed-tensors"
 MODELOPT_FP8 = "modelopt:fp8-pb-wo"
@@ -48,9 +51,21 @@ BASES: dict[str, tuple[str, dict[str, Any]]] = {
     "ct-fp8-mm": ("compressed-tensors-fp8-block", {"multimodal": True}),
     # NVFP4 K2: the producer fixtures themselves (their BF16 source is src-bf16)
     "nvfp4-mo": (PRODUCER + "kimi-k2-nvfp4-modelopt", {}),
+    # FP8 block K2: the producer fixtures (DeepGEMM per_block_cast_to_fp8, llm-compressor)
+    "fp8-prod": (PRODUCER + "kimi-k2-fp8-block-deepseek", {}),
+    "ct-fp8-prod": (PRODUCER + "kimi-k2-fp8-block-compressed-tensors", {}),
+    "bf16-prod": (PRODUCER + "src-bf16", {}),
+    "mxfp4-prod": (PRODUCER + "kimi-k2-mxfp4-quark", {}),
     "nvfp4-ct": (PRODUCER + "kimi-k2-nvfp4-compressed-tensors", {}),
+    # the other producer fixtures as they were written
+    "ct-prod": (PRODUCER + "kimi-k2-int4-compressed-tensors", {}),
+    "w4a8-prod": (PRODUCER + "kimi-k2-w4a8-quark", {}),
     "nvfp4-mo-mm": ("modelopt-nvfp4", {"multimodal": True}),
     "nvfp4-ct-mm": ("compressed-tensors-nvfp4", {"multimodal": True}),
+    # compressed-tensors INT4 at the other group sizes vLLM loads, written by llm-compressor
+    # (tests/data/int4-groups/README.md): group 128 (layer 0's dense MLP) and per channel
+    "ct-g128": (PRODUCER + INT4_GROUPS + "kimi-k2-int4-g128-compressed-tensors", {}),
+    "ct-channel": (PRODUCER + INT4_GROUPS + "kimi-k2-int4-channel-compressed-tensors", {}),
     # compressed-tensors mixed precision: layer 1's experts INT4, layer 2's NVFP4
     "ct-mixed": (MIXED, {}),
     # ModelOpt FP8_PB_WO (made from the DeepSeek layout; no producer fixture)
@@ -350,3 +365,30 @@ def make_modelopt_mixed(path: Path) -> Path:
     hf["quantization"].update(quant_algo="MIXED_PRECISION", quantized_layers=layers)
     (path / "hf_quant_config.json").write_text(json.dumps(hf, indent=2))
     return path
+
+
+def source_weight(module: str) -> Any:
+    """``module``'s BF16 weight in the producer fixtures' source (tests/data/producers/src-bf16)."""
+    source = Path(__file__).resolve().parent / "data" / "producers" / "src-bf16"
+    for shard in shards(source):
+        w = read_safetensors(source / shard).get(f"{module}.weight")
+        if w is not None:
+            return w
+    raise KeyError(module)
+
+
+def calibrated_apart(fmt: str, expert: str) -> Callable[[Path], None]:
+    """``expert``'s gate_proj and up_proj re-quantized each from its own amax by the producer
+    profile of ``fmt`` (the descriptor's ``produce``, bit-exact with the producer: the
+    reproduction tests), as llm-compressor's ``model_free_ptq`` writes every routed expert
+    (it does not fuse them: tests/data/producers/README.md) and as ModelOpt files with two
+    ``weight_scale_2`` are: two global scales for one fused w13. The activation scales are
+    kept."""
+    desc = by_format(fmt)
+
+    def inner(data: Tensors) -> None:
+        for projection in ("gate_proj", "up_proj"):
+            name = f"{expert}.{projection}"
+            for param, value in desc.produce(source_weight(name)).items():
+                data[find(data, f"{name}.{param}")][f"{name}.{param}"] = value
+    return lambda path: edit(path, inner)

@@ -27,7 +27,7 @@ from ._launch import (
 #: ``(format, profile)`` pairs per function, as ``tests/kernels/backends.py`` describes.
 SUPPORTED: dict[str, tuple[tuple[str, str], ...]] = {
     "dequantize_w4a8": (("w4a8", "vllm"),),
-    "quantize_fp8": tuple((fmt.name, name) for name, record in fp8_reference.FP8_PROFILES.items()
+    "quantize_fp8": tuple((fmt.name, name) for name, record in fp8_reference.PRODUCERS.items()
                           if fp8_plan.quantize_claims(record) for fmt in record.formats),
     "e4m3fn_to_fnuz": (("e4m3fn", "vllm"),),
 }

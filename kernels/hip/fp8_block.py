@@ -25,10 +25,10 @@ from ._launch import (
 #: ``(format, profile)`` pairs per function, as ``tests/kernels/backends.py`` describes.
 SUPPORTED: dict[str, tuple[tuple[str, str], ...]] = {
     "quantize_fp8_block": tuple((record.code_format.name, name)
-                                for name, record in fp8_block_reference.PROFILES.items()
+                                for name, record in fp8_block_reference.PRODUCERS.items()
                                 if block_plans.quantize_claims(record)),
     "dequantize_fp8_block": tuple((record.code_format.name, name)
-                                  for name, record in fp8_block_reference.PROFILES.items()),
+                                  for name, record in fp8_block_reference.PRODUCERS.items()),
 }
 
 # -- FP8 block scaling ------------------------------------------------------------------------

@@ -54,7 +54,7 @@ from .int4 import (
 __all__ = ["SUPPORTED", "dequantize_w4a8", "e4m3fn_to_fnuz", "quantize_fp8"]
 
 SUPPORTED: dict[str, tuple[tuple[str, str], ...]] = {
-    "quantize_fp8": tuple((fmt.name, name) for name, record in reference.FP8_PROFILES.items()
+    "quantize_fp8": tuple((fmt.name, name) for name, record in reference.PRODUCERS.items()
                           if quantize_claims(record) for fmt in record.formats),
     "e4m3fn_to_fnuz": (("e4m3fn", "vllm"),),
     "dequantize_w4a8": (("w4a8", "vllm"),),

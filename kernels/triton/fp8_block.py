@@ -45,10 +45,10 @@ __all__ = ["SUPPORTED", "dequantize_fp8_block", "quantize_fp8_block"]
 
 SUPPORTED: dict[str, tuple[tuple[str, str], ...]] = {
     "quantize_fp8_block": tuple((record.code_format.name, name)
-                                for name, record in reference.PROFILES.items()
+                                for name, record in reference.PRODUCERS.items()
                                 if plans.quantize_claims(record)),
     "dequantize_fp8_block": tuple((record.code_format.name, name)
-                                  for name, record in reference.PROFILES.items()),
+                                  for name, record in reference.PRODUCERS.items()),
 }
 
 _NUMPY_DTYPES = {torch.float16: np.dtype(np.float16), torch.bfloat16: np.dtype(ml_dtypes.bfloat16),
@@ -218,7 +218,7 @@ def dequantize_fp8_block(codes: torch.Tensor, scales: torch.Tensor, *,
     (vLLM ``scaled_dequantize``): ``float32(code) x float32(scale)`` rounded to float32, then
     to ``dtype`` (float32, bfloat16, float16, float64; torch or numpy). ``codes``: uint8
     ``[M, N]``; ``scales``: ``[ceil(M / bm), ceil(N / bn)]`` float32, bfloat16 or float16."""
-    record = reference.get_profile(profile)
+    record = reference.get_producer(profile)
     bm, bn = reference.check_block(block)
     codes = require_tensor(codes, "dequantize_fp8_block", KERNELS)
     scales = require_tensor(scales, "dequantize_fp8_block", KERNELS)

@@ -44,7 +44,7 @@ Threads: ``threads`` (default :func:`workers`: the environment variable ``MXFORM
 when set, else the CPUs this process may run on). A process pool that runs one task per core
 sets ``MXFORMATS_THREADS=1`` in its workers; every fast path the validator's descriptors call
 (:attr:`mxformats.validate.descriptors.base.Descriptor.quantizer`) then runs on one thread.
-:data:`REFERENCES` maps each fast path to its reference.
+``REFERENCES`` maps each fast path to its reference.
 
 How. A float32 value's code depends only on its top bits and on whether the rest
 is zero: the class index ``(bits >> k) | (any of the low k bits set)`` rounds to odd at

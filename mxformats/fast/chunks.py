@@ -19,6 +19,8 @@ from mxformats.containers import tensor_to_numpy
 if TYPE_CHECKING:
     from numpy.typing import NDArray
 
+__all__ = ["BLOCK", "CHUNK_BLOCKS", "CHUNK_ELEMENTS", "TASK_CHUNKS", "THREADS_VARIABLE", "workers"]
+
 #: Blocks of 32 handled per chunk: 2048 blocks = 256 KiB of float32, so a chunk's input and its
 #: scratch stay in a core's L2 cache.
 CHUNK_BLOCKS = 2048

@@ -32,6 +32,8 @@ from mxformats.formats import E2M1, Format
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike, DTypeLike, NDArray
 
+__all__ = ["code_table", "decode", "encode"]
+
 # -- tables over float32 classes ------------------------------------------------------------
 
 

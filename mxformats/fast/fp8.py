@@ -34,13 +34,15 @@ from mxformats.schemes import fp8 as reference_fp8
 if TYPE_CHECKING:
     from numpy.typing import NDArray
 
+__all__ = ["fp8_table", "quantize_fp8"]
+
 
 @cache
 def fp8_table(profile: str, fmt: Format, dtype: np.dtype[Any]) -> NDArray[np.uint8]:
     """The ``fmt`` code of every class of float32 quotients under FP8 per-tensor ``profile``
     for input ``dtype``: the quotient rounded to the profile's quotient dtype, then
     :func:`mxformats.schemes.fp8.per_tensor_codes`."""
-    record = reference_fp8.get_fp8_profile(profile)
+    record = reference_fp8.get_producer(profile)
     work = np.dtype(dtype) if record.quotient_dtype == "input" else _F32
     return _quotient_table(
         lambda q: reference_fp8.per_tensor_codes(q.astype(work), fmt, record, np.dtype(dtype)))
@@ -63,7 +65,7 @@ def quantize_fp8(
     reference, which refuses it; so does every other input. Spec: w4a8.md, "FP8 per tensor".
     """
     data = _float_input(x)
-    record = reference_fp8.FP8_PROFILES.get(profile) if isinstance(profile, str) else None
+    record = reference_fp8.PRODUCERS.get(profile) if isinstance(profile, str) else None
     if (
         data is None
         or record is None

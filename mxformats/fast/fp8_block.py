@@ -29,6 +29,8 @@ from mxformats.schemes.fp8_block import FP8BlockArray
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike, DTypeLike, NDArray
 
+__all__ = ["dequantize_fp8_block", "quantize_fp8_block"]
+
 # -- FP8 block quantize ---------------------------------------------------------------------------
 
 
@@ -65,7 +67,7 @@ def quantize_fp8_block(
     if (
         data is None
         or tile is None
-        or profile not in reference_fp8_block.PROFILES
+        or profile not in reference_fp8_block.PRODUCERS
         or data.ndim != 2
         or data.size == 0
         or data.dtype not in reference_fp8_block.INPUT_DTYPES
@@ -84,7 +86,7 @@ def quantize_fp8_block(
             codes[part], scales[r, c:c + wide] = result.codes, result.scales[0]
 
     _parallel(len(pieces), work, threads, 1)
-    return FP8BlockArray(codes, scales, tile, reference_fp8_block.PROFILES[profile].name)
+    return FP8BlockArray(codes, scales, tile, reference_fp8_block.PRODUCERS[profile].name)
 
 
 # -- FP8 block dequantize -------------------------------------------------------------------
@@ -136,7 +138,7 @@ def dequantize_fp8_block(
                                     profile=codes.profile, dtype=dtype, threads=threads)
     c = codes if isinstance(codes, np.ndarray) else None
     s = scales if isinstance(scales, np.ndarray) else None
-    record = reference_fp8_block.PROFILES.get(profile) if isinstance(profile, str) else None
+    record = reference_fp8_block.PRODUCERS.get(profile) if isinstance(profile, str) else None
     try:
         tile = reference_fp8_block.check_block(block)
     except ValueError:

@@ -36,6 +36,8 @@ from mxformats.schemes.int4 import Int4Array
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike, DTypeLike, NDArray
 
+__all__ = ["dequantize_int4", "int4_table", "pack_int4", "quantize_int4", "unpack_int4"]
+
 # -- INT4 -----------------------------------------------------------------------------------
 
 #: The INT4 layouts with a fast path (``linear`` goes to the reference).

@@ -43,6 +43,8 @@ from mxformats.schemes.mx.producers import get_producer
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike, DTypeLike, NDArray
 
+__all__ = ["QUANTIZE_PROFILES", "dequantize_mx", "element_table", "quantize_mx"]
+
 #: The profiles :func:`quantize_mx` computes itself.
 QUANTIZE_PROFILES = ("ocp", "quark")
 
@@ -142,7 +144,7 @@ def quantize_mx(
     multiple of 32, or even where the producer quantizes a short last block (``quark``: the
     block padded with zeros, as the producer pads it, and the padding's codes dropped).
     Anything else is passed to the reference unchanged. ``threads``: at most this many threads
-    (default: :func:`workers`). Spec: spec/mx.md.
+    (default: :func:`~mxformats.fast.chunks.workers`). Spec: spec/mx.md.
     """
     data = _float_input(x)
     if (

@@ -44,6 +44,8 @@ from mxformats.schemes.nvfp4 import NVFP4Array
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike, DTypeLike, NDArray
 
+__all__ = ["NVFP4_BLOCK", "dequantize_nvfp4", "nvfp4_code_table", "quantize_nvfp4"]
+
 # -- NVFP4 quantize ------------------------------------------------------------------------
 
 #: Elements per NVFP4 block.

@@ -27,6 +27,8 @@ from mxformats.schemes.w4a8 import W4A8, W4A8Stages
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike, DTypeLike, NDArray
 
+__all__ = ["dequantize_w4a8", "quantize_w4a8"]
+
 #: The fast paths :func:`quantize_w4a8` composes (each byte-identical to its reference stage).
 _W4A8_STAGES = W4A8Stages(quantize_fp8, decode, quantize_int4, pack_int4)
 
@@ -36,7 +38,7 @@ def quantize_w4a8(w: object, *, profile: str = "quark") -> W4A8:
     """:func:`mxformats.schemes.w4a8.quantize_w4a8`, the same bytes: the reference's two stages
     and packing (:func:`~mxformats.schemes.w4a8.quantize_w4a8_with`) done by
     :func:`quantize_fp8`, :func:`decode`, :func:`quantize_int4` (per channel) and
-    :func:`pack_int4`, each on :func:`workers` threads. Spec: w4a8.md."""
+    :func:`pack_int4`, each on :func:`~mxformats.fast.chunks.workers` threads. Spec: w4a8.md."""
     return reference_w4a8.quantize_w4a8_with(_W4A8_STAGES, w, profile=profile)
 
 
@@ -72,7 +74,7 @@ def dequantize_w4a8(
         folded = s2 * s1.reshape(())
     if not np.isfinite(folded).all():
         return FALLBACK
-    q = unpack_int4(words, layout=reference_w4a8.W4A8_CONSUMERS["vllm"].layout, axis=-1,
+    q = unpack_int4(words, layout=reference_w4a8.CONSUMERS["vllm"].layout, axis=-1,
                     threads=threads)
     out = np.empty(q.shape, dtype=np.float32)
     factor = folded[:, None]

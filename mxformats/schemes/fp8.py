@@ -26,32 +26,47 @@ NaN and ±Inf inputs to the producer profiles are implementation-defined and rai
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import numpy as np
 
 from mxformats.arith import as_float_array, divide_in, multiply_in, require_finite, round_once
 from mxformats.containers import containers
 from mxformats.formats import E4M3FN, E4M3FNUZ, E5M2, Format
-from mxformats.registry import Kind, ProfileInfo, register
+from mxformats.records import ProducerRecord, deprecated_aliases
+from mxformats.registry import Kind, Scheme, register
 
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike, DTypeLike, NDArray
 
-__all__ = ["Fp8Profile", "dequantize_fp8", "per_tensor_codes", "per_tensor_scale", "quantize_fp8"]
+__all__ = [
+    "PRODUCERS",
+    "Fp8Activation",
+    "Fp8Producer",
+    "dequantize_fp8",
+    "get_producer",
+    "per_tensor_codes",
+    "per_tensor_scale",
+    "quantize_fp8",
+]
 
 #: vLLM's FP8 range on MI300 (``quant_type_max_v<c10::Float8_e4m3fnuz>``), not 240.
 VLLM_FNUZ_MAX = 224.0
 
 
 @dataclass(frozen=True)
-class Fp8Profile:
+class Fp8Producer(ProducerRecord):
     """One per-tensor FP8 quantizer as data (spec: ``w4a8.md``, "FP8 per-tensor");
     :func:`quantize_fp8` and the kernels (``mxformats.kernels.fp8_plan``) read nothing
     else.
 
+    FP8 has no consumer profiles: ``dequantize_fp8`` (``code × scale``) is exact, so
+    :attr:`~mxformats.records.ProducerRecord.default_consumer` is None. A dynamic activation
+    quantizer is the same record registered as an ``activation`` (:class:`Fp8Activation`).
+
     Attributes:
-        info: the registry entry.
+        name, library, version, function, description: the registry entry
+            (:class:`~mxformats.records.Record`).
         formats: the element formats it writes.
         limit: M, the divisor of the scale ``s = float32(amax) / M`` and the clamp ``±M``;
             None is the format's own maximum.
@@ -65,7 +80,6 @@ class Fp8Profile:
             becomes ``+M`` (CUDA ``fmaxf``/``fminf``).
     """
 
-    info: ProfileInfo
     formats: tuple[Format, ...]
     limit: float | None
     reciprocal: bool
@@ -73,16 +87,26 @@ class Fp8Profile:
     zero_scale: float | None
     non_finite: Literal["refuse", "clamp"]
 
+    scheme: ClassVar[Scheme] = "fp8"
+
     def limit_for(self, fmt: Format) -> float:
         """M for ``fmt``: :attr:`limit`, or the format's maximum."""
         return fmt.max if self.limit is None else self.limit
 
 
-def _vllm_dynamic(name: str, kind: Kind, fmt: Format, limit: float, function: str,
-                  description: str) -> Fp8Profile:
+@dataclass(frozen=True)
+class Fp8Activation(Fp8Producer):
+    """A dynamic activation quantizer (registry kind ``activation``): an :class:`Fp8Producer`
+    that runs at inference time instead of writing checkpoints."""
+
+    kind: ClassVar[Kind] = "activation"
+
+
+def _vllm_dynamic(record: type[Fp8Producer], name: str, fmt: Format, limit: float,
+                  function: str, description: str) -> Fp8Producer:
     """vLLM ``dynamic_scaled_fp8_quant`` at limit M (module docstring)."""
-    return Fp8Profile(
-        info=ProfileInfo(name, "fp8", kind, "vllm", "0.33", function, description),
+    return record(
+        name=name, library="vllm", version="0.33", function=function, description=description,
         formats=(fmt,),
         limit=limit,
         reciprocal=True,
@@ -93,14 +117,14 @@ def _vllm_dynamic(name: str, kind: Kind, fmt: Format, limit: float, function: st
 
 
 #: FP8 per-tensor profiles by name.
-FP8_PROFILES: dict[str, Fp8Profile] = {
-    "static": Fp8Profile(
-        info=ProfileInfo(
-            "static", "fp8", "producer", "amd-quark", "0.13",
-            "PerTensorMinMaxObserver + real_quantize_fp8_per_tensor_with_scale",
-            "s = amax/fmt.max in float32; codes = fmt(clamp(dtype(x/s))): the quotient "
-            "rounded to the input dtype first (448 E4M3FN, 240 FNUZ, 57344 E5M2)",
-        ),
+PRODUCERS: dict[str, Fp8Producer] = {
+    "static": Fp8Producer(
+        name="static",
+        library="amd-quark",
+        version="0.13",
+        function="PerTensorMinMaxObserver + real_quantize_fp8_per_tensor_with_scale",
+        description="s = amax/fmt.max in float32; codes = fmt(clamp(dtype(x/s))): the "
+        "quotient rounded to the input dtype first (448 E4M3FN, 240 FNUZ, 57344 E5M2)",
         formats=(E4M3FN, E4M3FNUZ, E5M2),
         limit=None,
         reciprocal=False,
@@ -109,13 +133,13 @@ FP8_PROFILES: dict[str, Fp8Profile] = {
         non_finite="refuse",
     ),
     "vllm-fnuz": _vllm_dynamic(
-        "vllm-fnuz", "producer", E4M3FNUZ, VLLM_FNUZ_MAX,
+        Fp8Producer, "vllm-fnuz", E4M3FNUZ, VLLM_FNUZ_MAX,
         "_custom_ops.scaled_fp8_quant (dynamic_scaled_fp8_quant, ROCm gfx94x)",
         "E4M3FNUZ at ±224: s = amax/224, codes = fnuz(clamp(x * (1/s), ±224))",
     ),
     **{
         name: _vllm_dynamic(
-            name, "activation", fmt, limit,
+            Fp8Activation, name, fmt, limit,
             "csrc/quantization/w8a8/fp8/common.cu dynamic_scaled_fp8_quant",
             f"dynamic per-tensor {fmt.name.upper()}: s = amax/{limit:g}, x * (1/s) clamped to "
             f"±{limit:g} in float32; NaN products become +{limit:g}",
@@ -124,22 +148,28 @@ FP8_PROFILES: dict[str, Fp8Profile] = {
                                  ("dynamic-fnuz", E4M3FNUZ, VLLM_FNUZ_MAX))
     },
 }
-for _record in FP8_PROFILES.values():
+for _record in PRODUCERS.values():
     register(_record.info)
 
 
-def get_fp8_profile(profile: str) -> Fp8Profile:
+def get_producer(profile: str) -> Fp8Producer:
     """The record of ``profile``; ValueError listing the valid names otherwise."""
-    if profile not in FP8_PROFILES:
-        raise ValueError(f"unknown fp8 profile {profile!r}; valid: {', '.join(FP8_PROFILES)}")
-    return FP8_PROFILES[profile]
+    if profile not in PRODUCERS:
+        raise ValueError(f"unknown fp8 profile {profile!r}; valid: {', '.join(PRODUCERS)}")
+    return PRODUCERS[profile]
 
 
-def check_fp8_format(record: Fp8Profile, fmt: Format) -> None:
+#: The names before the one vocabulary, importable with a DeprecationWarning.
+__getattr__ = deprecated_aliases(__name__, {"Fp8Profile": "Fp8Producer",
+                                            "FP8_PROFILES": "PRODUCERS",
+                                            "get_fp8_profile": "get_producer"}, globals())
+
+
+def check_fp8_format(record: Fp8Producer, fmt: Format) -> None:
     """ValueError unless ``record`` writes ``fmt``."""
     if fmt not in record.formats:
         raise ValueError(
-            f"fp8 profile {record.info.name!r} takes "
+            f"fp8 profile {record.name!r} takes "
             f"{', '.join(f.name for f in record.formats)}, not {fmt.name}"
         )
 
@@ -149,7 +179,7 @@ def _scalar_f32(v: ArrayLike) -> NDArray[np.float32]:
 
 
 def _quantize_per_tensor(
-    x: NDArray[Any], fmt: Format, record: Fp8Profile
+    x: NDArray[Any], fmt: Format, record: Fp8Producer
 ) -> tuple[NDArray[np.uint8], NDArray[np.float32]]:
     """``(codes, scale)`` with ``record``'s arithmetic (module docstring).
 
@@ -158,7 +188,7 @@ def _quantize_per_tensor(
     ``s``. vLLM: ``float32(x) * (1 / s)`` in float32.
     """
     if record.non_finite == "refuse":
-        require_finite(x, f"quantize_fp8(profile={record.info.name!r})")
+        require_finite(x, f"quantize_fp8(profile={record.name!r})")
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         magnitudes = np.abs(x.astype(np.float32))
         amax = np.max(np.where(np.isnan(magnitudes), 0, magnitudes)) if x.size else 0  # fmaxf
@@ -171,7 +201,7 @@ def _quantize_per_tensor(
     return per_tensor_codes(quotient, fmt, record, x.dtype), _scalar_f32(scale)
 
 
-def per_tensor_scale(amax: np.float32, fmt: Format, record: Fp8Profile) -> np.float32:
+def per_tensor_scale(amax: np.float32, fmt: Format, record: Fp8Producer) -> np.float32:
     """The scale of a tensor whose largest float32 magnitude is ``amax``: ``amax / M`` in
     float32, or ``record.zero_scale`` where that is 0."""
     scale: np.float32 = np.float32(amax / np.float32(record.limit_for(fmt)))
@@ -180,7 +210,7 @@ def per_tensor_scale(amax: np.float32, fmt: Format, record: Fp8Profile) -> np.fl
     return scale
 
 
-def per_tensor_codes(quotient: NDArray[Any], fmt: Format, record: Fp8Profile,
+def per_tensor_codes(quotient: NDArray[Any], fmt: Format, record: Fp8Producer,
                      dtype: np.dtype[Any]) -> NDArray[np.uint8]:
     """The ``fmt`` codes of quotients already rounded to ``record``'s quotient dtype (input
     ``dtype``): clamped to ``±M`` (a NaN to ``+M`` for ``clamp`` profiles), then cast."""
@@ -207,7 +237,7 @@ def quantize_fp8(
     Raises ValueError for an unknown profile or a format it does not take, and for NaN/±Inf
     with ``static`` (implementation-defined). Spec: ``w4a8.md``, "FP8 per-tensor".
     """
-    record = get_fp8_profile(profile)
+    record = get_producer(profile)
     check_fp8_format(record, fmt)
     return _quantize_per_tensor(as_float_array(x), fmt, record)
 

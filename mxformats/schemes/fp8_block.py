@@ -6,7 +6,7 @@ partial (Kimi's ``kv_a_proj_with_mqa`` has 576 rows, its experts 96-column slice
 tensor parallelism). Each tile has one scale, so ``scales`` has shape
 ``[ceil(M / bm), ceil(N / bn)]``, and ``value = decode(code) × scale[i // bm, j // bn]``.
 
-Each producer's variant is one frozen :class:`FP8BlockProfile` record in :data:`PROFILES`;
+Each producer's variant is one frozen :class:`FP8BlockProducer` record in ``PRODUCERS``;
 the quantizer reads the record and never branches on a profile's name. Spec:
 ``spec/fp8-block.md`` (every field, the special tiles, the divergence matrix) and
 ``spec/vectors/fp8-block/<profile>.json``.
@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import ml_dtypes
 import numpy as np
@@ -43,16 +43,21 @@ from mxformats.arith import BF16, as_float_array, canonical_nan, divide_in, roun
 from mxformats.containers import containers
 from mxformats.conversions import e4m3fn_to_fnuz
 from mxformats.formats import E4M3FN, E4M3FNUZ, Format
-from mxformats.registry import ProfileInfo, register
+from mxformats.records import ConsumerRecord, ProducerRecord, deprecated_aliases, lookup
+from mxformats.registry import Scheme, register
 
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike, DTypeLike, NDArray
 
 __all__ = [
-    "PROFILES",
+    "CONSUMERS",
+    "PRODUCERS",
     "FP8BlockArray",
-    "FP8BlockProfile",
+    "FP8BlockConsumer",
+    "FP8BlockProducer",
     "dequantize_fp8_block",
+    "get_consumer",
+    "get_producer",
     "quantize_fp8_block",
     "quantize_fp8_block_with",
 ]
@@ -75,11 +80,12 @@ NAN_CODE = 0x7F
 
 
 @dataclass(frozen=True)
-class FP8BlockProfile:
+class FP8BlockProducer(ProducerRecord):
     """One producer of FP8 block-scaled weights: every choice that changes a byte.
 
     Attributes:
-        name, library, version, function, description: the registry entry and the source.
+        name, library, version, function, description: the registry entry and the source
+            (:class:`~mxformats.records.Record`).
         element: the format the elements are rounded into (E4M3FN for every producer here).
         fmt_max: the ``max`` in ``scale = amax / max`` (448 for E4M3FN).
         amax_floor: the tile maximum is clamped below at this value (DeepGEMM's
@@ -119,6 +125,8 @@ class FP8BlockProfile:
     scale_name: str
     fnuz: bool = False
 
+    scheme: ClassVar[Scheme] = "fp8-block"
+
     @property
     def code_format(self) -> Format:
         """The format the stored codes are read in (E4M3FNUZ after the FNUZ conversion)."""
@@ -153,10 +161,10 @@ _DEEPSEEK = dict(
 )
 
 #: Every FP8 block producer profile, by name.
-PROFILES: dict[str, FP8BlockProfile] = {
+PRODUCERS: dict[str, FP8BlockProducer] = {
     p.name: p
     for p in (
-        FP8BlockProfile(
+        FP8BlockProducer(
             name="deepseek",
             function=_DEEPGEMM_OLD,
             description="weight_scale_inv = float32(max(amax, 1e-4) / 448); "
@@ -166,7 +174,7 @@ PROFILES: dict[str, FP8BlockProfile] = {
             multiplier="max-over-amax",
             **_DEEPSEEK,  # type: ignore[arg-type]
         ),
-        FP8BlockProfile(
+        FP8BlockProducer(
             name="deepgemm",
             function=_DEEPGEMM_NOW + " (use_ue8m0=False)",
             description="as deepseek, but the element multiplier is float32(1 / scale) of the "
@@ -175,7 +183,7 @@ PROFILES: dict[str, FP8BlockProfile] = {
             multiplier="reciprocal-of-scale",
             **_DEEPSEEK,  # type: ignore[arg-type]
         ),
-        FP8BlockProfile(
+        FP8BlockProducer(
             name="ue8m0",
             function=_DEEPGEMM_NOW + " (use_ue8m0=True, the Blackwell SM100 path)",
             description="weight_scale_inv = 2^ceil(log2(float32(max(amax, 1e-4) / 448))) "
@@ -184,7 +192,7 @@ PROFILES: dict[str, FP8BlockProfile] = {
             multiplier="reciprocal-of-scale",
             **_DEEPSEEK,  # type: ignore[arg-type]
         ),
-        FP8BlockProfile(
+        FP8BlockProducer(
             name="deepseek-fnuz",
             function=_DEEPGEMM_OLD + "; then vLLM normalize_e4m3fn_to_e4m3fnuz "
             "(vllm/model_executor/layers/quantization/utils/w8a8_utils.py@646ad5a)",
@@ -195,7 +203,7 @@ PROFILES: dict[str, FP8BlockProfile] = {
             fnuz=True,
             **_DEEPSEEK,  # type: ignore[arg-type]
         ),
-        FP8BlockProfile(
+        FP8BlockProducer(
             name="compressed-tensors",
             library="compressed-tensors (llm-compressor FP8_BLOCK)",
             version="0.19.0-0.20.1 (llm-compressor 0.14)",
@@ -218,32 +226,53 @@ PROFILES: dict[str, FP8BlockProfile] = {
     )
 }
 
-for _p in PROFILES.values():
-    register(ProfileInfo(_p.name, "fp8-block", "producer", _p.library, _p.version, _p.function,
-                         _p.description))
-register(
-    ProfileInfo(
+
+
+@dataclass(frozen=True)
+class FP8BlockConsumer(ConsumerRecord):
+    """One reader of FP8 block-scaled weights: ``float32(code) × float32(scale)`` rounded to
+    float32, then cast to the output dtype (:func:`dequantize_fp8_block`)."""
+
+    scheme: ClassVar[Scheme] = "fp8-block"
+
+
+#: Every FP8 block consumer profile, by name.
+CONSUMERS: dict[str, FP8BlockConsumer] = {
+    "vllm": FP8BlockConsumer(
         name="vllm",
-        scheme="fp8-block",
-        kind="consumer",
         library="vllm",
         version="01693a6",
         function="vllm/model_executor/layers/quantization/utils/quant_utils.py "
         "scaled_dequantize (get_and_maybe_dequant_weights)",
         description="float32(code) * float32(scale) rounded to float32, then cast to the "
         "output dtype; partial edge tiles as DeepSeek-V3 inference/kernel.py weight_dequant",
-    )
-)
+    ),
+}
+
+for _record in (*PRODUCERS.values(), *CONSUMERS.values()):
+    register(_record.info)
 
 
-def get_profile(name: str) -> FP8BlockProfile:
+def get_producer(name: str) -> FP8BlockProducer:
     """The record of producer profile ``name``; ValueError listing the valid names."""
     try:
-        return PROFILES[name]
+        return PRODUCERS[name]
     except (KeyError, TypeError):
         raise ValueError(
-            f"unknown fp8-block profile {name!r}; valid: {', '.join(PROFILES)}"
+            f"unknown fp8-block profile {name!r}; valid: {', '.join(PRODUCERS)}"
         ) from None
+
+
+def get_consumer(name: str) -> FP8BlockConsumer:
+    """The record of consumer profile ``name`` (the registry's ValueError lists the valid
+    ones)."""
+    return lookup(CONSUMERS, "fp8-block", "consumer", name)
+
+
+#: The names before the one vocabulary, importable with a DeprecationWarning.
+__getattr__ = deprecated_aliases(__name__, {"FP8BlockProfile": "FP8BlockProducer",
+                                            "PROFILES": "PRODUCERS",
+                                            "get_profile": "get_producer"}, globals())
 
 
 @dataclass(frozen=True, eq=False)
@@ -312,7 +341,7 @@ def ceil_to_ue8m0(scale: NDArray[np.float32]) -> NDArray[np.float32]:
 # -- quantize ---------------------------------------------------------------------------------
 
 
-def _scales(profile: FP8BlockProfile, amax: NDArray[Any], dtype: np.dtype[Any]) -> NDArray[Any]:
+def _scales(profile: FP8BlockProducer, amax: NDArray[Any], dtype: np.dtype[Any]) -> NDArray[Any]:
     """The tile scales in the profile's scale dtype, before any FNUZ conversion."""
     own = F32 if profile.scale_dtype == "float32" else dtype
     tile_max = amax.astype(own)  # exact: amax is one of the input's values
@@ -327,7 +356,7 @@ def _scales(profile: FP8BlockProfile, amax: NDArray[Any], dtype: np.dtype[Any]) 
     return result
 
 
-def _scaled(profile: FP8BlockProfile, tiles: NDArray[Any], wide: NDArray[np.float32],
+def _scaled(profile: FP8BlockProducer, tiles: NDArray[Any], wide: NDArray[np.float32],
             amax: NDArray[np.float32], scale: NDArray[Any]) -> NDArray[Any]:
     """The tile elements scaled toward ``±fmt_max``, rounded as the producer rounds them, in
     the type they are rounded to (float32, or the input dtype for ``divide-by-scale``).
@@ -367,7 +396,7 @@ def quantize_fp8_block(
 
     ``x``: ``[M, N]`` float16, bfloat16 (``ml_dtypes`` or torch) or float32; other ranks and
     float64 raise ValueError (module docstring). ``block``: ``(bm, bn)``, partial edge tiles
-    allowed. ``profile``: a key of :data:`PROFILES`. Returns :class:`FP8BlockArray`.
+    allowed. ``profile``: a key of ``PRODUCERS``. Returns :class:`FP8BlockArray`.
 
     Special tiles, for every profile (spec/fp8-block.md gives each profile's bytes):
 
@@ -388,7 +417,7 @@ def quantize_fp8_block_with(
 ) -> FP8BlockArray:
     """:func:`quantize_fp8_block` with the element cast done by ``encode`` (:data:`Encoder`);
     :func:`mxformats.fast.quantize_fp8_block` passes its table-lookup encoder."""
-    record = get_profile(profile)
+    record = get_producer(profile)
     bm, bn = check_block(block)
     data = as_float_array(x)
     if data.ndim != 2 or 0 in data.shape:
@@ -449,7 +478,7 @@ def dequantize_fp8_block(
         codes, scales, block, profile = array.codes, array.scales, array.block, array.profile
     if scales is None:
         raise ValueError("dequantize_fp8_block needs the scales")
-    record = get_profile(profile)
+    record = get_producer(profile)
     bm, bn = check_block(block)
     c = np.asarray(codes)
     if c.dtype != np.uint8 or c.ndim != 2:

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import ml_dtypes
 import numpy as np
@@ -49,8 +49,21 @@ from mxformats.arith import (
     round_once,
 )
 from mxformats.containers import containers
+from mxformats.packing import (
+    LAYOUTS,
+    QMAX,
+    QMIN,
+    check_layout,
+    pack_int4,
+    unpack_int4,
+)
+
+# The word layouts, named here too: the fast path and the kernel plans read them from the scheme.
+from mxformats.packing import NIBBLE_OFFSET as NIBBLE_OFFSET
+from mxformats.packing import NIBBLE_ORDER as NIBBLE_ORDER
 from mxformats.pairing import consumer_for
-from mxformats.registry import ProfileInfo, register
+from mxformats.records import ConsumerRecord, ProducerRecord
+from mxformats.registry import Scheme, register
 
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike, DTypeLike, NDArray
@@ -68,33 +81,21 @@ __all__ = [
     "unpack_int4",
 ]
 
-#: INT4 word layouts (8 nibbles per int32 word along ``axis``), specified in ``int4-layouts.md``.
-LAYOUTS = ("compressed-tensors", "quark", "linear")
-
-#: For each layout: which element of an 8-group sits in nibble i (bits 4i..4i+3), and the offset
-#: added to the value before it is stored (8: "uint4b8"; 0: two's complement).
-NIBBLE_ORDER: dict[str, tuple[int, ...]] = {
-    "compressed-tensors": (0, 1, 2, 3, 4, 5, 6, 7),
-    "quark": (0, 2, 4, 6, 1, 3, 5, 7),
-    "linear": (0, 1, 2, 3, 4, 5, 6, 7),
-}
-NIBBLE_OFFSET: dict[str, int] = {"compressed-tensors": 8, "quark": 0, "linear": 0}
 #: The consumer :func:`dequantize_int4` reads plain arrays with when no profile is given.
 DEFAULT_CONSUMER = "compressed-tensors"
 
-#: The INT4 grid: symmetric scale = amax / ((QMAX - QMIN) / 2) = amax / 7.5.
-QMIN, QMAX = -8, 7
 _HALF_RANGE = (QMAX - QMIN) / 2
 
 @dataclass(frozen=True)
-class Int4Producer:
+class Int4Producer(ProducerRecord):
     """One INT4 producer as data (spec: ``int4-schemes.md``); :func:`quantize_int4` and the
     kernels (:mod:`mxformats.kernels.int4_plan`) read nothing else.
 
     Both producers compute the scale ``amax / 7.5`` in the input dtype, then:
 
     Attributes:
-        info: the registry entry.
+        name, library, version, function, description: the registry entry
+            (:class:`~mxformats.records.Record`).
         eps: the scale floor; None is the input dtype's machine epsilon
             (``torch.finfo(dtype).eps``).
         floor: ``"zero"``: only a zero scale (an all-zero group) becomes ``eps``;
@@ -108,7 +109,6 @@ class Int4Producer:
         layout: the word layout its checkpoints pack ``q`` in (:data:`LAYOUTS`).
     """
 
-    info: ProfileInfo
     eps: float | None
     floor: Literal["zero", "maximum"]
     scale_dtype: Literal["input", "float32"]
@@ -117,14 +117,17 @@ class Int4Producer:
     float64_refused: str | None
     layout: str
 
+    scheme: ClassVar[Scheme] = "int4"
+
 
 @dataclass(frozen=True)
-class Int4Consumer:
+class Int4Consumer(ConsumerRecord):
     """One INT4 consumer as data: ``q × scale`` computed and rounded once in ``product_dtype``
     (``"scale"``: the scale's dtype; ``"float32"``: both operands widened to float32)."""
 
-    info: ProfileInfo
     product_dtype: Literal["scale", "float32"]
+
+    scheme: ClassVar[Scheme] = "int4"
 
 
 _CT = ("compressed-tensors", "0.19-0.20.1")
@@ -133,13 +136,11 @@ _QUARK = ("amd-quark", "0.13")
 #: INT4 producers by profile name.
 PRODUCERS: dict[str, Int4Producer] = {
     "compressed-tensors": Int4Producer(
-        info=ProfileInfo(
-            "compressed-tensors", "int4", "producer", *_CT,
-            "quantization.utils.helpers.calculate_qparams + lifecycle.forward.quantize + "
-            "compressors.pack_quantized.helpers.pack_to_int32",
-            "s = dtype(amax/7.5), q = round_half_even(dtype(x/s)) in the input dtype; q+8 "
-            "nibbles, element 8c+i in nibble i",
-        ),
+        "compressed-tensors", *_CT,
+        function="quantization.utils.helpers.calculate_qparams + lifecycle.forward.quantize "
+        "+ compressors.pack_quantized.helpers.pack_to_int32",
+        description="s = dtype(amax/7.5), q = round_half_even(dtype(x/s)) in the input dtype; "
+        "q+8 nibbles, element 8c+i in nibble i",
         eps=None,
         floor="zero",
         scale_dtype="input",
@@ -149,13 +150,11 @@ PRODUCERS: dict[str, Int4Producer] = {
         layout="compressed-tensors",
     ),
     "quark": Int4Producer(
-        info=ProfileInfo(
-            "quark", "int4", "producer", *_QUARK,
-            "observer.calculate_int_quant_params + hw_emulation_interface."
-            "real_quantize_int_per_channel_affine / _per_group_affine",
-            "s = float32(max(amax/7.5, 2^-23)), q = round_half_even(x * (1/s)) in float32 "
-            "(reciprocal multiply)",
-        ),
+        "quark", *_QUARK,
+        function="observer.calculate_int_quant_params + hw_emulation_interface."
+        "real_quantize_int_per_channel_affine / _per_group_affine",
+        description="s = float32(max(amax/7.5, 2^-23)), q = round_half_even(x * (1/s)) in "
+        "float32 (reciprocal multiply)",
         eps=float(np.finfo(np.float32).eps),  # Quark's observer eps, torch.finfo(float32).eps
         floor="maximum",
         scale_dtype="float32",
@@ -169,24 +168,20 @@ PRODUCERS: dict[str, Int4Producer] = {
 #: INT4 consumers by profile name.
 CONSUMERS: dict[str, Int4Consumer] = {
     "compressed-tensors": Int4Consumer(
-        ProfileInfo(
-            "compressed-tensors", "int4", "consumer", *_CT,
-            "lifecycle.forward.dequantize (q.to(scale.dtype) * scale)",
-            "q × scale rounded to the scale dtype (bfloat16 for BF16 checkpoints)",
-        ),
+        "compressed-tensors", *_CT,
+        function="lifecycle.forward.dequantize (q.to(scale.dtype) * scale)",
+        description="q × scale rounded to the scale dtype (bfloat16 for BF16 checkpoints)",
         product_dtype="scale",
     ),
     "quark": Int4Consumer(
-        ProfileInfo(
-            "quark", "int4", "consumer", *_QUARK,
-            "hw_emulation_interface.dequantize_int_per_channel_affine / _per_group_affine",
-            "q × scale in float32",
-        ),
+        "quark", *_QUARK,
+        function="hw_emulation_interface.dequantize_int_per_channel_affine / _per_group_affine",
+        description="q × scale in float32",
         product_dtype="float32",
     ),
 }
-for _info in (*(p.info for p in PRODUCERS.values()), *(c.info for c in CONSUMERS.values())):
-    register(_info)
+for _record in (*PRODUCERS.values(), *CONSUMERS.values()):
+    register(_record.info)
 
 #: The profile names (each is both a producer and a consumer).
 PROFILES = tuple(PRODUCERS)
@@ -412,75 +407,3 @@ def dequantize_int4(
         own = s.dtype if consumer.product_dtype == "scale" else np.dtype(np.float32)
         product = multiply_in(values, expanded, own)
     return round_once(product.astype(np.float64), dtype)
-
-
-# -- packing ----------------------------------------------------------------------------------
-
-
-def check_layout(layout: str) -> None:
-    """ValueError unless ``layout`` is one of :data:`LAYOUTS`."""
-    if layout not in LAYOUTS:
-        raise ValueError(f"unknown int4 layout {layout!r}; valid: {', '.join(LAYOUTS)}")
-
-
-@containers()
-def pack_int4(
-    q: ArrayLike, *, layout: str = "compressed-tensors", axis: int = -1
-) -> NDArray[np.int32]:
-    """Pack int8 values in [-8, 7] eight per int32 word along ``axis`` in ``layout``.
-
-    Nibble i of a word (bits 4i..4i+3) holds element ``8c + NIBBLE_ORDER[layout][i]`` of word
-    c, stored as ``(q + NIBBLE_OFFSET[layout]) & 0xF``. A length that is not a multiple of 8 is
-    padded, as all three producers do: the missing nibbles are 0x0 (compressed-tensors pads
-    after adding 8, so its padding reads back as -8; Quark skips them). The result has
-    ``ceil(n / 8)`` words along ``axis``. Spec: ``int4-layouts.md``.
-    """
-    check_layout(layout)
-    values = np.asarray(q)
-    if values.dtype.kind not in "iu":
-        raise TypeError(f"pack_int4 takes integers, got dtype {values.dtype}")
-    if np.any((values < QMIN) | (values > QMAX)):
-        raise ValueError("pack_int4: values must lie in [-8, 7]")
-    ax = check_axis(values.ndim, axis)
-    moved = np.moveaxis(values.astype(np.int64), ax, -1)
-    n = moved.shape[-1]
-    words = -(-n // 8)
-    nibbles = np.zeros((*moved.shape[:-1], words * 8), dtype=np.uint32)
-    nibbles[..., :n] = (moved + NIBBLE_OFFSET[layout]) & 0xF
-    nibbles = nibbles.reshape(*moved.shape[:-1], words, 8)
-    packed = np.zeros((*moved.shape[:-1], words), dtype=np.uint32)
-    for i, element in enumerate(NIBBLE_ORDER[layout]):
-        packed |= nibbles[..., element] << np.uint32(4 * i)
-    return np.moveaxis(packed.view(np.int32), -1, ax)
-
-
-@containers()
-def unpack_int4(
-    packed: ArrayLike,
-    *,
-    layout: str = "compressed-tensors",
-    axis: int = -1,
-    size: int | None = None,
-) -> NDArray[np.int8]:
-    """Inverse of :func:`pack_int4`; ``size`` trims the padding of the last word.
-
-    ``packed``: int32 (or uint32) words. ``size`` (default ``8 × words``) must lie in
-    ``(8 × (words - 1), 8 × words]``; padding nibbles are not checked. Spec: ``int4-layouts.md``.
-    """
-    check_layout(layout)
-    words_in = np.asarray(packed)
-    if words_in.dtype not in (np.dtype(np.int32), np.dtype(np.uint32)):
-        raise TypeError(f"unpack_int4 takes int32 words, got dtype {words_in.dtype}")
-    ax = check_axis(words_in.ndim, axis)
-    moved = np.moveaxis(words_in.view(np.uint32), ax, -1)
-    words = moved.shape[-1]
-    n = 8 * words if size is None else size
-    if not 8 * (words - 1) < n <= 8 * words and not (words == 0 and n == 0):
-        raise ValueError(f"size {n} does not fit {words} words of 8 nibbles")
-    out = np.zeros((*moved.shape, 8), dtype=np.int64)
-    for i, element in enumerate(NIBBLE_ORDER[layout]):
-        out[..., element] = (moved >> np.uint32(4 * i)) & 0xF
-    signed = (out - NIBBLE_OFFSET[layout]) & 0xF
-    signed = np.where(signed >= 8, signed - 16, signed)
-    flat = signed.reshape(*moved.shape[:-1], 8 * words)[..., :n]
-    return np.moveaxis(flat.astype(np.int8), -1, ax)

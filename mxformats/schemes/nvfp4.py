@@ -25,7 +25,7 @@ Producers (``quantize_nvfp4(x, profile=...)``), with ``amax = max|x|`` over the 
 
 Both round elements to nearest, ties to the even code, saturating at ±6, with the sign bit set
 iff the float32 quotient is < 0 (``-0.0`` is code 0; a small negative that rounds to zero is
-code 8), and pack element 2k in the low nibble (:func:`mxformats.schemes.mx.pack_fp4`).
+code 8), and pack element 2k in the low nibble (:func:`mxformats.packing.pack_fp4`).
 
 ModelOpt 0.47.0 also has a "Four Over Six" variant (``NVFP4_FOUR_OVER_SIX_CFG``;
 ``weight_scale_2 = amax / 1536``, 256 instead of 448, ``utils/numeric_utils.py``
@@ -52,7 +52,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import ml_dtypes
 import numpy as np
@@ -67,9 +67,11 @@ from mxformats.arith import (
 )
 from mxformats.containers import containers
 from mxformats.formats import E2M1, E4M3FN
-from mxformats.registry import Kind, ProfileInfo, get_profile_info, register
+from mxformats.packing import pack_fp4, unpack_fp4
+from mxformats.pairing import scheme_defaults
+from mxformats.records import ConsumerRecord, ProducerRecord, lookup
+from mxformats.registry import Scheme, register
 from mxformats.schemes.int4 import check_group_scales
-from mxformats.schemes.mx import pack_fp4, unpack_fp4
 
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike, DTypeLike, NDArray
@@ -108,22 +110,12 @@ Arithmetic = Literal["float32", "input"]
 
 
 @dataclass(frozen=True)
-class _Registered:
-    """What the profile registry lists for a record (:class:`mxformats.registry.ProfileInfo`)."""
-
-    name: str
-    library: str
-    version: str
-    function: str
-    description: str
-
-
-@dataclass(frozen=True)
-class NVFP4Producer(_Registered):
+class NVFP4Producer(ProducerRecord):
     """One NVFP4 producer (module docstring for the formulas).
 
     Attributes:
-        name, library, version, function, description: the registry entry.
+        name, library, version, function, description: the registry entry
+            (:class:`~mxformats.records.Record`).
         global_form: what the stored global scale is (:data:`GlobalForm`).
         global_names: the checkpoint's tensor names for the packed codes, block scales and
             global scale.
@@ -152,12 +144,14 @@ class NVFP4Producer(_Registered):
     nonfinite_global: float | None = None
     special_cases: tuple[tuple[str, str], ...] = field(default=(), repr=False)
 
+    scheme: ClassVar[Scheme] = "nvfp4"
+
     def arithmetic_dtype(self, dtype: np.dtype[Any]) -> np.dtype[Any]:
         return F32 if self.arithmetic == "float32" else dtype
 
 
 @dataclass(frozen=True)
-class NVFP4Consumer(_Registered):
+class NVFP4Consumer(ConsumerRecord):
     """One reader of NVFP4 weights: how it applies the global scale.
 
     ``global_op``: ``multiply`` (``e2m1 × s × scale_2``, rounded once to float32: vLLM's
@@ -169,6 +163,8 @@ class NVFP4Consumer(_Registered):
 
     global_form: GlobalForm
     global_op: Literal["multiply", "reciprocal", "divide"]
+
+    scheme: ClassVar[Scheme] = "nvfp4"
 
 
 _FINITE = "every finite tensor whose length along axis is a multiple of 16"
@@ -277,20 +273,19 @@ CONSUMERS: dict[str, NVFP4Consumer] = {
     )
 }
 
-#: The consumer that reads each producer's checkpoints by default.
-DEFAULT_CONSUMER = {"modelopt": "vllm-modelopt", "compressed-tensors": "vllm-compressed-tensors"}
+#: The consumer that reads each producer's checkpoints by default: NVFP4's rows of the one
+#: pairing table (:data:`mxformats.pairing.DEFAULT_CONSUMERS`).
+DEFAULT_CONSUMER = scheme_defaults("nvfp4")
 
 
 def get_producer(name: str) -> NVFP4Producer:
     """The producer profile ``name`` (the registry's ValueError lists the valid ones)."""
-    get_profile_info("nvfp4", "producer", name)
-    return PRODUCERS[name]
+    return lookup(PRODUCERS, "nvfp4", "producer", name)
 
 
 def get_consumer(name: str) -> NVFP4Consumer:
     """The consumer profile ``name`` (the registry's ValueError lists the valid ones)."""
-    get_profile_info("nvfp4", "consumer", name)
-    return CONSUMERS[name]
+    return lookup(CONSUMERS, "nvfp4", "consumer", name)
 
 
 @dataclass(frozen=True, eq=False)
@@ -562,9 +557,5 @@ def dequantize_nvfp4(
 
 # -- registry ---------------------------------------------------------------------------------
 
-_KINDS: tuple[tuple[Kind, dict[str, NVFP4Producer] | dict[str, NVFP4Consumer]], ...] = (
-    ("producer", PRODUCERS), ("consumer", CONSUMERS))
-for _kind, _table in _KINDS:
-    for _r in _table.values():
-        register(ProfileInfo(_r.name, "nvfp4", _kind, _r.library, _r.version, _r.function,
-                             _r.description))
+for _r in (*PRODUCERS.values(), *CONSUMERS.values()):
+    register(_r.info)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
@@ -23,68 +23,98 @@ from mxformats import codec
 from mxformats.arith import as_float_array, round_once
 from mxformats.containers import containers
 from mxformats.formats import E4M3FN, Format
-from mxformats.registry import ProfileInfo, register
+from mxformats.packing import pack_int4, unpack_int4
+from mxformats.records import ConsumerRecord, ProducerRecord, deprecated_aliases, lookup
+from mxformats.registry import Scheme, register
 from mxformats.schemes.fp8 import quantize_fp8
-from mxformats.schemes.int4 import Int4Array, pack_int4, quantize_int4, unpack_int4
+from mxformats.schemes.int4 import Int4Array, quantize_int4
 
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike, DTypeLike, NDArray
 
-__all__ = ["REFERENCE_STAGES", "W4A8", "W4A8Stages", "dequantize_w4a8", "quantize_w4a8",
-           "quantize_w4a8_with"]
+__all__ = [
+    "CONSUMERS",
+    "PRODUCERS",
+    "REFERENCE_STAGES",
+    "W4A8",
+    "W4A8Consumer",
+    "W4A8Producer",
+    "W4A8Stages",
+    "dequantize_w4a8",
+    "get_consumer",
+    "get_producer",
+    "quantize_w4a8",
+    "quantize_w4a8_with",
+]
 
 
 @dataclass(frozen=True)
-class W4A8Producer:
+class W4A8Producer(ProducerRecord):
     """The Quark W4A8 ``ProgressiveSpec`` as data: the FP8 stage (a name in
-    :data:`mxformats.schemes.fp8.FP8_PROFILES` and its format), then the INT4 per-channel
+    :data:`mxformats.schemes.fp8.PRODUCERS` and its format), then the INT4 per-channel
     stage (an INT4 producer profile) on the FP8 values widened to float32, packed in
     ``layout``."""
 
-    info: ProfileInfo
     fp8_profile: str
     fp8_format: Format
     int4_profile: str
     layout: str
 
+    scheme: ClassVar[Scheme] = "w4a8"
+
 
 @dataclass(frozen=True)
-class W4A8Consumer:
+class W4A8Consumer(ConsumerRecord):
     """A W4A8 consumer as data: ``weight`` unpacked from ``layout``, the two scales folded
     into one float32 factor per output row (``float32(s2 × s1)``) before ``q × factor``."""
 
-    info: ProfileInfo
     layout: str
 
+    scheme: ClassVar[Scheme] = "w4a8"
 
-W4A8_PRODUCERS: dict[str, W4A8Producer] = {
+
+PRODUCERS: dict[str, W4A8Producer] = {
     "quark": W4A8Producer(
-        info=ProfileInfo(
-            "quark", "w4a8", "producer", "amd-quark", "0.13",
-            "file2file_quantization._progressive_quantize_weight (ProgressiveSpec: "
-            "FP8E4M3PerTensorSpec static -> Int4PerChannelSpec ch_axis 0)",
-            "W1 = e4m3fn(clamp(dtype(W/s1))), s1 = amax/448; q = int4 per row of W1 by "
-            "reciprocal multiply; Quark nibble order",
-        ),
+        name="quark",
+        library="amd-quark",
+        version="0.13",
+        function="file2file_quantization._progressive_quantize_weight (ProgressiveSpec: "
+        "FP8E4M3PerTensorSpec static -> Int4PerChannelSpec ch_axis 0)",
+        description="W1 = e4m3fn(clamp(dtype(W/s1))), s1 = amax/448; q = int4 per row of W1 "
+        "by reciprocal multiply; Quark nibble order",
         fp8_profile="static",
         fp8_format=E4M3FN,
         int4_profile="quark",
         layout="quark",
     ),
 }
-W4A8_CONSUMERS: dict[str, W4A8Consumer] = {
+CONSUMERS: dict[str, W4A8Consumer] = {
     "vllm": W4A8Consumer(
-        info=ProfileInfo(
-            "vllm", "w4a8", "consumer", "vllm", "0.33",
-            "quark_moe.QuarkW4A8Fp8MoEMethod.process_weights_after_loading",
-            "W = q × float32(s2 × s1): the two scales folded into one per-row factor",
-        ),
+        name="vllm",
+        library="vllm",
+        version="0.33",
+        function="quark_moe.QuarkW4A8Fp8MoEMethod.process_weights_after_loading",
+        description="W = q × float32(s2 × s1): the two scales folded into one per-row factor",
         layout="quark",
     ),
 }
-for _info in (*(r.info for r in W4A8_PRODUCERS.values()),
-              *(r.info for r in W4A8_CONSUMERS.values())):
-    register(_info)
+for _record in (*PRODUCERS.values(), *CONSUMERS.values()):
+    register(_record.info)
+
+
+def get_producer(name: str) -> W4A8Producer:
+    """The producer profile ``name`` (the registry's ValueError lists the valid ones)."""
+    return lookup(PRODUCERS, "w4a8", "producer", name)
+
+
+def get_consumer(name: str) -> W4A8Consumer:
+    """The consumer profile ``name`` (the registry's ValueError lists the valid ones)."""
+    return lookup(CONSUMERS, "w4a8", "consumer", name)
+
+
+#: The names before the one vocabulary, importable with a DeprecationWarning.
+__getattr__ = deprecated_aliases(__name__, {"W4A8_PRODUCERS": "PRODUCERS",
+                                            "W4A8_CONSUMERS": "CONSUMERS"}, globals())
 
 
 @dataclass(frozen=True, eq=False)
@@ -134,18 +164,14 @@ class W4A8Stages:
 
 #: The reference stages: :func:`mxformats.schemes.fp8.quantize_fp8`,
 #: :func:`mxformats.codec.decode`, :func:`mxformats.schemes.int4.quantize_int4` and
-#: :func:`~mxformats.schemes.int4.pack_int4`.
+#: :func:`~mxformats.packing.pack_int4`.
 REFERENCE_STAGES = W4A8Stages(quantize_fp8, codec.decode, quantize_int4, pack_int4)
 
 
 def quantize_w4a8_with(stages: W4A8Stages, w: object, *, profile: str = "quark") -> W4A8:
     """:func:`quantize_w4a8` computed by ``stages`` (the same bytes when each stage returns
     its reference's): :func:`mxformats.fast.quantize_w4a8` passes the fast paths."""
-    if profile not in W4A8_PRODUCERS:
-        raise ValueError(
-            f"unknown w4a8 producer profile {profile!r}; valid: {', '.join(W4A8_PRODUCERS)}"
-        )
-    producer = W4A8_PRODUCERS[profile]
+    producer = get_producer(profile)
     arr = as_float_array(w)
     if arr.ndim != 2 or arr.shape[1] == 0:
         raise ValueError(f"quantize_w4a8 takes a 2-D weight [O, I] with I > 0, got {arr.shape}")
@@ -179,7 +205,7 @@ def dequantize_w4a8(
         weight, weight_scale, weight_scale_2 = weight
     if weight_scale is None or weight_scale_2 is None:
         raise TypeError("dequantize_w4a8 needs weight_scale and weight_scale_2 (or a W4A8)")
-    q = unpack_int4(weight, layout=W4A8_CONSUMERS["vllm"].layout, axis=-1)
+    q = unpack_int4(weight, layout=CONSUMERS["vllm"].layout, axis=-1)
     s1 = np.asarray(weight_scale, dtype=np.float32)
     s2 = np.asarray(weight_scale_2, dtype=np.float32)
     if s1.size != 1 or s2.shape != (q.shape[0],):

@@ -16,6 +16,7 @@ import tempfile
 from collections.abc import Iterator
 from itertools import pairwise
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -31,6 +32,9 @@ from mxformats.text import (
     short_float,
     table,
 )
+
+if TYPE_CHECKING:
+    from numpy.typing import NDArray
 
 
 def formula(fmt: Format) -> str:
@@ -60,15 +64,44 @@ def _neighbours(m: float) -> Iterator[tuple[float, str]]:
         yield float(np.nextafter(m32, np.float32(np.inf))), ", next float32 above"
 
 
+def distinct_values(values: NDArray[np.float64]) -> NDArray[np.float64]:
+    """The finite entries of ``values``, each float64 bit pattern once, in IEEE 754 totalOrder
+    (ascending, -0.0 just before +0.0): the same array whatever order ``values`` come in and
+    whatever sort numpy dispatches to for the CPU. (``np.unique`` of floats keeps whichever of
+    -0.0 and +0.0 its CPU-specific sort happens to put first.) The sort is over integer keys,
+    where equal keys are identical bits."""
+    bits = values[np.isfinite(values)].astype(np.float64).view(np.uint64)
+    negative = bits >> np.uint64(63) == 1
+    # totalOrder as unsigned integers: negatives reversed below, positives above the sign bit.
+    keys = np.unique(np.where(negative, ~bits, bits | np.uint64(1 << 63)))
+    high = keys >> np.uint64(63) == 1
+    result: NDArray[np.float64] = np.where(high, keys & ~np.uint64(1 << 63), ~keys).view(
+        np.float64)
+    return result
+
+
+def _float64_bits(x: float) -> int:
+    return int(np.float64(x).view(np.uint64))
+
+
 def encode_inputs(fmt: Format) -> list[tuple[float, str]]:
     """The boundary inputs of ``fmt``: every midpoint of neighbouring values and its
-    neighbours, every value, the overflow boundary, zeros, infinities, NaN, subnormals."""
-    finite = fmt.values[np.isfinite(fmt.values)]
-    values = np.unique(finite)  # sorted; -0.0 and 0.0 collapse
+    neighbours, every value (-0.0 included where the format has it, labelled with its own
+    code), the overflow boundary, zeros, infinities, NaN, subnormals. Built from bit patterns
+    only (:func:`distinct_values`), so the result does not depend on the CPU."""
+    values = distinct_values(fmt.values)
+    code_of: dict[int, int] = {}
+    for code, value in enumerate(fmt.values):
+        code_of.setdefault(_float64_bits(value), code)  # the first code of each bit pattern
+
+    def name(v: float) -> str:
+        return code_hex(fmt, code_of[_float64_bits(v)])
+
+    # The distinct numbers: +0.0 stands for both zeros between the negative and positive values.
+    numbers = values[(values != 0) | ~np.signbit(values)]
     cases: list[tuple[float, str]] = []
-    codes = {float(v): int(np.flatnonzero(fmt.values == v)[0]) for v in values}
-    for lo, hi in pairwise(values):
-        pair = f"{code_hex(fmt, codes[float(lo)])}|{code_hex(fmt, codes[float(hi)])}"
+    for lo, hi in pairwise(numbers):
+        pair = f"{name(lo)}|{name(hi)}"
         for x, tag in _neighbours((float(lo) + float(hi)) / 2):
             cases.append((x, f"linear midpoint {pair}{tag}"))
         if fmt.kind == "exponent":
@@ -76,9 +109,9 @@ def encode_inputs(fmt: Format) -> list[tuple[float, str]]:
             cases.append((log_mid, f"float64 just above the log midpoint {pair}"))
             cases.append((float(np.nextafter(log_mid, 0)), f"float64 just below log midpoint {pair}"))
     for v in values:
-        cases.append((float(v), f"value of {code_hex(fmt, codes[float(v)])}"))
-    top = float(values[-1])
-    gap = top - float(values[-2])
+        cases.append((float(v), f"value of {name(v)}"))
+    top = float(numbers[-1])
+    gap = top - float(numbers[-2])
     beyond = top + gap if fmt.kind != "exponent" else 2 * top
     for sign in (1.0, -1.0):
         for x, tag in _neighbours(sign * (top + beyond) / 2):
@@ -101,8 +134,7 @@ def encode_inputs(fmt: Format) -> list[tuple[float, str]]:
     cases.extend(specials)
     unique: dict[int, tuple[float, str]] = {}
     for x, why in cases:
-        key = int(np.float64(x).view(np.uint64))
-        unique.setdefault(key, (float(x), why))
+        unique.setdefault(_float64_bits(x), (float(x), why))
     return sorted(unique.values(), key=lambda c: (np.isnan(c[0]), c[0], np.signbit(c[0])))
 
 

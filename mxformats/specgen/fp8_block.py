@@ -2,7 +2,7 @@
 """The FP8 block spec page (``spec/fp8-block.md``) and its vectors, from the profile records.
 
 Called by :mod:`mxformats.specgen`. Every field table comes from
-:data:`mxformats.schemes.fp8_block.PROFILES`, every code and scale from running
+:data:`mxformats.schemes.fp8_block.PRODUCERS`, every code and scale from running
 :func:`~mxformats.schemes.fp8_block.quantize_fp8_block`; ``tests/test_fp8_block.py`` checks
 the vectors against an independent exact-rational oracle.
 """
@@ -17,8 +17,8 @@ import numpy as np
 
 from mxformats.arith import BF16
 from mxformats.schemes.fp8_block import (
-    PROFILES,
-    FP8BlockProfile,
+    PRODUCERS,
+    FP8BlockProducer,
     dequantize_fp8_block,
     quantize_fp8_block,
 )
@@ -88,7 +88,7 @@ def quantize_cases() -> list[dict[str, object]]:
     cases = []
     for tile in TILES:
         x = tile.array()
-        for name, record in PROFILES.items():
+        for name, record in PRODUCERS.items():
             blocks = quantize_fp8_block(x, block=tile.block, profile=name)
             cases.append({
                 "id": f"{tile.name}/{name}",
@@ -143,7 +143,7 @@ def _yes(flag: bool) -> str:
 
 
 def _field_rows() -> Iterator[list[str]]:
-    def column(p: FP8BlockProfile) -> list[str]:
+    def column(p: FP8BlockProducer) -> list[str]:
         return [
             p.code_format.name,
             f"{p.fmt_max:g}",
@@ -157,12 +157,12 @@ def _field_rows() -> Iterator[list[str]]:
             _yes(p.fnuz),
         ]
 
-    names = list(PROFILES)
+    names = list(PRODUCERS)
     labels = ["code format", "max in amax/max", "amax floor", "scale tensor and dtype",
               "power-of-two scale", "zero scale replaced by", "element multiplier",
               "scaled element rounded to", "clamp to ±max before the cast",
               "vLLM FNUZ conversion after"]
-    columns = [column(PROFILES[n]) for n in names]
+    columns = [column(PRODUCERS[n]) for n in names]
     for i, label in enumerate(labels):
         yield [label, *(c[i] for c in columns)]
 
@@ -170,7 +170,7 @@ def _field_rows() -> Iterator[list[str]]:
 def _matrix() -> str:
     header = ["profile", *[f"`{t.name}`" for t in TILES if t.name != "ragged"]]
     rows = []
-    for name in PROFILES:
+    for name in PRODUCERS:
         cells = []
         for tile in TILES:
             if tile.name == "ragged":
@@ -193,7 +193,7 @@ def _random_divergence() -> str:
     x = rng.standard_normal((256, 384)) * 0.02
     x[rng.integers(0, 256, 3)] *= 5
     w = x.astype(BF16)
-    names = [n for n, p in PROFILES.items() if not p.fnuz]
+    names = [n for n, p in PRODUCERS.items() if not p.fnuz]
     results = {n: quantize_fp8_block(w, profile=n) for n in names}
     rows = []
     for a in names:
@@ -206,7 +206,7 @@ def _random_divergence() -> str:
 
 
 def _page() -> str:
-    profile_table = table(["field", *[f"`{n}`" for n in PROFILES]], _field_rows())
+    profile_table = table(["field", *[f"`{n}`" for n in PRODUCERS]], _field_rows())
     return f"""# FP8 block scaling: E4M3 elements, one float scale per 128 × 128 tile
 
 {_GENERATED}
@@ -214,7 +214,7 @@ def _page() -> str:
 The layout of DeepSeek-V3, Kimi-K2-Instruct and llm-compressor's `FP8_BLOCK`. Reference:
 `mxformats.quantize_fp8_block(x, *, block=(128, 128), profile="deepseek")` and
 `mxformats.dequantize_fp8_block(...)` (`mxformats/schemes/fp8_block.py`); every profile is one
-record, `mxformats.schemes.fp8_block.PROFILES`, and the tables below are generated from them.
+record, `mxformats.schemes.fp8_block.PRODUCERS`, and the tables below are generated from them.
 
 ## 1. Layout
 

@@ -11,6 +11,7 @@ vectors that target each profile, with expected bytes computed by the reference
 from __future__ import annotations
 
 import inspect
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -353,8 +354,8 @@ def _short(v: float) -> str:
     if np.isinf(v):
         return "+Inf"
     if v != 0 and (abs(v) < 2**-10 or abs(v) > 2**20):
-        e = int(np.floor(np.log2(abs(v))))
-        return f"2^{e}" if abs(v) == 2.0**e else f"{v:.3g}"
+        significand, e = math.frexp(abs(v))  # exact, unlike np.log2's CPU-specific SIMD paths
+        return f"2^{e - 1}" if significand == 0.5 else f"{v:.3g}"
     return "-0" if v == 0 and np.signbit(v) else f"{v:g}"
 
 

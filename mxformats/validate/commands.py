@@ -17,12 +17,10 @@ from mxformats.output import add_output_arguments, check_url
 
 from .findings import Level
 from .model import Options
-from .reader import HUB_PREFIX
+from .readers import HUB_PREFIX
+from .targets import TARGETS
 
 __all__ = ["add_parsers"]
-
-TARGETS = ("mi300x", "mi355x", "h200", "b200")
-
 
 def _positive(text: str) -> int:
     try:
@@ -43,7 +41,7 @@ class _Progress:
     task: Any = None
 
     @classmethod
-    def start(cls, quiet: bool) -> _Progress:
+    def start(cls, quiet: bool, remote: bool = False) -> _Progress:
         if quiet or not sys.stderr.isatty():
             return cls()
         from rich.console import Console
@@ -51,9 +49,19 @@ class _Progress:
             BarColumn,
             DownloadColumn,
             Progress,
+            ProgressColumn,
             TimeRemainingColumn,
             TransferSpeedColumn,
         )
+        from rich.text import Text
+
+        from .readers.hub import in_flight
+
+        class InFlight(ProgressColumn):
+            """The Hub reads this process has in flight (``hf://`` only)."""
+
+            def render(self, task: Any) -> Text:
+                return Text(f"{in_flight()} requests in flight")
 
         bar = Progress(
             "validating",
@@ -61,6 +69,7 @@ class _Progress:
             DownloadColumn(),
             TransferSpeedColumn(),
             TimeRemainingColumn(),
+            *([InFlight()] if remote else []),
             console=Console(file=sys.stderr),
             transient=True,
         )
@@ -96,6 +105,7 @@ def _options(args: argparse.Namespace) -> Options:
         executor=args.executor,
         ray_address=args.ray_address,
         resume=args.resume,
+        hub_connections=args.hub_connections,
     )
     if args.workers is not None:
         opts.workers = args.workers
@@ -104,7 +114,7 @@ def _options(args: argparse.Namespace) -> Options:
 
 def _usage_error(args: argparse.Namespace) -> str | None:
     """What is wrong with the options that argparse cannot see, or None (exit 2 if any)."""
-    from .report import printable
+    from mxformats.output import printable
 
     if args.source is not None and not Path(args.source).is_dir():
         return f"--source {printable(str(args.source))} is not a directory"
@@ -143,10 +153,11 @@ def _interrupt(signum: int, frame: object) -> None:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from mxformats.output import Output, UsageError
+    from mxformats.output import Output, UsageError, printable
 
     from .executors import ExecutorUnavailable, executor_for
-    from .report import dump_json, print_report, printable, to_github, to_junit
+    from .html import render_report, write_html
+    from .report import dump_json, print_report, to_github, to_junit
     from .runner import exit_code, validate
 
     problem = _usage_error(args)
@@ -164,7 +175,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     except ExecutorUnavailable as err:
         print(f"mxformats validate: {err}", file=sys.stderr)
         return 2
-    progress = _Progress.start(args.quiet)
+    progress = _Progress.start(args.quiet, remote=args.dir.startswith(HUB_PREFIX))
 
     def plan(total: int) -> None:
         if opts.level is Level.FULL and args.dir.startswith(HUB_PREFIX):
@@ -192,6 +203,11 @@ def cmd_validate(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
 
+    if args.html is not None:
+        code = write_html(args.html, "validate", lambda: render_report(report))
+        if code:
+            return code
+
     def text(fp: IO[str]) -> None:
         if report.fatal is None:  # the reason is on stderr already
             print_report(report, fp, quiet=output.quiet, console=output.console(fp))
@@ -214,7 +230,9 @@ def _architecture(names: Any) -> str | None:
 
 
 def inspect_data(root: str) -> dict[str, Any]:
-    """What ``mxformats inspect`` prints, as data (None fields when not known)."""
+    """What ``mxformats inspect`` prints, as data (None fields when not known). A folder
+    with neither a readable config.json nor a ``*.safetensors`` file holds no checkpoint:
+    only ``fatal`` then, which ``cmd_inspect`` exits 2 on."""
     from .deployment import checkpoint_tp, kernel_table
     from .files import load
     from .identify import profiles_of
@@ -224,6 +242,9 @@ def inspect_data(root: str) -> dict[str, Any]:
     ckpt = loaded.ckpt
     if ckpt is None:
         return {"fatal": loaded.fatal}
+    if not ckpt.config and not ckpt.shards and not ckpt.tensors:
+        return {"fatal": "no checkpoint here: no readable config.json and no *.safetensors "
+                         "file"}
     qc = ckpt.quant_config or {}
     producer = []
     if "version" in qc:
@@ -272,16 +293,21 @@ def inspect_data(root: str) -> dict[str, Any]:
         "bytes_per_dtype": dict(sorted(per_dtype.items())),
         "bytes_total": ckpt.bytes_total,
         "tp_admissible": None if tp is None else ", ".join(map(str, tp)) or "none",
-        "vllm_kernels": None if desc is None else kernel_table(desc),
+        "vllm_kernels": None if desc is None else kernel_table(desc, ckpt),
         "engines": None if desc is None else engine_summary(ckpt, desc),
         "problems": len(loaded.findings),
     }
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
-    from mxformats.output import JUnitCase, Output, UsageError, github_annotation, junit_xml
-
-    from .report import printable
+    from mxformats.output import (
+        JUnitCase,
+        Output,
+        UsageError,
+        github_annotation,
+        junit_xml,
+        printable,
+    )
 
     try:
         output = Output.from_args(args)
@@ -436,7 +462,7 @@ def add_parsers(commands: Any) -> None:
         help="structure: headers and configs; scales (default): also scales and "
         "small tensors; full: every byte",
     )
-    v.add_argument("--target", choices=TARGETS, help="deployment target to check against")
+    v.add_argument("--target", choices=tuple(TARGETS), help="deployment target to check against")
     v.add_argument("--tp", type=_positive, metavar="N", help="tensor-parallel size")
     v.add_argument("--ep", type=_positive, metavar="N", help="expert-parallel size")
     v.add_argument(
@@ -464,6 +490,11 @@ def add_parsers(commands: Any) -> None:
         "runs in this process), or Ray tasks in flight",
     )
     v.add_argument(
+        "--hub-connections", type=_positive, metavar="N", default=32,
+        help="hf:// only: ranged reads in flight at once over keep-alive connections, per run "
+        "(default 32; independent of --workers)",
+    )
+    v.add_argument(
         "--executor", choices=("local", "ray"), default="local",
         help="where the numbers and --source tasks run: local (a process pool, default) or "
         "ray (a Ray cluster; needs mxformats[ray])",
@@ -478,6 +509,9 @@ def add_parsers(commands: Any) -> None:
         "only the others",
     )
     v.add_argument("--strict", action="store_true", help="warnings fail the run too")
+    v.add_argument("--html", type=Path, metavar="REPORT.html",
+                   help="also write the report as one self-contained HTML page with plots "
+                   "(error heatmaps with --source, code histograms, scale distributions)")
     v.add_argument(
         "--yes",
         action="store_true",

@@ -8,101 +8,61 @@ from itertools import compress, filterfalse, repeat
 from operator import attrgetter, itemgetter, not_
 
 from .arch import TEXT_DEFAULTS, VISION_DEFAULTS, key_value
+from .checkmodule import CheckModule
 from .findings import Finding, Level, Severity, declare, listed
 from .model import QUANT_SUFFIXES, Architecture, Checkpoint, ExpectedModule, Module, Options
 
 __all__ = ["run"]
 
-E, W, INFO = Severity.ERROR, Severity.WARNING, Severity.INFO
-S = Level.STRUCTURE
-G = "coverage"
 
 TENSOR_MISSING = declare(
-    "TENSOR_MISSING",
-    E,
-    S,
-    G,
-    "A tensor the config implies is absent (vLLM does not notice for quantized models: the "
-    "parameter keeps its initial value).",
-    "Re-export the checkpoint; copy the missing tensor from the producer's output.",
-)
+    "TENSOR_MISSING", severity=Severity.ERROR, level=Level.STRUCTURE, group="coverage",
+    meaning="A tensor the config implies is absent (vLLM does not notice for quantized models: "
+            "the parameter keeps its initial value).",
+    fix="Re-export the checkpoint; copy the missing tensor from the producer's output.")
 TENSOR_UNEXPECTED = declare(
-    "TENSOR_UNEXPECTED",
-    E,
-    S,
-    G,
-    "A tensor the config does not imply: vLLM raises KeyError on names it did not register.",
-    "Remove the tensor, or fix the config that should declare it.",
-)
+    "TENSOR_UNEXPECTED", severity=Severity.ERROR, level=Level.STRUCTURE, group="coverage",
+    meaning="A tensor the config does not imply: vLLM raises KeyError on names it did not "
+            "register.",
+    fix="Remove the tensor, or fix the config that should declare it.")
 SHAPE_MISMATCH = declare(
-    "SHAPE_MISMATCH",
-    E,
-    S,
-    G,
-    "An unquantized tensor's shape differs from the shape the config implies.",
-    "Fix config.json (e.g. n_routed_experts after a merge) or re-export the tensor.",
-)
+    "SHAPE_MISMATCH", severity=Severity.ERROR, level=Level.STRUCTURE, group="coverage",
+    meaning="An unquantized tensor's shape differs from the shape the config implies.",
+    fix="Fix config.json (e.g. n_routed_experts after a merge) or re-export the tensor.")
 LAYER_UNEXPECTED = declare(
-    "LAYER_UNEXPECTED",
-    E,
-    S,
-    G,
-    "Tensors of a layer beyond num_hidden_layers + num_nextn_predict_layers: vLLM routes them to "
-    "a parameter that does not exist (KeyError).",
-    "Delete the extra layer or declare it (num_nextn_predict_layers for an MTP layer).",
-)
+    "LAYER_UNEXPECTED", severity=Severity.ERROR, level=Level.STRUCTURE, group="coverage",
+    meaning="Tensors of a layer beyond num_hidden_layers + num_nextn_predict_layers: vLLM routes "
+            "them to a parameter that does not exist (KeyError).",
+    fix="Delete the extra layer or declare it (num_nextn_predict_layers for an MTP layer).")
 MTP_ABSENT = declare(
-    "MTP_ABSENT",
-    INFO,
-    S,
-    G,
-    "An MTP layer the config declares is absent (vLLM skips MTP weights it does not find).",
-    "Nothing to do unless you want speculative decoding with it.",
-)
+    "MTP_ABSENT", severity=Severity.INFO, level=Level.STRUCTURE, group="coverage",
+    meaning="An MTP layer the config declares is absent (vLLM skips MTP weights it does not find).",
+    fix="Nothing to do unless you want speculative decoding with it.")
 EXPERT_GAP = declare(
-    "EXPERT_GAP",
-    E,
-    S,
-    G,
-    "A MoE layer lacks some expert indices in 0..n_routed_experts-1.",
-    "Restore the missing experts, or set n_routed_experts to the merged count.",
-)
+    "EXPERT_GAP", severity=Severity.ERROR, level=Level.STRUCTURE, group="coverage",
+    meaning="A MoE layer lacks some expert indices in 0..n_routed_experts-1.",
+    fix="Restore the missing experts, or set n_routed_experts to the merged count.")
 EXPERT_EXTRA = declare(
-    "EXPERT_EXTRA",
-    E,
-    S,
-    G,
-    "A MoE layer holds an expert index >= n_routed_experts.",
-    "Set n_routed_experts to the real count, or remove the extra experts.",
-)
+    "EXPERT_EXTRA", severity=Severity.ERROR, level=Level.STRUCTURE, group="coverage",
+    meaning="A MoE layer holds an expert index >= n_routed_experts.",
+    fix="Set n_routed_experts to the real count, or remove the extra experts.")
 COVERAGE_SKIPPED = declare(
-    "COVERAGE_SKIPPED",
-    INFO,
-    S,
-    G,
-    "Tensors not compared with the config because the part of it that describes them could "
-    "not be derived (the CONFIG_ARCH finding names the key): one summary, not one per tensor.",
-    "Fix the config key CONFIG_ARCH names, then validate again.",
-)
+    "COVERAGE_SKIPPED", severity=Severity.INFO, level=Level.STRUCTURE, group="coverage",
+    meaning="Tensors not compared with the config because the part of it that describes them "
+            "could not be derived (the CONFIG_ARCH finding names the key): one summary, not one "
+            "per tensor.",
+    fix="Fix the config key CONFIG_ARCH names, then validate again.")
 MLP_KIND_MISMATCH = declare(
-    "MLP_KIND_MISMATCH",
-    E,
-    S,
-    G,
-    "Layers hold a dense MLP where the config implies routed experts, or the reverse: "
-    "first_k_dense_replace disagrees with the tensors (one finding for all such layers; their MLP "
-    "tensors are not checked one by one).",
-    "Set first_k_dense_replace to the number of leading dense layers.",
-)
+    "MLP_KIND_MISMATCH", severity=Severity.ERROR, level=Level.STRUCTURE, group="coverage",
+    meaning="Layers hold a dense MLP where the config implies routed experts, or the reverse: "
+            "first_k_dense_replace disagrees with the tensors (one finding for all such layers; "
+            "their MLP tensors are not checked one by one).",
+    fix="Set first_k_dense_replace to the number of leading dense layers.")
 MODULE_SPLIT = declare(
-    "MODULE_SPLIT",
-    W,
-    S,
-    G,
-    "A module's tensors sit in different shards: vLLM tolerates it, Quark's per-file source "
-    "recovery and per-file decompressors do not.",
-    "Re-shard so each module's tensors share a file.",
-)
+    "MODULE_SPLIT", severity=Severity.WARNING, level=Level.STRUCTURE, group="coverage",
+    meaning="A module's tensors sit in different shards: vLLM tolerates it, Quark's per-file "
+            "source recovery and per-file decompressors do not.",
+    fix="Re-shard so each module's tensors share a file.")
 
 #: a module absent from the shards, as :func:`run` looks modules up (never quantized)
 _NOT_PRESENT = Module("")
@@ -368,3 +328,7 @@ def _coverage(ckpt: Checkpoint) -> Iterator[Finding]:
                 tensor=ref.name,
                 offset=ref.begin,
             )
+
+
+#: The coverage checks as the runner runs them.
+CHECK = CheckModule("coverage", run)

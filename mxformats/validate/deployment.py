@@ -34,8 +34,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .checkmodule import CheckModule
 from .descriptors import Descriptor, by_format
 from .findings import Finding, Level, Severity, declare, listed
+from .targets import TARGETS
 
 if TYPE_CHECKING:
     from .model import Checkpoint, Options
@@ -43,44 +45,32 @@ if TYPE_CHECKING:
 __all__ = ["TARGETS", "TP_SIZES", "admissible_tp", "checkpoint_tp", "dense_quantized",
            "deployment_problems", "kernel_table", "run"]
 
-_G = "deployment"
-_T = Level.STRUCTURE
-E, W, INFO = Severity.ERROR, Severity.WARNING, Severity.INFO
 
 DEPLOY_UNSUPPORTED = declare(
-    "DEPLOY_UNSUPPORTED", E, _T, _G,
-    "The target cannot run this checkpoint's quantization scheme in vLLM.",
-    "Pick a target with a kernel for the scheme, or re-quantize for this target.")
+    "DEPLOY_UNSUPPORTED", severity=Severity.ERROR, level=Level.STRUCTURE, group="deployment",
+    meaning="The target cannot run this checkpoint's quantization scheme in vLLM.",
+    fix="Pick a target with a kernel for the scheme, or re-quantize for this target.")
 DEPLOY_SLOW_PATH = declare(
-    "DEPLOY_SLOW_PATH", W, _T, _G,
-    "The target runs this scheme through an emulation or fallback path (slow).",
-    "Expect lower throughput, or choose a target with native kernels.")
+    "DEPLOY_SLOW_PATH", severity=Severity.WARNING, level=Level.STRUCTURE, group="deployment",
+    meaning="The target runs this scheme through an emulation or fallback path (slow).",
+    fix="Expect lower throughput, or choose a target with native kernels.")
 DEPLOY_NOTE = declare(
-    "DEPLOY_NOTE", INFO, _T, _G,
-    "What the target needs to run this checkpoint (runtime, flags).",
-    "Set up the runtime as described.")
+    "DEPLOY_NOTE", severity=Severity.INFO, level=Level.STRUCTURE, group="deployment",
+    meaning="What the target needs to run this checkpoint (runtime, flags).",
+    fix="Set up the runtime as described.")
 DEPLOY_TP = declare(
-    "DEPLOY_TP_DIVISIBILITY", E, _T, _G,
-    "A dimension the tensor-parallel split cuts is not divisible as the kernels need.",
-    "Choose another --tp, or enable expert parallelism for the routed experts.")
+    "DEPLOY_TP_DIVISIBILITY", severity=Severity.ERROR, level=Level.STRUCTURE, group="deployment",
+    meaning="A dimension the tensor-parallel split cuts is not divisible as the kernels need.",
+    fix="Choose another --tp, or enable expert parallelism for the routed experts.")
 DEPLOY_EP = declare(
-    "DEPLOY_EP_DIVISIBILITY", E, _T, _G,
-    "The routed expert count is not divisible by the expert-parallel size.",
-    "Choose an --ep that divides n_routed_experts.")
+    "DEPLOY_EP_DIVISIBILITY", severity=Severity.ERROR, level=Level.STRUCTURE, group="deployment",
+    meaning="The routed expert count is not divisible by the expert-parallel size.",
+    fix="Choose an --ep that divides n_routed_experts.")
 DEPLOY_FNUZ_SCALE = declare(
-    "DEPLOY_FNUZ_SCALE", E, Level.SCALES, _G,
-    "A float scale overflows when doubled, as vLLM does converting FP8 e4m3fn to e4m3fnuz "
-    "(MI300X).",
-    "Re-quantize with smaller scales, or deploy on a non-fnuz target.")
-
-#: Targets: (vendor, arch, fnuz).
-TARGETS: dict[str, tuple[str, str, bool]] = {
-    "mi300x": ("rocm", "gfx942", True),
-    "mi355x": ("rocm", "gfx950", False),
-    "h200": ("cuda", "sm90", False),
-    "b200": ("cuda", "sm100", False),
-}
-
+    "DEPLOY_FNUZ_SCALE", severity=Severity.ERROR, level=Level.SCALES, group="deployment",
+    meaning="A float scale overflows when doubled, as vLLM does converting FP8 e4m3fn to e4m3fnuz "
+            "(MI300X).",
+    fix="Re-quantize with smaller scales, or deploy on a non-fnuz target.")
 
 def deployment_problems(
     fmt: Descriptor,
@@ -99,7 +89,7 @@ def deployment_problems(
     sizes; ``ckpt``, when given, picks a mixed-precision format's kernel path and partition
     multiples from the members its layers use (:meth:`Descriptor.tp_multiples`)."""
     out: list[tuple[str, str]] = []
-    group, dense_group = fmt.tp_multiples(ckpt) if ckpt is not None else (fmt.tp_multiple,) * 2
+    group, dense_group = fmt.tp_multiples(ckpt)
     if tp < 1 or ep < 1:
         return [(DEPLOY_TP.id, f"parallel sizes must be >= 1 (tp={tp}, ep={ep})")]
     if heads % tp:
@@ -162,12 +152,13 @@ def checkpoint_tp(ckpt: Checkpoint, fmt: Descriptor) -> list[int] | None:
                          dense_quantized=dense_quantized(ckpt), ckpt=ckpt)
 
 
-def kernel_table(fmt: Descriptor) -> dict[str, str]:
+def kernel_table(fmt: Descriptor, ckpt: Checkpoint | None = None) -> dict[str, str]:
     """vLLM's path for the format on each of :data:`TARGETS`: ``native``, ``emulated``,
-    ``unsupported``, or ``-`` where the descriptor says nothing (its generic path)."""
+    ``unsupported``, or ``-`` where the descriptor says nothing (its generic path); ``ckpt``,
+    when given, picks the paths whose requirements it meets (:meth:`Descriptor.kernel`)."""
     table = {}
     for target, (vendor, arch, _) in TARGETS.items():
-        said = fmt.kernel(target, vendor, arch)
+        said = fmt.kernel(target, vendor, arch, ckpt)
         table[target] = "-" if said is None else {"unsupported": "unsupported",
                                                   "slow": "emulated", "note": "native"}[said[0]]
     return table
@@ -216,3 +207,12 @@ def _fnuz_scales(ckpt: Checkpoint) -> Iterator[Finding]:
             yield Finding(DEPLOY_FNUZ_SCALE, f"{name}: {int(bad.sum())} scale(s) overflow when "
                           f"doubled for e4m3fnuz, first {float(s.reshape(-1)[i]):.6g}", ref.file,
                           name, ref.begin + i * (ref.nbytes // max(s.size, 1)))
+
+
+def applies(ckpt: Checkpoint, opts: Options) -> bool:
+    """Whether the deployment checks run: any of ``--target/--tp/--ep`` is given."""
+    return opts.target is not None or opts.tp is not None or opts.ep is not None
+
+
+#: The deployment checks as the runner runs them.
+CHECK = CheckModule("deployment", run, applies)

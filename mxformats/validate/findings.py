@@ -76,9 +76,10 @@ def _catalogued(id: str, severity: Severity, level: Level, group: str, meaning: 
 
 
 def declare(
-    id: str, severity: Severity, level: Level, group: str, meaning: str, fix: str
+    id: str, *, severity: Severity, level: Level, group: str, meaning: str, fix: str
 ) -> Check:
-    """Declare a check (module level, once); returns it for use in :class:`Finding`."""
+    """Declare a check (module level, once); returns it for use in :class:`Finding`. Every
+    field but the ID by keyword, so a declaration reads the same in every module."""
     check = Check(id, severity, level, group, meaning, fix)
     if id in CHECKS and CHECKS[id] != check:
         raise ValueError(f"check {id} declared twice with different text")

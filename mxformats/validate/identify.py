@@ -14,9 +14,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .deployment import TARGETS
 from .descriptors import DESCRIPTORS, Configs, Descriptor, by_format, detect
 from .model import CheckpointFormat
+from .targets import TARGETS
 
 __all__ = ["EXAMPLES", "profiles_of", "render_markdown"]
 

@@ -11,158 +11,106 @@ from itertools import compress, repeat
 from operator import attrgetter, itemgetter, methodcaller, not_
 from typing import NamedTuple
 
+from .checkmodule import CheckModule
 from .descriptors import Descriptor, by_format
 from .descriptors.base import TensorSpec
+from .excludes import NearMisses
 from .findings import MAX_LISTED, Finding, Level, Listing, Severity, declare
 from .model import (
     Checkpoint,
     CheckpointFormat,
     ExpectedModule,
     Module,
-    NearMisses,
     Options,
     TensorRef,
 )
 
 __all__ = ["expected_tensors", "run"]
 
-E, W, INFO = Severity.ERROR, Severity.WARNING, Severity.INFO
-S = Level.STRUCTURE
-G = "layout"
 
 CONFIG_QUANT = declare(
-    "CONFIG_QUANT",
-    E,
-    S,
-    G,
-    "The quantization config has a value the loader rejects or the format does not allow.",
-    "Re-export with the producer's supported recipe.",
-)
+    "CONFIG_QUANT", severity=Severity.ERROR, level=Level.STRUCTURE, group="layout",
+    meaning="The quantization config has a value the loader rejects or the format does not allow.",
+    fix="Re-export with the producer's supported recipe.")
 EXCLUDE_GLOB = declare(
-    "EXCLUDE_GLOB",
-    W,
-    S,
-    G,
-    "An exclude/ignore entry is a glob; vLLM matches exact names or 're:' regexes only.",
-    "Write the exact module names or a 're:' regex.",
-)
+    "EXCLUDE_GLOB", severity=Severity.WARNING, level=Level.STRUCTURE, group="layout",
+    meaning="An exclude/ignore entry is a glob; vLLM matches exact names or 're:' regexes only.",
+    fix="Write the exact module names or a 're:' regex.")
 EXCLUDE_INVALID = declare(
-    "EXCLUDE_INVALID",
-    E,
-    S,
-    G,
-    "An exclude/ignore 're:' entry is not a valid regular expression: vLLM's regex.match raises "
-    "on it when the model loads.",
-    "Fix the regex (the message quotes the parser's error).",
-)
+    "EXCLUDE_INVALID", severity=Severity.ERROR, level=Level.STRUCTURE, group="layout",
+    meaning="An exclude/ignore 're:' entry is not a valid regular expression: vLLM's regex.match "
+            "raises on it when the model loads.",
+    fix="Fix the regex (the message quotes the parser's error).")
 EXCLUDE_UNMATCHED = declare(
-    "EXCLUDE_UNMATCHED",
-    W,
-    S,
-    G,
-    "An exclude/ignore entry matches no module; the message names the module it was probably "
-    "meant for (e.g. 'model.layers.N...' in a K2.5/K2.6 checkpoint whose modules are "
-    "'language_model.model.layers.N...'). Entries that share one prefix mistake are reported "
-    "once. An error when such a module is stored BF16 and so needed the entry (vLLM builds it "
-    "quantized); those modules get no NOT_EXCLUDED_UNQUANTIZED of their own.",
-    "Write the module's full name, or a 're:' regex (vLLM anchors it at the start: re.match).",
-)
+    "EXCLUDE_UNMATCHED", severity=Severity.WARNING, level=Level.STRUCTURE, group="layout",
+    meaning="An exclude/ignore entry matches no module; the message names the module it was "
+            "probably meant for (e.g. 'model.layers.N...' in a K2.5/K2.6 checkpoint whose modules "
+            "are 'language_model.model.layers.N...'). Entries that share one prefix mistake are "
+            "reported once. An error when such a module is stored BF16 and so needed the entry "
+            "(vLLM builds it quantized); those modules get no NOT_EXCLUDED_UNQUANTIZED of their "
+            "own.",
+    fix="Write the module's full name, or a 're:' regex (vLLM anchors it at the start: re.match).")
 NOTHING_QUANTIZED = declare(
-    "NOTHING_QUANTIZED",
-    W,
-    S,
-    G,
-    "The quantization config declares a format, yet no module of the checkpoint is stored "
-    "quantized (e.g. its exclude/ignore list names every Linear): the checkpoint is BF16 in "
-    "all but name and no quantized number was checked.",
-    "Re-export with an exclude/ignore list that names only the modules kept in BF16, or drop "
-    "the quantization config.",
-)
+    "NOTHING_QUANTIZED", severity=Severity.WARNING, level=Level.STRUCTURE, group="layout",
+    meaning="The quantization config declares a format, yet no module of the checkpoint is stored "
+            "quantized (e.g. its exclude/ignore list names every Linear): the checkpoint is BF16 "
+            "in all but name and no quantized number was checked. An error where the loader builds "
+            "the Linears the list leaves quantized and loads the BF16 weights into them without a "
+            "complaint (DeepSeek FP8 block: vLLM casts them to FP8 unscaled, scales unset).",
+    fix="Re-export with an exclude/ignore list that names only the modules kept in BF16, or drop "
+        "the quantization config.")
 QUANT_TENSOR_MISSING = declare(
-    "QUANT_TENSOR_MISSING",
-    E,
-    S,
-    G,
-    "A quantized module lacks a tensor its format needs (a missing scale loads as ones).",
-    "Re-export the module.",
-)
+    "QUANT_TENSOR_MISSING", severity=Severity.ERROR, level=Level.STRUCTURE, group="layout",
+    meaning="A quantized module lacks a tensor its format needs (a missing scale loads as ones).",
+    fix="Re-export the module.")
 QUANT_TENSOR_UNEXPECTED = declare(
-    "QUANT_TENSOR_UNEXPECTED",
-    E,
-    S,
-    G,
-    "A quantized module carries a tensor its format does not have (e.g. input_scale with dynamic "
-    "activations, a leftover weight_scale_inv): vLLM raises KeyError.",
-    "Remove the tensor or fix the config.",
-)
+    "QUANT_TENSOR_UNEXPECTED", severity=Severity.ERROR, level=Level.STRUCTURE, group="layout",
+    meaning="A quantized module carries a tensor its format does not have (e.g. input_scale with "
+            "dynamic activations, a leftover weight_scale_inv): vLLM raises KeyError.",
+    fix="Remove the tensor or fix the config.")
 QUANT_DTYPE = declare(
-    "QUANT_DTYPE",
-    E,
-    S,
-    G,
-    "A quantization tensor has the wrong dtype for its format (e.g. F8_E8M0 scales for Quark).",
-    "Store it with the dtype the loader expects.",
-)
+    "QUANT_DTYPE", severity=Severity.ERROR, level=Level.STRUCTURE, group="layout",
+    meaning="A quantization tensor has the wrong dtype for its format (e.g. F8_E8M0 scales for "
+            "Quark).",
+    fix="Store it with the dtype the loader expects.")
 QUANT_DTYPE_UNUSUAL = declare(
-    "QUANT_DTYPE_UNUSUAL",
-    W,
-    S,
-    G,
-    "A quantization tensor has an accepted but unusual dtype (F16/F32 compressed-tensors scale).",
-    "Nothing required; BF16 is what the producers write.",
-)
+    "QUANT_DTYPE_UNUSUAL", severity=Severity.WARNING, level=Level.STRUCTURE, group="layout",
+    meaning="A quantization tensor has an accepted but unusual dtype: an F16/F32 "
+            "compressed-tensors INT4 scale, or FP8 block scales narrower than the producer's (BF16 "
+            "weight_scale_inv: the loader casts them into its float32 parameter, and the rounding "
+            "moved each decoded weight by up to 2^-8 of its value).",
+    fix="Nothing required; store the scales in the dtype the producer writes for exact weights.")
 QUANT_SHAPE = declare(
-    "QUANT_SHAPE",
-    E,
-    S,
-    G,
-    "A quantization tensor's shape (or weight_shape value) does not match the module's logical "
-    "shape and the format's packing and group size.",
-    "Re-export the module with the declared group size and packing.",
-)
+    "QUANT_SHAPE", severity=Severity.ERROR, level=Level.STRUCTURE, group="layout",
+    meaning="A quantization tensor's shape (or weight_shape value) does not match the module's "
+            "logical shape and the format's packing and group size.",
+    fix="Re-export the module with the declared group size and packing.")
 EXCLUDED_QUANTIZED = declare(
-    "EXCLUDED_QUANTIZED",
-    E,
-    S,
-    G,
-    "A module the exclude/ignore list matches carries quantization tensors: vLLM builds it BF16.",
-    "Remove it from the exclude list or store it unquantized.",
-)
+    "EXCLUDED_QUANTIZED", severity=Severity.ERROR, level=Level.STRUCTURE, group="layout",
+    meaning="A module the exclude/ignore list matches carries quantization tensors: vLLM builds "
+            "it BF16.",
+    fix="Remove it from the exclude list or store it unquantized.")
 NOT_EXCLUDED_UNQUANTIZED = declare(
-    "NOT_EXCLUDED_UNQUANTIZED",
-    E,
-    S,
-    G,
-    "An unquantized Linear that the exclude/ignore list does not match: vLLM builds it quantized "
-    "and the BF16 weight does not load.",
-    "Add the module to exclude/ignore (exact name or 're:').",
-)
+    "NOT_EXCLUDED_UNQUANTIZED", severity=Severity.ERROR, level=Level.STRUCTURE, group="layout",
+    meaning="An unquantized Linear that the exclude/ignore list does not match: vLLM builds it "
+            "quantized and the BF16 weight does not load.",
+    fix="Add the module to exclude/ignore (exact name or 're:').")
 UNQUANTIZABLE_QUANTIZED = declare(
-    "UNQUANTIZABLE_QUANTIZED",
-    E,
-    S,
-    G,
-    "A module vLLM builds unquantized (LM head, router, embedding, norm, vision tower, projector; "
-    "for W4A8 every Linear but the routed experts) is quantized: it will not load.",
-    "Re-export with the module excluded (e.g. '*lm_head', '*vision_tower*').",
-)
+    "UNQUANTIZABLE_QUANTIZED", severity=Severity.ERROR, level=Level.STRUCTURE, group="layout",
+    meaning="A module vLLM builds unquantized (LM head, router, embedding, norm, vision tower, "
+            "projector; for W4A8 every Linear but the routed experts) is quantized: it will not "
+            "load.",
+    fix="Re-export with the module excluded (e.g. '*lm_head', '*vision_tower*').")
 FUSED_PAIR_MISMATCH = declare(
-    "FUSED_PAIR_MISMATCH",
-    E,
-    S,
-    G,
-    "Two modules vLLM fuses (q_a_proj+kv_a_proj_with_mqa, gate_proj+up_proj) differ in "
-    "quantization: vLLM raises 'Found a different quantization schemes'.",
-    "Quantize or exclude both.",
-)
+    "FUSED_PAIR_MISMATCH", severity=Severity.ERROR, level=Level.STRUCTURE, group="layout",
+    meaning="Two modules vLLM fuses (q_a_proj+kv_a_proj_with_mqa, gate_proj+up_proj) differ in "
+            "quantization: vLLM raises 'Found a different quantization schemes'.",
+    fix="Quantize or exclude both.")
 UNQUANT_DTYPE = declare(
-    "UNQUANT_DTYPE",
-    W,
-    S,
-    G,
-    "An unquantized 2-D weight is not BF16 (F32 points to Quark's float32 default-dtype fallback).",
-    "Set dtype in config.json before exporting, or cast to BF16.",
-)
+    "UNQUANT_DTYPE", severity=Severity.WARNING, level=Level.STRUCTURE, group="layout",
+    meaning="An unquantized 2-D weight is not BF16 (F32 points to Quark's float32 default-dtype "
+            "fallback).",
+    fix="Set dtype in config.json before exporting, or cast to BF16.")
 
 
 #: kinds vLLM builds without a quantization method
@@ -287,10 +235,10 @@ def _check_quantized(
                 tensor=ref.name,
                 offset=ref.begin,
             )
-        elif ref.dtype != dtypes[0] and desc.unusual_dtype(p, ref.dtype):
+        elif ref.dtype != dtypes[0] and (note := desc.dtype_note(p, ref.dtype)):
             yield Finding(
                 QUANT_DTYPE_UNUSUAL,
-                f"{ref.name} is {ref.dtype} (producers write BF16)",
+                f"{ref.name} is {ref.dtype} ({note})",
                 file=ref.file,
                 tensor=ref.name,
                 offset=ref.begin,
@@ -432,7 +380,7 @@ def _unmatched_finding(message: str, needed: list[str]) -> Finding:
         f"{message}: vLLM builds {len(needed)} such module(s) quantized, but they are stored "
         f"BF16 (e.g. {needed[0]})",
         file="config.json",
-        severity=E,
+        severity=Severity.ERROR,
     )
 
 
@@ -442,6 +390,8 @@ def run(ckpt: Checkpoint, opts: Options) -> Iterator[Finding]:
         return
     for problem in desc.config_problems(ckpt):
         yield Finding(CONFIG_QUANT, problem, file="config.json")
+    for warning in desc.config_warnings(ckpt):
+        yield Finding(CONFIG_QUANT, warning, file="config.json", severity=Severity.WARNING)
     yield from desc.config_findings(ckpt)
     explained: set[str] = set()
     if desc.needs_exclude_entries or ckpt.exclude:
@@ -452,9 +402,23 @@ def run(ckpt: Checkpoint, opts: Options) -> Iterator[Finding]:
     yield from listed.rest()
     if desc.format is not CheckpointFormat.BF16 and ckpt.modules and not any(
             m.quantized for m in ckpt.modules.values()):
-        yield Finding(NOTHING_QUANTIZED, f"quantization_config declares {ckpt.format.value}, "
-                      f"but none of the {len(ckpt.modules)} modules is stored quantized",
-                      file="config.json")
+        said = (f"quantization_config declares {ckpt.format.value}, but none of the "
+                f"{len(ckpt.modules)} modules is stored quantized")
+        built = _built_quantized(ckpt) if desc.all_bf16_why else []
+        if built:
+            yield Finding(NOTHING_QUANTIZED, f"{said}; {len(built)} Linear(s) are not excluded "
+                          f"(e.g. {built[0]}): {desc.all_bf16_why}", file="config.json",
+                          severity=Severity.ERROR)
+        else:
+            yield Finding(NOTHING_QUANTIZED, said, file="config.json")
+
+
+def _built_quantized(ckpt: Checkpoint) -> list[str]:
+    """The modules the loader builds with the checkpoint's scheme: the Linears of a schemed
+    kind the exclude/ignore list does not match."""
+    return sorted(name for name, exp in ckpt.expected.items()
+                  if exp.linear and exp.kind in _SCHEMED and name in ckpt.modules
+                  and not ckpt.is_excluded(name))
 
 
 #: ``_SIGNATURE(exp)``: what an :class:`ExpectedModule` is but for its name and place (kind,
@@ -603,3 +567,7 @@ def _module_findings(ckpt: Checkpoint, opts: Options, desc: Descriptor, explaine
                     tensor=ref.name,
                     offset=ref.begin,
                 )
+
+
+#: The layout checks as the runner runs them.
+CHECK = CheckModule("layout", run)

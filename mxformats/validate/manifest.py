@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING, Any
 
 from mxformats.tensorfile import read_json
 
+from .checkmodule import CheckModule
 from .findings import Finding, Level, Severity, declare, listed
-from .reader import LocalReader, Reader, ReadFailed
+from .readers import LocalReader, Reader, ReadFailed
 
 if TYPE_CHECKING:
     from .model import Checkpoint, Options
@@ -27,30 +28,28 @@ if TYPE_CHECKING:
 __all__ = ["SCHEMA", "compute", "read_manifest", "run", "write_manifest"]
 
 SCHEMA = "mxformats-manifest/1"
-_G = "manifest"
-_L = Level.STRUCTURE
 
 MANIFEST_WRITTEN = declare(
-    "MANIFEST_WRITTEN", Severity.INFO, _L, _G,
-    "No manifest existed: one was written with the sha256 of every shard.",
-    "Keep the file; later runs with the same --manifest verify against it.")
+    "MANIFEST_WRITTEN", severity=Severity.INFO, level=Level.STRUCTURE, group="manifest",
+    meaning="No manifest existed: one was written with the sha256 of every shard.",
+    fix="Keep the file; later runs with the same --manifest verify against it.")
 MANIFEST_MISMATCH = declare(
-    "MANIFEST_MISMATCH", Severity.ERROR, _L, _G,
-    "A shard's size or sha256 differs from the manifest: the file changed (bit rot, partial "
-    "copy, re-export).",
-    "Re-download or re-copy the shard named.")
+    "MANIFEST_MISMATCH", severity=Severity.ERROR, level=Level.STRUCTURE, group="manifest",
+    meaning="A shard's size or sha256 differs from the manifest: the file changed (bit rot, "
+            "partial copy, re-export).",
+    fix="Re-download or re-copy the shard named.")
 MANIFEST_MISSING_FILE = declare(
-    "MANIFEST_MISSING_FILE", Severity.ERROR, _L, _G,
-    "A file the manifest lists is missing from the checkpoint.",
-    "Restore the file, or write a new manifest if the checkpoint changed on purpose.")
+    "MANIFEST_MISSING_FILE", severity=Severity.ERROR, level=Level.STRUCTURE, group="manifest",
+    meaning="A file the manifest lists is missing from the checkpoint.",
+    fix="Restore the file, or write a new manifest if the checkpoint changed on purpose.")
 MANIFEST_NEW_FILE = declare(
-    "MANIFEST_NEW_FILE", Severity.WARNING, _L, _G,
-    "A checkpoint file is not in the manifest.",
-    "Write a new manifest if the checkpoint changed on purpose.")
+    "MANIFEST_NEW_FILE", severity=Severity.WARNING, level=Level.STRUCTURE, group="manifest",
+    meaning="A checkpoint file is not in the manifest.",
+    fix="Write a new manifest if the checkpoint changed on purpose.")
 MANIFEST_UNREADABLE = declare(
-    "MANIFEST_UNREADABLE", Severity.ERROR, _L, _G,
-    "The manifest file exists but is not a manifest (or could not be written).",
-    "Fix or delete the manifest file.")
+    "MANIFEST_UNREADABLE", severity=Severity.ERROR, level=Level.STRUCTURE, group="manifest",
+    meaning="The manifest file exists but is not a manifest (or could not be written).",
+    fix="Fix or delete the manifest file.")
 
 
 def _reader(ckpt: Checkpoint) -> Reader:
@@ -152,3 +151,12 @@ def _differences(ckpt: Checkpoint, expected: dict[str, dict[str, Any]]) -> Itera
                           f"{want['sha256'][:16]}…", name)
     for name in sorted(present - set(expected)):
         yield Finding(MANIFEST_NEW_FILE, f"{name}: not in the manifest", name)
+
+
+def applies(ckpt: Checkpoint, opts: Options) -> bool:
+    """Whether the manifest checks run: ``--manifest`` is given."""
+    return opts.manifest is not None
+
+
+#: The manifest checks as the runner runs them.
+CHECK = CheckModule("manifest", run, applies)

@@ -8,11 +8,13 @@ and every shard header, never tensor data) and reports what it could not read as
     def run(ckpt: Checkpoint, opts: Options) -> Iterator[Finding]: ...
 
 It declares its checks at import time with :func:`~mxformats.validate.findings.declare` and
-yields :class:`~mxformats.validate.findings.Finding` objects. The runner
-(:mod:`mxformats.validate.runner`) imports the check modules (``files``, ``coverage``,
-``layout``, ``numbers``, ``reproduce``, ``manifest``, ``deployment``: ``CHECK_MODULES``), calls
-``run`` for each and turns any exception it raises into an ``INTERNAL_ERROR`` finding: a check
-must never crash the run. What differs between checkpoint formats is not in the check modules
+yields :class:`~mxformats.validate.findings.Finding` objects, and it ends with its record
+(``CHECK``, a :class:`~mxformats.validate.checkmodule.CheckModule`: its name, ``run``, when it
+applies, and its per-module work if any). The runner (:mod:`mxformats.validate.runner`) loops
+over the records (``files``, ``coverage``, ``layout``, ``numbers``, ``reproduce``,
+``manifest``, ``deployment``: :data:`~mxformats.validate.checks.CHECK_MODULES`) and turns any
+exception a check raises into an ``INTERNAL_ERROR`` finding: a check must never crash the run.
+What differs between checkpoint formats is not in the check modules
 but in each format's descriptor (:mod:`mxformats.validate.descriptors`). A module reads only
 what ``opts.level`` allows (``structure``: nothing beyond headers; ``scales``: scale and small
 tensors; ``full``: everything) and reads tensor data only with :meth:`Checkpoint.read`
@@ -30,10 +32,10 @@ tensors are keyed by that last component (``weight``, ``weight_scale``, ``weight
 
 from __future__ import annotations
 
-import difflib
 import os
-import re
-from collections.abc import Callable, Iterable, Mapping
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import Enum
 from operator import itemgetter
@@ -44,8 +46,9 @@ import numpy as np
 
 from mxformats.tensorfile import DTYPES
 
+from .excludes import ExcludeMatcher
 from .findings import Level
-from .reader import LocalReader, Reader, ReadFailed
+from .readers import LocalReader, Reader, ReadFailed
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
@@ -53,181 +56,17 @@ if TYPE_CHECKING:
     from .descriptors.base import Descriptor
 
 __all__ = [
-    "MAX_TRIE_DEPTH",
     "QUANT_SUFFIXES",
     "Architecture",
     "Checkpoint",
     "CheckpointFormat",
     "CodeStats",
-    "ExcludeMatcher",
     "ExpectedModule",
     "Module",
-    "NearMiss",
-    "NearMisses",
     "Options",
     "TensorRef",
     "VisionDims",
-    "literal_alternation",
-    "matches_exclude",
 ]
-
-
-class ExcludeMatcher:
-    """The loaders' exclude/ignore matching: an entry is an exact module name, or ``re:`` and a
-    regex tried with ``re.match`` (anchored at the start, not at the end). Globs
-    (``*self_attn*``) are taken literally. Sources: vLLM
-    ``model_executor/layers/quantization/quark/utils.py`` ``_is_equal_or_regex_match`` (commit
-    0a6c8da27be32d22a467948731b4ceda02264b80) for Quark ``exclude``; compressed-tensors 0.20.1
-    ``utils/match.py`` ``match_name`` for ``ignore``. Exact names are a set lookup (a real K2
-    exclude list has ~550 of them, checked for ~70,000 modules).
-
-    An invalid ``re:`` entry matches nothing here and is listed in :attr:`invalid` as
-    ``(entry, reason)``: vLLM's ``regex.match`` raises on it at load time.
-    """
-
-    #: whether a glob entry is a real pattern to this loader (ModelOpt) or a literal name
-    globs_match = False
-
-    def __init__(self, patterns: list[str]) -> None:
-        self.patterns = list(patterns)
-        self.exact = {p for p in patterns if not p.startswith("re:")}
-        self.regexes: list[tuple[str, re.Pattern[str]]] = []
-        self.invalid: list[tuple[str, str]] = []
-        for p in patterns:
-            if p.startswith("re:"):
-                try:
-                    self.regexes.append((p, re.compile(p[3:])))
-                except re.error as exc:
-                    self.invalid.append((p, str(exc)))
-
-    def __call__(self, module: str) -> bool:
-        return module in self.exact or any(r.match(module) for _, r in self.regexes)
-
-    def matches_any(self, modules: list[str]) -> bool:
-        """Whether the list matches any of ``modules``: ``any(map(self, modules))``, in one
-        C-level set test when the list holds only exact names (a real K2 list does) and
-        the matching is this class's, not a subclass's own."""
-        if self.regexes or type(self).__call__ is not ExcludeMatcher.__call__:
-            return any(map(self, modules))
-        return not self.exact.isdisjoint(modules)
-
-    def unmatched(self, modules: Iterable[str]) -> list[str]:
-        """The valid entries that match none of ``modules``, in list order."""
-        names = set(modules)
-        hit = {p for p in self.exact if p in names}
-        for p, r in self.regexes:
-            if any(r.match(n) for n in names):
-                hit.add(p)
-        bad = {p for p, _ in self.invalid}
-        return [p for p in dict.fromkeys(self.patterns) if p not in hit and p not in bad]
-
-
-@dataclass(frozen=True)
-class NearMiss:
-    """The module an exclude entry that matches nothing was probably meant for.
-
-    ``rewrite`` is ``(old, new)`` when replacing the entry's leading ``old`` by ``new`` gives
-    ``module`` exactly (``("", "language_model.")`` for ``model.layers.0...`` in a K2.5
-    checkpoint); ``how`` says how it was found: ``prefix``, ``search`` (a ``re:`` entry that
-    ``re.search`` finds but ``re.match`` does not) or ``similar`` (closest by edit ratio).
-    """
-
-    module: str
-    how: str
-    rewrite: tuple[str, str] | None = None
-
-
-class NearMisses:
-    """Finds, for an entry that matches no module, the module it would have matched."""
-
-    #: candidates examined by the similarity fallback (it is quadratic in name length)
-    MAX_SIMILAR = 500
-
-    def __init__(self, modules: Iterable[str]) -> None:
-        self.modules = sorted(set(modules))
-        self._by_suffix: dict[str, str] = {}
-        for name in self.modules:
-            parts = name.split(".")
-            for k in range(1, len(parts)):
-                self._by_suffix.setdefault(".".join(parts[k:]), name)
-
-    def find(self, entry: str) -> NearMiss | None:
-        if entry.startswith("re:"):
-            return self._regex(entry[3:])
-        parts = entry.split(".")
-        # the entry names a module under a longer (or different) prefix; keep >= 2 components
-        # of the entry so that a bare "o_proj" does not match every layer's
-        for k in range(max(len(parts) - 1, 1)):
-            tail = ".".join(parts[k:])
-            found = self._by_suffix.get(tail)
-            if found is not None:
-                old = ".".join(parts[:k]) + "." if k else ""
-                return NearMiss(found, "prefix", (old, found[: len(found) - len(tail)]))
-        last = parts[-1]
-        pool = [n for n in self.modules if n.rsplit(".", 1)[-1] == last] or [
-            n for n in self.modules if n.count(".") == entry.count(".")
-        ]
-        pool = pool[: self.MAX_SIMILAR]
-        close = difflib.get_close_matches(entry, pool, n=1, cutoff=0.75)
-        return NearMiss(close[0], "similar") if close else None
-
-    def _regex(self, pattern: str) -> NearMiss | None:
-        r = re.compile(pattern)
-        found = next((n for n in self.modules if r.search(n)), None)
-        return NearMiss(found, "search") if found is not None else None
-
-
-#: Branching levels a :func:`literal_alternation` trie may nest (``re`` compiles nested groups
-#: recursively); a word list that needs more gets the flat alternation.
-MAX_TRIE_DEPTH = 40
-
-
-class _TooDeep(Exception):
-    pass
-
-
-def literal_alternation(words: Iterable[str]) -> str:
-    """A regex that matches exactly where one of the literal ``words`` does, as
-    ``"|".join(map(re.escape, words))`` would, but written as a trie (``ab(?:c|d)`` for
-    ``abc``, ``abd``): ``re`` tries every alternative of a flat alternation at every position,
-    the trie rules each position out on its first characters (ModelOpt's ~550-entry exclude
-    list against every module of a full-size checkpoint: the difference between seconds and
-    tens of milliseconds). A list whose trie nests deeper than :data:`MAX_TRIE_DEPTH` gets
-    the flat alternation."""
-    unique = list(dict.fromkeys(words))
-    trie: dict[str, Any] = {}
-    for word in unique:
-        node = trie
-        for ch in word:
-            node = node.setdefault(ch, {})
-        node[""] = {}  # "" (no character) marks a word's end
-    try:
-        return _trie_pattern(trie, 0)
-    except _TooDeep:
-        return "|".join(map(re.escape, unique))
-
-
-def _trie_pattern(node: dict[str, Any], depth: int) -> str:
-    if depth > MAX_TRIE_DEPTH:
-        raise _TooDeep
-    alternatives = []
-    for ch, child in sorted(node.items()):
-        if not ch:
-            continue
-        run = [ch]
-        while len(child) == 1 and "" not in child:  # a chain without branches: one literal
-            ((ch, child),) = child.items()
-            run.append(ch)
-        alternatives.append(re.escape("".join(run)) + _trie_pattern(child, depth + 1))
-    if not alternatives:
-        return ""
-    body = alternatives[0] if len(alternatives) == 1 else f"(?:{'|'.join(alternatives)})"
-    return f"(?:{body})?" if "" in node else body
-
-
-def matches_exclude(module: str, patterns: list[str]) -> bool:
-    """Whether ``module`` matches the exclude/ignore list as vLLM reads it."""
-    return ExcludeMatcher(patterns)(module)
 
 
 class CheckpointFormat(str, Enum):
@@ -489,6 +328,8 @@ class Checkpoint:
     #: tensor-data reads the reader could not complete (the runner reports them, one
     #: finding per file)
     read_failures: list[ReadFailed] = field(default_factory=list, repr=False, compare=False)
+    #: the reads :meth:`reading_ahead` asked ahead, while it runs
+    _ahead: _Ahead | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def numeric(self) -> bool:
@@ -509,16 +350,36 @@ class Checkpoint:
         arr = np.frombuffer(raw, dtype=dtype, count=count)
         return arr.reshape(ref.shape)
 
+    @contextmanager
+    def reading_ahead(self, refs: Iterable[TensorRef]) -> Iterator[None]:
+        """While the block runs, the whole-tensor reads of ``refs`` go out ahead, in that
+        order, through :meth:`Reader.read_ranges` (a Hub reader has many in flight; its
+        window bounds the memory), and :meth:`read_bytes` takes each from there. A read
+        asked in another order, or not asked, is made when asked."""
+        if self.reader is None:
+            self.reader = LocalReader(self.root, self.allowed_roots)
+        ahead = self._ahead = _Ahead(self.reader, [(r.file, r.begin, r.end) for r in refs])
+        try:
+            yield
+        finally:
+            ahead.source.close()  # reads asked and not taken are not made
+            self._ahead = None
+
     def read_bytes(self, ref: TensorRef, begin: int, end: int) -> bytes:
         """Bytes ``[begin, end)`` of tensor ``ref``'s data, exactly its span's slice, through
-        :attr:`reader` (counted by :attr:`on_read`). A :class:`ReadFailed` is kept in
-        :attr:`read_failures` and re-raised; any read error is an ``OSError``."""
+        :attr:`reader` (counted by :attr:`on_read`; taken from :meth:`reading_ahead` when it
+        asked for it). A :class:`ReadFailed` is kept in :attr:`read_failures` and re-raised;
+        any read error is an ``OSError``."""
         if not 0 <= begin <= end <= ref.nbytes:
             raise ValueError(f"{ref.name}: bytes [{begin}, {end}) outside its {ref.nbytes}")
         if self.reader is None:
             self.reader = LocalReader(self.root, self.allowed_roots)
+        key = (ref.file, ref.begin + begin, ref.begin + end)
         try:
-            raw = self.reader.read_range(ref.file, ref.begin + begin, ref.begin + end)
+            got = None if self._ahead is None else self._ahead.take(key)
+            if isinstance(got, OSError):
+                raise got
+            raw = self.reader.read_range(*key) if got is None else got
         except ReadFailed as exc:
             self.read_failures.append(exc)
             raise
@@ -546,6 +407,26 @@ class Checkpoint:
         return self._matcher[1]
 
 
+class _Ahead:
+    """Reads asked ahead (:meth:`Checkpoint.reading_ahead`), taken in the order asked: taking
+    one drops those asked before it and not taken (their caller moved past them)."""
+
+    def __init__(self, reader: Reader, ranges: list[tuple[str, int, int]]) -> None:
+        self.pending = Counter(ranges)
+        self.source = reader.read_ranges(ranges)
+        self.answers = zip(ranges, self.source, strict=True)
+
+    def take(self, key: tuple[str, int, int]) -> bytes | OSError | None:
+        """The answer to ``key`` when it was asked ahead and not yet taken, else None."""
+        if not self.pending[key]:
+            return None
+        for asked, got in self.answers:
+            self.pending[asked] -= 1
+            if asked == key:
+                return got
+        return None
+
+
 @dataclass
 class CodeStats:
     """What a module's code checks leave for the checkpoint-wide ones: the code histogram by
@@ -561,7 +442,9 @@ class CodeStats:
                           unit: str) -> None:
         """Count the (decoded) ``scales`` of all-zero blocks whose value ``known`` maps to a
         producer; other values are left to the format's own checks."""
-        values, counts = np.unique(np.asarray(scales, np.float64), return_counts=True)
+        # + 0.0 turns -0.0 into +0.0: np.unique would keep whichever zero numpy's CPU-specific
+        # sort puts first, and the message would print "-0" on some CPUs only.
+        values, counts = np.unique(np.asarray(scales, np.float64) + 0.0, return_counts=True)
         for value, n in zip(values.tolist(), counts.tolist(), strict=True):
             who = known.get(value)
             if who is not None:
@@ -598,6 +481,9 @@ class Options:
     ray_address: str | None = None
     #: ``--resume``: a JSON report whose finished tasks are reused
     resume: Path | None = None
+    #: ``--hub-connections``: ranged reads of an ``hf://`` checkpoint in flight at once, per
+    #: run (a pool process's reader gets its share)
+    hub_connections: int = 32
 
     def at_least(self, level: Level) -> bool:
         order = {Level.STRUCTURE: 0, Level.SCALES: 1, Level.FULL: 2}

@@ -5,22 +5,8 @@ level ``full`` reads every byte, module by module and in bounded chunks (ranged 
 tensor's span through the checkpoint's reader: a folder or a Hub repo), and adds the checks
 that need the codes.
 
-The checks are first pure functions over numpy arrays (``e8m0_stats``, ``mx_tightness``, ...),
-then wired into :func:`run`.
-
-**Scale tightness** is a source-free invariant of the producers, measured on the producer
-fixtures (``tests/data/producers``) and on every ``quantize_mx`` / ``quantize_int4`` /
-``quantize_w4a8`` profile (``tests/test_validate_numbers.py``):
-
-- MXFP4: the largest |code| of each non-zero block is ≥ 4.0 when the scale rule is floor or
-  "even" (Quark, OCP, vLLM, compressed-tensors, torchao floor/even), ≥ 3.0 for round-up
-  (triton round-up, torchao rceil) and ≥ 2.0 for torchao's ``ceil``; blocks whose scale sits at
-  the exponent clamp (byte ≤ 1 or ≥ 254) are exempt.
-- INT4 (compressed-tensors, group 32) and W4A8 (Quark, per row): every group / row holding a
-  non-zero code has a code of magnitude ≥ 7 (scale = amax / 7.5), except where the scale sits
-  at Quark's float32-eps floor.
-
-A wrong group size, axis or nibble packing breaks the invariant without a source.
+The checks are pure functions over numpy arrays (:mod:`~mxformats.validate.stats`, with the
+per-tensor findings the format descriptors build from them), wired into :func:`run` here.
 """
 
 from __future__ import annotations
@@ -31,17 +17,32 @@ from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import chain
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from mxformats.formats import E2M1
-from mxformats.schemes.int4 import unpack_int4
 from mxformats.tensorfile import DTYPES
 
-from .findings import MAX_LISTED, Finding, Level, Listing, Severity, declare, listed
+from . import plausibility
+from .checkmodule import CheckModule, PerModule
+from .findings import MAX_LISTED, Finding, Level, Listing, Severity, listed
 from .model import CodeStats
 from .parallel import internal
+from .stats import (
+    CODE_HISTOGRAM,
+    EXPERT_ALL_ZERO,
+    EXPERT_DUPLICATE,
+    EXPERT_RMS_OUTLIER,
+    FINGERPRINT,
+    ROUTER_BIAS_DTYPE,
+    ROUTER_BIAS_NONFINITE,
+    SCALE_NOT_TIGHT,
+    TENSOR_NONFINITE,
+    expert_rms_outliers,
+    finding,
+    nonfinite_count,
+    where,
+)
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
@@ -50,117 +51,14 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CHUNK_BYTES",
-    "E8M0_WINDOW",
-    "W4A8_SCALE2_MAX",
-    "W4A8_SCALE2_TOLERANCE",
+    "SCALE_BINS",
     "ModuleNumbers",
     "applies",
-    "code_histogram",
     "combine",
-    "e8m0_stats",
-    "expert_rms_outliers",
-    "int4_group_tightness",
     "module_numbers",
-    "mx_tightness",
-    "nonfinite_count",
     "run",
-    "scale_value_stats",
-    "w4a8_row_tightness",
-    "w4a8_scale2_severity",
+    "scale_histogram",
 ]
-
-_N = "numbers"
-_S, _F = Level.SCALES, Level.FULL
-E, W, INFO = Severity.ERROR, Severity.WARNING, Severity.INFO
-
-E8M0_NAN = declare(
-    "E8M0_NAN", E, _S, _N,
-    "An E8M0 scale byte is 0xFF: NaN per OCP; Quark/vLLM decode the whole block as NaN.",
-    "Re-quantize the module; no producer writes 0xFF (old Quark log2(0) bug).")
-E8M0_ZERO = declare(
-    "E8M0_ZERO", W, _S, _N,
-    "An E8M0 scale byte is 0x00: 2^-127 per OCP but 0.0 in vLLM's bf16 emulation.",
-    "Check the block is meant to be zero; new Quark writes byte 1 for all-zero blocks.")
-E8M0_RANGE = declare(
-    "E8M0_RANGE", W, _S, _N,
-    "E8M0 scale bytes outside the plausible window for weights (2^-40 .. 2^8).",
-    "Look for a scale encoding with another bias or garbage scale bytes; re-quantize.")
-SCALE_NONFINITE = declare(
-    "SCALE_NONFINITE", E, _S, _N,
-    "An INT4 or FP8 scale is NaN or infinite: the whole group / row / tensor decodes to NaN.",
-    "Re-quantize the module from its source.")
-SCALE_NEGATIVE = declare(
-    "SCALE_NEGATIVE", E, _S, _N,
-    "A scale is negative (no observer writes one): the weights' signs flip.",
-    "Re-quantize the module from its source.")
-SCALE_ZERO = declare(
-    "SCALE_ZERO", W, _S, _N,
-    "A scale is zero: the group / row / tensor is silently zeroed (an error for W4A8, where "
-    "vLLM asserts on it, and for an NVFP4 scale vLLM divides by: a ModelOpt input_scale, a "
-    "compressed-tensors global scale; the result is Inf).",
-    "Check the weights are meant to be zero; otherwise re-quantize.")
-W4A8_SCALE2_MAX = 448.0 / 7.5
-#: Relative tolerance of max(weight_scale_2) around :data:`W4A8_SCALE2_MAX`.
-W4A8_SCALE2_TOLERANCE = 1e-3
-W4A8_SCALE2 = declare(
-    "W4A8_SCALE2_MAX", W, _S, _N,
-    "max(weight_scale_2) of a W4A8 tensor is not 448/7.5 within 1e-3: the row holding the "
-    "global amax must map to FP8 448 (above 448/7.5·(1+1e-3) it is an error).",
-    "Check the FP8 stage used amax/448 and the INT4 stage amax/7.5 (not /7).")
-ROUTER_BIAS_DTYPE = declare(
-    "ROUTER_BIAS_DTYPE", W, _S, _N,
-    "The router's e_score_correction_bias is not F32: routing drifts when it is rounded.",
-    "Keep the bias in float32 as the source checkpoint has it.")
-ROUTER_BIAS_NONFINITE = declare(
-    "ROUTER_BIAS_NONFINITE", E, _S, _N,
-    "The router's e_score_correction_bias holds NaN or Inf: routing is broken.",
-    "Copy the bias from the source checkpoint.")
-TENSOR_NONFINITE = declare(
-    "TENSOR_NONFINITE", E, _S, _N,
-    "A floating-point tensor holds NaN or Inf (small tensors at level scales, all at full).",
-    "Copy the tensor from the source checkpoint.")
-SCALE_NOT_TIGHT = declare(
-    "SCALE_NOT_TIGHT", E, _F, _N,
-    "Blocks / groups / rows whose largest code falls short of what the scale rule implies: "
-    "a wrong group size, axis, nibble packing or scale decode.",
-    "Re-quantize with the producer's group size, axis and packing.")
-CODE_HISTOGRAM = declare(
-    "CODE_HISTOGRAM", INFO, _F, _N,
-    "Histogram of the 4-bit codes of the quantized weights (evenly spaced rows, at most 64 KiB "
-    "per tensor), in the JSON finding's extras: 16 counts per kind, fp4 by code 0..15, int4 "
-    "by value + 8.",
-    "Nothing to fix: provenance (e.g. INT4 -8 present means min-max re-quantization).")
-FINGERPRINT = declare(
-    "FINGERPRINT", INFO, _S, _N,
-    "Which producer, recipe or calibration the numbers point to (the JSON finding's extras "
-    "list each): INT4 codes that never use -8 (QAT: Kimi's official INT4 uses 15 of 16 codes), "
-    "one activation scale shared by every expert of a layer (one calibration value per layer, "
-    "or experts never routed during calibration), gate and up sharing one global scale, "
-    "power-of-two FP8 block scales nobody declared, E2M1 -0 kept or never written, and the "
-    "scale of all-zero FP8 tiles (1e-4/448 DeepGEMM, 2^-7 llm-compressor, 2^-22 UE8M0) and "
-    "NVFP4 blocks (1.0 ModelOpt, 0.125 compressed-tensors).",
-    "Nothing to fix: provenance.")
-ROW_ALL_ZERO = declare(
-    "ROW_ALL_ZERO", W, _F, _N,
-    "Output rows whose codes are all zero: dead output channels.",
-    "Check the source rows; a copy or merge bug zeroes whole rows.")
-TENSOR_SINGLE_CODE = declare(
-    "TENSOR_SINGLE_CODE", W, _F, _N,
-    "A quantized weight uses a single code value (e.g. all zero).",
-    "Re-quantize the module; the weight carries no information.")
-EXPERT_ALL_ZERO = declare(
-    "EXPERT_ALL_ZERO", W, _F, _N,
-    "Every projection of a routed expert is all zero.",
-    "Check the expert was written (a missing tensor loads as zeros in vLLM).")
-EXPERT_RMS_OUTLIER = declare(
-    "EXPERT_RMS_OUTLIER", W, _F, _N,
-    "An expert projection's dequantized RMS is an outlier within its layer (robust z > 6 and "
-    "at least 4x off the median).",
-    "Compare the expert with its source; a wrong scale decode or copy shows here.")
-EXPERT_DUPLICATE = declare(
-    "EXPERT_DUPLICATE", W, _F, _N,
-    "Two experts of a layer are byte-identical: a copy bug or an undesired merge.",
-    "Re-export the layer from its source.")
 
 #: Tensors of at most this many bytes are "small" (read at level ``scales``).
 SMALL_BYTES = 1 << 20
@@ -169,255 +67,36 @@ SMALL_BYTES = 1 << 20
 SMALL_ELEMENTS = 16
 #: Bytes per chunk when scanning big tensors.
 CHUNK_BYTES = 32 << 20
-#: Plausible E8M0 bytes for weight scales (byte 0/1 and 0xFF are handled separately).
-E8M0_WINDOW = (127 - 40, 127 + 8)
 _FLOAT_DTYPES = ("BF16", "F16", "F32", "F64")
 _EXPERT = re.compile(r"^(?P<layer>.*\.layers\.\d+\.mlp\.experts)\.(?P<e>\d+)\.(?P<p>\w+)$")
-_F32_EPS = float(np.finfo(np.float32).eps)
-_E2M1_ABS = np.abs(E2M1.values.astype(np.float64))
-
-#: How a packed 4-bit weight is laid out: ``mx-fp4`` (E2M1 codes, an E8M0 scale per 32: Quark
-#: MXFP4), ``int4-row`` (two's-complement nibbles, one scale per row: Quark W4A8),
-#: ``int4-group`` (offset-binary q+8, a scale per 32: compressed-tensors INT4).
-Packing = Literal["mx-fp4", "int4-row", "int4-group"]
-#: MXFP4 tightness bound by Quark ``scale_calculation_mode`` / rule name.
-MX_TIGHT = {"even": 4.0, "floor": 4.0, "round-up": 3.0, "rceil": 3.0, "ceil": 2.0}
 
 
-# -- pure functions -------------------------------------------------------------------------
+#: Bins of a scale histogram (:func:`scale_histogram`).
+SCALE_BINS = 256
+#: The smallest binary exponent an ``exponent`` histogram tells apart (bin 0; the largest,
+#: bin 255, is ``EXPONENT_LOW + 255``).
+EXPONENT_LOW = -128
 
 
-@dataclass(frozen=True)
-class Count:
-    """How many elements matched, and the flat index of the first (or -1)."""
-
-    n: int
-    first: int = -1
-
-    @staticmethod
-    def of(mask: NDArray[np.bool_]) -> Count:
-        flat = mask.reshape(-1)
-        n = int(np.count_nonzero(flat))
-        return Count(n, int(np.argmax(flat)) if n else -1)
-
-
-def e8m0_stats(scales: NDArray[Any]) -> dict[str, Count]:
-    """E8M0 bytes: ``nan`` (0xFF), ``zero`` (0x00), ``range`` (outside :data:`E8M0_WINDOW`,
-    bytes 0, 1 and 0xFF not counted: byte 1 is Quark's all-zero block)."""
-    b = np.asarray(scales).view(np.uint8)
-    lo, hi = E8M0_WINDOW
-    return {
-        "nan": Count.of(b == 0xFF),
-        "zero": Count.of(b == 0),
-        "range": Count.of(((b < lo) & (b > 1)) | ((b > hi) & (b != 0xFF))),
-    }
-
-
-def scale_value_stats(scales: NDArray[Any]) -> dict[str, Count]:
-    """Float scales: ``nonfinite``, ``negative``, ``zero`` (NaN is only ``nonfinite``)."""
-    s = np.asarray(scales).astype(np.float64)
-    with np.errstate(invalid="ignore"):
-        return {
-            "nonfinite": Count.of(~np.isfinite(s)),
-            "negative": Count.of(s < 0),
-            "zero": Count.of(s == 0),
-        }
-
-
-_EXP_MASK = {2: (np.uint16, 0x7F80), 4: (np.uint32, 0x7F800000)}
-
-
-def nonfinite_count(values: NDArray[Any]) -> Count:
-    """NaN/Inf elements of a float array (any float dtype, ml_dtypes included); BF16 and F32
-    are tested on their exponent bits (no conversion)."""
-    a = np.asarray(values)
-    if a.dtype == np.float16:
-        return Count.of((a.view(np.uint16) & 0x7C00) == 0x7C00)
-    if a.dtype.kind == "V" or a.dtype.name == "bfloat16" or a.dtype == np.float32:
-        view, mask = _EXP_MASK[a.dtype.itemsize]
-        m = view(mask)
-        return Count.of((a.view(view) & m) == m)
-    return Count.of(~np.isfinite(a.astype(np.float64)))
-
-
-def _luts() -> dict[str, tuple[NDArray[np.uint8], NDArray[np.float32], NDArray[np.int64]]]:
-    """Per byte (two 4-bit codes): the larger magnitude (E2M1 magnitude index 0..7, or |q|),
-    the sum of squared values, and each nibble's histogram bin."""
-    b = np.arange(256)
-    lo, hi = b & 0xF, b >> 4
-    out = {}
-    mag = np.arange(16) & 7
-    out["fp4"] = (np.maximum(mag[lo], mag[hi]).astype(np.uint8),
-                  (_E2M1_ABS[lo] ** 2 + _E2M1_ABS[hi] ** 2).astype(np.float32), np.arange(16))
-    for kind, q in (("int4-ct", np.arange(16) - 8),
-                    ("int4-quark", np.where(np.arange(16) >= 8, np.arange(16) - 16,
-                                            np.arange(16)))):
-        out[kind] = (np.maximum(np.abs(q[lo]), np.abs(q[hi])).astype(np.uint8),
-                     (q[lo] ** 2 + q[hi] ** 2).astype(np.float32), q + 8)
-    return out
-
-
-_LUT = _luts()
-
-
-@dataclass(frozen=True)
-class ByteStats:
-    """Per group: the largest magnitude (``gmax``) and the sum of squared code values
-    (``gsq``); ``hist``: the 16-bin code histogram (fp4: code; int4: q + 8)."""
-
-    gmax: NDArray[np.uint8]
-    gsq: NDArray[np.float64]
-    hist: NDArray[np.int64]
-
-
-def byte_stats(packed: NDArray[Any], kind: str, group_bytes: int | None) -> ByteStats:
-    """:class:`ByteStats` of a packed 4-bit weight ``[O, ...]`` read as bytes (``kind``:
-    ``fp4``, ``int4-ct``, ``int4-quark``), ``group_bytes`` bytes per group (None: per row).
-    Nibble order inside a group does not matter, so no unpacking is needed."""
-    top, sq, bins = _LUT[kind]
-    w = np.ascontiguousarray(packed)
-    rows = w.view(np.uint8).reshape(w.shape[0], -1)
-    g = rows.shape[1] if group_bytes is None else group_bytes
-    if g == 0 or rows.shape[1] % g:
-        raise ValueError(f"rows of {rows.shape[1]} bytes do not split into groups of {g}")
-    gmax = top[rows].reshape(rows.shape[0], -1, g).max(axis=-1)
-    gsq = sq[rows].reshape(rows.shape[0], -1, g).sum(axis=-1, dtype=np.float64)
-    counts = np.bincount(rows.reshape(-1), minlength=256).reshape(16, 16)  # [hi, lo]
-    nib = counts.sum(axis=0) + counts.sum(axis=1)
-    hist = np.zeros(16, np.int64)
-    np.add.at(hist, bins, nib)
-    return ByteStats(gmax, gsq, hist)
-
-
-#: E2M1 magnitude index of a bound (4.0 -> 6, 3.0 -> 5, 2.0 -> 4).
-def _mx_index(bound: float) -> int:
-    return int(np.searchsorted(_E2M1_ABS[:8], bound))
-
-
-def mx_block_max(codes: NDArray[np.uint8], block: int = 32) -> NDArray[np.float64]:
-    """Largest |E2M1 value| per block of a packed ``[O, I/2]`` MXFP4 weight: ``[O, I/block]``."""
-    c = np.asarray(codes, dtype=np.uint8)
-    per_byte = np.maximum(_E2M1_ABS[c & 0xF], _E2M1_ABS[c >> 4])
-    rows = per_byte.reshape(c.shape[0], -1)
-    half = block // 2
-    if rows.shape[1] % half:
-        raise ValueError(f"row of {2 * rows.shape[1]} codes is not a multiple of {block}")
-    result: NDArray[np.float64] = rows.reshape(rows.shape[0], -1, half).max(axis=-1)
-    return result
-
-
-def mx_tightness(codes: NDArray[np.uint8], scales: NDArray[Any], bound: float = 4.0) -> Count:
-    """Non-zero MXFP4 blocks of 32 whose largest |code| is below ``bound`` (flat block index);
-    blocks at the exponent clamp (byte ≤ 1 or ≥ 254) are exempt. The path :func:`run` uses."""
-    return module_stats("mx-fp4", {"weight": np.asarray(codes, np.uint8),
-                                             "weight_scale": np.asarray(scales)}, bound)[1]
-
-
-def int4_group_tightness(q: NDArray[Any], scales: NDArray[Any] | None = None,
-                         group: int = 32) -> Count:
-    """Groups (flat index over ``[O, I/group]``) holding a non-zero code but none of magnitude
-    ≥ 7; groups whose scale is at/below float32 eps are exempt."""
-    a = np.abs(np.asarray(q, dtype=np.int16))
-    if a.shape[-1] % group:
-        raise ValueError(f"{a.shape[-1]} columns are not a multiple of group {group}")
-    m = a.reshape(a.shape[0], -1, group).max(axis=-1)
-    bad = (m > 0) & (m < 7)
-    if scales is not None:
-        s = np.asarray(scales).astype(np.float64).reshape(m.shape)
-        bad &= ~(np.abs(s) <= _F32_EPS)
-    return Count.of(bad)
-
-
-def w4a8_row_tightness(q: NDArray[Any], scale_2: NDArray[Any] | None = None) -> Count:
-    """W4A8 rows holding a non-zero code but none of magnitude ≥ 7 (rows at the eps floor
-    exempt)."""
-    m = np.abs(np.asarray(q, dtype=np.int16)).max(axis=-1)
-    bad = (m > 0) & (m < 7)
-    if scale_2 is not None:
-        bad &= ~(np.asarray(scale_2, dtype=np.float64).reshape(-1) <= _F32_EPS * (1 + 1e-6))
-    return Count.of(bad)
-
-
-def w4a8_scale2_severity(top: float) -> Severity | None:
-    """The verdict on max(weight_scale_2) of a W4A8 tensor: None within 1e-3 (relative) of
-    :data:`W4A8_SCALE2_MAX`, a warning below, an error above (no row can then map to FP8 448).
-
-    Why 448/7.5: Quark's FP8 stage maps the tensor's amax to 448 (``calculate_qmin_qmax`` gives
-    e4m3 ±448, ``quark/torch/quantization/utils.py:117`` in ``amd-quark==0.13``), and its
-    symmetric INT4 stage divides each row's amax by ``(quant_max - quant_min) / 2 = 7.5``
-    (``quark/torch/quantization/observer/observer.py:280``), so the row holding the amax gets
-    448/7.5 (measured on the producer fixture, tests/data/producers/README.md)."""
-    if abs(top / W4A8_SCALE2_MAX - 1) <= W4A8_SCALE2_TOLERANCE:
+def scale_histogram(a: NDArray[Any]) -> tuple[str, NDArray[np.int64]] | None:
+    """The distribution of a scale tensor in :data:`SCALE_BINS` int64 counts, and how it is
+    binned: ``"byte"`` for a 1-byte dtype (E8M0 exponent bytes, E4M3 block scales, uint8):
+    bin ``b`` counts the elements whose raw byte is ``b``; ``"exponent"`` for a float dtype
+    (FP8-block and INT4 float scales, global scales): bin ``e - EXPONENT_LOW`` counts the
+    elements whose :func:`numpy.frexp` exponent is ``e`` (value = m·2^e, 0.5 <= |m| < 1),
+    clipped to the bins; zero, NaN and the infinities count at exponent 0, as frexp gives.
+    None for any other dtype (integer scales)."""
+    flat = np.ascontiguousarray(a).reshape(-1)
+    if flat.dtype.itemsize == 1:
+        return "byte", np.bincount(flat.view(np.uint8), minlength=SCALE_BINS).astype(np.int64)
+    if flat.dtype.kind != "f" and flat.dtype.name != "bfloat16":
         return None
-    return Severity.ERROR if top > W4A8_SCALE2_MAX else Severity.WARNING
-
-
-def code_histogram(codes: NDArray[Any], kind: str) -> NDArray[np.int64]:
-    """16-bin histogram: ``kind`` ``fp4`` (packed E2M1 bytes, bin = code 0..15) or ``int4``
-    (int8 values in [-8, 7], bin = value + 8)."""
-    c = np.asarray(codes)
-    if kind == "fp4":
-        b = c.view(np.uint8).reshape(-1)
-        return np.bincount(b & 0xF, minlength=16) + np.bincount(b >> 4, minlength=16)
-    return np.bincount((c.astype(np.int64) + 8).reshape(-1), minlength=16)
-
-
-def expert_rms_outliers(rms: dict[int, float], z: float = 6.0, ratio: float = 4.0
-                        ) -> list[tuple[int, float]]:
-    """Experts whose log2 RMS lies more than ``z`` robust deviations (MAD) from the median and
-    at least ``ratio`` off it; returns (expert, rms / median)."""
-    if len(rms) < 3:
-        return []
-    ids = sorted(rms)
-    v = np.array([rms[i] for i in ids], dtype=np.float64)
-    with np.errstate(divide="ignore"):
-        lv = np.log2(np.maximum(v, 1e-300))
-    med = float(np.median(lv))
-    mad = float(np.median(np.abs(lv - med))) * 1.4826
-    out = []
-    for i, x in zip(ids, lv, strict=True):
-        dev = abs(x - med)
-        if dev >= np.log2(ratio) and (mad == 0 or dev / mad > z):
-            out.append((i, float(2.0 ** (x - med))))
-    return out
-
-
-# -- decoding helpers -----------------------------------------------------------------------
+    _, exp = np.frexp(flat.astype(np.float32))
+    index = np.clip(exp.astype(np.int64) - EXPONENT_LOW, 0, SCALE_BINS - 1)
+    return "exponent", np.bincount(index, minlength=SCALE_BINS).astype(np.int64)
 
 
 # -- wiring ---------------------------------------------------------------------------------
-
-
-def _at(ref: TensorRef, index: int, itemsize: int | None = None) -> int:
-    size = DTYPES[ref.dtype].itemsize if itemsize is None else itemsize
-    return ref.begin + max(index, 0) * size
-
-
-def finding(check: Any, ref: TensorRef, message: str, index: int = 0,
-             itemsize: int | None = None, severity: Severity | None = None,
-             **extra: object) -> Finding:
-    return Finding(check, f"{ref.name}: {message}", ref.file, ref.name,
-                   _at(ref, index, itemsize), severity=severity, extra=dict(extra))
-
-
-def where(shape: tuple[int, ...], index: int) -> str:
-    if not shape:
-        return "[]"
-    return "[" + ", ".join(str(int(i)) for i in np.unravel_index(index, shape)) + "]"
-
-
-def mx_scale_mode(ckpt: Checkpoint) -> str | None:
-    """Quark's ``scale_calculation_mode`` of the weights (``global_quant_config.weight``), or
-    None when the config does not set it."""
-    weight = (ckpt.quant_config or {}).get("global_quant_config", {})
-    spec = weight.get("weight") if isinstance(weight, dict) else None
-    mode = spec.get("scale_calculation_mode") if isinstance(spec, dict) else None
-    return None if mode is None else str(mode)
-
-
-def mx_bound(ckpt: Checkpoint) -> float:
-    mode = mx_scale_mode(ckpt)
-    return MX_TIGHT.get(mode, 4.0) if mode is not None else 4.0
 
 
 def quantized_modules(ckpt: Checkpoint) -> list[Module]:
@@ -451,246 +130,6 @@ def iter_chunks(ckpt: Checkpoint, ref: TensorRef, chunk_bytes: int = CHUNK_BYTES
         yield start, np.frombuffer(raw, dtype=dtype)
 
 
-def e8m0_findings(ref: TensorRef, s: NDArray[Any]) -> Iterator[Finding]:
-    """E8M0_NAN / E8M0_ZERO / E8M0_RANGE on one E8M0 scale tensor."""
-    st = e8m0_stats(s)
-    if st["nan"].n:
-        yield finding(E8M0_NAN, ref, f"{st['nan'].n} byte(s) 0xFF, first at "
-                      f"{where(s.shape, st['nan'].first)}", st["nan"].first)
-    if st["zero"].n:
-        yield finding(E8M0_ZERO, ref, f"{st['zero'].n} byte(s) 0x00, first at "
-                      f"{where(s.shape, st['zero'].first)}", st["zero"].first)
-    if st["range"].n:
-        i = st["range"].first
-        yield finding(E8M0_RANGE, ref, f"{st['range'].n} byte(s) outside "
-                      f"{E8M0_WINDOW[0]}..{E8M0_WINDOW[1]}, first "
-                      f"{int(s.reshape(-1)[i])} at {where(s.shape, i)}", i)
-
-
-def scale_findings(ref: TensorRef, s: NDArray[Any],
-                   zero_severity: Severity | None = None) -> Iterator[Finding]:
-    """SCALE_NONFINITE / SCALE_NEGATIVE / SCALE_ZERO on one float scale tensor
-    (``zero_severity`` overrides SCALE_ZERO's warning)."""
-    st = scale_value_stats(s)
-    for key, check, severity in (("nonfinite", SCALE_NONFINITE, None),
-                                 ("negative", SCALE_NEGATIVE, None),
-                                 ("zero", SCALE_ZERO, zero_severity)):
-        c = st[key]
-        if c.n:
-            yield finding(check, ref, f"{c.n} {key} value(s), first at "
-                          f"{where(s.shape, c.first)}", c.first, severity=severity)
-
-
-def w4a8_scale2_findings(ref: TensorRef, s: NDArray[Any]) -> Iterator[Finding]:
-    """W4A8_SCALE2_MAX on a finite ``weight_scale_2``."""
-    if not s.size or scale_value_stats(s)["nonfinite"].n:
-        return
-    top = float(np.max(s))
-    severity = w4a8_scale2_severity(top)
-    if severity is not None:
-        above = severity is Severity.ERROR
-        yield finding(W4A8_SCALE2, ref, f"max {top:.6g}, expected {W4A8_SCALE2_MAX:.6g}"
-                      + (" (above the bound: an error)" if above else ""),
-                      int(np.argmax(s)), severity=severity)
-
-
-_ONES = 0x1111111111111111
-_EIGHTS = 0x8888888888888888
-#: Rows of a weight that feed the code histogram and the RMS: at most this many bytes.
-STATS_BYTES = 1 << 16
-#: uint64 words per SWAR chunk (256 KiB: temporaries stay in cache).
-_CACHE_WORDS = 1 << 15
-
-
-def _flags(words: NDArray[np.uint64], kind: str, bound_index: int = 6
-           ) -> tuple[NDArray[np.uint64], NDArray[np.uint64]]:
-    """SWAR over 16 nibbles per word: (bit 0 of each nibble set where the value is non-zero,
-    bit 0 set where the magnitude reaches the tightness bound). fp4: E2M1 magnitude index
-    ``>= bound_index``; int4 (two's complement nibbles): ``|q| >= 7``."""
-    x = words ^ np.uint64(_EIGHTS) if kind == "int4-ct" else words  # offset -> two's compl.
-    one = np.uint64(_ONES)
-    a = x >> np.uint64(1)
-    b = x >> np.uint64(2)
-    if kind == "fp4":
-        nz = x | a
-        nz |= b
-        nz &= one
-        if bound_index >= 7:  # 6.0: index 111
-            hi = x & a
-            hi &= b
-        elif bound_index == 6:  # 4.0: 11x
-            hi = a & b
-        elif bound_index == 5:  # 3.0: 1x1, 11x
-            hi = x | a
-            hi &= b
-        elif bound_index == 4:  # 2.0: 1xx
-            hi = b
-        else:  # 1.5: 1xx or 011
-            hi = x & a
-            hi |= b
-        hi &= one
-        return nz, hi
-    c = x >> np.uint64(3)
-    nz = x | a
-    nz |= b
-    nz |= c
-    nz &= one
-    seven = x & a
-    seven &= b
-    seven &= ~c
-    eight = ~b
-    eight &= ~a
-    eight &= c
-    seven |= eight
-    seven &= one
-    return nz, seven
-
-
-def module_stats(packing: Packing, arrays: dict[str, NDArray[Any]], bound: float = 4.0
-                 ) -> tuple[ByteStats, Count, float, int, Count, bool]:
-    """Stats of a quantized module: (byte stats of the sampled rows, tightness violations,
-    dequantized sum of squares and element count of the sampled rows, all-zero rows, single
-    code). Tightness, zero rows and the single-code test read every byte (SWAR over uint64
-    words); the histogram and RMS read at most :data:`STATS_BYTES` of evenly spaced rows.
-    ValueError when the shapes do not fit the format."""
-    wp = "weight_packed" if "weight_packed" in arrays else "weight"
-    w = np.ascontiguousarray(arrays[wp])
-    rows = w.view(np.uint8).reshape(w.shape[0], -1)
-    nrow, row_bytes = rows.shape
-    if (row_bytes % 16 and packing != "int4-row") or row_bytes % 8:
-        return _module_stats_slow(packing, arrays, bound)
-    words = rows.view(np.uint64)
-    kind = {"mx-fp4": "fp4", "int4-group": "int4-ct"}.get(
-        packing, "int4"
-    )
-    per_row = packing == "int4-row"
-    ncol = 1 if per_row else words.shape[1] // 2
-    nzg = np.empty((nrow, ncol), dtype=bool)
-    hig = np.empty((nrow, ncol), dtype=bool)
-    block = max(1, _CACHE_WORDS // max(words.shape[1], 1))  # rows per cache-sized chunk
-    bidx = _mx_index(bound)
-    for r in range(0, nrow, block):
-        nz, hi = _flags(words[r:r + block], kind, bidx)
-        if per_row:
-            nzg[r:r + block, 0] = np.bitwise_or.reduce(nz, axis=1) != 0
-            hig[r:r + block, 0] = np.bitwise_or.reduce(hi, axis=1) != 0
-        else:
-            nzg[r:r + block] = (nz[:, 0::2] | nz[:, 1::2]) != 0
-            hig[r:r + block] = (hi[:, 0::2] | hi[:, 1::2]) != 0
-    first = words.reshape(-1)[:1]
-    single = bool(np.all(words == first)) and bool(
-        first.size and (int(first[0]) & 0xF) * _ONES == int(first[0]))
-    if packing == "mx-fp4" and not np.any(nzg):
-        single = True
-    zero_rows = Count.of(~np.any(nzg, axis=1))
-    step = max(1, -(-w.nbytes // STATS_BYTES))
-    if packing == "mx-fp4":
-        sc = np.asarray(arrays["weight_scale"]).view(np.uint8)
-        if nzg.shape != sc.shape:
-            raise ValueError(f"codes give {nzg.shape} blocks, scales are {sc.shape}")
-        bad = Count.of(nzg & ~hig & (sc > 1) & (sc < 254))
-        st = byte_stats(rows[::step], "fp4", 16)
-        sumsq = float((st.gsq * np.exp2(2.0 * (sc[::step].astype(np.float64) - 127))).sum())
-        return st, bad, sumsq, 2 * st.gmax.size * 16, zero_rows, single
-    if packing == "int4-row":
-        s2 = np.asarray(arrays["weight_scale_2"], dtype=np.float64).reshape(-1)
-        s1 = float(np.asarray(arrays["weight_scale"], dtype=np.float64).reshape(-1)[0])
-        if nrow != s2.shape[0]:
-            raise ValueError(f"{nrow} rows but {s2.shape[0]} row scales")
-        bad = Count.of(nzg[:, 0] & ~hig[:, 0] & ~(s2 <= _F32_EPS * (1 + 1e-6)))
-        st = byte_stats(rows[::step], "int4-quark", None)
-        sumsq = float((st.gsq[:, 0] * s2[::step] ** 2).sum()) * s1 * s1
-        return st, bad, sumsq, 2 * rows[::step].size, zero_rows, single
-    sc = np.asarray(arrays["weight_scale"]).astype(np.float64)
-    cols = int(np.asarray(arrays["weight_shape"]).reshape(-1)[-1]) if "weight_shape" in arrays \
-        else 8 * w.shape[-1]
-    if cols != 2 * row_bytes:
-        return _module_stats_slow(packing, arrays, bound)
-    if nzg.shape != sc.shape:
-        raise ValueError(f"codes give {nzg.shape} groups, scales are {sc.shape}")
-    bad = Count.of(nzg & ~hig & ~(np.abs(sc) <= _F32_EPS))
-    st = byte_stats(rows[::step], "int4-ct", 16)
-    sumsq = float((st.gsq * sc[::step] ** 2).sum())
-    return st, bad, sumsq, 2 * rows[::step].size, zero_rows, single
-
-
-def _module_stats_slow(packing: Packing, arrays: dict[str, NDArray[Any]], bound: float
-                       ) -> tuple[ByteStats, Count, float, int, Count, bool]:
-    """Byte-table path for rows that do not split into whole 64-bit words / padded groups."""
-    if packing == "mx-fp4":
-        w, sc = arrays["weight"], np.asarray(arrays["weight_scale"]).view(np.uint8)
-        st = byte_stats(w, "fp4", 16)
-        if st.gmax.shape != sc.shape:
-            raise ValueError(f"codes give {st.gmax.shape} blocks, scales are {sc.shape}")
-        bad = Count.of((st.gmax > 0) & (st.gmax < _mx_index(bound)) & (sc > 1) & (sc < 254))
-        sumsq = float((st.gsq * np.exp2(2.0 * (sc.astype(np.float64) - 127))).sum())
-        n = 2 * w.size
-    elif packing == "int4-row":
-        w = arrays["weight"]
-        s2 = np.asarray(arrays["weight_scale_2"], dtype=np.float64).reshape(-1)
-        s1 = float(np.asarray(arrays["weight_scale"], dtype=np.float64).reshape(-1)[0])
-        st = byte_stats(w, "int4-quark", None)
-        m = st.gmax[:, 0]
-        if m.shape != s2.shape:
-            raise ValueError(f"{m.shape[0]} rows but {s2.shape[0]} row scales")
-        bad = Count.of((m > 0) & (m < 7) & ~(s2 <= _F32_EPS * (1 + 1e-6)))
-        sumsq, n = float((st.gsq[:, 0] * s2 * s2).sum()) * s1 * s1, 8 * w.size
-    else:
-        w = arrays["weight_packed"]
-        cols = 8 * w.shape[-1]
-        if "weight_shape" in arrays:
-            cols = int(np.asarray(arrays["weight_shape"]).reshape(-1)[-1])
-        sc = np.asarray(arrays["weight_scale"]).astype(np.float64)
-        q = unpack_int4(w, layout="compressed-tensors", size=cols)
-        bad = int4_group_tightness(q, sc if sc.size * 32 == q.size else None)
-        padded = np.zeros((q.shape[0], -(-cols // 32) * 32), np.int8)
-        padded[:, :cols] = q
-        st = byte_stats(pack_rows(padded), "int4-ct", 16)
-        gsq = st.gsq[:, :sc.shape[-1]] if st.gsq.shape[-1] >= sc.shape[-1] else st.gsq
-        sumsq, n = float((gsq * sc[:, :gsq.shape[-1]] ** 2).sum()), w.shape[0] * cols
-    zero_rows = Count.of(st.gmax.max(axis=-1) == 0)
-    distinct = np.flatnonzero(st.hist)
-    if packing == "mx-fp4":
-        distinct = np.unique(distinct & 7)
-    return st, bad, sumsq, n, zero_rows, len(distinct) <= 1
-
-
-def pack_rows(q: NDArray[np.int8]) -> NDArray[np.int32]:
-    """compressed-tensors packing of int8 rows (a multiple of 8 long)."""
-    from mxformats.schemes.int4 import pack_int4
-
-    return pack_int4(q, layout="compressed-tensors")
-
-
-def packed_code_findings(ckpt: Checkpoint, module: Module, arrays: dict[str, NDArray[Any]],
-                         stats: CodeStats, packing: Packing, weight_param: str,
-                         bound: float = 4.0) -> Iterator[Finding]:
-    """The code checks of the packed 4-bit formats (MXFP4, W4A8, INT4; ``packing`` says
-    which layout): tightness, the single-code and all-zero-row tests, the histogram and RMS
-    (into ``stats``)."""
-    ref, w = module.tensors[weight_param], arrays[weight_param]
-    st, tight, sumsq, n, zero_rows, single = module_stats(packing, arrays, bound)
-    stats.rms = float(np.sqrt(sumsq / max(n, 1)))
-    kind = "fp4" if packing == "mx-fp4" else "int4"
-    stats.hist[kind] = stats.hist.get(kind, np.zeros(16, np.int64)) + st.hist
-    row_bytes = w.nbytes // max(w.shape[0], 1)
-    groups = max(1, {"int4-row": 1}.get(packing, row_bytes // 16))
-    unit = {"mx-fp4": "block", "int4-row": "row"}.get(
-        packing, "group"
-    )
-    if tight.n:
-        row, g = divmod(tight.first, groups)
-        at = row * row_bytes + g * (row_bytes // groups)
-        yield finding(SCALE_NOT_TIGHT, ref, f"{tight.n} non-zero {unit}(s) whose largest code "
-                       f"is below the producer's bound (first: row {row}, {unit} {g})", at, 1)
-    if single:
-        yield finding(TENSOR_SINGLE_CODE, ref, "every code has the same value"
-                       + (" (zero)" if zero_rows.n == w.shape[0] else ""))
-    elif zero_rows.n:
-        yield finding(ROW_ALL_ZERO, ref, f"{zero_rows.n} all-zero row(s), first row "
-                       f"{zero_rows.first}", zero_rows.first * row_bytes, 1)
-
-
 def _nonfinite_scan(ckpt: Checkpoint, ref: TensorRef, check: Any = TENSOR_NONFINITE
                     ) -> Finding | None:
     total, first = 0, -1
@@ -713,15 +152,31 @@ class ModuleNumbers:
     ``findings``: the module's own findings, in the order the checks yield them; ``small``:
     its scale arrays of at most :data:`SMALL_ELEMENTS` elements, for the checks across
     modules (None: the module could not be read); ``hist`` and ``zero_blocks``: what its code
-    checks counted; ``expert``: for a routed expert's projection, its weight's checksum key,
-    dequantized RMS and whether it is all zero (None otherwise)."""
+    checks counted; ``scale_hist``: per scale param, how its values are binned and its
+:func:`scale_histogram` counts (level ``scales`` and above, for the HTML report's per-layer
+scale distributions); ``expert``: for a routed expert's projection, its weight's checksum key,
+    dequantized RMS and whether it is all zero (None otherwise); ``magnitude``: its decoded
+    magnitude from its scales (:func:`.plausibility.measure`)."""
 
     module: str
     findings: list[Finding] = field(default_factory=list)
     small: dict[str, NDArray[Any]] | None = None
     hist: dict[str, NDArray[np.int64]] = field(default_factory=dict)
     zero_blocks: dict[str, int] = field(default_factory=dict)
+    scale_hist: dict[str, tuple[str, NDArray[np.int64]]] = field(default_factory=dict)
     expert: tuple[bytes, float, bool] | None = None
+    magnitude: plausibility.Magnitude | None = None
+
+
+def module_params(ckpt: Checkpoint, opts: Options, module: Module) -> tuple[str, ...]:
+    """The tensors of ``module`` its numbers checks read, in the order they read them: its
+    scales and small tensors (``scales``), and its packed weight (``full``) last."""
+    desc = ckpt.descriptor
+    assert desc is not None
+    own = desc.for_module(ckpt, module.name)
+    params_here = tuple(p for p in (*own.scale_params, *own.small_params)
+                        if p in module.tensors)
+    return (*params_here, own.weight_param) if opts.at_least(Level.FULL) else params_here
 
 
 def module_numbers(ckpt: Checkpoint, opts: Options, module: Module) -> ModuleNumbers:
@@ -744,13 +199,14 @@ def _module_checks(ckpt: Checkpoint, opts: Options, module: Module, out: ModuleN
     full = opts.at_least(Level.FULL)
     own = desc.for_module(ckpt, module.name)
     wp = own.weight_param
-    params_here = tuple(p for p in (*own.scale_params, *own.small_params)
-                        if p in module.tensors)
-    needed = (*params_here, wp) if full else params_here
-    arrays = read_module(ckpt, module, needed)
+    arrays = read_module(ckpt, module, module_params(ckpt, opts, module))
     if arrays is None:
         return  # unreadable: the files checks report it
     out.small = {p: a for p, a in arrays.items() if a.size <= SMALL_ELEMENTS}
+    out.magnitude = plausibility.measure(own, arrays)
+    for p in own.scale_params:
+        if p in arrays and (binned := scale_histogram(arrays[p])) is not None:
+            out.scale_hist[p] = binned
     yield from own.scale_findings(ckpt, module, arrays)
     if not full:
         return
@@ -813,7 +269,7 @@ def combine(ckpt: Checkpoint, opts: Options, modules: Sequence[Module],
     severity of the rest (an error past the first ten still fails the run). Nothing is lost:
     the summary's ``extra["unlisted"]`` holds each finding it counts (:class:`Listing`), and
     the runner also writes each module's findings into the JSON report's task records
-    (``tasks[].result.numbers[].findings``, :func:`~mxformats.validate.tasks.record`), which
+    (``tasks[].result.numbers[].findings``, :func:`~mxformats.validate.resume.record`), which
     the summary's note names. The router-bias, float-tensor and expert findings are listed
     the same way, with no note; the descriptor's sibling checks list their own."""
     desc = ckpt.descriptor
@@ -841,8 +297,14 @@ def combine(ckpt: Checkpoint, opts: Options, modules: Sequence[Module],
             experts[match["layer"]].setdefault(int(match["e"]), {})[match["p"]] = o.expert
     yield from per_module.rest()
     yield from desc.layer_findings(ckpt, small)
+    implausible, flagged = plausibility.findings(
+        ckpt, {o.module: o.magnitude for o in ordered if not any(
+            f.effective_severity is Severity.ERROR for f in o.findings)},
+        {m.name: desc.for_module(ckpt, m.name).weight_param for m in modules})
+    yield from implausible
     across = _bias_and_float_findings(ckpt, in_modules, full)
-    yield from listed(chain(across, _expert_findings(ckpt, experts)) if full else across)
+    yield from listed(chain(across, _expert_findings(ckpt, experts, flagged)) if full
+                      else across)
     prints = list(desc.fingerprints(ckpt, small))
     if full:
         if hist:
@@ -909,8 +371,10 @@ def _bias_and_float_findings(ckpt: Checkpoint, skip: set[str], full: bool
 
 
 def _expert_findings(ckpt: Checkpoint,
-                     experts: dict[str, dict[int, dict[str, tuple[bytes, float, bool]]]]
-                     ) -> Iterator[Finding]:
+                     experts: dict[str, dict[int, dict[str, tuple[bytes, float, bool]]]],
+                     implausible: set[str]) -> Iterator[Finding]:
+    """EXPERT_ALL_ZERO, EXPERT_DUPLICATE and EXPERT_RMS_OUTLIER per layer; an outlier whose
+    magnitude DECODED_MAGNITUDE already reports (``implausible``) is its finding alone."""
     desc = ckpt.descriptor
     for layer, by_expert in sorted(experts.items()):
         def ref_of(e: int, proj: str, layer: str = layer) -> TensorRef:
@@ -937,6 +401,8 @@ def _expert_findings(ckpt: Checkpoint,
         for proj in projections:
             rms = {e: projs[proj][1] for e, projs in by_expert.items() if proj in projs}
             for e, r in expert_rms_outliers(rms):
+                if f"{layer}.{e}.{proj}" in implausible:
+                    continue
                 yield finding(EXPERT_RMS_OUTLIER, ref_of(e, proj),
                                f"RMS {rms[e]:.4g} is {r:.3g}x the layer median of {proj}")
 
@@ -947,3 +413,32 @@ def _same_bytes(ckpt: Checkpoint, pairs: list[tuple[str, str]]) -> bool:
         return all(ckpt.read(a).tobytes() == ckpt.read(b).tobytes() for a, b in pairs)
     except (ValueError, OSError):
         return False
+
+
+def _no_state(ckpt: Checkpoint, opts: Options) -> None:
+    """The numbers checks need nothing prepared besides the checkpoint."""
+
+
+def _checked(ckpt: Checkpoint, opts: Options, state: None) -> list[str]:
+    """The modules the numbers checks look at: every quantized one, where they run."""
+    return [m.name for m in quantized_modules(ckpt)] if applies(ckpt, opts) else []
+
+
+def _module_numbers(ckpt: Checkpoint, opts: Options, state: None, module: Module
+                    ) -> ModuleNumbers:
+    return module_numbers(ckpt, opts, module)
+
+
+#: The numbers checks as the runner and the tasks run them: per module
+#: (:func:`module_numbers`), then :func:`run` over the outcomes.
+def _reads(ckpt: Checkpoint, opts: Options, modules: Sequence[str]) -> Iterator[TensorRef]:
+    """The tensors the numbers checks of ``modules`` read, in the order they read them: what
+    a task asks ahead (:attr:`.checkmodule.PerModule.ahead`)."""
+    for name in modules:
+        tensors = ckpt.modules[name].tensors
+        yield from (tensors[p] for p in module_params(ckpt, opts, ckpt.modules[name])
+                    if p in tensors)
+
+
+CHECK = CheckModule("numbers", run, applies, PerModule(
+    "numbers", _no_state, _checked, _module_numbers, run, ahead=_reads))

@@ -15,14 +15,10 @@ from .findings import Finding, Level, Severity, declare
 __all__ = ["INTERNAL_ERROR", "internal"]
 
 INTERNAL_ERROR = declare(
-    "INTERNAL_ERROR",
-    Severity.ERROR,
-    Level.STRUCTURE,
-    "internal",
-    "A check raised an unexpected exception (the checkpoint may be malformed in a way it did not "
-    "anticipate); the other checks still ran.",
-    "Report it with the message; inspect the named tensor by hand.",
-)
+    "INTERNAL_ERROR", severity=Severity.ERROR, level=Level.STRUCTURE, group="internal",
+    meaning="A check raised an unexpected exception (the checkpoint may be malformed in a way it "
+            "did not anticipate); the other checks still ran.",
+    fix="Report it with the message; inspect the named tensor by hand.")
 
 
 def internal(where: str, exc: BaseException, tensor: str | None = None) -> Finding:

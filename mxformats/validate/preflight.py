@@ -24,9 +24,10 @@ from typing import IO, TYPE_CHECKING, Any
 
 from mxformats.output import add_output_arguments
 
-from .deployment import TARGETS, checkpoint_tp
+from .deployment import checkpoint_tp
 from .findings import Level, Severity
 from .model import Options
+from .targets import TARGET_NAMES, TARGETS
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -42,9 +43,6 @@ __all__ = ["ENGINES", "TARGET_NAMES", "Row", "add_parser", "engine_summary", "gr
 
 #: The engines the preflight covers.
 ENGINES = ("vllm", "sglang")
-#: Display name -> the :data:`~.deployment.TARGETS` key whose arch it stands for.
-TARGET_NAMES = {"H100/H200": "h200", "B200/GB200": "b200", "MI300X": "mi300x",
-                "MI355X": "mi355x"}
 
 
 @dataclass
@@ -126,7 +124,7 @@ def engine_summary(ckpt: Checkpoint, descriptor: Descriptor) -> dict[str, str]:
 def _table(rows: list[Row], console: Console) -> None:
     from rich.table import Table
 
-    from .report import printable
+    from mxformats.output import printable
 
     table = Table(title="mxformats preflight", show_lines=True)
     for column in ("engine", "target", "path", "admissible TP", "what (source)"):
@@ -153,9 +151,9 @@ def _renderers(report: Report, rows: list[Row], notes: list[str], output: Output
     its check's catalogue ``url``, ``meaning`` and ``fix`` in JSON) and the table. ``fatal``:
     why the folder could not be read (no rows; the text report leaves it to stderr, the
     machine reports carry it, as ``validate``'s do)."""
-    from mxformats.output import JUnitCase, github_annotation, junit_xml
+    from mxformats.output import JUnitCase, github_annotation, junit_xml, printable
 
-    from .report import exit_code, print_report, printable, to_github
+    from .report import exit_code, print_report, to_github
 
     errors = [f"{f.check.id}: {printable(f.message)}" for f in report.findings
               if f.effective_severity is Severity.ERROR]
@@ -205,10 +203,10 @@ def _renderers(report: Report, rows: list[Row], notes: list[str], output: Output
 def cmd_preflight(args: argparse.Namespace) -> int:
     """Run ``validate --level structure`` and report it with the preflight table, in the
     format ``--format`` names (:mod:`mxformats.output`)."""
-    from mxformats.output import Output, UsageError
+    from mxformats.output import Output, UsageError, printable
 
     from .descriptors import by_format
-    from .report import exit_code, printable
+    from .report import exit_code
     from .runner import validate
 
     try:

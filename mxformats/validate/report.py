@@ -18,16 +18,24 @@ from datetime import datetime, timezone
 from typing import IO, TYPE_CHECKING, Any
 
 from mxformats._version import __version__
-from mxformats.output import SEVERITY_STYLES, check_url, github_annotation, make_console
+from mxformats.output import (
+    SEVERITY_STYLES,
+    check_url,
+    github_annotation,
+    make_console,
+    printable,
+)
 
 from .findings import CHECKS, LEVELS, Check, Finding, Level, Severity
-from .reader import HUB_PREFIX
+from .readers import HUB_PREFIX
 
 if TYPE_CHECKING:
     from rich.console import Console
 
     from .model import Checkpoint
 
+# printable is defined in mxformats.output (the ground floor); it stays a name of this
+# documented module, where it was defined until the import graph was layered (issue 25).
 __all__ = ["SCHEMA_VERSION", "Report", "exit_code", "print_report", "printable", "to_github",
            "to_json", "to_junit"]
 
@@ -68,7 +76,7 @@ class Report:
     excluded: frozenset[str] = frozenset()
     #: the run was interrupted: only some tasks finished (``fatal`` says so)
     incomplete: bool = False
-    #: each finished task's record (:func:`mxformats.validate.tasks.record`): what
+    #: each finished task's record (:func:`mxformats.validate.resume.record`): what
     #: ``--resume`` reuses
     tasks: list[dict[str, Any]] = field(default_factory=list)
     strict: bool = False
@@ -128,28 +136,6 @@ def exit_code(report: Report, strict: bool = False) -> int:
 
 
 _ORDER = {Severity.ERROR: 0, Severity.WARNING: 1, Severity.INFO: 2}
-
-
-def printable(text: str) -> str:
-    """``text`` with every character that is not printable escaped as ``\\xNN``, ``\\uNNNN``
-    or ``\\UNNNNNNNN``: C0 and C1 controls (ESC, BEL, NUL, newline, ...), DEL, format
-    characters (bidi overrides), line and paragraph separators, surrogates and unassigned
-    code points (``str.isprintable``). What is left is printable text, valid in XML 1.0 and
-    encodable as UTF-8; a terminal has nothing in it to interpret."""
-    if text.isprintable():
-        return text
-    out = []
-    for c in text:
-        if c.isprintable():
-            out.append(c)
-        else:
-            code = ord(c)
-            out.append(
-                f"\\x{code:02x}" if code < 0x100
-                else f"\\u{code:04x}" if code < 0x10000
-                else f"\\U{code:08x}"
-            )
-    return "".join(out)
 
 
 def _remote(report: Report) -> str | None:

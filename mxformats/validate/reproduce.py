@@ -12,8 +12,9 @@ Sources, in the forms the real pipelines use:
   (:func:`dequantize_fp8_block`).
 
 Profiles: Quark MXFP4 → ``quantize_mx(profile="quark")``; Quark W4A8 →
-``quantize_w4a8(profile="quark")``; compressed-tensors INT4 → ``quantize_int4(group_size=32,
-profile="compressed-tensors")`` packed in its layout, ``weight_shape`` I64.
+``quantize_w4a8(profile="quark")``; compressed-tensors INT4 → ``quantize_int4(group_size=G,
+profile="compressed-tensors")`` with the config's group G (``None`` per channel) packed in its
+layout, ``weight_shape`` I64.
 
 For each module: reproduced (every tensor byte-identical) or not (the first differing element
 per tensor), and the dequantized weight's relative error and SQNR against the source.
@@ -27,7 +28,7 @@ import hashlib
 import math
 import re
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -41,10 +42,11 @@ from mxformats.formats import E4M3FN
 from mxformats.schemes.int4 import dequantize_int4, unpack_int4
 from mxformats.tensorfile import DTYPES, ErrorKind, TensorFileError, read_index, read_json
 
+from .checkmodule import CheckModule, PerModule
 from .findings import MAX_LISTED, Check, Finding, Level, Listing, Severity, declare
 from .numbers import quantized_modules, read_module
 from .parallel import internal
-from .reader import LocalReader
+from .readers import LocalReader
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
@@ -56,59 +58,61 @@ __all__ = ["NONFINITE_JSON", "Claim", "ModuleReproduction", "ModuleResult", "Sou
            "chosen_modules", "combine", "json_float", "module_reproduction", "prepare",
            "reproduce_module", "run", "sample_modules"]
 
-_G = "reproduction"
-_L = Level.STRUCTURE
-E, W, INFO = Severity.ERROR, Severity.WARNING, Severity.INFO
 
 REPRO_SUMMARY = declare(
-    "REPRO_SUMMARY", INFO, _L, _G,
-    "Reproduction from --source: which profile, N of M quantized tensors byte-identical, error "
-    "statistics (the report's reproduction block).",
-    "Nothing to fix.")
+    "REPRO_SUMMARY", severity=Severity.INFO, level=Level.STRUCTURE, group="reproduction",
+    meaning="Reproduction from --source: which profile, N of M quantized tensors byte-identical, "
+            "error statistics (the report's reproduction block); where vLLM decodes a module "
+            "otherwise than the file says (an NVFP4 module with its fused partner's global "
+            "scale), that decode's error beside the file's own.",
+    fix="Nothing to fix.")
 REPRO_MISMATCH = declare(
-    "REPRO_MISMATCH", E, _L, _G,
-    "A quantized tensor differs from what the producer profile the checkpoint claims (its "
-    "quantization_config's producer) writes from the source: an error. A warning, once, where "
-    "the config names a recipe no profile reproduces (Quark MXFP4 scale_calculation_mode floor "
-    "or ceil): its modules are then judged by their error against the source alone; and once "
-    "where modules of a mixed-precision checkpoint are of a format no profile reproduces "
-    "(ModelOpt FP8_PB_WO): those are not compared.",
-    "Check the source is the one the quantizer read, and the producer version and recipe.")
+    "REPRO_MISMATCH", severity=Severity.ERROR, level=Level.STRUCTURE, group="reproduction",
+    meaning="A quantized tensor differs from what the producer profile the checkpoint claims (its "
+            "quantization_config's producer) writes from the source: an error. A warning, once, "
+            "where the config names a recipe no profile reproduces (Quark MXFP4 "
+            "scale_calculation_mode floor or ceil): its modules are then judged by their error "
+            "against the source alone; and once where modules of a mixed-precision checkpoint are "
+            "of a format no profile reproduces (ModelOpt FP8_PB_WO): those are not compared.",
+    fix="Check the source is the one the quantizer read, and the producer version and recipe.")
 REPRO_ERROR_HIGH = declare(
-    "REPRO_ERROR_HIGH", W, _L, _G,
-    "A module the profile does not reproduce has a dequantized relative error against the "
-    "source above the format's threshold (MXFP4 0.15, INT4 g32 0.15, W4A8 0.25): a warning "
-    "while it stays within the family's normal range (0.5), an error beyond it or when not "
-    "finite; info where the profile reproduces the bytes (the producer's own error).",
-    "Look for clipped scales or a wrong scale decode in that module.")
+    "REPRO_ERROR_HIGH", severity=Severity.WARNING, level=Level.STRUCTURE, group="reproduction",
+    meaning="A module the profile does not reproduce has a dequantized relative error against the "
+            "source above the format's threshold (MXFP4 0.15, INT4 g32 0.15, W4A8 0.25): a "
+            "warning while it stays within the family's normal range (0.5), an error beyond it or "
+            "when not finite; info where the profile reproduces the bytes (the producer's own "
+            "error).",
+    fix="Look for clipped scales or a wrong scale decode in that module.")
 REPRO_UNCORRELATED = declare(
-    "REPRO_UNCORRELATED", E, _L, _G,
-    "The dequantized weight correlates with the source below 0.9 (a constant, e.g. all-zero, "
-    "weight against a varying source counts as 0): wrong nibble order, axis or scale decode, "
-    "or another tensor. Info where the claimed profile reproduces the bytes (a source varying "
-    "by less than a quantization step gives a constant weight from a right producer too).",
-    "Re-quantize the module from the source.")
+    "REPRO_UNCORRELATED", severity=Severity.ERROR, level=Level.STRUCTURE, group="reproduction",
+    meaning="The dequantized weight correlates with the source below 0.9 (a constant, e.g. "
+            "all-zero, weight against a varying source counts as 0): wrong nibble order, axis or "
+            "scale decode, or another tensor. Info where the claimed profile reproduces the bytes "
+            "(a source varying by less than a quantization step gives a constant weight from a "
+            "right producer too).",
+    fix="Re-quantize the module from the source.")
 REPRO_SOURCE_MISSING = declare(
-    "REPRO_SOURCE_MISSING", W, _L, _G,
-    "A quantized module has no usable weight in --source (absent, unreadable, a symlink out "
-    "of it, another shape than the config implies, another dtype), or a fused sibling the "
-    "producer calibrated it with has none (NVFP4 gate and up share one amax); or its bytes "
-    "are not claimed (REPRO_MISMATCH warning) and the source weight holds NaN or Inf, which "
-    "leaves no error statistic to judge it by. The module is not verified: a warning, and "
-    "REPRO_NOTHING_VERIFIED where no module is.",
-    "Point --source at the checkpoint the quantizer read.")
+    "REPRO_SOURCE_MISSING", severity=Severity.WARNING, level=Level.STRUCTURE, group="reproduction",
+    meaning="A quantized module has no usable weight in --source (absent, unreadable, a symlink "
+            "out of it, another shape than the config implies or, for a module the config does "
+            "not describe, than its stored tensors are written for, another dtype), or a fused "
+            "sibling the producer calibrated it with has none (NVFP4 gate and up share one amax); "
+            "or its bytes are not claimed (REPRO_MISMATCH warning) and the source weight holds NaN "
+            "or Inf, which leaves no error statistic to judge it by. The module is not verified: a "
+            "warning, and REPRO_NOTHING_VERIFIED where no module is.",
+    fix="Point --source at the checkpoint the quantizer read.")
 REPRO_SOURCE_UNSUPPORTED = declare(
-    "REPRO_SOURCE_UNSUPPORTED", E, _L, _G,
-    "--source is not a checkpoint in a form this tool decompresses (BF16, compressed-tensors "
-    "INT4 or DeepSeek FP8-block).",
-    "Pass the BF16, compressed-tensors INT4 or FP8-block checkpoint the quantizer read.")
+    "REPRO_SOURCE_UNSUPPORTED",
+    severity=Severity.ERROR, level=Level.STRUCTURE, group="reproduction",
+    meaning="--source is not a checkpoint in a form this tool decompresses (BF16, "
+            "compressed-tensors INT4 or DeepSeek FP8-block).",
+    fix="Pass the BF16, compressed-tensors INT4 or FP8-block checkpoint the quantizer read.")
 REPRO_NOTHING_VERIFIED = declare(
-    "REPRO_NOTHING_VERIFIED", E, _L, _G,
-    "--source verified no module: the source holds no usable weight of this checkpoint's "
-    "modules (the first one's reason is given), the "
-    "checkpoint has no quantized module with a producer profile to reproduce, or the source is "
-    "the checkpoint's own folder.",
-    "Point --source at the checkpoint the quantizer read, or drop --source.")
+    "REPRO_NOTHING_VERIFIED", severity=Severity.ERROR, level=Level.STRUCTURE, group="reproduction",
+    meaning="--source verified no module: the source holds no usable weight of this checkpoint's "
+            "modules (the first one's reason is given), the checkpoint has no quantized module "
+            "with a producer profile to reproduce, or the source is the checkpoint's own folder.",
+    fix="Point --source at the checkpoint the quantizer read, or drop --source.")
 
 #: The upper end of a 4-bit family's normal relative error (SQNR 6 dB): the producers give
 #: 0.10-0.13 on N(0, 0.02) weights (tests/test_validate_reproduce.py), and round-to-nearest
@@ -215,9 +219,20 @@ class Source:
             if f"{module}.weight_shape" in self.index:
                 cols = _columns(self._read(f"{module}.weight_shape"))
             q = unpack_int4(packed, layout="compressed-tensors", size=cols)
-            return dequantize_int4(q, scale, group_size=32, profile="compressed-tensors",
-                                   dtype=scale.dtype)
+            return dequantize_int4(q, scale, group_size=_group(cols, scale),
+                                   profile="compressed-tensors", dtype=scale.dtype)
         return None
+
+
+def _group(cols: int, scale: NDArray[Any]) -> int:
+    """The group size of an INT4 source module: its columns per scale (32, 64, 128, or all of
+    them per channel), as its ``[out, cols / group]`` ``weight_scale`` says; ValueError when
+    the scales do not divide the row."""
+    groups = scale.shape[-1] if scale.ndim else 0
+    if groups == 0 or cols % groups:
+        raise ValueError(f"weight_scale {list(scale.shape)} does not divide {cols} columns "
+                         "into groups")
+    return cols // groups
 
 
 def _columns(weight_shape: NDArray[Any]) -> int:
@@ -274,6 +289,12 @@ class ModuleResult:
     rel_error: float = math.nan
     sqnr_db: float = math.nan
     correlation: float = math.nan
+    #: where the serving engine decodes the module otherwise than the file says
+    #: (:meth:`Descriptor.engine_arrays`: an NVFP4 module with its fused partner's global
+    #: scale), what it does, and the relative error and SQNR of that decode against the source
+    engine_decode: str = ""
+    engine_rel_error: float = math.nan
+    engine_sqnr_db: float = math.nan
 
 
 def _bits(value: NDArray[Any]) -> str:
@@ -321,31 +342,57 @@ def reproduce_module(desc: Descriptor, module: str, w: NDArray[Any],
         result.identical[p] = same
         if not same:
             result.first_mismatch[p] = _first_difference(mine, theirs)
+    _measure(result, desc, arrays, w)
+    return result
+
+
+def _measure(result: ModuleResult, desc: Descriptor, arrays: dict[str, NDArray[Any]],
+             w: NDArray[Any]) -> None:
+    """``result``'s relative error, SQNR and correlation: ``arrays`` decoded against source
+    weight ``w``. Left NaN where they do not decode to ``w``'s shape."""
     try:
         d = np.asarray(desc.dequantize(arrays, w.shape[-1]))
     except (ValueError, TypeError):
-        return result  # the layout checks report the shapes; the bytes already differ
+        return  # the layout checks report the shapes; the bytes already differ
     if d.shape != w.shape:
-        return result
-    return _with_moments(result, Moments.of(d, w))
+        return
+    _with_moments(result, Moments.of(d, w))
 
 
-def _with_moments(result: ModuleResult, stats: Moments | None) -> ModuleResult:
-    """``result`` with the relative error, SQNR and correlation of ``stats`` (None: the
+def _with_moments(result: ModuleResult, stats: Moments | None) -> None:
+    """Set ``result``'s relative error, SQNR and correlation from ``stats`` (None: the
     dequantized weight holds NaN/Inf)."""
     if stats is None:  # NaN/Inf decoded (E8M0 0xFF, a scale Inf): no statistic
         result.rel_error, result.sqnr_db = math.inf, -math.inf
-        return result
+        return
     if not stats.source_finite:  # the source's NaN/Inf: no statistic, the bytes alone judge
-        return result
-    err, ref = math.sqrt(stats.error_squares), math.sqrt(stats.source_squares)
-    result.rel_error = err / ref if ref else (0.0 if err == 0 else math.inf)
-    result.sqnr_db = 20 * math.log10(ref / err) if err and ref else math.inf
+        return
+    result.rel_error, result.sqnr_db = error_figures(stats)
     if stats.source_varies:  # a constant source has no correlation to judge
         # A constant weight (an all-zero expert) carries nothing of a varying source: 0, not
         # the NaN a correlation of a constant gives, which every comparison would let through.
         result.correlation = stats.correlation if stats.weight_varies else 0.0
-    return result
+
+
+def error_figures(stats: Moments) -> tuple[float, float]:
+    """The relative error ‖d − x‖ / ‖x‖ and the SQNR 20·log10(‖x‖ / ‖d − x‖) dB of the sums
+    ``stats`` (an all-zero source: relative error 0 when ``d`` is zero too, else infinite; no
+    error: SQNR infinite)."""
+    err, ref = math.sqrt(stats.error_squares), math.sqrt(stats.source_squares)
+    return (err / ref if ref else (0.0 if err == 0 else math.inf),
+            20 * math.log10(ref / err) if err and ref else math.inf)
+
+
+def figures(d: NDArray[Any], x: NDArray[Any]) -> tuple[float, float]:
+    """:func:`error_figures` of ``d`` against ``x`` (the sums of ``--source``'s figures,
+    :meth:`~mxformats.fast.moments.Moments.of`): infinite error and -infinite SQNR when ``d``
+    holds a NaN or an infinity, NaN for both when ``x`` does. ``mxformats compare`` uses it."""
+    stats = Moments.of(d, x)
+    if stats is None:
+        return math.inf, -math.inf
+    if not stats.source_finite:
+        return math.nan, math.nan
+    return error_figures(stats)
 
 
 def sample_modules(names: list[str], n: int | None) -> list[str]:
@@ -400,6 +447,27 @@ def prepare(ckpt: Checkpoint, opts: Options) -> Claim | Finding | None:
         return Finding(REPRO_NOTHING_VERIFIED, f"--source {opts.source} is the checkpoint "
                        "itself: re-quantizing its own decoded weights verifies nothing")
     return Claim(source, profile, unclaimed)
+
+
+def source_usage_error(ckpt: Checkpoint, opts: Options) -> str | None:
+    """Why ``--source`` can verify nothing whatever it holds, a usage error (exit 2): a
+    source quantized in the checkpoint's own format (a copy of it, in any folder, or the
+    folder itself). Decompressing it and re-quantizing with the same profile gives the
+    checkpoint's bytes back (an FP8 block amax maps to 448 again), so "N of N identical"
+    would say nothing about the quantizer. A source in another format is the one the
+    quantizer may have read (an NVFP4 export of the FP8 release). None: no ``--source``, one
+    this check cannot open (:func:`prepare` reports that), or another format."""
+    if opts.source is None:
+        return None
+    try:
+        kind = Source(Path(opts.source), opts.allow_symlink_root).kind
+    except (OSError, TensorFileError):
+        return None
+    if kind != "bf16" and kind == ckpt.format.value:
+        return (f"--source {opts.source} is itself a {kind} checkpoint, as the one checked: "
+                "re-quantizing its decoded weights gives its own bytes back and verifies "
+                "nothing; pass the BF16 (or other-format) checkpoint the quantizer read")
+    return None
 
 
 def chosen_modules(ckpt: Checkpoint, opts: Options) -> list[str]:
@@ -470,7 +538,8 @@ def _reproduce_into(ckpt: Checkpoint, claim: Claim, module: Module,
         arrays = read_module(ckpt, module, params)
         if arrays is None:
             return  # unreadable: the files checks report it
-        produced, r = _produced_and_compared(own, name, w, arrays, fused, siblings)
+        produced, r = _produced_and_compared(own.for_arrays(arrays), name, w, arrays, fused,
+                                             siblings)
     except _Unusable as exc:
         out.missing = Finding(REPRO_SOURCE_MISSING, f"{name}: {exc}", wref.file, wref.name,
                               wref.begin)
@@ -492,6 +561,12 @@ def _reproduce_into(ckpt: Checkpoint, claim: Claim, module: Module,
                               wref.file, wref.name, wref.begin)
         return
     out.result = r
+    engine = own.engine_arrays(ckpt, name, arrays)
+    if engine is not None:
+        seen = ModuleResult(name)
+        _measure(seen, own, engine[0], w)
+        r.engine_decode, r.engine_rel_error, r.engine_sqnr_db = (
+            engine[1], seen.rel_error, seen.sqnr_db)
     if recipe and not claim.unclaimed:
         out.unrecognised = recipe
     mismatches = {} if recipe else r.first_mismatch  # unclaimed: other bytes expected
@@ -566,35 +641,60 @@ def _compiled_pass(own: Descriptor, name: str, w: NDArray[Any], arrays: dict[str
     if stats is None:
         return None
     result = ModuleResult(name, identical=dict.fromkeys(params, True))
-    return {p: arrays[p] for p in params}, _with_moments(result, stats)
+    _with_moments(result, stats)
+    return {p: arrays[p] for p in params}, result
 
 
 def _source_weight(ckpt: Checkpoint, source: Source, name: str) -> NDArray[Any]:
     """The source weight of module ``name`` as the quantizer read it. :class:`_Unusable` when
-    it is absent or unreadable, or when its shape is not the ``[out, in]`` the checkpoint's
-    config implies for the module (a transposed or truncated source weight is not what the
-    producer read, so the bytes it gives say nothing of the checkpoint's)."""
+    it is absent or unreadable, or when its shape is not the module's ``[out, in]`` (a
+    transposed or truncated source weight is not what the producer read, so the bytes it
+    gives say nothing of the checkpoint's): the shape the checkpoint's config implies, or,
+    for a module the config does not describe, one whose tensors in the module's format are
+    the shapes the checkpoint stores (:func:`_stored_as`)."""
     expected = ckpt.expected.get(name)
     shape = None if expected is None or expected.shape is None else tuple(expected.shape)
 
-    def other_shape(dtype: str, found: tuple[int, ...]) -> _Unusable:
-        return _Unusable(f"the source weight is {dtype}{list(found)}, the config implies "
-                         f"{list(shape or ())} for this module")
+    def check(dtype: str, found: tuple[int, ...]) -> None:
+        if shape is not None and found != shape:
+            raise _Unusable(f"the source weight is {dtype}{list(found)}, the config implies "
+                            f"{list(shape)} for this module")
+        stored = _stored_as(ckpt, name, found) if shape is None else None
+        if stored:
+            raise _Unusable(f"the source weight is {dtype}{list(found)}, but the checkpoint "
+                            f"stores {stored} (the config does not describe this module)")
 
     try:
         # a ``weight`` (BF16, or FP8-block codes) of another shape is not read at all: its
         # header says so, and it may be far larger than the module
-        declared = source.declared(f"{name}.weight") if shape is not None else None
-        if declared is not None and declared[1] != shape:
-            raise other_shape(*declared)
+        declared = source.declared(f"{name}.weight")
+        if declared is not None:
+            check(*declared)
         w = source.weight(name)
     except (OSError, ValueError, KeyError, TypeError) as exc:  # TypeError: a scale's dtype
         raise _Unusable(str(exc)) from None
     if w is None:
         raise _Unusable("no weight in the source")
-    if shape is not None and tuple(w.shape) != shape:
-        raise other_shape(str(w.dtype), tuple(w.shape))
+    check(str(w.dtype), tuple(w.shape))
     return w
+
+
+def _stored_as(ckpt: Checkpoint, name: str, shape: tuple[int, ...]) -> str:
+    """The first tensor of checkpoint module ``name`` whose stored shape is not one its
+    format writes for a weight of ``shape`` (:meth:`Descriptor.expected_tensors`), as
+    ``name.param [shape]``; "" when every one is (or there is nothing to compare)."""
+    module, desc = ckpt.modules.get(name), ckpt.descriptor
+    if module is None or desc is None:
+        return ""
+    if len(shape) != 2:
+        ref = next(iter(module.tensors.values()))
+        return f"{ref.name} {list(ref.shape)}"
+    spec = desc.for_module(ckpt, name).expected_tensors(ckpt, shape[0], shape[1])
+    for param, (_, shapes) in spec.items():
+        stored = module.tensors.get(param)
+        if stored is not None and stored.shape not in shapes:
+            return f"{stored.name} {list(stored.shape)}"
+    return ""
 
 
 def run(ckpt: Checkpoint, opts: Options,
@@ -706,11 +806,12 @@ def _numeric_verdict(desc: Descriptor, r: ModuleResult, claimed: bool = True
     if r.correlation < 0.9:  # NaN (constant source) is judged by the error alone
         # A source varying by less than a quantization step (a near-constant block) gives a
         # constant weight, correlation 0, from a right producer too: info when it did.
-        return REPRO_UNCORRELATED, INFO if reproduced else E, (
+        return REPRO_UNCORRELATED, Severity.INFO if reproduced else Severity.ERROR, (
             f"correlation {r.correlation:.3f} with the source{own}")
     if not r.rel_error > desc.error_threshold:  # NaN: not decoded, the mismatch says why
         return None
-    severity = INFO if reproduced else W if r.rel_error <= ERROR_LIMIT else E
+    severity = (Severity.INFO if reproduced else Severity.WARNING
+                if r.rel_error <= ERROR_LIMIT else Severity.ERROR)
     return REPRO_ERROR_HIGH, severity, (f"relative error {r.rel_error:.3f}, SQNR "
                                         f"{r.sqnr_db:.1f} dB{own}")
 
@@ -743,6 +844,7 @@ def _summary(desc: Descriptor, profile: str, source: Source, results: list[Modul
                  f"{float(errs.max()):.4f}")
     if sq.size:
         stats += f"; SQNR median {float(np.median(sq)):.1f} dB min {float(sq.min()):.1f} dB"
+    stats += _engine_statistics(results)
     block = {
         "profile": profile,
         "profile_claimed": claimed,
@@ -756,13 +858,72 @@ def _summary(desc: Descriptor, profile: str, source: Source, results: list[Modul
         "first_mismatches": [
             {"tensor": f"{r.module}.{p}", "message": m}
             for r in results for p, m in r.first_mismatch.items()][:100],
-        "per_module": [
-            {"module": r.module, "identical": all(r.identical.values()),
-             "rel_error": json_float(r.rel_error), "sqnr_db": json_float(r.sqnr_db)}
-            for r in results],
+        "per_module": [_per_module(r) for r in results],
     }
     return Finding(REPRO_SUMMARY, f"profile {profile!r}{'' if claimed else ' (not claimed)'} "
                    f"({desc.format.value}) from {source.kind} "
                    f"source: {identical} of {tensors} tensors identical, {modules_ok} of "
                    f"{len(results)} modules reproduced ({total} quantized){stats}",
                    extra={"reproduction": block})
+
+
+def _per_module(r: ModuleResult) -> dict[str, Any]:
+    """One module's entry of the reproduction block's ``per_module``: with ``engine_decode``,
+    ``engine_rel_error`` and ``engine_sqnr_db`` where the engine decodes it otherwise than
+    the file says (:attr:`ModuleResult.engine_decode`)."""
+    out: dict[str, Any] = {"module": r.module, "identical": all(r.identical.values()),
+                           "rel_error": json_float(r.rel_error), "sqnr_db": json_float(r.sqnr_db)}
+    if r.engine_decode:
+        out.update(engine_decode=r.engine_decode,
+                   engine_rel_error=json_float(r.engine_rel_error),
+                   engine_sqnr_db=json_float(r.engine_sqnr_db))
+    return out
+
+
+def _engine_statistics(results: list[ModuleResult]) -> str:
+    """The summary's words on the modules vLLM decodes otherwise than the file says: how
+    many, and their relative error as vLLM decodes them beside the file's own; "" when
+    none."""
+    seen = [r for r in results if r.engine_decode]
+    if not seen:
+        return ""
+
+    def spread(values: list[float]) -> str:
+        finite = np.array([v for v in values if math.isfinite(v)])
+        if not finite.size:
+            return "not finite"
+        return f"median {float(np.median(finite)):.4f} max {float(finite.max()):.4f}"
+
+    return (f"; as vLLM decodes them, {len(seen)} module(s) with another module's scale "
+            f"(e.g. {seen[0].module} {seen[0].engine_decode}): relative error "
+            f"{spread([r.engine_rel_error for r in seen])} (the file's own: "
+            f"{spread([r.rel_error for r in seen])})")
+
+
+def applies(ckpt: Checkpoint, opts: Options) -> bool:
+    """Whether reproduction runs: ``--source`` is given (a claim it cannot work under is its
+    one finding, :func:`prepare`)."""
+    return opts.source is not None
+
+
+def _compared(ckpt: Checkpoint, opts: Options, claim: Claim | Finding | None) -> list[str]:
+    """The modules reproduction compares: :func:`chosen_modules`, under a claim."""
+    return chosen_modules(ckpt, opts) if isinstance(claim, Claim) else []
+
+
+def _module_reproduction(ckpt: Checkpoint, opts: Options, claim: Claim | Finding | None,
+                         module: Module) -> ModuleReproduction:
+    assert isinstance(claim, Claim)  # only the modules of _compared are checked
+    return module_reproduction(ckpt, claim, module)
+
+
+def _source_files(claim: Claim | Finding | None) -> tuple[Path, Mapping[str, str]] | None:
+    """The ``--source`` folder and the shard of each source tensor, under a claim."""
+    return (claim.source.folder, claim.source.index) if isinstance(claim, Claim) else None
+
+
+#: Reproduction as the runner and the tasks run it: per module (:func:`module_reproduction`),
+#: then :func:`run` over the outcomes.
+CHECK = CheckModule("reproduce", run, applies, PerModule(
+    "reproduction", prepare, _compared, _module_reproduction, run, _source_files),
+    usage_error=source_usage_error)

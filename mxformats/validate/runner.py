@@ -1,14 +1,15 @@
 """Run the check modules over a checkpoint and collect a :class:`Report`.
 
-The check modules are :data:`CHECK_MODULES`, in run order. Any exception a check raises
-becomes an ``INTERNAL_ERROR`` finding (:mod:`~mxformats.validate.parallel`): the validator
-never ends in a traceback. :class:`Report` lives with its renderings in
-:mod:`~mxformats.validate.report`.
+The check modules are :data:`CHECK_MODULES`, in run order: records
+(:class:`~mxformats.validate.checkmodule.CheckModule`) that the runner loops over. Any
+exception a check raises becomes an ``INTERNAL_ERROR`` finding
+(:mod:`~mxformats.validate.parallel`): the validator never ends in a traceback.
+:class:`Report` lives with its renderings in :mod:`~mxformats.validate.report`.
 
 :attr:`Report.modules_run` names only the modules whose checks really ran under the options
-(``reproduce`` needs ``--source``, ``manifest`` ``--manifest``, ``deployment`` a target or a
-parallel size, ``numbers`` a verified format at level ``scales`` or above), so a report never
-counts a check that was not run as passed.
+(each record's ``applies``: ``reproduce`` needs ``--source``, ``manifest`` ``--manifest``,
+``deployment`` a target or a parallel size, ``numbers`` a verified format at level ``scales``
+or above), so a report never counts a check that was not run as passed.
 """
 
 from __future__ import annotations
@@ -20,15 +21,15 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
-from . import coverage, deployment, files, layout, manifest, numbers, reproduce, tasks
+from . import checks, files, resume, tasks  # checks first: the order of CHECKS
+from .checkmodule import CheckModule
 from .executors import Executor, executor_for
 from .findings import Finding, Level, listed
 from .model import Checkpoint, CheckpointFormat, Options
 from .parallel import INTERNAL_ERROR, internal
-from .reader import NotAFolder, ReadFailed, open_reader
+from .readers import NotAFolder, ReadFailed, open_reader
 from .report import Report, exit_code
 
 __all__ = [
@@ -41,25 +42,10 @@ __all__ = [
     "validate",
 ]
 
-#: The check modules in run order, by name (``files`` loads; the others expose ``run``).
-CHECK_MODULES: dict[str, ModuleType] = {
-    "files": files, "coverage": coverage, "layout": layout, "numbers": numbers,
-    "reproduce": reproduce, "manifest": manifest, "deployment": deployment,
-}
 
+#: The check modules in run order (:data:`.checks.CHECK_MODULES`).
+CHECK_MODULES = checks.CHECK_MODULES
 
-def _applies(module: str, ckpt: Checkpoint, opts: Options) -> bool:
-    """Whether ``module``'s checks run under ``opts`` (each module's ``run`` returns at once
-    otherwise)."""
-    if module == "reproduce":
-        return opts.source is not None
-    if module == "manifest":
-        return opts.manifest is not None
-    if module == "deployment":
-        return opts.target is not None or opts.tp is not None or opts.ep is not None
-    if module == "numbers":
-        return ckpt.numeric and opts.at_least(Level.SCALES)
-    return True
 
 def _guarded(name: str, findings: Iterable[Finding]) -> Iterator[Finding]:
     it = iter(findings)
@@ -95,7 +81,7 @@ def _read_failures(ckpt: Checkpoint) -> Iterator[Finding]:
     more; the run lists the first few files, :func:`~.findings.listed`); reads not even
     attempted because the server had stopped answering are counted in the finding of the
     failure that stopped it."""
-    from .files import read_failed
+    from .loader import read_failed
 
     by_file: dict[str, list[ReadFailed]] = {}
     for exc in ckpt.read_failures:
@@ -144,7 +130,7 @@ class _TaskRun:
         self.errors: dict[int, str] = {}
         self.resume_problem: Finding | None = None
         if opts.resume is not None:
-            self.results, self.resume_problem = tasks.resumable(opts.resume, self.plan, ckpt)
+            self.results, self.resume_problem = resume.resumable(opts.resume, self.plan, ckpt)
 
     def run(self, executor: Executor | None, on_read: Callable[[int], None] | None) -> None:
         """Run the tasks not yet finished on ``executor`` (None: :func:`executor_for` the
@@ -178,19 +164,17 @@ class _TaskRun:
 
     def records(self) -> list[dict[str, Any]]:
         """The report's record of every finished task, in task order (``--resume`` input)."""
-        return [tasks.record(self.plan[i], self.results[i]) for i in sorted(self.results)]
+        return [resume.record(self.plan[i], self.results[i]) for i in sorted(self.results)]
 
-    def check(self, name: str, module: ModuleType) -> Iterable[Finding] | None:
-        """The findings of check module ``name``: numbers and reproduce combine the tasks'
+    def check(self, module: CheckModule) -> Iterable[Finding]:
+        """The findings of check ``module``: one with per-module work combines the tasks'
         outcomes (in task order; each combines in module order), the others run here."""
+        work = module.per_module
+        if work is None:
+            return module.run(self.ckpt, self.opts)
         ordered = [self.results[i] for i in sorted(self.results)]
-        if name == "numbers":
-            return numbers.run(self.ckpt, self.opts, [o for r in ordered for o in r.numbers])
-        if name == "reproduce":
-            return reproduce.run(self.ckpt, self.opts,
-                                 [o for r in ordered for o in r.reproduction])
-        result: Iterable[Finding] | None = module.run(self.ckpt, self.opts)
-        return result
+        return work.combine(self.ckpt, self.opts,
+                            [o for r in ordered for o in r.outcomes[work.outcomes]])
 
 
 def validate(
@@ -220,7 +204,7 @@ def validate(
     opts = replace(opts, source=None if opts.source is None else Path(opts.source).absolute(),
                    allow_symlink_root=tuple(Path(p).absolute() for p in opts.allow_symlink_root))
     try:
-        reader = open_reader(root, opts.allow_symlink_root)
+        reader = open_reader(root, opts.allow_symlink_root, opts.hub_connections)
         loaded = files.load(reader, opts)
     except NotAFolder as exc:
         report = Report(os.fspath(root), "unknown", "", fatal=str(exc), level=opts.level)
@@ -253,6 +237,10 @@ def validate(
     if reader.remote and opts.at_least(Level.FULL) and need > CONFIRM_BYTES and not opts.yes:
         report.fatal = (f"--level full reads {need:,} bytes ({need / 1e9:.1f} GB) from "
                         f"{reader.name}; pass --yes to read them")
+    else:
+        report.fatal = next((why for module in CHECK_MODULES
+                             if (why := module.usage_error(ckpt, opts)) is not None), None)
+    if report.fatal is not None:
         report.seconds = time.perf_counter() - start
         return report
     key = reader.name if reader.remote else str(ckpt.root)
@@ -262,17 +250,20 @@ def validate(
         try:
             done.run(executor, on_read)
             report.tasks = done.records()
-            for name, module in list(CHECK_MODULES.items())[1:]:
-                if _applies(name, ckpt, opts):
-                    report.modules_run.append(name)
-                if name == "numbers":
+            failures_said = False
+            for module in CHECK_MODULES[1:]:  # files: loaded above
+                if module.applies(ckpt, opts):
+                    report.modules_run.append(module.name)
+                if module.per_module is not None and not failures_said:
+                    # the tasks' failures, before the findings of the first module they serve
                     report.findings.extend(done.failures())
+                    failures_said = True
                 try:
-                    produced = done.check(name, module)
+                    produced = done.check(module)
                 except Exception as exc:
-                    report.findings.append(internal(f"check module {name}", exc))
+                    report.findings.append(internal(f"check module {module.name}", exc))
                     continue
-                report.findings.extend(_guarded(name, produced or ()))
+                report.findings.extend(_guarded(module.name, produced))
         except KeyboardInterrupt:  # in the tasks, or in a check after them (--manifest hashes)
             report.fatal = (f"interrupted: {len(done.results)} of {len(done.plan)} tasks "
                             "finished; --resume this report to run only the others")

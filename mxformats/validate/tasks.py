@@ -3,8 +3,8 @@
 A :class:`Task` names a checkpoint (a folder path or ``hf://`` location, as a string), the
 run's :class:`~mxformats.validate.model.Options`, and a group of quantized modules; the
 module-level :func:`run_task` opens the checkpoint itself (headers only, cached per process),
-runs ``numbers.module_numbers`` and
-``reproduce.module_reproduction`` on each module, one module at a
+runs the per-module work of the check modules (:data:`~mxformats.validate.checks.PER_MODULE`:
+``numbers.module_numbers`` and ``reproduce.module_reproduction``) on each module, one module at a
 time (memory per task is bounded by the largest module, not by the shard), and returns a
 picklable :class:`TaskResult`. So a task runs in this process, in a pool process, or on
 another machine (:mod:`~mxformats.validate.executors`).
@@ -17,49 +17,39 @@ tasks than workers. The plan depends only on the checkpoint and the options, nev
 number of workers or the executor: every run cuts the same tasks, which makes the report
 byte-identical across executors and lets ``--resume`` match tasks by :func:`task_key`.
 
-The report combines the outcomes in module order (``numbers.combine``,
-``reproduce.combine``), whatever order the tasks finished in.
+The report combines the outcomes in module order (each record's ``combine``: ``numbers.run``,
+``reproduce.run``), whatever order the tasks finished in.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 import hashlib
 import json
-import math
 import os
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from itertools import chain
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-import ml_dtypes
-import numpy as np
+from typing import Any
 
 from mxformats._version import __version__
-from mxformats.tensorfile import read_json
 
-from . import numbers, reproduce
-from .findings import CHECKS, MAX_LISTED, Finding, Level, Listing, Severity, declare
+from .checks import PER_MODULE
+from .findings import MAX_LISTED, Finding, Level, Listing, Severity, declare
 from .model import Checkpoint, Options
-from .reader import LocalReader, ReadFailed
+from .readers import LocalReader, ReadFailed
 
-if TYPE_CHECKING:
-    from numpy.typing import NDArray
-
-__all__ = ["RESUME_MAX_BYTES", "RESUME_UNUSABLE", "TASK_BYTES", "TASK_FAILED", "TASK_MODULES",
-           "Task", "TaskResult", "failure_findings", "plan", "record", "remembered",
-           "result_from_json", "result_to_json", "resumable", "run_task", "task_key"]
+__all__ = ["TASK_BYTES", "TASK_FAILED", "TASK_MODULES", "Task", "TaskResult", "failure_findings",
+           "plan", "remembered", "run_task", "task_key"]
 
 TASK_FAILED = declare(
-    "TASK_FAILED", Severity.ERROR, Level.STRUCTURE, "internal",
-    "A task of the numbers or reproduction checks failed: it raised, or its worker process "
-    "died (killed, out of memory) on every attempt; its modules were not checked.",
-    "Re-run (with --resume to keep the finished tasks); if it fails again, report it with the "
-    "message, and check the machine's memory against the largest module.")
+    "TASK_FAILED", severity=Severity.ERROR, level=Level.STRUCTURE, group="internal",
+    meaning="A task of the numbers or reproduction checks failed: it raised, or its worker "
+            "process died (killed, out of memory) on every attempt; its modules were not checked.",
+    fix="Re-run (with --resume to keep the finished tasks); if it fails again, report it with the "
+        "message, and check the machine's memory against the largest module.")
 
 #: A task reads at most about this many tensor bytes (one module more when a single module is
 #: larger): 64 shards of a 550 GB Kimi release give about 2,000 tasks.
@@ -84,14 +74,15 @@ class Task:
 
 @dataclass
 class TaskResult:
-    """What a task gave: per module its numbers and reproduction outcomes (each only where
-    that check runs), the tensor bytes it read (the progress bar), the reads that failed
-    (``(check, file, reason, follow_on)``, reported once per file by the runner) and its
-    wall time."""
+    """What a task gave: per module the outcome of each per-module check that runs on it
+    (``outcomes``, by :attr:`PerModule.outcomes <.checkmodule.PerModule.outcomes>`: the
+    numbers and reproduction outcomes, in module order), the tensor bytes it read (the
+    progress bar), the reads that failed (``(check, file, reason, follow_on)``, reported once
+    per file by the runner) and its wall time."""
 
     index: int
-    numbers: list[numbers.ModuleNumbers] = field(default_factory=list)
-    reproduction: list[reproduce.ModuleReproduction] = field(default_factory=list)
+    outcomes: dict[str, list[Any]] = field(default_factory=lambda: {
+        pm.outcomes: [] for pm in PER_MODULE})
     bytes_read: int = 0
     read_failures: list[tuple[str, str, str, bool]] = field(default_factory=list)
     seconds: float = 0.0
@@ -99,14 +90,20 @@ class TaskResult:
 
 @dataclass
 class _Loaded:
-    """A checkpoint as one process sees it: the loaded headers, the reproduction claim (a
-    Finding or None where reproduction does not run), the modules it compares, and the
-    stamps of its files when it was loaded."""
+    """A checkpoint as one process sees it: the loaded headers, per per-module check (by
+    its ``outcomes`` key) the state it prepared (the reproduction claim) and the modules it
+    checks under it, and the stamps of its files when it was loaded."""
 
     ckpt: Checkpoint
-    claim: reproduce.Claim | Finding | None
-    chosen: frozenset[str]
+    states: dict[str, Any]
+    checked: dict[str, frozenset[str]]
     stamp: _Stamper
+
+    def modules_checked(self, task: Task) -> list[list[str]]:
+        """The modules of ``task`` that :func:`run_task` gives outcomes for, per per-module
+        check (in :data:`~mxformats.validate.checks.PER_MODULE` order), in task order."""
+        return [[m for m in task.modules if m in self.checked[pm.outcomes]]
+                for pm in PER_MODULE]
 
 
 #: Checkpoints this process holds, by :func:`_load_key`: the run's own while it runs
@@ -139,10 +136,12 @@ def remembered(root: str, opts: Options, ckpt: Checkpoint) -> Iterator[None]:
 
 
 def _prepared(ckpt: Checkpoint, opts: Options) -> _Loaded:
-    claim = reproduce.prepare(ckpt, opts)
-    chosen = frozenset(reproduce.chosen_modules(ckpt, opts)) if isinstance(
-        claim, reproduce.Claim) else frozenset()
-    return _Loaded(ckpt, claim, chosen, _Stamper(ckpt, claim))
+    states = {pm.outcomes: pm.prepare(ckpt, opts) for pm in PER_MODULE}
+    checked = {pm.outcomes: frozenset(pm.modules(ckpt, opts, states[pm.outcomes]))
+               for pm in PER_MODULE}
+    outside = (pm.reads(states[pm.outcomes]) for pm in PER_MODULE)
+    return _Loaded(ckpt, states, checked,
+                   _Stamper(ckpt, next((r for r in outside if r is not None), None)))
 
 
 def _loaded(task: Task) -> _Loaded:
@@ -161,7 +160,9 @@ def _loaded(task: Task) -> _Loaded:
 
         while _LAST_LOADED:
             _LOADED.pop(_LAST_LOADED.pop(), None)
-        result = load(root, opts)
+        # a pool process's reader gets its share of the run's --hub-connections
+        share = max(1, opts.hub_connections // max(1, opts.workers))
+        result = load(root, replace(opts, hub_connections=share))
         if result.ckpt is None or result.fatal is not None:
             raise RuntimeError(f"cannot load {root}: {result.fatal or 'nothing readable'}")
         found = _LOADED[key] = _prepared(result.ckpt, opts)
@@ -192,14 +193,17 @@ def run_task(task: Task) -> TaskResult:
 
     previous, failures_before = ckpt.on_read, len(ckpt.read_failures)
     ckpt.on_read = count
+    ahead = chain.from_iterable(
+        pm.ahead(ckpt, opts, [m for m in task.modules if m in loaded.checked[pm.outcomes]])
+        for pm in PER_MODULE)
     try:
-        for name in task.modules:
-            module = ckpt.modules[name]
-            if numbers.applies(ckpt, opts):
-                out.numbers.append(numbers.module_numbers(ckpt, opts, module))
-            if isinstance(loaded.claim, reproduce.Claim) and name in loaded.chosen:
-                out.reproduction.append(reproduce.module_reproduction(ckpt, loaded.claim,
-                                                                      module))
+        with ckpt.reading_ahead(ahead):
+            for name in task.modules:
+                module = ckpt.modules[name]
+                for pm in PER_MODULE:
+                    if name in loaded.checked[pm.outcomes]:
+                        out.outcomes[pm.outcomes].append(
+                            pm.check(ckpt, opts, loaded.states[pm.outcomes], module))
     finally:
         ckpt.on_read = previous
         failed = ckpt.read_failures[failures_before:]
@@ -217,17 +221,15 @@ def read_failures(result: TaskResult) -> Iterator[ReadFailed]:
 
 
 def plan(root: str, ckpt: Checkpoint, opts: Options) -> list[Task]:
-    """The tasks of a run: the modules the numbers checks or ``--source`` look at, grouped by
-    the shard holding their weight (shards in the checkpoint's order), sorted by offset
-    within it, cut at :data:`TASK_BYTES` / :data:`TASK_MODULES`. Empty when neither runs."""
+    """The tasks of a run: the modules the per-module checks look at (the numbers checks,
+    ``--source``), grouped by the shard holding their weight (shards in the checkpoint's
+    order), sorted by offset within it, cut at :data:`TASK_BYTES` / :data:`TASK_MODULES`.
+    Empty when none runs."""
     loaded = _entry(root, ckpt, opts)
     desc = ckpt.descriptor
     if desc is None:
         return []
-    if numbers.applies(ckpt, opts):
-        names = [m.name for m in numbers.quantized_modules(ckpt)]
-    else:
-        names = sorted(loaded.chosen)
+    names = sorted(frozenset().union(*loaded.checked.values()))
     by_file: dict[str, list[tuple[int, str, int]]] = {}
     for name in names:
         module = ckpt.modules[name]
@@ -274,26 +276,28 @@ def _files_stamp(folder: Path, names: Iterable[str]) -> list[list[Any]]:
 class _Stamper:
     """The stamp of a task's files: sha256 of :func:`_files_stamp` of the checkpoint's
     ``config.json`` (it decides the format descriptor) and the shards holding the task's
-    modules' tensors, and with ``--source`` of the source's ``config.json`` and the source
+    modules' tensors, and with ``--source`` (``outside``: the folder a per-module check
+    reads, :attr:`.checkmodule.PerModule.reads`) of the source's ``config.json`` and the source
     shards the task's modules can read (:func:`_source_family`): as they were when the
     stamper was made (once per loaded checkpoint; :meth:`__call__`), or as they are now
     (:meth:`now`: a few ``stat`` calls per task, not one per source shard, which on a
     network file system is what a run of thousands of tasks would wait on). A Hub
     checkpoint is pinned to a commit, so only a local folder's files are stamped."""
 
-    def __init__(self, ckpt: Checkpoint, claim: reproduce.Claim | Finding | None) -> None:
+    def __init__(self, ckpt: Checkpoint,
+                 outside: tuple[Path, Mapping[str, str]] | None) -> None:
         self.ckpt = ckpt
         self.local = ckpt.reader is None or isinstance(ckpt.reader, LocalReader)
         self.source_folder: Path | None = None
         self.source_shards: dict[str, set[str]] = {}  # family -> its source shards
         self.source: dict[str, list[Any]] = {}
-        if isinstance(claim, reproduce.Claim):
-            self.source_folder = claim.source.folder
-            for tensor, shard in claim.source.index.items():
+        if outside is not None:
+            self.source_folder, index = outside
+            for tensor, shard in index.items():
                 family = _source_family(tensor.rpartition(".")[0])
                 self.source_shards.setdefault(family, set()).add(shard)
             self.source = {row[0]: row for row in _files_stamp(
-                self.source_folder, ["config.json", *claim.source.index.values()])}
+                self.source_folder, ["config.json", *index.values()])}
         self.config = _files_stamp(ckpt.root, ["config.json"]) if self.local else []
         self.shards = {row[0]: row for row in _files_stamp(ckpt.root, ckpt.shards)} \
             if self.local else {}
@@ -362,252 +366,3 @@ def failure_findings(tasks: Sequence[Task], errors: dict[int, str]) -> Iterator[
         yield from listed.add(Finding(TASK_FAILED, f"task {index} ({modules[0]}{more}): {error}",
                                       tensor=modules[0]))
     yield from listed.rest()
-
-
-# -- results as JSON (the report's task records, --resume) ----------------------------------------
-
-#: ``--resume`` reads a report of at most this many bytes (a Kimi-size run writes tens of MB).
-RESUME_MAX_BYTES = 512 << 20
-#: An array in a task record holds at most this many elements (the arrays a task returns are
-#: scale tensors of at most ``numbers.SMALL_ELEMENTS`` elements and 16-bin histograms).
-MAX_ARRAY_ELEMENTS = 1 << 16
-
-#: The finding quotes this much of the first malformed record's problem (it may repeat a
-#: value of any size from the file).
-PROBLEM_CHARS = 200
-
-RESUME_UNUSABLE = declare(
-    "RESUME_UNUSABLE", Severity.WARNING, Level.STRUCTURE, "internal",
-    "--resume named a report this run cannot reuse (unreadable, not a JSON report, a "
-    "malformed task record, or tasks of another checkpoint, version or options): the tasks it "
-    "does not supply ran again.",
-    "Pass the JSON report (-o) of an interrupted run of the same checkpoint and options.")
-
-
-def _array_to_json(a: NDArray[Any]) -> dict[str, Any]:
-    a = np.ascontiguousarray(a)
-    return {"dtype": a.dtype.name, "shape": list(a.shape),
-            "data": base64.b64encode(a.tobytes()).decode("ascii")}
-
-
-def _dtype(name: object) -> np.dtype[Any]:
-    """A numeric numpy or ml_dtypes dtype by name; ValueError for anything else (an object
-    dtype would let a record build arbitrary Python objects)."""
-    if not isinstance(name, str):
-        raise ValueError(f"dtype {name!r} is not a name")
-    found = getattr(ml_dtypes, name, None)
-    dtype = np.dtype(found) if found is not None else np.dtype(name)
-    if dtype.kind not in "biufV" or dtype.hasobject or dtype.fields is not None:
-        raise ValueError(f"dtype {name!r} is not numeric")
-    return dtype
-
-
-def _array_from_json(data: object) -> NDArray[Any]:
-    if not isinstance(data, dict):
-        raise ValueError("an array record is not an object")
-    dtype = _dtype(data.get("dtype"))
-    shape = data.get("shape")
-    if not isinstance(shape, list) or not all(isinstance(n, int) and n >= 0 for n in shape):
-        raise ValueError(f"array shape {shape!r} is not a list of sizes")
-    count = math.prod(shape)
-    if count > MAX_ARRAY_ELEMENTS:
-        raise ValueError(f"array of {count} elements, over {MAX_ARRAY_ELEMENTS}")
-    raw = base64.b64decode(str(data.get("data", "")), validate=True)
-    if len(raw) != count * dtype.itemsize:
-        raise ValueError(f"array data of {len(raw)} bytes for {count} {dtype.name}")
-    return np.frombuffer(raw, dtype=dtype).reshape(shape)
-
-
-def _histogram_from_json(data: object) -> NDArray[Any]:
-    """A code histogram: 16 non-negative int64 counts, as ``numbers`` adds them up (another
-    shape would broadcast into the sum, another dtype turn it to float)."""
-    counts = _array_from_json(data)
-    if counts.dtype != np.int64 or counts.shape != (16,) or bool((counts < 0).any()):
-        raise ValueError(f"a histogram of {counts.dtype.name} {list(counts.shape)}, not 16 "
-                         "counts")
-    return counts
-
-
-def _finding_to_json(f: Finding) -> dict[str, Any]:
-    return {"check": f.check.id, "message": f.message, "file": f.file, "tensor": f.tensor,
-            "offset": f.offset, "severity": None if f.severity is None else f.severity.value,
-            "extra": f.extra}
-
-
-def _finding_from_json(data: object) -> Finding:
-    if not isinstance(data, dict) or data.get("check") not in CHECKS:
-        raise ValueError("a finding record names no catalogued check")
-    severity = data.get("severity")
-    offset = data.get("offset")
-    extra = data.get("extra") or {}
-    if not (isinstance(offset, int) or offset is None) or not isinstance(extra, dict):
-        raise ValueError("a finding record's offset or extra is malformed")
-    return Finding(CHECKS[data["check"]], _text(data.get("message")), _optional(data.get("file")),
-                   _optional(data.get("tensor")), offset,
-                   None if severity is None else Severity(severity), extra)
-
-
-def _text(value: object) -> str:
-    if not isinstance(value, str):
-        raise ValueError(f"{value!r} is not a string")
-    return value
-
-
-def _optional(value: object) -> str | None:
-    return None if value is None else _text(value)
-
-
-def _number(value: object) -> float:
-    """A number of a record: a JSON number, or the string of a NaN or an infinity
-    (:data:`reproduce.NONFINITE_JSON`, as :func:`reproduce.json_float` writes them)."""
-    if isinstance(value, str) and value in reproduce.NONFINITE_JSON:
-        return reproduce.NONFINITE_JSON[value]
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValueError(f"{value!r} is not a number")
-    try:
-        return float(value)
-    except OverflowError:  # a JSON integer of up to 4,300 digits parses
-        raise ValueError(f"{value!r:.40} is too large for a float") from None
-
-
-def _numbers_to_json(o: numbers.ModuleNumbers) -> dict[str, Any]:
-    return {"module": o.module, "findings": [_finding_to_json(f) for f in o.findings],
-            "small": None if o.small is None else {
-                p: _array_to_json(a) for p, a in o.small.items()},
-            "hist": {k: _array_to_json(a) for k, a in o.hist.items()},
-            "zero_blocks": o.zero_blocks,
-            "expert": None if o.expert is None else [o.expert[0].hex(),
-                                                     reproduce.json_float(o.expert[1]),
-                                                     o.expert[2]]}
-
-
-def _numbers_from_json(data: dict[str, Any]) -> numbers.ModuleNumbers:
-    small, expert = data.get("small"), data.get("expert")
-    zero_blocks = data.get("zero_blocks") or {}
-    if not isinstance(zero_blocks, dict) or not all(
-            isinstance(n, int) for n in zero_blocks.values()):
-        raise ValueError("zero_blocks is not a table of counts")
-    if expert is not None and not (isinstance(expert, list) and len(expert) == 3
-                                   and isinstance(expert[2], bool)):
-        raise ValueError("expert is not [checksum, rms, all zero]")
-    return numbers.ModuleNumbers(
-        _text(data.get("module")), [_finding_from_json(f) for f in data.get("findings", [])],
-        None if small is None else {_text(p): _array_from_json(a) for p, a in small.items()},
-        {_text(k): _histogram_from_json(a) for k, a in (data.get("hist") or {}).items()},
-        {_text(k): n for k, n in zero_blocks.items()},
-        None if expert is None else (bytes.fromhex(_text(expert[0])), _number(expert[1]),
-                                     expert[2]))
-
-
-def _reproduction_to_json(o: reproduce.ModuleReproduction) -> dict[str, Any]:
-    r = o.result
-    return {"module": o.module, "findings": [_finding_to_json(f) for f in o.findings],
-            "result": None if r is None else {
-                "module": r.module, "identical": r.identical,
-                "first_mismatch": r.first_mismatch,
-                "rel_error": reproduce.json_float(r.rel_error),
-                "sqnr_db": reproduce.json_float(r.sqnr_db),
-                "correlation": reproduce.json_float(r.correlation)},
-            "missing": None if o.missing is None else _finding_to_json(o.missing),
-            "unprofiled": o.unprofiled, "unrecognised": o.unrecognised}
-
-
-def _reproduction_from_json(data: dict[str, Any]) -> reproduce.ModuleReproduction:
-    r, missing = data.get("result"), data.get("missing")
-    result = None
-    if r is not None:
-        identical, first = r.get("identical"), r.get("first_mismatch")
-        if not isinstance(identical, dict) or not all(
-                isinstance(v, bool) for v in identical.values()) or not isinstance(first, dict):
-            raise ValueError("a reproduction result is malformed")
-        result = reproduce.ModuleResult(
-            _text(r.get("module")), {_text(k): v for k, v in identical.items()},
-            {_text(k): _text(v) for k, v in first.items()}, _number(r.get("rel_error")),
-            _number(r.get("sqnr_db")), _number(r.get("correlation")))
-    return reproduce.ModuleReproduction(
-        _text(data.get("module")), [_finding_from_json(f) for f in data.get("findings", [])],
-        result, None if missing is None else _finding_from_json(missing),
-        _optional(data.get("unprofiled")), _optional(data.get("unrecognised")))
-
-
-def result_to_json(result: TaskResult) -> dict[str, Any]:
-    """``result`` as JSON data (no pickle: a report is untrusted input to ``--resume``);
-    arrays as dtype, shape and base64 bytes."""
-    return {"numbers": [_numbers_to_json(o) for o in result.numbers],
-            "reproduction": [_reproduction_to_json(o) for o in result.reproduction],
-            "bytes_read": result.bytes_read,
-            "read_failures": [list(f) for f in result.read_failures]}
-
-
-def result_from_json(data: object, index: int) -> TaskResult:
-    """The :class:`TaskResult` of task ``index`` that :func:`result_to_json` wrote.
-    ValueError (or KeyError, TypeError) for anything else: only numbers, strings, numeric
-    arrays and catalogued checks are built, never code."""
-    if not isinstance(data, dict):
-        raise ValueError("a task result is not an object")
-    failures = []
-    for f in data.get("read_failures", []):
-        if not (isinstance(f, list) and len(f) == 4 and isinstance(f[3], bool)):
-            raise ValueError("a read failure record is malformed")
-        failures.append((_text(f[0]), _text(f[1]), _text(f[2]), f[3]))
-    bytes_read = data.get("bytes_read", 0)
-    if not isinstance(bytes_read, int):
-        raise ValueError("bytes_read is not an integer")
-    return TaskResult(index, [_numbers_from_json(o) for o in data.get("numbers", [])],
-                      [_reproduction_from_json(o) for o in data.get("reproduction", [])],
-                      bytes_read, failures)
-
-
-def record(task: Task, result: TaskResult) -> dict[str, Any]:
-    """The report's record of a finished task: its :func:`task_key`, index, module count and
-    wall time (the one field that differs between runs), and its result."""
-    return {"key": task_key(task), "index": task.index, "modules": len(task.modules),
-            "seconds": round(result.seconds, 3), "result": result_to_json(result)}
-
-
-def _modules_checked(loaded: _Loaded, task: Task) -> tuple[list[str], list[str]]:
-    """The modules :func:`run_task` gives numbers and reproduction outcomes for, in order."""
-    counted = list(task.modules) if numbers.applies(loaded.ckpt, task.options) else []
-    compared = [m for m in task.modules if m in loaded.chosen] if isinstance(
-        loaded.claim, reproduce.Claim) else []
-    return counted, compared
-
-
-def resumable(path: Path, plan: Sequence[Task],
-              ckpt: Checkpoint) -> tuple[dict[int, TaskResult], Finding | None]:
-    """The results in the report at ``path`` of the tasks of ``plan`` (by index), matched by
-    :func:`task_key` and holding the outcomes of exactly the modules the task checks (a
-    record short of some would leave them unchecked), and a RESUME_UNUSABLE warning when the
-    file cannot be used or supplies none of them. Never raises for the file's sake."""
-    try:
-        data = read_json(path, RESUME_MAX_BYTES)
-        records = data.get("tasks") if isinstance(data, dict) else None
-        if not isinstance(records, list):
-            raise ValueError("not a JSON report of mxformats validate with task records")
-    except (OSError, ValueError, RecursionError) as exc:
-        return {}, Finding(RESUME_UNUSABLE, f"--resume {path}: {exc}")
-    by_key = {task_key(t): t for t in plan}
-    loaded = _entry(plan[0].root, ckpt, plan[0].options) if plan else None
-    found: dict[int, TaskResult] = {}
-    bad, problem = 0, ""
-    for rec in records:
-        task = by_key.get(str(rec.get("key"))) if isinstance(rec, dict) else None
-        if task is None or loaded is None:
-            continue
-        try:
-            result = result_from_json(rec.get("result"), task.index)
-            if ([o.module for o in result.numbers],
-                    [o.module for o in result.reproduction]) != _modules_checked(loaded, task):
-                raise ValueError(f"task {task.index}'s record is not of its modules")
-            found[task.index] = result
-        except (ValueError, KeyError, TypeError, AttributeError, binascii.Error) as exc:
-            bad += 1
-            problem = problem or f"{type(exc).__name__}: {exc}"[:PROBLEM_CHARS]
-    if bad:
-        return found, Finding(RESUME_UNUSABLE, f"--resume {path}: {bad} task record(s) "
-                              f"malformed and run again (first: {problem})")
-    if records and not found:
-        return found, Finding(RESUME_UNUSABLE, f"--resume {path}: none of its {len(records)} "
-                              "task records is of this run (another checkpoint, version or "
-                              "options, or its files changed since)")
-    return found, None

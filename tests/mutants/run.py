@@ -253,17 +253,19 @@ def _git_apply(copy: Path, patch: Path, check: bool) -> str | None:
 
 
 def follow_moves(copy: Path, patch_text: str, moves: dict[str, list[str]]) -> str:
-    """``patch_text`` with each file whose path no longer exists in ``copy`` re-targeted to
-    the first file it moved to (:func:`move_targets`) where that file's hunks apply. A
-    section that applies nowhere is left as it was, so ``git apply`` names it."""
+    """``patch_text`` with each file that moved re-targeted to the first file it moved to
+    (:func:`move_targets`) where that file's hunks apply: a file that still exists (the part
+    of a split that kept the old path) is tried first, so a patch whose hunks still apply
+    there is left as it was. A section that applies nowhere is left as it was, so ``git
+    apply`` names it."""
     header, sections = _file_sections(patch_text)
     out = [header]
     for path, text in sections:
-        if (copy / path).is_file() or path not in moves:
+        if path not in moves:
             out.append(text)
             continue
         for target in move_targets(path, moves, copy):
-            candidate = _retarget(text, path, target)
+            candidate = text if target == path else _retarget(text, path, target)
             probe = scratch_path(copy, ".patch")
             probe.write_text(candidate, encoding="utf-8")
             if _git_apply(copy, probe, check=True) is None:

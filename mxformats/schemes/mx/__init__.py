@@ -30,6 +30,7 @@ import numpy as np
 from mxformats.arith import FLOAT_DTYPES, as_array, check_axis, round_to
 from mxformats.containers import containers
 from mxformats.formats import E2M1, E8M0, Format, get_format
+from mxformats.packing import integer_codes, pack_fp4, unpack_fp4
 from mxformats.pairing import consumer_for
 from mxformats.registry import ProfileInfo, register
 from mxformats.schemes.mx.consumers import CONSUMERS, Consumer, decode_blocks, get_consumer
@@ -250,8 +251,8 @@ def dequantize_mx(
     fmt = check_elem(elem, consumer.elements, f"consumer profile {profile!r}")
     out = np.dtype(dtype)
     own = consumer_dtype(consumer, out)
-    c = _integer_array(codes, "codes")
-    s = _integer_array(scales, "scales")
+    c = integer_codes(codes, "codes")
+    s = integer_codes(scales, "scales")
     ax = check_axis(c.ndim, axis)
     if fmt is E2M1:
         c = unpack_fp4(c, axis=ax)
@@ -269,49 +270,6 @@ def dequantize_mx(
     values = fmt.values[c.astype(np.int64)]
     result = decode_blocks(consumer, values, byte, own)
     return result if own == out else result.astype(out)
-
-
-def _integer_array(a: ArrayLike, what: str) -> NDArray[np.integer]:
-    arr = np.asarray(a)
-    if arr.dtype.kind not in "iu":
-        raise TypeError(f"{what} must be integers (uint8), got {arr.dtype}")
-    if arr.size and int(arr.min()) < 0:
-        raise ValueError(f"{what} must be non-negative")
-    return arr
-
-
-# -- packing --------------------------------------------------------------------------------
-
-
-@containers()
-def pack_fp4(codes: ArrayLike, axis: int = -1) -> NDArray[np.uint8]:
-    """Pack 4-bit codes two per byte along ``axis``, element 2k in the low nibble.
-
-    The layout of torch ``float4_e2m1fn_x2``, torchao, triton_kernels, Quark ``Pack_fp4`` and
-    compressed-tensors (sources.md §3.2-§3.8; vector 47: codes [1, 2] pack to 0x21).
-    """
-    c = _integer_array(codes, "codes")
-    if c.size and int(c.max()) > 0xF:
-        raise ValueError(f"fp4 codes are 4-bit (0..15); got {int(c.max())}")
-    ax = check_axis(c.ndim, axis)
-    if c.shape[ax] % 2:
-        raise ValueError(f"pack_fp4 needs an even length along axis {ax}, got {c.shape[ax]}")
-    moved = np.moveaxis(c.astype(np.uint8), ax, -1)
-    packed = moved[..., 0::2] | (moved[..., 1::2] << 4)
-    return np.ascontiguousarray(np.moveaxis(packed, -1, ax))
-
-
-@containers(codes={"packed": E2M1})
-def unpack_fp4(packed: ArrayLike, axis: int = -1) -> NDArray[np.uint8]:
-    """Inverse of :func:`pack_fp4`: each byte gives its low nibble, then its high nibble."""
-    p = _integer_array(packed, "packed codes")
-    if p.size and int(p.max()) > 0xFF:
-        raise ValueError("packed fp4 codes are bytes (0..255)")
-    ax = check_axis(p.ndim, axis)
-    moved = np.moveaxis(p.astype(np.uint8), ax, -1)
-    pairs = np.stack([moved & 0xF, moved >> 4], axis=-1)
-    unpacked = pairs.reshape(*moved.shape[:-1], 2 * moved.shape[-1])
-    return np.ascontiguousarray(np.moveaxis(unpacked, -1, ax))
 
 
 # -- registry -------------------------------------------------------------------------------

@@ -86,6 +86,12 @@ def log2f(v: NDArray[np.float64]) -> NDArray[np.float64]:
     the correctly rounded value on every float32 within 200 ulps of a power of two and on 2e6
     random float32 (checked in tests/test_mx_producers.py). A value just below 2**k rounds up to
     k for |k| >= 4: microxcaling's FLOOR and torchao's RCEIL inherit that.
+
+    numpy's float64 ``log2`` is CPU-specific in its last bit (its SIMD paths, issue 26 §6),
+    but rounded to float32 it gave the same bits for every positive finite float32 (2**31 -
+    2**23 inputs) at each of numpy 2.4.6's X86_V2 (baseline), X86_V3, X86_V4, AVX512_ICL and
+    AVX512_SPR levels (NPY_DISABLE_CPU_FEATURES on one host); ``.ci/dispatch.py`` runs the
+    spec at every level of the CI host.
     """
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.log2(v).astype(np.float32).astype(np.float64)

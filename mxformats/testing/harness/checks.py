@@ -54,6 +54,11 @@ from mxformats.testing.harness.sources import (
     load_vectors,
 )
 
+__all__ = [
+    "NO_HYPOTHESIS", "check_dequantizer", "check_int4_quantizer", "check_quantizer",
+    "load_function"
+]
+
 
 def _qualname(fn: Callable[..., Any]) -> str:
     if isinstance(fn, functools.partial):

@@ -15,6 +15,17 @@ from mxformats.formats import get_format
 if TYPE_CHECKING:
     from numpy.typing import NDArray
 
+__all__ = [
+    "DEQUANT_SOURCES",
+    "SOURCES",
+    "BlockResult",
+    "CheckError",
+    "CheckReport",
+    "Mismatch",
+    "SourceRun",
+    "hex_value"
+]
+
 
 Kind = Literal["quantizer", "dequantizer", "int4-quantizer"]
 

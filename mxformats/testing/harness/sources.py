@@ -21,6 +21,8 @@ from mxformats.testing.cases import (
 if TYPE_CHECKING:
     from numpy.typing import NDArray
 
+__all__ = ["find_vectors", "load_vectors"]
+
 
 def _isnan(a: NDArray[Any]) -> NDArray[np.bool_]:
     with np.errstate(invalid="ignore"):

@@ -20,7 +20,9 @@ from typing import TYPE_CHECKING, Any
 
 from mxformats.pairing import default_consumer
 
-from ..model import CheckpointFormat, CodeStats, ExcludeMatcher, literal_alternation
+from ..excludes import ExcludeMatcher, literal_alternation
+from ..model import CheckpointFormat, CodeStats
+from ..targets import TARGETS
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
@@ -160,6 +162,12 @@ class Descriptor:
     missing_hint: Mapping[str, str] = {}
     #: why a BF16 Linear the exclude list misses does not load (NOT_EXCLUDED_UNQUANTIZED)
     bf16_linear_why = "vLLM builds it quantized and its BF16 weight raises KeyError"
+    #: what the loader does with a checkpoint that declares this format but stores every
+    #: module BF16, where the format judges a BF16 Linear by its own tensors
+    #: (:attr:`needs_exclude_entries` False) yet the loader builds the Linears the list leaves
+    #: quantized and decodes them wrong: NOTHING_QUANTIZED is then an error saying so; None
+    #: where it stays a warning
+    all_bf16_why: str | None = None
 
     # -- detection and config ---------------------------------------------------------------
 
@@ -186,6 +194,11 @@ class Descriptor:
         """Config values the loader rejects or mis-reads (one message each)."""
         return []
 
+    def config_warnings(self, ckpt: Checkpoint) -> list[str]:
+        """Config values the loader accepts but mxformats cannot verify (one message each;
+        the layout check reports each as a CONFIG_QUANT warning)."""
+        return []
+
     def config_findings(self, ckpt: Checkpoint) -> Iterator[Finding]:
         """Format-specific config findings beyond CONFIG_QUANT."""
         return iter(())
@@ -205,9 +218,10 @@ class Descriptor:
         """The tensors of a quantized Linear ``[out, inp]``."""
         return {}
 
-    def unusual_dtype(self, param: str, dtype: str) -> bool:
-        """Whether an accepted but non-first dtype of ``param`` deserves QUANT_DTYPE_UNUSUAL."""
-        return False
+    def dtype_note(self, param: str, dtype: str) -> str | None:
+        """Why an accepted but non-first ``dtype`` of ``param`` deserves QUANT_DTYPE_UNUSUAL,
+        in words (None: it loads as the first does and needs no note)."""
+        return None
 
     def quantized(self, module: Module) -> bool:
         """Whether ``module`` carries this format's weight and scales (numeric checks run)."""
@@ -233,16 +247,41 @@ class Descriptor:
         name -> the scale arrays read)."""
         return iter(())
 
+    def engine_arrays(self, ckpt: Checkpoint, module: str, arrays: dict[str, NDArray[Any]]
+                      ) -> tuple[dict[str, NDArray[Any]], str] | None:
+        """Module ``module``'s ``arrays`` as the serving engine decodes them where that is not
+        as the file says (NVFP4: a fused partner's global scale), with what the engine does
+        in words; None where it decodes the file's own. ``--source`` reports that decode's
+        error beside the file's."""
+        return None
+
+    def block_scales(self, arrays: dict[str, NDArray[Any]]) -> tuple[NDArray[Any], float] | None:
+        """What bounds the module's decoded weight, from its scales alone (``arrays``: the
+        :attr:`scale_params` read at level ``scales``): ``(scales, factor)``, one scale per
+        block (group, row or tile) in a dtype that decodes to its value as the loader reads it
+        (E8M0 bytes as ``float8_e8m0fnu``), and the factor the loader multiplies every one by
+        times the element format's largest magnitude, so that ``|scale| × factor`` is the
+        largest magnitude the block decodes to. None where the format has no scales or a
+        per-tensor scale is missing (the layout checks report it)."""
+        return None
+
     # -- deployment -------------------------------------------------------------------------
 
     #: the multiple a tensor-parallel partition of a quantized dimension must be (the group,
     #: block or packing the kernels need); None: no constraint beyond divisibility
     tp_multiple: int | None = None
 
+    def part_multiple(self, experts: bool) -> int | None:
+        """The multiple a tensor-parallel partition of a quantized routed or shared expert's
+        (``experts``) or dense MLP's dimension stored in this format must be
+        (:attr:`tp_multiple`, unless the experts' kernels need more)."""
+        return self.tp_multiple
+
     def tp_multiples(self, ckpt: Checkpoint | None) -> tuple[int | None, int | None]:
         """``(routed and shared experts, dense MLP)``: the multiple a tensor-parallel partition
-        of each must be (:attr:`tp_multiple` for both, except in a mixed-precision format)."""
-        return self.tp_multiple, self.tp_multiple
+        of each must be (:meth:`part_multiple`; a mixed-precision format's from its
+        members)."""
+        return self.part_multiple(True), self.part_multiple(False)
 
     #: each engine's kernel paths, in the order the engine tries them (preflight's data)
     engine_paths: tuple[EnginePath, ...] = ()
@@ -305,6 +344,12 @@ class Descriptor:
         profile's bytes are claimed)."""
         return ""
 
+    def for_arrays(self, arrays: dict[str, NDArray[Any]]) -> Descriptor:
+        """The variant of this format whose producer profile one module's stored ``arrays``
+        (:meth:`reproduce_params`) show where the config names none: itself unless a format
+        recognises one (DeepSeek FP8 block: UE8M0 scales without ``scale_fmt``)."""
+        return self
+
     def produce_module(self, module: str, w: NDArray[Any],
                        sibling: Callable[[str], NDArray[Any] | None]) -> dict[str, NDArray[Any]]:
         """The tensors the producer writes for ``module`` from source weight ``w``;
@@ -362,7 +407,7 @@ class MixedDescriptor(Descriptor):
         return [found[k] for k in sorted(found)]
 
     def tp_multiples(self, ckpt: Checkpoint | None) -> tuple[int | None, int | None]:
-        """Per part, the least common multiple of the members' :attr:`tp_multiple` over the
+        """Per part, the least common multiple of the members' :meth:`part_multiple` over the
         quantized modules of that part: each member's loader checks its own layers' partitions
         (e.g. INT4 g32 experts beside NVFP4 g16 ones need moe_intermediate/TP % 32 == 0)."""
         if ckpt is None:
@@ -370,10 +415,11 @@ class MixedDescriptor(Descriptor):
         experts: set[int] = set()
         dense: set[int] = set()
         for name, module in ckpt.modules.items():
-            multiple = self.for_module(ckpt, name).tp_multiple if module.quantized else None
+            expert = ".experts." in name or ".shared_experts." in name
+            multiple = self.for_module(ckpt, name).part_multiple(expert) \
+                if module.quantized else None
             if multiple is not None and ".mlp." in name:
-                (experts if ".experts." in name or ".shared_experts." in name else dense).add(
-                    multiple)
+                (experts if expert else dense).add(multiple)
         return (math.lcm(*experts) if experts else None), (math.lcm(*dense) if dense else None)
 
     def member_path(self, ckpt: Checkpoint, member: Descriptor, engine: str, vendor: str,
@@ -383,8 +429,6 @@ class MixedDescriptor(Descriptor):
         return member.path_taken(ckpt, engine, vendor, arch)
 
     def paths_for(self, ckpt: Checkpoint) -> tuple[EnginePath, ...]:
-        from ..deployment import TARGETS  # deployment imports the descriptors
-
         members = self.members(ckpt)
         engines = sorted({p.engine for m in members for p in m.engine_paths})
         out = []

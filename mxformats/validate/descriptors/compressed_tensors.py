@@ -55,6 +55,11 @@ class CompressedTensorsDescriptor(Descriptor):
     def matches_scheme(self, weights: Mapping[str, Any]) -> bool:
         raise NotImplementedError
 
+    def for_scheme(self, weights: Mapping[str, Any]) -> CompressedTensorsDescriptor:
+        """The descriptor that checks a config group whose ``weights`` :meth:`matches_scheme`:
+        this one, or its variant for what the scheme declares (the INT4 group size)."""
+        return self
+
     def detect(self, configs: Configs) -> str | None:
         schemes = weight_schemes(configs)
         if schemes and all(self.matches_scheme(w) for _, w in schemes):

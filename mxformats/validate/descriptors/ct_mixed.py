@@ -34,10 +34,11 @@ _CLASSES = ("Linear",)
 
 
 def member_for(weights: Any) -> CompressedTensorsDescriptor | None:
-    """The descriptor whose scheme a group's ``weights`` are."""
+    """The descriptor whose scheme a group's ``weights`` are (its variant for them,
+    :meth:`~.compressed_tensors.CompressedTensorsDescriptor.for_scheme`)."""
     if not isinstance(weights, Mapping):
         return None
-    return next((m for m in MEMBERS if m.matches_scheme(weights)), None)
+    return next((m.for_scheme(weights) for m in MEMBERS if m.matches_scheme(weights)), None)
 
 
 def _regex(target: str, module: str) -> bool:
@@ -64,7 +65,7 @@ class CompressedTensorsMixed(MixedDescriptor, CompressedTensorsDescriptor):
 
     def detect(self, configs: Configs) -> str | None:
         found = [member_for(w) for _, w in weight_schemes(configs)]
-        if len(found) < 2 or None in found or len(set(map(id, found))) < 2:
+        if len(found) < 2 or None in found or len({m.format for m in found if m}) < 2:
             return None
         names = sorted({m.format.value for m in found if m is not None})
         return f"{self.detail}: {', '.join(names)}"

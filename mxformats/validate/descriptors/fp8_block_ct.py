@@ -39,6 +39,12 @@ class CompressedTensorsFP8Block(FP8BlockDescriptor, CompressedTensorsDescriptor)
     scale_name = "weight_scale"
     scale_params = ("weight_scale",)
     scale_dtype = "BF16"
+    #: vLLM CompressedTensorsW8A8Fp8.create_weights: create_fp8_scale_parameter(
+    #: STRATEGY_TO_PARAMETER_TYPE["block"]), float32; the MoE method's w13/w2_weight_scale
+    #: float32 too: F32 (and F16) scales load as BF16 ones do
+    loader_scale_dtype = "F32"
+    loader_scale_source = (_VLLM + "; create_weights: create_fp8_scale_parameter (float32), "
+                           "loaded with BasevLLMParameter's Tensor.copy_")
     storage = ("float-quantized",)
     profile = "compressed-tensors"
     weight_requirements = (("block_structure", [128, 128]), ("symmetric", True),

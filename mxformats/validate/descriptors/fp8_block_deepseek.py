@@ -15,15 +15,17 @@ FP8 bytes of a weight whose ``_scale_inv`` it cannot find. Reproduced by
 from __future__ import annotations
 
 from types import MappingProxyType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from mxformats.schemes.fp8_block import get_profile
+from mxformats.schemes.fp8_block import get_producer
 
 from ..model import CheckpointFormat
 from .base import Configs, EnginePath
-from .fp8_block import FP8BlockDescriptor
+from .fp8_block import FP8BlockDescriptor, all_pow2
 
 if TYPE_CHECKING:
+    from numpy.typing import NDArray
+
     from ..model import Checkpoint
 
 #: vLLM Fp8LinearMethod / Fp8MoEMethod (block quantization; e4m3fnuz on gfx942)
@@ -42,6 +44,13 @@ class DeepSeekFP8Block(FP8BlockDescriptor):
     scale_name = "weight_scale_inv"
     scale_params = ("weight_scale_inv",)
     scale_dtype = "F32"
+    #: vLLM Fp8LinearMethod.create_weights registers weight_scale_inv from
+    #: create_fp8_scale_parameter (float32), Fp8MoEMethod.create_weights w13/w2_weight_scale_inv
+    #: float32: BF16 (and F16) scales load, cast by the weight_loader's Tensor.copy_
+    loader_scale_dtype = "F32"
+    loader_scale_source = (_VLLM_FP8 + " and " + _SGLANG_FP8 + " (Fp8LinearMethod."
+                           "create_weights, Fp8MoEMethod.create_weights: float32 "
+                           "weight_scale_inv)")
     #: a BF16 Linear here is judged by its own tensors, not the (usually absent) list: the
     #: official releases carry no modules_to_not_convert
     needs_exclude_entries = False
@@ -54,7 +63,22 @@ class DeepSeekFP8Block(FP8BlockDescriptor):
         EnginePath("sglang", "native", "FP8 block on {target}: block-scaled FP8 GEMM and MoE "
                    "(DeepGEMM / Triton on CUDA, AITER on ROCm)", _SGLANG_FP8),
     )
-    amax_floor = get_profile("deepseek").amax_floor
+    #: vLLM Fp8Config.from_config marks the checkpoint fp8-serialized ("fp8" in
+    #: quant_method); Fp8LinearMethod.create_weights then builds each Linear's weight
+    #: float8_e4m3fn and its weight_scale_inv float32 filled with float32's minimum
+    #: (create_fp8_scale_parameter), Fp8MoEMethod.create_weights the experts' scales as ones.
+    #: The weight_loader's copy_ casts each BF16 weight to FP8 unscaled, no weight_scale_inv
+    #: is loaded, and DefaultModelLoader.load_weights leaves out its "weights were not
+    #: initialized from checkpoint" check for quantized models (vllm/model_executor/
+    #: model_loader/default_loader.py): the checkpoint loads and every Linear decodes wrong
+    all_bf16_why = (
+        "vLLM's Fp8Config builds every Linear the list leaves with an FP8 weight and a "
+        "float32 weight_scale_inv filled with -3.4e38 (Fp8LinearMethod.create_weights, "
+        "create_fp8_scale_parameter), casts the BF16 weights into it unscaled and, for a "
+        "quantized model, skips its check for weights the checkpoint lacks "
+        "(DefaultModelLoader.load_weights): it loads and decodes every such Linear wrong")
+    amax_floor = get_producer("deepseek").amax_floor
+    ue8m0_variant = "ue8m0"
     missing_hint = MappingProxyType({
         "weight_scale_inv": "DeepSeek's fp8_cast_bf16.py keeps the FP8 bytes of a weight whose "
         "_scale_inv it cannot find (a converter that lost the scale)",
@@ -105,6 +129,14 @@ class DeepSeekFP8Block(FP8BlockDescriptor):
 
     def ue8m0(self, ckpt: Checkpoint) -> bool:
         return (ckpt.quant_config or {}).get("scale_fmt") == "ue8m0"
+
+    def for_arrays(self, arrays: dict[str, NDArray[Any]]) -> DeepSeekFP8Block:
+        """:data:`UE8M0` for a module whose every scale is a power of two while the config
+        declares no ``scale_fmt`` (:func:`all_pow2`, as the tightness check and the
+        fingerprint recognise it): ``--source`` reproduces it with DeepGEMM's UE8M0 profile,
+        as it does where ``scale_fmt: ue8m0`` is declared."""
+        scales = arrays.get(self.scale_name)
+        return UE8M0 if scales is not None and all_pow2(scales) else self
 
 
 DESCRIPTOR = DeepSeekFP8Block()

@@ -60,6 +60,9 @@ class ModelOptFP8Block(ModelOptDescriptor, FP8BlockDescriptor):
     scale_name = "weight_scale"
     scale_params = ("weight_scale",)
     scale_dtype = "F32"
+    #: vLLM ModelOptFp8PbWoLinearMethod.create_weights: BlockQuantScaleParameter float32
+    loader_scale_dtype = "F32"
+    loader_scale_source = _VLLM_DENSE + " (ModelOptFp8PbWoLinearMethod.create_weights: float32)"
     profile = None
     engine_paths = (
         EnginePath("vllm", "native", "FP8 block on {target}: block-scaled W8A8 FP8 GEMMs "

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..model import ExcludeMatcher
+from ..excludes import ExcludeMatcher
 from .base import Configs, Descriptor, ModelOptMatcher
 
 __all__ = ["ModelOptDescriptor", "modelopt_view"]

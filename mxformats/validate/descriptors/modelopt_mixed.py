@@ -15,11 +15,10 @@ layer's format.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from ..findings import Finding, Severity
 from ..model import CheckpointFormat
 from . import fp8_block_modelopt, nvfp4_modelopt
 from .base import Descriptor, EnginePath, MixedDescriptor
@@ -127,22 +126,21 @@ class ModelOptMixed(MixedDescriptor, ModelOptDescriptor):
             return self
         return DISPATCHED.get(algo) or self
 
-    def config_findings(self, ckpt: Checkpoint) -> Iterator[Finding]:
-        """A CONFIG_QUANT warning per :data:`UNVERIFIED` algorithm the table uses: vLLM loads
-        those layers, but no descriptor here knows their tensors, so nothing of them is
-        checked (never a silent OK)."""
-        from ..layout import CONFIG_QUANT  # layout imports the descriptors
-
+    def config_warnings(self, ckpt: Checkpoint) -> list[str]:
+        """One per :data:`UNVERIFIED` algorithm the table uses: vLLM loads those layers, but no
+        descriptor here knows their tensors, so nothing of them is checked (never a silent
+        OK)."""
         by_algo: dict[str, list[str]] = {}
         for layer, algo in quantized_layers(ckpt.quant_config).items():
             by_algo.setdefault(algo, []).append(layer)
+        out = []
         for algo in UNVERIFIED:
             if algo in by_algo:
                 layers = sorted(by_algo[algo])
-                yield Finding(CONFIG_QUANT, f"{len(layers)} quantized_layers entries (e.g. "
-                              f"{layers[0]}) have quant_algo {algo!r}, which vLLM dispatches "
-                              "but mxformats does not verify: their tensors' layout and numbers "
-                              "are not checked", file="config.json", severity=Severity.WARNING)
+                out.append(f"{len(layers)} quantized_layers entries (e.g. {layers[0]}) have "
+                           f"quant_algo {algo!r}, which vLLM dispatches but mxformats does not "
+                           "verify: their tensors' layout and numbers are not checked")
+        return out
 
     def config_problems(self, ckpt: Checkpoint) -> list[str]:
         table = quantized_layers(ckpt.quant_config)

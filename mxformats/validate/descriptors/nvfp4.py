@@ -23,11 +23,13 @@ import ml_dtypes
 import numpy as np
 
 from mxformats import fast
+from mxformats.formats import E2M1
 from mxformats.schemes.nvfp4 import PRODUCERS
 
 from ..findings import MAX_LISTED, Level, Listing, Severity, declare
-from ..numbers import Count, byte_stats, finding, scale_findings, where
+from ..stats import Count, byte_stats, finding, scale_findings, where
 from .base import Descriptor, EnginePath, TensorSpec, cdiv
+from .nvfp4_fused import FusedDecode, fused_decode, partner
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
@@ -55,44 +57,51 @@ _SGLANG_MODELOPT_REFUSED = (f"{_SGLANG_QUANT}modelopt_quant.py:1931, modelopt_qu
 
 __all__ = ["NVFP4Descriptor"]
 
-_N = "numbers"
 NVFP4_BLOCK_SCALE = declare(
-    "NVFP4_BLOCK_SCALE", Severity.ERROR, Level.SCALES, _N,
-    "An NVFP4 E4M3 block scale is NaN, zero or negative: the block decodes to NaN or zero "
-    "(ModelOpt 0.47 exports an all-zero weight with NaN block scales, 0xFF).",
-    "Re-quantize the module; exclude weights that are all zero.")
+    "NVFP4_BLOCK_SCALE", severity=Severity.ERROR, level=Level.SCALES, group="numbers",
+    meaning="An NVFP4 E4M3 block scale is NaN, zero or negative: the block decodes to NaN or zero "
+            "(ModelOpt 0.47 exports an all-zero weight with NaN block scales, 0xFF).",
+    fix="Re-quantize the module; exclude weights that are all zero.")
 NVFP4_GLOBAL_CONVENTION = declare(
-    "NVFP4_GLOBAL_CONVENTION", Severity.ERROR, Level.SCALES, _N,
-    "An NVFP4 global scale in the other producer's convention: a ModelOpt weight_scale_2 is "
-    "amax/2688 (far below 1), a compressed-tensors weight_global_scale 2688/amax (far above "
-    "1). A value on the wrong side of 1 is the reciprocal: every weight is off by amax²/2688².",
-    "Store the global scale in the convention of the config's quant_method.")
+    "NVFP4_GLOBAL_CONVENTION", severity=Severity.ERROR, level=Level.SCALES, group="numbers",
+    meaning="An NVFP4 global scale in the other producer's convention: a ModelOpt weight_scale_2 "
+            "is amax/2688 (far below 1), a compressed-tensors weight_global_scale 2688/amax (far "
+            "above 1). A value on the wrong side of 1 is the reciprocal: every weight is off by "
+            "amax²/2688².",
+    fix="Store the global scale in the convention of the config's quant_method.")
 NVFP4_BLOCK_NOT_TIGHT = declare(
-    "NVFP4_BLOCK_NOT_TIGHT", Severity.ERROR, Level.FULL, _N,
-    "NVFP4 blocks of 16 whose largest |code| is not 6: both producers map a block's amax to 6, "
-    "so a wrong block size, nibble order or scale from another tensor shows here (blocks with "
-    "a clamped scale exempt; 4 is tight too in a ModelOpt tensor with no non-zero block scale "
-    "above 384, which ModelOpt's Four-Over-Six recipe writes).",
-    "Re-quantize with 16-element blocks along the input dimension.")
+    "NVFP4_BLOCK_NOT_TIGHT", severity=Severity.ERROR, level=Level.FULL, group="numbers",
+    meaning="NVFP4 blocks of 16 whose largest |code| is not 6: both producers map a block's amax "
+            "to 6, so a wrong block size, nibble order or scale from another tensor shows here "
+            "(blocks with a clamped scale exempt; 4 is tight too in a ModelOpt tensor with no "
+            "non-zero block scale above 384, which ModelOpt's Four-Over-Six recipe writes).",
+    fix="Re-quantize with 16-element blocks along the input dimension.")
 NVFP4_GATE_UP_SCALE = declare(
-    "NVFP4_GATE_UP_SCALE", Severity.WARNING, Level.SCALES, _N,
-    "Two modules vLLM fuses into one GEMM with one global scale have different global scales: "
-    "an expert's gate_proj and up_proj (w13: vLLM logs 'w1_weight_scale_2 must match "
-    "w3_weight_scale_2' and uses gate's), a dense or shared-expert gate_proj and up_proj, or "
-    "q_a_proj and kv_a_proj_with_mqa (vLLM's NVFP4 linears warn and use the larger), so one "
-    "is decoded off by their ratio (ModelOpt: a warning; compressed-tensors model_free_ptq "
-    "writes separate scales by design: info).",
-    "Calibrate gate and up with one amax (ModelOpt does for its own exports).")
+    "NVFP4_GATE_UP_SCALE", severity=Severity.ERROR, level=Level.SCALES, group="numbers",
+    meaning="Two modules vLLM fuses into one GEMM with one global scale have global scales that "
+            "differ beyond vLLM's own torch.allclose (rtol 1e-05, atol 1e-08): an expert's "
+            "gate_proj and up_proj (w13: vLLM logs 'w1_weight_scale_2 must match "
+            "w3_weight_scale_2' and decodes both with gate's), a dense or shared-expert gate_proj "
+            "and up_proj, or q_a_proj and kv_a_proj_with_mqa (vLLM's NVFP4 linears keep the "
+            "largest stored value). The other module is decoded with its partner's scale: every "
+            "weight off by their ratio, on every backend and target, for both producers "
+            "(llm-compressor model_free_ptq writes such files). The finding names the ratio, the "
+            "module decoded wrong and the loader line; with --source the reproduction block gives "
+            "that module's error as vLLM decodes it.",
+    fix="Calibrate the fused modules with one amax (ModelOpt export and llm-compressor oneshot "
+        "do), or rescale the block scales of the module decoded wrong onto its partner's global "
+        "scale.")
 NVFP4_FUSED_INPUT_SCALE = declare(
-    "NVFP4_FUSED_INPUT_SCALE", Severity.WARNING, Level.SCALES, _N,
-    "Two modules vLLM fuses into one GEMM have different activation scales (input_scale, "
-    "input_global_scale): gate_proj and up_proj (dense, shared expert, or an expert's w13), "
-    "or q_a_proj and kv_a_proj_with_mqa. The GEMM quantizes their one input with one of the "
-    "two (vLLM takes the max: a logged warning in its linears, silently in its MoE), so one "
-    "module's activations are not quantized as calibrated: on a coarser grid, or clipped at "
-    "the other's amax (compressed-tensors linears). Both producers write equal values.",
-    "Calibrate the fused modules' activations together (ModelOpt and llm-compressor oneshot "
-    "do).")
+    "NVFP4_FUSED_INPUT_SCALE", severity=Severity.WARNING, level=Level.SCALES, group="numbers",
+    meaning="Two modules vLLM fuses into one GEMM have different activation scales (input_scale, "
+            "input_global_scale): gate_proj and up_proj (dense, shared expert, or an expert's "
+            "w13), or q_a_proj and kv_a_proj_with_mqa. The GEMM quantizes their one input with "
+            "one of the two (vLLM takes the max: a logged warning in its linears, silently in its "
+            "MoE), so one module's activations are not quantized as calibrated: on a coarser "
+            "grid, or clipped at the other's amax (compressed-tensors linears). Both producers "
+            "write equal values.",
+    fix="Calibrate the fused modules' activations together (ModelOpt and llm-compressor oneshot "
+        "do).")
 
 #: The block scale each NVFP4 producer writes for an all-zero block (its zero scale replaced:
 #: ModelOpt 1.0, compressed-tensors 0.125; measured on the producer fixtures) -> the producer.
@@ -107,26 +116,12 @@ _SIX = 7
 BLOCK_BYTES = 8
 #: E2M1 magnitude index of 4.0, the largest code of a Four-Over-Six "M=4" block
 _FOUR = 6
-#: The modules vLLM fuses into one GEMM with one global scale (the first of each pair is the
-#: shard whose scale an expert's w13 keeps): DeepseekV2's ``gate_up_proj`` (dense and shared
-#: MLP), the experts' ``w13``, and ``fused_qkv_a_proj`` (``q_a_proj`` + ``kv_a_proj_with_mqa``).
-#: Both producers give each pair one global scale, the larger amax of the two, when both are
-#: quantized: ModelOpt's ``sync_moe_gate_up_amax`` (experts) and ``preprocess_linear_fusion``
-#: of every group of linears sharing an input (``_fuse_shared_input_modules``,
-#: ``modelopt/torch/export/unified_export_hf.py``, 0.47.0), llm-compressor's
-#: ``update_fused_layer_weight_global_scales`` over ``get_fused_mlp_linears`` and the MLA pair
-#: of ``get_fused_attention_linears`` (vllm-project/llm-compressor
-#: ``src/llmcompressor/modifiers/utils/fused_modules.py`` @ fc5ec42).
-FUSED_PAIRS = (("gate_proj", "up_proj"), ("q_a_proj", "kv_a_proj_with_mqa"))
+#: The most bytes a per-tensor scale can take (a float64 ``[1]``): larger is the layout
+#: checks' finding, never read here
+_SCALAR_BYTES = 8
 #: The vLLM release whose compressed-tensors and MoE sources are cited here (the PyPI wheel;
 #: its ``vllm/_version.py`` names commit 4ba787ec9)
 VLLM_RELEASE = "vllm==0.33.0 (commit 4ba787ec9)"
-#: What vLLM's NVFP4 linear methods do with a fused linear's per-shard global scales
-_LINEAR_LOADER = ("vLLM ModelOptNvFp4LinearMethod / CompressedTensorsW4A4Fp4 "
-                  "process_weights_after_loading warn and use the larger of the fused shards' "
-                  "scales (weight_scale_2.max(), modelopt.py @00155cd; weight_global_scale"
-                  f".max(), compressed_tensors_w4a4_nvfp4.py:111 @ {VLLM_RELEASE}), so the "
-                  "other shard is decoded off by their ratio")
 
 
 class NVFP4Descriptor(Descriptor):
@@ -148,9 +143,6 @@ class NVFP4Descriptor(Descriptor):
     #: Four-Over-Six recipe, where a block's amax may map to 4 rather than 6; None: the producer
     #: has no such recipe
     four_over_six_scale_max: float | None = None
-    #: severity of NVFP4_GATE_UP_SCALE for this producer
-    gate_up_severity = Severity.WARNING
-    gate_up_loader = ""
     #: what vLLM does with a fused pair's two activation scales (NVFP4_FUSED_INPUT_SCALE)
     fused_input_loader = ""
 
@@ -287,10 +279,9 @@ class NVFP4Descriptor(Descriptor):
     def produce_module(self, module: str, w: NDArray[Any],
                        sibling: Callable[[str], NDArray[Any] | None]) -> dict[str, NDArray[Any]]:
         amax = None
-        parent, _, projection = module.rpartition(".")
-        pair = next((p for p in FUSED_PAIRS if projection in p), None)
-        if pair is not None:
-            other = sibling(f"{parent}.{pair[1 - pair.index(projection)]}")
+        fused = partner(module)
+        if fused is not None:
+            other = sibling(fused[0])
             if other is not None:
                 amax = max(float(np.max(np.abs(np.asarray(a, np.float32)))) for a in (w, other))
         r = self.quantizer(w, profile=self.profile or "", global_amax=amax)
@@ -300,6 +291,18 @@ class NVFP4Descriptor(Descriptor):
 
     def produce(self, w: NDArray[Any]) -> dict[str, NDArray[Any]]:
         return self.produce_module("", w, lambda name: None)
+
+    def block_scales(self, arrays: dict[str, NDArray[Any]]) -> tuple[NDArray[Any], float] | None:
+        """The E4M3 block scales and 6 (E2M1's largest value) times the ``weight_scale_2``
+        multiplier (ModelOpt) or divided by the ``weight_global_scale`` divisor
+        (compressed-tensors), as the value formula of this module's docstring; None without a
+        global scale (the layout checks report it)."""
+        g = np.asarray(arrays[self.global_name], np.float64).reshape(-1)
+        if not g.size:
+            return None
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            factor = E2M1.max / g[0] if self.global_is_divisor else E2M1.max * g[0]
+        return np.asarray(arrays["weight_scale"]), float(factor)
 
     def dequantize(self, arrays: dict[str, NDArray[Any]], cols: int) -> NDArray[Any]:
         codes = np.ascontiguousarray(arrays[self.weight_param]).view(np.uint8)
@@ -338,12 +341,16 @@ class NVFP4Descriptor(Descriptor):
 
     def layer_findings(self, ckpt: Checkpoint, arrays: dict[str, dict[str, NDArray[Any]]]
                        ) -> Iterator[Finding]:
-        """Per pair of modules vLLM fuses (:data:`FUSED_PAIRS`: an expert's gate and up, a
-        dense or shared-expert gate and up, q_a_proj and kv_a_proj_with_mqa):
-        NVFP4_GATE_UP_SCALE where their global scales differ, NVFP4_FUSED_INPUT_SCALE where
-        their activation scales do. The first :data:`MAX_LISTED` of each check are listed, the
-        rest counted in one summary (a producer that calibrates them apart does so in every
-        layer: one cause, thousands of experts).
+        """Per pair of modules vLLM fuses (:data:`~.nvfp4_fused.FUSED_PAIRS`: an expert's gate
+        and up, a dense or shared-expert gate and up, q_a_proj and kv_a_proj_with_mqa):
+        NVFP4_GATE_UP_SCALE, an error, on the module vLLM decodes with its partner's global
+        scale where their global scales differ beyond vLLM's ``torch.allclose``
+        (:func:`~.nvfp4_fused.fused_decode`, whose docstring cites the loaders),
+        NVFP4_FUSED_INPUT_SCALE where their activation scales differ. The first
+        :data:`MAX_LISTED` of each check are listed, the rest counted in one summary (a
+        producer that calibrates them apart does so in every layer: one cause, thousands of
+        experts), which for NVFP4_GATE_UP_SCALE also says how many pairs of how many differ
+        and the spread of their ratios.
 
         NVFP4_FUSED_INPUT_SCALE is a warning, not an error: vLLM quantizes the fused GEMM's
         one input with one of the two scales and folds that same scale into ``alpha``, so the
@@ -357,29 +364,81 @@ class NVFP4Descriptor(Descriptor):
         multipliers per expert, silently, or one value for all experts on the FlashInfer
         backends (``amax_for_moe_activation_quant``; ``utils/flashinfer_fp4_moe.py:386-397``
         @ vllm==0.33.0)."""
-        listed = Listing(MAX_LISTED)
+        scales, listed = Listing(MAX_LISTED), Listing(MAX_LISTED)
         inputs = self.has_input_scale(ckpt)
+        ratios: list[float] = []
+        pairs = 0
         for name in sorted(arrays):
-            parent, _, projection = name.rpartition(".")
-            pair = next((p for p in FUSED_PAIRS if p[0] == projection), None)
-            other = None if pair is None else arrays.get(f"{parent}.{pair[1]}")
-            if pair is None or other is None:
+            fused = partner(name)
+            other = None if fused is None or fused[1] else arrays.get(fused[0])
+            if fused is None or other is None:
                 continue
-            second = f"{parent}.{pair[1]}"
-            differ = _differing(arrays[name], other, self.global_name)
-            if differ is not None:
-                loader = self.gate_up_loader if ".experts." in name else _LINEAR_LOADER
-                yield from listed.add(finding(
-                    NVFP4_GATE_UP_SCALE, ckpt.tensors[f"{second}.{self.global_name}"],
-                    f"{self.global_name} {differ[1]!r}, {pair[0]} has {differ[0]!r}: {loader}",
-                    severity=self.gate_up_severity))
+            second = fused[0]
+            pairs += 1
+            decode = self.fused_decode(name, second, arrays[name], other)
+            if decode is not None:
+                ratios.append(decode.ratio)
+                yield from scales.add(self._decode_finding(ckpt, decode))
             differ = _differing(arrays[name], other, self.input_name) if inputs else None
             if differ is not None:
                 yield from listed.add(finding(
                     NVFP4_FUSED_INPUT_SCALE, ckpt.tensors[f"{second}.{self.input_name}"],
-                    f"{self.input_name} {differ[1]!r}, {pair[0]} has {differ[0]!r}: "
-                    f"{self.fused_input_loader}"))
+                    f"{self.input_name} {differ[1]!r}, {name.rpartition('.')[2]} has "
+                    f"{differ[0]!r}: {self.fused_input_loader}"))
+        if ratios:
+            off = np.abs(np.asarray(ratios) - 1)
+            scales.note = (f" (of {pairs} fused pair(s), {len(ratios)} decoded with the "
+                           f"partner's global scale: |ratio - 1| median "
+                           f"{float(np.median(off)):.2%}, max {float(off.max()):.2%})")
+        yield from scales.rest()
         yield from listed.rest()
+
+    def fused_decode(self, first: str, second: str, a: dict[str, NDArray[Any]],
+                     b: dict[str, NDArray[Any]]) -> FusedDecode | None:
+        """How vLLM decodes fused modules ``first`` and ``second`` (their arrays ``a`` and
+        ``b``, in pair order), or None where both global scales are not positive finite
+        values (other checks' findings) or agree (:func:`~.nvfp4_fused.fused_decode`)."""
+        differ = _differing(a, b, self.global_name)
+        if differ is None:
+            return None
+        return fused_decode(first, second, differ, self.global_name, self.global_is_divisor)
+
+    def _decode_finding(self, ckpt: Checkpoint, decode: FusedDecode) -> Finding:
+        """NVFP4_GATE_UP_SCALE on the global scale of the module decoded wrong."""
+        mine, theirs = (n.rpartition(".")[2] for n in (decode.wrong, decode.partner))
+        return finding(
+            NVFP4_GATE_UP_SCALE, ckpt.tensors[f"{decode.wrong}.{self.global_name}"],
+            f"{decode.own_scale!r}, but vLLM decodes {mine} with {theirs}'s "
+            f"{self.global_name} {decode.engine_scale!r}: every weight of {mine} x"
+            f"{decode.ratio:.6g} ({decode.ratio - 1:+.2%}) [{decode.loader}]",
+            ratio=decode.ratio, module=decode.wrong, partner=decode.partner,
+            loader=decode.loader)
+
+    def engine_arrays(self, ckpt: Checkpoint, module: str, arrays: dict[str, NDArray[Any]]
+                      ) -> tuple[dict[str, NDArray[Any]], str] | None:
+        """``arrays`` with the global scale vLLM decodes ``module`` with where that is its
+        fused partner's (:meth:`fused_decode`), and what vLLM does in words; None where vLLM
+        decodes the module with its own."""
+        fused = partner(module)
+        ref = None if fused is None else ckpt.tensors.get(f"{fused[0]}.{self.global_name}")
+        if fused is None or ref is None or self.global_name not in arrays:
+            return None
+        try:
+            theirs = {self.global_name: ckpt.read(ref.name, max_bytes=_SCALAR_BYTES)}
+        except (ValueError, OSError):
+            return None  # the files or layout checks report it
+        mine = {self.global_name: arrays[self.global_name]}
+        pair = ((module, fused[0], mine, theirs) if fused[1] == 0
+                else (fused[0], module, theirs, mine))
+        decode = self.fused_decode(*pair)
+        if decode is None or decode.wrong != module:
+            return None
+        own = np.asarray(arrays[self.global_name])
+        engine = dict(arrays)
+        engine[self.global_name] = np.full(own.shape, decode.engine_scale, own.dtype)
+        said = (f"decoded with {decode.partner.rpartition('.')[2]}'s {self.global_name} "
+                f"(x{decode.ratio:.6g})")
+        return engine, said
 
 
 def _differing(first: dict[str, NDArray[Any]], second: dict[str, NDArray[Any]], param: str

@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from ..findings import Severity
 from ..model import CheckpointFormat
 from .base import EnginePath
 from .compressed_tensors import CompressedTensorsDescriptor, groups
@@ -57,11 +56,6 @@ class CompressedTensorsNVFP4(NVFP4Descriptor, CompressedTensorsDescriptor):
     storage = ("nvfp4-pack-quantized",)
     weight_requirements = (("strategy", "tensor_group"), ("symmetric", True), ("dynamic", False))
     profile = "compressed-tensors"
-    gate_up_severity = Severity.INFO
-    gate_up_loader = ("llm-compressor model_free_ptq calibrates gate and up separately by "
-                      "design; vLLM CompressedTensorsW4A4Nvfp4MoEMethod."
-                      "process_weights_after_loading warns and uses gate's "
-                      "(w13_weight_global_scale[:, 0], @08f95fe)")
     fused_input_loader = ("vLLM quantizes their one input with one of them: a linear with "
                           "the larger input_global_scale (the smaller amax; the other's "
                           "activations above it saturate: compressed_tensors_w4a4_nvfp4.py:124), "

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..findings import Severity
 from ..model import CheckpointFormat
 from .modelopt import ModelOptDescriptor, modelopt_view
 from .nvfp4 import VLLM_RELEASE, NVFP4Descriptor
@@ -44,9 +43,6 @@ class ModelOptNVFP4(ModelOptDescriptor, NVFP4Descriptor):
     #: the 4/6 export's largest non-zero block scale: 256 * 1.5 (the "M=4" multiplier)
     four_over_six_scale_max = 384.0
     profile = "modelopt"
-    gate_up_severity = Severity.WARNING
-    gate_up_loader = ("vLLM ModelOptNvFp4FusedMoE.process_weights_after_loading warns and uses "
-                      "gate's for both (modelopt.py @00155cd)")
     fused_input_loader = ("vLLM quantizes their one input with the larger, a coarser grid "
                           "for the other's activations (input_scale.max(), modelopt.py "
                           "@00155cd; an expert's w13: a13_scale.max(dim=1), "

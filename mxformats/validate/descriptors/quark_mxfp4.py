@@ -8,10 +8,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import ml_dtypes
+import numpy as np
+
 from mxformats import fast
+from mxformats.formats import E2M1
 
 from ..model import CheckpointFormat
-from ..numbers import e8m0_findings, mx_bound, mx_scale_mode, packed_code_findings
+from ..stats import e8m0_findings, mx_bound, mx_scale_mode, packed_code_findings
 from .base import EnginePath, TensorSpec, cdiv
 from .quark import QuarkDescriptor, global_spec, want
 
@@ -35,6 +39,9 @@ _SGLANG_GFX95 = (f"{_SGLANG}quark_w4a4_mxfp4_moe.py:49 (QuarkW4A4MXFp4MoE), "
 #: other MoE runner, and the AITER GEMMs are defined only ``if _is_hip``
 _SGLANG_AITER_ONLY = (f"{_SGLANG}quark_w4a4_mxfp4_moe.py:1062 (create_moe_runner), "
                       "quark_w4a4_mxfp4.py:162 @ sglang==0.5.23")
+
+#: The OCP E8M0 scale: 2^(byte - 127), byte 0xFF NaN.
+E8M0 = ml_dtypes.float8_e8m0fnu
 
 __all__ = ["DESCRIPTOR", "QUARK_MX_MODES"]
 
@@ -115,6 +122,10 @@ class QuarkMXFP4(QuarkDescriptor):
     def produce(self, w: NDArray[Any]) -> dict[str, NDArray[Any]]:
         mx = self.quantizer(w, profile=self.profile)
         return {"weight": mx.codes, "weight_scale": mx.scales}
+
+    def block_scales(self, arrays: dict[str, NDArray[Any]]) -> tuple[NDArray[Any], float]:
+        """The E8M0 block scales (2^(byte - 127), 0xFF NaN) and 6 (E2M1's largest value)."""
+        return np.asarray(arrays["weight_scale"]).view(np.uint8).view(E8M0), E2M1.max
 
     def dequantize(self, arrays: dict[str, NDArray[Any]], cols: int) -> NDArray[Any]:
         """As Quark's producer pairs (``quark-hip-bf16``: vLLM's emulation path calls Quark's

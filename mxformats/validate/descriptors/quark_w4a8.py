@@ -8,11 +8,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from mxformats import fast
+from mxformats.schemes.int4 import QMIN
 
 from ..findings import Finding, Level, Severity, declare
 from ..model import CheckpointFormat
-from ..numbers import packed_code_findings, scale_findings, w4a8_scale2_findings
+from ..stats import packed_code_findings, scale_findings, w4a8_scale2_findings
 from .base import EnginePath, TensorSpec
 from .quark import QuarkDescriptor, global_spec, want
 
@@ -36,15 +39,11 @@ _SGLANG = ("sgl-project/sglang python/sglang/srt/layers/quantization/quark/quark
 __all__ = ["DESCRIPTOR", "PACK_METHOD"]
 
 PACK_METHOD = declare(
-    "PACK_METHOD",
-    Severity.WARNING,
-    Level.STRUCTURE,
-    "layout",
-    "A Quark W4A8 config records export.pack_method other than 'reorder': the AITER kernel reads "
-    "the reorder nibble order [0,2,4,6,1,3,5,7], and the weights' own order cannot be told from "
-    "the codes (the numeric checks cannot see it).",
-    "Re-export with pack_method='reorder', or validate with --source to check the packing.",
-)
+    "PACK_METHOD", severity=Severity.WARNING, level=Level.STRUCTURE, group="layout",
+    meaning="A Quark W4A8 config records export.pack_method other than 'reorder': the AITER "
+            "kernel reads the reorder nibble order [0,2,4,6,1,3,5,7], and the weights' own order "
+            "cannot be told from the codes (the numeric checks cannot see it).",
+    fix="Re-export with pack_method='reorder', or validate with --source to check the packing.")
 
 
 class QuarkW4A8(QuarkDescriptor):
@@ -142,6 +141,16 @@ class QuarkW4A8(QuarkDescriptor):
         r = self.quantizer(w, profile=self.profile)
         return {"weight": r.weight, "weight_scale": r.weight_scale,
                 "weight_scale_2": r.weight_scale_2}
+
+    def block_scales(self, arrays: dict[str, NDArray[Any]]) -> tuple[NDArray[Any], float] | None:
+        """The row scales ``weight_scale_2`` and 8 (the INT4 codes span -8..7) times the
+        FP8-stage ``weight_scale``: vLLM folds the two into one scale per row
+        (:meth:`dequantize`); None without the per-tensor scale (the layout checks report
+        it)."""
+        s1 = np.asarray(arrays["weight_scale"], np.float64).reshape(-1)
+        if not s1.size:
+            return None
+        return np.asarray(arrays["weight_scale_2"]), float(s1[0]) * -QMIN
 
     def dequantize(self, arrays: dict[str, NDArray[Any]], cols: int) -> NDArray[Any]:
         """vLLM's folded scales: ``dequantize_w4a8`` (its fast path,

@@ -19,42 +19,14 @@ tasks on a cluster, :mod:`.ray`, the ``mxformats[ray]`` extra).
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING
+
+from .base import DEFAULT_MAX_ATTEMPTS, Executor, ExecutorUnavailable, Outcome
 
 if TYPE_CHECKING:
     from ..model import Options
 
 __all__ = ["DEFAULT_MAX_ATTEMPTS", "Executor", "ExecutorUnavailable", "Outcome", "executor_for"]
-
-T = TypeVar("T")
-R = TypeVar("R")
-
-#: Attempts per task when its worker dies, the first included.
-DEFAULT_MAX_ATTEMPTS = 3
-
-
-@dataclass(frozen=True)
-class Outcome(Generic[R]):
-    """What running one task gave: its ``value``, or ``error`` (``"TypeName: message"``) when
-    the function raised or its worker died ``attempts`` times."""
-
-    index: int  # the item's position in the sequence given to ``map``
-    value: R | None = None
-    error: str | None = None
-    attempts: int = 1
-
-
-class Executor(Protocol):
-    """Runs a function over items somewhere; see the module docstring for the contract."""
-
-    name: str
-    workers: int  # how many tasks may run at once
-
-    def map(self, fn: Callable[[T], R], items: Sequence[T]) -> Iterator[Outcome[R]]:
-        """Run ``fn`` on each item; yield each item's :class:`Outcome` as it finishes."""
-        ...
 
 
 def executor_for(opts: Options) -> Executor:
@@ -79,8 +51,3 @@ def executor_for(opts: Options) -> Executor:
     from .local import LocalExecutor
 
     return LocalExecutor(workers=opts.workers, max_attempts=DEFAULT_MAX_ATTEMPTS)
-
-
-class ExecutorUnavailable(RuntimeError):
-    """The executor asked for cannot run here (its package is not installed, its cluster does
-    not answer)."""

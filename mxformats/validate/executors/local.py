@@ -3,7 +3,8 @@
 Processes, not threads: the checks are numpy and Python in about equal parts, and threads
 share one interpreter lock (``--workers`` over threads gave nothing past the first). Each pool
 process runs one task at a time with the fast paths on one thread
-(:data:`mxformats.fast.THREADS_VARIABLE` set to 1), so ``workers`` processes use ``workers`` cores.
+(:data:`mxformats.fast.chunks.THREADS_VARIABLE` set to 1), so ``workers`` processes use
+``workers`` cores.
 
 Pool processes are started by the ``forkserver`` method: a fresh server process imports
 the task code once and forks each worker from it, so a worker never inherits the driver's
@@ -30,7 +31,7 @@ from typing import TypeVar
 
 from mxformats.fast import THREADS_VARIABLE
 
-from . import DEFAULT_MAX_ATTEMPTS, Outcome
+from .base import DEFAULT_MAX_ATTEMPTS, Outcome
 
 __all__ = ["LocalExecutor"]
 

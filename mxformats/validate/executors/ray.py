@@ -6,7 +6,7 @@ scheduling, the retries and the bookkeeping, this module only maps Ray's answers
 
 - every item runs as one Ray task of the wrapper ``_run_attempt`` (the function goes into
   the object store once, each task gets a reference to it), one CPU each, placed by Ray,
-  with :data:`~mxformats.fast.THREADS_VARIABLE` set to 1 in its environment (as in the
+  with :data:`~mxformats.fast.chunks.THREADS_VARIABLE` set to 1 in its environment (as in the
   local pool's processes): its fast paths use its one CPU, where they would otherwise start
   a thread per CPU of the node in each of the node's workers;
 - a worker process that dies (killed, out of memory, its node lost) is retried by Ray:
@@ -73,7 +73,7 @@ from typing import Any, TypeVar
 
 from mxformats.fast import THREADS_VARIABLE
 
-from . import DEFAULT_MAX_ATTEMPTS, Outcome
+from .base import DEFAULT_MAX_ATTEMPTS, Outcome
 
 __all__ = ["RayExecutor"]
 

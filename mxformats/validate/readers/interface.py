@@ -2,9 +2,10 @@
 
 A :class:`Reader` answers four questions about the files of one checkpoint (the file list,
 a file's size, a byte range of a file, and a file's sha256) plus the two derived ones the
-loader needs (a safetensors header, a small JSON file). :class:`LocalReader` reads a folder;
-``mxformats.validate.hub.HubReader`` reads a Hugging Face repository pinned to one
-commit. Every check (the loader in :mod:`~mxformats.validate.files`,
+loader needs (a safetensors header, a small JSON file).
+:class:`~mxformats.validate.readers.local.LocalReader` reads a folder;
+:class:`~mxformats.validate.readers.hub.HubReader` reads a Hugging Face repository pinned to
+one commit. Every check (the loader in :mod:`~mxformats.validate.files`,
 :meth:`~mxformats.validate.model.Checkpoint.read`, the chunked scans of
 ``mxformats.validate.numbers``, ``mxformats.validate.manifest``) calls these methods
 and nothing else, so no check has a second copy for ``hf://``.
@@ -18,12 +19,12 @@ absolute name or one with ``..`` before any reader sees it.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from abc import ABC, abstractmethod
-from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
+from pathlib import PurePosixPath
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
@@ -33,11 +34,7 @@ from mxformats.tensorfile import (
     HeaderTable,
     TensorFileError,
     header_length,
-    not_regular,
-    open_regular,
     parse_header_table,
-    read_header_table,
-    read_json,
     tensor_array,
 )
 
@@ -48,18 +45,16 @@ __all__ = [
     "HUB_PREFIX",
     "RANGE_IGNORED",
     "READ_FAILED",
-    "LocalReader",
     "NotAFolder",
     "ReadFailed",
     "Reader",
-    "open_reader",
     "unsafe_name",
 ]
 
+_T = TypeVar("_T")
+
 #: How a Hub checkpoint is named on the command line (``hf://ORG/NAME[@REVISION]``).
 HUB_PREFIX = "hf://"
-
-_CHUNK = 8 << 20
 
 #: The check ids a :class:`ReadFailed` is reported as (declared in
 #: :mod:`~mxformats.validate.files`): a server that ignored Range, any other failed read.
@@ -127,6 +122,51 @@ class Reader(ABC):
         """Exactly the bytes ``[begin, end)`` of ``name``; raises ``OSError`` (or
         :class:`ReadFailed`) when fewer or more come back."""
 
+    def read_ranges(self, ranges: Iterable[tuple[str, int, int]]
+                    ) -> Generator[bytes | OSError, None, None]:
+        """For each ``(name, begin, end)`` of ``ranges``, in order, what :meth:`read_range`
+        gives: its bytes, or the ``OSError`` (:class:`ReadFailed` included) it raised. A
+        remote reader has many reads in flight at once; this one reads them one by one, and
+        lazily (a caller that stops early reads no more)."""
+        for name, begin, end in ranges:
+            try:
+                yield self.read_range(name, begin, end)
+            except OSError as exc:
+                yield exc
+
+    def header_tables(self, names: Sequence[str]) -> Iterator[HeaderTable | Exception]:
+        """:meth:`header_table` of each of ``names``, in order: the table, or the exception
+        it raised (``TensorFileError``, ``OSError``). Two rounds of
+        :meth:`~mxformats.validate.readers.interface.Reader.read_ranges` (the lengths, then the
+        headers), so a remote reader reads every shard's at once."""
+        sizes: dict[str, int] = {}
+        out: dict[str, HeaderTable | Exception] = {}
+        for name in names:
+            try:
+                sizes[name] = self.size(name)
+            except OSError as exc:
+                out[name] = exc
+        lengths = self._judged([(n, 0, min(8, sizes[n])) for n in names if n in sizes],
+                               lambda n, raw: header_length(n, raw, sizes[n]), out)
+        out.update(self._judged([(n, 8, 8 + lengths[n]) for n in names if n in lengths],
+                                lambda n, raw: parse_header_table(n, raw, sizes[n]), out))
+        for name in names:
+            yield out[name]
+
+    def _judged(self, asked: list[tuple[str, int, int]], judge: Callable[[str, bytes], _T],
+                failed: dict[str, Any]) -> dict[str, _T]:
+        """``judge(name, bytes)`` of each range ``asked`` (one :meth:`read_ranges` round), by
+        file name; a read or a judgement that raised goes into ``failed`` instead."""
+        judged: dict[str, _T] = {}
+        for (name, _, _), got in zip(asked, self.read_ranges(asked), strict=True):
+            try:
+                if isinstance(got, Exception):
+                    raise got
+                judged[name] = judge(name, got)
+            except (TensorFileError, OSError) as exc:
+                failed[name] = exc
+        return judged
+
     @abstractmethod
     def sha256(self, name: str) -> str:
         """The hex sha256 of file ``name`` (a Hub LFS file: the Hub's, nothing downloaded)."""
@@ -147,10 +187,11 @@ class Reader(ABC):
         """The validated safetensors header of ``name`` as a
         :class:`~mxformats.tensorfile.HeaderTable` (the loader's form: columns, no dictionary
         per tensor), from two reads: the 8-byte length, then exactly the ``N`` header bytes it
-        announces."""
-        size = self.size(name)
-        n = header_length(name, self.read_range(name, 0, min(8, size)), size)
-        return parse_header_table(name, self.read_range(name, 8, 8 + n), size)
+        announces (:meth:`header_tables` of one name)."""
+        (got,) = self.header_tables([name])
+        if isinstance(got, Exception):
+            raise got
+        return got
 
     def tensor(self, name: str, tensor: str) -> NDArray[Any]:
         """Tensor ``tensor`` of shard ``name`` (as :func:`mxformats.tensorfile.read_tensor`
@@ -178,108 +219,5 @@ class Reader(ABC):
         return json.loads(self.read_range(name, 0, size).decode("utf-8"))
 
 
-def _allowed_roots(root: Path, extra: tuple[Path, ...]) -> tuple[Path, ...]:
-    roots = [root]
-    parts = root.parts
-    # Hugging Face cache: <cache>/models--org--name/snapshots/<rev>/ -> blobs/ in the same repo.
-    if (
-        len(parts) >= 3
-        and parts[-2] == "snapshots"
-        and parts[-3].startswith(("models--", "datasets--"))
-    ):
-        roots.append(root.parent.parent)
-    roots += [Path(p).resolve() for p in extra]
-    return tuple(roots)
-
-
-class LocalReader(Reader):
-    """A checkpoint folder. Files are opened only when they are regular files
-    (:func:`~mxformats.tensorfile.open_regular`: a FIFO never blocks), and a symlink is
-    followed only when it resolves under the folder, its Hugging Face cache repo or an
-    ``allow`` root."""
-
-    def __init__(self, root: Path, allow: tuple[Path, ...] = ()) -> None:
-        self.root = root.resolve()
-        self.name = str(self.root)
-        self.roots = _allowed_roots(self.root, allow)
-
-    def path(self, name: str) -> Path:
-        return self.root / name
-
-    def escapes(self, name: str) -> bool:
-        real = self.path(name).resolve()
-        return not any(real == r or real.is_relative_to(r) for r in self.roots)
-
-    def resolved(self, name: str) -> str:
-        return str(self.path(name).resolve())
-
-    def not_regular(self, name: str) -> str | None:
-        return not_regular(self.path(name))
-
-    def files(self) -> list[str]:
-        # os.walk does not follow symlinked folders
-        return sorted(
-            Path(dirpath, f).relative_to(self.root).as_posix()
-            for dirpath, _dirs, names in os.walk(self.root)
-            for f in names
-        )
-
-    def size(self, name: str) -> int:
-        return self.path(name).stat().st_size
-
-    def read_range(self, name: str, begin: int, end: int) -> bytes:
-        with open_regular(self.path(name)) as f:  # a FIFO swapped in cannot block
-            f.seek(begin)
-            raw = f.read(end - begin)
-        _check_length(name, begin, end, len(raw))
-        return raw
-
-    def read_array(self, name: str, begin: int, end: int) -> NDArray[np.uint8]:
-        out = np.empty(end - begin, dtype=np.uint8)  # read into: one copy from the page cache
-        with open_regular(self.path(name)) as f:
-            f.seek(begin)
-            got = f.readinto(out.data)
-        _check_length(name, begin, end, got)
-        return out
-
-    def sha256(self, name: str) -> str:
-        h = hashlib.sha256()
-        with open_regular(self.path(name)) as f:
-            while chunk := f.read(_CHUNK):
-                h.update(chunk)
-        return h.hexdigest()
-
-    def header_table(self, name: str) -> HeaderTable:
-        return read_header_table(self.path(name))  # one open for the length and the header
-
-    def read_json(self, name: str, limit: int = MAX_JSON_SIZE) -> Any:
-        return read_json(self.path(name), limit)
-
-
-def _check_length(name: str, begin: int, end: int, got: int) -> None:
-    """``OSError`` when a read of ``[begin, end)`` of ``name`` gave ``got`` bytes, not all."""
-    if got != end - begin:
-        raise OSError(f"{name} truncated at byte {begin + got}")
-
-
 class NotAFolder(Exception):
     """The checkpoint argument names nothing readable (exit 2); the message says why."""
-
-
-def open_reader(root_arg: str | os.PathLike[str], allow: tuple[Path, ...] = ()) -> Reader:
-    """The reader for a command-line checkpoint argument: ``hf://ORG/NAME[@REVISION]`` (the
-    ``hub`` extra) or a local folder. Raises :class:`NotAFolder` (a Hub error included) with
-    the reason when it cannot be read at all."""
-    text = os.fspath(root_arg)
-    if text.startswith(HUB_PREFIX):
-        from .hub import open_hub
-
-        return open_hub(text)
-    root = Path(text)
-    if not root.is_dir():
-        raise NotAFolder(f"{root} is not a readable directory")
-    try:
-        os.listdir(root)
-    except OSError as exc:
-        raise NotAFolder(f"{root} is not readable ({exc.strerror})") from None
-    return LocalReader(root, allow)
