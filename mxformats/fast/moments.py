@@ -99,25 +99,35 @@ def lane_sums(d: NDArray[Any], x: NDArray[Any]) -> tuple[NDArray[np.float64], bo
     """Steps 1-3 of the definition in numpy, for finite 1-D ``d`` and ``x``: the per-lane
     totals (``len(TERMS)`` × :data:`LANES` float64), whether ``x`` varies, whether ``d`` does.
 
-    Within a piece the terms are laid out as rows of :data:`LANES` (the last row completed with
-    +0.0, which leaves a sum from +0.0 unchanged) and each lane is ``0.0 + cumsum(...)[-1]``
-    down its column: ``np.cumsum`` adds in order by definition, and ``0.0 +`` turns the
-    -0.0 it gives for a column of -0.0 into the +0.0 a sum from +0.0 gives."""
+    Within a piece the terms are written, one float64 operation each, into rows of
+    :data:`LANES` (the last row completed with +0.0, which leaves a sum from +0.0 unchanged),
+    and ``np.add.reduce`` over the rows sums each lane: numpy reduces an axis that is not the
+    innermost by adding whole rows elementwise in order (the pairwise summation it uses along
+    a contiguous axis does not apply), which is step 3's order; ``tests/test_moments.py``
+    checks the bits against a plain Python sum. ``0.0 +`` turns the -0.0 of a lane of -0.0
+    terms into the +0.0 a sum from +0.0 gives."""
     totals = np.zeros((len(TERMS), LANES), dtype=np.float64)
     if d.size == 0:
         return totals, False, False
     kx, kd = np.float64(x[0]), np.float64(d[0])
     source_varies = weight_varies = False
+    buffer = np.empty((len(TERMS), PIECE), dtype=np.float64)
     for lo in range(0, d.size, PIECE):
         px = x[lo:lo + PIECE].astype(np.float64)
         pd = d[lo:lo + PIECE].astype(np.float64)
+        m = px.size
         source_varies = source_varies or bool((px != kx).any())
         weight_varies = weight_varies or bool((pd != kd).any())
-        cx, cd = px - kx, pd - kd
-        error = pd - px
-        terms = np.zeros((len(TERMS), -(-px.size // LANES) * LANES), dtype=np.float64)
-        for k, term in enumerate((px * px, error * error, cx, cd, cx * cx, cd * cd, cx * cd)):
-            terms[k, :px.size] = term
-        columns = terms.reshape(len(TERMS), -1, LANES)
-        totals += 0.0 + np.cumsum(columns, axis=1)[:, -1, :]
+        terms = buffer[:, :-(-m // LANES) * LANES]
+        terms[:, m:] = 0.0
+        xx, error, cx, cd, cxx, cdd, cxd = (row[:m] for row in terms)
+        np.multiply(px, px, out=xx)
+        np.subtract(pd, px, out=error)
+        np.multiply(error, error, out=error)
+        np.subtract(px, kx, out=cx)
+        np.subtract(pd, kd, out=cd)
+        np.multiply(cx, cx, out=cxx)
+        np.multiply(cd, cd, out=cdd)
+        np.multiply(cx, cd, out=cxd)
+        totals += 0.0 + np.add.reduce(terms.reshape(len(TERMS), -1, LANES), axis=1)
     return totals, source_varies, weight_varies
