@@ -37,7 +37,6 @@ import ml_dtypes
 import numpy as np
 
 from mxformats.fast.moments import Moments
-from mxformats.fast.reproduce import reproduce_mxfp4
 from mxformats.formats import E4M3FN
 from mxformats.schemes.int4 import dequantize_int4, unpack_int4
 from mxformats.tensorfile import DTYPES, ErrorKind, TensorFileError, read_index, read_json
@@ -627,19 +626,16 @@ def _produced_and_compared(
 
 def _compiled_pass(own: Descriptor, name: str, w: NDArray[Any], arrays: dict[str, NDArray[Any]]
                    ) -> tuple[dict[str, NDArray[Any]], ModuleResult] | None:
-    """The module reproduced by one compiled pass (:func:`mxformats.fast.reproduce`), as
-    :func:`_produced_and_compared` returns it, when the pass applies (an MXFP4 module, numba
-    installed) and finds every byte equal and every value finite; else None, and the numpy
-    path computes the module (the same bytes and moments, and the messages that say where
-    they differ). Every tensor equal: the checkpoint's own are what the producer writes."""
-    params = own.reproduce_params()
-    if own.scheme != "mx" or own.profile is None or params != ("weight", "weight_scale") \
-            or not all(p in arrays for p in params):
-        return None
-    stats = reproduce_mxfp4(w, arrays["weight"], arrays["weight_scale"], own.profile,
-                            own.consumer)
+    """The module reproduced by its descriptor's one compiled pass
+    (:meth:`~.descriptors.base.Descriptor.reproduce_in_one_pass`), as
+    :func:`_produced_and_compared` returns it, when the format has one and it finds every byte
+    equal and every value finite; else None, and the numpy path computes the module (the same
+    bytes and moments, and the messages that say where they differ). Every tensor equal: the
+    checkpoint's own are what the producer writes."""
+    stats = own.reproduce_in_one_pass(name, w, arrays)
     if stats is None:
         return None
+    params = own.reproduce_params()
     result = ModuleResult(name, identical=dict.fromkeys(params, True))
     _with_moments(result, stats)
     return {p: arrays[p] for p in params}, result
