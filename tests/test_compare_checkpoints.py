@@ -47,7 +47,7 @@ def _lane_sum(values: np.ndarray) -> float:
         rows = np.zeros(-(-piece.size // 16) * 16)
         rows[:piece.size] = piece
         ends = np.cumsum(rows.reshape(-1, 16), axis=0)[-1]
-        lanes = [lane + (0.0 + float(end)) for lane, end in zip(lanes, ends)]
+        lanes = [lane + (0.0 + float(end)) for lane, end in zip(lanes, ends, strict=True)]
     total = 0.0
     for lane in lanes:
         total += lane
