@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mxformats import fast
-from mxformats.fast import jit
+from mxformats.fast import histogram, jit
 from mxformats.fast import reproduce as compiled_reproduce
 from mxformats.fast.moments import PIECE, Moments
 from mxformats.schemes import mx
@@ -247,3 +247,23 @@ def test_reproduction_report_is_the_same_with_and_without_numba(
     block = next(extra["reproduction"] for check, _, extra in with_pass
                  if check == "REPRO_SUMMARY")
     assert block["modules_reproduced"] == block["modules_checked"] == 27
+
+
+# -- the byte histogram of the scale checks ---------------------------------------------------
+
+
+@pytest.mark.parametrize("path", ["compiled", "numpy"])
+@pytest.mark.parametrize("size", [0, 1, 3, 4, 5, 256 * 7 + 3])
+def test_byte_counts_are_numpys_bincount(request: pytest.FixtureRequest, path: str,
+                                         size: int) -> None:
+    """Every byte value, at lengths around the four partial counters, counted as
+    ``np.bincount`` counts them, compiled or not; other item sizes refused."""
+    request.getfixturevalue("with_numba" if path == "compiled" else "numba_off")
+    data = (np.arange(size, dtype=np.int64) * 37 % 256).astype(np.uint8)
+    data[size // 2:] = 255  # a run of one value, as in a scale tensor
+    for a in (data, data.view(ml_dtypes.float8_e4m3fn), data.reshape(1, -1)[:, ::-1]):
+        got = histogram.byte_counts(a)
+        assert got.dtype == np.int64 and got.shape == (256,)
+        assert got.tolist() == np.bincount(data, minlength=256).tolist()
+    with pytest.raises(ValueError, match="1-byte items only"):
+        histogram.byte_counts(np.zeros(4, np.uint16))

@@ -13,6 +13,7 @@ fixed lanes (:mod:`mxformats.fast.moments` defines their bits).
   over rows: quantize the BF16 source, compare with the checkpoint's codes and scales,
   dequantize the checkpoint's codes (``element * 2**(b - 127)``, one float32 multiply) and
   accumulate the moments' lane sums; no temporary larger than a row.
+- :func:`count_bytes`: a 256-bin histogram of bytes (the scale checks' E8M0 and E4M3 bytes).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from numba import njit
 
 from mxformats.fast.moments import LANES, PIECE, TERMS
 
-__all__ = ["OK", "OTHER", "quantize_mx_bf16", "reproduce_mxfp4_bf16"]
+__all__ = ["OK", "OTHER", "count_bytes", "quantize_mx_bf16", "reproduce_mxfp4_bf16"]
 
 #: :func:`reproduce_mxfp4_bf16`'s status: every byte equal and every value finite (the sums
 #: are the module's moments) ...
@@ -223,3 +224,22 @@ def reproduce_mxfp4_bf16(src: np.ndarray, codes: np.ndarray, scales: np.ndarray,
     if not np.isfinite(totals[1]).all():
         return OTHER, False, False
     return OK, totals[4].sum() > 0, totals[5].sum() > 0
+
+
+@njit(cache=True)
+def count_bytes(data: np.ndarray, counts: np.ndarray) -> None:
+    """``counts[b]`` += the number of bytes ``b`` in 1-D uint8 ``data`` (256 int64 bins). Four
+    partial histograms in turn, so that consecutive equal bytes (a scale tensor's common
+    case) do not wait on one counter; counts are integers, so the order cannot change them."""
+    partial = np.zeros((4, 256), dtype=np.int64)
+    n = data.shape[0]
+    whole = n - n % 4
+    for i in range(0, whole, 4):
+        partial[0, data[i]] += 1
+        partial[1, data[i + 1]] += 1
+        partial[2, data[i + 2]] += 1
+        partial[3, data[i + 3]] += 1
+    for i in range(whole, n):
+        partial[0, data[i]] += 1
+    for b in range(256):
+        counts[b] += partial[0, b] + partial[1, b] + partial[2, b] + partial[3, b]
