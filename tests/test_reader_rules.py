@@ -85,6 +85,16 @@ def _header(key: str, value: str | None) -> Callable[[Answer], None]:
     return edit
 
 
+def _length(value: str) -> Callable[[Answer], None]:
+    """Content-Length ``value`` over the right body, then the connection closes (a reader
+    that believed it gets a short or long body, never a wait for bytes that do not come)."""
+
+    def edit(a: Answer) -> None:
+        a.headers["Content-Length"] = value
+        a.close = True
+    return edit
+
+
 def _range(unit: str = "bytes", start: int = 0, end: int = 0, total: int = 0
            ) -> Callable[[Answer], None]:
     """Content-Range with one field changed: its unit, or its start, end or total moved by
@@ -184,6 +194,7 @@ ANSWER_ROWS = [
     AnswerRow("status 429 waited for, bounded", _status(429), r"429", hub=8),
     AnswerRow("status 429 once: waited for", _times(1, _status(429)), None, hub=2),
     AnswerRow("status 503 once: waited for", _times(1, _status(503)), None, hub=2),
+    AnswerRow("status 503 waited for, bounded", _status(503), r"503", hub=8),
     # Content-Range: each field
     AnswerRow("Content-Range absent", _header("Content-Range", None), r"Content-Range None"),
     AnswerRow("Content-Range unit", _range(unit="items"), r"Content-Range 'items "),
@@ -195,15 +206,16 @@ ANSWER_ROWS = [
     AnswerRow("Content-Range total - 1", _range(total=-1), r"Content-Range '[^']*/4095'"),
     # Content-Length: optional, but when sent, the range's
     AnswerRow("Content-Length absent", _header("Content-Length", None), None),
-    AnswerRow("Content-Length + 1", _header("Content-Length", "1001"), r"Content-Length '1001'"),
-    AnswerRow("Content-Length - 1", _header("Content-Length", "999"), r"Content-Length '999'"),
+    AnswerRow("Content-Length + 1", _length("1001"), r"Content-Length '1001'"),
+    AnswerRow("Content-Length - 1", _length("999"), r"Content-Length '999'"),
+    AnswerRow("Content-Length a number", _length("1000x"), r"Content-Length '1000x'"),
     # the body: exactly the range
     AnswerRow("body one byte long", _body(1), r"body held more than the 1000 bytes"),
     AnswerRow("body one byte short", _body(-1), r"body held 999 bytes of the 1000"),
     AnswerRow("body cut by the connection", _drop, r"connection failed after 500 bytes"),
     # the redirect to the CDN
     AnswerRow("redirect followed", None, None, cdn=True, cdn_reads=1),
-    AnswerRow("redirect followed once", _on("cdn", _again), r"HTTP 302", cdn=True,
+    AnswerRow("redirect followed once", _on("cdn", _times(1, _again)), r"HTTP 302", cdn=True,
               cdn_reads=1),
     AnswerRow("redirect without Location", _location(None), r"HTTP 302", cdn=True),
     AnswerRow("redirect to a file: URL", _location("file:///etc/passwd"),
@@ -374,6 +386,7 @@ LISTING_ROWS = [
     ("LFS sha256: present", _sibling(SHARD, lfs_sha256=...), r"not a model's info: 'sha256'"),
     ("LFS sha256: not null", _sibling(SHARD, lfs_sha256=None), r"with sha256 None"),
     ("LFS sha256: 64 digits", _sibling(SHARD, lfs_sha256="a" * 63), r"with sha256 'a{63}'"),
+    ("LFS sha256: not 65", _sibling(SHARD, lfs_sha256="a" * 65), r"with sha256 'a{65}'"),
     ("LFS sha256: hex", _sibling(SHARD, lfs_sha256="g" * 64), r"with sha256 'g{64}'"),
     ("LFS sha256: lower case", _sibling(SHARD, lfs_sha256="A" * 64), r"with sha256 'A{64}'"),
 ]
