@@ -386,7 +386,7 @@ LISTING_ROWS = [
     ("LFS sha256: present", _sibling(SHARD, lfs_sha256=...), r"not a model's info: 'sha256'"),
     ("LFS sha256: not null", _sibling(SHARD, lfs_sha256=None), r"with sha256 None"),
     ("LFS sha256: 64 digits", _sibling(SHARD, lfs_sha256="a" * 63), r"with sha256 'a{63}'"),
-    ("LFS sha256: not 65", _sibling(SHARD, lfs_sha256="a" * 65), r"with sha256 'a{65}'"),
+    ("LFS sha256: not 65 digits", _sibling(SHARD, lfs_sha256="a" * 65), r"with sha256 'a{65}'"),
     ("LFS sha256: hex", _sibling(SHARD, lfs_sha256="g" * 64), r"with sha256 'g{64}'"),
     ("LFS sha256: lower case", _sibling(SHARD, lfs_sha256="A" * 64), r"with sha256 'A{64}'"),
 ]
