@@ -69,9 +69,10 @@ def _status(code: int, message: str = "refused") -> Callable[[Answer], None]:
 
 def _whole_file(a: Answer) -> None:
     """200 with the whole file: Range ignored."""
-    a.status, a.begin, a.stop = 200, 0, SIZE
+    assert a.path is not None
+    a.status, a.begin, a.stop = 200, 0, a.path.stat().st_size
     a.headers.pop("Content-Range")
-    a.headers["Content-Length"] = str(SIZE)
+    a.headers["Content-Length"] = str(a.stop)
 
 
 def _header(key: str, value: str | None) -> Callable[[Answer], None]:
@@ -85,12 +86,15 @@ def _header(key: str, value: str | None) -> Callable[[Answer], None]:
     return edit
 
 
-def _length(value: str) -> Callable[[Answer], None]:
-    """Content-Length ``value`` over the right body, then the connection closes (a reader
-    that believed it gets a short or long body, never a wait for bytes that do not come)."""
+def _length(more: int | str) -> Callable[[Answer], None]:
+    """Content-Length ``more`` bytes off (a string: appended to it) over the right body,
+    then the connection closes (a reader that believed it gets a short or long body, never
+    a wait for bytes that do not come)."""
 
     def edit(a: Answer) -> None:
-        a.headers["Content-Length"] = value
+        length = a.stop - a.begin
+        a.headers["Content-Length"] = (f"{length}{more}" if isinstance(more, str)
+                                       else str(length + more))
         a.close = True
     return edit
 
@@ -101,8 +105,9 @@ def _range(unit: str = "bytes", start: int = 0, end: int = 0, total: int = 0
     the given amount."""
 
     def edit(a: Answer) -> None:
+        size = int(a.headers["Content-Range"].rpartition("/")[2])
         a.headers["Content-Range"] = (f"{unit} {a.begin + start}-{a.stop - 1 + end}/"
-                                      f"{SIZE + total}")
+                                      f"{size + total}")
     return edit
 
 
@@ -170,7 +175,8 @@ def _token_rules(a: Answer) -> None:
 class AnswerRow:
     """One fault of an answer: ``edit`` (None: none), read with the CDN redirect on or off;
     ``error``: a regex of the one message expected (None: the read succeeds); ``check``
-    its id; ``hub``/``cdn``: the ranged requests each origin answers for one read."""
+    its id; ``hub``/``cdn``: the ranged requests each origin answers for one read;
+    ``every_read``: the fault is in every answer (not only the first)."""
 
     rule: str
     edit: Callable[[Answer], None] | None
@@ -179,6 +185,7 @@ class AnswerRow:
     cdn: bool = False
     hub: int = 1
     cdn_reads: int = 0
+    every_read: bool = True
 
 
 ANSWER_ROWS = [
@@ -206,9 +213,9 @@ ANSWER_ROWS = [
     AnswerRow("Content-Range total - 1", _range(total=-1), r"Content-Range '[^']*/4095'"),
     # Content-Length: optional, but when sent, the range's
     AnswerRow("Content-Length absent", _header("Content-Length", None), None),
-    AnswerRow("Content-Length + 1", _length("1001"), r"Content-Length '1001'"),
-    AnswerRow("Content-Length - 1", _length("999"), r"Content-Length '999'"),
-    AnswerRow("Content-Length a number", _length("1000x"), r"Content-Length '1000x'"),
+    AnswerRow("Content-Length + 1", _length(1), r"Content-Length '1001'"),
+    AnswerRow("Content-Length - 1", _length(-1), r"Content-Length '999'"),
+    AnswerRow("Content-Length a number", _length("x"), r"Content-Length '1000x'"),
     # the body: exactly the range
     AnswerRow("body one byte long", _body(1), r"body held more than the 1000 bytes"),
     AnswerRow("body one byte short", _body(-1), r"body held 999 bytes of the 1000"),
@@ -216,7 +223,7 @@ ANSWER_ROWS = [
     # the redirect to the CDN
     AnswerRow("redirect followed", None, None, cdn=True, cdn_reads=1),
     AnswerRow("redirect followed once", _on("cdn", _times(1, _again)), r"HTTP 302", cdn=True,
-              cdn_reads=1),
+              cdn_reads=1, every_read=False),
     AnswerRow("redirect without Location", _location(None), r"HTTP 302", cdn=True),
     AnswerRow("redirect to a file: URL", _location("file:///etc/passwd"),
               r"redirected to 'file:///etc/passwd', not an http\(s\) URL", cdn=True),
@@ -301,6 +308,31 @@ def test_hub_answer_rule(row: AnswerRow, server: HubServer, folder: Path) -> Non
         server.events
     server.edits.clear()  # the fault gone, the same reader reads the range
     assert reader.read_range(SHARD, BEGIN, END) == raw[BEGIN:END]
+
+
+#: a checkpoint whose second shard the faults of :data:`ANSWER_ROWS` are put in
+MX = Path(__file__).resolve().parent / "data" / "producers" / "kimi-k2-mxfp4-quark"
+MX_SHARD = "model-00002-of-00002.safetensors"
+
+
+@pytest.mark.parametrize("row", [r for r in ANSWER_ROWS if r.error and r.every_read],
+                         ids=lambda r: r.rule)
+def test_hub_answer_rule_is_one_finding(row: AnswerRow, server: HubServer) -> None:
+    """The validator's view of each fault: one finding, of the row's check, for the shard
+    whose reads break the rule, and nothing else (one root cause, one finding; exit 1)."""
+    from mxformats.validate.findings import Level
+    from mxformats.validate.model import Options
+    from mxformats.validate.runner import exit_code, validate
+
+    server.repos["test/mx"] = Repo({"main": MX})
+    server.cdn = row.cdn
+    assert row.edit is not None
+    server.edits[MX_SHARD] = row.edit
+    report = validate("hf://test/mx", Options(level=Level.STRUCTURE, workers=1,
+                                              hub_connections=1))
+    assert [(f.check.id, f.file) for f in report.findings] == [(row.check, MX_SHARD)], [
+        f.to_json() for f in report.findings]
+    assert exit_code(report) == 1 and report.fatal is None
 
 
 @pytest.mark.parametrize(("ttl", "resolves"), [(3600.0, 1), (9.0, 2)])
