@@ -1,8 +1,8 @@
 """Each documented command-line behaviour not tested elsewhere, one row each: ``-o -`` and
 ``-o FILE`` on every reporting command, ``--format`` values and the ``--json`` alias where
 no other test runs them, bad choices, ``--select``/``--ignore`` repeated, comma-separated,
-spaced and in any case, ``--allow-symlink-root`` repeated, format and dtype names in any
-case, values separated by commas.
+spaced and in any case, ``--target`` repeated (the last counts), ``--allow-symlink-root``
+repeated, format and dtype names in any case, values separated by commas.
 
 The behaviours tested elsewhere (by name): no command and ``--version``
 (``test_cli.py``); ``--format`` of validate, inspect, diff, check and preflight, ``--json
@@ -151,6 +151,12 @@ ROWS = [
     Row("--select an unknown ID among known ones",
         ["validate", "{BROKEN}", "--select", MISSING, "--select", "NO_SUCH"], 2,
         _err_has("unknown check ID(s): NO_SUCH")),
+    # an option of one value given twice: the last one counts (a wrapper's default overridden)
+    Row("--target given twice: the last", ["validate", "{MX}", "--level", "structure",
+                                           "--json", "-", "--tp", "1", "--target", "mi300x",
+                                           "--target", "h200"], 0,
+        lambda r: [f["message"].split(" is ")[0] for f in json.loads(r.out)["findings"]]
+        == ["MXFP4 on h200 (sm90)"]),
     # --allow-symlink-root: repeatable, every root counts
     Row("--allow-symlink-root repeated",
         ["validate", "{LINKED}", "--level", "structure", "--json", "-",
