@@ -95,7 +95,7 @@ def add_output_arguments(
     group.add_argument("--format", dest="output_format", choices=FORMATS, default=None,
                        help="the report's format (default text)")
     group.add_argument("-o", "--output", metavar="FILE",
-                       help="write the report to FILE instead of stdout")
+                       help="write the report to FILE instead of stdout (- is stdout)")
     if json_alias == "flag":
         group.add_argument("--json", action="store_true", help="alias of --format json")
     elif json_alias == "file":
@@ -136,7 +136,7 @@ class Output:
         junit = getattr(args, "junit", None)
         if junit:
             aliases.append(Sink("junit", None if junit == "-" else junit))
-        main = Sink(fmt or "text", args.output)
+        main = Sink(fmt or "text", None if args.output == "-" else args.output)
         on_stdout = [s for s in (main, *aliases) if s.path is None]
         text_to_stderr = False
         if len(on_stdout) > 1:

@@ -26,7 +26,14 @@ the whole file), ``"drop"`` (the connection closes halfway through the body),
 Content-Range one byte off), ``"hang-up"`` (the connection closes before any answer); the
 name ``"*"`` applies a fault to every file; ``faults["api"] = "not-json"`` makes the model
 info an HTML page; ``extra_siblings`` are appended, as given, to every model info's
-``siblings`` (a hostile listing). The server counts
+``siblings`` (a hostile listing).
+
+Fault injection, one field at a time: ``edits[name]`` (or ``edits["*"]``) is called with the
+:class:`Answer` to each ranged read of that file, by either origin (the Hub's 206/200 or its
+302 to the CDN, the CDN's 206/200 or its 403), before it is sent, and may change any field of
+it (the status, a header, the bytes of the body, whether the connection closes);
+``edit_info`` is called with each model info's JSON (after ``extra_siblings``). The server
+counts
 the body bytes it sends (``sent``, per file) and logs every request (``log``).
 
 Realism (each off by default, each an attribute to set; :meth:`HubServer.realistic` sets
@@ -57,7 +64,7 @@ import re
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -65,7 +72,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
-__all__ = ["REALISTIC", "HubServer", "Repo"]
+__all__ = ["REALISTIC", "Answer", "HubServer", "Repo"]
 
 #: The realism :meth:`HubServer.realistic` switches on: a 20 ms round trip (tests; the
 #: benchmark uses 50 ms), CDN redirects with URLs valid 60 s, every 50th read throttled
@@ -113,6 +120,27 @@ class Repo:
         return self._sha256[path]
 
 
+@dataclass
+class Answer:
+    """One ranged read's answer as it is about to be sent (what an ``edits`` fault changes):
+    ``status``, ``headers`` (``Content-Length`` among them: delete it for a body that ends
+    when the connection closes), the body: bytes ``[begin, stop)`` of ``path`` (none
+    without one) then ``extra``; ``close``: hang up after it. ``origin`` (``"hub"`` or
+    ``"cdn"``), ``name`` (the file) and ``request`` (the request's headers) say what it
+    answers."""
+
+    origin: str
+    name: str
+    request: dict[str, str]
+    status: int
+    headers: dict[str, str]
+    path: Path | None = None
+    begin: int = 0
+    stop: int = 0
+    extra: bytes = b""
+    close: bool = False
+
+
 class HubServer:
     """The server; ``endpoint`` is its URL (``HF_ENDPOINT``). Use as a context manager."""
 
@@ -120,6 +148,8 @@ class HubServer:
         self.repos = repos
         self.faults: dict[str, str] = {}
         self.extra_siblings: list[dict[str, Any]] = []
+        self.edits: dict[str, Callable[[Answer], None]] = {}
+        self.edit_info: Callable[[dict[str, Any]], None] | None = None
         self.sent: Counter[str] = Counter()
         self.log: list[tuple[str, str, str | None]] = []
         self.lock = threading.Lock()
@@ -295,8 +325,11 @@ class _Handler(BaseHTTPRequestHandler):
                 siblings = [self._entry(repo, folder, n, tree=False) if blobs
                             else {"rfilename": n} for n in _files(folder)]
                 siblings += hub.extra_siblings
-                self._json({"id": repo_id, "modelId": repo_id, "sha": sha,
-                            "private": False, "siblings": siblings})
+                info = {"id": repo_id, "modelId": repo_id, "sha": sha, "private": False,
+                        "siblings": siblings}
+                if hub.edit_info is not None:
+                    hub.edit_info(info)
+                self._json(info)
                 return
             if rest[0] == "tree" and len(rest) >= 2:
                 found = self._repo(repo_id, rest[1])
@@ -374,8 +407,9 @@ class _Handler(BaseHTTPRequestHandler):
             if hub.cdn and hub.faults.get(name, hub.faults.get("*")) != "hang-up":
                 expires = int(time.time() + hub.cdn_ttl)
                 headers["Location"] = hub.sign(path, name, expires)
-                self._send(302, b"", headers, ctype="text/plain")
-                self._event("hub", 302)
+                self._answer(Answer("hub", name, dict(self.headers), 302,
+                                    {"Content-Type": "text/plain", "Content-Length": "0",
+                                     **headers}))
                 return
         self._serve(path, name, headers, "hub")
 
@@ -399,17 +433,35 @@ class _Handler(BaseHTTPRequestHandler):
             headers["Content-Range"] = f"bytes {begin + shift}-{end - 1 + shift}/{size}"
         length = end - begin
         announced = length + 1 if fault == "lying-length" else length
-        self._event(origin, status)
-        self.send_response(status)
-        self.send_header("Content-Type", "application/octet-stream")
-        self.send_header("Content-Length", str(announced))
-        for k, v in headers.items():
+        headers = {"Content-Type": "application/octet-stream",
+                   "Content-Length": str(announced), **headers}
+        self._answer(Answer(origin, name, dict(self.headers), status, headers, path, begin,
+                            begin + length // 2 if fault == "drop" else end,
+                            close=fault in ("drop", "lying-length")))
+
+    def _answer(self, answer: Answer) -> None:
+        """Send ``answer`` (a ranged read's), as the ``edits`` fault of its file changed it,
+        and log its event."""
+        hub = self.server_hub
+        edit = hub.edits.get(answer.name, hub.edits.get("*"))
+        if edit is not None:
+            edit(answer)
+        self._event(answer.origin, answer.status)
+        self.send_response(answer.status)
+        for k, v in answer.headers.items():
             self.send_header(k, v)
+        if "Content-Length" not in answer.headers:  # the body ends when the connection does
+            answer.close = True
+            self.send_header("Connection", "close")
         self.end_headers()
-        if self.command == "HEAD":
-            return
-        self._stream(path, name, begin, begin + length // 2 if fault == "drop" else end)
-        if fault in ("drop", "lying-length"):
+        if self.command != "HEAD":
+            if answer.path is not None:
+                self._stream(answer.path, answer.name, answer.begin, answer.stop)
+            try:
+                self.wfile.write(answer.extra)
+            except (BrokenPipeError, ConnectionResetError):
+                answer.close = True
+        if answer.close:
             self.close_connection = True
 
     def _stream(self, path: Path, name: str, begin: int, stop: int) -> None:
@@ -451,9 +503,11 @@ class _CdnHandler(_Handler):
             path = hub.objects.get(token)
             if path is None or not hub.valid(token, query.get("Expires", [""])[0],
                                              query.get("Signature", [""])[0]):
-                self._send(403, b"<Error><Code>AccessDenied</Code><Message>Request has expired"
-                           b"</Message></Error>", ctype="application/xml")
-                self._event("cdn", 403)
+                body = (b"<Error><Code>AccessDenied</Code><Message>Request has expired"
+                        b"</Message></Error>")
+                self._answer(Answer("cdn", unquote(name), dict(self.headers), 403,
+                                    {"Content-Type": "application/xml",
+                                     "Content-Length": str(len(body))}, extra=body))
                 return
             self._serve(path, unquote(name), {"Accept-Ranges": "bytes"}, "cdn")
 

@@ -263,6 +263,14 @@ H, SPAN = ErrorKind.HEADER, ErrorKind.SPAN
         (_entry(shape=[-2]), "integers >= 0", H),
         (_entry(shape=[2.0]), "integers >= 0", H),
         (_entry(shape=[True, 2]), "integers >= 0", H),
+        # each rule alone, the others kept (the fast path must refuse it too): two negative
+        # dimensions make a positive size; a float offset equals its integer; a third offset;
+        # a span that ends past the data section and is sized right
+        (_entry(shape=[-2, -2], offsets=[0, 16]), "integers >= 0", H),
+        (_entry(shape=[4], offsets=[0.0, 16]), "two integers", H),
+        (_entry(shape=[4], offsets=[0, 16.0]), "two integers", H),
+        (_entry(shape=[4], offsets=[0, 16, 16]), "two integers", H),
+        (_entry(shape=[6], offsets=[0, 24]), "outside the data section", SPAN),
         (_entry(shape="2"), "integers >= 0", H),
         (_entry(offsets=[0]), "two integers", H),
         (_entry(offsets=[0, "8"]), "two integers", H),

@@ -125,15 +125,16 @@ def _usage_error(args: argparse.Namespace) -> str | None:
     return None
 
 
-def _check_ids(text: str | None) -> frozenset[str]:
-    """``--select``/``--ignore``: comma-separated check IDs (any case); an unknown ID is a
-    usage error naming the catalogue."""
+def _check_ids(texts: list[str] | None) -> frozenset[str]:
+    """``--select``/``--ignore``: comma-separated check IDs (any case), the option repeated
+    or not (every occurrence counts); an unknown ID is a usage error naming the catalogue."""
     from .catalogue import load_all
 
-    if not text:
+    if not texts:
         return frozenset()
     known = load_all()
-    ids = frozenset(part.strip().upper() for part in text.split(",") if part.strip())
+    ids = frozenset(part.strip().upper() for text in texts for part in text.split(",")
+                    if part.strip())
     unknown = sorted(ids - known.keys())
     if unknown:
         raise ValueError(f"unknown check ID(s): {', '.join(unknown)} (the catalogue: "
@@ -480,10 +481,11 @@ def add_parsers(commands: Any) -> None:
         metavar="FILE",
         help="sha256 per shard: written on the first run, verified later",
     )
-    v.add_argument("--select", metavar="ID,...",
-                   help="report only these check IDs (comma-separated)")
-    v.add_argument("--ignore", metavar="ID,...",
-                   help="do not report these check IDs (comma-separated)")
+    v.add_argument("--select", metavar="ID,...", action="append",
+                   help="report only these check IDs (comma-separated, any case; repeatable)")
+    v.add_argument("--ignore", metavar="ID,...", action="append",
+                   help="do not report these check IDs (comma-separated, any case; "
+                   "repeatable)")
     v.add_argument(
         "--workers", type=_positive, metavar="N",
         help="tasks at once: worker processes of the local executor (default: the cores; 1 "

@@ -10,7 +10,8 @@
   naming a file twice or not as a relative name inside the repo, or with an LFS sha256 that
   is not 64 hex digits, is refused whole: exit 2);
 - every byte is a ranged ``GET /ORG/NAME/resolve/SHA/FILE`` with ``Range: bytes=B-E``; the
-  Hub's redirect of an LFS file to its CDN is followed once per file and the signed URL reused
+  Hub's redirect of an LFS file to its CDN (an http(s) URL: any other is the read's finding,
+  never taken for a server gone) is followed once per file and the signed URL reused
   for the file's later ranges until it expires or the CDN refuses it (then resolved again;
   the token is never sent to the CDN). :meth:`HubReader.read_ranges` has up to
   ``connections`` reads in flight (a thread each, with huggingface_hub's per-thread session),
@@ -437,6 +438,9 @@ class HubReader(Reader):
             if status in _REDIRECTS and not signed and "Location" in response.headers:
                 signed = urljoin(url, response.headers["Location"])
                 response.close()
+                if urlsplit(signed).scheme not in ("http", "https"):  # not a CDN's URL
+                    raise ReadFailed(READ_FAILED, name, f"{where}: redirected to "
+                                     f"{_quoted(signed)}, not an http(s) URL")
                 self._remember(name, signed)
                 continue
             if signed and status in _EXPIRED and not refreshed:
