@@ -78,7 +78,7 @@ def triton_scale(byte: NDArray[np.int64], dtype: np.dtype[np.generic]) -> NDArra
 
 
 @dataclass(frozen=True)
-class Consumer:
+class MXConsumer:
     """One reader of MX blocks.
 
     Attributes:
@@ -108,10 +108,10 @@ class Consumer:
     notes: tuple[str, ...] = ()
 
 
-CONSUMERS: dict[str, Consumer] = {
+CONSUMERS: dict[str, MXConsumer] = {
     c.name: c
     for c in (
-        Consumer(
+        MXConsumer(
             name="ocp",
             library="OCP MX",
             version="v1.0",
@@ -122,7 +122,7 @@ CONSUMERS: dict[str, Consumer] = {
             dtypes=(F32, F64, F16, BF16),
             scale=exact_scale,
         ),
-        Consumer(
+        MXConsumer(
             name="quark-hip-fp16",
             library="amd-quark",
             version="0.13",
@@ -135,7 +135,7 @@ CONSUMERS: dict[str, Consumer] = {
             scale=hip_fp16_scale,
             notes=("GPU only; derived from source (sources.md §3.6(d)), not executed.",),
         ),
-        Consumer(
+        MXConsumer(
             name="quark-hip-bf16",
             library="amd-quark",
             version="0.13",
@@ -148,7 +148,7 @@ CONSUMERS: dict[str, Consumer] = {
             scale=powf_scale,
             notes=("GPU only; derived from source, not executed.",),
         ),
-        Consumer(
+        MXConsumer(
             name="compressed-tensors",
             library="compressed-tensors",
             version="0.20.1",
@@ -160,7 +160,7 @@ CONSUMERS: dict[str, Consumer] = {
             dtypes=(BF16,),
             scale=powf_scale,
         ),
-        Consumer(
+        MXConsumer(
             name="vllm-e8m0-to-f32",
             library="vllm / sglang",
             version="vllm 0.33.0 (sglang before PR #25519)",
@@ -172,7 +172,7 @@ CONSUMERS: dict[str, Consumer] = {
             dtypes=(F32,),
             scale=e8m0_to_f32_bug,
         ),
-        Consumer(
+        MXConsumer(
             name="triton",
             library="triton_kernels (triton-lang/triton)",
             version="_upcast_from_mxfp.py@01757dc",
@@ -191,7 +191,7 @@ CONSUMERS: dict[str, Consumer] = {
                 "unspecified: implementation-defined, we return NaN.",
             ),
         ),
-        Consumer(
+        MXConsumer(
             name="quark-triton",
             library="amd-quark",
             version="0.13",
@@ -209,7 +209,7 @@ CONSUMERS: dict[str, Consumer] = {
                 "sources.md §3.9's '2**-127' is wrong for this path.",
             ),
         ),
-        Consumer(
+        MXConsumer(
             name="quark-hip-qdq",
             library="amd-quark",
             version="0.13",
@@ -226,7 +226,7 @@ CONSUMERS: dict[str, Consumer] = {
 }
 
 
-def get_consumer(name: str) -> Consumer:
+def get_consumer(name: str) -> MXConsumer:
     try:
         return CONSUMERS[name]
     except KeyError:
@@ -236,7 +236,7 @@ def get_consumer(name: str) -> Consumer:
 
 
 def decode_blocks(
-    consumer: Consumer,
+    consumer: MXConsumer,
     values: NDArray[np.float64],
     byte: NDArray[np.int64],
     dtype: np.dtype[np.generic],

@@ -48,7 +48,7 @@ def _ignoring_dtype(rule: Callable[[NDArray[np.float64], Format], Scale]) -> Sca
 
 
 @dataclass(frozen=True)
-class Producer:
+class MXProducer:
     """One producer (or dynamic activation quantizer) of MX blocks.
 
     Attributes:
@@ -108,9 +108,9 @@ _CPU_NAN = (
 _ALL_FINITE = "every finite input, in the dtypes listed (executed on CPU)"
 
 
-def _torchao(mode: str, rule: ScaleRule, description: str, notes: tuple[str, ...]) -> Producer:
+def _torchao(mode: str, rule: ScaleRule, description: str, notes: tuple[str, ...]) -> MXProducer:
     rceil = mode == "rceil"  # multiplies by its (possibly NaN) reciprocal; the others divide
-    return Producer(
+    return MXProducer(
         name=f"torchao-{mode}",
         kind="producer",
         library="torchao",
@@ -148,10 +148,10 @@ _TORCHAO_FLOOR_NOTES = (
     "too small (pytorch/ao#1104, sources.md §3.3).",
 )
 
-PRODUCERS: dict[str, Producer] = {
+PRODUCERS: dict[str, MXProducer] = {
     p.name: p
     for p in (
-        Producer(
+        MXProducer(
             name="ocp",
             kind="producer",
             library="OCP MX",
@@ -211,7 +211,7 @@ PRODUCERS: dict[str, Producer] = {
             ),
         ),
         *(
-            Producer(
+            MXProducer(
                 name=f"triton-round-{direction}",
                 kind="producer",
                 library="triton_kernels (triton-lang/triton)",
@@ -253,7 +253,7 @@ PRODUCERS: dict[str, Producer] = {
                 ),
             )
         ),
-        Producer(
+        MXProducer(
             name="quark",
             kind="producer",
             library="amd-quark",
@@ -284,7 +284,7 @@ PRODUCERS: dict[str, Producer] = {
                 "NaN payloads other than the canonical quiet NaN (treated as canonical)",
             ),
         ),
-        Producer(
+        MXProducer(
             name="quark-triton",
             kind="producer",
             library="amd-quark",
@@ -311,7 +311,7 @@ PRODUCERS: dict[str, Producer] = {
                 "profile follows the reference",
             ),
         ),
-        Producer(
+        MXProducer(
             name="compressed-tensors",
             kind="producer",
             library="compressed-tensors",
@@ -357,7 +357,7 @@ PRODUCERS: dict[str, Producer] = {
                 "generate_mx_scales alone; the written byte, after compress_mx_scale, is 0x7F.",
             ),
         ),
-        Producer(
+        MXProducer(
             name="microxcaling",
             kind="producer",
             library="microsoft/microxcaling",
@@ -386,7 +386,7 @@ PRODUCERS: dict[str, Producer] = {
                 "value microxcaling returns)",
             ),
         ),
-        Producer(
+        MXProducer(
             name="vllm",
             kind="producer",
             library="vllm",
@@ -409,7 +409,7 @@ PRODUCERS: dict[str, Producer] = {
                 "+-Inf in a block: scale 0xFE, Inf -> 0x7/0xF (source)",
             ),
         ),
-        Producer(
+        MXProducer(
             name="quark-hip-qdq",
             kind="activation",
             library="amd-quark",
@@ -445,7 +445,7 @@ PRODUCERS: dict[str, Producer] = {
 }
 
 
-def get_producer(name: str) -> Producer:
+def get_producer(name: str) -> MXProducer:
     """The producer or activation profile ``name`` (ValueError lists the valid ones)."""
     try:
         return PRODUCERS[name]
