@@ -32,22 +32,29 @@ from mxformats.containers import containers
 from mxformats.formats import E2M1, E8M0, Format, get_format
 from mxformats.packing import integer_codes, pack_fp4, unpack_fp4
 from mxformats.pairing import consumer_for
-from mxformats.registry import ProfileInfo, register
+from mxformats.records import deprecated_aliases
 from mxformats.schemes.mx.consumers import CONSUMERS, MXConsumer, decode_blocks, get_consumer
 from mxformats.schemes.mx.elements import encode_elements, scaled
-from mxformats.schemes.mx.producers import PRODUCERS, MXProducer, get_producer
+from mxformats.schemes.mx.producers import PRODUCERS, MXActivation, MXProducer, get_producer
 
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike, DTypeLike, NDArray
 
 __all__ = [
+    "CONSUMERS",
+    "PRODUCERS",
+    "MXActivation",
     "MXArray",
+    "MXConsumer",
+    "MXProducer",
     "block_max",
     "check_axis",
     "check_elem",
     "check_shape",
     "consumer_dtype",
     "dequantize_mx",
+    "get_consumer",
+    "get_producer",
     "pack_fp4",
     "quantize_mx",
     "unpack_fp4",
@@ -272,11 +279,6 @@ def dequantize_mx(
     return result if own == out else result.astype(out)
 
 
-# -- registry -------------------------------------------------------------------------------
-
-for _p in PRODUCERS.values():
-    register(ProfileInfo(_p.name, "mx", _p.kind, _p.library, _p.version, _p.function,
-                         _p.description))
-for _c in CONSUMERS.values():
-    register(ProfileInfo(_c.name, "mx", "consumer", _c.library, _c.version, _c.function,
-                         _c.description))
+#: The names before the one vocabulary, importable with a DeprecationWarning.
+__getattr__ = deprecated_aliases(__name__, {"Producer": "MXProducer", "Consumer": "MXConsumer"},
+                                 globals())

@@ -3,20 +3,24 @@
 A consumer is four choices (spec/mx.md, "Consumers"): how it decodes the scale byte into its
 arithmetic type, the arithmetic type itself (the product ``element * scale`` is rounded once
 into it), whether it clamps the result to the type's largest finite value, and whether byte 0xFF
-forces NaN. The table :data:`CONSUMERS` is the single source of truth for mx.py and the spec.
+forces NaN. The table :data:`CONSUMERS` of :class:`MXConsumer` records (on the one record base,
+:mod:`mxformats.records`) is the single source of truth for :mod:`mxformats.schemes.mx` and the
+spec; this module registers it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 import ml_dtypes
 import numpy as np
 
 from mxformats.arith import BF16, canonical_nan, round_to
 from mxformats.formats import E2M1, E2M3, E3M2, E4M3FN, E5M2, Format
+from mxformats.records import ConsumerRecord, deprecated_aliases, lookup
+from mxformats.registry import Scheme, register
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
@@ -78,11 +82,12 @@ def triton_scale(byte: NDArray[np.int64], dtype: np.dtype[np.generic]) -> NDArra
 
 
 @dataclass(frozen=True)
-class MXConsumer:
+class MXConsumer(ConsumerRecord):
     """One reader of MX blocks.
 
     Attributes:
-        name, library, version, function, description: the registry entry.
+        name, library, version, function, description: the registry entry
+            (:class:`~mxformats.records.Record`).
         elements: element formats it decodes.
         dtypes: its arithmetic (output) types; ``dequantize_mx`` may widen the result exactly
             to a wider ``dtype`` on request.
@@ -95,17 +100,14 @@ class MXConsumer:
     0xFFFF for 0 * Inf, its scalar tail 0x7FC0, NVIDIA GPUs 0x7FFF): implementation-defined.
     """
 
-    name: str
-    library: str
-    version: str
-    function: str
-    description: str
     elements: tuple[Format, ...]
     dtypes: tuple[np.dtype[np.generic], ...]
     scale: ScaleDecoder
     clamp: bool = False
     nan_on_ff: bool = False
     notes: tuple[str, ...] = ()
+
+    scheme: ClassVar[Scheme] = "mx"
 
 
 CONSUMERS: dict[str, MXConsumer] = {
@@ -224,15 +226,17 @@ CONSUMERS: dict[str, MXConsumer] = {
         ),
     )
 }
+for _record in CONSUMERS.values():
+    register(_record.info)
 
 
 def get_consumer(name: str) -> MXConsumer:
-    try:
-        return CONSUMERS[name]
-    except KeyError:
-        raise ValueError(
-            f"unknown mx consumer profile {name!r}; valid: {', '.join(sorted(CONSUMERS))}"
-        ) from None
+    """The consumer profile ``name`` (the registry's ValueError lists the valid ones)."""
+    return lookup(CONSUMERS, "mx", "consumer", name)
+
+
+#: The names before the one vocabulary, importable with a DeprecationWarning.
+__getattr__ = deprecated_aliases(__name__, {"Consumer": "MXConsumer"}, globals())
 
 
 def decode_blocks(
