@@ -38,7 +38,7 @@ from mxformats.schemes.fp8_block import FP8BlockArray, dequantize_fp8_block, qua
 from mxformats.schemes.int4 import Int4Array, dequantize_int4, pack_int4, quantize_int4, unpack_int4
 from mxformats.schemes.mx import MXArray, dequantize_mx, pack_fp4, quantize_mx, unpack_fp4
 from mxformats.schemes.nvfp4 import NVFP4Array, dequantize_nvfp4, quantize_nvfp4
-from mxformats.schemes.w4a8 import W4A8, dequantize_w4a8, quantize_w4a8
+from mxformats.schemes.w4a8 import W4A8Array, dequantize_w4a8, quantize_w4a8
 from mxformats.validate.descriptors import profile_for
 
 __all__ = [
@@ -54,13 +54,13 @@ __all__ = [
     "OVERFLOWS",
     "ROUNDINGS",
     "UINT4",
-    "W4A8",
     "FP8BlockArray",
     "Format",
     "Int4Array",
     "MXArray",
     "NVFP4Array",
     "ProfileInfo",
+    "W4A8Array",
     "__version__",
     "bfloat16_bits_to_float32",
     "compare_profiles",
