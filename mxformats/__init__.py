@@ -32,6 +32,7 @@ from mxformats.formats import (
     Format,
     get_format,
 )
+from mxformats.records import DeprecatedAliases
 from mxformats.registry import ProfileInfo, profiles
 from mxformats.schemes.fp8 import dequantize_fp8, quantize_fp8
 from mxformats.schemes.fp8_block import FP8BlockArray, dequantize_fp8_block, quantize_fp8_block
@@ -87,3 +88,6 @@ __all__ = [
     "unpack_fp4",
     "unpack_int4",
 ]
+
+#: The names before the one vocabulary, importable with a DeprecationWarning.
+__getattr__ = DeprecatedAliases(__name__, {"W4A8": "W4A8Array"}, globals())

@@ -83,6 +83,7 @@ def test_producer_records_read_their_default_consumer_from_the_pairing_table() -
 def test_records_register_their_own_entry() -> None:
     """A record's ``info`` is exactly what the registry holds for it."""
     from mxformats.schemes import fp8, fp8_block, int4, mx, nvfp4, w4a8
+    from mxformats.schemes.mx.producers import MXActivation
 
     for module in (fp8_block, int4, nvfp4, w4a8):
         for kind, table in (("producer", module.PRODUCERS), ("consumer", module.CONSUMERS)):
@@ -97,7 +98,7 @@ def test_records_register_their_own_entry() -> None:
     # MX: one table of producers and activation quantizers (Quark's HIP qdq), one of consumers
     activations = {n for n, r in mx.PRODUCERS.items() if r.kind == "activation"}
     assert activations == {"quark-hip-qdq"}
-    assert isinstance(mx.PRODUCERS["quark-hip-qdq"], mx.MXActivation)
+    assert isinstance(mx.PRODUCERS["quark-hip-qdq"], MXActivation)
     for name, record in mx.PRODUCERS.items():
         assert record.info == get_profile_info("mx", record.kind, name)
         assert mx.get_producer(name) is record
@@ -117,6 +118,7 @@ def test_records_register_their_own_entry() -> None:
     ("fp8", "get_fp8_profile", "get_producer"),
     ("w4a8", "W4A8_PRODUCERS", "PRODUCERS"),
     ("w4a8", "W4A8_CONSUMERS", "CONSUMERS"),
+    ("w4a8", "W4A8", "W4A8Array"),
     ("mx", "Producer", "MXProducer"),
     ("mx", "Consumer", "MXConsumer"),
     ("mx.producers", "Producer", "MXProducer"),
@@ -128,3 +130,14 @@ def test_old_record_names_are_deprecated_aliases(scheme: str, old: str, new: str
         assert getattr(module, old) is getattr(module, new)
     with pytest.raises(AttributeError, match="no_such_name"):
         module.no_such_name  # noqa: B018
+
+
+def test_the_package_keeps_the_old_array_name() -> None:
+    """``mxformats.W4A8`` (public before ``W4A8Array``) still imports, with a warning, and is
+    no longer listed in ``mxformats.__all__``."""
+    with pytest.warns(DeprecationWarning, match="mxformats.W4A8 is deprecated; use W4A8Array"):
+        from mxformats import W4A8
+    assert W4A8 is mxformats.W4A8Array
+    assert "W4A8" not in mxformats.__all__ and "W4A8Array" in mxformats.__all__
+    with pytest.raises(AttributeError, match="no_such_name"):
+        mxformats.no_such_name  # noqa: B018

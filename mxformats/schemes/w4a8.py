@@ -24,7 +24,7 @@ from mxformats.arith import as_float_array, round_once
 from mxformats.containers import containers
 from mxformats.formats import E4M3FN, Format
 from mxformats.packing import pack_int4, unpack_int4
-from mxformats.records import ConsumerRecord, ProducerRecord, deprecated_aliases, lookup
+from mxformats.records import ConsumerRecord, DeprecatedAliases, ProducerRecord, lookup
 from mxformats.registry import Scheme, register
 from mxformats.schemes.fp8 import quantize_fp8
 from mxformats.schemes.int4 import Int4Array, quantize_int4
@@ -113,8 +113,9 @@ def get_consumer(name: str) -> W4A8Consumer:
 
 
 #: The names before the one vocabulary, importable with a DeprecationWarning.
-__getattr__ = deprecated_aliases(__name__, {"W4A8_PRODUCERS": "PRODUCERS",
-                                            "W4A8_CONSUMERS": "CONSUMERS"}, globals())
+__getattr__ = DeprecatedAliases(__name__, {"W4A8_PRODUCERS": "PRODUCERS",
+                                            "W4A8_CONSUMERS": "CONSUMERS",
+                                            "W4A8": "W4A8Array"}, globals())
 
 
 @dataclass(frozen=True, eq=False)

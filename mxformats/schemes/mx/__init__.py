@@ -32,10 +32,10 @@ from mxformats.containers import containers
 from mxformats.formats import E2M1, E8M0, Format, get_format
 from mxformats.packing import integer_codes, pack_fp4, unpack_fp4
 from mxformats.pairing import consumer_for
-from mxformats.records import deprecated_aliases
+from mxformats.records import DeprecatedAliases
 from mxformats.schemes.mx.consumers import CONSUMERS, MXConsumer, decode_blocks, get_consumer
 from mxformats.schemes.mx.elements import encode_elements, scaled
-from mxformats.schemes.mx.producers import PRODUCERS, MXActivation, MXProducer, get_producer
+from mxformats.schemes.mx.producers import PRODUCERS, MXProducer, get_producer
 
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike, DTypeLike, NDArray
@@ -43,10 +43,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CONSUMERS",
     "PRODUCERS",
-    "MXActivation",
     "MXArray",
-    "MXConsumer",
-    "MXProducer",
     "block_max",
     "check_axis",
     "check_elem",
@@ -280,5 +277,5 @@ def dequantize_mx(
 
 
 #: The names before the one vocabulary, importable with a DeprecationWarning.
-__getattr__ = deprecated_aliases(__name__, {"Producer": "MXProducer", "Consumer": "MXConsumer"},
+__getattr__ = DeprecatedAliases(__name__, {"Producer": "MXProducer", "Consumer": "MXConsumer"},
                                  globals())

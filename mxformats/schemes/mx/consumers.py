@@ -19,7 +19,7 @@ import numpy as np
 
 from mxformats.arith import BF16, canonical_nan, round_to
 from mxformats.formats import E2M1, E2M3, E3M2, E4M3FN, E5M2, Format
-from mxformats.records import ConsumerRecord, deprecated_aliases, lookup
+from mxformats.records import ConsumerRecord, DeprecatedAliases, lookup
 from mxformats.registry import Scheme, register
 
 if TYPE_CHECKING:
@@ -236,7 +236,7 @@ def get_consumer(name: str) -> MXConsumer:
 
 
 #: The names before the one vocabulary, importable with a DeprecationWarning.
-__getattr__ = deprecated_aliases(__name__, {"Consumer": "MXConsumer"}, globals())
+__getattr__ = DeprecatedAliases(__name__, {"Consumer": "MXConsumer"}, globals())
 
 
 def decode_blocks(

@@ -18,7 +18,7 @@ import numpy as np
 
 from mxformats.arith import BF16
 from mxformats.formats import E2M1, E2M3, E3M2, E4M3FN, E5M2, Format
-from mxformats.records import ProducerRecord, deprecated_aliases
+from mxformats.records import DeprecatedAliases, ProducerRecord
 from mxformats.registry import Kind, Scheme, register
 from mxformats.schemes.mx import scale_rules as rules
 from mxformats.schemes.mx.elements import ElementRules
@@ -457,4 +457,4 @@ def get_producer(name: str) -> MXProducer:
 
 
 #: The names before the one vocabulary, importable with a DeprecationWarning.
-__getattr__ = deprecated_aliases(__name__, {"Producer": "MXProducer"}, globals())
+__getattr__ = DeprecatedAliases(__name__, {"Producer": "MXProducer"}, globals())
