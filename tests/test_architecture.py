@@ -70,8 +70,9 @@ MODULE_LAYER: dict[str, int] = {
 #: inside functions (``"lazy"``), no circle is left among the members.
 ALLOWED_CIRCLES: dict[frozenset[str], tuple[str, str]] = {
     frozenset({"mxformats.formats", "mxformats.codec", "mxformats.containers"}): (
-        "lazy", "the codec names Format only in its signatures; its functions wear containers' "
-        "decorator, which looks a format up by name when called (formats imports the codec)"),
+        "type-only", "the codec and containers name Format only in their signatures; formats "
+        "imports both and hands containers' decorator its Format type and get_format "
+        "(containers.read_formats_with) when it is imported"),
     frozenset({"mxformats.validate.model", "mxformats.validate.descriptors.base"}): (
         "type-only", "Checkpoint.descriptor is typed as a Descriptor; descriptors take a "
         "Checkpoint"),
