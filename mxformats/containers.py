@@ -83,7 +83,7 @@ def _named_format(where: str | Format, arguments: Mapping[str, Any]) -> Format |
     if not _formats:
         raise RuntimeError("mxformats.formats has not installed its formats (import it first)")
     format_type, get_format = _formats[0]
-    named = where if isinstance(where, format_type) else arguments.get(where)
+    named = arguments.get(where) if isinstance(where, str) else where
     if isinstance(named, format_type):
         return named
     return get_format(named) if isinstance(named, str) else None
