@@ -68,8 +68,8 @@ nitpick_ignore = [
     ("py:class", "P"), ("py:class", "R"),
     # The MX producer and consumer records are internal (documented through the profile tables
     # and spec/mx.md, not on the API page); public functions name them in their signatures.
-    ("py:class", "mxformats.schemes.mx.producers.Producer"),
-    ("py:class", "mxformats.schemes.mx.consumers.Consumer"),
+    ("py:class", "mxformats.schemes.mx.producers.MXProducer"),
+    ("py:class", "mxformats.schemes.mx.consumers.MXConsumer"),
     # The per-module records a validator task returns are internal to the check modules
     # (documented in mxformats.validate.tasks); TaskResult names them in its fields.
     ("py:class", "mxformats.validate.numbers.ModuleNumbers"),

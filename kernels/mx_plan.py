@@ -49,7 +49,7 @@ from mxformats.formats import E2M1, E4M3FN, Format
 from mxformats.schemes.mx import MXArray, check_axis, check_elem, check_shape, consumer_dtype
 from mxformats.schemes.mx.consumers import CONSUMERS, get_consumer
 from mxformats.schemes.mx.elements import ElementRules, encode_elements, nan_codes
-from mxformats.schemes.mx.producers import PRODUCERS, Producer, get_producer
+from mxformats.schemes.mx.producers import PRODUCERS, MXProducer, get_producer
 from mxformats.schemes.mx.scale_rules import Scale
 
 if TYPE_CHECKING:
@@ -268,7 +268,7 @@ def shift_code_limit(source: FloatLayout, elem: FloatLayout, round_away: bool,
     return int(ks[np.argmin(exact), 0]) if not exact.all() else int(ks[-1, 0]) + 1
 
 
-def quantize_claims(producer: Producer, elem: Format, *, microxcaling: bool = False) -> bool:
+def quantize_claims(producer: MXProducer, elem: Format, *, microxcaling: bool = False) -> bool:
     """Whether a kernel that follows the plan computes ``producer`` writing ``elem`` for every
     dtype it takes. ``microxcaling``: the backend implements ``microxcaling_quirk``.
 

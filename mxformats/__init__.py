@@ -32,13 +32,14 @@ from mxformats.formats import (
     Format,
     get_format,
 )
+from mxformats.records import DeprecatedAliases
 from mxformats.registry import ProfileInfo, profiles
 from mxformats.schemes.fp8 import dequantize_fp8, quantize_fp8
 from mxformats.schemes.fp8_block import FP8BlockArray, dequantize_fp8_block, quantize_fp8_block
 from mxformats.schemes.int4 import Int4Array, dequantize_int4, pack_int4, quantize_int4, unpack_int4
 from mxformats.schemes.mx import MXArray, dequantize_mx, pack_fp4, quantize_mx, unpack_fp4
 from mxformats.schemes.nvfp4 import NVFP4Array, dequantize_nvfp4, quantize_nvfp4
-from mxformats.schemes.w4a8 import W4A8, dequantize_w4a8, quantize_w4a8
+from mxformats.schemes.w4a8 import W4A8Array, dequantize_w4a8, quantize_w4a8
 from mxformats.validate.descriptors import profile_for
 
 __all__ = [
@@ -54,13 +55,13 @@ __all__ = [
     "OVERFLOWS",
     "ROUNDINGS",
     "UINT4",
-    "W4A8",
     "FP8BlockArray",
     "Format",
     "Int4Array",
     "MXArray",
     "NVFP4Array",
     "ProfileInfo",
+    "W4A8Array",
     "__version__",
     "bfloat16_bits_to_float32",
     "compare_profiles",
@@ -87,3 +88,6 @@ __all__ = [
     "unpack_fp4",
     "unpack_int4",
 ]
+
+#: The names before the one vocabulary, importable with a DeprecationWarning.
+__getattr__ = DeprecatedAliases(__name__, {"W4A8": "W4A8Array"}, globals())

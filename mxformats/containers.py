@@ -26,7 +26,7 @@ import dataclasses
 import functools
 import inspect
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 import ml_dtypes
@@ -37,19 +37,62 @@ if TYPE_CHECKING:
 
     from mxformats.formats import Format
 
-__all__ = ["containers", "native_codes", "numpy_dtype", "tensor_to_numpy", "to_torch",
-           "unpack_nibbles"]
+__all__ = ["NATIVE_DTYPES", "containers", "native_codes", "numpy_dtype", "read_formats_with",
+           "tensor_to_numpy", "to_torch", "unpack_nibbles"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
+#: Format name -> its native dtype names in torch, ml_dtypes and safetensors, None where
+#: none exists. torch's ``float4_e2m1fn_x2`` holds two E2M1 codes a byte, low nibble first (as
+#: :func:`mxformats.pack_fp4`); torch's ``int4``/``uint4`` are shell dtypes without a defined
+#: layout, so INT4 has none. safetensors names: the ``Dtype`` enum of safetensors 0.8
+#: (huggingface/safetensors, ``safetensors/src/tensor.rs``). :mod:`mxformats.formats` reads its
+#: formats' dtypes and names from this table.
+NATIVE_DTYPES: dict[str, tuple[str | None, str | None, str | None]] = {
+    "e2m1": ("float4_e2m1fn_x2", "float4_e2m1fn", "F4"),
+    "e8m0": ("float8_e8m0fnu", "float8_e8m0fnu", "F8_E8M0"),
+    "e4m3fn": ("float8_e4m3fn", "float8_e4m3fn", "F8_E4M3"),
+    "e4m3fnuz": ("float8_e4m3fnuz", "float8_e4m3fnuz", "F8_E4M3FNUZ"),
+    "e5m2": ("float8_e5m2", "float8_e5m2", "F8_E5M2"),
+    "e2m3": (None, "float6_e2m3fn", "F6_E2M3"),
+    "e3m2": (None, "float6_e3m2fn", "F6_E3M2"),
+    "int4": (None, "int4", None),
+    "uint4": (None, "uint4", None),
+}
+
+#: How the decorator reads a format argument (``elem=E2M1`` or ``elem="e2m1"``): the
+#: :class:`~mxformats.formats.Format` type and :func:`~mxformats.formats.get_format`, which
+#: :mod:`mxformats.formats` hands down with :func:`read_formats_with` when it is imported.
+#: formats sits above this module (it imports the codec, whose functions wear this decorator),
+#: so it is never imported from here.
+_formats: list[tuple[type[Format], Callable[[object], Format]]] = []
+
+
+def read_formats_with(format_type: type[Format], lookup: Callable[[object], Format]) -> None:
+    """Install the :class:`~mxformats.formats.Format` type and ``lookup``
+    (:func:`~mxformats.formats.get_format`) as the decorator's reader of format arguments;
+    :mod:`mxformats.formats` calls this once, when it is imported."""
+    _formats[:] = [(format_type, lookup)]
+
+
+def _named_format(where: str | Format, arguments: Mapping[str, Any]) -> Format | None:
+    """The format a ``codes`` entry names: ``where`` itself, or the argument named ``where``
+    (a Format, or a name :func:`~mxformats.formats.get_format` reads); None for another
+    argument (no format to check the codes against)."""
+    if not _formats:
+        raise RuntimeError("mxformats.formats has not installed its formats (import it first)")
+    format_type, get_format = _formats[0]
+    named = arguments.get(where) if isinstance(where, str) else where
+    if isinstance(named, format_type):
+        return named
+    return get_format(named) if isinstance(named, str) else None
+
+
 @functools.cache
 def _code_dtypes() -> tuple[dict[str, str], dict[str, str]]:
     """torch dtypes whose byte holds codes (``float4_e2m1fn_x2``: two), and ml_dtypes types
-    whose byte holds one code (float4/float6 in the low bits), each -> the format's name.
-    Built on first use: :mod:`mxformats.formats` imports this module (through the codec)."""
-    from mxformats.formats import NATIVE_DTYPES
-
+    whose byte holds one code (float4/float6 in the low bits), each -> the format's name."""
     by_torch = {t: fmt for fmt, (t, _, _) in NATIVE_DTYPES.items() if t is not None}
     by_ml = {m: fmt for fmt, (_, m, _) in NATIVE_DTYPES.items() if m is not None}
     return by_torch, by_ml
@@ -244,8 +287,6 @@ def containers(
         def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
             if not converts and "torch" not in sys.modules:
                 return fn(*args, **kwargs)
-            from mxformats.formats import Format, get_format  # it imports this module
-
             bound = signature.bind(*args, **kwargs)
             bound.apply_defaults()
             arguments = bound.arguments
@@ -253,10 +294,8 @@ def containers(
             if arguments.get("dtype") is not None:
                 arguments["dtype"] = numpy_dtype(arguments["dtype"])
             for name, where in (codes or {}).items():
-                named = where if isinstance(where, Format) else arguments.get(where)
-                fmt = named if isinstance(named, Format) else (
-                    get_format(named) if isinstance(named, str) else None)
-                arguments[name] = native_codes(arguments[name], fmt, unpack_x2=unpack_x2)
+                arguments[name] = native_codes(arguments[name], _named_format(where, arguments),
+                                               unpack_x2=unpack_x2)
             if device is None:
                 return fn(*bound.args, **bound.kwargs)
             for name, value in arguments.items():

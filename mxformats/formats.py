@@ -16,6 +16,7 @@ import ml_dtypes
 import numpy as np
 
 from mxformats import codec
+from mxformats.containers import NATIVE_DTYPES, read_formats_with
 
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike, DTypeLike, NDArray
@@ -461,24 +462,6 @@ FORMATS: dict[str, Format] = {
 }
 
 
-#: Format name -> its native dtype names in torch, ml_dtypes and safetensors, None where
-#: none exists. torch's ``float4_e2m1fn_x2`` holds two E2M1 codes a byte, low nibble first (as
-#: :func:`mxformats.pack_fp4`); torch's ``int4``/``uint4`` are shell dtypes without a defined
-#: layout, so INT4 has none. safetensors names: the ``Dtype`` enum of safetensors 0.8
-#: (huggingface/safetensors, ``safetensors/src/tensor.rs``).
-NATIVE_DTYPES: dict[str, tuple[str | None, str | None, str | None]] = {
-    "e2m1": ("float4_e2m1fn_x2", "float4_e2m1fn", "F4"),
-    "e8m0": ("float8_e8m0fnu", "float8_e8m0fnu", "F8_E8M0"),
-    "e4m3fn": ("float8_e4m3fn", "float8_e4m3fn", "F8_E4M3"),
-    "e4m3fnuz": ("float8_e4m3fnuz", "float8_e4m3fnuz", "F8_E4M3FNUZ"),
-    "e5m2": ("float8_e5m2", "float8_e5m2", "F8_E5M2"),
-    "e2m3": (None, "float6_e2m3fn", "F6_E2M3"),
-    "e3m2": (None, "float6_e3m2fn", "F6_E3M2"),
-    "int4": (None, "int4", None),
-    "uint4": (None, "uint4", None),
-}
-
-
 def _alias_table() -> dict[str, str]:
     table: dict[str, str] = {}
     for fmt, names in NATIVE_DTYPES.items():
@@ -510,3 +493,7 @@ def get_format(name: object) -> Format:
             f"unknown format {name!r}; known formats: {', '.join(FORMATS)} (or their torch, "
             "ml_dtypes or safetensors names)"
         ) from None
+
+
+# The containers decorator (below this module) reads format arguments with these.
+read_formats_with(Format, get_format)

@@ -7,8 +7,10 @@ functions alike; an import under ``if TYPE_CHECKING:`` is *type-only*), builds t
 and checks two things:
 
 - **no circle** (a strongly connected component of two or more modules) except those listed in
-  :data:`ALLOWED_CIRCLES`, each with its reason: a type-only pair, or a circle that closes only
-  through imports made when a function is called (a package loading its own backend);
+  :data:`ALLOWED_CIRCLES`, each with its reason: a circle that closes only through imports
+  under ``if TYPE_CHECKING:`` (a type-only circle). A circle closed by an import made inside a
+  function is a circle all the same: break it (move the shared piece down a floor, or have the
+  module above hand it down), never hide the import;
 - **at most two upward imports** (an import of a module on a higher floor than the importer's),
   each listed in :data:`ALLOWED_UPWARD` with its reason.
 
@@ -65,23 +67,17 @@ MODULE_LAYER: dict[str, int] = {
     "mxformats": 4,
 }
 
-#: The circles allowed: members -> (what closes it, why it is harmless). The test checks the
-#: claim: without the type-only imports (``"type-only"``), or without them and the imports made
-#: inside functions (``"lazy"``), no circle is left among the members.
+#: The circles allowed: members -> (what closes it, why it is harmless). Only ``"type-only"``
+#: circles are allowed, and the test checks the claim: without the imports under
+#: ``if TYPE_CHECKING:``, no circle is left among the members.
 ALLOWED_CIRCLES: dict[frozenset[str], tuple[str, str]] = {
     frozenset({"mxformats.formats", "mxformats.codec", "mxformats.containers"}): (
-        "lazy", "the codec names Format only in its signatures; its functions wear containers' "
-        "decorator, which looks a format up by name when called (formats imports the codec)"),
+        "type-only", "the codec and containers name Format only in their signatures; formats "
+        "imports both and hands containers' decorator its Format type and get_format "
+        "(containers.read_formats_with) when it is imported"),
     frozenset({"mxformats.validate.model", "mxformats.validate.descriptors.base"}): (
         "type-only", "Checkpoint.descriptor is typed as a Descriptor; descriptors take a "
         "Checkpoint"),
-    frozenset({"mxformats.kernels.hip", "mxformats.kernels.hip._launch",
-               "mxformats.kernels.hip.fp8", "mxformats.kernels.hip.fp8_block",
-               "mxformats.kernels.hip.int4", "mxformats.kernels.hip.mx",
-               "mxformats.kernels.hip.nvfp4", "mxformats.kernels.hip.rocm"}): (
-        "lazy", "the HIP front ends (one module per scheme, merged in the package) load the "
-        "ROCm build through _launch only on a ROCm device; the ROCm backend wraps the front "
-        "ends' functions"),
 }
 
 #: Upward imports allowed (importer, imported) -> why; at most two.
@@ -287,9 +283,9 @@ def test_no_circle_beyond_the_allowed() -> None:
 def test_allowed_circles_are_what_they_claim() -> None:
     edges = import_graph()
     for component, (kind, _) in ALLOWED_CIRCLES.items():
-        assert kind in ("type-only", "lazy"), kind
+        assert kind == "type-only", kind
         kept = [e for e in edges if e.importer in component and e.imported in component
-                and not e.type_only and not (kind == "lazy" and e.lazy)]
+                and not e.type_only]
         assert not circles(kept), f"{sorted(component)} is a circle without {kind} imports"
 
 

@@ -182,6 +182,19 @@ def test_a_native_dtype_of_another_format_is_refused() -> None:
     assert native_codes([1, 2]) == [1, 2]  # not a native dtype: unchanged
 
 
+def test_a_format_given_by_name_is_read_with_the_formats_lookup(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``elem="e4m3fn"``, a name, is read by the ``get_format`` that :mod:`mxformats.formats`
+    hands containers' decorator: e5m2 codes are refused as for ``E4M3FN`` itself. Without the
+    formats handed down the decorator says so (it never imports formats, which sits above it)."""
+    e5m2 = torch.zeros((1, 32)).to(torch.float8_e5m2)
+    with pytest.raises(TypeError, match=r"float8_e5m2 \(e5m2\), not e4m3fn codes"):
+        dequantize_mx(e5m2, np.full((1, 1), 127, np.uint8), "e4m3fn")
+    monkeypatch.setattr("mxformats.containers._formats", [])
+    with pytest.raises(RuntimeError, match=r"mxformats\.formats has not installed its formats"):
+        E4M3FN.decode(np.zeros(2, np.uint8))
+
+
 def test_format_native_dtypes_and_aliases() -> None:
     assert E4M3FN.torch_dtype is torch.float8_e4m3fn and E2M1.torch_dtype is torch.float4_e2m1fn_x2
     assert FORMATS["e2m3"].torch_dtype is None and FORMATS["int4"].torch_dtype is None

@@ -5,7 +5,10 @@ a deprecation alias and a CHANGELOG line for anything removed or renamed.
 The public API is what users call: ``mxformats.__all__`` (each function's and class's
 parameters by name and kind), the front ends of the kernels (``mxformats.kernels.triton`` and
 ``mxformats.kernels.hip``: their ``__all__`` and parameters), and the CLI (every subcommand of
-``mxformats.cli.build_parser()`` with its options, positionals and choices).
+``mxformats.cli.build_parser()`` with its options, positionals and choices). The old names these
+modules still serve with a DeprecationWarning (their ``__getattr__``, a
+:class:`mxformats.records.DeprecatedAliases`) are listed too, old -> new, so an alias is not
+dropped unnoticed.
 """
 
 from __future__ import annotations
@@ -52,6 +55,14 @@ def module_api(name: str) -> dict[str, list[str] | None]:
     return {attr: _parameters(getattr(module, attr)) for attr in sorted(module.__all__)}
 
 
+def module_aliases(name: str) -> dict[str, str]:
+    """The deprecated names ``name`` serves (old -> new), empty when it has none."""
+    from mxformats.records import DeprecatedAliases
+
+    served = getattr(importlib.import_module(name), "__getattr__", None)
+    return dict(served.aliases) if isinstance(served, DeprecatedAliases) else {}
+
+
 def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
@@ -79,7 +90,8 @@ def public_api() -> dict[str, Any]:
     """The whole listing, as ``tests/data/public_api.json`` holds it."""
     from mxformats.cli import build_parser
 
-    return {"modules": {m: module_api(m) for m in MODULES}, "cli": parser_api(build_parser())}
+    return {"modules": {m: module_api(m) for m in MODULES}, "cli": parser_api(build_parser()),
+            "deprecated": {m: module_aliases(m) for m in MODULES}}
 
 
 def test_public_api_is_the_committed_listing() -> None:
@@ -87,7 +99,7 @@ def test_public_api_is_the_committed_listing() -> None:
     pytest.importorskip("triton")
     committed = json.loads(LISTING.read_text(encoding="utf-8"))
     now = public_api()
-    for section in ("modules", "cli"):
+    for section in ("modules", "cli", "deprecated"):
         for key in sorted(set(committed[section]) | set(now[section])):
             assert now[section].get(key) == committed[section].get(key), (
                 f"the public API changed: {section} {key} (regenerate tests/data/public_api.json "

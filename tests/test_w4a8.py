@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from conftest import requires
 
-from mxformats import E4M3FN, W4A8, dequantize_w4a8, quantize_fp8, quantize_w4a8, unpack_int4
+from mxformats import E4M3FN, W4A8Array, dequantize_w4a8, quantize_fp8, quantize_w4a8, unpack_int4
 from mxformats.arith import divide_in
 from mxformats.codec import tensor_to_numpy
 from mxformats.specgen import SCHEMA_VERSION
@@ -144,7 +144,7 @@ def test_dequantize_as_vllm_folds() -> None:
 
 def test_w4a8_unpacks_and_refuses() -> None:
     result = quantize_w4a8(np.ones((1, 8), np.float32))
-    assert isinstance(result, W4A8) and len(list(result)) == 3
+    assert isinstance(result, W4A8Array) and len(list(result)) == 3
     with pytest.raises(ValueError, match="2-D"):
         quantize_w4a8(np.ones(8, np.float32))
     with pytest.raises(ValueError, match="unknown w4a8"):

@@ -9,7 +9,7 @@ kernel recompiles that kernel and the link only.
 
 ``python3 kernels/hip/_build.py amd gfx90a gfx940`` compiles every kernel for those AMD targets
 with hipcc and prints each command (``.ci/hip.sh``; this module needs only the standard
-library).
+library, and torch for :func:`rocm_library` alone).
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ __all__ = [
     "cache_dir",
     "cpu_driver",
     "nvidia_library",
+    "rocm_library",
 ]
 
 SOURCE_DIR = Path(__file__).resolve().parent
@@ -157,6 +158,30 @@ def nvidia_library(arch: str) -> Path:
         return library
 
     return _cached("libmxf_hip.so", digest, build)
+
+
+def rocm_library() -> Path:
+    """The kernels and ``mxf_run`` as a shared library for this machine's AMD GPU, built by
+    ``torch.utils.cpp_extension`` (hipcc) on ROCm PyTorch (cached by torch under
+    :func:`cache_dir`); RuntimeError on another PyTorch build. Not run in this project's CI: it
+    needs an AMD GPU and ROCm >= 6 for gfx942/gfx950."""
+    import torch
+
+    if not torch.version.hip:
+        raise RuntimeError("mxformats.kernels.hip.rocm needs a ROCm build of PyTorch")
+    from torch.utils import cpp_extension
+
+    build = cache_dir() / "rocm"
+    build.mkdir(parents=True, exist_ok=True)
+    sources = [str(SOURCE_DIR / name) for name in (*KERNELS, DISPATCH)]
+    # is_python_module=False: a plain shared library (mxf_run is extern "C", no pybind).
+    # dispatch.cpp goes to the host compiler: it must see the HIP runtime, not hip_cpu.h.
+    cpp_extension.load(name="mxf_hip_rocm", sources=sources,
+                       extra_cflags=[*HIPCC_FLAGS, "-D__HIP_PLATFORM_AMD__=1"],
+                       extra_cuda_cflags=list(HIPCC_FLAGS),
+                       extra_include_paths=[str(SOURCE_DIR)], build_directory=str(build),
+                       is_python_module=False)
+    return build / "mxf_hip_rocm.so"
 
 
 def amd_compile_command(source: Path, target: str, output: Path) -> list[str]:

@@ -34,14 +34,20 @@ def _nvidia_library(arch: str) -> SharedLibrary:
     return SharedLibrary(nvidia_library(arch))
 
 
+@functools.cache
+def rocm_library() -> SharedLibrary:
+    """The kernels built for this machine's AMD GPU (``_build.rocm_library``), loaded."""
+    from ._build import rocm_library as build
+
+    return SharedLibrary(build())
+
+
 def _executor(device: torch.device) -> Executor:
     """The CPU driver for CPU tensors; the GPU build for CUDA tensors (ROCm or NVIDIA)."""
     if device.type == "cpu":
         return _cpu_driver()
     if device.type == "cuda" and torch.version.hip:
-        from .rocm import library
-
-        return library()
+        return rocm_library()
     if device.type == "cuda":
         major, minor = torch.cuda.get_device_capability(device)
         return _nvidia_library(f"sm_{major}{minor}")

@@ -22,7 +22,7 @@ from mxformats.fast.fallback import FALLBACK, Fallback, fast_path
 from mxformats.fast.fp8 import quantize_fp8
 from mxformats.fast.int4 import pack_int4, quantize_int4, unpack_int4
 from mxformats.schemes import w4a8 as reference_w4a8
-from mxformats.schemes.w4a8 import W4A8, W4A8Stages
+from mxformats.schemes.w4a8 import W4A8Array, W4A8Stages
 
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike, DTypeLike, NDArray
@@ -34,7 +34,7 @@ _W4A8_STAGES = W4A8Stages(quantize_fp8, decode, quantize_int4, pack_int4)
 
 
 @containers()
-def quantize_w4a8(w: object, *, profile: str = "quark") -> W4A8:
+def quantize_w4a8(w: object, *, profile: str = "quark") -> W4A8Array:
     """:func:`mxformats.schemes.w4a8.quantize_w4a8`, the same bytes: the reference's two stages
     and packing (:func:`~mxformats.schemes.w4a8.quantize_w4a8_with`) done by
     :func:`quantize_fp8`, :func:`decode`, :func:`quantize_int4` (per channel) and
@@ -45,7 +45,7 @@ def quantize_w4a8(w: object, *, profile: str = "quark") -> W4A8:
 @containers()
 @fast_path(reference_w4a8.dequantize_w4a8)
 def dequantize_w4a8(
-    weight: ArrayLike | W4A8, weight_scale: ArrayLike | None,
+    weight: ArrayLike | W4A8Array, weight_scale: ArrayLike | None,
     weight_scale_2: ArrayLike | None, *, dtype: DTypeLike, threads: int | None,
 ) -> NDArray[np.generic] | Fallback:
     """:func:`mxformats.schemes.w4a8.dequantize_w4a8`, the same bytes, fast to float32.
@@ -57,7 +57,7 @@ def dequantize_w4a8(
     float32 multiply is the whole result, overflow to ±Inf included, written in cache-sized
     row chunks. The codes come from :func:`unpack_int4`. Spec: w4a8.md, "Dequantization".
     """
-    if isinstance(weight, W4A8):
+    if isinstance(weight, W4A8Array):
         weight, weight_scale, weight_scale_2 = weight
     words = weight if isinstance(weight, np.ndarray) else None
     s1 = weight_scale if isinstance(weight_scale, np.ndarray) else None

@@ -33,7 +33,7 @@ import numpy as np
 from mxformats.arith import as_float_array, divide_in, multiply_in, require_finite, round_once
 from mxformats.containers import containers
 from mxformats.formats import E4M3FN, E4M3FNUZ, E5M2, Format
-from mxformats.records import ProducerRecord, deprecated_aliases
+from mxformats.records import DeprecatedAliases, ProducerRecord
 from mxformats.registry import Kind, Scheme, register
 
 if TYPE_CHECKING:
@@ -160,7 +160,7 @@ def get_producer(profile: str) -> Fp8Producer:
 
 
 #: The names before the one vocabulary, importable with a DeprecationWarning.
-__getattr__ = deprecated_aliases(__name__, {"Fp8Profile": "Fp8Producer",
+__getattr__ = DeprecatedAliases(__name__, {"Fp8Profile": "Fp8Producer",
                                             "FP8_PROFILES": "PRODUCERS",
                                             "get_fp8_profile": "get_producer"}, globals())
 

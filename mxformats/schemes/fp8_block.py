@@ -43,7 +43,7 @@ from mxformats.arith import BF16, as_float_array, canonical_nan, divide_in, roun
 from mxformats.containers import containers
 from mxformats.conversions import e4m3fn_to_fnuz
 from mxformats.formats import E4M3FN, E4M3FNUZ, Format
-from mxformats.records import ConsumerRecord, ProducerRecord, deprecated_aliases, lookup
+from mxformats.records import ConsumerRecord, DeprecatedAliases, ProducerRecord, lookup
 from mxformats.registry import Scheme, register
 
 if TYPE_CHECKING:
@@ -270,7 +270,7 @@ def get_consumer(name: str) -> FP8BlockConsumer:
 
 
 #: The names before the one vocabulary, importable with a DeprecationWarning.
-__getattr__ = deprecated_aliases(__name__, {"FP8BlockProfile": "FP8BlockProducer",
+__getattr__ = DeprecatedAliases(__name__, {"FP8BlockProfile": "FP8BlockProducer",
                                             "PROFILES": "PRODUCERS",
                                             "get_profile": "get_producer"}, globals())
 

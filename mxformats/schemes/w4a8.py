@@ -24,7 +24,7 @@ from mxformats.arith import as_float_array, round_once
 from mxformats.containers import containers
 from mxformats.formats import E4M3FN, Format
 from mxformats.packing import pack_int4, unpack_int4
-from mxformats.records import ConsumerRecord, ProducerRecord, deprecated_aliases, lookup
+from mxformats.records import ConsumerRecord, DeprecatedAliases, ProducerRecord, lookup
 from mxformats.registry import Scheme, register
 from mxformats.schemes.fp8 import quantize_fp8
 from mxformats.schemes.int4 import Int4Array, quantize_int4
@@ -36,7 +36,7 @@ __all__ = [
     "CONSUMERS",
     "PRODUCERS",
     "REFERENCE_STAGES",
-    "W4A8",
+    "W4A8Array",
     "W4A8Consumer",
     "W4A8Producer",
     "W4A8Stages",
@@ -113,12 +113,13 @@ def get_consumer(name: str) -> W4A8Consumer:
 
 
 #: The names before the one vocabulary, importable with a DeprecationWarning.
-__getattr__ = deprecated_aliases(__name__, {"W4A8_PRODUCERS": "PRODUCERS",
-                                            "W4A8_CONSUMERS": "CONSUMERS"}, globals())
+__getattr__ = DeprecatedAliases(__name__, {"W4A8_PRODUCERS": "PRODUCERS",
+                                            "W4A8_CONSUMERS": "CONSUMERS",
+                                            "W4A8": "W4A8Array"}, globals())
 
 
 @dataclass(frozen=True, eq=False)
-class W4A8:
+class W4A8Array:
     """Quark W4A8 checkpoint tensors; unpacks as ``weight, weight_scale, weight_scale_2``.
 
     ``weight``: int32 ``[O, ceil(I/8)]`` (Quark nibble order); ``weight_scale``: float32 shape
@@ -137,7 +138,7 @@ class W4A8:
 
 
 @containers()
-def quantize_w4a8(w: object, *, profile: str = "quark") -> W4A8:
+def quantize_w4a8(w: object, *, profile: str = "quark") -> W4A8Array:
     """The Quark ProgressiveSpec weight tensors for a 2-D weight ``w`` ``[O, I]``.
 
     Stage 1: ``quantize_fp8(w, E4M3FN, profile="static")`` (``s1 = amax/448`` in float32,
@@ -168,7 +169,7 @@ class W4A8Stages:
 REFERENCE_STAGES = W4A8Stages(quantize_fp8, codec.decode, quantize_int4, pack_int4)
 
 
-def quantize_w4a8_with(stages: W4A8Stages, w: object, *, profile: str = "quark") -> W4A8:
+def quantize_w4a8_with(stages: W4A8Stages, w: object, *, profile: str = "quark") -> W4A8Array:
     """:func:`quantize_w4a8` computed by ``stages`` (the same bytes when each stage returns
     its reference's): :func:`mxformats.fast.quantize_w4a8` passes the fast paths."""
     producer = get_producer(profile)
@@ -178,7 +179,7 @@ def quantize_w4a8_with(stages: W4A8Stages, w: object, *, profile: str = "quark")
     codes, s1 = stages.quantize_fp8(arr, producer.fp8_format, profile=producer.fp8_profile)
     w1 = stages.decode(producer.fp8_format, codes, np.float32)
     q, s2 = stages.quantize_int4(w1, group_size=None, axis=1, profile=producer.int4_profile)
-    return W4A8(
+    return W4A8Array(
         weight=stages.pack_int4(q, layout=producer.layout, axis=1),
         weight_scale=s1,
         weight_scale_2=s2.reshape(-1).astype(np.float32),
@@ -187,7 +188,7 @@ def quantize_w4a8_with(stages: W4A8Stages, w: object, *, profile: str = "quark")
 
 @containers()
 def dequantize_w4a8(
-    weight: ArrayLike | W4A8,
+    weight: ArrayLike | W4A8Array,
     weight_scale: ArrayLike | None = None,
     weight_scale_2: ArrayLike | None = None,
     *,
@@ -201,10 +202,10 @@ def dequantize_w4a8(
     ``(q × s2) × s1``, which can differ in the last float32 bit.) ``weight`` int32
     ``[O, W]`` unpacks to ``8 W`` columns. Spec: ``w4a8.md``, "Dequantization".
     """
-    if isinstance(weight, W4A8):
+    if isinstance(weight, W4A8Array):
         weight, weight_scale, weight_scale_2 = weight
     if weight_scale is None or weight_scale_2 is None:
-        raise TypeError("dequantize_w4a8 needs weight_scale and weight_scale_2 (or a W4A8)")
+        raise TypeError("dequantize_w4a8 needs weight_scale and weight_scale_2 (or a W4A8Array)")
     q = unpack_int4(weight, layout=CONSUMERS["vllm"].layout, axis=-1)
     s1 = np.asarray(weight_scale, dtype=np.float32)
     s2 = np.asarray(weight_scale_2, dtype=np.float32)

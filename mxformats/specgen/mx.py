@@ -19,8 +19,8 @@ import numpy as np
 
 from mxformats.arith import BF16
 from mxformats.formats import E2M1, E4M3FN, Format
-from mxformats.schemes.mx.consumers import CONSUMERS, Consumer
-from mxformats.schemes.mx.producers import PRODUCERS, Producer
+from mxformats.schemes.mx.consumers import CONSUMERS, MXConsumer
+from mxformats.schemes.mx.producers import PRODUCERS, MXProducer
 
 SCHEMA_VERSION = 1
 BLOCK = 32
@@ -311,7 +311,7 @@ def vector_files() -> dict[str, str]:
 MATRIX_BLOCKS = (1, 2, 6, 7, 11, 13, 17, 18, 19, 20, 21, 22)
 
 
-def _cell(producer: Producer, number: int) -> str:
+def _cell(producer: MXProducer, number: int) -> str:
     from mxformats.schemes.mx import quantize_mx, unpack_fp4
 
     block = BLOCKS[number]
@@ -372,7 +372,7 @@ DECODE_MATRIX = (
 )
 
 
-def _decode_cell(consumer: Consumer, byte: int, code: int) -> str:
+def _decode_cell(consumer: MXConsumer, byte: int, code: int) -> str:
     from mxformats.schemes.mx import dequantize_mx, pack_fp4
 
     codes = np.zeros(BLOCK, dtype=np.uint8)
@@ -406,7 +406,7 @@ def _bullets(items: Iterable[str]) -> str:
     return "\n".join(lines) if lines else "- (none)"
 
 
-def _producer_section(p: Producer) -> str:
+def _producer_section(p: MXProducer) -> str:
     rule = p.scale_rule
     dtypes = ", ".join(d.name for d in p.dtypes)
     elems = ", ".join(f.name for f in p.elements)
@@ -444,7 +444,7 @@ def _producer_section(p: Producer) -> str:
     return "\n".join(lines)
 
 
-def _consumer_section(c: Consumer) -> str:
+def _consumer_section(c: MXConsumer) -> str:
     lines = [
         f"### `{c.name}` (consumer)\n",
         f"{c.description}\n",

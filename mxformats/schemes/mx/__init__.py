@@ -32,15 +32,17 @@ from mxformats.containers import containers
 from mxformats.formats import E2M1, E8M0, Format, get_format
 from mxformats.packing import integer_codes, pack_fp4, unpack_fp4
 from mxformats.pairing import consumer_for
-from mxformats.registry import ProfileInfo, register
-from mxformats.schemes.mx.consumers import CONSUMERS, Consumer, decode_blocks, get_consumer
+from mxformats.records import DeprecatedAliases
+from mxformats.schemes.mx.consumers import CONSUMERS, MXConsumer, decode_blocks, get_consumer
 from mxformats.schemes.mx.elements import encode_elements, scaled
-from mxformats.schemes.mx.producers import PRODUCERS, Producer, get_producer
+from mxformats.schemes.mx.producers import PRODUCERS, MXProducer, get_producer
 
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike, DTypeLike, NDArray
 
 __all__ = [
+    "CONSUMERS",
+    "PRODUCERS",
     "MXArray",
     "block_max",
     "check_axis",
@@ -48,6 +50,8 @@ __all__ = [
     "check_shape",
     "consumer_dtype",
     "dequantize_mx",
+    "get_consumer",
+    "get_producer",
     "pack_fp4",
     "quantize_mx",
     "unpack_fp4",
@@ -129,7 +133,7 @@ def block_max(magnitudes: NDArray[np.float64], *, nan_ignoring: bool) -> NDArray
     return np.where(nan.all(axis=-1), np.nan, amax)
 
 
-def check_shape(producer: Producer, n: int, elem: Format, block_size: int) -> None:
+def check_shape(producer: MXProducer, n: int, elem: Format, block_size: int) -> None:
     """ValueError unless ``producer`` defines ``n`` elements of ``elem`` along the quantized
     axis in blocks of ``block_size`` (its block sizes, a short last block, E2M1's even length)."""
     what = f"profile {producer.name!r}"
@@ -198,7 +202,7 @@ def quantize_mx(
 # -- dequantize -----------------------------------------------------------------------------
 
 
-def consumer_dtype(consumer: Consumer, out: np.dtype[np.generic]) -> np.dtype[np.generic]:
+def consumer_dtype(consumer: MXConsumer, out: np.dtype[np.generic]) -> np.dtype[np.generic]:
     """The consumer's own type for output ``out``: ``out`` itself, or a narrower type of the
     consumer whose values widen exactly into ``out``."""
     if out in consumer.dtypes:
@@ -272,11 +276,6 @@ def dequantize_mx(
     return result if own == out else result.astype(out)
 
 
-# -- registry -------------------------------------------------------------------------------
-
-for _p in PRODUCERS.values():
-    register(ProfileInfo(_p.name, "mx", _p.kind, _p.library, _p.version, _p.function,
-                         _p.description))
-for _c in CONSUMERS.values():
-    register(ProfileInfo(_c.name, "mx", "consumer", _c.library, _c.version, _c.function,
-                         _c.description))
+#: The names before the one vocabulary, importable with a DeprecationWarning.
+__getattr__ = DeprecatedAliases(__name__, {"Producer": "MXProducer", "Consumer": "MXConsumer"},
+                                 globals())

@@ -3,20 +3,24 @@
 A consumer is four choices (spec/mx.md, "Consumers"): how it decodes the scale byte into its
 arithmetic type, the arithmetic type itself (the product ``element * scale`` is rounded once
 into it), whether it clamps the result to the type's largest finite value, and whether byte 0xFF
-forces NaN. The table :data:`CONSUMERS` is the single source of truth for mx.py and the spec.
+forces NaN. The table :data:`CONSUMERS` of :class:`MXConsumer` records (on the one record base,
+:mod:`mxformats.records`) is the single source of truth for :mod:`mxformats.schemes.mx` and the
+spec; this module registers it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 import ml_dtypes
 import numpy as np
 
 from mxformats.arith import BF16, canonical_nan, round_to
 from mxformats.formats import E2M1, E2M3, E3M2, E4M3FN, E5M2, Format
+from mxformats.records import ConsumerRecord, DeprecatedAliases, lookup
+from mxformats.registry import Scheme, register
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
@@ -78,11 +82,12 @@ def triton_scale(byte: NDArray[np.int64], dtype: np.dtype[np.generic]) -> NDArra
 
 
 @dataclass(frozen=True)
-class Consumer:
+class MXConsumer(ConsumerRecord):
     """One reader of MX blocks.
 
     Attributes:
-        name, library, version, function, description: the registry entry.
+        name, library, version, function, description: the registry entry
+            (:class:`~mxformats.records.Record`).
         elements: element formats it decodes.
         dtypes: its arithmetic (output) types; ``dequantize_mx`` may widen the result exactly
             to a wider ``dtype`` on request.
@@ -95,11 +100,6 @@ class Consumer:
     0xFFFF for 0 * Inf, its scalar tail 0x7FC0, NVIDIA GPUs 0x7FFF): implementation-defined.
     """
 
-    name: str
-    library: str
-    version: str
-    function: str
-    description: str
     elements: tuple[Format, ...]
     dtypes: tuple[np.dtype[np.generic], ...]
     scale: ScaleDecoder
@@ -107,11 +107,13 @@ class Consumer:
     nan_on_ff: bool = False
     notes: tuple[str, ...] = ()
 
+    scheme: ClassVar[Scheme] = "mx"
 
-CONSUMERS: dict[str, Consumer] = {
+
+CONSUMERS: dict[str, MXConsumer] = {
     c.name: c
     for c in (
-        Consumer(
+        MXConsumer(
             name="ocp",
             library="OCP MX",
             version="v1.0",
@@ -122,7 +124,7 @@ CONSUMERS: dict[str, Consumer] = {
             dtypes=(F32, F64, F16, BF16),
             scale=exact_scale,
         ),
-        Consumer(
+        MXConsumer(
             name="quark-hip-fp16",
             library="amd-quark",
             version="0.13",
@@ -135,7 +137,7 @@ CONSUMERS: dict[str, Consumer] = {
             scale=hip_fp16_scale,
             notes=("GPU only; derived from source (sources.md §3.6(d)), not executed.",),
         ),
-        Consumer(
+        MXConsumer(
             name="quark-hip-bf16",
             library="amd-quark",
             version="0.13",
@@ -148,7 +150,7 @@ CONSUMERS: dict[str, Consumer] = {
             scale=powf_scale,
             notes=("GPU only; derived from source, not executed.",),
         ),
-        Consumer(
+        MXConsumer(
             name="compressed-tensors",
             library="compressed-tensors",
             version="0.20.1",
@@ -160,7 +162,7 @@ CONSUMERS: dict[str, Consumer] = {
             dtypes=(BF16,),
             scale=powf_scale,
         ),
-        Consumer(
+        MXConsumer(
             name="vllm-e8m0-to-f32",
             library="vllm / sglang",
             version="vllm 0.33.0 (sglang before PR #25519)",
@@ -172,7 +174,7 @@ CONSUMERS: dict[str, Consumer] = {
             dtypes=(F32,),
             scale=e8m0_to_f32_bug,
         ),
-        Consumer(
+        MXConsumer(
             name="triton",
             library="triton_kernels (triton-lang/triton)",
             version="_upcast_from_mxfp.py@01757dc",
@@ -191,7 +193,7 @@ CONSUMERS: dict[str, Consumer] = {
                 "unspecified: implementation-defined, we return NaN.",
             ),
         ),
-        Consumer(
+        MXConsumer(
             name="quark-triton",
             library="amd-quark",
             version="0.13",
@@ -209,7 +211,7 @@ CONSUMERS: dict[str, Consumer] = {
                 "sources.md §3.9's '2**-127' is wrong for this path.",
             ),
         ),
-        Consumer(
+        MXConsumer(
             name="quark-hip-qdq",
             library="amd-quark",
             version="0.13",
@@ -224,19 +226,21 @@ CONSUMERS: dict[str, Consumer] = {
         ),
     )
 }
+for _record in CONSUMERS.values():
+    register(_record.info)
 
 
-def get_consumer(name: str) -> Consumer:
-    try:
-        return CONSUMERS[name]
-    except KeyError:
-        raise ValueError(
-            f"unknown mx consumer profile {name!r}; valid: {', '.join(sorted(CONSUMERS))}"
-        ) from None
+def get_consumer(name: str) -> MXConsumer:
+    """The consumer profile ``name`` (the registry's ValueError lists the valid ones)."""
+    return lookup(CONSUMERS, "mx", "consumer", name)
+
+
+#: The names before the one vocabulary, importable with a DeprecationWarning.
+__getattr__ = DeprecatedAliases(__name__, {"Consumer": "MXConsumer"}, globals())
 
 
 def decode_blocks(
-    consumer: Consumer,
+    consumer: MXConsumer,
     values: NDArray[np.float64],
     byte: NDArray[np.int64],
     dtype: np.dtype[np.generic],

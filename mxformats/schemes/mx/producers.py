@@ -1,8 +1,10 @@
 """The MX producer and activation profiles: which scale rule, element rules, input types, block
 sizes and element formats each reproduces, and how each classifies its inputs.
 
-The table :data:`PRODUCERS` is the single source of truth: :mod:`mxformats.schemes.mx` registers and
-runs it and :mod:`mxformats.specgen.mx` writes ``spec/mx.md`` from it. Spec: ``spec/mx.md``.
+The table :data:`PRODUCERS` of :class:`MXProducer` records (on the one record base,
+:mod:`mxformats.records`) is the single source of truth: this module registers it,
+:mod:`mxformats.schemes.mx` runs it and :mod:`mxformats.specgen.mx` writes ``spec/mx.md`` from
+it. Spec: ``spec/mx.md``.
 """
 
 from __future__ import annotations
@@ -10,12 +12,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, ClassVar, Literal
 
 import numpy as np
 
 from mxformats.arith import BF16
 from mxformats.formats import E2M1, E2M3, E3M2, E4M3FN, E5M2, Format
+from mxformats.records import DeprecatedAliases, ProducerRecord
+from mxformats.registry import Kind, Scheme, register
 from mxformats.schemes.mx import scale_rules as rules
 from mxformats.schemes.mx.elements import ElementRules
 
@@ -32,7 +36,6 @@ MX_ELEMENTS = (E2M1, E2M3, E3M2, E4M3FN, E5M2)
 FP4_FP8 = (E2M1, E4M3FN, E5M2)
 
 ScaleRule = Callable[["NDArray[np.float64]", Format, np.dtype[np.generic]], "Scale"]
-Kind = Literal["producer", "activation"]
 #: The type ``x * mult`` is rounded into before the element rounding: ``exact`` (no rounding),
 #: ``float32``, or ``input`` (the input's own type). It only matters where the quotient
 #: underflows: a negative value that becomes -0.0 there is +0 under the sign-function rule.
@@ -48,11 +51,12 @@ def _ignoring_dtype(rule: Callable[[NDArray[np.float64], Format], Scale]) -> Sca
 
 
 @dataclass(frozen=True)
-class Producer:
-    """One producer (or dynamic activation quantizer) of MX blocks.
+class MXProducer(ProducerRecord):
+    """One producer of MX blocks (a dynamic activation quantizer is an :class:`MXActivation`).
 
     Attributes:
-        name, kind, library, version, function, description: the registry entry.
+        name, library, version, function, description: the registry entry
+            (:class:`~mxformats.records.Record`).
         scale_rule: ``(amax, elem, input dtype) -> Scale``
             (:mod:`mxformats.schemes.mx.scale_rules`).
         elements: the element formats the producer writes.
@@ -66,12 +70,6 @@ class Producer:
         defined, pinned, implementation_defined: the input classification (spec/mx.md).
     """
 
-    name: str
-    kind: Kind
-    library: str
-    version: str
-    function: str
-    description: str
     scale_rule: ScaleRule
     elements: tuple[Format, ...]
     dtypes: tuple[np.dtype[np.generic], ...]
@@ -86,12 +84,22 @@ class Producer:
     implementation_defined: tuple[str, ...] = ()
     notes: tuple[str, ...] = field(default=(), repr=False)
 
+    scheme: ClassVar[Scheme] = "mx"
+
     def element_rules(self, dtype: np.dtype[np.generic]) -> ElementRules:
         return self.rules.get(dtype.name, self.rules.get("*", ElementRules()))
 
     def arithmetic_dtype(self, dtype: np.dtype[np.generic]) -> np.dtype[np.generic] | None:
         """The type ``x * mult`` is rounded into for input ``dtype`` (None: exact)."""
         return {"exact": None, "float32": F32, "input": dtype}[self.arithmetic]
+
+
+@dataclass(frozen=True)
+class MXActivation(MXProducer):
+    """A dynamic activation quantizer (registry kind ``activation``): an :class:`MXProducer`
+    that runs at inference time instead of writing checkpoints."""
+
+    kind: ClassVar[Kind] = "activation"
 
 
 _RNE = ElementRules()
@@ -108,11 +116,10 @@ _CPU_NAN = (
 _ALL_FINITE = "every finite input, in the dtypes listed (executed on CPU)"
 
 
-def _torchao(mode: str, rule: ScaleRule, description: str, notes: tuple[str, ...]) -> Producer:
+def _torchao(mode: str, rule: ScaleRule, description: str, notes: tuple[str, ...]) -> MXProducer:
     rceil = mode == "rceil"  # multiplies by its (possibly NaN) reciprocal; the others divide
-    return Producer(
+    return MXProducer(
         name=f"torchao-{mode}",
-        kind="producer",
         library="torchao",
         version="0.18.0",
         function=f"torchao.prototype.mx_formats.mx_tensor.to_mx(scaling_mode={mode.upper()})",
@@ -148,12 +155,11 @@ _TORCHAO_FLOOR_NOTES = (
     "too small (pytorch/ao#1104, sources.md §3.3).",
 )
 
-PRODUCERS: dict[str, Producer] = {
+PRODUCERS: dict[str, MXProducer] = {
     p.name: p
     for p in (
-        Producer(
+        MXProducer(
             name="ocp",
-            kind="producer",
             library="OCP MX",
             version="v1.0",
             function="OCP Microscaling Formats (MX) v1.0 §6.3, Algorithm 1",
@@ -211,10 +217,9 @@ PRODUCERS: dict[str, Producer] = {
             ),
         ),
         *(
-            Producer(
+            MXProducer(
                 name=f"triton-round-{direction}",
-                kind="producer",
-                library="triton_kernels (triton-lang/triton)",
+                    library="triton_kernels (triton-lang/triton)",
                 version="mxfp.py@018a674 (after PR #8110)",
                 function="triton_kernels.numerics_details.mxfp.downcast_to_mxfp_torch("
                 f"DEQUANT_SCALE_ROUNDING_MODE=ROUND_{direction.upper()})",
@@ -253,9 +258,8 @@ PRODUCERS: dict[str, Producer] = {
                 ),
             )
         ),
-        Producer(
+        MXProducer(
             name="quark",
-            kind="producer",
             library="amd-quark",
             version="0.13",
             function="quark.torch ModelQuantizer.direct_quantize_checkpoint with OCP_MXFP4Spec "
@@ -284,9 +288,8 @@ PRODUCERS: dict[str, Producer] = {
                 "NaN payloads other than the canonical quiet NaN (treated as canonical)",
             ),
         ),
-        Producer(
+        MXProducer(
             name="quark-triton",
-            kind="producer",
             library="amd-quark",
             version="0.13",
             function="quark.torch.kernel.mx.triton.downcast_to_mxfp_torch("
@@ -311,9 +314,8 @@ PRODUCERS: dict[str, Producer] = {
                 "profile follows the reference",
             ),
         ),
-        Producer(
+        MXProducer(
             name="compressed-tensors",
-            kind="producer",
             library="compressed-tensors",
             version="0.20.1",
             function="compressed_tensors calculate_qparams (generate_mx_scales) + "
@@ -357,9 +359,8 @@ PRODUCERS: dict[str, Producer] = {
                 "generate_mx_scales alone; the written byte, after compress_mx_scale, is 0x7F.",
             ),
         ),
-        Producer(
+        MXProducer(
             name="microxcaling",
-            kind="producer",
             library="microsoft/microxcaling",
             version="7bc4195",
             function="mx.mx_ops._quantize_mx(round='nearest', custom_cuda=False)",
@@ -386,9 +387,8 @@ PRODUCERS: dict[str, Producer] = {
                 "value microxcaling returns)",
             ),
         ),
-        Producer(
+        MXProducer(
             name="vllm",
-            kind="producer",
             library="vllm",
             version="0.33.0",
             function="vllm.model_executor.layers.quantization.utils.mxfp4_utils."
@@ -409,9 +409,8 @@ PRODUCERS: dict[str, Producer] = {
                 "+-Inf in a block: scale 0xFE, Inf -> 0x7/0xF (source)",
             ),
         ),
-        Producer(
+        MXActivation(
             name="quark-hip-qdq",
-            kind="activation",
             library="amd-quark",
             version="0.13",
             function="quark.torch.kernel.mx.hip.qdq_mxfp4_hip(scale_calculation_mode='even') "
@@ -443,9 +442,11 @@ PRODUCERS: dict[str, Producer] = {
         ),
     )
 }
+for _record in PRODUCERS.values():
+    register(_record.info)
 
 
-def get_producer(name: str) -> Producer:
+def get_producer(name: str) -> MXProducer:
     """The producer or activation profile ``name`` (ValueError lists the valid ones)."""
     try:
         return PRODUCERS[name]
@@ -453,3 +454,7 @@ def get_producer(name: str) -> Producer:
         raise ValueError(
             f"unknown mx producer profile {name!r}; valid: {', '.join(sorted(PRODUCERS))}"
         ) from None
+
+
+#: The names before the one vocabulary, importable with a DeprecationWarning.
+__getattr__ = DeprecatedAliases(__name__, {"Producer": "MXProducer"}, globals())
