@@ -15,11 +15,28 @@ test to have run first: it reads the cases, it does not collect findings from a 
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import inspect
+import pickle
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
+import ml_dtypes
+import numpy as np
+import pytest
 import test_validate_core
-from test_validate_corpus import CASES, _catalogue
+from test_validate_corpus import CASES, _catalogue, ensure_twins
+from validate_corpus import copy_tree
+
+from mxformats.tensorfile import read_header, read_safetensors, write_safetensors
+from mxformats.validate.catalogue import load_all
+from mxformats.validate.descriptors import by_format
+from mxformats.validate.findings import CHECKS, Check, Level
+from mxformats.validate.model import CheckpointFormat, Options
+from mxformats.validate.runner import exit_code, validate
 
 #: Checks that a dedicated test fires and asserts: ID -> "module::test function".
 FIRED_BY_TEST: dict[str, str] = {
@@ -106,3 +123,291 @@ def test_named_tests_exist_and_assert_their_check() -> None:
         function = getattr(importlib.import_module(module_name), function_name, None)
         assert callable(function), f"{cid}: {node} does not exist"
         assert f'"{cid}"' in inspect.getsource(function), f"{node} does not name {cid}"
+
+
+# -- the firing matrix: every declared (check, condition, format) -------------------------------
+#
+# A check that declares its conditions (``declare(..., conditions=, formats=, roles=, dtypes=)``)
+# is fired once per (condition, format) here, on every tensor role of that format it reads and at
+# every level it runs at: a copy of the format's fixture with one element of one tensor changed
+# (:data:`MUTATIONS`), validated, asserting the check's ID and severity on that tensor and the
+# exit code. A declared (check, condition) with no mutation, or a declared format whose fixture
+# carries none of the check's roles, fails by name.
+
+#: The fixture each format's cases start from: the corpus base that copies its producer fixture
+#: (tests/data/producers); the three formats with no producer fixture use the corpus's bases made
+#: from the same generator (ModelOpt FP8 block, compressed-tensors and ModelOpt mixed precision).
+FORMAT_BASES: dict[str, str] = {
+    "bf16": "bf16-prod",
+    "quark-mxfp4": "mxfp4-prod",
+    "quark-w4a8": "w4a8-prod",
+    "compressed-tensors-int4": "ct-prod",
+    "compressed-tensors-nvfp4": "nvfp4-ct",
+    "compressed-tensors-fp8-block": "ct-fp8-prod",
+    "compressed-tensors-mixed": "ct-mixed",
+    "modelopt-nvfp4": "nvfp4-mo",
+    "modelopt-fp8-block": "mo-fp8",
+    "modelopt-mixed": "mo-mixed",
+    "fp8-block": "fp8-prod",
+}
+
+
+@dataclass(frozen=True)
+class Mutation:
+    """How one condition is planted: ``change`` edits a copy of the chosen tensor (flat, in
+    place); the tensor is the first (by name) of the role whose name holds ``where``;
+    ``severity`` the finding's (None: the check's, or :func:`expected_severity`'s);
+    ``options`` extra :class:`Options` the check needs to run."""
+
+    change: Callable[[np.ndarray], None]
+    where: str = ""
+    severity: str | None = None
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+def _set(value: float) -> Callable[[np.ndarray], None]:
+    def change(a: np.ndarray) -> None:
+        a[0] = value
+    return change
+
+
+def _byte(value: int) -> Callable[[np.ndarray], None]:
+    def change(a: np.ndarray) -> None:
+        a.view(np.uint8)[0] = value
+    return change
+
+
+def _negate(a: np.ndarray) -> None:
+    a[0] = -abs(float(a[0]))
+
+
+def _reciprocal(a: np.ndarray) -> None:
+    a[0] = 1.0 / float(a[0])
+
+
+def _double(a: np.ndarray) -> None:
+    a[0] = 2.0 * float(a[0])
+
+
+def _halve_all(a: np.ndarray) -> None:
+    a[:] = a * np.float32(0.5)
+
+
+def _dtype_max(fraction: float) -> Callable[[np.ndarray], None]:
+    def change(a: np.ndarray) -> None:
+        a[0] = fraction * float(ml_dtypes.finfo(a.dtype).max)
+    return change
+
+
+_FUSED = {"an expert's up_proj differs": ".experts.0.up_proj.",
+          "an expert's gate_proj differs": ".experts.0.gate_proj."}
+#: (check, condition) -> how it is planted. Every declared condition needs an entry.
+MUTATIONS: dict[tuple[str, str], Mutation] = {
+    ("E8M0_NAN", "byte 0xFF"): Mutation(_byte(0xFF)),
+    ("E8M0_ZERO", "byte 0x00"): Mutation(_byte(0x00)),
+    ("E8M0_RANGE", "below the window"): Mutation(_byte(127 - 41)),
+    ("E8M0_RANGE", "above the window"): Mutation(_byte(127 + 9)),
+    ("SCALE_NONFINITE", "NaN"): Mutation(_set(float("nan"))),
+    ("SCALE_NONFINITE", "+Inf"): Mutation(_set(float("inf"))),
+    ("SCALE_NONFINITE", "-Inf"): Mutation(_set(float("-inf"))),
+    ("SCALE_NEGATIVE", "negative"): Mutation(_negate),
+    ("SCALE_ZERO", "zero"): Mutation(_set(0.0)),
+    ("W4A8_SCALE2_MAX", "max below 448/7.5"): Mutation(_halve_all),
+    ("W4A8_SCALE2_MAX", "max above 448/7.5"): Mutation(_set(448 / 7.5 * 1.01), severity="error"),
+    ("NVFP4_BLOCK_SCALE", "NaN (0x7F)"): Mutation(_byte(0x7F)),
+    ("NVFP4_BLOCK_SCALE", "negative NaN (0xFF)"): Mutation(_byte(0xFF)),
+    ("NVFP4_BLOCK_SCALE", "zero"): Mutation(_byte(0x00)),
+    ("NVFP4_BLOCK_SCALE", "negative zero"): Mutation(_byte(0x80)),
+    ("NVFP4_BLOCK_SCALE", "negative"): Mutation(_byte(0xB8)),  # -1.0
+    ("NVFP4_GLOBAL_CONVENTION", "the other producer's side of 1"): Mutation(_reciprocal),
+    **{(cid, cond): Mutation(_double, where=where)
+       for cid in ("NVFP4_GATE_UP_SCALE", "NVFP4_FUSED_INPUT_SCALE")
+       for cond, where in _FUSED.items()},
+    ("ROUTER_BIAS_NONFINITE", "NaN"): Mutation(_set(float("nan"))),
+    ("ROUTER_BIAS_NONFINITE", "+Inf"): Mutation(_set(float("inf"))),
+    ("ROUTER_BIAS_NONFINITE", "-Inf"): Mutation(_set(float("-inf"))),
+    ("DEPLOY_FNUZ_SCALE", "above half the dtype's largest value"): Mutation(
+        _dtype_max(0.75), options={"target": "mi300x"}),
+    ("DEPLOY_FNUZ_SCALE", "below minus half of it"): Mutation(
+        _dtype_max(-0.75), options={"target": "mi300x"}),
+}
+
+#: Checks whose formats are one scheme's by their meaning (a W4A8 or NVFP4 rule), not every
+#: format holding a tensor of their roles: the derivation test does not ask them to list the
+#: other formats that hold such a tensor (W4A8's F32 weight_scale_2 is not an NVFP4 global).
+ONE_SCHEME = {
+    "W4A8_SCALE2_MAX": "W4A8's stage-2 row scales",
+    "NVFP4_GLOBAL_CONVENTION": "NVFP4's global scale conventions",
+    "NVFP4_GATE_UP_SCALE": "NVFP4's fused global scales",
+    "NVFP4_FUSED_INPUT_SCALE": "NVFP4's fused activation scales",
+}
+
+
+def expected_severity(cid: str, fmt: str, role: str, mutation: Mutation) -> str:
+    """The severity the finding must have: the mutation's, else SCALE_ZERO's error where vLLM
+    divides by the scale or asserts on it (W4A8, an NVFP4 activation scale, a compressed-tensors
+    weight_global_scale), else the check's."""
+    if mutation.severity is not None:
+        return mutation.severity
+    if cid == "SCALE_ZERO" and (fmt == "quark-w4a8" or role in (
+            "input_scale", "input_global_scale", "weight_global_scale")):
+        return "error"
+    return CHECKS[cid].severity.value
+
+
+def formats_of(check: Check) -> tuple[str, ...]:
+    """The formats a check applies to: those it declares; when it declares none, every format
+    its group runs on (the numbers checks: the formats whose numbers are verified)."""
+    if check.formats:
+        return check.formats
+    numeric_only = check.group == "numbers"
+    return tuple(f for f in FORMAT_BASES if by_format(f).numeric or not numeric_only)
+
+
+def _declared() -> list[tuple[str, str, str]]:
+    """Every declared (check, condition, format)."""
+    load_all()
+    return [(c.id, cond, fmt) for c in CHECKS.values() for cond in c.conditions
+            for fmt in formats_of(c)]
+
+
+MATRIX = _declared()
+
+
+@pytest.fixture(scope="session")
+def format_twins(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Each format's clean fixture (shared with the corpus's session cache)."""
+    twins = ensure_twins(tmp_path_factory.mktemp("format-twins"), set(FORMAT_BASES.values()))
+    return {fmt: twins[base] for fmt, base in FORMAT_BASES.items()}
+
+
+def _targets(folder: Path, cid: str, where: str = "") -> dict[str, str]:
+    """role -> the first tensor (by name) of ``folder`` of that role of the check, in one of
+    its dtypes, whose name holds ``where``."""
+    check = CHECKS[cid]
+    found: dict[str, str] = {}
+    for name, entry in sorted(_headers(folder).items()):
+        role = name.rpartition(".")[2]
+        if (role in check.roles and role not in found and where in name
+                and (not check.dtypes or entry["dtype"] in check.dtypes)):
+            found[role] = name
+    return found
+
+
+def _headers(folder: Path) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for shard in sorted(folder.glob("*.safetensors")):
+        header, _ = read_header(shard)
+        out.update((k, v) for k, v in header.items() if k != "__metadata__")
+    return out
+
+
+_BASELINE: dict[tuple[str, Level, tuple[tuple[str, Any], ...]], set[str]] = {}
+
+
+def _baseline(folder: Path, level: Level, options: dict[str, Any]) -> set[str]:
+    """The check IDs the clean fixture reports at ``level`` with ``options`` (cached)."""
+    key = (str(folder), level, tuple(sorted(options.items())))
+    if key not in _BASELINE:
+        report = validate(folder, Options(level=level, workers=1, **options))
+        _BASELINE[key] = {f.check.id for f in report.findings}
+    return _BASELINE[key]
+
+
+def test_the_matrix_is_declared_and_planted() -> None:
+    """Every declared format and condition is known here: a condition with no mutation, or a
+    format with no fixture, is named."""
+    assert MATRIX, "no check declares its conditions"
+    unknown_formats = {f for _, _, f in MATRIX} - set(FORMAT_BASES)
+    assert not unknown_formats, f"formats with no fixture: {sorted(unknown_formats)}"
+    assert set(FORMAT_BASES) == {f.value for f in CheckpointFormat} - {"unsupported"}
+    missing = sorted({(cid, cond) for cid, cond, _ in MATRIX} - set(MUTATIONS))
+    assert not missing, f"declared conditions with no case in MUTATIONS: {missing}"
+    stale = sorted(set(MUTATIONS) - {(cid, cond) for cid, cond, _ in MATRIX})
+    assert not stale, f"MUTATIONS of no declared condition: {stale}"
+
+
+@pytest.mark.parametrize(("cid", "condition", "fmt"), MATRIX,
+                         ids=[f"{c}-{cond}-{f}" for c, cond, f in MATRIX])
+def test_each_condition_fires_on_each_format(cid: str, condition: str, fmt: str,
+                                             format_twins: dict[str, Path],
+                                             tmp_path: Path) -> None:
+    """The condition, planted in each tensor role of the format the check reads, fires the
+    check on that tensor with its severity, at each level the check runs at, and the exit code
+    follows (an error fails the run, a warning only with --strict)."""
+    mutation = MUTATIONS.get((cid, condition))
+    assert mutation is not None, f"{cid}: no case plants condition {condition!r}"
+    clean = format_twins[fmt]
+    targets = _targets(clean, cid, mutation.where)
+    assert targets, (f"{cid} is declared for {fmt}, whose fixture holds none of its roles "
+                     f"{CHECKS[cid].roles} in {CHECKS[cid].dtypes}")
+    for role, tensor in targets.items():
+        want = expected_severity(cid, fmt, role, mutation)
+        path = copy_tree(clean, tmp_path / role)
+        _plant(path, tensor, mutation)
+        for level in CHECKS[cid].levels:
+            assert cid not in _baseline(clean, level, mutation.options), (cid, fmt, level)
+            report = validate(path, Options(level=level, workers=1, **mutation.options))
+            got = [f for f in report.findings if f.check.id == cid and _on(f.tensor, tensor,
+                                                                             mutation)]
+            where = f"{cid} [{condition}] on {fmt} {tensor} at {level.value}"
+            assert got, f"{where}: not fired: {[f.to_json() for f in report.findings]}"
+            assert {f.effective_severity.value for f in got} == {want}, where
+            assert not [f for f in report.findings if f.check.id == "INTERNAL_ERROR"], where
+            errors = any(f.effective_severity.value == "error" for f in report.findings)
+            assert exit_code(report) == (1 if errors else 0), where
+            assert exit_code(report) == 1 or want != "error", where
+            assert exit_code(report, strict=True) == 1, where
+
+
+def _on(found: str | None, planted: str, mutation: Mutation) -> bool:
+    """Whether a finding on tensor ``found`` is the planted one's: that tensor, or for a fused
+    pair (``mutation.where``) either module of the expert."""
+    if not mutation.where:
+        return found == planted
+    expert = planted.split(mutation.where)[0] + ".experts.0."
+    return found is not None and found.startswith(expert)
+
+
+def _plant(folder: Path, tensor: str, mutation: Mutation) -> None:
+    """Rewrite the shard holding ``tensor`` with the mutation applied to a copy of it (same
+    dtype and shape: the index and every other tensor stay as they were)."""
+    for shard in sorted(folder.glob("*.safetensors")):
+        tensors = read_safetensors(shard)
+        if tensor in tensors:
+            a = tensors[tensor]
+            flat = np.ascontiguousarray(a).reshape(-1).copy()
+            mutation.change(flat)
+            tensors[tensor] = flat.reshape(a.shape)
+            write_safetensors(shard, tensors)
+            return
+    raise KeyError(tensor)
+
+
+def test_declared_formats_are_those_holding_the_roles(format_twins: dict[str, Path]) -> None:
+    """A check reading tensor roles applies to exactly the formats whose fixture holds one of
+    them in one of its dtypes: the declaration misses no format that carries such a scale (a
+    new format's scales are then fired too), and lists none that does not. Checks of one
+    scheme's rule (:data:`ONE_SCHEME`) are only held to the second half."""
+    load_all()
+    for check in CHECKS.values():
+        if not check.conditions or not check.roles:
+            continue
+        runs_on = formats_of(dataclasses.replace(check, formats=()))
+        holding = {fmt for fmt in runs_on if _targets(format_twins[fmt], check.id)}
+        declared = set(formats_of(check))
+        assert declared <= holding, (check.id, sorted(declared - holding))
+        if check.id not in ONE_SCHEME:
+            assert holding <= declared, (check.id, "not declared", sorted(holding - declared))
+
+
+def test_a_check_pickles_as_the_catalogues_own_entry() -> None:
+    """Findings cross processes: a check that declares its conditions comes back as the
+    catalogue's entry; one whose declaration differs (another process's version) does not."""
+    load_all()
+    for check in CHECKS.values():
+        assert pickle.loads(pickle.dumps(check)) is check
+    declared = CHECKS["SCALE_ZERO"]
+    other = dataclasses.replace(declared, conditions=("zero", "negative zero"))
+    back = pickle.loads(pickle.dumps(other))
+    assert back == other and back is not declared
