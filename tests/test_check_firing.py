@@ -28,6 +28,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 import test_validate_core
+from audit_conditions import case_id
 from test_validate_corpus import CASES, _catalogue, ensure_twins
 from validate_corpus import copy_tree
 
@@ -328,7 +329,7 @@ def test_the_matrix_is_declared_and_planted() -> None:
 
 
 @pytest.mark.parametrize(("cid", "condition", "fmt"), MATRIX,
-                         ids=[f"{c}-{cond}-{f}" for c, cond, f in MATRIX])
+                         ids=[case_id(*unit) for unit in MATRIX])
 def test_each_condition_fires_on_each_format(cid: str, condition: str, fmt: str,
                                              format_twins: dict[str, Path],
                                              tmp_path: Path) -> None:
