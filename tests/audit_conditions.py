@@ -42,8 +42,10 @@ CT_INT4 = "mxformats/validate/descriptors/ct_int4.py"
 
 
 def case_id(check: str, condition: str, fmt: str) -> str:
-    """The matrix's test id of (check, condition, format) (as its parametrization names it)."""
-    return f"{check}-{re.sub(r'[^A-Za-z0-9]+', '_', condition).strip('_')}-{fmt}"
+    """The matrix's test id of (check, condition, format) (as its parametrization names it):
+    the condition's words joined by ``_``, a sign spelled out (``+Inf``: ``plus_Inf``)."""
+    words = condition.replace("+", " plus ").replace("-", " minus ")
+    return f"{check}-{re.sub(r'[^A-Za-z0-9]+', '_', words).strip('_')}-{fmt}"
 
 
 @dataclass(frozen=True)
@@ -266,7 +268,8 @@ def run_switch(switch: Switch, timeout: int) -> tuple[bool, str]:
             cwd=root, env=mutants.env_for(root), capture_output=True, text=True,
             timeout=timeout)
         lines = [ln for ln in proc.stdout.splitlines() if ln.strip()]
-        return proc.returncode == 1, (lines[-1] if lines else proc.stderr.strip()[-200:])
+        last = lines[-1] if lines else proc.stderr.strip()[-200:]
+        return proc.returncode == 1 and " failed" in last, last
 
 
 def main(argv: list[str] | None = None) -> int:

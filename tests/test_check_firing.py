@@ -319,6 +319,8 @@ def test_the_matrix_is_declared_and_planted() -> None:
     """Every declared format and condition is known here: a condition with no mutation, or a
     format with no fixture, is named."""
     assert MATRIX, "no check declares its conditions"
+    ids = [case_id(*unit) for unit in MATRIX]
+    assert len(set(ids)) == len(ids), "two matrix cases share a test id"
     unknown_formats = {f for _, _, f in MATRIX} - set(FORMAT_BASES)
     assert not unknown_formats, f"formats with no fixture: {sorted(unknown_formats)}"
     assert set(FORMAT_BASES) == {f.value for f in CheckpointFormat} - {"unsupported"}
