@@ -39,6 +39,9 @@ DEPLOYMENT = "mxformats/validate/deployment.py"
 FP8 = "mxformats/validate/descriptors/fp8_block.py"
 W4A8 = "mxformats/validate/descriptors/quark_w4a8.py"
 CT_INT4 = "mxformats/validate/descriptors/ct_int4.py"
+LAYOUT = "mxformats/validate/layout.py"
+_UNAVAILABLE = '        if ref is None and f"{mod.name}.{p}" in ckpt.unavailable:\n'
+
 
 
 def case_id(check: str, condition: str, fmt: str) -> str:
@@ -210,6 +213,18 @@ SWITCHES: tuple[Switch, ...] = (
            NVFP4, "divides = param == self.input_name or self.global_is_divisor",
            "divides = param == self.input_name", (),
            (("SCALE_ZERO", "zero", CTN),)),
+    Switch("cond_missing_input_global_scale_role_off", "role",
+           "a missing input_global_scale not reported", LAYOUT, _UNAVAILABLE,
+           _UNAVAILABLE.replace("ckpt.unavailable:", "ckpt.unavailable or (\n"
+                                "                ref is None and p == \"input_global_scale\"):"),
+           (("QUANT_TENSOR_MISSING", "absent"),),
+           (("QUANT_TENSOR_MISSING", "absent", CTN),)),
+    Switch("cond_missing_modelopt_fp8_format_off", "format",
+           "a missing tensor of a ModelOpt FP8 block module not reported", LAYOUT, _UNAVAILABLE,
+           _UNAVAILABLE.replace("ckpt.unavailable:", "ckpt.unavailable or (\n"
+                                "                desc.format.value == \"modelopt-fp8-block\"):"),
+           (("QUANT_TENSOR_MISSING", "absent"),),
+           (("QUANT_TENSOR_MISSING", "absent", "modelopt-fp8-block"),)),
     Switch("cond_fnuz_bf16_dtype_off", "field", "DEPLOY_FNUZ_SCALE skips BF16 scales",
            DEPLOYMENT, "    dtypes=(\"F32\", \"F16\", \"BF16\"),",
            "    dtypes=(\"F32\", \"F16\"),", (),

@@ -30,7 +30,7 @@ import pytest
 import test_validate_core
 from audit_conditions import case_id
 from test_validate_corpus import CASES, _catalogue, ensure_twins
-from validate_corpus import copy_tree
+from validate_corpus import INDEX, copy_tree, drop_tensor
 
 from mxformats.tensorfile import read_header, read_safetensors, write_safetensors
 from mxformats.validate.catalogue import load_all
@@ -156,12 +156,15 @@ FORMAT_BASES: dict[str, str] = {
 @dataclass(frozen=True)
 class Mutation:
     """How one condition is planted: ``change`` edits a copy of the chosen tensor (flat, in
-    place); the tensor is the first (by name) of the role whose name holds ``where``;
-    ``severity`` the finding's (None: the check's, or :func:`expected_severity`'s);
-    ``options`` extra :class:`Options` the check needs to run."""
+    place; None: the tensor is deleted); the tensor is the first (by name) of the role whose
+    name holds ``where``; ``pair``: the finding may be on either module of the fused pair
+    ``where`` names (an expert's gate_proj and up_proj); ``severity`` the finding's (None: the
+    check's, or :func:`expected_severity`'s); ``options`` extra :class:`Options` the check
+    needs to run."""
 
-    change: Callable[[np.ndarray], None]
+    change: Callable[[np.ndarray], None] | None
     where: str = ""
+    pair: bool = False
     severity: str | None = None
     options: dict[str, Any] = field(default_factory=dict)
 
@@ -221,12 +224,13 @@ MUTATIONS: dict[tuple[str, str], Mutation] = {
     ("NVFP4_BLOCK_SCALE", "negative zero"): Mutation(_byte(0x80)),
     ("NVFP4_BLOCK_SCALE", "negative"): Mutation(_byte(0xB8)),  # -1.0
     ("NVFP4_GLOBAL_CONVENTION", "the other producer's side of 1"): Mutation(_reciprocal),
-    **{(cid, cond): Mutation(_double, where=where)
+    **{(cid, cond): Mutation(_double, where=where, pair=True)
        for cid in ("NVFP4_GATE_UP_SCALE", "NVFP4_FUSED_INPUT_SCALE")
        for cond, where in _FUSED.items()},
     ("ROUTER_BIAS_NONFINITE", "NaN"): Mutation(_set(float("nan"))),
     ("ROUTER_BIAS_NONFINITE", "+Inf"): Mutation(_set(float("inf"))),
     ("ROUTER_BIAS_NONFINITE", "-Inf"): Mutation(_set(float("-inf"))),
+    ("QUANT_TENSOR_MISSING", "absent"): Mutation(None, where=".experts.0.gate_proj."),
     ("DEPLOY_FNUZ_SCALE", "above half the dtype's largest value"): Mutation(
         _dtype_max(0.75), options={"target": "mi300x"}),
     ("DEPLOY_FNUZ_SCALE", "below minus half of it"): Mutation(
@@ -258,10 +262,11 @@ def expected_severity(cid: str, fmt: str, role: str, mutation: Mutation) -> str:
 
 def formats_of(check: Check) -> tuple[str, ...]:
     """The formats a check applies to: those it declares; when it declares none, every format
-    its group runs on (the numbers checks: the formats whose numbers are verified)."""
+    its group runs on (the numbers and layout checks: the formats whose numbers are verified,
+    whose modules are quantized)."""
     if check.formats:
         return check.formats
-    numeric_only = check.group == "numbers"
+    numeric_only = check.group in ("numbers", "layout")
     return tuple(f for f in FORMAT_BASES if by_format(f).numeric or not numeric_only)
 
 
@@ -366,7 +371,7 @@ def test_each_condition_fires_on_each_format(cid: str, condition: str, fmt: str,
 def _on(found: str | None, planted: str, mutation: Mutation) -> bool:
     """Whether a finding on tensor ``found`` is the planted one's: that tensor, or for a fused
     pair (``mutation.where``) either module of the expert."""
-    if not mutation.where:
+    if not mutation.pair:
         return found == planted
     expert = planted.split(mutation.where)[0] + ".experts.0."
     return found is not None and found.startswith(expert)
@@ -374,9 +379,16 @@ def _on(found: str | None, planted: str, mutation: Mutation) -> bool:
 
 def _plant(folder: Path, tensor: str, mutation: Mutation) -> None:
     """Rewrite the shard holding ``tensor`` with the mutation applied to a copy of it (same
-    dtype and shape: the index and every other tensor stay as they were)."""
+    dtype and shape: the index and every other tensor stay as they were), or without it."""
+    if mutation.change is None and (folder / INDEX).exists():
+        drop_tensor(tensor)(folder)  # the index follows
+        return
     for shard in sorted(folder.glob("*.safetensors")):
         tensors = read_safetensors(shard)
+        if tensor in tensors and mutation.change is None:
+            del tensors[tensor]
+            write_safetensors(shard, tensors)
+            return
         if tensor in tensors:
             a = tensors[tensor]
             flat = np.ascontiguousarray(a).reshape(-1).copy()

@@ -61,6 +61,9 @@ NOTHING_QUANTIZED = declare(
         "the quantization config.")
 QUANT_TENSOR_MISSING = declare(
     "QUANT_TENSOR_MISSING", severity=Severity.ERROR, level=Level.STRUCTURE, group="layout",
+    conditions=("absent",),
+    roles=("weight", "weight_packed", "weight_shape", "weight_scale", "weight_scale_inv",
+           "weight_scale_2", "weight_global_scale", "input_scale", "input_global_scale"),
     meaning="A quantized module lacks a tensor its format needs (a missing scale loads as ones).",
     fix="Re-export the module.")
 QUANT_TENSOR_UNEXPECTED = declare(
