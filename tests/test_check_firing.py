@@ -30,9 +30,9 @@ import pytest
 import test_validate_core
 from audit_conditions import case_id
 from test_validate_corpus import CASES, _catalogue, ensure_twins
-from validate_corpus import INDEX, copy_tree, drop_tensor
+from validate_corpus import INDEX, copy_tree, drop_tensor, raw_header, write_raw
 
-from mxformats.tensorfile import read_header, read_safetensors, write_safetensors
+from mxformats.tensorfile import DTYPES, read_header, read_safetensors, write_safetensors
 from mxformats.validate.catalogue import load_all
 from mxformats.validate.descriptors import by_format
 from mxformats.validate.findings import CHECKS, Check, Level
@@ -156,7 +156,8 @@ FORMAT_BASES: dict[str, str] = {
 @dataclass(frozen=True)
 class Mutation:
     """How one condition is planted: ``change`` edits a copy of the chosen tensor (flat, in
-    place; None: the tensor is deleted); the tensor is the first (by name) of the role whose
+    place; None: the tensor is deleted, or relabelled: ``retype`` maps its dtype's width in
+    bytes to the dtype its header then claims, its bytes kept); the tensor is the first (by name) of the role whose
     name holds ``where``; ``pair``: the finding may be on either module of the fused pair
     ``where`` names (an expert's gate_proj and up_proj); ``severity`` the finding's (None: the
     check's, or :func:`expected_severity`'s); ``options`` extra :class:`Options` the check
@@ -165,6 +166,7 @@ class Mutation:
     change: Callable[[np.ndarray], None] | None
     where: str = ""
     pair: bool = False
+    retype: dict[int, str] = field(default_factory=dict)
     severity: str | None = None
     options: dict[str, Any] = field(default_factory=dict)
 
@@ -231,6 +233,12 @@ MUTATIONS: dict[tuple[str, str], Mutation] = {
     ("ROUTER_BIAS_NONFINITE", "+Inf"): Mutation(_set(float("inf"))),
     ("ROUTER_BIAS_NONFINITE", "-Inf"): Mutation(_set(float("-inf"))),
     ("QUANT_TENSOR_MISSING", "absent"): Mutation(None, where=".experts.0.gate_proj."),
+    ("QUANT_DTYPE", "another dtype of the same width"): Mutation(
+        None, where=".experts.0.gate_proj.",
+        retype={1: "F8_E8M0", 2: "I16", 4: "U32", 8: "F64"}),
+    ("TENSOR_NONFINITE", "NaN"): Mutation(_set(float("nan"))),
+    ("TENSOR_NONFINITE", "+Inf"): Mutation(_set(float("inf"))),
+    ("TENSOR_NONFINITE", "-Inf"): Mutation(_set(float("-inf"))),
     ("DEPLOY_FNUZ_SCALE", "above half the dtype's largest value"): Mutation(
         _dtype_max(0.75), options={"target": "mi300x"}),
     ("DEPLOY_FNUZ_SCALE", "below minus half of it"): Mutation(
@@ -377,9 +385,23 @@ def _on(found: str | None, planted: str, mutation: Mutation) -> bool:
     return found is not None and found.startswith(expert)
 
 
+def _retype(folder: Path, tensor: str, widths: dict[int, str]) -> None:
+    """Relabel ``tensor``'s header dtype by its width (:attr:`Mutation.retype`)."""
+    for shard in sorted(folder.glob("*.safetensors")):
+        header, data = raw_header(shard)
+        if tensor in header:
+            header[tensor]["dtype"] = widths[DTYPES[header[tensor]["dtype"]].itemsize]
+            write_raw(shard, header, data)
+            return
+    raise KeyError(tensor)
+
+
 def _plant(folder: Path, tensor: str, mutation: Mutation) -> None:
     """Rewrite the shard holding ``tensor`` with the mutation applied to a copy of it (same
     dtype and shape: the index and every other tensor stay as they were), or without it."""
+    if mutation.retype:
+        _retype(folder, tensor, mutation.retype)
+        return
     if mutation.change is None and (folder / INDEX).exists():
         drop_tensor(tensor)(folder)  # the index follows
         return

@@ -123,6 +123,7 @@ ROUTER_BIAS_NONFINITE = declare(
     fix="Copy the bias from the source checkpoint.")
 TENSOR_NONFINITE = declare(
     "TENSOR_NONFINITE", severity=Severity.ERROR, level=Level.SCALES, group="numbers",
+    conditions=("NaN", "+Inf", "-Inf"), roles=("weight",), dtypes=("BF16", "F16", "F32"),
     meaning="A floating-point tensor holds NaN or Inf (small tensors at level scales, all at "
             "full).",
     fix="Copy the tensor from the source checkpoint.")
