@@ -210,18 +210,16 @@ SWITCHES: tuple[Switch, ...] = (
            NVFP4, "divides = param == self.input_name or self.global_is_divisor",
            "divides = param == self.input_name", (),
            (("SCALE_ZERO", "zero", CTN),)),
-    Switch("cond_missing_input_global_scale_role_off", "role",
-           "a missing input_global_scale not reported", LAYOUT, _UNAVAILABLE,
-           _UNAVAILABLE.replace("ckpt.unavailable:", "ckpt.unavailable or (\n"
-                                "                ref is None and p == \"input_global_scale\"):"),
-           (("QUANT_TENSOR_MISSING", "absent"),),
-           (("QUANT_TENSOR_MISSING", "absent", CTN),)),
-    Switch("cond_missing_modelopt_fp8_format_off", "format",
-           "a missing tensor of a ModelOpt FP8 block module not reported", LAYOUT, _UNAVAILABLE,
-           _UNAVAILABLE.replace("ckpt.unavailable:", "ckpt.unavailable or (\n"
-                                "                desc.format.value == \"modelopt-fp8-block\"):"),
-           (("QUANT_TENSOR_MISSING", "absent"),),
-           (("QUANT_TENSOR_MISSING", "absent", "modelopt-fp8-block"),)),
+    *(Switch(name, kind, what, LAYOUT, _UNAVAILABLE, _UNAVAILABLE.replace(
+        "ckpt.unavailable:", f"ckpt.unavailable or (\n                {skip}):"),
+        (("QUANT_TENSOR_MISSING", "absent"),), (("QUANT_TENSOR_MISSING", "absent", fmt),))
+      for name, kind, what, skip, fmt in (
+          ("cond_missing_input_global_scale_role_off", "role",
+           "a missing input_global_scale not reported",
+           'ref is None and p == "input_global_scale"', CTN),
+          ("cond_missing_modelopt_fp8_format_off", "format",
+           "a missing tensor of a ModelOpt FP8 block module not reported",
+           'desc.format.value == "modelopt-fp8-block"', "modelopt-fp8-block"))),
     Switch("cond_dtype_weight_shape_role_off", "role",
            "a compressed-tensors weight_shape of another dtype not reported", LAYOUT,
            "        if ref.dtype not in dtypes:\n",
