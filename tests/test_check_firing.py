@@ -7,9 +7,14 @@ A check is fired when
 - a case of the parametrised tables of ``tests/test_validate_core.py`` (``FILES_CASES``,
   ``COVERAGE_CASES``, ``LAYOUT_CASES``) expects it (those tests assert the ID set exactly);
 - a dedicated test named in :data:`FIRED_BY_TEST` asserts it (checked here: the test exists and
-  names the ID).
+  names the ID);
+- it declares its conditions (``declare(..., conditions=...)``): then the firing matrix below
+  fires each condition on each format it applies to, on each tensor role of it the check
+  reads, at each level it runs at (``test_each_condition_fires_on_each_format``), and
+  ``tests/audit_conditions.py`` switches each condition off in turn to show a case go red.
 
-New corpus and table cases are picked up without editing this file. The check needs no other
+New corpus and table cases, and new declared conditions, are picked up without editing this
+file (a declared condition with no way to plant it in :data:`MUTATIONS` fails, by name). The check needs no other
 test to have run first: it reads the cases, it does not collect findings from a session.
 """
 
@@ -104,7 +109,8 @@ def _fired_by_cases() -> dict[str, str]:
 
 def test_every_check_is_fired_or_waived() -> None:
     catalogue = set(_catalogue())
-    covered = set(_fired_by_cases()) | set(FIRED_BY_TEST) | set(WAIVED)
+    covered = (set(_fired_by_cases()) | set(FIRED_BY_TEST) | set(WAIVED)
+               | {cid for cid, _, _ in MATRIX})
     assert not catalogue - covered, (
         f"checks no test fires: {sorted(catalogue - covered)}; add a corpus case "
         "(tests/test_validate_corpus.py), or name the test in FIRED_BY_TEST, or waive it"
