@@ -16,8 +16,10 @@ Run through ``python benchmarks/cpu.py`` (the ratios table) or
 from __future__ import annotations
 
 import os
+import time
 import warnings
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import ml_dtypes
@@ -314,20 +316,92 @@ def test_w4a8_dequantize_reference(benchmark: Any, data: dict[str, Any]) -> None
 
 
 def test_reproduction_statistics(benchmark: Any, data: dict[str, Any]) -> None:
-    """The float64 error statistics ``validate --source`` computes per module (the sums of
-    ``reproduce._Statistics``: two passes over 64 Ki-element pieces) of the decoded MXFP4
-    weight against its bfloat16 source: the part of a module's reproduction that follows
-    its quantize and dequantize rows above. Checked against the whole-array float64 sums."""
-    from mxformats.validate import reproduce
+    """The float64 error statistics ``validate --source`` computes per module in numpy
+    (:class:`mxformats.fast.moments.Moments`: shifted sums in 16 lanes, 64 Ki-element pieces)
+    of the decoded MXFP4 weight against its bfloat16 source: the part of a module's
+    reproduction that follows its quantize and dequantize rows above, where numba is absent.
+    Checked against the whole-array float64 sums."""
+    from mxformats.fast.moments import Moments
 
     m = data["mxfp4"]
     d = fast.dequantize_mx(m.codes, m.scales)
     x = data["x_bf16"]
-    stats = run(benchmark, lambda: reproduce._Statistics.of(d, x),
-                "reproduction statistics (float64, two passes)", "validate --source", True)
+    stats = run(benchmark, lambda: Moments.of(d, x),
+                "reproduction statistics (numpy, float64 lanes)", "validate --source", True,
+                slow=True)
     assert stats is not None and stats.source_varies and stats.weight_varies
     error = d.astype(np.float64) - x.astype(np.float64)
     assert stats.error_squares == pytest.approx(float(np.sum(error * error)), rel=1e-9)
+
+
+#: A Kimi-K2 routed expert (2048 × 7168), fewer rows where MXF_BENCH_ELEMENTS is smaller.
+EXPERT_SHAPE = (max(1, min(2048, ELEMENTS // 7168)), 7168)
+
+
+def _best_of(fn: Callable[[], Any], rounds: int = ROUNDS) -> float:
+    """The fastest of ``rounds`` calls of ``fn``, after one untimed call."""
+    fn()
+    best = float("inf")
+    for _ in range(rounds):
+        start = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def avx512() -> bool:
+    """Whether this CPU has AVX-512F (the compiled pass's bits do not depend on it)."""
+    try:
+        return " avx512f" in Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize("path", ["compiled", "numpy"])
+def test_reproduction_module(benchmark: Any, path: str) -> None:
+    """``validate --source``'s work on one Quark MXFP4 module of Kimi-K2 expert size from its
+    BF16 source: quantize, compare every byte, dequantize the checkpoint's, error statistics.
+    ``compiled``: the one numba pass (:func:`mxformats.fast.reproduce.reproduce_mxfp4`),
+    compiled or loaded from numba's cache before timing; ``numpy``: the numpy fast paths and
+    :class:`~mxformats.fast.moments.Moments`, as without numba. Beside a copy of the source
+    bytes in the same test: ``ratio_to_copy``; ``source_gb_per_s``: BF16 source bytes per
+    second on this one core. Both give the same moments bits (checked)."""
+    from mxformats.fast import jit
+    from mxformats.fast import reproduce as compiled_reproduce
+    from mxformats.fast.moments import Moments
+    from mxformats.validate.descriptors.quark_mxfp4 import DESCRIPTOR
+
+    if path == "compiled" and jit.compiled() is None:
+        pytest.skip(jit.status())
+    rng = np.random.default_rng(7)
+    w = (rng.standard_normal(EXPERT_SHAPE, dtype=np.float32) * 0.02).astype(ml_dtypes.bfloat16)
+    q = fast.quantize_mx(w, profile="quark")
+    consumer = DESCRIPTOR.consumer
+
+    def numpy_path() -> Moments | None:
+        ours = fast.quantize_mx(w, profile="quark", threads=1)
+        assert ours.codes.tobytes() == q.codes.tobytes()
+        d = DESCRIPTOR.dequantize({"weight": q.codes, "weight_scale": q.scales}, w.shape[1])
+        return Moments.of(np.asarray(d), w)
+
+    def compiled_path() -> Moments | None:
+        return compiled_reproduce.reproduce_mxfp4(w, q.codes, q.scales, "quark", consumer)
+
+    fn = compiled_path if path == "compiled" else numpy_path
+    fn()  # numba's compile (or cache load) is never timed
+    out = np.empty_like(w)
+    copy = _best_of(lambda: np.copyto(out, w))
+    stats = run(benchmark, fn, f"reproduction of one Kimi expert ({path})",
+                "validate --source, 1 thread", True, slow=path == "numpy")
+    seconds = float(benchmark.stats.stats.min)
+    benchmark.extra_info.update(
+        bytes=w.nbytes, elements=w.size, copy_seconds=copy, ratio_to_copy=seconds / copy,
+        source_gb_per_s=w.nbytes / seconds / 1e9, avx512=avx512(), numba=jit.status())
+    want = numpy_path()
+    assert stats is not None and want is not None
+    assert np.array([stats.error_squares, stats.cross]).view(np.uint64).tolist() == \
+        np.array([want.error_squares, want.cross]).view(np.uint64).tolist()
+
 
 @pytest.mark.parametrize("threads", [None, 1])
 def test_int4_dequantize_fast(benchmark: Any, data: dict[str, Any], threads: int | None) -> None:

@@ -328,3 +328,27 @@ def test_a_must_fail_test_file_follows_its_move(moved_tree: Path) -> None:
         "tests/test_new.py::test_g[x]", "-k", "g and not f"
     ]
     assert run.follow_selection(selection, {}, moved_tree) == selection
+
+
+def _patch_of(tmp_path: Path, path: str) -> Path:
+    patch = tmp_path / "m.patch"
+    patch.write_text(f"# mutant: x\n--- a/{path}\n+++ b/{path}\n@@ -1 +1 @@\n-a\n+b\n")
+    return patch
+
+
+@pytest.mark.parametrize(("patched", "shared"), [
+    ("mxformats/validate/reproduce.py", True),
+    ("mxformats/fast/compiled.py", False),  # a compiled module: its caller's cache is stale
+    ("mxformats/fast/moments.py", False),   # any file of the compiled package
+])
+def test_a_mutant_copy_gets_the_pristine_compiled_code_unless_it_patches_it(
+        tmp_path: Path, patched: str, shared: bool) -> None:
+    pristine, copy = tmp_path / "_pristine", tmp_path / "m"
+    cache = pristine / run.COMPILED_PACKAGE / "__pycache__"
+    cache.mkdir(parents=True)
+    for name in ("compiled.f-10.py312.nbi", "compiled.f-10.py312.1.nbc", "compiled.cpython.pyc"):
+        (cache / name).write_bytes(b"x")
+    copied = run.share_compiled_cache(pristine, copy, _patch_of(tmp_path, patched))
+    found = sorted(p.name for p in (copy / run.COMPILED_PACKAGE / "__pycache__").glob("*"))
+    assert (copied, found) == ((2, ["compiled.f-10.py312.1.nbc", "compiled.f-10.py312.nbi"])
+                               if shared else (0, []))

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from mxformats.fast.histogram import byte_counts
 from mxformats.tensorfile import DTYPES
 
 from . import plausibility
@@ -88,7 +89,7 @@ def scale_histogram(a: NDArray[Any]) -> tuple[str, NDArray[np.int64]] | None:
     None for any other dtype (integer scales)."""
     flat = np.ascontiguousarray(a).reshape(-1)
     if flat.dtype.itemsize == 1:
-        return "byte", np.bincount(flat.view(np.uint8), minlength=SCALE_BINS).astype(np.int64)
+        return "byte", byte_counts(flat)
     if flat.dtype.kind != "f" and flat.dtype.name != "bfloat16":
         return None
     _, exp = np.frexp(flat.astype(np.float32))

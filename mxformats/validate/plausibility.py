@@ -62,6 +62,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from mxformats.fast.histogram import byte_counts
+
 from .findings import MAX_LISTED, Finding, Level, Listing, Severity, declare
 
 if TYPE_CHECKING:
@@ -118,7 +120,8 @@ def _values(scales: NDArray[Any]) -> tuple[NDArray[np.float64], NDArray[np.int64
     a = np.ascontiguousarray(scales).reshape(-1)
     if a.dtype.itemsize in (1, 2):
         bits = np.dtype(f"u{a.dtype.itemsize}")
-        counts = np.bincount(a.view(bits), minlength=1 << (8 * a.dtype.itemsize))
+        counts = (byte_counts(a) if a.dtype.itemsize == 1
+                  else np.bincount(a.view(bits), minlength=1 << 16))
         present = np.flatnonzero(counts)
         table = present.astype(bits).view(a.dtype).astype(np.float64)
         return np.abs(table), counts[present]

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 import ml_dtypes
 import numpy as np
 
+from mxformats.fast.moments import Moments
 from mxformats.formats import E4M3FN
 from mxformats.schemes.int4 import dequantize_int4, unpack_int4
 from mxformats.tensorfile import DTYPES, ErrorKind, TensorFileError, read_index, read_json
@@ -354,7 +355,12 @@ def _measure(result: ModuleResult, desc: Descriptor, arrays: dict[str, NDArray[A
         return  # the layout checks report the shapes; the bytes already differ
     if d.shape != w.shape:
         return
-    stats = _Statistics.of(d, w)
+    _with_moments(result, Moments.of(d, w))
+
+
+def _with_moments(result: ModuleResult, stats: Moments | None) -> None:
+    """Set ``result``'s relative error, SQNR and correlation from ``stats`` (None: the
+    dequantized weight holds NaN/Inf)."""
     if stats is None:  # NaN/Inf decoded (E8M0 0xFF, a scale Inf): no statistic
         result.rel_error, result.sqnr_db = math.inf, -math.inf
         return
@@ -367,82 +373,7 @@ def _measure(result: ModuleResult, desc: Descriptor, arrays: dict[str, NDArray[A
         result.correlation = stats.correlation if stats.weight_varies else 0.0
 
 
-#: Elements per piece of :meth:`_Statistics.of`: 64 Ki float64 values (512 KiB) stay in cache.
-_STAT_PIECE = 1 << 16
-
-
-@dataclass
-class _Statistics:
-    """Sums over a module of dequantized weight ``d`` against source ``x``, in float64, for the
-    relative error, SQNR and Pearson correlation.
-
-    Summed piece by piece (:data:`_STAT_PIECE` elements, numpy's pairwise sum within a piece,
-    the pieces in order), in two passes: the means first, then the centred products, so the
-    correlation does not cancel catastrophically. Never through BLAS (``np.linalg.norm``,
-    ``np.corrcoef``): BLAS splits a dot product over its threads, so its last bits follow the
-    thread count (Ray sets ``OMP_NUM_THREADS=1`` in its workers), and a module's figures must
-    not depend on where its task ran (the report is byte-identical across executors). The
-    pieces keep the float64 copies in cache: two passes over a 2048 × 7168 expert in cache, not
-    about twenty over 118 MB float64 arrays."""
-
-    error_squares: float = 0.0  # sum of (d - x)^2
-    source_squares: float = 0.0  # sum of x^2
-    cross: float = 0.0  # sum of (d - mean d)(x - mean x)
-    weight_spread: float = 0.0  # sum of (d - mean d)^2
-    source_spread: float = 0.0  # sum of (x - mean x)^2
-    source_varies: bool = False
-    weight_varies: bool = False
-    #: False (and no sums) when ``x`` holds a NaN or an infinity: no statistic of it exists
-    source_finite: bool = True
-
-    @property
-    def correlation(self) -> float:
-        return self.cross / math.sqrt(self.weight_spread * self.source_spread)
-
-    @classmethod
-    def of(cls, d: NDArray[Any], x: NDArray[Any]) -> _Statistics | None:
-        """The sums of ``d`` against ``x`` (same shape, any float dtypes), or None when ``d``
-        holds a NaN or an infinity; none (``source_finite`` False) when ``x`` does."""
-        flat_d, flat_x = d.reshape(-1), x.reshape(-1)
-        pieces = range(0, flat_d.size, _STAT_PIECE)
-
-        def piece(lo: int) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-            hi = lo + _STAT_PIECE
-            return (flat_d[lo:hi].astype(np.float64), flat_x[lo:hi].astype(np.float64))
-
-        sum_d = sum_x = 0.0
-        low_d = low_x = math.inf
-        high_d = high_x = -math.inf
-        source_finite = True
-        for lo in pieces:
-            pd, px = piece(lo)
-            if not np.isfinite(pd).all():
-                return None
-            source_finite = source_finite and bool(np.isfinite(px).all())
-            if not source_finite:  # no sums of it (Inf - Inf would warn), d still checked
-                continue
-            sum_d, sum_x = sum_d + float(pd.sum()), sum_x + float(px.sum())
-            low_d, high_d = min(low_d, float(pd.min())), max(high_d, float(pd.max()))
-            low_x, high_x = min(low_x, float(px.min())), max(high_x, float(px.max()))
-        if not source_finite:
-            return cls(source_finite=False)
-        n = max(flat_d.size, 1)
-        mean_d, mean_x = sum_d / n, sum_x / n
-        out = cls(source_varies=high_x > low_x, weight_varies=high_d > low_d)
-        for lo in pieces:
-            pd, px = piece(lo)
-            out.source_squares += float(np.sum(px * px))
-            diff = pd - px
-            out.error_squares += float(np.sum(diff * diff))
-            pd -= mean_d
-            px -= mean_x
-            out.cross += float(np.sum(pd * px))
-            out.weight_spread += float(np.sum(pd * pd))
-            out.source_spread += float(np.sum(px * px))
-        return out
-
-
-def error_figures(stats: _Statistics) -> tuple[float, float]:
+def error_figures(stats: Moments) -> tuple[float, float]:
     """The relative error ‖d − x‖ / ‖x‖ and the SQNR 20·log10(‖x‖ / ‖d − x‖) dB of the sums
     ``stats`` (an all-zero source: relative error 0 when ``d`` is zero too, else infinite; no
     error: SQNR infinite)."""
@@ -452,10 +383,10 @@ def error_figures(stats: _Statistics) -> tuple[float, float]:
 
 
 def figures(d: NDArray[Any], x: NDArray[Any]) -> tuple[float, float]:
-    """:func:`error_figures` of ``d`` against ``x`` (:meth:`_Statistics.of`, the sums of
-    ``--source``'s figures): infinite error and -infinite SQNR when ``d`` holds a NaN or an
-    infinity, NaN for both when ``x`` does. ``mxformats compare`` uses it."""
-    stats = _Statistics.of(d, x)
+    """:func:`error_figures` of ``d`` against ``x`` (the sums of ``--source``'s figures,
+    :meth:`~mxformats.fast.moments.Moments.of`): infinite error and -infinite SQNR when ``d``
+    holds a NaN or an infinity, NaN for both when ``x`` does. ``mxformats compare`` uses it."""
+    stats = Moments.of(d, x)
     if stats is None:
         return math.inf, -math.inf
     if not stats.source_finite:
@@ -673,6 +604,9 @@ def _produced_and_compared(
     read, the module calibrated alone (:meth:`Descriptor.produce`) is compared, and its
     bytes are claimed when every tensor is identical. :class:`_Unusable` when the sibling
     cannot be read and the module alone differs (the bytes cannot be told right or wrong)."""
+    compiled = _compiled_pass(own, name, w, arrays)
+    if compiled is not None:
+        return compiled
     unusable: _Unusable | None = None
     try:
         produced: dict[str, NDArray[Any]] | None = own.produce_module(name, w, fused)
@@ -688,6 +622,23 @@ def _produced_and_compared(
         assert unusable is not None
         raise unusable
     return produced, r
+
+
+def _compiled_pass(own: Descriptor, name: str, w: NDArray[Any], arrays: dict[str, NDArray[Any]]
+                   ) -> tuple[dict[str, NDArray[Any]], ModuleResult] | None:
+    """The module reproduced by its descriptor's one compiled pass
+    (:meth:`~.descriptors.base.Descriptor.reproduce_in_one_pass`), as
+    :func:`_produced_and_compared` returns it, when the format has one and it finds every byte
+    equal and every value finite; else None, and the numpy path computes the module (the same
+    bytes and moments, and the messages that say where they differ). Every tensor equal: the
+    checkpoint's own are what the producer writes."""
+    stats = own.reproduce_in_one_pass(name, w, arrays)
+    if stats is None:
+        return None
+    params = own.reproduce_params()
+    result = ModuleResult(name, identical=dict.fromkeys(params, True))
+    _with_moments(result, stats)
+    return {p: arrays[p] for p in params}, result
 
 
 def _source_weight(ckpt: Checkpoint, source: Source, name: str) -> NDArray[Any]:

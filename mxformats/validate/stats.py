@@ -21,12 +21,13 @@ A wrong group size, axis or nibble packing breaks the invariant without a source
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
+from mxformats.fast.histogram import byte_counts
 from mxformats.formats import E2M1
 from mxformats.schemes.int4 import unpack_int4
 from mxformats.tensorfile import DTYPES
@@ -203,13 +204,23 @@ class Count:
 
 def e8m0_stats(scales: NDArray[Any]) -> dict[str, Count]:
     """E8M0 bytes: ``nan`` (0xFF), ``zero`` (0x00), ``range`` (outside :data:`E8M0_WINDOW`,
-    bytes 0, 1 and 0xFF not counted: byte 1 is Quark's all-zero block)."""
+    bytes 0, 1 and 0xFF not counted: byte 1 is Quark's all-zero block). Counted from the
+    tensor's byte histogram (one pass); a class is searched for its first byte only when it
+    occurs."""
     b = np.asarray(scales).view(np.uint8)
+    counts = byte_counts(b)
     lo, hi = E8M0_WINDOW
+    outside = np.zeros(len(counts), dtype=bool)
+    outside[2:lo] = True
+    outside[hi + 1:0xFF] = True
+
+    def count(n: int, mask: Callable[[], NDArray[np.bool_]]) -> Count:
+        return Count.of(mask()) if n else Count(0)
+
     return {
-        "nan": Count.of(b == 0xFF),
-        "zero": Count.of(b == 0),
-        "range": Count.of(((b < lo) & (b > 1)) | ((b > hi) & (b != 0xFF))),
+        "nan": count(int(counts[0xFF]), lambda: b == 0xFF),
+        "zero": count(int(counts[0]), lambda: b == 0),
+        "range": count(int(counts[outside].sum()), lambda: outside[b]),
     }
 
 

@@ -147,6 +147,10 @@ def env_for(copy: Path) -> dict[str, str]:
     env["PYTHONPATH"] = os.pathsep.join(extra)
     env["MXFORMATS_ROOT"] = str(copy)
     env["PYTHONDONTWRITEBYTECODE"] = "1"
+    # numba keeps each copy's compiled passes beside their source (``__pycache__``), where
+    # :func:`share_compiled_cache` finds the pristine copy's; NUMBA_CACHE_DIR would key them by
+    # the copy's absolute path, so every copy would compile them again.
+    env.pop("NUMBA_CACHE_DIR", None)
     env["HYPOTHESIS_PROFILE"] = "mutants"
     return env
 
@@ -492,13 +496,41 @@ def run_batch(copy: Path, batch: dict[str, list[str]], timeout: float) -> BatchO
     return BatchOutcome(baselines, len(labels) - len(alone), alone, rc, log, seconds)
 
 
+#: The package whose modules numba compiles (``mxformats.fast.jit``): a patch of a file in it
+#: (or of a file that moved there) gets no shared compiled code.
+COMPILED_PACKAGE = "mxformats/fast"
+
+
+def share_compiled_cache(pristine: Path, copy: Path, patch: Path) -> int:
+    """Copy the numba cache the pristine copy's runs have written so far (``*.nbi``/``*.nbc``
+    in ``__pycache__`` of :data:`COMPILED_PACKAGE`) into ``copy``, unless ``patch`` touches
+    that package: numba checks a cached function against its source file's size and mtime
+    (``copy2`` keeps both) and its bytecode, but not against the functions it calls from other
+    files, so a patched compiled module must compile afresh. Returns the files copied. A
+    copy without them compiles what it uses (seconds per mutant, not a wrong answer)."""
+    _, sections = _file_sections(patch.read_text(encoding="utf-8"))
+    moves = load_moves()
+    paths = {p for path, _ in sections for p in (path, *moves.get(path, []))}
+    if any(p.startswith(COMPILED_PACKAGE) for p in paths):
+        return 0
+    copied = 0
+    for cached in (pristine / COMPILED_PACKAGE / "__pycache__").glob("*.nb[ic]"):
+        target = copy / cached.relative_to(pristine)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(cached, target)
+        copied += 1
+    return copied
+
+
 def run_mutant(
     mutant: Mutant, work: Path, timeout: float, keep: bool
 ) -> str | list[tuple[int, str]]:
-    """Apply the patch in a fresh copy and run each selection there: the patch error, or one
-    ``(exit code, log)`` per selection. The copy is removed afterwards unless ``keep``."""
+    """Apply the patch in a fresh copy (with the pristine copy's compiled code where the patch
+    allows, :func:`share_compiled_cache`) and run each selection there: the patch error, or
+    one ``(exit code, log)`` per selection. The copy is removed afterwards unless ``keep``."""
     copy = work / mutant.name
     copy_repo(copy)
+    share_compiled_cache(work / "_pristine", copy, mutant.path)
     try:
         error = apply_patch(copy, mutant.path)
         if error is not None:

@@ -27,6 +27,8 @@ from ..targets import TARGETS
 if TYPE_CHECKING:
     from numpy.typing import NDArray
 
+    from mxformats.fast.moments import Moments
+
     from ..findings import Finding
     from ..model import Checkpoint, ExpectedModule, Module
 
@@ -358,6 +360,17 @@ class Descriptor:
         this one (it is not quantized in this format), an exception where it did but the
         source cannot supply it (the module cannot be reproduced then)."""
         return self.produce(w)
+
+    def reproduce_in_one_pass(self, module: str, w: NDArray[Any],
+                              arrays: dict[str, NDArray[Any]]) -> Moments | None:
+        """``--source`` for one module in one compiled pass (:mod:`mxformats.fast`): the
+        :class:`~mxformats.fast.moments.Moments` of the module's stored ``arrays``
+        (:meth:`reproduce_params`), decoded by :attr:`consumer`, against source weight ``w``,
+        when every stored byte is what :meth:`produce_module` writes and every value is finite.
+        None otherwise, and wherever the format has no such pass or numba is absent: the
+        caller then runs :meth:`produce_module` and the numpy decoder, which give the same
+        bytes and moments bits and the messages that say where they differ."""
+        return None
 
     def produce(self, w: NDArray[Any]) -> dict[str, NDArray[Any]]:
         """The tensors the producer writes for source weight ``w``."""

@@ -12,6 +12,7 @@ import ml_dtypes
 import numpy as np
 
 from mxformats import fast
+from mxformats.fast.reproduce import reproduce_mxfp4
 from mxformats.formats import E2M1
 
 from ..model import CheckpointFormat
@@ -23,6 +24,8 @@ if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping
 
     from numpy.typing import NDArray
+
+    from mxformats.fast.moments import Moments
 
     from ..findings import Finding
     from ..model import Checkpoint, CodeStats, Module
@@ -122,6 +125,14 @@ class QuarkMXFP4(QuarkDescriptor):
     def produce(self, w: NDArray[Any]) -> dict[str, NDArray[Any]]:
         mx = self.quantizer(w, profile=self.profile)
         return {"weight": mx.codes, "weight_scale": mx.scales}
+
+    def reproduce_in_one_pass(self, module: str, w: NDArray[Any],
+                              arrays: dict[str, NDArray[Any]]) -> Moments | None:
+        """The compiled MXFP4 pass (:func:`mxformats.fast.reproduce.reproduce_mxfp4`)."""
+        if self.profile is None or not all(p in arrays for p in ("weight", "weight_scale")):
+            return None
+        return reproduce_mxfp4(w, arrays["weight"], arrays["weight_scale"], self.profile,
+                               self.consumer)
 
     def block_scales(self, arrays: dict[str, NDArray[Any]]) -> tuple[NDArray[Any], float]:
         """The E8M0 block scales (2^(byte - 127), 0xFF NaN) and 6 (E2M1's largest value)."""
