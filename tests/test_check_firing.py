@@ -33,7 +33,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 import test_validate_core
-from audit_conditions import case_id
+from audit_conditions import SWITCHES, case_id, patch_text
 from test_validate_corpus import CASES, _catalogue, ensure_twins
 from validate_corpus import INDEX, copy_tree, drop_tensor, raw_header, write_raw
 
@@ -454,3 +454,18 @@ def test_a_check_pickles_as_the_catalogues_own_entry() -> None:
     other = dataclasses.replace(declared, conditions=("zero", "negative zero"))
     back = pickle.loads(pickle.dumps(other))
     assert back == other and back is not declared
+
+
+def test_the_audit_switches_every_declared_condition_off() -> None:
+    """``tests/audit_conditions.py`` has a switch for every declared (check, condition), each
+    switch's text is in its file once (a refactor that moved it shows here, not in a later
+    audit run), and each names matrix cases that exist."""
+    load_all()
+    switched = {c for s in SWITCHES for c in s.conditions}
+    declared = {(cid, cond) for cid, cond, _ in MATRIX}
+    assert declared <= switched, f"conditions no audit switch turns off: {declared - switched}"
+    assert switched <= declared, f"switches of undeclared conditions: {switched - declared}"
+    assert len({s.name for s in SWITCHES}) == len(SWITCHES)
+    for switch in SWITCHES:
+        assert patch_text(switch).count("\n+") >= 1, switch.name
+        assert set(switch.catches) <= set(MATRIX), (switch.name, set(switch.catches) - set(MATRIX))
