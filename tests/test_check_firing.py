@@ -7,19 +7,42 @@ A check is fired when
 - a case of the parametrised tables of ``tests/test_validate_core.py`` (``FILES_CASES``,
   ``COVERAGE_CASES``, ``LAYOUT_CASES``) expects it (those tests assert the ID set exactly);
 - a dedicated test named in :data:`FIRED_BY_TEST` asserts it (checked here: the test exists and
-  names the ID).
+  names the ID);
+- it declares its conditions (``declare(..., conditions=...)``): then the firing matrix below
+  fires each condition on each format it applies to, on each tensor role of it the check
+  reads, at each level it runs at (``test_each_condition_fires_on_each_format``), and
+  ``tests/audit_conditions.py`` switches each condition off in turn to show a case go red.
 
-New corpus and table cases are picked up without editing this file. The check needs no other
+New corpus and table cases, and new declared conditions, are picked up without editing this
+file (a declared condition with no way to plant it in :data:`MUTATIONS` fails, by name). The check needs no other
 test to have run first: it reads the cases, it does not collect findings from a session.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import inspect
+import pickle
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
+import ml_dtypes
+import numpy as np
+import pytest
 import test_validate_core
-from test_validate_corpus import CASES, _catalogue
+from audit_conditions import SWITCHES, case_id, patch_text
+from test_validate_corpus import CASES, _catalogue, ensure_twins
+from validate_corpus import INDEX, copy_tree, drop_tensor, raw_header, write_raw
+
+from mxformats.tensorfile import DTYPES, read_header, read_safetensors, write_safetensors
+from mxformats.validate.catalogue import load_all
+from mxformats.validate.descriptors import by_format
+from mxformats.validate.findings import CHECKS, Check, Level
+from mxformats.validate.model import CheckpointFormat, Options
+from mxformats.validate.runner import exit_code, validate
 
 #: Checks that a dedicated test fires and asserts: ID -> "module::test function".
 FIRED_BY_TEST: dict[str, str] = {
@@ -86,7 +109,8 @@ def _fired_by_cases() -> dict[str, str]:
 
 def test_every_check_is_fired_or_waived() -> None:
     catalogue = set(_catalogue())
-    covered = set(_fired_by_cases()) | set(FIRED_BY_TEST) | set(WAIVED)
+    covered = (set(_fired_by_cases()) | set(FIRED_BY_TEST) | set(WAIVED)
+               | {cid for cid, _, _ in MATRIX})
     assert not catalogue - covered, (
         f"checks no test fires: {sorted(catalogue - covered)}; add a corpus case "
         "(tests/test_validate_corpus.py), or name the test in FIRED_BY_TEST, or waive it"
@@ -106,3 +130,342 @@ def test_named_tests_exist_and_assert_their_check() -> None:
         function = getattr(importlib.import_module(module_name), function_name, None)
         assert callable(function), f"{cid}: {node} does not exist"
         assert f'"{cid}"' in inspect.getsource(function), f"{node} does not name {cid}"
+
+
+# -- the firing matrix: every declared (check, condition, format) -------------------------------
+#
+# A check that declares its conditions (``declare(..., conditions=, formats=, roles=, dtypes=)``)
+# is fired once per (condition, format) here, on every tensor role of that format it reads and at
+# every level it runs at: a copy of the format's fixture with one element of one tensor changed
+# (:data:`MUTATIONS`), validated, asserting the check's ID and severity on that tensor and the
+# exit code. A declared (check, condition) with no mutation, or a declared format whose fixture
+# carries none of the check's roles, fails by name.
+
+#: The fixture each format's cases start from: the corpus base that copies its producer fixture
+#: (tests/data/producers); the three formats with no producer fixture use the corpus's bases made
+#: from the same generator (ModelOpt FP8 block, compressed-tensors and ModelOpt mixed precision).
+FORMAT_BASES: dict[str, str] = {
+    "bf16": "bf16-prod",
+    "quark-mxfp4": "mxfp4-prod",
+    "quark-w4a8": "w4a8-prod",
+    "compressed-tensors-int4": "ct-prod",
+    "compressed-tensors-nvfp4": "nvfp4-ct",
+    "compressed-tensors-fp8-block": "ct-fp8-prod",
+    "compressed-tensors-mixed": "ct-mixed",
+    "modelopt-nvfp4": "nvfp4-mo",
+    "modelopt-fp8-block": "mo-fp8",
+    "modelopt-mixed": "mo-mixed",
+    "fp8-block": "fp8-prod",
+}
+
+
+@dataclass(frozen=True)
+class Mutation:
+    """How one condition is planted: ``change`` edits a copy of the chosen tensor (flat, in
+    place; None: the tensor is deleted, or relabelled: ``retype`` maps its dtype's width in
+    bytes to the dtype its header then claims, its bytes kept); the tensor is the first (by name) of the role whose
+    name holds ``where``; ``pair``: the finding may be on either module of the fused pair
+    ``where`` names (an expert's gate_proj and up_proj); ``severity`` the finding's (None: the
+    check's, or :func:`expected_severity`'s); ``options`` extra :class:`Options` the check
+    needs to run."""
+
+    change: Callable[[np.ndarray], None] | None
+    where: str = ""
+    pair: bool = False
+    retype: dict[int, str] = field(default_factory=dict)
+    severity: str | None = None
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+def _set(value: float) -> Callable[[np.ndarray], None]:
+    def change(a: np.ndarray) -> None:
+        a[0] = value
+    return change
+
+
+def _byte(value: int) -> Callable[[np.ndarray], None]:
+    def change(a: np.ndarray) -> None:
+        a.view(np.uint8)[0] = value
+    return change
+
+
+def _negate(a: np.ndarray) -> None:
+    a[0] = -abs(float(a[0]))
+
+
+def _reciprocal(a: np.ndarray) -> None:
+    a[0] = 1.0 / float(a[0])
+
+
+def _double(a: np.ndarray) -> None:
+    a[0] = 2.0 * float(a[0])
+
+
+def _halve_all(a: np.ndarray) -> None:
+    a[:] = a * np.float32(0.5)
+
+
+def _dtype_max(fraction: float) -> Callable[[np.ndarray], None]:
+    def change(a: np.ndarray) -> None:
+        a[0] = fraction * float(ml_dtypes.finfo(a.dtype).max)
+    return change
+
+
+_FUSED = {"an expert's up_proj differs": ".experts.0.up_proj.",
+          "an expert's gate_proj differs": ".experts.0.gate_proj."}
+#: (check, condition) -> how it is planted. Every declared condition needs an entry.
+MUTATIONS: dict[tuple[str, str], Mutation] = {
+    ("E8M0_NAN", "byte 0xFF"): Mutation(_byte(0xFF)),
+    ("E8M0_ZERO", "byte 0x00"): Mutation(_byte(0x00)),
+    ("E8M0_RANGE", "below the window"): Mutation(_byte(127 - 41)),
+    ("E8M0_RANGE", "above the window"): Mutation(_byte(127 + 9)),
+    ("SCALE_NONFINITE", "NaN"): Mutation(_set(float("nan"))),
+    ("SCALE_NONFINITE", "+Inf"): Mutation(_set(float("inf"))),
+    ("SCALE_NONFINITE", "-Inf"): Mutation(_set(float("-inf"))),
+    ("SCALE_NEGATIVE", "negative"): Mutation(_negate),
+    ("SCALE_ZERO", "zero"): Mutation(_set(0.0)),
+    ("W4A8_SCALE2_MAX", "max below 448/7.5"): Mutation(_halve_all),
+    ("W4A8_SCALE2_MAX", "max above 448/7.5"): Mutation(_set(448 / 7.5 * 1.01), severity="error"),
+    ("NVFP4_BLOCK_SCALE", "NaN (0x7F)"): Mutation(_byte(0x7F)),
+    ("NVFP4_BLOCK_SCALE", "negative NaN (0xFF)"): Mutation(_byte(0xFF)),
+    ("NVFP4_BLOCK_SCALE", "zero"): Mutation(_byte(0x00)),
+    ("NVFP4_BLOCK_SCALE", "negative zero"): Mutation(_byte(0x80)),
+    ("NVFP4_BLOCK_SCALE", "negative"): Mutation(_byte(0xB8)),  # -1.0
+    ("NVFP4_GLOBAL_CONVENTION", "the other producer's side of 1"): Mutation(_reciprocal),
+    **{(cid, cond): Mutation(_double, where=where, pair=True)
+       for cid in ("NVFP4_GATE_UP_SCALE", "NVFP4_FUSED_INPUT_SCALE")
+       for cond, where in _FUSED.items()},
+    ("ROUTER_BIAS_NONFINITE", "NaN"): Mutation(_set(float("nan"))),
+    ("ROUTER_BIAS_NONFINITE", "+Inf"): Mutation(_set(float("inf"))),
+    ("ROUTER_BIAS_NONFINITE", "-Inf"): Mutation(_set(float("-inf"))),
+    ("QUANT_TENSOR_MISSING", "absent"): Mutation(None, where=".experts.0.gate_proj."),
+    ("QUANT_DTYPE", "another dtype of the same width"): Mutation(
+        None, where=".experts.0.gate_proj.",
+        retype={1: "F8_E8M0", 2: "I16", 4: "U32", 8: "F64"}),
+    ("TENSOR_NONFINITE", "NaN"): Mutation(_set(float("nan"))),
+    ("TENSOR_NONFINITE", "+Inf"): Mutation(_set(float("inf"))),
+    ("TENSOR_NONFINITE", "-Inf"): Mutation(_set(float("-inf"))),
+    ("DEPLOY_FNUZ_SCALE", "above half the dtype's largest value"): Mutation(
+        _dtype_max(0.75), options={"target": "mi300x"}),
+    ("DEPLOY_FNUZ_SCALE", "below minus half of it"): Mutation(
+        _dtype_max(-0.75), options={"target": "mi300x"}),
+}
+
+#: Checks whose formats are one scheme's by their meaning (a W4A8 or NVFP4 rule), not every
+#: format holding a tensor of their roles: the derivation test does not ask them to list the
+#: other formats that hold such a tensor (W4A8's F32 weight_scale_2 is not an NVFP4 global).
+ONE_SCHEME = {
+    "W4A8_SCALE2_MAX": "W4A8's stage-2 row scales",
+    "NVFP4_GLOBAL_CONVENTION": "NVFP4's global scale conventions",
+    "NVFP4_GATE_UP_SCALE": "NVFP4's fused global scales",
+    "NVFP4_FUSED_INPUT_SCALE": "NVFP4's fused activation scales",
+}
+
+
+def expected_severity(cid: str, fmt: str, role: str, mutation: Mutation) -> str:
+    """The severity the finding must have: the mutation's, else SCALE_ZERO's error where vLLM
+    divides by the scale or asserts on it (W4A8, an NVFP4 activation scale, a compressed-tensors
+    weight_global_scale), else the check's."""
+    if mutation.severity is not None:
+        return mutation.severity
+    if cid == "SCALE_ZERO" and (fmt == "quark-w4a8" or role in (
+            "input_scale", "input_global_scale", "weight_global_scale")):
+        return "error"
+    return CHECKS[cid].severity.value
+
+
+def formats_of(check: Check) -> tuple[str, ...]:
+    """The formats a check applies to: those it declares; when it declares none, every format
+    its group runs on (the numbers and layout checks: the formats whose numbers are verified,
+    whose modules are quantized)."""
+    if check.formats:
+        return check.formats
+    numeric_only = check.group in ("numbers", "layout")
+    return tuple(f for f in FORMAT_BASES if by_format(f).numeric or not numeric_only)
+
+
+def _declared() -> list[tuple[str, str, str]]:
+    """Every declared (check, condition, format)."""
+    load_all()
+    return [(c.id, cond, fmt) for c in CHECKS.values() for cond in c.conditions
+            for fmt in formats_of(c)]
+
+
+MATRIX = _declared()
+
+
+@pytest.fixture(scope="session")
+def format_twins(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Each format's clean fixture (shared with the corpus's session cache)."""
+    twins = ensure_twins(tmp_path_factory.mktemp("format-twins"), set(FORMAT_BASES.values()))
+    return {fmt: twins[base] for fmt, base in FORMAT_BASES.items()}
+
+
+def _targets(folder: Path, cid: str, where: str = "") -> dict[str, str]:
+    """role -> the first tensor (by name) of ``folder`` of that role of the check, in one of
+    its dtypes, whose name holds ``where``."""
+    check = CHECKS[cid]
+    found: dict[str, str] = {}
+    for name, entry in sorted(_headers(folder).items()):
+        role = name.rpartition(".")[2]
+        if (role in check.roles and role not in found and where in name
+                and (not check.dtypes or entry["dtype"] in check.dtypes)):
+            found[role] = name
+    return found
+
+
+def _headers(folder: Path) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for shard in sorted(folder.glob("*.safetensors")):
+        header, _ = read_header(shard)
+        out.update((k, v) for k, v in header.items() if k != "__metadata__")
+    return out
+
+
+_BASELINE: dict[tuple[str, Level, tuple[tuple[str, Any], ...]], set[str]] = {}
+
+
+def _baseline(folder: Path, level: Level, options: dict[str, Any]) -> set[str]:
+    """The check IDs the clean fixture reports at ``level`` with ``options`` (cached)."""
+    key = (str(folder), level, tuple(sorted(options.items())))
+    if key not in _BASELINE:
+        report = validate(folder, Options(level=level, workers=1, **options))
+        _BASELINE[key] = {f.check.id for f in report.findings}
+    return _BASELINE[key]
+
+
+def test_the_matrix_is_declared_and_planted() -> None:
+    """Every declared format and condition is known here: a condition with no mutation, or a
+    format with no fixture, is named."""
+    assert MATRIX, "no check declares its conditions"
+    ids = [case_id(*unit) for unit in MATRIX]
+    assert len(set(ids)) == len(ids), "two matrix cases share a test id"
+    unknown_formats = {f for _, _, f in MATRIX} - set(FORMAT_BASES)
+    assert not unknown_formats, f"formats with no fixture: {sorted(unknown_formats)}"
+    assert set(FORMAT_BASES) == {f.value for f in CheckpointFormat} - {"unsupported"}
+    missing = sorted({(cid, cond) for cid, cond, _ in MATRIX} - set(MUTATIONS))
+    assert not missing, f"declared conditions with no case in MUTATIONS: {missing}"
+    stale = sorted(set(MUTATIONS) - {(cid, cond) for cid, cond, _ in MATRIX})
+    assert not stale, f"MUTATIONS of no declared condition: {stale}"
+
+
+@pytest.mark.parametrize(("cid", "condition", "fmt"), MATRIX,
+                         ids=[case_id(*unit) for unit in MATRIX])
+def test_each_condition_fires_on_each_format(cid: str, condition: str, fmt: str,
+                                             format_twins: dict[str, Path],
+                                             tmp_path: Path) -> None:
+    """The condition, planted in each tensor role of the format the check reads, fires the
+    check on that tensor with its severity, at each level the check runs at, and the exit code
+    follows (an error fails the run, a warning only with --strict)."""
+    mutation = MUTATIONS.get((cid, condition))
+    assert mutation is not None, f"{cid}: no case plants condition {condition!r}"
+    clean = format_twins[fmt]
+    targets = _targets(clean, cid, mutation.where)
+    assert targets, (f"{cid} is declared for {fmt}, whose fixture holds none of its roles "
+                     f"{CHECKS[cid].roles} in {CHECKS[cid].dtypes}")
+    for role, tensor in targets.items():
+        want = expected_severity(cid, fmt, role, mutation)
+        path = copy_tree(clean, tmp_path / role)
+        _plant(path, tensor, mutation)
+        for level in CHECKS[cid].levels:
+            assert cid not in _baseline(clean, level, mutation.options), (cid, fmt, level)
+            report = validate(path, Options(level=level, workers=1, **mutation.options))
+            got = [f for f in report.findings if f.check.id == cid and _on(f.tensor, tensor,
+                                                                             mutation)]
+            where = f"{cid} [{condition}] on {fmt} {tensor} at {level.value}"
+            assert got, f"{where}: not fired: {[f.to_json() for f in report.findings]}"
+            assert {f.effective_severity.value for f in got} == {want}, where
+            assert not [f for f in report.findings if f.check.id == "INTERNAL_ERROR"], where
+            errors = any(f.effective_severity.value == "error" for f in report.findings)
+            assert exit_code(report) == (1 if errors else 0), where
+            assert exit_code(report) == 1 or want != "error", where
+            assert exit_code(report, strict=True) == 1, where
+
+
+def _on(found: str | None, planted: str, mutation: Mutation) -> bool:
+    """Whether a finding on tensor ``found`` is the planted one's: that tensor, or for a fused
+    pair (``mutation.where``) either module of the expert."""
+    if not mutation.pair:
+        return found == planted
+    expert = planted.split(mutation.where)[0] + ".experts.0."
+    return found is not None and found.startswith(expert)
+
+
+def _retype(folder: Path, tensor: str, widths: dict[int, str]) -> None:
+    """Relabel ``tensor``'s header dtype by its width (:attr:`Mutation.retype`)."""
+    for shard in sorted(folder.glob("*.safetensors")):
+        header, data = raw_header(shard)
+        if tensor in header:
+            header[tensor]["dtype"] = widths[DTYPES[header[tensor]["dtype"]].itemsize]
+            write_raw(shard, header, data)
+            return
+    raise KeyError(tensor)
+
+
+def _plant(folder: Path, tensor: str, mutation: Mutation) -> None:
+    """Rewrite the shard holding ``tensor`` with the mutation applied to a copy of it (same
+    dtype and shape: the index and every other tensor stay as they were), or without it."""
+    if mutation.retype:
+        _retype(folder, tensor, mutation.retype)
+        return
+    if mutation.change is None and (folder / INDEX).exists():
+        drop_tensor(tensor)(folder)  # the index follows
+        return
+    for shard in sorted(folder.glob("*.safetensors")):
+        tensors = read_safetensors(shard)
+        if tensor in tensors and mutation.change is None:
+            del tensors[tensor]
+            write_safetensors(shard, tensors)
+            return
+        if tensor in tensors:
+            a = tensors[tensor]
+            flat = np.ascontiguousarray(a).reshape(-1).copy()
+            mutation.change(flat)
+            tensors[tensor] = flat.reshape(a.shape)
+            write_safetensors(shard, tensors)
+            return
+    raise KeyError(tensor)
+
+
+def test_declared_formats_are_those_holding_the_roles(format_twins: dict[str, Path]) -> None:
+    """A check reading tensor roles applies to exactly the formats whose fixture holds one of
+    them in one of its dtypes: the declaration misses no format that carries such a scale (a
+    new format's scales are then fired too), and lists none that does not. Checks of one
+    scheme's rule (:data:`ONE_SCHEME`) are only held to the second half."""
+    load_all()
+    for check in CHECKS.values():
+        if not check.conditions or not check.roles:
+            continue
+        runs_on = formats_of(dataclasses.replace(check, formats=()))
+        holding = {fmt for fmt in runs_on if _targets(format_twins[fmt], check.id)}
+        declared = set(formats_of(check))
+        assert declared <= holding, (check.id, sorted(declared - holding))
+        if check.id not in ONE_SCHEME:
+            assert holding <= declared, (check.id, "not declared", sorted(holding - declared))
+
+
+def test_a_check_pickles_as_the_catalogues_own_entry() -> None:
+    """Findings cross processes: a check that declares its conditions comes back as the
+    catalogue's entry; one whose declaration differs (another process's version) does not."""
+    load_all()
+    for check in CHECKS.values():
+        assert pickle.loads(pickle.dumps(check)) is check
+    declared = CHECKS["SCALE_ZERO"]
+    other = dataclasses.replace(declared, conditions=("zero", "negative zero"))
+    back = pickle.loads(pickle.dumps(other))
+    assert back == other and back is not declared
+
+
+def test_the_audit_switches_every_declared_condition_off() -> None:
+    """``tests/audit_conditions.py`` has a switch for every declared (check, condition), each
+    switch's text is in its file once (a refactor that moved it shows here, not in a later
+    audit run), and each names matrix cases that exist."""
+    load_all()
+    switched = {c for s in SWITCHES for c in s.conditions}
+    declared = {(cid, cond) for cid, cond, _ in MATRIX}
+    assert declared <= switched, f"conditions no audit switch turns off: {declared - switched}"
+    assert switched <= declared, f"switches of undeclared conditions: {switched - declared}"
+    assert len({s.name for s in SWITCHES}) == len(SWITCHES)
+    for switch in SWITCHES:
+        assert patch_text(switch).count("\n+") >= 1, switch.name
+        assert set(switch.catches) <= set(MATRIX), (switch.name, set(switch.catches) - set(MATRIX))

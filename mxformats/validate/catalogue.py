@@ -2,7 +2,9 @@
 
 Imports every check module (so each has declared its checks) and writes a Markdown page: the
 level table (which checks run at which ``--level``) and one row per check (ID, severity,
-level, group, meaning, how to fix).
+level, group, meaning, how to fix, and what it fires on: its declared conditions, formats,
+tensor roles and dtypes, each of which the firing matrix of ``tests/test_check_firing.py``
+fires).
 """
 
 from __future__ import annotations
@@ -49,6 +51,18 @@ def _link(check_id: str) -> str:
     return f'<a href="#{check_id}"><code>{check_id}</code></a>'
 
 
+def _fires_on(check: Check) -> str:
+    """The check's "fires on" cell: its conditions, then the formats, tensor roles and dtypes
+    it applies to (a list it does not declare is left out; none at all: its meaning)."""
+    parts = []
+    for label, values in (("conditions", check.conditions), ("formats", check.formats),
+                          ("roles", check.roles), ("dtypes", check.dtypes)):
+        if values:
+            parts.append(f"{label}: " + ", ".join(f"`{v}`" if label != "conditions" else v
+                                                  for v in values))
+    return "; ".join(parts) or "as the meaning says"
+
+
 def render_markdown() -> str:
     checks = load_all()
     lines = [
@@ -74,13 +88,13 @@ def render_markdown() -> str:
         "",
         "## Checks",
         "",
-        "| ID | severity | level | group | meaning | how to fix |",
-        "|---|---|---|---|---|---|",
+        "| ID | severity | level | group | meaning | how to fix | fires on |",
+        "|---|---|---|---|---|---|---|",
     ]
     for c in checks.values():
         lines.append(
             f"| {_anchor(c.id)} | {c.severity.value} | {c.level.value} | {c.group} | "
-            f"{_cell(c.meaning)} | {_cell(c.fix)} |"
+            f"{_cell(c.meaning)} | {_cell(c.fix)} | {_cell(_fires_on(c))} |"
         )
     return "\n".join(lines) + "\n"
 

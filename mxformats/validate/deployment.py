@@ -68,6 +68,12 @@ DEPLOY_EP = declare(
     fix="Choose an --ep that divides n_routed_experts.")
 DEPLOY_FNUZ_SCALE = declare(
     "DEPLOY_FNUZ_SCALE", severity=Severity.ERROR, level=Level.SCALES, group="deployment",
+    conditions=("above half the dtype's largest value", "below minus half of it"),
+    formats=("quark-w4a8", "compressed-tensors-int4", "compressed-tensors-fp8-block",
+             "compressed-tensors-mixed", "modelopt-nvfp4", "modelopt-fp8-block", "modelopt-mixed",
+             "fp8-block"),
+    roles=("weight_scale", "weight_scale_2", "input_scale", "weight_scale_inv"),
+    dtypes=("F32", "F16", "BF16"),
     meaning="A float scale overflows when doubled, as vLLM does converting FP8 e4m3fn to e4m3fnuz "
             "(MI300X).",
     fix="Re-quantize with smaller scales, or deploy on a non-fnuz target.")
@@ -191,8 +197,8 @@ def _fnuz_scales(ckpt: Checkpoint) -> Iterator[Finding]:
     """DEPLOY_FNUZ_SCALE per scale tensor that overflows when doubled; the caller lists them
     (a producer's scale convention makes every module's overflow, or none)."""
     for name, ref in sorted(ckpt.tensors.items()):
-        if ref.dtype not in ("F32", "F16", "BF16") or not name.endswith(
-                ("weight_scale", "weight_scale_2", "input_scale", "weight_scale_inv")):
+        if ref.dtype not in DEPLOY_FNUZ_SCALE.dtypes or not name.endswith(
+                DEPLOY_FNUZ_SCALE.roles):
             continue
         try:
             s = ckpt.read(name).astype(np.float64)

@@ -1,8 +1,11 @@
-"""Checks and findings: the catalogue is data (ID, severity, level, meaning, fix).
+"""Checks and findings: the catalogue is data (ID, severity, level, meaning, fix, and what a
+check fires on: its conditions, the formats, tensor roles and dtypes it applies to).
 
 Every check the validator can report is declared once with :func:`declare` in the module that
-runs it; :data:`CHECKS` is the catalogue the docs render. A :class:`Finding` is one occurrence,
-naming the file, the tensor and the byte offset where that makes sense.
+runs it; :data:`CHECKS` is the catalogue the docs render and the firing matrix of the tests
+(``tests/test_check_firing.py``) enumerates: one case per (check, condition, format, role).
+A :class:`Finding` is one occurrence, naming the file, the tensor and the byte offset where
+that makes sense.
 """
 
 from __future__ import annotations
@@ -48,6 +51,16 @@ class Check:
         group: files, coverage, layout, numbers, deployment, reproduction or manifest.
         meaning: one sentence: what it found.
         fix: one sentence: what to do about it.
+        conditions: each distinct thing it fires on, in words (``"NaN"``, ``"zero"``,
+            ``"above the window"``...): every one has a case of its own in the firing matrix.
+            Empty: one condition, the check's meaning.
+        formats: the :class:`~mxformats.validate.model.CheckpointFormat` values it applies
+            to; empty: it does not depend on the format.
+        roles: the tensor roles (parameter names: ``weight_scale``, ``input_scale``...) it
+            reads; empty: it reads no tensor's values.
+        dtypes: the dtypes of those tensors it reads (empty: any); a format's tensor of a
+            listed role in another dtype is not this check's (an NVFP4 E4M3 ``weight_scale``
+            is not a float scale).
     """
 
     id: str
@@ -56,12 +69,21 @@ class Check:
     group: str
     meaning: str
     fix: str
+    conditions: tuple[str, ...] = ()
+    formats: tuple[str, ...] = ()
+    roles: tuple[str, ...] = ()
+    dtypes: tuple[str, ...] = ()
 
-    def __reduce__(self) -> tuple[object, tuple[str, Severity, Level, str, str, str]]:
+    @property
+    def levels(self) -> tuple[Level, ...]:
+        """The ``--level`` values it runs at: its own and every level above."""
+        return LEVELS[LEVELS.index(self.level):]
+
+    def __reduce__(self) -> tuple[object, tuple[object, ...]]:
         """Unpickle as the catalogue's own entry (checks are compared by identity, and a
         finding computed in another process comes back pickled)."""
         return _catalogued, (self.id, self.severity, self.level, self.group, self.meaning,
-                             self.fix)
+                             self.fix, self.conditions, self.formats, self.roles, self.dtypes)
 
 
 #: Every check, by ID, in declaration order.
@@ -69,18 +91,23 @@ CHECKS: dict[str, Check] = {}
 
 
 def _catalogued(id: str, severity: Severity, level: Level, group: str, meaning: str,
-                fix: str) -> Check:
+                fix: str, conditions: tuple[str, ...] = (), formats: tuple[str, ...] = (),
+                roles: tuple[str, ...] = (), dtypes: tuple[str, ...] = ()) -> Check:
     """The declared check equal to these fields, or a new one when none is (unpickling)."""
-    check = Check(id, severity, level, group, meaning, fix)
+    check = Check(id, severity, level, group, meaning, fix, conditions, formats, roles, dtypes)
     return CHECKS.get(id, check) if CHECKS.get(id) == check else check
 
 
 def declare(
-    id: str, *, severity: Severity, level: Level, group: str, meaning: str, fix: str
+    id: str, *, severity: Severity, level: Level, group: str, meaning: str, fix: str,
+    conditions: tuple[str, ...] = (), formats: tuple[str, ...] = (),
+    roles: tuple[str, ...] = (), dtypes: tuple[str, ...] = (),
 ) -> Check:
     """Declare a check (module level, once); returns it for use in :class:`Finding`. Every
-    field but the ID by keyword, so a declaration reads the same in every module."""
-    check = Check(id, severity, level, group, meaning, fix)
+    field but the ID by keyword, so a declaration reads the same in every module; what it
+    fires on and applies to (``conditions``, ``formats``, ``roles``, ``dtypes``) as
+    :class:`Check` describes them."""
+    check = Check(id, severity, level, group, meaning, fix, conditions, formats, roles, dtypes)
     if id in CHECKS and CHECKS[id] != check:
         raise ValueError(f"check {id} declared twice with different text")
     CHECKS[id] = check

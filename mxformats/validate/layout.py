@@ -59,8 +59,13 @@ NOTHING_QUANTIZED = declare(
             "complaint (DeepSeek FP8 block: vLLM casts them to FP8 unscaled, scales unset).",
     fix="Re-export with an exclude/ignore list that names only the modules kept in BF16, or drop "
         "the quantization config.")
+#: The tensor roles of a quantized module, over every format (each format's descriptor says
+#: which of them its modules hold: ``expected_tensors``).
+_QUANT_ROLES = ("weight", "weight_packed", "weight_shape", "weight_scale", "weight_scale_inv",
+                "weight_scale_2", "weight_global_scale", "input_scale", "input_global_scale")
 QUANT_TENSOR_MISSING = declare(
     "QUANT_TENSOR_MISSING", severity=Severity.ERROR, level=Level.STRUCTURE, group="layout",
+    conditions=("absent",), roles=_QUANT_ROLES,
     meaning="A quantized module lacks a tensor its format needs (a missing scale loads as ones).",
     fix="Re-export the module.")
 QUANT_TENSOR_UNEXPECTED = declare(
@@ -70,6 +75,7 @@ QUANT_TENSOR_UNEXPECTED = declare(
     fix="Remove the tensor or fix the config.")
 QUANT_DTYPE = declare(
     "QUANT_DTYPE", severity=Severity.ERROR, level=Level.STRUCTURE, group="layout",
+    conditions=("another dtype of the same width",), roles=_QUANT_ROLES,
     meaning="A quantization tensor has the wrong dtype for its format (e.g. F8_E8M0 scales for "
             "Quark).",
     fix="Store it with the dtype the loader expects.")

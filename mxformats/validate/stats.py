@@ -56,29 +56,49 @@ __all__ = [
 ]
 
 
+#: The formats whose weight scales are E8M0 bytes (stored U8): Quark MXFP4.
+_E8M0_FORMATS = ("quark-mxfp4",)
+#: The formats holding float scale tensors (FP8 block and INT4 scales, NVFP4 global and
+#: activation scales, W4A8's two stages), and those tensors' roles and dtypes.
+_FLOAT_SCALE_FORMATS = ("quark-w4a8", "compressed-tensors-int4", "compressed-tensors-nvfp4",
+                       "compressed-tensors-fp8-block", "compressed-tensors-mixed",
+                       "modelopt-nvfp4", "modelopt-fp8-block", "modelopt-mixed", "fp8-block")
+_FLOAT_SCALE_ROLES = ("weight_scale", "weight_scale_inv", "weight_scale_2", "weight_global_scale",
+                     "input_scale", "input_global_scale")
+_FLOAT_DTYPES = ("F32", "BF16", "F16")
 E8M0_NAN = declare(
     "E8M0_NAN", severity=Severity.ERROR, level=Level.SCALES, group="numbers",
+    conditions=("byte 0xFF",), formats=_E8M0_FORMATS, roles=("weight_scale",), dtypes=("U8",),
     meaning="An E8M0 scale byte is 0xFF: NaN per OCP; Quark/vLLM decode the whole block as NaN.",
     fix="Re-quantize the module; no producer writes 0xFF (old Quark log2(0) bug).")
 E8M0_ZERO = declare(
     "E8M0_ZERO", severity=Severity.WARNING, level=Level.SCALES, group="numbers",
+    conditions=("byte 0x00",), formats=_E8M0_FORMATS, roles=("weight_scale",), dtypes=("U8",),
     meaning="An E8M0 scale byte is 0x00: 2^-127 per OCP but 0.0 in vLLM's bf16 emulation.",
     fix="Check the block is meant to be zero; new Quark writes byte 1 for all-zero blocks.")
 E8M0_RANGE = declare(
     "E8M0_RANGE", severity=Severity.WARNING, level=Level.SCALES, group="numbers",
+    conditions=("below the window", "above the window"), formats=_E8M0_FORMATS,
+    roles=("weight_scale",), dtypes=("U8",),
     meaning="E8M0 scale bytes outside the plausible window for weights (2^-40 .. 2^8).",
     fix="Look for a scale encoding with another bias or garbage scale bytes; re-quantize.")
 SCALE_NONFINITE = declare(
     "SCALE_NONFINITE", severity=Severity.ERROR, level=Level.SCALES, group="numbers",
+    conditions=("NaN", "+Inf", "-Inf"), formats=_FLOAT_SCALE_FORMATS, roles=_FLOAT_SCALE_ROLES,
+    dtypes=_FLOAT_DTYPES,
     meaning="An INT4 or FP8 scale is NaN or infinite: the whole group / row / tensor decodes to "
             "NaN.",
     fix="Re-quantize the module from its source.")
 SCALE_NEGATIVE = declare(
     "SCALE_NEGATIVE", severity=Severity.ERROR, level=Level.SCALES, group="numbers",
+    conditions=("negative",), formats=_FLOAT_SCALE_FORMATS, roles=_FLOAT_SCALE_ROLES,
+    dtypes=_FLOAT_DTYPES,
     meaning="A scale is negative (no observer writes one): the weights' signs flip.",
     fix="Re-quantize the module from its source.")
 SCALE_ZERO = declare(
     "SCALE_ZERO", severity=Severity.WARNING, level=Level.SCALES, group="numbers",
+    conditions=("zero",), formats=_FLOAT_SCALE_FORMATS, roles=_FLOAT_SCALE_ROLES,
+    dtypes=_FLOAT_DTYPES,
     meaning="A scale is zero: the group / row / tensor is silently zeroed (an error for W4A8, "
             "where vLLM asserts on it, and for an NVFP4 scale vLLM divides by: a ModelOpt "
             "input_scale, a compressed-tensors global scale; the result is Inf).",
@@ -88,6 +108,8 @@ W4A8_SCALE2_MAX = 448.0 / 7.5
 W4A8_SCALE2_TOLERANCE = 1e-3
 W4A8_SCALE2 = declare(
     "W4A8_SCALE2_MAX", severity=Severity.WARNING, level=Level.SCALES, group="numbers",
+    conditions=("max below 448/7.5", "max above 448/7.5"), formats=("quark-w4a8",),
+    roles=("weight_scale_2",), dtypes=("F32",),
     meaning="max(weight_scale_2) of a W4A8 tensor is not 448/7.5 within 1e-3: the row holding the "
             "global amax must map to FP8 448 (above 448/7.5·(1+1e-3) it is an error).",
     fix="Check the FP8 stage used amax/448 and the INT4 stage amax/7.5 (not /7).")
@@ -97,10 +119,12 @@ ROUTER_BIAS_DTYPE = declare(
     fix="Keep the bias in float32 as the source checkpoint has it.")
 ROUTER_BIAS_NONFINITE = declare(
     "ROUTER_BIAS_NONFINITE", severity=Severity.ERROR, level=Level.SCALES, group="numbers",
+    conditions=("NaN", "+Inf", "-Inf"), roles=("e_score_correction_bias",),
     meaning="The router's e_score_correction_bias holds NaN or Inf: routing is broken.",
     fix="Copy the bias from the source checkpoint.")
 TENSOR_NONFINITE = declare(
     "TENSOR_NONFINITE", severity=Severity.ERROR, level=Level.SCALES, group="numbers",
+    conditions=("NaN", "+Inf", "-Inf"), roles=("weight",), dtypes=("BF16", "F16", "F32"),
     meaning="A floating-point tensor holds NaN or Inf (small tensors at level scales, all at "
             "full).",
     fix="Copy the tensor from the source checkpoint.")

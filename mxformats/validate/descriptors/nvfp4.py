@@ -57,13 +57,22 @@ _SGLANG_MODELOPT_REFUSED = (f"{_SGLANG_QUANT}modelopt_quant.py:1931, modelopt_qu
 
 __all__ = ["NVFP4Descriptor"]
 
+#: The NVFP4 formats: their E4M3 block scales and F32 global and activation scales.
+_NVFP4_FORMATS = ("compressed-tensors-nvfp4", "compressed-tensors-mixed", "modelopt-nvfp4",
+                  "modelopt-mixed")
+_GLOBAL_ROLES = ("weight_scale_2", "weight_global_scale")
+_INPUT_ROLES = ("input_scale", "input_global_scale")
 NVFP4_BLOCK_SCALE = declare(
     "NVFP4_BLOCK_SCALE", severity=Severity.ERROR, level=Level.SCALES, group="numbers",
+    conditions=("NaN (0x7F)", "negative NaN (0xFF)", "zero", "negative zero", "negative"),
+    formats=_NVFP4_FORMATS, roles=("weight_scale",), dtypes=("F8_E4M3",),
     meaning="An NVFP4 E4M3 block scale is NaN, zero or negative: the block decodes to NaN or zero "
             "(ModelOpt 0.47 exports an all-zero weight with NaN block scales, 0xFF).",
     fix="Re-quantize the module; exclude weights that are all zero.")
 NVFP4_GLOBAL_CONVENTION = declare(
     "NVFP4_GLOBAL_CONVENTION", severity=Severity.ERROR, level=Level.SCALES, group="numbers",
+    conditions=("the other producer's side of 1",), formats=_NVFP4_FORMATS, roles=_GLOBAL_ROLES,
+    dtypes=("F32",),
     meaning="An NVFP4 global scale in the other producer's convention: a ModelOpt weight_scale_2 "
             "is amax/2688 (far below 1), a compressed-tensors weight_global_scale 2688/amax (far "
             "above 1). A value on the wrong side of 1 is the reciprocal: every weight is off by "
@@ -78,6 +87,8 @@ NVFP4_BLOCK_NOT_TIGHT = declare(
     fix="Re-quantize with 16-element blocks along the input dimension.")
 NVFP4_GATE_UP_SCALE = declare(
     "NVFP4_GATE_UP_SCALE", severity=Severity.ERROR, level=Level.SCALES, group="numbers",
+    conditions=("an expert's up_proj differs", "an expert's gate_proj differs"),
+    formats=_NVFP4_FORMATS, roles=_GLOBAL_ROLES, dtypes=("F32",),
     meaning="Two modules vLLM fuses into one GEMM with one global scale have global scales that "
             "differ beyond vLLM's own torch.allclose (rtol 1e-05, atol 1e-08): an expert's "
             "gate_proj and up_proj (w13: vLLM logs 'w1_weight_scale_2 must match "
@@ -93,6 +104,8 @@ NVFP4_GATE_UP_SCALE = declare(
         "scale.")
 NVFP4_FUSED_INPUT_SCALE = declare(
     "NVFP4_FUSED_INPUT_SCALE", severity=Severity.WARNING, level=Level.SCALES, group="numbers",
+    conditions=("an expert's up_proj differs", "an expert's gate_proj differs"),
+    formats=_NVFP4_FORMATS, roles=_INPUT_ROLES, dtypes=("F32",),
     meaning="Two modules vLLM fuses into one GEMM have different activation scales (input_scale, "
             "input_global_scale): gate_proj and up_proj (dense, shared expert, or an expert's "
             "w13), or q_a_proj and kv_a_proj_with_mqa. The GEMM quantizes their one input with "

@@ -1,0 +1,333 @@
+"""Audit of the firing matrix (issue 31): switch off each declared condition in turn and show
+that a named test of ``tests/test_check_firing.py`` goes red.
+
+Each entry of :data:`SWITCHES` is one planted bug: a source edit (file, exact old text, new
+text) that stops one check firing on one condition, or on one format or tensor role, while
+every other condition still fires. The script applies each to a fresh copy of the repository
+(never to this checkout), runs the matrix case it names there, and prints a table: the
+switch, the test, and whether it went red (``caught``) or stayed green (``MISSED``). Exit 1
+when any is missed, or when a declared (check, condition) has no switch here.
+
+``--write-patches DIR`` writes each switch as a mutant patch (tests/mutants/README.md format:
+``# mutant:``, ``# must-fail:``, the diff), so that ``tests/mutants/run.py`` can run them too.
+
+Usage::
+
+    python tests/audit_conditions.py                 # every switch
+    python tests/audit_conditions.py NAME ...        # these switches
+    python tests/audit_conditions.py --list          # the switches and their tests
+    python tests/audit_conditions.py --write-patches tests/mutants NAME ...
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import re
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+TEST = "tests/test_check_firing.py::test_each_condition_fires_on_each_format"
+STATS = "mxformats/validate/stats.py"
+NVFP4 = "mxformats/validate/descriptors/nvfp4.py"
+NUMBERS = "mxformats/validate/numbers.py"
+DEPLOYMENT = "mxformats/validate/deployment.py"
+FP8 = "mxformats/validate/descriptors/fp8_block.py"
+W4A8 = "mxformats/validate/descriptors/quark_w4a8.py"
+CT_INT4 = "mxformats/validate/descriptors/ct_int4.py"
+LAYOUT = "mxformats/validate/layout.py"
+_UNAVAILABLE = '        if ref is None and f"{mod.name}.{p}" in ckpt.unavailable:\n'
+
+
+
+def case_id(check: str, condition: str, fmt: str) -> str:
+    """The matrix's test id of (check, condition, format) (as its parametrization names it):
+    the condition's words joined by ``_``, a sign spelled out (``+Inf``: ``plus_Inf``)."""
+    words = condition.replace("+", " plus ").replace("-", " minus ")
+    return f"{check}-{re.sub(r'[^A-Za-z0-9]+', '_', words).strip('_')}-{fmt}"
+
+
+@dataclass(frozen=True)
+class Switch:
+    """One planted bug: ``old`` replaced by ``new`` (once) in ``path``; ``kind``: the class of
+    condition it switches off (a sign, a value class, a format, a tensor role, a field);
+    ``conditions``: the declared (check, condition) it switches off; ``catches``: the matrix
+    cases (check, condition, format) that must go red."""
+
+    name: str
+    kind: str
+    what: str
+    path: str
+    old: str
+    new: str
+    conditions: tuple[tuple[str, str], ...]
+    catches: tuple[tuple[str, str, str], ...]
+
+    def selections(self) -> list[str]:
+        return [f"{TEST}[{case_id(*c)}]" for c in self.catches]
+
+
+def _one(name: str, kind: str, what: str, path: str, old: str, new: str, check: str,
+         condition: str, fmt: str) -> Switch:
+    return Switch(name, kind, what, path, old, new, ((check, condition),),
+                  ((check, condition, fmt),))
+
+
+MX, W4, CTI, CTN, MON = ("quark-mxfp4", "quark-w4a8", "compressed-tensors-int4",
+                         "compressed-tensors-nvfp4", "modelopt-nvfp4")
+_BLOCK = ("bad = Count.of(((b & _E4M3_MAG) == _E4M3_MAG) | ((b & _E4M3_MAG) == 0) | "
+          "(b >= 0x80))")
+_NONFINITE_BITS = "return Count.of((a.view(view) & m) == m)"
+
+#: Every declared (check, condition) switched off, and switches of a format or a tensor role.
+SWITCHES: tuple[Switch, ...] = (
+    _one("cond_e8m0_nan_off", "value", "E8M0 byte 0xFF not counted", STATS,
+         '"nan": count(int(counts[0xFF]), lambda: b == 0xFF)',
+         '"nan": count(0, lambda: b == 0xFF)', "E8M0_NAN", "byte 0xFF", MX),
+    _one("cond_e8m0_zero_off", "value", "E8M0 byte 0x00 not counted", STATS,
+         '"zero": count(int(counts[0]), lambda: b == 0)', '"zero": count(0, lambda: b == 0)',
+         "E8M0_ZERO", "byte 0x00", MX),
+    _one("cond_e8m0_range_low_off", "sign", "E8M0 bytes below the window not counted", STATS,
+         "outside[2:lo] = True", "outside[2:2] = True", "E8M0_RANGE", "below the window", MX),
+    _one("cond_e8m0_range_high_off", "sign", "E8M0 bytes above the window not counted", STATS,
+         "outside[hi + 1:0xFF] = True", "outside[0xFF:0xFF] = True", "E8M0_RANGE",
+         "above the window", MX),
+    _one("cond_scale_nan_off", "value", "a NaN float scale not counted", STATS,
+         '"nonfinite": Count.of(~np.isfinite(s))', '"nonfinite": Count.of(np.isinf(s))',
+         "SCALE_NONFINITE", "NaN", CTI),
+    _one("cond_scale_pos_inf_off", "sign", "a +Inf float scale not counted", STATS,
+         '"nonfinite": Count.of(~np.isfinite(s))',
+         '"nonfinite": Count.of(np.isnan(s) | (s == -np.inf))', "SCALE_NONFINITE", "+Inf", W4),
+    _one("cond_scale_neg_inf_off", "sign", "a -Inf float scale not counted", STATS,
+         '"nonfinite": Count.of(~np.isfinite(s))',
+         '"nonfinite": Count.of(np.isnan(s) | (s == np.inf))', "SCALE_NONFINITE", "-Inf",
+         "fp8-block"),
+    _one("cond_scale_negative_off", "sign", "a negative float scale not counted", STATS,
+         '"negative": Count.of(s < 0)', '"negative": Count.of(s < -np.inf)', "SCALE_NEGATIVE",
+         "negative", "compressed-tensors-fp8-block"),
+    _one("cond_scale_zero_off", "value", "a zero float scale not counted", STATS,
+         '"zero": Count.of(s == 0)', '"zero": Count.of(s == 1e300)', "SCALE_ZERO", "zero",
+         "modelopt-fp8-block"),
+    _one("cond_w4a8_scale2_low_off", "sign", "max(weight_scale_2) below 448/7.5 not reported",
+         STATS, "return Severity.ERROR if top > W4A8_SCALE2_MAX else Severity.WARNING",
+         "return Severity.ERROR if top > W4A8_SCALE2_MAX else None", "W4A8_SCALE2_MAX",
+         "max below 448/7.5", W4),
+    _one("cond_w4a8_scale2_high_off", "sign", "max(weight_scale_2) above 448/7.5 not reported",
+         STATS, "return Severity.ERROR if top > W4A8_SCALE2_MAX else Severity.WARNING",
+         "return None if top > W4A8_SCALE2_MAX else Severity.WARNING", "W4A8_SCALE2_MAX",
+         "max above 448/7.5", W4),
+    _one("cond_nvfp4_block_nan_off", "value", "an E4M3 block scale 0x7F (NaN) not counted",
+         NVFP4, _BLOCK, "bad = Count.of((b == 0xFF) | ((b & _E4M3_MAG) == 0) | (b >= 0x80))",
+         "NVFP4_BLOCK_SCALE", "NaN (0x7F)", MON),
+    _one("cond_nvfp4_block_neg_nan_off", "sign", "an E4M3 block scale 0xFF not counted", NVFP4,
+         _BLOCK, "bad = Count.of((b == 0x7F) | ((b & _E4M3_MAG) == 0) | ((b >= 0x80) & "
+         "(b != 0xFF)))", "NVFP4_BLOCK_SCALE", "negative NaN (0xFF)", CTN),
+    _one("cond_nvfp4_block_zero_off", "value", "an E4M3 block scale 0x00 not counted", NVFP4,
+         _BLOCK, "bad = Count.of(((b & _E4M3_MAG) == _E4M3_MAG) | (b >= 0x80))",
+         "NVFP4_BLOCK_SCALE", "zero", MON),
+    _one("cond_nvfp4_block_neg_zero_off", "sign", "an E4M3 block scale 0x80 not counted",
+         NVFP4, _BLOCK, "bad = Count.of(((b & _E4M3_MAG) == _E4M3_MAG) | (b == 0) | "
+         "(b > 0x80))", "NVFP4_BLOCK_SCALE", "negative zero", CTN),
+    _one("cond_nvfp4_block_negative_off", "sign", "a negative E4M3 block scale not counted",
+         NVFP4, _BLOCK, "bad = Count.of(((b & _E4M3_MAG) == _E4M3_MAG) | ((b & _E4M3_MAG) == 0))",
+         "NVFP4_BLOCK_SCALE", "negative", "modelopt-mixed"),
+    _one("cond_nvfp4_convention_modelopt_off", "format",
+         "the reciprocal convention not reported for ModelOpt", NVFP4,
+         "(g[0] < 1) == self.global_is_divisor:",
+         "(g[0] < 1) == self.global_is_divisor and self.global_is_divisor:",
+         "NVFP4_GLOBAL_CONVENTION", "the other producer's side of 1", MON),
+    _one("cond_nvfp4_convention_ct_off", "format",
+         "the reciprocal convention not reported for compressed-tensors", NVFP4,
+         "(g[0] < 1) == self.global_is_divisor:",
+         "(g[0] < 1) == self.global_is_divisor and not self.global_is_divisor:",
+         "NVFP4_GLOBAL_CONVENTION", "the other producer's side of 1",
+         "compressed-tensors-mixed"),
+    _one("cond_nvfp4_gate_up_gate_larger_off", "sign",
+         "a fused pair whose gate global scale is the larger not reported", NVFP4,
+         "        differ = _differing(a, b, self.global_name)\n        if differ is None:",
+         "        differ = _differing(a, b, self.global_name)\n"
+         "        if differ is None or differ[0] > differ[1]:",
+         "NVFP4_GATE_UP_SCALE", "an expert's gate_proj differs", MON),
+    _one("cond_nvfp4_gate_up_up_larger_off", "sign",
+         "a fused pair whose up global scale is the larger not reported", NVFP4,
+         "        differ = _differing(a, b, self.global_name)\n        if differ is None:",
+         "        differ = _differing(a, b, self.global_name)\n"
+         "        if differ is None or differ[0] < differ[1]:",
+         "NVFP4_GATE_UP_SCALE", "an expert's up_proj differs", CTN),
+    _one("cond_nvfp4_fused_input_gate_larger_off", "sign",
+         "a fused pair whose gate activation scale is the larger not reported", NVFP4,
+         "            if differ is not None:\n                yield from listed.add(",
+         "            if differ is not None and differ[0] < differ[1]:\n"
+         "                yield from listed.add(",
+         "NVFP4_FUSED_INPUT_SCALE", "an expert's gate_proj differs", CTN),
+    _one("cond_nvfp4_fused_input_up_larger_off", "sign",
+         "a fused pair whose up activation scale is the larger not reported", NVFP4,
+         "            if differ is not None:\n                yield from listed.add(",
+         "            if differ is not None and differ[0] > differ[1]:\n"
+         "                yield from listed.add(",
+         "NVFP4_FUSED_INPUT_SCALE", "an expert's up_proj differs", MON),
+    *(Switch(f"cond_nonfinite_{name}_off", kind,
+             f"a {cond} BF16/F32 tensor not counted (exponent bits)", STATS, _NONFINITE_BITS,
+             f"return Count.of(((a.view(view) & m) == m) & {keep})",
+             (("ROUTER_BIAS_NONFINITE", cond), ("TENSOR_NONFINITE", cond)),
+             (("ROUTER_BIAS_NONFINITE", cond, router), ("TENSOR_NONFINITE", cond, other)))
+      for name, kind, cond, keep, router, other in (
+          ("nan", "value", "NaN", "~np.isnan(a.astype(np.float64))", MX, W4),
+          ("pos_inf", "sign", "+Inf", "(a.astype(np.float64) != np.inf)", "fp8-block", CTI),
+          ("neg_inf", "sign", "-Inf", "(a.astype(np.float64) != -np.inf)", CTN, MON))),
+    _one("cond_fnuz_positive_off", "sign", "a positive scale overflowing when doubled passes",
+         DEPLOYMENT, "bad = np.isfinite(s) & (np.abs(s) * 2 > top)",
+         "bad = np.isfinite(s) & (-s * 2 > top)", "DEPLOY_FNUZ_SCALE",
+         "above half the dtype's largest value", "compressed-tensors-int4"),
+    _one("cond_fnuz_negative_off", "sign", "a negative scale overflowing when doubled passes",
+         DEPLOYMENT, "bad = np.isfinite(s) & (np.abs(s) * 2 > top)",
+         "bad = np.isfinite(s) & (s * 2 > top)", "DEPLOY_FNUZ_SCALE",
+         "below minus half of it", W4),
+    # a tensor role, a format, a field switched off (every condition of it still declared)
+    Switch("cond_nvfp4_input_role_off", "role",
+           "the NVFP4 activation scale (input_scale / input_global_scale) not checked", NVFP4,
+           "for p in (self.global_name, self.input_name):", "for p in (self.global_name,):",
+           (), (("SCALE_NONFINITE", "NaN", MON), ("SCALE_ZERO", "zero", CTN))),
+    Switch("cond_w4a8_stage1_role_off", "role", "W4A8's per-tensor weight_scale not checked",
+           W4A8, "        for p in self.scale_params:\n            ref, s = module.tensors[p], "
+           "arrays[p]", "        for p in self.scale_params[1:]:\n            ref, s = "
+           "module.tensors[p], arrays[p]", (), (("SCALE_NEGATIVE", "negative", W4),)),
+    Switch("cond_fp8_modelopt_format_off", "format",
+           "the ModelOpt FP8 block scales not checked", FP8,
+           "        yield from scale_findings(ref, s)\n",
+           "        if self.format.value != \"modelopt-fp8-block\":\n"
+           "            yield from scale_findings(ref, s)\n",
+           (), (("SCALE_NONFINITE", "+Inf", "modelopt-fp8-block"),)),
+    Switch("cond_ct_int4_format_off", "format", "compressed-tensors INT4 scales not checked",
+           CT_INT4, '        yield from scale_findings(module.tensors["weight_scale"], '
+           'arrays["weight_scale"])', "        return iter(())", (),
+           (("SCALE_ZERO", "zero", CTI),)),
+    Switch("cond_nvfp4_zero_severity_field_off", "field",
+           "SCALE_ZERO a warning on a compressed-tensors weight_global_scale (vLLM divides)",
+           NVFP4, "divides = param == self.input_name or self.global_is_divisor",
+           "divides = param == self.input_name", (),
+           (("SCALE_ZERO", "zero", CTN),)),
+    *(Switch(name, kind, what, LAYOUT, _UNAVAILABLE, _UNAVAILABLE.replace(
+        "ckpt.unavailable:", f"ckpt.unavailable or (\n                {skip}):"),
+        (("QUANT_TENSOR_MISSING", "absent"),), (("QUANT_TENSOR_MISSING", "absent", fmt),))
+      for name, kind, what, skip, fmt in (
+          ("cond_missing_input_global_scale_role_off", "role",
+           "a missing input_global_scale not reported",
+           'ref is None and p == "input_global_scale"', CTN),
+          ("cond_missing_modelopt_fp8_format_off", "format",
+           "a missing tensor of a ModelOpt FP8 block module not reported",
+           'desc.format.value == "modelopt-fp8-block"', "modelopt-fp8-block"))),
+    Switch("cond_dtype_weight_shape_role_off", "role",
+           "a compressed-tensors weight_shape of another dtype not reported", LAYOUT,
+           "        if ref.dtype not in dtypes:\n",
+           "        if ref.dtype not in dtypes and p != \"weight_shape\":\n",
+           (("QUANT_DTYPE", "another dtype of the same width"),),
+           (("QUANT_DTYPE", "another dtype of the same width", CTI),)),
+    Switch("cond_fnuz_bf16_dtype_off", "field", "DEPLOY_FNUZ_SCALE skips BF16 scales",
+           DEPLOYMENT, "    dtypes=(\"F32\", \"F16\", \"BF16\"),",
+           "    dtypes=(\"F32\", \"F16\"),", (),
+           (("DEPLOY_FNUZ_SCALE", "above half the dtype's largest value",
+             "compressed-tensors-fp8-block"),)),
+)
+
+
+def declared() -> set[tuple[str, str]]:
+    """Every declared (check, condition) of the catalogue."""
+    sys.path.insert(0, str(ROOT))
+    from mxformats.validate.catalogue import load_all
+
+    return {(c.id, cond) for c in load_all().values() for cond in c.conditions}
+
+
+def apply(switch: Switch, root: Path) -> None:
+    """Plant ``switch`` in the copy at ``root`` (its old text must occur exactly once)."""
+    path = root / switch.path
+    text = path.read_text()
+    if text.count(switch.old) != 1:
+        raise ValueError(f"{switch.name}: {switch.path} holds its text "
+                         f"{text.count(switch.old)} times, not once")
+    path.write_text(text.replace(switch.old, switch.new))
+
+
+def patch_text(switch: Switch) -> str:
+    """The switch as a mutant patch (tests/mutants/README.md)."""
+    before = (ROOT / switch.path).read_text()
+    if before.count(switch.old) != 1:
+        raise ValueError(f"{switch.name}: {switch.path} does not hold its text once")
+    after = before.replace(switch.old, switch.new)
+    diff = difflib.unified_diff(before.splitlines(keepends=True),
+                                after.splitlines(keepends=True),
+                                f"a/{switch.path}", f"b/{switch.path}", n=3)
+    head = [f"# mutant: {switch.what} (issue 31 audit, {switch.kind})"]
+    head += [f"# must-fail: {sel}" for sel in switch.selections()]
+    return "\n".join(head) + "\n" + f"diff --git a/{switch.path} b/{switch.path}\n" + \
+        "".join(diff)
+
+
+def run_switch(switch: Switch, timeout: int) -> tuple[bool, str]:
+    """Plant the switch in a fresh copy of the checkout (made, and its imports mapped to it,
+    as ``tests/mutants/run.py`` makes a mutant's), run its matrix cases there: (red, pytest's
+    last line)."""
+    sys.path.insert(0, str(ROOT / "tests" / "mutants"))
+    import run as mutants
+
+    with tempfile.TemporaryDirectory(prefix=f"audit-{switch.name}-") as tmp:
+        root = Path(tmp) / "repo"
+        mutants.copy_repo(root)
+        apply(switch, root)
+        proc = subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+             "--basetemp", str(Path(tmp) / "pytest"), *switch.selections()],
+            cwd=root, env=mutants.env_for(root), capture_output=True, text=True,
+            timeout=timeout)
+        lines = [ln for ln in proc.stdout.splitlines() if ln.strip()]
+        last = lines[-1] if lines else proc.stderr.strip()[-200:]
+        return proc.returncode == 1 and " failed" in last, last
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("names", nargs="*", help="switches to run (default: all)")
+    parser.add_argument("--list", action="store_true", help="list the switches and exit")
+    parser.add_argument("--write-patches", type=Path, metavar="DIR",
+                        help="write the switches as mutant patches into DIR and exit")
+    parser.add_argument("--timeout", type=int, default=600)
+    args = parser.parse_args(argv)
+    by_name = {s.name: s for s in SWITCHES}
+    unknown = [n for n in args.names if n not in by_name]
+    if unknown:
+        parser.error(f"unknown switches: {unknown}")
+    chosen = [by_name[n] for n in args.names] or list(SWITCHES)
+    if args.list:
+        for s in chosen:
+            print(f"{s.name:42} {s.kind:7} {s.what}")
+            for sel in s.selections():
+                print(f"{'':50}{sel}")
+        return 0
+    if args.write_patches is not None:
+        for s in chosen:
+            (args.write_patches / f"{s.name}.patch").write_text(patch_text(s))
+            print(args.write_patches / f"{s.name}.patch")
+        return 0
+    uncovered = sorted(declared() - {c for s in SWITCHES for c in s.conditions})
+    failed = 0
+    print(f"{'switch':42} {'kind':7} {'result':7} test")
+    for s in chosen:
+        red, last = run_switch(s, args.timeout)
+        failed += not red
+        for sel in s.selections():
+            print(f"{s.name:42} {s.kind:7} {'caught' if red else 'MISSED':7} "
+                  f"{sel.split('::', 1)[1]}")
+        print(f"{'':58}({last})")
+    print(f"{len(chosen) - failed} of {len(chosen)} switches caught by a named test")
+    if uncovered:
+        print(f"declared conditions with no switch: {uncovered}")
+    return 1 if failed or uncovered else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
