@@ -211,6 +211,23 @@ def test_fresh_workers_read_no_header_and_give_the_report(
     assert exit_code(whole) == 0 and whole.reproduction is not None
 
 
+def test_fresh_workers_sample_the_driver_s_choice(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--sample`` picks from every quantized module of the checkpoint: the driver picks,
+    and a worker, which knows only its task's modules, reproduces just those it was given."""
+    opts = Options(level=Level.SCALES, source=SRC, sample=1, workers=1)
+    folder = PRODUCERS / "kimi-k2-mxfp4-quark"
+    ckpt = load(folder, opts).ckpt
+    assert ckpt is not None
+    chosen = reproduce.chosen_modules(ckpt, opts)
+    monkeypatch.setattr(tasks, "TASK_BYTES", 1)
+    worker = FreshWorkers(monkeypatch, source=SRC)
+    report = validate(folder, opts, executor=worker)
+    assert report.reproduction is not None and worker.headers == []
+    assert report.reproduction["modules_checked"] == len(chosen) < len(report.tasks)
+    assert sorted(o["module"] for rec in report.tasks
+                  for o in rec["result"]["reproduction"]) == chosen
+
+
 #: Corpus cases whose numbers or reproduction change: every level-full or --source case.
 NUMERIC_CASES = [c for c in CASES if (c.level is Level.FULL or c.source) and not c.xfail]
 
