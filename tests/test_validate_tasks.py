@@ -228,6 +228,25 @@ def test_fresh_workers_sample_the_driver_s_choice(monkeypatch: pytest.MonkeyPatc
                   for o in rec["result"]["reproduction"]) == chosen
 
 
+def test_a_config_nested_deep_is_not_carried_to_the_workers(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A config.json that parses but nests deeper than pickle can follow (untrusted input)
+    runs its tasks like any other: no task carries config.json, which no per-module check
+    reads."""
+    folder = tmp_path / "deep"
+    shutil.copytree(PRODUCERS / "kimi-k2-mxfp4-quark", folder)
+    config = json.loads((folder / "config.json").read_text())
+    config["deep"] = json.loads("[" * 900 + "]" * 900)
+    (folder / "config.json").write_text(json.dumps(config))
+    opts = Options(level=Level.FULL, workers=1)
+    here = validate(folder, opts)
+    assert here.fatal is None and here.tasks and "numbers" in here.modules_run
+    worker = FreshWorkers(monkeypatch)
+    there = validate(folder, opts, executor=worker)
+    assert worker.ran and worker.headers == []
+    assert _without_timings(_json(there)) == _without_timings(_json(here))
+
+
 #: Corpus cases whose numbers or reproduction change: every level-full or --source case.
 NUMERIC_CASES = [c for c in CASES if (c.level is Level.FULL or c.source) and not c.xfail]
 

@@ -5,9 +5,11 @@ The driver loads every shard header (the checks that run there need them all: ab
 tensors of the modules it checks. :func:`inventory` cuts one :class:`Inventory` out of the
 loaded :class:`~.model.Checkpoint` for a group of modules:
 
-- the checkpoint's :class:`Facts`: its configs, format and descriptor, architecture and the
-  names of its shards (what a descriptor decides a module's role, its member format and its
-  expected tensors from; the same for every task of a run);
+- the checkpoint's :class:`Facts`: its quantization config, format and descriptor,
+  architecture and the names of its shards (what a descriptor decides a module's role, its
+  member format and its expected tensors from; the same for every task of a run). Not
+  config.json itself: no per-module check reads it, and a hostile one may nest too deep to
+  pickle; a worker's checkpoint has an empty ``config`` and ``text_config``;
 - the span of each tensor of those modules and of their siblings (:class:`~.model.TensorRef`:
   file, absolute offsets, dtype, shape): the modules under the same parent, which the
   per-module checks read beside a module (the reproduction of a module calibrated with its
@@ -27,9 +29,9 @@ reruns a task whose files changed since (:func:`~.tasks.task_key` covers their s
 from __future__ import annotations
 
 import hashlib
-import pickle
+import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -52,14 +54,13 @@ __all__ = ["Facts", "Inventory", "families", "inventory"]
 @dataclass(frozen=True)
 class Facts:
     """A checkpoint's small facts, as the loader found them (the fields of
-    :class:`~.model.Checkpoint` of the same names), and ``digest``: sha256 of them and of
-    ``salt`` (the stamps of the files a worker prepares from: config.json, ``--source``'s),
-    so that a worker that serves run after run tells a run whose facts it holds from
-    another."""
+    :class:`~.model.Checkpoint` of the same names), and ``digest``: sha256 of the stamps of
+    the files a worker prepares its states from (``stamps``: config.json's and the
+    ``--source`` files': name, size and modification time; a Hub checkpoint's root names
+    its commit), so that a worker that serves run after run tells a run whose reader and
+    states it holds from another."""
 
     root: Path
-    config: dict[str, Any]
-    text_config: dict[str, Any]
     format: CheckpointFormat
     format_detail: str
     descriptor: Descriptor | None
@@ -73,17 +74,12 @@ class Facts:
     digest: str = ""
 
     @classmethod
-    def of(cls, ckpt: Checkpoint, salt: object = None) -> Facts:
-        """The facts of ``ckpt``, with their digest."""
-        fields = (ckpt.root, ckpt.config, ckpt.text_config, ckpt.format, ckpt.format_detail,
-                  ckpt.descriptor, ckpt.quant_config, tuple(ckpt.exclude), ckpt.arch,
-                  ckpt.arch_problem, tuple(ckpt.shards), frozenset(ckpt.unreadable),
-                  ckpt.allowed_roots)
-        facts = cls(*fields)
-        # the set sorted: its pickle would follow the process's string hashing
-        digest = hashlib.sha256(pickle.dumps(
-            (replace(facts, unreadable=frozenset()), sorted(facts.unreadable), salt))).hexdigest()
-        return replace(facts, digest=digest)
+    def of(cls, ckpt: Checkpoint, stamps: Sequence[Sequence[Any]] = ()) -> Facts:
+        """The facts of ``ckpt``, with the digest of ``stamps``."""
+        return cls(ckpt.root, ckpt.format, ckpt.format_detail, ckpt.descriptor,
+                   ckpt.quant_config, tuple(ckpt.exclude), ckpt.arch, ckpt.arch_problem,
+                   tuple(ckpt.shards), frozenset(ckpt.unreadable), ckpt.allowed_roots,
+                   hashlib.sha256(json.dumps([str(ckpt.root), *stamps]).encode()).hexdigest())
 
 
 @dataclass(frozen=True)
@@ -104,7 +100,7 @@ class Inventory:
         inventory's, nothing else; no file is opened."""
         f = self.facts
         ckpt = Checkpoint(
-            root=f.root, config=f.config, text_config=f.text_config, format=f.format,
+            root=f.root, config={}, text_config={}, format=f.format,
             format_detail=f.format_detail, descriptor=f.descriptor,
             quant_config=f.quant_config, exclude=list(f.exclude), arch=f.arch,
             arch_problem=f.arch_problem, shards=list(f.shards), unreadable=set(f.unreadable),

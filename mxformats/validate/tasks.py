@@ -180,8 +180,8 @@ def _prepared(ckpt: Checkpoint, opts: Options) -> _Prepared:
                for pm in PER_MODULE}
     outside = (pm.reads(states[pm.outcomes]) for pm in PER_MODULE)
     stamp = _Stamper(ckpt, next((r for r in outside if r is not None), None))
-    salt = (stamp.config, sorted(stamp.source.items()))
-    return _Prepared(ckpt, states, checked, stamp, Facts.of(ckpt, salt))
+    return _Prepared(ckpt, states, checked, stamp,
+                     Facts.of(ckpt, [*stamp.config, *sorted(stamp.source.values())]))
 
 
 def _held(task: Task, inventory: Inventory) -> _Held:
