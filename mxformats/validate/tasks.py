@@ -67,8 +67,9 @@ class Task:
     the run's ``options``, the quantized ``modules`` to check (in read order), the task's
     ``index`` in the plan, the ``stamp`` of the files its result depends on, as the plan
     saw them (``_files_stamp``: size and modification time), and its ``inventory``: the
-    spans of the tensors it reads and the checkpoint's facts (:mod:`.inventory`), which
-    :func:`plan` cuts from the driver's loaded headers, so that no worker reads a header."""
+    spans of the tensors it reads and the checkpoint's facts
+    (:mod:`~mxformats.validate.inventory`), which :func:`plan` cuts from the driver's loaded
+    headers, so that no worker reads a header."""
 
     root: str
     options: Options
