@@ -350,6 +350,40 @@ def test_pool_runs_every_item_and_one_thread_per_worker() -> None:
     assert {o.value for o in threads.values()} == {("1", 1)}  # no oversubscription
 
 
+def _run_counting_headers(task: tasks.Task) -> tuple[dict[str, Any], list[str]]:
+    """Run ``task`` in a pool process, every header read of :attr:`FreshWorkers.READERS`
+    recorded (the process is the pool's: the patches end with it); its result as the JSON
+    report records it, but its timing."""
+    seen: list[str] = []
+
+    def recorder(name: str, real: Any) -> Any:
+        def recorded(*args: Any, **kw: Any) -> Any:
+            seen.append(name)
+            return real(*args, **kw)
+        return recorded
+
+    for owner, name in FreshWorkers.READERS:
+        setattr(owner, name, recorder(name, getattr(owner, name)))
+    return resume.result_to_json(tasks.run_task(task)), seen
+
+
+def test_pool_workers_read_no_header() -> None:
+    """Pool processes (``--workers 2``) get their tasks' spans: none reads a shard header,
+    and each task's result is the one it gives in the driver's process."""
+    opts = Options(level=Level.FULL, workers=2)
+    folder = str((PRODUCERS / "kimi-k2-nvfp4-modelopt").resolve())
+    ckpt = load(folder, opts).ckpt
+    assert ckpt is not None
+    with tasks.remembered(folder, opts, ckpt):
+        plan = tasks.plan(folder, ckpt, opts)
+        here = [resume.result_to_json(tasks.run_task(t)) for t in plan]
+    got = _outcomes(LocalExecutor(workers=2).map(_run_counting_headers, plan))
+    assert len(got) == len(plan) > 1
+    assert all(got[i].value is not None for i in got), [got[i].error for i in got]
+    assert [got[i].value[1] for i in range(len(plan))] == [[]] * len(plan)
+    assert [got[i].value[0] for i in range(len(plan))] == here
+
+
 def test_a_killed_worker_is_retried(tmp_path: Path) -> None:
     markers = [str(tmp_path / f"m{i}") for i in range(3)]
     got = _outcomes(LocalExecutor(workers=2).map(_die_once, markers))
