@@ -69,8 +69,10 @@ print(json.dumps({"code": code, "peak": peak}))
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="needs /proc (Linux)")
 def test_structure_full_size_process(benchmark: Any, full_size_layout: dict[str, Any]) -> None:
     """Issue 14's acceptance measurement: ``--level structure`` on the full-size Kimi-K2.6
-    layout as a process (target: < 2 s wall, < 500 MB peak RSS). ``extra_info``: the fastest
-    round's wall seconds and the largest peak RSS."""
+    layout as a process (target: < 2 s wall, < 500 MB peak RSS; issue 27 asks it again,
+    beside a plain ``json.loads`` of every header). ``extra_info``: the fastest round's wall
+    seconds, the largest peak RSS, and the fastest :func:`_loads_headers` measured after the
+    rounds with their ratio."""
     runs: list[tuple[float, int]] = []
 
     def run() -> int:
@@ -86,10 +88,45 @@ def test_structure_full_size_process(benchmark: Any, full_size_layout: dict[str,
 
     code = benchmark.pedantic(run, rounds=3, iterations=1)
     assert code == 0
+    wall = min(w for w, _ in runs)
+    headers = _json_loads_seconds(_shards(full_size_layout["path"]))
     benchmark.extra_info.update(
         tensors=full_size_layout["tensors"], shards=full_size_layout["shards"],
-        wall_s_min=min(w for w, _ in runs), peak_rss_mb_max=max(p for _, p in runs) / 1e6,
+        wall_s_min=wall, peak_rss_mb_max=max(p for _, p in runs) / 1e6,
+        json_loads_s_min=headers, ratio_to_json_loads=wall / headers,
     )
+
+
+def _loads_headers(files: list[Path]) -> int:
+    """A plain ``json.loads`` of every safetensors header of ``files`` (the 8-byte length,
+    then the header bytes, from the page cache): the least any reader of the headers does,
+    checking nothing. Returns the entries parsed."""
+    entries = 0
+    for path in files:
+        with path.open("rb") as f:
+            entries += len(json.loads(f.read(int.from_bytes(f.read(8), "little"))))
+    return entries
+
+
+def _json_loads_seconds(files: list[Path], rounds: int = 5) -> float:
+    """The fastest of ``rounds`` :func:`_loads_headers` of ``files``."""
+    best = float("inf")
+    for _ in range(rounds):
+        start = time.perf_counter()
+        _loads_headers(files)
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def test_structure_json_loads_baseline(benchmark: Any, full_size_layout: dict[str, Any]) -> None:
+    """The baseline of ``test_structure_full_size_process``, as its own row: a plain
+    ``json.loads`` of every header of the full-size layout (that test's
+    ``extra_info.ratio_to_json_loads`` is measured beside its own runs)."""
+    files = _shards(full_size_layout["path"])
+    entries = benchmark.pedantic(_loads_headers, args=(files,), rounds=5, iterations=1,
+                                 warmup_rounds=1)
+    assert entries >= full_size_layout["tensors"]  # and each shard's __metadata__
+    benchmark.extra_info.update(shards=len(files), seconds_min=_min_seconds(benchmark))
 
 
 def _plain_read_seconds(files: list[Path], workers: int, rounds: int = 3) -> float:

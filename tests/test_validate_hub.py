@@ -603,3 +603,22 @@ def test_reader_threads_end_with_the_reader(server: HubServer, twins: dict[str, 
     while any(t.is_alive() for t in mine) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not [t for t in mine if t.is_alive()]
+
+
+def test_a_worker_reads_its_spans_not_the_headers(server: HubServer, twins: dict[str, Path],
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """A task's worker opens the pinned repo itself and reads only the spans its inventory
+    names: no shard header is fetched or parsed again, and the report is the one of the
+    tasks run in the driver's process, byte for byte but the timings."""
+    from test_validate_tasks import FreshWorkers, _json, _without_timings
+
+    from mxformats.validate import tasks
+
+    monkeypatch.setattr(tasks, "TASK_BYTES", 1 << 16)
+    target = serve(server, "spans", twins["mxfp4"])
+    here = run(target, Level.FULL)
+    worker = FreshWorkers(monkeypatch)
+    there = validate(target, Options(level=Level.FULL, workers=1), executor=worker)
+    assert worker.ran == len(there.tasks) > 1 and worker.headers == []
+    assert _without_timings(_json(there)) == _without_timings(_json(here))
+    assert exit_code(here) == 0 and "numbers" in here.modules_run

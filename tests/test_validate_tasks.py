@@ -22,12 +22,13 @@ from validate_corpus import Case
 
 from mxformats.cli import main
 from mxformats.fast import THREADS_VARIABLE
-from mxformats.validate import reproduce, resume, runner, tasks
+from mxformats.validate import files, loader, reproduce, resume, runner, tasks
 from mxformats.validate.executors import ExecutorUnavailable, Outcome, executor_for
 from mxformats.validate.executors.local import LocalExecutor
 from mxformats.validate.files import load
 from mxformats.validate.findings import MAX_LISTED, Level, Severity
 from mxformats.validate.model import Options
+from mxformats.validate.readers import interface, local
 from mxformats.validate.report import dump_json
 from mxformats.validate.runner import Report, exit_code, validate
 
@@ -48,6 +49,13 @@ def _without_timings(text: str) -> str:
     data = json.loads(text)
     for rec in data.get("tasks", []):
         rec.pop("seconds")
+    return json.dumps(data, indent=2)
+
+
+def _without_tasks(text: str) -> str:
+    """The JSON report without its task records (how the work was cut)."""
+    data = json.loads(text)
+    data.pop("tasks", None)
     return json.dumps(data, indent=2)
 
 
@@ -107,17 +115,66 @@ def test_task_key_changes_with_what_the_result_depends_on() -> None:
         assert tasks.task_key(other) != tasks.task_key(base)
 
 
-def test_run_task_loads_the_checkpoint_itself() -> None:
-    """A task names its checkpoint by path: a process that never saw it loads the headers."""
+class FreshWorkers:
+    """An executor that runs each task as a new worker process would, in this process:
+    nothing the driver holds is lent to it (no reader, no prepared ``--source``), and every
+    read of a checkpoint's shard header is counted while a task runs (``headers``: what was
+    called, on which reader or file); the driver's own loading is not counted, nor the
+    ``--source`` headers a reproduction reads (``source``: that folder)."""
+
+    #: What reads a safetensors header: a reader's methods, the local one-open read, the
+    #: loader.
+    READERS = ((interface.Reader, "header_tables"), (interface.Reader, "header_table"),
+               (interface.Reader, "header"), (local.LocalReader, "header_tables"),
+               (local.LocalReader, "header_table"), (local, "read_header_table"),
+               (files, "load"), (loader, "read"))
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, source: Path | None = None) -> None:
+        self.headers: list[tuple[str, str]] = []
+        self.source = None if source is None else str(source.resolve())
+        self.ran = 0
+        self.running = False
+        for owner, name in self.READERS:
+            monkeypatch.setattr(owner, name, self._counted(name, getattr(owner, name)))
+
+    def _counted(self, name: str, real: Any) -> Any:
+        def counted(*args: Any, **kw: Any) -> Any:
+            first = args[0] if args else ""
+            where = os.fspath(first) if isinstance(first, str | os.PathLike) else str(
+                getattr(first, "name", first))  # a path, or a reader's name
+            if self.running and not (self.source and where.startswith(self.source)):
+                self.headers.append((name, where))
+            return real(*args, **kw)
+        return counted
+
+    def map(self, fn: Any, items: list[tasks.Task]) -> Any:
+        for i, task in enumerate(items):
+            lent = dict(tasks._HELD)
+            tasks._HELD.clear()
+            self.running = True
+            try:
+                yield Outcome(i, fn(task))
+            finally:
+                self.running = False
+                self.ran += 1
+                tasks._HELD.clear()
+                tasks._HELD.update(lent)
+
+
+def test_run_task_reads_no_header(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A task carries its inventory: a process that never saw the checkpoint runs it without
+    reading or parsing a shard header."""
     opts = Options(level=Level.FULL, source=SRC)
     folder = str((PRODUCERS / "kimi-k2-int4-compressed-tensors").resolve())
-    tasks._LOADED.clear()
     ckpt = load(folder, opts).ckpt
     assert ckpt is not None
     plan = tasks.plan(folder, ckpt, opts)
-    tasks._LOADED.clear()
-    result = tasks.run_task(plan[0])
-    assert result.index == 0 and result.bytes_read > 0 and result.seconds >= 0
+    worker = FreshWorkers(monkeypatch, source=SRC)
+    [outcome] = worker.map(tasks.run_task, plan[:1])
+    result = outcome.value
+    assert worker.headers == [] and worker.ran == 1
+    assert result is not None and result.index == 0 and result.seconds >= 0
+    assert result.bytes_read > 0
     assert [o.module for o in result.outcomes["numbers"]] == list(plan[0].modules)
     assert [o.module for o in result.outcomes["reproduction"]] == list(plan[0].modules)
     assert all(o.result is not None and all(o.result.identical.values())
@@ -136,6 +193,58 @@ def test_producer_reports_identical_over_workers(fixture: str, source: bool,
     two = validate(PRODUCERS / fixture, Options(workers=2, **opts))
     assert _without_timings(_json(one)) == _without_timings(_json(two))
     assert exit_code(one) == 0 and (one.reproduction is not None) == source
+
+
+@pytest.mark.parametrize("fixture", FIXTURES)
+def test_fresh_workers_read_no_header_and_give_the_report(
+        fixture: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every task in a worker that holds nothing of the driver's, one module per task (its
+    fused siblings in other tasks): no worker reads a shard header, and the report but its
+    task records is that of one task per shard run in the driver's process."""
+    opts = Options(level=Level.FULL, source=SRC, workers=1)
+    whole = validate(PRODUCERS / fixture, opts)
+    monkeypatch.setattr(tasks, "TASK_BYTES", 1)
+    worker = FreshWorkers(monkeypatch, source=SRC)
+    cut = validate(PRODUCERS / fixture, opts, executor=worker)
+    assert worker.ran == len(cut.tasks) > len(whole.tasks) and worker.headers == []
+    assert _without_tasks(_json(cut)) == _without_tasks(_json(whole))
+    assert exit_code(whole) == 0 and whole.reproduction is not None
+
+
+def test_fresh_workers_sample_the_driver_s_choice(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--sample`` picks from every quantized module of the checkpoint: the driver picks,
+    and a worker, which knows only its task's modules, reproduces just those it was given."""
+    opts = Options(level=Level.SCALES, source=SRC, sample=1, workers=1)
+    folder = PRODUCERS / "kimi-k2-mxfp4-quark"
+    ckpt = load(folder, opts).ckpt
+    assert ckpt is not None
+    chosen = reproduce.chosen_modules(ckpt, opts)
+    monkeypatch.setattr(tasks, "TASK_BYTES", 1)
+    worker = FreshWorkers(monkeypatch, source=SRC)
+    report = validate(folder, opts, executor=worker)
+    assert report.reproduction is not None and worker.headers == []
+    assert report.reproduction["modules_checked"] == len(chosen) < len(report.tasks)
+    assert sorted(o["module"] for rec in report.tasks
+                  for o in rec["result"]["reproduction"]) == chosen
+
+
+def test_a_config_nested_deep_is_not_carried_to_the_workers(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A config.json that parses but nests deeper than pickle can follow (untrusted input)
+    runs its tasks like any other: no task carries config.json, which no per-module check
+    reads."""
+    folder = tmp_path / "deep"
+    shutil.copytree(PRODUCERS / "kimi-k2-mxfp4-quark", folder)
+    config = json.loads((folder / "config.json").read_text())
+    config["deep"] = json.loads("[" * 900 + "]" * 900)
+    (folder / "config.json").write_text(json.dumps(config))
+    opts = Options(level=Level.FULL, workers=1)
+    here = validate(folder, opts)
+    assert here.fatal is None and here.tasks and "numbers" in here.modules_run
+    worker = FreshWorkers(monkeypatch)
+    there = validate(folder, opts, executor=worker)
+    assert worker.ran and worker.headers == []
+    assert _without_timings(_json(there)) == _without_timings(_json(here))
 
 
 #: Corpus cases whose numbers or reproduction change: every level-full or --source case.
@@ -239,6 +348,40 @@ def test_pool_runs_every_item_and_one_thread_per_worker() -> None:
     assert [got[i].value for i in range(6)] == [i * i for i in range(6)]
     threads = _outcomes(pool.map(_threads, [0, 1]))
     assert {o.value for o in threads.values()} == {("1", 1)}  # no oversubscription
+
+
+def _run_counting_headers(task: tasks.Task) -> tuple[dict[str, Any], list[str]]:
+    """Run ``task`` in a pool process, every header read of :attr:`FreshWorkers.READERS`
+    recorded (the process is the pool's: the patches end with it); its result as the JSON
+    report records it, but its timing."""
+    seen: list[str] = []
+
+    def recorder(name: str, real: Any) -> Any:
+        def recorded(*args: Any, **kw: Any) -> Any:
+            seen.append(name)
+            return real(*args, **kw)
+        return recorded
+
+    for owner, name in FreshWorkers.READERS:
+        setattr(owner, name, recorder(name, getattr(owner, name)))
+    return resume.result_to_json(tasks.run_task(task)), seen
+
+
+def test_pool_workers_read_no_header() -> None:
+    """Pool processes (``--workers 2``) get their tasks' spans: none reads a shard header,
+    and each task's result is the one it gives in the driver's process."""
+    opts = Options(level=Level.FULL, workers=2)
+    folder = str((PRODUCERS / "kimi-k2-nvfp4-modelopt").resolve())
+    ckpt = load(folder, opts).ckpt
+    assert ckpt is not None
+    with tasks.remembered(folder, opts, ckpt):
+        plan = tasks.plan(folder, ckpt, opts)
+        here = [resume.result_to_json(tasks.run_task(t)) for t in plan]
+    got = _outcomes(LocalExecutor(workers=2).map(_run_counting_headers, plan))
+    assert len(got) == len(plan) > 1
+    assert all(got[i].value is not None for i in got), [got[i].error for i in got]
+    assert [got[i].value[1] for i in range(len(plan))] == [[]] * len(plan)
+    assert [got[i].value[0] for i in range(len(plan))] == here
 
 
 def test_a_killed_worker_is_retried(tmp_path: Path) -> None:
@@ -496,22 +639,28 @@ def test_a_run_forgets_its_checkpoint() -> None:
 
     report = validate(folder, opts, executor=InProcess())
     assert seen and set(seen) == {1} and report.reproduction is not None
-    assert tasks._LOADED == {}
+    assert tasks._LOADED == {} and tasks._HELD == {}
 
 
-def test_a_worker_holds_one_checkpoint_it_loaded() -> None:
-    """A long-lived worker (Ray reuses its workers across runs) drops the checkpoint its
-    previous task loaded when a task of another one comes."""
+def test_a_worker_holds_one_run_it_served() -> None:
+    """A long-lived worker (Ray reuses its workers across runs) drops the reader and states
+    of the run its previous task served when a task of another one comes, and keeps them for
+    the next task of the same run."""
     opts = Options(level=Level.FULL)
-    tasks._LOADED.clear()
+    tasks._HELD.clear()
     first, second = (str((PRODUCERS / name).resolve()) for name in
                      ("kimi-k2-int4-compressed-tensors", "kimi-k2-w4a8-quark"))
+    held = []
     for folder in (first, second, second):
         ckpt = load(folder, opts).ckpt
         assert ckpt is not None
-        tasks.run_task(tasks.plan(folder, ckpt, opts)[0])
-        assert [key[0] for key in tasks._LOADED] == [folder]
-    tasks._LOADED.clear()
+        for task in tasks.plan(folder, ckpt, opts)[:2]:
+            tasks.run_task(task)
+            assert [key[0] for key in tasks._HELD] == [folder]
+            held.append(next(iter(tasks._HELD.values())))
+    assert held[0] is held[1] and held[1] is not held[2]
+    assert held[2] is held[3] is held[4] is held[5]  # the same checkpoint and files: one run
+    tasks._HELD.clear()
 
 
 def _failing_reads(monkeypatch: pytest.MonkeyPatch, where: dict[int, str]) -> None:
@@ -657,15 +806,15 @@ def test_a_relative_source_is_the_one_the_driver_meant_wherever_a_task_runs(
 
         def map(self, fn: Any, items: list[tasks.Task]) -> Any:
             for i, task in enumerate(items):
-                lent = dict(tasks._LOADED)
-                tasks._LOADED.clear()
+                lent = dict(tasks._HELD)
+                tasks._HELD.clear()
                 monkeypatch.chdir(elsewhere)
                 try:
                     yield Outcome(i, fn(task))
                 finally:
                     monkeypatch.chdir(SRC.parent)
-                    tasks._LOADED.clear()
-                    tasks._LOADED.update(lent)
+                    tasks._HELD.clear()
+                    tasks._HELD.update(lent)
 
     monkeypatch.chdir(SRC.parent)
     opts = Options(level=Level.FULL, source=Path(SRC.name), workers=1)
@@ -675,33 +824,52 @@ def test_a_relative_source_is_the_one_the_driver_meant_wherever_a_task_runs(
     assert _without_timings(_json(there)) == _without_timings(_json(here))
 
 
-def test_a_worker_loads_again_a_checkpoint_whose_files_changed(tmp_path: Path) -> None:
-    """A long-lived worker keeps the headers it loaded for the next run of the same folder
-    only while the files are as they were: a shard written again may hold its tensors at
-    other offsets."""
+def test_a_worker_prepares_again_when_the_run_s_files_changed(tmp_path: Path) -> None:
+    """A long-lived worker keeps the reader and the prepared ``--source`` of a run for the
+    next run of the same folder only while the files it prepared them from are as the driver
+    saw them: a config.json or a source written again is prepared again."""
+    folder, source = tmp_path / "ckpt", tmp_path / "src"
+    shutil.copytree(RESUMED, folder)
+    shutil.copytree(SRC, source)
+    root, opts = str(folder.resolve()), Options(level=Level.FULL, source=source)
+    tasks._HELD.clear()
+
+    def serve() -> object:
+        """A run: the driver plans, the worker (this process, nothing lent) runs task 0."""
+        ckpt = load(root, opts).ckpt
+        assert ckpt is not None
+        tasks.run_task(tasks.plan(root, ckpt, opts)[0])
+        [held] = tasks._HELD.values()
+        return held
+
+    first = serve()
+    assert serve() is first  # unchanged: the worker's reader and source serve the next run
+    for changed in (folder / "config.json", source / "config.json"):
+        _rewrite(changed)
+        assert serve() is not first
+        first = serve()
+    tasks._HELD.clear()
+
+
+def test_a_plan_is_of_the_checkpoint_it_is_given(tmp_path: Path) -> None:
+    """The plan stamps its tasks and cuts their inventories from the checkpoint it is given,
+    never from another entry this process holds for the same root (a run whose shards were
+    written again since)."""
     folder = tmp_path / "ckpt"
     shutil.copytree(RESUMED, folder)
     root, opts = str(folder.resolve()), Options(level=Level.FULL)
-    tasks._LOADED.clear()
-
-    def serve(stamp: str | None = None) -> object:
-        """A run: the driver plans, the worker (this process, nothing lent) runs task 0;
-        ``stamp``: the plan's view of its files, where the driver's copy differs."""
-        ckpt = load(root, opts).ckpt
-        assert ckpt is not None
-        task = tasks.plan(root, ckpt, opts)[0]
-        assert task.stamp == tasks._Stamper(ckpt, None)(task.modules)  # the files it loaded
-        tasks.run_task(task if stamp is None else replace(task, stamp=stamp))
-        [held] = tasks._LOADED.values()
-        return held.ckpt
-
-    first = serve()
-    assert serve() is first  # unchanged: the worker's headers serve the next run
-    assert serve(stamp="0" * 64) is first  # a node with a copy of its own: still unchanged
-    for shard in folder.glob("*.safetensors"):
-        _rewrite(shard)
-    assert serve() is not first
-    tasks._LOADED.clear()
+    old = load(root, opts).ckpt
+    assert old is not None
+    before = tasks._Stamper(old, None)
+    with tasks.remembered(root, opts, old):
+        for shard in folder.glob("*.safetensors"):
+            _rewrite(shard)
+        new = load(root, opts).ckpt
+        assert new is not None
+        [task, *_] = tasks.plan(root, new, opts)
+    assert task.stamp == tasks._Stamper(new, None)(task.modules) != before(task.modules)
+    assert task.inventory is not None
+    assert all(ref == new.tensors[ref.name] for ref in task.inventory.tensors)
 
 
 def test_an_interrupt_in_the_checks_after_the_tasks_keeps_them_for_resume(

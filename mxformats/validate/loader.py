@@ -30,7 +30,7 @@ from .arch import quantization_config
 from .descriptors import UNSUPPORTED, Configs, detect
 from .descriptors.bf16 import DESCRIPTOR as BF16
 from .findings import Finding, Level, Severity, declare
-from .model import Checkpoint, Module, TensorRef
+from .model import Checkpoint, TensorRef, modules_of
 from .readers import (
     RANGE_IGNORED,
     READ_FAILED,
@@ -308,13 +308,7 @@ def read(reader: Reader, out: list[Finding]) -> Loaded:
                         else set())
     ckpt.weight_map = (dict.fromkeys(ckpt.tensors, "model.safetensors") if single
                        else loaded.weight_map)
-    modules = ckpt.modules
-    for tname, ref in ckpt.tensors.items():
-        module, _, param = tname.rpartition(".")  # TensorRef.module and .param, in one split
-        mod = modules.get(module)
-        if mod is None:
-            mod = modules[module] = Module(module)
-        mod.tensors[param] = ref
+    ckpt.modules = modules_of(ckpt.tensors.items())
     return loaded
 
 

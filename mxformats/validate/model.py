@@ -66,6 +66,7 @@ __all__ = [
     "Options",
     "TensorRef",
     "VisionDims",
+    "modules_of",
 ]
 
 
@@ -198,6 +199,19 @@ class Module:
     @property
     def nbytes(self) -> int:
         return sum(t.nbytes for t in self.tensors.values())
+
+
+def modules_of(tensors: Iterable[tuple[str, TensorRef]]) -> dict[str, Module]:
+    """The :class:`Module` of each ``(name, ref)`` of ``tensors``, by module name, each
+    keyed by parameter (a tensor name's last component), in the order they come."""
+    modules: dict[str, Module] = {}
+    for tname, ref in tensors:
+        module, _, param = tname.rpartition(".")  # TensorRef.module and .param, in one split
+        mod = modules.get(module)
+        if mod is None:
+            mod = modules[module] = Module(module)
+        mod.tensors[param] = ref
+    return modules
 
 
 class ExpectedModule(NamedTuple):

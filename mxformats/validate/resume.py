@@ -22,8 +22,7 @@ from mxformats.tensorfile import read_json
 from . import numbers, plausibility, reproduce
 from .checks import PER_MODULE
 from .findings import CHECKS, Finding, Level, Severity, declare
-from .model import Checkpoint
-from .tasks import Task, TaskResult, _entry, task_key
+from .tasks import Task, TaskResult, task_key
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
@@ -280,8 +279,7 @@ def record(task: Task, result: TaskResult) -> dict[str, Any]:
             "seconds": round(result.seconds, 3), "result": result_to_json(result)}
 
 
-def resumable(path: Path, plan: Sequence[Task],
-              ckpt: Checkpoint) -> tuple[dict[int, TaskResult], Finding | None]:
+def resumable(path: Path, plan: Sequence[Task]) -> tuple[dict[int, TaskResult], Finding | None]:
     """The results in the report at ``path`` of the tasks of ``plan`` (by index), matched by
     :func:`task_key` and holding the outcomes of exactly the modules the task checks (a
     record short of some would leave them unchecked), and a RESUME_UNUSABLE warning when the
@@ -294,17 +292,16 @@ def resumable(path: Path, plan: Sequence[Task],
     except (OSError, ValueError, RecursionError) as exc:
         return {}, Finding(RESUME_UNUSABLE, f"--resume {path}: {exc}")
     by_key = {task_key(t): t for t in plan}
-    loaded = _entry(plan[0].root, ckpt, plan[0].options) if plan else None
     found: dict[int, TaskResult] = {}
     bad, problem = 0, ""
     for rec in records:
         task = by_key.get(str(rec.get("key"))) if isinstance(rec, dict) else None
-        if task is None or loaded is None:
+        if task is None:
             continue
         try:
             result = result_from_json(rec.get("result"), task.index)
             if [[o.module for o in result.outcomes[pm.outcomes]] for pm in PER_MODULE
-                    ] != loaded.modules_checked(task):
+                    ] != task.modules_checked():
                 raise ValueError(f"task {task.index}'s record is not of its modules")
             found[task.index] = result
         except (ValueError, KeyError, TypeError, AttributeError, binascii.Error) as exc:

@@ -130,7 +130,7 @@ class _TaskRun:
         self.errors: dict[int, str] = {}
         self.resume_problem: Finding | None = None
         if opts.resume is not None:
-            self.results, self.resume_problem = resume.resumable(opts.resume, self.plan, ckpt)
+            self.results, self.resume_problem = resume.resumable(opts.resume, self.plan)
 
     def run(self, executor: Executor | None, on_read: Callable[[int], None] | None) -> None:
         """Run the tasks not yet finished on ``executor`` (None: :func:`executor_for` the

@@ -1,11 +1,13 @@
 """Tasks: the per-module numbers and reproduction work, cut into units that run anywhere.
 
 A :class:`Task` names a checkpoint (a folder path or ``hf://`` location, as a string), the
-run's :class:`~mxformats.validate.model.Options`, and a group of quantized modules; the
-module-level :func:`run_task` opens the checkpoint itself (headers only, cached per process),
-runs the per-module work of the check modules (:data:`~mxformats.validate.checks.PER_MODULE`:
-``numbers.module_numbers`` and ``reproduce.module_reproduction``) on each module, one module at a
-time (memory per task is bounded by the largest module, not by the shard), and returns a
+run's :class:`~mxformats.validate.model.Options`, a group of quantized modules and their
+inventory (:mod:`~mxformats.validate.inventory`: the spans of the tensors the task reads, cut
+from the headers the driver loaded once); the module-level :func:`run_task` opens the
+checkpoint's reader (once per process and run) and reads no header, runs the per-module
+work of the check modules (:data:`~mxformats.validate.checks.PER_MODULE`:
+``numbers.module_numbers`` and ``reproduce.module_reproduction``) on each module, one module at
+a time (memory per task is bounded by the largest module, not by the shard), and returns a
 picklable :class:`TaskResult`. So a task runs in this process, in a pool process, or on
 another machine (:mod:`~mxformats.validate.executors`).
 
@@ -29,7 +31,7 @@ import os
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from itertools import chain
 from pathlib import Path
 from typing import Any
@@ -38,8 +40,9 @@ from mxformats._version import __version__
 
 from .checks import PER_MODULE
 from .findings import MAX_LISTED, Finding, Level, Listing, Severity, declare
+from .inventory import Facts, Inventory, families, inventory
 from .model import Checkpoint, Options
-from .readers import LocalReader, ReadFailed
+from .readers import LocalReader, Reader, ReadFailed, open_reader
 
 __all__ = ["TASK_BYTES", "TASK_FAILED", "TASK_MODULES", "Task", "TaskResult", "failure_findings",
            "plan", "remembered", "run_task", "task_key"]
@@ -62,14 +65,25 @@ TASK_MODULES = 512
 class Task:
     """One unit of work: the checkpoint ``root`` (a folder path or ``hf://ORG/NAME[@REV]``),
     the run's ``options``, the quantized ``modules`` to check (in read order), the task's
-    ``index`` in the plan, and the ``stamp`` of the files its result depends on, as the plan
-    saw them (``_files_stamp``: size and modification time)."""
+    ``index`` in the plan, the ``stamp`` of the files its result depends on, as the plan
+    saw them (``_files_stamp``: size and modification time), and its ``inventory``: the
+    spans of the tensors it reads and the checkpoint's facts
+    (:mod:`~mxformats.validate.inventory`), which :func:`plan` cuts from the driver's loaded
+    headers, so that no worker reads a header."""
 
     root: str
     options: Options
     modules: tuple[str, ...]
     index: int
     stamp: str = ""
+    inventory: Inventory | None = field(default=None, repr=False)
+
+    def modules_checked(self) -> list[list[str]]:
+        """The modules of this task that :func:`run_task` gives outcomes for, per per-module
+        check (in :data:`~mxformats.validate.checks.PER_MODULE` order), in task order."""
+        if self.inventory is None:
+            return [[] for _ in PER_MODULE]
+        return [list(names) for names in self.inventory.checked]
 
 
 @dataclass
@@ -89,88 +103,109 @@ class TaskResult:
 
 
 @dataclass
-class _Loaded:
-    """A checkpoint as one process sees it: the loaded headers, per per-module check (by
+class _Prepared:
+    """A loaded checkpoint as the driver prepared it for its tasks: per per-module check (by
     its ``outcomes`` key) the state it prepared (the reproduction claim) and the modules it
-    checks under it, and the stamps of its files when it was loaded."""
+    checks under it, the stamps of its files when it was prepared, and its facts (what every
+    task's inventory carries)."""
 
     ckpt: Checkpoint
     states: dict[str, Any]
     checked: dict[str, frozenset[str]]
     stamp: _Stamper
-
-    def modules_checked(self, task: Task) -> list[list[str]]:
-        """The modules of ``task`` that :func:`run_task` gives outcomes for, per per-module
-        check (in :data:`~mxformats.validate.checks.PER_MODULE` order), in task order."""
-        return [[m for m in task.modules if m in self.checked[pm.outcomes]]
-                for pm in PER_MODULE]
+    facts: Facts
 
 
-#: Checkpoints this process holds, by :func:`_load_key`: the run's own while it runs
-#: (:func:`remembered`), and in a worker the one its last task loaded (:func:`_loaded`).
-_LOADED: dict[tuple[str, ...], _Loaded] = {}
-#: The key :func:`_loaded` filled, which the next checkpoint a worker loads replaces.
-_LAST_LOADED: list[tuple[str, ...]] = []
+@dataclass
+class _Held:
+    """What a process holds for the tasks of one run: the ``reader`` its tasks read through
+    and the ``states`` of the per-module checks (by ``outcomes`` key; the open ``--source``)."""
+
+    reader: Reader
+    states: dict[str, Any]
+
+
+#: The driver's prepared checkpoints, by :func:`_load_key`, while its run lasts
+#: (:func:`remembered`): what :func:`plan` and ``--resume`` use.
+_LOADED: dict[tuple[str, ...], _Prepared] = {}
+#: What this process holds for the runs whose tasks it runs, by :func:`_run_key`: the
+#: driver's, lent for its run (:func:`remembered`), and in a worker the one its last task
+#: made (:func:`_held`).
+_HELD: dict[tuple[str, ...], _Held] = {}
+#: The key :func:`_held` filled, which the next run a worker serves replaces.
+_LAST_HELD: list[tuple[str, ...]] = []
 
 
 def _load_key(root: str, opts: Options) -> tuple[str, ...]:
-    """What loading depends on: the root, the symlink roots (``files.load`` reads no other
+    """What preparing depends on: the root, the symlink roots (``files.load`` reads no other
     option) and, for the reproduction claim, ``--source`` and ``--sample``."""
     return (root, *map(str, opts.allow_symlink_root), f"source={opts.source}",
             f"sample={opts.sample}")
 
 
+def _share(opts: Options) -> int:
+    """A pool process's share of the run's ``--hub-connections``."""
+    return max(1, opts.hub_connections // max(1, opts.workers))
+
+
+def _run_key(root: str, opts: Options, facts: Facts) -> tuple[str, ...]:
+    """What a process's reader and states for a task depend on: :func:`_load_key`, the
+    reader's connections and the checkpoint's facts (their digest covers the stamps of
+    config.json and the ``--source`` files)."""
+    return (*_load_key(root, opts), f"connections={_share(opts)}", facts.digest)
+
+
 @contextmanager
 def remembered(root: str, opts: Options, ckpt: Checkpoint) -> Iterator[None]:
-    """Let the tasks of ``root`` that run in this process use the already loaded ``ckpt``
-    while the block runs, and forget it after: a process that validates checkpoint after
-    checkpoint holds none of them once its run is over (and a process that exits has no
-    ~450,000 header objects of a full-size checkpoint left for its final collection)."""
+    """Let :func:`plan` and ``--resume`` use ``ckpt`` prepared, and the tasks of ``root``
+    that run in this process use its reader and states (the open ``--source``), while the
+    block runs, and forget them after: a process that validates checkpoint after checkpoint
+    holds none of them once its run is over."""
     key = _load_key(root, opts)
     entry = _LOADED[key] = _prepared(ckpt, opts)
+    run = _run_key(root, opts, entry.facts)
+    lent = _HELD[run] = _Held(ckpt.reader or LocalReader(ckpt.root, ckpt.allowed_roots),
+                              entry.states)
     try:
         yield
     finally:
         if _LOADED.get(key) is entry:
             del _LOADED[key]
+        if _HELD.get(run) is lent:
+            del _HELD[run]
 
 
-def _prepared(ckpt: Checkpoint, opts: Options) -> _Loaded:
+def _prepared(ckpt: Checkpoint, opts: Options) -> _Prepared:
     states = {pm.outcomes: pm.prepare(ckpt, opts) for pm in PER_MODULE}
     checked = {pm.outcomes: frozenset(pm.modules(ckpt, opts, states[pm.outcomes]))
                for pm in PER_MODULE}
     outside = (pm.reads(states[pm.outcomes]) for pm in PER_MODULE)
-    return _Loaded(ckpt, states, checked,
-                   _Stamper(ckpt, next((r for r in outside if r is not None), None)))
+    stamp = _Stamper(ckpt, next((r for r in outside if r is not None), None))
+    return _Prepared(ckpt, states, checked, stamp,
+                     Facts.of(ckpt, [*stamp.config, *sorted(stamp.source.values())]))
 
 
-def _loaded(task: Task) -> _Loaded:
-    """The checkpoint of ``task`` as this process holds it, loading its headers when it does
-    not, or when the files the task reads are not as they were when this process loaded
-    them (a shard written again since: its offsets may have moved). Compared with this
-    process's own view of the files, not the plan's: the nodes of a cluster may each hold
-    a copy of the checkpoint, with modification times of their own. A worker holds one
-    checkpoint it loaded itself at a time: a long-lived one (a Ray worker serves run after
-    run) drops the previous one first."""
-    root, opts = task.root, task.options
-    key = _load_key(root, opts)
-    found = _LOADED.get(key)
-    if found is None or found.stamp(task.modules) != found.stamp.now(task.modules):
-        from .files import load
-
-        while _LAST_LOADED:
-            _LOADED.pop(_LAST_LOADED.pop(), None)
-        # a pool process's reader gets its share of the run's --hub-connections
-        share = max(1, opts.hub_connections // max(1, opts.workers))
-        result = load(root, replace(opts, hub_connections=share))
-        if result.ckpt is None or result.fatal is not None:
-            raise RuntimeError(f"cannot load {root}: {result.fatal or 'nothing readable'}")
-        found = _LOADED[key] = _prepared(result.ckpt, opts)
-        _LAST_LOADED.append(key)
+def _held(task: Task, inventory: Inventory) -> _Held:
+    """The reader and states ``task`` runs with in this process: those lent for its run, or
+    this process's own, made on the first task of a run from the task's inventory (a reader
+    of the root, with its share of ``--hub-connections``; the states each per-module check
+    prepares, from the configs: no header is read). A worker holds one run's at a time: a
+    long-lived one (a Ray worker serves run after run) drops the previous first."""
+    opts = task.options
+    key = _run_key(task.root, opts, inventory.facts)
+    found = _HELD.get(key)
+    if found is None:
+        while _LAST_HELD:
+            _HELD.pop(_LAST_HELD.pop(), None)
+        reader = open_reader(task.root, opts.allow_symlink_root, _share(opts))
+        ckpt = inventory.checkpoint(reader)
+        found = _HELD[key] = _Held(reader, {pm.outcomes: pm.prepare(ckpt, opts)
+                                            for pm in PER_MODULE})
+        _LAST_HELD.append(key)
     return found
 
 
-def _entry(root: str, ckpt: Checkpoint, opts: Options) -> _Loaded:
+def _entry(root: str, ckpt: Checkpoint, opts: Options) -> _Prepared:
     """``ckpt`` prepared: the entry :func:`remembered` made for it, or a new one (never
     another process's or run's entry for the same root, whose files may have changed)."""
     found = _LOADED.get(_load_key(root, opts))
@@ -178,37 +213,35 @@ def _entry(root: str, ckpt: Checkpoint, opts: Options) -> _Loaded:
 
 
 def run_task(task: Task) -> TaskResult:
-    """Run ``task`` here: load its checkpoint's headers (once per process), then check its
-    modules one at a time. Picklable in and out; exceptions of a module's checks are that
-    module's INTERNAL_ERROR findings, an exception here (a checkpoint that no longer loads)
-    is the task's."""
+    """Run ``task`` here: make the checkpoint of its inventory (the spans of the tensors
+    it reads: no header is opened or parsed), then check its modules one at a time.
+    Picklable in and out; exceptions of a module's checks are that module's INTERNAL_ERROR
+    findings, an exception here (a root that no longer opens) is the task's."""
     start = time.perf_counter()
-    loaded = _loaded(task)
-    ckpt, opts = loaded.ckpt, task.options
+    inventory = task.inventory
+    if inventory is None:
+        raise ValueError(f"task {task.index} carries no inventory (tasks.plan makes one)")
+    held = _held(task, inventory)
+    ckpt, opts = inventory.checkpoint(held.reader), task.options
+    checked = {pm.outcomes: frozenset(names)
+               for pm, names in zip(PER_MODULE, inventory.checked, strict=True)}
     out = TaskResult(task.index)
     counted = [0]
 
     def count(n: int) -> None:
         counted[0] += n
 
-    previous, failures_before = ckpt.on_read, len(ckpt.read_failures)
     ckpt.on_read = count
-    ahead = chain.from_iterable(
-        pm.ahead(ckpt, opts, [m for m in task.modules if m in loaded.checked[pm.outcomes]])
-        for pm in PER_MODULE)
-    try:
-        with ckpt.reading_ahead(ahead):
-            for name in task.modules:
-                module = ckpt.modules[name]
-                for pm in PER_MODULE:
-                    if name in loaded.checked[pm.outcomes]:
-                        out.outcomes[pm.outcomes].append(
-                            pm.check(ckpt, opts, loaded.states[pm.outcomes], module))
-    finally:
-        ckpt.on_read = previous
-        failed = ckpt.read_failures[failures_before:]
-        del ckpt.read_failures[failures_before:]  # the runner adds them back from the result
-    out.read_failures = [(f.check, f.file, f.reason, f.follow_on) for f in failed]
+    ahead = chain.from_iterable(pm.ahead(ckpt, opts, list(names))
+                                for pm, names in zip(PER_MODULE, inventory.checked, strict=True))
+    with ckpt.reading_ahead(ahead):
+        for name in task.modules:
+            module = ckpt.modules[name]
+            for pm in PER_MODULE:
+                if name in checked[pm.outcomes]:
+                    out.outcomes[pm.outcomes].append(
+                        pm.check(ckpt, opts, held.states[pm.outcomes], module))
+    out.read_failures = [(f.check, f.file, f.reason, f.follow_on) for f in ckpt.read_failures]
     out.bytes_read = counted[0]
     out.seconds = time.perf_counter() - start
     return out
@@ -224,7 +257,7 @@ def plan(root: str, ckpt: Checkpoint, opts: Options) -> list[Task]:
     """The tasks of a run: the modules the per-module checks look at (the numbers checks,
     ``--source``), grouped by the shard holding their weight (shards in the checkpoint's
     order), sorted by offset within it, cut at :data:`TASK_BYTES` / :data:`TASK_MODULES`.
-    Empty when none runs."""
+    Empty when none runs. Each task carries its inventory (:func:`.inventory.inventory`)."""
     loaded = _entry(root, ckpt, opts)
     desc = ckpt.descriptor
     if desc is None:
@@ -239,9 +272,12 @@ def plan(root: str, ckpt: Checkpoint, opts: Options) -> list[Task]:
         by_file.setdefault(weight.file, []).append((weight.begin, name, size))
     order = {f: i for i, f in enumerate(ckpt.shards)}
     tasks: list[Task] = []
+    family = families(ckpt.modules) if names else {}
+    checked = [loaded.checked[pm.outcomes] for pm in PER_MODULE]
 
     def cut(group: list[str]) -> None:
-        tasks.append(Task(root, opts, tuple(group), len(tasks), loaded.stamp(group)))
+        tasks.append(Task(root, opts, tuple(group), len(tasks), loaded.stamp(group),
+                          inventory(ckpt, loaded.facts, family, group, checked)))
 
     for file in sorted(by_file, key=lambda f: (order.get(f, len(order)), f)):
         group: list[str] = []
@@ -278,11 +314,10 @@ class _Stamper:
     ``config.json`` (it decides the format descriptor) and the shards holding the task's
     modules' tensors, and with ``--source`` (``outside``: the folder a per-module check
     reads, :attr:`.checkmodule.PerModule.reads`) of the source's ``config.json`` and the source
-    shards the task's modules can read (:func:`_source_family`): as they were when the
-    stamper was made (once per loaded checkpoint; :meth:`__call__`), or as they are now
-    (:meth:`now`: a few ``stat`` calls per task, not one per source shard, which on a
-    network file system is what a run of thousands of tasks would wait on). A Hub
-    checkpoint is pinned to a commit, so only a local folder's files are stamped."""
+    shards the task's modules can read (:func:`_source_family`; not every source shard, so
+    that a source shard written again reruns only the tasks that read it), as they were when
+    the stamper was made (once per prepared checkpoint; :meth:`__call__`). A Hub checkpoint
+    is pinned to a commit, so only a local folder's files are stamped."""
 
     def __init__(self, ckpt: Checkpoint,
                  outside: tuple[Path, Mapping[str, str]] | None) -> None:
@@ -327,13 +362,6 @@ class _Stamper:
                 for f in self._files(modules)]
         return self._digest(self.config, mine,
                             [self.source[f] for f in self._source_files(modules)])
-
-    def now(self, modules: Sequence[str]) -> str:
-        """The stamp of ``modules`` from the files as they are now (a few ``stat`` calls)."""
-        config = _files_stamp(self.ckpt.root, ["config.json"]) if self.local else []
-        source = [] if self.source_folder is None else _files_stamp(
-            self.source_folder, self._source_files(modules))
-        return self._digest(config, _files_stamp(self.ckpt.root, self._files(modules)), source)
 
 
 def _source_family(module: str) -> str:
