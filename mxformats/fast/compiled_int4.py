@@ -84,16 +84,23 @@ def _round_to_bf16(words: np.ndarray) -> None:
         words[k] = _bf16_bits(words[k])
 
 
+@njit(cache=True, inline="always")
+def _magnitude(word: np.uint32) -> np.int32:
+    """The magnitude bits of float32 bits ``word`` as an int32 (a maximum over int32 is one
+    vector instruction where LLVM keeps a maximum over uint32 scalar)."""
+    return np.int32(word & np.uint32(_MAGNITUDE))  # type: ignore[no-any-return]
+
+
 @njit(cache=True)
-def _widen(src: np.ndarray, shift: int, bits: np.ndarray) -> np.uint32:
+def _widen(src: np.ndarray, shift: int, bits: np.ndarray) -> np.int32:
     """``bits`` = the row ``src`` (bfloat16 bits, ``shift`` 16, or float32 bits, 0) as float32
     bits; returns the largest magnitude's bits."""
-    amax: np.uint32 = np.uint32(0)
+    amax = np.int32(0)
     for c in range(src.shape[0]):
         word = np.uint32(src[c]) << np.uint32(shift)
         bits[c] = word
-        amax = max(amax, word & np.uint32(_MAGNITUDE))
-    return amax
+        amax = max(amax, _magnitude(word))
+    return amax  # type: ignore[no-any-return]
 
 
 @njit(cache=True)
@@ -117,15 +124,18 @@ def _int4_row(bits: np.ndarray, group: int, iplan: np.ndarray, fplan: np.ndarray
     eps = np.float32(fplan[1])
     qmin = np.float32(fplan[2])
     qmax = np.float32(fplan[3])
-    x = bits.view(np.float32)
+    source = bits.view(np.float32)
     for g in range(bits.shape[0] // group):
-        lo = g * group
-        amax = np.uint32(0)
-        for k in range(lo, lo + group):
-            amax = max(amax, bits[k] & np.uint32(_MAGNITUDE))
-        if amax >= np.uint32(_NONFINITE):
+        # a group's loops run over slices from 0: the form LLVM vectorises
+        words = bits[g * group:(g + 1) * group]
+        x = source[g * group:(g + 1) * group]
+        quotients = q[g * group:(g + 1) * group]
+        amax = np.int32(0)
+        for k in range(group):
+            amax = max(amax, _magnitude(words[k]))
+        if amax >= _NONFINITE:
             return False
-        s = _value(amax) / half_range
+        s = _value(np.uint32(amax)) / half_range
         if narrow:
             s = _value(_bf16_bits(_bits(s)))
         if floor_maximum:
@@ -137,11 +147,11 @@ def _int4_row(bits: np.ndarray, group: int, iplan: np.ndarray, fplan: np.ndarray
             operand = np.float32(1.0) / s
             if quotient_narrow:
                 operand = _value(_bf16_bits(_bits(operand)))
-            for k in range(lo, lo + group):
-                q[k] = x[k] * operand
+            for k in range(group):
+                quotients[k] = x[k] * operand
         else:
-            for k in range(lo, lo + group):
-                q[k] = x[k] / s
+            for k in range(group):
+                quotients[k] = x[k] / s
     if quotient_narrow:
         _round_to_bf16(q.view(np.uint32))
     rounder = np.float32(_ROUNDER)
@@ -232,8 +242,9 @@ def reproduce_int4(src: np.ndarray, shift: int, words: np.ndarray, scales: np.nd
             return OTHER, False, False
         for g in range(ngroups):
             factor = row_scales[g]
-            for k in range(g * group, g * group + group):
-                ds[k] = q[k] * factor
+            values, decoded = q[g * group:(g + 1) * group], ds[g * group:(g + 1) * group]
+            for k in range(group):
+                decoded[k] = values[k] * factor
         if round_product:
             _round_to_bf16(ds.view(np.uint32))
         if r == 0:
@@ -273,13 +284,13 @@ def _fp8_row(bits: np.ndarray, s1: np.float32, narrow: bool, limit: np.float32,
 @njit(cache=True)
 def _w4a8_row(src: np.ndarray, s1: np.float32, narrow: bool, fp8: np.ndarray, iplan: np.ndarray,
               fplan: np.ndarray, bits: np.ndarray, w1: np.ndarray, scale: np.ndarray,
-              q: np.ndarray) -> np.uint32:
+              q: np.ndarray) -> np.int32:
     """One row of Quark W4A8 with per-tensor scale ``s1``: ``bits`` the source row as float32
     bits, ``w1`` its FP8 stage (float32 bits), ``scale[0]`` and ``q`` the INT4 per-row stage
     on it; returns the source row's largest magnitude bits (NaN/Inf: at least 0x7F800000, and
     then the outputs are not computed)."""
     amax = _widen(src, 16 if narrow else 0, bits)
-    if amax >= np.uint32(_NONFINITE):
+    if amax >= _NONFINITE:
         return amax
     _fp8_row(bits, s1, narrow, np.float32(fp8[0]), np.float32(fp8[1]), np.float32(fp8[2]),
              np.int64(fp8[3]), w1)
@@ -301,7 +312,7 @@ def quantize_w4a8_rows(src: np.ndarray, narrow: bool, s1: np.float32, fp8: np.nd
     q = np.empty(cols, dtype=np.float32)
     for r in range(rows):
         if _w4a8_row(src[r], s1, narrow, fp8, iplan, fplan, bits, w1, s2[r:r + 1],
-                     q) >= np.uint32(_NONFINITE):
+                     q) >= _NONFINITE:
             return False
         _pack_row(q, iplan, words[r])
     return True
@@ -310,7 +321,7 @@ def quantize_w4a8_rows(src: np.ndarray, narrow: bool, s1: np.float32, fp8: np.nd
 @njit(cache=True)
 def reproduce_w4a8(src: np.ndarray, narrow: bool, s1: np.float32, words: np.ndarray,
                    s2: np.ndarray, fp8: np.ndarray, iplan: np.ndarray, fplan: np.ndarray,
-                   totals: np.ndarray) -> tuple[int, bool, bool, np.uint32]:
+                   totals: np.ndarray) -> tuple[int, bool, bool, np.int32]:
     """One pass over a W4A8 module: source bits ``src`` ``[R, C]`` (as
     :func:`quantize_w4a8_rows`) against the checkpoint's ``words`` (uint32 ``[R, C / 8]``),
     per-tensor scale ``s1`` (used for the FP8 stage while the pass runs) and row scales
@@ -327,11 +338,11 @@ def reproduce_w4a8(src: np.ndarray, narrow: bool, s1: np.float32, words: np.ndar
     scale = np.empty(1, dtype=np.float32)
     local = np.zeros((_TERMS, LANES), dtype=np.float64)
     x = bits.view(np.float32)
-    amax = np.uint32(0)
+    amax = np.int32(0)
     kx = kd = 0.0
     for r in range(rows):
         row_max = _w4a8_row(src[r], s1, narrow, fp8, iplan, fplan, bits, w1, scale, q)
-        if row_max >= np.uint32(_NONFINITE):
+        if row_max >= _NONFINITE:
             return OTHER, False, False, row_max
         amax = max(amax, row_max)
         _pack_row(q, iplan, ours)
