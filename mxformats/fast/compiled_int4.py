@@ -105,54 +105,64 @@ def _widen(src: np.ndarray, shift: int, bits: np.ndarray) -> np.int32:
 
 @njit(cache=True)
 def _int4_row(bits: np.ndarray, group: int, iplan: np.ndarray, fplan: np.ndarray,
-              scales: np.ndarray, q: np.ndarray) -> bool:
+              scales: np.ndarray, q: np.ndarray, maxima: np.ndarray,
+              operands: np.ndarray) -> bool:
     """Quantize one row (float32 ``bits``, length a multiple of ``group``) with the plan:
     ``scales`` (float32, one a group) receives the stored scales, ``q`` (float32, the row's
-    length) the integers. False (outputs partial) when a group holds NaN or Inf.
+    length) the integers; ``maxima`` (int32) and ``operands`` (float32), one a group, are
+    scratch. False (outputs partial) when a group holds NaN or Inf.
 
     Per group (:func:`mxformats.schemes.int4.group_scales`): ``s = amax / half_range`` in
     float32, rounded to bfloat16 for bfloat16 input (the producer computes in the input
     dtype), floored at eps; the operand is ``s``, or ``1 / s`` in float32 (rounded to the
     quotient dtype) for a reciprocal producer. Per element: ``x / operand`` (or ``x *
     operand``) in float32, rounded to the quotient dtype, clamped to [QMIN, QMAX], rounded half
-    to even (:func:`mxformats.schemes.int4.round_to_int4`)."""
-    narrow = iplan[_NARROW] != 0
-    quotient_narrow = iplan[_QUOTIENT_NARROW] != 0
-    reciprocal = iplan[_RECIPROCAL] != 0
-    floor_maximum = iplan[_FLOOR_MAXIMUM] != 0
+    to even (:func:`mxformats.schemes.int4.round_to_int4`). Each step is one loop over the
+    groups or the row (the groups' scales too, so that their divisions are vector ones)."""
     half_range = np.float32(fplan[0])
     eps = np.float32(fplan[1])
     qmin = np.float32(fplan[2])
     qmax = np.float32(fplan[3])
-    source = bits.view(np.float32)
-    for g in range(bits.shape[0] // group):
-        # a group's loops run over slices from 0: the form LLVM vectorises
+    ngroups = bits.shape[0] // group
+    largest = np.int32(0)
+    for g in range(ngroups):  # a group's loop runs over a slice from 0: the form LLVM vectorises
         words = bits[g * group:(g + 1) * group]
-        x = source[g * group:(g + 1) * group]
-        quotients = q[g * group:(g + 1) * group]
         amax = np.int32(0)
         for k in range(group):
             amax = max(amax, _magnitude(words[k]))
-        if amax >= _NONFINITE:
-            return False
-        s = _value(np.uint32(amax)) / half_range
-        if narrow:
-            s = _value(_bf16_bits(_bits(s)))
-        if floor_maximum:
-            s = max(s, eps)
-        elif s == np.float32(0.0):
-            s = eps
-        scales[g] = s
-        if reciprocal:
-            operand = np.float32(1.0) / s
-            if quotient_narrow:
-                operand = _value(_bf16_bits(_bits(operand)))
+        maxima[g] = amax
+        largest = max(largest, amax)
+    if largest >= _NONFINITE:
+        return False
+    amaxes = maxima.view(np.float32)
+    for g in range(ngroups):
+        scales[g] = amaxes[g] / half_range
+    if iplan[_NARROW]:
+        _round_to_bf16(scales.view(np.uint32))
+    if iplan[_FLOOR_MAXIMUM]:
+        for g in range(ngroups):
+            scales[g] = max(scales[g], eps)
+    else:
+        for g in range(ngroups):
+            scales[g] = eps if scales[g] == np.float32(0.0) else scales[g]
+    if iplan[_RECIPROCAL]:
+        for g in range(ngroups):
+            operands[g] = np.float32(1.0) / scales[g]
+        if iplan[_QUOTIENT_NARROW]:
+            _round_to_bf16(operands.view(np.uint32))
+    source = bits.view(np.float32)
+    for g in range(ngroups):
+        x = source[g * group:(g + 1) * group]
+        quotients = q[g * group:(g + 1) * group]
+        if iplan[_RECIPROCAL]:
+            operand = operands[g]
             for k in range(group):
                 quotients[k] = x[k] * operand
         else:
+            s = scales[g]
             for k in range(group):
                 quotients[k] = x[k] / s
-    if quotient_narrow:
+    if iplan[_QUOTIENT_NARROW]:
         _round_to_bf16(q.view(np.uint32))
     rounder = np.float32(_ROUNDER)
     for k in range(q.shape[0]):  # clamp, then round: the same integer as round, then clamp
@@ -182,9 +192,11 @@ def quantize_int4_rows(src: np.ndarray, shift: int, group: int, iplan: np.ndarra
     rows, cols = src.shape
     bits = np.empty(cols, dtype=np.uint32)
     values = np.empty(cols, dtype=np.float32)
+    maxima = np.empty(cols // group, dtype=np.int32)
+    operands = np.empty(cols // group, dtype=np.float32)
     for r in range(rows):
         _widen(src[r], shift, bits)
-        if not _int4_row(bits, group, iplan, fplan, scales[r], values):
+        if not _int4_row(bits, group, iplan, fplan, scales[r], values, maxima, operands):
             return False
         for c in range(cols):
             q[r, c] = np.int8(values[c])
@@ -225,12 +237,14 @@ def reproduce_int4(src: np.ndarray, shift: int, words: np.ndarray, scales: np.nd
     ds = np.empty(cols, dtype=np.float32)
     ours = np.empty(cols // 8, dtype=np.uint32)
     row_scales = np.empty(ngroups, dtype=np.float32)
+    maxima = np.empty(ngroups, dtype=np.int32)
+    operands = np.empty(ngroups, dtype=np.float32)
     local = np.zeros((_TERMS, LANES), dtype=np.float64)
     x = bits.view(np.float32)
     kx = kd = 0.0
     for r in range(rows):
         _widen(src[r], shift, bits)
-        if not _int4_row(bits, group, iplan, fplan, row_scales, q):
+        if not _int4_row(bits, group, iplan, fplan, row_scales, q, maxima, operands):
             return OTHER, False, False
         _pack_row(q, iplan, ours)
         mismatch = False
@@ -284,17 +298,19 @@ def _fp8_row(bits: np.ndarray, s1: np.float32, narrow: bool, limit: np.float32,
 @njit(cache=True)
 def _w4a8_row(src: np.ndarray, s1: np.float32, narrow: bool, fp8: np.ndarray, iplan: np.ndarray,
               fplan: np.ndarray, bits: np.ndarray, w1: np.ndarray, scale: np.ndarray,
-              q: np.ndarray) -> np.int32:
+              q: np.ndarray, maximum: np.ndarray, operand: np.ndarray) -> np.int32:
     """One row of Quark W4A8 with per-tensor scale ``s1``: ``bits`` the source row as float32
     bits, ``w1`` its FP8 stage (float32 bits), ``scale[0]`` and ``q`` the INT4 per-row stage
-    on it; returns the source row's largest magnitude bits (NaN/Inf: at least 0x7F800000, and
-    then the outputs are not computed)."""
+    on it (``maximum`` and ``operand``: its scratch, one element each); returns the source
+    row's largest magnitude bits (NaN/Inf: at least 0x7F800000, and then the outputs are not
+    computed)."""
     amax = _widen(src, 16 if narrow else 0, bits)
     if amax >= _NONFINITE:
         return amax
     _fp8_row(bits, s1, narrow, np.float32(fp8[0]), np.float32(fp8[1]), np.float32(fp8[2]),
              np.int64(fp8[3]), w1)
-    _int4_row(w1, w1.shape[0], iplan, fplan, scale, q)  # FP8 values are finite
+    _int4_row(w1, w1.shape[0], iplan, fplan, scale, q, maximum,
+              operand)  # FP8 values are finite
     return amax
 
 
@@ -310,9 +326,11 @@ def quantize_w4a8_rows(src: np.ndarray, narrow: bool, s1: np.float32, fp8: np.nd
     bits = np.empty(cols, dtype=np.uint32)
     w1 = np.empty(cols, dtype=np.uint32)
     q = np.empty(cols, dtype=np.float32)
+    maximum = np.empty(1, dtype=np.int32)
+    operand = np.empty(1, dtype=np.float32)
     for r in range(rows):
-        if _w4a8_row(src[r], s1, narrow, fp8, iplan, fplan, bits, w1, s2[r:r + 1],
-                     q) >= _NONFINITE:
+        if _w4a8_row(src[r], s1, narrow, fp8, iplan, fplan, bits, w1, s2[r:r + 1], q, maximum,
+                     operand) >= _NONFINITE:
             return False
         _pack_row(q, iplan, words[r])
     return True
@@ -336,12 +354,15 @@ def reproduce_w4a8(src: np.ndarray, narrow: bool, s1: np.float32, words: np.ndar
     ds = np.empty(cols, dtype=np.float32)
     ours = np.empty(cols // 8, dtype=np.uint32)
     scale = np.empty(1, dtype=np.float32)
+    maximum = np.empty(1, dtype=np.int32)
+    operand = np.empty(1, dtype=np.float32)
     local = np.zeros((_TERMS, LANES), dtype=np.float64)
     x = bits.view(np.float32)
     amax = np.int32(0)
     kx = kd = 0.0
     for r in range(rows):
-        row_max = _w4a8_row(src[r], s1, narrow, fp8, iplan, fplan, bits, w1, scale, q)
+        row_max = _w4a8_row(src[r], s1, narrow, fp8, iplan, fplan, bits, w1, scale, q, maximum,
+                            operand)
         if row_max >= _NONFINITE:
             return OTHER, False, False, row_max
         amax = max(amax, row_max)
