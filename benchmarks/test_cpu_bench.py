@@ -387,12 +387,21 @@ def test_reproduction_module(benchmark: Any, path: str) -> None:
     def compiled_path() -> Moments | None:
         return compiled_reproduce.reproduce_mxfp4(w, q.codes, q.scales, "quark", consumer)
 
-    fn = compiled_path if path == "compiled" else numpy_path
-    fn()  # numba's compile (or cache load) is never timed
+    _time_pass(benchmark, w, compiled_path if path == "compiled" else numpy_path, numpy_path,
+               f"reproduction of one Kimi expert ({path})", slow=path == "numpy")
+
+
+def _time_pass(benchmark: Any, w: Any, fn: Callable[[], Any], numpy_path: Callable[[], Any],
+               op: str, slow: bool) -> None:
+    """Time one module's reproduction ``fn`` on source ``w`` (a first call outside the timing:
+    numba's compile or cache load is never timed) beside a copy of ``w``'s bytes, label the
+    figures, and check that its moments have ``numpy_path``'s bits."""
+    from mxformats.fast import jit
+
+    fn()
     out = np.empty_like(w)
     copy = _best_of(lambda: np.copyto(out, w))
-    stats = run(benchmark, fn, f"reproduction of one Kimi expert ({path})",
-                "validate --source, 1 thread", True, slow=path == "numpy")
+    stats = run(benchmark, fn, op, "validate --source, 1 thread", True, slow=slow)
     seconds = float(benchmark.stats.stats.min)
     benchmark.extra_info.update(
         bytes=w.nbytes, elements=w.size, copy_seconds=copy, ratio_to_copy=seconds / copy,
@@ -754,17 +763,5 @@ def test_reproduction_module_int4(benchmark: Any, path: str, fmt: str, shape: st
     def compiled_path() -> Moments | None:
         return descriptor.reproduce_in_one_pass("expert", w, arrays)
 
-    fn = compiled_path if path == "compiled" else numpy_path
-    fn()  # numba's compile (or cache load) is never timed
-    out = np.empty_like(w)
-    copy = _best_of(lambda: np.copyto(out, w))
-    stats = run(benchmark, fn, f"reproduction of one Kimi expert {shape}, {fmt} ({path})",
-                "validate --source, 1 thread", True, slow=path == "numpy")
-    seconds = float(benchmark.stats.stats.min)
-    benchmark.extra_info.update(
-        bytes=w.nbytes, elements=w.size, copy_seconds=copy, ratio_to_copy=seconds / copy,
-        source_gb_per_s=w.nbytes / seconds / 1e9, avx512=avx512(), numba=jit.status())
-    want = numpy_path()
-    assert stats is not None and want is not None
-    assert np.array([stats.error_squares, stats.cross]).view(np.uint64).tolist() == \
-        np.array([want.error_squares, want.cross]).view(np.uint64).tolist()
+    _time_pass(benchmark, w, compiled_path if path == "compiled" else numpy_path, numpy_path,
+               f"reproduction of one Kimi expert {shape}, {fmt} ({path})", slow=path == "numpy")
