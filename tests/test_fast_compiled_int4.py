@@ -196,6 +196,20 @@ def test_w4a8_pass_moments_are_the_numpy_paths(shape: tuple[int, int]) -> None:
 
 
 @pytest.mark.usefixtures("with_numba")
+@pytest.mark.parametrize("fmt", ["int4-g32", "int4-channel", "w4a8"])
+def test_a_float32_source_is_passed_too(fmt: str) -> None:
+    """A float32 source (``--source`` reads float32 weights as they are): the producers compute
+    in float32 (compressed-tensors stores float32 scales and decodes without a bfloat16
+    rounding), and the pass has the numpy path's bits."""
+    desc = {"int4-g32": ct_int4.VARIANTS[32], "int4-channel": ct_int4.VARIANTS[None],
+            "w4a8": W4A8}[fmt]
+    w = _spread((3, 256), 9).astype(np.float32) * np.float32(1.0 + 2.0**-20)
+    arrays = desc.produce(w)
+    assert _bits(desc.reproduce_in_one_pass("m", w, arrays)) == _bits(
+        _numpy_moments(desc, w, arrays))
+
+
+@pytest.mark.usefixtures("with_numba")
 @settings(max_examples=60, deadline=None)
 @given(rows=st.integers(1, 5), groups=st.integers(1, 12), group=st.sampled_from(
        ct_int4.GROUP_SIZES), seed=st.integers(0, 2**16), exponent=st.integers(-130, 120),
