@@ -231,6 +231,23 @@ def test_int4_pass_hypothesis(rows: int, groups: int, group: int | None, seed: i
 
 
 @pytest.mark.usefixtures("with_numba")
+@settings(max_examples=20, deadline=None)
+@given(words=st.integers(1, 160), extra=st.integers(1, 2), w4a8=st.booleans(),
+       seed=st.integers(0, 2**16))
+def test_passes_piece_boundaries_hypothesis(words: int, extra: int, w4a8: bool,
+                                            seed: int) -> None:
+    """Hypothesis over piece boundaries: modules just past one or two pieces (64 Ki elements)
+    in rows of any multiple of 8 (32 for INT4 g32), so that a boundary falls at any column of
+    a row: the passes' moments have the numpy path's bits."""
+    cols = 8 * words if w4a8 else 32 * -(-words // 4)
+    desc = W4A8 if w4a8 else ct_int4.DESCRIPTOR
+    w = _spread((-(-PIECE * extra // cols) + 1, cols), seed)
+    arrays = desc.produce(w)
+    assert _bits(desc.reproduce_in_one_pass("m", w, arrays)) == _bits(
+        _numpy_moments(desc, w, arrays))
+
+
+@pytest.mark.usefixtures("with_numba")
 @settings(max_examples=40, deadline=None)
 @given(rows=st.integers(1, 5), words=st.integers(1, 30), seed=st.integers(0, 2**16),
        exponent=st.integers(-130, 120), constant=st.booleans())
