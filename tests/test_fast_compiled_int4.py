@@ -318,12 +318,12 @@ def test_int4_pass_hands_anything_else_to_the_numpy_path(plant: str, group: int 
 
 
 @pytest.mark.usefixtures("with_numba")
-@pytest.mark.parametrize("plant", ["low", "high", "s1", "s1-zero", "s2", "s2-last", "nan",
-                                   "last"])
+@pytest.mark.parametrize("plant", ["low", "high", "s1", "s1-zero", "s1-shape", "s2", "s2-last",
+                                   "nan", "last"])
 def test_w4a8_pass_hands_anything_else_to_the_numpy_path(plant: str) -> None:
-    """A nibble, the per-tensor scale (one bit, or 0), a row scale (the first row's or the
-    last's), a NaN in the source, the very last word: None; the unplanted module is
-    answered."""
+    """A nibble, the per-tensor scale (one bit, 0, or stored as ``[1]`` where the producer
+    writes ``[]``), a row scale (the first row's or the last's), a NaN in the source, the very
+    last word: None; the unplanted module is answered."""
     w = _module(4, 96, seed=1)
     arrays = W4A8.produce(w)
     assert _w4a8_pass(w, arrays) is not None
@@ -334,6 +334,8 @@ def test_w4a8_pass_hands_anything_else_to_the_numpy_path(plant: str) -> None:
         _plant(arrays, "weight_scale", (), 0x1)
     elif plant == "s1-zero":
         arrays["weight_scale"] = np.zeros((), np.float32)
+    elif plant == "s1-shape":
+        arrays["weight_scale"] = arrays["weight_scale"].reshape(1)
     elif plant in ("s2", "s2-last"):
         _plant(arrays, "weight_scale_2", (0 if plant == "s2" else -1,), 0x1)
     else:

@@ -153,8 +153,9 @@ def reproduce_int4(w: NDArray[Any], packed: NDArray[Any], scales: NDArray[Any],
 
 
 def _s1(weight_scale: NDArray[Any]) -> np.float32 | None:
-    """The per-tensor scale as a float32 the pass can run with (finite, positive), else None."""
-    if weight_scale.dtype != _F32 or weight_scale.size != 1:
+    """The per-tensor scale as a float32 the pass can run with (float32 of shape ``()``, as
+    the producer writes it; finite, positive), else None."""
+    if weight_scale.dtype != _F32 or weight_scale.shape != ():
         return None
     s1 = np.float32(weight_scale.reshape(-1)[0])
     return s1 if np.isfinite(s1) and s1 > 0 else None
@@ -164,7 +165,7 @@ def reproduce_w4a8(w: NDArray[Any], weight: NDArray[Any], weight_scale: NDArray[
                    weight_scale_2: NDArray[Any], profile: str,
                    consumer: str | None) -> Moments | None:
     """The moments of Quark W4A8 ``weight`` (int32 ``[O, I/8]``), ``weight_scale`` (float32,
-    one) and ``weight_scale_2`` (float32 ``[O]``), decoded by W4A8 ``consumer`` (the scales
+    shape ``()``) and ``weight_scale_2`` (float32 ``[O]``), decoded by W4A8 ``consumer`` (the scales
     folded, ``q * float32(s2 * s1)``: :func:`mxformats.schemes.w4a8.dequantize_w4a8`), against
     source ``w`` (``[O, I]``), when every byte is what W4A8 producer ``profile`` writes from
     ``w`` and every value is finite; else None, as :func:`reproduce_int4`. The FP8 stage runs
