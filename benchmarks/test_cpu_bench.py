@@ -387,12 +387,21 @@ def test_reproduction_module(benchmark: Any, path: str) -> None:
     def compiled_path() -> Moments | None:
         return compiled_reproduce.reproduce_mxfp4(w, q.codes, q.scales, "quark", consumer)
 
-    fn = compiled_path if path == "compiled" else numpy_path
-    fn()  # numba's compile (or cache load) is never timed
+    _time_pass(benchmark, w, compiled_path if path == "compiled" else numpy_path, numpy_path,
+               f"reproduction of one Kimi expert ({path})", slow=path == "numpy")
+
+
+def _time_pass(benchmark: Any, w: Any, fn: Callable[[], Any], numpy_path: Callable[[], Any],
+               op: str, slow: bool) -> None:
+    """Time one module's reproduction ``fn`` on source ``w`` (a first call outside the timing:
+    numba's compile or cache load is never timed) beside a copy of ``w``'s bytes, label the
+    figures, and check that its moments have ``numpy_path``'s bits."""
+    from mxformats.fast import jit
+
+    fn()
     out = np.empty_like(w)
     copy = _best_of(lambda: np.copyto(out, w))
-    stats = run(benchmark, fn, f"reproduction of one Kimi expert ({path})",
-                "validate --source, 1 thread", True, slow=path == "numpy")
+    stats = run(benchmark, fn, op, "validate --source, 1 thread", True, slow=slow)
     seconds = float(benchmark.stats.stats.min)
     benchmark.extra_info.update(
         bytes=w.nbytes, elements=w.size, copy_seconds=copy, ratio_to_copy=seconds / copy,
@@ -703,3 +712,56 @@ def test_reproduce_reference(benchmark: Any, expert: Any, monkeypatch: pytest.Mo
     _label(benchmark, w)
     assert ours.keys() == theirs.keys()
     assert all(same_bits(ours[k], theirs[k]) and ours[k].dtype == theirs[k].dtype for k in ours)
+
+
+# -- the compiled INT4 and W4A8 passes, one Kimi expert (issue 27) --------------------------
+
+
+def _int4_descriptors() -> dict[str, Any]:
+    from mxformats.validate.descriptors import ct_int4, quark_w4a8
+
+    return {"ct-int4-g32": ct_int4.VARIANTS[32], "ct-int4-g128": ct_int4.VARIANTS[128],
+            "ct-int4-channel": ct_int4.VARIANTS[None], "quark-w4a8": quark_w4a8.DESCRIPTOR}
+
+
+#: A Kimi-K2 routed expert's gate/up ``[2048, 7168]`` and down ``[7168, 2048]``, fewer rows
+#: where MXF_BENCH_ELEMENTS is smaller.
+INT4_SHAPES = {"2048x7168": EXPERT_SHAPE,
+               "7168x2048": (max(1, min(7168, ELEMENTS // 2048)), 2048)}
+
+
+@pytest.mark.parametrize("shape", INT4_SHAPES)
+@pytest.mark.parametrize("fmt", _int4_descriptors())
+@pytest.mark.parametrize("path", ["compiled", "numpy"])
+def test_reproduction_module_int4(benchmark: Any, path: str, fmt: str, shape: str) -> None:
+    """``validate --source``'s work on one compressed-tensors INT4 or Quark W4A8 module of a
+    Kimi-K2 expert's size from its BF16 source, as :func:`test_reproduction_module` times it
+    for MXFP4: ``compiled``, the one numba pass
+    (:meth:`~mxformats.validate.descriptors.base.Descriptor.reproduce_in_one_pass`, compiled or
+    loaded from numba's cache before timing); ``numpy``, the descriptor's ``produce`` on one
+    thread, the byte comparison, its ``dequantize`` and
+    :class:`~mxformats.fast.moments.Moments`, as without numba. ``ratio_to_copy``: beside a
+    copy of the source bytes in the same test; both give the same moments bits (checked)."""
+    from mxformats.fast import jit
+    from mxformats.fast.moments import Moments
+
+    if path == "compiled" and jit.compiled_module("compiled_int4") is None:
+        pytest.skip(jit.status())
+    descriptor = _int4_descriptors()[fmt]
+    rng = np.random.default_rng(7)
+    w = (rng.standard_normal(INT4_SHAPES[shape], dtype=np.float32) * 0.02).astype(
+        ml_dtypes.bfloat16)
+    arrays = descriptor.produce(w)
+
+    def numpy_path() -> Moments | None:
+        with pytest.MonkeyPatch.context() as patch:  # one thread, as a pool worker runs
+            patch.setenv(fast.THREADS_VARIABLE, "1")
+            ours = descriptor.produce(w)
+            assert all(same_bits(ours[k], arrays[k]) for k in ours)
+            return Moments.of(np.asarray(descriptor.dequantize(arrays, w.shape[1])), w)
+
+    def compiled_path() -> Moments | None:
+        return descriptor.reproduce_in_one_pass("expert", w, arrays)
+
+    _time_pass(benchmark, w, compiled_path if path == "compiled" else numpy_path, numpy_path,
+               f"reproduction of one Kimi expert {shape}, {fmt} ({path})", slow=path == "numpy")

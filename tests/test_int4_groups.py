@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ import numpy as np
 import pytest
 
 from mxformats.cli import main
+from mxformats.fast import jit
 from mxformats.schemes.int4 import pack_int4, unpack_int4
 from mxformats.tensorfile import read_checkpoint_tensor, read_index
 from mxformats.validate import deployment, reproduce
@@ -92,11 +94,24 @@ def test_the_fixtures_hold_the_scale_shapes_of_their_group() -> None:
         assert isinstance(desc, ct_int4.CompressedTensorsInt4) and desc.group == group
 
 
+@pytest.fixture(params=["compiled", "numpy"])
+def path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """The compiled passes (where numba is installed) or the numpy paths
+    (``MXFORMATS_NUMBA=0``)."""
+    monkeypatch.setenv(jit.NUMBA_VARIABLE, "1" if request.param == "compiled" else "0")
+    jit._load.cache_clear()
+    yield request.param
+    jit._load.cache_clear()  # decided again, with the environment restored
+
+
+@pytest.mark.usefixtures("path")
 @pytest.mark.parametrize(("folder", "modules"), [(G128, 3), (CHANNEL, 24)],
                          ids=["g128", "channel"])
 def test_every_quantized_tensor_is_reproduced_at_its_group(folder: Path, modules: int) -> None:
     """``--source`` quantizes at the config's group (``quantize_int4(group_size=128 / None)``):
-    every tensor byte-identical, the decoded error that of 4-bit weights."""
+    every tensor byte-identical, the decoded error that of 4-bit weights; by the compiled
+    pass (where numba is installed) and by the descriptor's ``produce`` and ``dequantize``
+    (``MXFORMATS_NUMBA=0``)."""
     ckpt = load(str(folder), Options()).ckpt
     assert ckpt is not None
     findings = list(reproduce.run(ckpt, Options(source=SRC)))

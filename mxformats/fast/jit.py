@@ -20,7 +20,7 @@ import os
 from functools import cache
 from types import ModuleType
 
-__all__ = ["NUMBA_VARIABLE", "compiled", "status"]
+__all__ = ["NUMBA_VARIABLE", "compiled", "compiled_module", "status"]
 
 #: ``MXFORMATS_NUMBA=0`` turns the compiled passes off (the numpy fast paths run; the tests
 #: run every path both ways). Any other value, or none, uses numba when it imports.
@@ -44,6 +44,15 @@ def compiled() -> ModuleType | None:
     """:mod:`mxformats.fast.compiled` when numba imports and is not turned off, else None (the
     numpy fast paths run). Decided once per process."""
     return _load()[0]
+
+
+def compiled_module(name: str) -> ModuleType | None:
+    """The compiled module ``mxformats.fast.<name>`` (e.g. ``compiled_int4``) when
+    :func:`compiled` is not None, else None: the one switch (:data:`NUMBA_VARIABLE`, numba
+    importable) and fallback for every compiled module."""
+    if compiled() is None:
+        return None
+    return importlib.import_module(f"mxformats.fast.{name}")
 
 
 def status() -> str:

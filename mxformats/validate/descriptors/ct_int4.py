@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from mxformats import fast
+from mxformats.fast.reproduce_int4 import reproduce_int4
 from mxformats.schemes.int4 import PRODUCERS, QMIN
 
 from ..model import CheckpointFormat
@@ -36,6 +37,8 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
 
     from numpy.typing import NDArray
+
+    from mxformats.fast.moments import Moments
 
     from ..findings import Finding
     from ..model import Checkpoint, CodeStats, Module
@@ -261,6 +264,20 @@ class CompressedTensorsInt4(CompressedTensorsDescriptor):
         q = self.quantizer(w, group_size=self.group, profile=self.profile)
         return {"weight_packed": self.packer(q.q, layout=PRODUCERS[q.profile].layout),
                 "weight_scale": q.scales, "weight_shape": np.array(w.shape, dtype=np.int64)}
+
+    def reproduce_in_one_pass(self, module: str, w: NDArray[Any],
+                              arrays: dict[str, NDArray[Any]]) -> Moments | None:
+        """The compiled INT4 pass (:func:`mxformats.fast.reproduce_int4.reproduce_int4`) at
+        this variant's group, with ``weight_shape`` the int64 ``[out, in]`` :meth:`produce`
+        writes."""
+        shape = arrays.get("weight_shape")
+        if (self.profile is None or shape is None or shape.dtype != np.int64
+                or shape.shape != (w.ndim,)
+                or shape.tobytes() != np.array(w.shape, dtype=np.int64).tobytes()
+                or not all(p in arrays for p in ("weight_packed", "weight_scale"))):
+            return None
+        return reproduce_int4(w, arrays["weight_packed"], arrays["weight_scale"], self.group,
+                              self.profile, self.consumer)
 
     def block_scales(self, arrays: dict[str, NDArray[Any]]) -> tuple[NDArray[Any], float]:
         """The group scales and 8 (the codes span -8..7, stored as q + 8)."""
