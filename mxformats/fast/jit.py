@@ -40,10 +40,16 @@ def _load() -> tuple[ModuleType | None, str]:
     return module, f"numba {numba.__version__}"
 
 
-def compiled() -> ModuleType | None:
-    """:mod:`mxformats.fast.compiled` when numba imports and is not turned off, else None (the
-    numpy fast paths run). Decided once per process."""
-    return _load()[0]
+def compiled(module: str = "compiled") -> ModuleType | None:
+    """The compiled module ``mxformats.fast.<module>`` (:mod:`mxformats.fast.compiled` by
+    default) when numba imports and is not turned off, else None (the numpy fast paths run).
+    Decided once per process; a module that fails to import is None too, never a crash."""
+    if _load()[0] is None:
+        return None
+    try:
+        return importlib.import_module(f"mxformats.fast.{module}")
+    except Exception:  # as numba's own import failing: the numpy fast paths run
+        return None
 
 
 def status() -> str:
