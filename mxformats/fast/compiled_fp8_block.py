@@ -81,8 +81,14 @@ class Plan(NamedTuple):
     quotient_bf16: bool
     #: the scaled element is clamped to ``±clamp`` (+Inf: not clamped)
     clamp: np.float32
-    #: the codes are read as E4M3FNUZ (0x80 written as 0x00, the stored scale doubled)
-    fnuz: bool
+    #: the code written for -0 (0x80; 0x00 where the codes are E4M3FNUZ, whose 0x80 is NaN)
+    negative_zero: np.uint8
+    #: the stored scale is the computed one times this (2 for E4M3FNUZ: vLLM's conversion)
+    stored_factor: np.float32
+    #: a code's value is its E4M3FN value times this (0.5 for E4M3FNUZ, the same bits)
+    code_factor: np.float32
+    #: the two codes that decode to NaN (E4M3FN 0x7F and 0xFF; E4M3FNUZ 0x80 twice)
+    nan_codes: tuple[np.uint8, np.uint8]
 
 
 @njit(cache=True, inline="always")
@@ -127,20 +133,27 @@ def _e4m3(value: np.float32) -> np.uint8:
 
 
 @njit(cache=True, inline="always")
-def _e4m3_value(code: np.uint8, fnuz: bool) -> np.float32:
-    """The float32 value of E4M3FN code ``code`` (E4M3FNUZ where ``fnuz``: half the FN value,
-    0x80 NaN, 0x7F/0xFF finite), from its bits."""
+def _value(code: np.uint8, plan: Plan) -> np.float32:
+    """The float32 value of ``code`` as ``plan``'s codes are read (E4M3FN, or E4M3FNUZ: half
+    the FN value, 0x80 NaN, 0x7F/0xFF finite), from its bits."""
     magnitude = np.uint32(code) & np.uint32(0x7F)
     sign = (np.uint32(code) & np.uint32(0x80)) << np.uint32(24)
     normal = (magnitude << np.uint32(20)) + np.uint32(_EXPONENT_REBIAS << 20)
-    subnormal = _bits(np.float32(magnitude) * _f32(np.uint32(0x3B000000)))  # m * 2**-9
-    word = (subnormal if magnitude < np.uint32(8) else normal) | sign
-    if fnuz:
-        nan = np.uint32(code) == np.uint32(0x80)
-        word = _bits(_f32(word) * np.float32(0.5))
-    else:
-        nan = magnitude == np.uint32(0x7F)
-    return _f32(np.uint32(0x7FC00000) if nan else word)  # type: ignore[no-any-return]
+    subnormal = _bits(np.float32(np.int32(magnitude)) * _f32(np.uint32(0x3B000000)))  # m/2**9
+    value = _f32((subnormal if magnitude < np.uint32(8) else normal) | sign) * plan.code_factor
+    nan = (code == plan.nan_codes[0]) | (code == plan.nan_codes[1])
+    return _f32(np.uint32(0x7FC00000)) if nan else value  # type: ignore[no-any-return]
+
+
+@njit(cache=True, inline="always")
+def _code(scaled: np.float32, plan: Plan) -> np.uint8:
+    """The code ``plan``'s producer writes for a scaled element (its quotient rounding, clamp
+    and E4M3 cast; -0 as the code format keeps it)."""
+    q = _round_bf16(scaled) if plan.quotient_bf16 else scaled
+    q = plan.clamp if q > plan.clamp else q  # NaN passes, as torch.clamp
+    q = -plan.clamp if q < -plan.clamp else q
+    code = _e4m3(q)
+    return plan.negative_zero if code == np.uint8(0x80) else code
 
 
 @njit(cache=True)
@@ -152,9 +165,10 @@ def _band_maxima(src: np.ndarray, lo: int, hi: int, bn: int, maxima: np.ndarray)
     for r in range(lo, hi):
         row = src[r]
         for t in range(maxima.shape[0]):
+            tile = row[t * bn:min(t * bn + bn, cols)]
             largest = np.uint16(0)
-            for c in range(t * bn, min(t * bn + bn, cols)):
-                largest = max(largest, row[c] & np.uint16(_BF16_MAGNITUDE))
+            for c in range(tile.shape[0]):
+                largest = max(largest, tile[c] & np.uint16(_BF16_MAGNITUDE))
             maxima[t] = max(maxima[t], largest)
     for t in range(maxima.shape[0]):
         if maxima[t] >= _BF16_INF:
@@ -187,37 +201,31 @@ def _tile_scales(maxima: np.ndarray, plan: Plan, stored: np.ndarray,
             operands[t] = np.float32(1.0) / scale
         else:
             operands[t] = scale
-        stored[t] = _bits(scale * np.float32(2.0) if plan.fnuz else scale)
+        stored[t] = _bits(scale * plan.stored_factor)
 
 
 @njit(cache=True)
-def _row_codes(row: np.ndarray, bn: int, plan: Plan, operands: np.ndarray, xs: np.ndarray,
-               scaled: np.ndarray, codes: np.ndarray) -> None:
-    """One row of BF16 bits ``row`` quantized: ``xs`` its float32 values, ``codes`` its codes
-    (``scaled`` scratch of the row's length)."""
+def _row(row: np.ndarray, bn: int, plan: Plan, operands: np.ndarray, scales: np.ndarray,
+         xs: np.ndarray, codes: np.ndarray, ds: np.ndarray) -> None:
+    """One row of BF16 bits ``row`` quantized, tile by tile: ``xs`` its float32 values,
+    ``codes`` its codes, ``ds`` their values times the tiles' stored ``scales`` (float32),
+    as the consumer computes them. One loop per tile, branch-free in its elements."""
     cols = row.shape[0]
-    for c in range(cols):
-        xs[c] = _f32(np.uint32(row[c]) << np.uint32(16))
     for t in range(operands.shape[0]):
-        operand = operands[t]
+        operand, scale = operands[t], scales[t]
         lo, hi = t * bn, min(t * bn + bn, cols)
+        # slices indexed from 0: no negative-index wraparound, so the loops vectorise
+        src, x_out, c_out, d_out = row[lo:hi], xs[lo:hi], codes[lo:hi], ds[lo:hi]
         if plan.multiplier == DIVIDE_BY_SCALE:
-            for c in range(lo, hi):
-                scaled[c] = xs[c] / operand
+            for c in range(hi - lo):
+                x = _f32(np.uint32(src[c]) << np.uint32(16))
+                code = _code(x / operand, plan)
+                x_out[c], c_out[c], d_out[c] = x, code, _value(code, plan) * scale
         else:
-            for c in range(lo, hi):
-                scaled[c] = xs[c] * operand
-    limit = plan.clamp
-    for c in range(cols):
-        q = scaled[c]
-        if plan.quotient_bf16:
-            q = _round_bf16(q)
-        q = limit if q > limit else q  # NaN passes, as torch.clamp
-        q = -limit if q < -limit else q
-        code = _e4m3(q)
-        if plan.fnuz:  # -0 (0x80) is the FNUZ NaN: written as +0
-            code = np.uint8(0) if code == np.uint8(0x80) else code
-        codes[c] = code
+            for c in range(hi - lo):
+                x = _f32(np.uint32(src[c]) << np.uint32(16))
+                code = _code(x * operand, plan)
+                x_out[c], c_out[c], d_out[c] = x, code, _value(code, plan) * scale
 
 
 @njit(cache=True)
@@ -232,14 +240,14 @@ def quantize_fp8_block_bf16(src: np.ndarray, bm: int, bn: int, plan: Plan, codes
     maxima = np.empty(tiles, dtype=np.uint16)
     operands = np.empty(tiles, dtype=np.float32)
     xs = np.empty(cols, dtype=np.float32)
-    scaled = np.empty(cols, dtype=np.float32)
+    ds = np.empty(cols, dtype=np.float32)
     for band in range(stored.shape[0]):
         lo, hi = band * bm, min(band * bm + bm, rows)
         if not _band_maxima(src, lo, hi, bn, maxima):
             return False
         _tile_scales(maxima, plan, stored[band], operands)
         for r in range(lo, hi):
-            _row_codes(src[r], bn, plan, operands, xs, scaled, codes[r])
+            _row(src[r], bn, plan, operands, stored[band].view(np.float32), xs, codes[r], ds)
     return True
 
 
@@ -251,21 +259,21 @@ def reproduce_fp8_block_bf16(src: np.ndarray, codes: np.ndarray, scales: np.ndar
     (uint32 ``[ceil(R/bm), ceil(C/bn)]``, float32 bits; a bfloat16 scale widened). Fills
     ``totals`` (``len(TERMS)`` × LANES, zeros on entry) with the moments' lane totals of the
     dequantized checkpoint against the source; returns (:data:`OK` or :data:`OTHER`, source
-    varies, weight varies)."""
+    varies, weight varies). Each row's codes are compared before its values are summed: the
+    values of ours are the values of theirs."""
     rows, cols = src.shape
     tiles = scales.shape[1]
     maxima = np.empty(tiles, dtype=np.uint16)
     operands = np.empty(tiles, dtype=np.float32)
     ours = np.empty(tiles, dtype=np.uint32)
     xs = np.empty(cols, dtype=np.float32)
-    scaled = np.empty(cols, dtype=np.float32)
     mine = np.empty(cols, dtype=np.uint8)
     ds = np.empty(cols, dtype=np.float32)
     local = np.zeros((_TERMS, LANES), dtype=np.float64)
     if rows == 0 or cols == 0:
         return OK, False, False
     kx = np.float64(_f32(np.uint32(src[0, 0]) << np.uint32(16)))
-    kd = np.float64(np.float32(_e4m3_value(codes[0, 0], plan.fnuz) * _f32(scales[0, 0])))
+    kd = np.float64(np.float32(_value(codes[0, 0], plan) * _f32(scales[0, 0])))
     for band in range(scales.shape[0]):
         lo, hi = band * bm, min(band * bm + bm, rows)
         if not _band_maxima(src, lo, hi, bn, maxima):
@@ -275,17 +283,13 @@ def reproduce_fp8_block_bf16(src: np.ndarray, codes: np.ndarray, scales: np.ndar
             if ours[t] != scales[band, t]:
                 return OTHER, False, False
         for r in range(lo, hi):
-            _row_codes(src[r], bn, plan, operands, xs, scaled, mine)
+            _row(src[r], bn, plan, operands, ours.view(np.float32), xs, mine, ds)
             theirs = codes[r]
             mismatch = False
-            for c in range(cols):
+            for c in range(cols):  # from 0: vectorised
                 mismatch |= mine[c] != theirs[c]
             if mismatch:
                 return OTHER, False, False
-            for t in range(tiles):
-                scale = _f32(scales[band, t])
-                for c in range(t * bn, min(t * bn + bn, cols)):
-                    ds[c] = _e4m3_value(theirs[c], plan.fnuz) * scale
             _accumulate(xs, ds, r * cols, kx, kd, local, totals)
     for t in range(_TERMS):
         for lane in range(LANES):

@@ -75,7 +75,11 @@ def plan(record: FP8BlockProducer, kernels: Any) -> Any:
         quotient_bf16=divides and quotient == BF16,
         clamp=(_in(quotient if divides else _F32, record.fmt_max) if record.clamp_to_max
                else np.float32(np.inf)),
-        fnuz=record.fnuz,
+        negative_zero=np.uint8(0x00 if record.fnuz else 0x80),
+        stored_factor=np.float32(2.0 if record.fnuz else 1.0),
+        code_factor=np.float32(0.5 if record.fnuz else 1.0),
+        nan_codes=(np.uint8(0x80), np.uint8(0x80)) if record.fnuz else (np.uint8(0x7F),
+                                                                         np.uint8(0xFF)),
     )
 
 
