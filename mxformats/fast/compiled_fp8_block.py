@@ -91,21 +91,21 @@ class Plan(NamedTuple):
     nan_codes: tuple[np.uint8, np.uint8]
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, error_model="numpy", inline="always")
 def _f32(word: np.uint32) -> np.float32:
     """The float32 whose bits are ``word``."""
     value: np.float32 = np.uint32(word).view(np.float32)
     return value
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, error_model="numpy", inline="always")
 def _bits(value: np.float32) -> np.uint32:
     """The bits of float32 ``value``."""
     word: np.uint32 = np.float32(value).view(np.uint32)
     return word
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, error_model="numpy", inline="always")
 def _round_bf16(value: np.float32) -> np.float32:
     """``value`` rounded to bfloat16 (nearest-even, as ml_dtypes' cast), as float32; NaN kept."""
     word = _bits(value)
@@ -115,7 +115,7 @@ def _round_bf16(value: np.float32) -> np.float32:
     return _f32(word if nan else rounded)  # type: ignore[no-any-return]
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, error_model="numpy", inline="always")
 def _e4m3(value: np.float32) -> np.uint8:
     """The E4M3FN code of float32 ``value``: nearest-even, saturating to ±448, NaN 0x7F.
     Normal range: the float32 exponent and mantissa rounded to 3 bits (the carry steps the
@@ -132,7 +132,7 @@ def _e4m3(value: np.float32) -> np.uint8:
     return np.uint8(_E4M3_NAN_CODE if magnitude > np.uint32(_F32_INF) else code)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, error_model="numpy", inline="always")
 def _value(code: np.uint8, plan: Plan) -> np.float32:
     """The float32 value of ``code`` as ``plan``'s codes are read (E4M3FN, or E4M3FNUZ: half
     the FN value, 0x80 NaN, 0x7F/0xFF finite), from its bits."""
@@ -145,7 +145,7 @@ def _value(code: np.uint8, plan: Plan) -> np.float32:
     return _f32(np.uint32(0x7FC00000)) if nan else value  # type: ignore[no-any-return]
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, error_model="numpy", inline="always")
 def _code(scaled: np.float32, plan: Plan) -> np.uint8:
     """The code ``plan``'s producer writes for a scaled element (its quotient rounding, clamp
     and E4M3 cast; -0 as the code format keeps it)."""
@@ -156,7 +156,7 @@ def _code(scaled: np.float32, plan: Plan) -> np.uint8:
     return plan.negative_zero if code == np.uint8(0x80) else code
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _band_maxima(src: np.ndarray, lo: int, hi: int, bn: int, maxima: np.ndarray) -> bool:
     """``maxima[t]``: the largest BF16 magnitude bits of tile column ``t`` over rows
     ``lo .. hi`` (magnitude bits order as the magnitudes do); False when one is NaN or Inf."""
@@ -176,7 +176,7 @@ def _band_maxima(src: np.ndarray, lo: int, hi: int, bn: int, maxima: np.ndarray)
     return True
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _tile_scales(maxima: np.ndarray, plan: Plan, stored: np.ndarray,
                  operands: np.ndarray) -> None:
     """Per tile of a band, from its finite maximum (BF16 magnitude bits): ``stored``, the
@@ -204,7 +204,7 @@ def _tile_scales(maxima: np.ndarray, plan: Plan, stored: np.ndarray,
         stored[t] = _bits(scale * plan.stored_factor)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _row(row: np.ndarray, bn: int, plan: Plan, operands: np.ndarray, scales: np.ndarray,
          xs: np.ndarray, codes: np.ndarray, ds: np.ndarray) -> None:
     """One row of BF16 bits ``row`` quantized, tile by tile: ``xs`` its float32 values,
@@ -228,7 +228,7 @@ def _row(row: np.ndarray, bn: int, plan: Plan, operands: np.ndarray, scales: np.
                 x_out[c], c_out[c], d_out[c] = x, code, _value(code, plan) * scale
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def quantize_fp8_block_bf16(src: np.ndarray, bm: int, bn: int, plan: Plan, codes: np.ndarray,
                             stored: np.ndarray) -> bool:
     """BF16 bits ``src`` (uint16 ``[R, C]``) to E4M3 ``codes`` (uint8 ``[R, C]``) and the
@@ -251,7 +251,7 @@ def quantize_fp8_block_bf16(src: np.ndarray, bm: int, bn: int, plan: Plan, codes
     return True
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def reproduce_fp8_block_bf16(src: np.ndarray, codes: np.ndarray, scales: np.ndarray, bm: int,
                              bn: int, plan: Plan, totals: np.ndarray) -> tuple[int, bool, bool]:
     """One pass over an FP8 block module: BF16 source bits ``src`` (uint16 ``[R, C]``) against

@@ -56,10 +56,13 @@ def _in(dtype: np.dtype[Any], value: float) -> np.float32:
 def plan(record: FP8BlockProducer, kernels: Any) -> Any:
     """``record``'s :class:`~mxformats.fast.compiled_fp8_block.Plan` for BF16 input (the
     dtypes of :func:`mxformats.schemes.fp8_block._scales` and ``_scaled`` for a bfloat16
-    weight), or None for a record the kernels do not compute (an element other than E4M3FN)."""
-    if record.element is not E4M3FN or record.multiplier not in _MULTIPLIERS:
-        return None
+    weight), or None for a record the kernels do not compute: an element other than E4M3FN,
+    or an FNUZ conversion of bfloat16 scales (which the reference refuses:
+    :func:`mxformats.conversions.e4m3fn_to_fnuz` takes float32 scales)."""
     own = _F32 if record.scale_dtype == "float32" else BF16
+    if (record.element is not E4M3FN or record.multiplier not in _MULTIPLIERS
+            or (record.fnuz and own != _F32)):
+        return None
     quotient = BF16 if record.quotient_dtype == "input" else _F32
     divides = record.multiplier == "divide-by-scale"
     floor = record.amax_floor
