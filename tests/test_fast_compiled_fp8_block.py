@@ -150,7 +150,7 @@ def test_compiled_quantizer_hypothesis_over_shapes(rows: int, cols: int, seed: i
     assert _same(got, fp8_block.quantize_fp8_block(x, block=(bm, bn), profile=profile))
 
 
-_FIELDS = dict(scale_dtype=("float32", "input"), power_of_two_scale=(False, True),
+_FIELDS: dict[str, tuple[Any, ...]] = dict(scale_dtype=("float32", "input"), power_of_two_scale=(False, True),
                zero_scale_eps=(False, True),
                multiplier=("max-over-amax", "reciprocal-of-scale", "divide-by-scale"),
                quotient_dtype=("float32", "input"), clamp_to_max=(False, True),
@@ -169,8 +169,8 @@ def test_the_plan_is_read_from_the_record(monkeypatch: pytest.MonkeyPatch) -> No
     x[:5, :6] = 0
     x[5:10, :6] = -0.0
     for values in itertools.product(*_FIELDS.values()):
-        record = dataclasses.replace(base, name="planned", **dict(zip(_FIELDS, values,
-                                                                      strict=True)))
+        fields: dict[str, Any] = dict(zip(_FIELDS, values, strict=True))
+        record = dataclasses.replace(base, name="planned", **fields)
         monkeypatch.setitem(fp8_block.PRODUCERS, "planned", record)
         if record.fnuz and record.scale_dtype == "input":  # bfloat16 scales: no conversion
             for quantize in (fp8_block.quantize_fp8_block, compiled.quantize_fp8_block):

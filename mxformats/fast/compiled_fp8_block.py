@@ -129,7 +129,7 @@ def _e4m3(value: np.float32) -> np.uint8:
     subnormal = _bits(_f32(magnitude) + _f32(np.uint32(_SUBNORMAL_GRID))) \
         - np.uint32(_SUBNORMAL_GRID)
     code = (subnormal if magnitude < np.uint32(_MIN_NORMAL) else normal) | sign
-    return np.uint8(_E4M3_NAN_CODE if magnitude > np.uint32(_F32_INF) else code)
+    return np.uint8(_E4M3_NAN_CODE if magnitude > np.uint32(_F32_INF) else code)  # type: ignore[no-any-return]
 
 
 @njit(cache=True, error_model="numpy", inline="always")
@@ -170,10 +170,7 @@ def _band_maxima(src: np.ndarray, lo: int, hi: int, bn: int, maxima: np.ndarray)
             for c in range(tile.shape[0]):
                 largest = max(largest, tile[c] & np.uint16(_BF16_MAGNITUDE))
             maxima[t] = max(maxima[t], largest)
-    for t in range(maxima.shape[0]):
-        if maxima[t] >= _BF16_INF:
-            return False
-    return True
+    return maxima.max() < _BF16_INF  # type: ignore[no-any-return]
 
 
 @njit(cache=True, error_model="numpy")

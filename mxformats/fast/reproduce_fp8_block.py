@@ -50,7 +50,8 @@ _MULTIPLIERS = ("max-over-amax", "reciprocal-of-scale", "divide-by-scale")
 
 def _in(dtype: np.dtype[Any], value: float) -> np.float32:
     """``value`` rounded to ``dtype`` (float32 or bfloat16), as float32."""
-    return np.float32(np.asarray(value, dtype=_F32).astype(dtype).astype(_F32))
+    rounded: np.float32 = _F32.type(np.asarray(value, dtype=_F32).astype(dtype).item())
+    return rounded  # exact: every bfloat16 and float32 value is a float32
 
 
 def plan(record: FP8BlockProducer, kernels: Any) -> Any:
@@ -90,9 +91,11 @@ def _stored_bits(scales: NDArray[Any]) -> NDArray[np.uint32] | None:
     """The scales' float32 bits (a bfloat16 scale widened, exactly); None for another dtype."""
     s = np.ascontiguousarray(scales)
     if s.dtype == _F32:
-        return s.view(np.uint32)
+        bits: NDArray[np.uint32] = s.view(np.uint32)
+        return bits
     if s.dtype == BF16:
-        return s.view(np.uint16).astype(np.uint32) << np.uint32(16)
+        widened: NDArray[np.uint32] = s.view(np.uint16).astype(np.uint32) << np.uint32(16)
+        return widened
     return None
 
 
@@ -148,7 +151,8 @@ def quantize_fp8_block(x: object, *, block: tuple[int, int] = (128, 128),
         tile = reference_fp8_block.check_block(block)
     except ValueError:
         tile = None
-    if (steps is None or record is None or tile is None or not _LITTLE_ENDIAN or data is None
+    if (kernels is None or steps is None or record is None or tile is None
+            or not _LITTLE_ENDIAN or data is None
             or data.dtype != BF16 or data.ndim != 2 or 0 in data.shape):
         return fast_fp8_block.quantize_fp8_block(x, block=block, profile=profile,
                                                  threads=threads)
