@@ -281,6 +281,14 @@ def test_without_numba_the_numpy_paths_run() -> None:
     assert _pass(w, q, "deepseek") is None
 
 
+@pytest.mark.usefixtures("with_numba")
+def test_a_compiled_module_that_fails_to_import_is_none() -> None:
+    """:func:`jit.compiled` of a compiled module that cannot be imported: None (the numpy
+    paths run), never a crash; the FP8 block module loads beside the MXFP4 one."""
+    assert jit.compiled("no_such_compiled_module") is None
+    assert jit.compiled() is not None and jit.compiled(compiled.KERNELS) is not None
+
+
 # -- the report, with and without numba --------------------------------------------------------
 
 
