@@ -63,15 +63,15 @@ FP8_SCALE_NOT_POW2 = declare(
             "an exact power of two: DeepGEMM's UE8M0 kernels read only the exponent.",
     fix="Round the scales up to powers of two (DeepGEMM ceil_to_ue8m0) and re-quantize the codes.")
 
-#: The tile every producer profile quantizes in and vLLM decodes (:meth:`produce`,
-#: :meth:`dequantize`, the compiled ``--source`` pass)
-TILE = (128, 128)
 #: E4M3FN exponent field 1111: magnitudes 256..448 (0x7F, NaN, is excluded by the caller).
 _TOP = 0x78
 #: E4M3FN 224 (exponent 1110, mantissa 110): the least largest |code| of a ``ue8m0`` tile,
 #: whose power-of-two scale ``2^ceil(log2(amax/448))`` maps its amax into (224, 448]
 _TOP_UE8M0 = 0x76
 _MAG = 0x7F
+#: The tile every producer profile quantizes in and vLLM decodes (``FP8BlockDescriptor``'s
+#: ``produce``, ``dequantize`` and compiled ``--source`` pass)
+TILE = (128, 128)
 
 #: The float dtypes of a block scale in a file -> (its significand bits, the implicit bit
 #: included; the dtypes whose every value it holds exactly). vLLM creates every FP8
