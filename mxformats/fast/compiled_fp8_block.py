@@ -58,6 +58,7 @@ _E4M3_NAN_CODE = 0x7F  # the code torch writes for every NaN (fp8_block.NAN_CODE
 _MIN_NORMAL = 0x3C800000  # 2**-6, E4M3's least normal, as float32 bits
 _SUBNORMAL_GRID = 0x46800000  # 2**14: float32 values there are spaced 2**-9, E4M3's quantum
 _EXPONENT_REBIAS = (127 - 7) << 3  # float32 exponent and 3 mantissa bits -> E4M3 code
+_U32 = np.uint32
 
 
 class Plan(NamedTuple):
@@ -107,11 +108,13 @@ def _bits(value: np.float32) -> np.uint32:
 
 @njit(cache=True, error_model="numpy", inline="always")
 def _round_bf16(value: np.float32) -> np.float32:
-    """``value`` rounded to bfloat16 (nearest-even, as ml_dtypes' cast), as float32; NaN kept."""
+    """``value`` rounded to bfloat16 (nearest-even, as ml_dtypes' cast), as float32; NaN kept.
+    (Every integer step is cut back to uint32, here and below: numba widens integer arithmetic
+    to 64 bits, which would halve the vector lanes.)"""
     word = _bits(value)
-    rounded = (word + np.uint32(0x7FFF) + ((word >> np.uint32(16)) & np.uint32(1))) \
-        & np.uint32(0xFFFF0000)
-    nan = (word & np.uint32(_MAGNITUDE)) > np.uint32(_F32_INF)
+    lsb = _U32(_U32(word >> _U32(16)) & _U32(1))
+    rounded = _U32(_U32(_U32(word + _U32(0x7FFF)) + lsb) & _U32(0xFFFF0000))
+    nan = _U32(word & _U32(_MAGNITUDE)) > _U32(_F32_INF)
     return _f32(word if nan else rounded)  # type: ignore[no-any-return]
 
 
@@ -121,28 +124,27 @@ def _e4m3(value: np.float32) -> np.uint8:
     Normal range: the float32 exponent and mantissa rounded to 3 bits (the carry steps the
     exponent); below 2**-6 one float32 addition of 2**14 rounds to E4M3's subnormal quantum."""
     word = _bits(value)
-    sign = (word >> np.uint32(24)) & np.uint32(0x80)
-    magnitude = word & np.uint32(_MAGNITUDE)
-    rounded = (magnitude + np.uint32(0x7FFFF) + ((magnitude >> np.uint32(20)) & np.uint32(1))) \
-        >> np.uint32(20)
-    normal = min(rounded - np.uint32(_EXPONENT_REBIAS), np.uint32(_E4M3_MAX_CODE))
-    subnormal = _bits(_f32(magnitude) + _f32(np.uint32(_SUBNORMAL_GRID))) \
-        - np.uint32(_SUBNORMAL_GRID)
-    code = (subnormal if magnitude < np.uint32(_MIN_NORMAL) else normal) | sign
-    return np.uint8(_E4M3_NAN_CODE if magnitude > np.uint32(_F32_INF) else code)  # type: ignore[no-any-return]
+    sign = _U32(_U32(word >> _U32(24)) & _U32(0x80))
+    magnitude = _U32(word & _U32(_MAGNITUDE))
+    lsb = _U32(_U32(magnitude >> _U32(20)) & _U32(1))
+    rounded = _U32(_U32(_U32(magnitude + _U32(0x7FFFF)) + lsb) >> _U32(20))
+    normal = min(_U32(rounded - _U32(_EXPONENT_REBIAS)), _U32(_E4M3_MAX_CODE))
+    subnormal = _U32(_bits(_f32(magnitude) + _f32(_U32(_SUBNORMAL_GRID))) - _U32(_SUBNORMAL_GRID))
+    code = _U32((subnormal if magnitude < _U32(_MIN_NORMAL) else normal) | sign)
+    return np.uint8(_E4M3_NAN_CODE if magnitude > _U32(_F32_INF) else code)  # type: ignore[no-any-return]
 
 
 @njit(cache=True, error_model="numpy", inline="always")
 def _value(code: np.uint8, plan: Plan) -> np.float32:
     """The float32 value of ``code`` as ``plan``'s codes are read (E4M3FN, or E4M3FNUZ: half
     the FN value, 0x80 NaN, 0x7F/0xFF finite), from its bits."""
-    magnitude = np.uint32(code) & np.uint32(0x7F)
-    sign = (np.uint32(code) & np.uint32(0x80)) << np.uint32(24)
-    normal = (magnitude << np.uint32(20)) + np.uint32(_EXPONENT_REBIAS << 20)
-    subnormal = _bits(np.float32(np.int32(magnitude)) * _f32(np.uint32(0x3B000000)))  # m/2**9
-    value = _f32((subnormal if magnitude < np.uint32(8) else normal) | sign) * plan.code_factor
+    magnitude = _U32(_U32(code) & _U32(0x7F))
+    sign = _U32(_U32(_U32(code) & _U32(0x80)) << _U32(24))
+    normal = _U32(_U32(magnitude << _U32(20)) + _U32(_EXPONENT_REBIAS << 20))
+    subnormal = _bits(np.float32(np.int32(magnitude)) * _f32(_U32(0x3B000000)))  # m/2**9
+    value = _f32(_U32((subnormal if magnitude < _U32(8) else normal) | sign)) * plan.code_factor
     nan = (code == plan.nan_codes[0]) | (code == plan.nan_codes[1])
-    return _f32(np.uint32(0x7FC00000)) if nan else value  # type: ignore[no-any-return]
+    return _f32(_U32(0x7FC00000)) if nan else value  # type: ignore[no-any-return]
 
 
 @njit(cache=True, error_model="numpy", inline="always")

@@ -3,10 +3,11 @@ not when it does not.
 
 Nothing in ``mxformats`` outside :mod:`mxformats.fast` imports numba, and nothing imports it at
 ``import mxformats``: :func:`compiled` imports it, and the compiled module it is asked for
-(:mod:`mxformats.fast.compiled`, :mod:`mxformats.fast.compiled_fp8_block`), on first use. Where numba is absent, refuses to import (numba
-checks numpy's version at import and raises ImportError for one newer than it supports), or is
-turned off (:data:`NUMBA_VARIABLE` = ``0``), :func:`compiled` returns None and the caller runs
-the numpy fast paths, which return the same bytes; :func:`status` says which runs and why.
+(:mod:`mxformats.fast.compiled`, :mod:`mxformats.fast.compiled_fp8_block`), on first use. Where
+numba is absent, refuses to import (numba checks numpy's version at import and raises
+ImportError for one newer than it supports), or is turned off (:data:`NUMBA_VARIABLE` = ``0``),
+:func:`compiled` returns None and the caller runs the numpy fast paths, which return the same
+bytes; :func:`status` says which runs and why.
 
 Compiled functions are ``@njit(cache=True)`` without ``fastmath``: numba keeps each machine's
 compiled code on disk (``__pycache__`` beside the module, or ``NUMBA_CACHE_DIR``), so the
