@@ -17,6 +17,7 @@ import pytest
 from conftest import requires
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_validate_tasks import _json, _without_timings
 
 from mxformats import fast
 from mxformats.fast import jit
@@ -25,10 +26,10 @@ from mxformats.fast.moments import PIECE, Moments
 from mxformats.formats import E4M3FN
 from mxformats.schemes import fp8_block
 from mxformats.testing import check_quantizer
-from mxformats.validate import reproduce
 from mxformats.validate.descriptors import fp8_block as fp8_block_descriptor
-from mxformats.validate.files import load
+from mxformats.validate.findings import Level
 from mxformats.validate.model import Options
+from mxformats.validate.runner import exit_code, validate
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 PROFILES = sorted(fp8_block.PRODUCERS)
@@ -292,14 +293,15 @@ def test_a_compiled_module_that_fails_to_import_is_none() -> None:
 # -- the report, with and without numba --------------------------------------------------------
 
 
-def _summary(numba: bool, fixture: str, monkeypatch: pytest.MonkeyPatch) -> Any:
+def _report(numba: bool, fixture: str, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """``mxformats validate --level full --source`` of a producer fixture: its JSON report
+    without timings, and its exit code."""
     monkeypatch.setenv(jit.NUMBA_VARIABLE, "1" if numba else "0")
     jit._load.cache_clear()
     try:
-        result = load(PRODUCERS / fixture, Options())
-        assert result.ckpt is not None
-        findings = list(reproduce.run(result.ckpt, Options(source=PRODUCERS / "src-bf16")))
-        return [(f.check.id, f.message, f.extra) for f in findings]
+        report = validate(PRODUCERS / fixture, Options(level=Level.FULL, workers=1,
+                                                       source=PRODUCERS / "src-bf16"))
+        return _without_timings(_json(report)), exit_code(report), report.reproduction
     finally:
         jit._load.cache_clear()
 
@@ -310,9 +312,9 @@ def _summary(numba: bool, fixture: str, monkeypatch: pytest.MonkeyPatch) -> Any:
 def test_reproduction_report_is_the_same_with_and_without_numba(
         fixture: str, modules: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """The producers' own FP8 block fixtures (DeepGEMM's float32 scales, llm-compressor's
-    bfloat16 ones) from their BF16 source: every finding and the reproduction block
-    identical whether the compiled pass (which answers for every module) or the numpy path
-    computed each module."""
+    bfloat16 ones) from their BF16 source: the JSON report (timings aside) is byte-identical
+    whether the compiled pass (which answers for every module) or the numpy path computed
+    each module, and every module reproduces."""
     answered: list[bool] = []
     real = fp8_block_descriptor.reproduce_fp8_block
 
@@ -322,9 +324,8 @@ def test_reproduction_report_is_the_same_with_and_without_numba(
         return moments
 
     monkeypatch.setattr(fp8_block_descriptor, "reproduce_fp8_block", spy)
-    with_pass = _summary(True, fixture, monkeypatch)
+    with_pass, code, reproduction = _report(True, fixture, monkeypatch)
     assert answered == [True] * modules
-    assert with_pass == _summary(False, fixture, monkeypatch)
-    block = next(extra["reproduction"] for check, _, extra in with_pass
-                 if check == "REPRO_SUMMARY")
-    assert block["modules_reproduced"] == block["modules_checked"] == modules
+    assert (with_pass, code) == _report(False, fixture, monkeypatch)[:2]
+    assert code == 0
+    assert reproduction["modules_reproduced"] == reproduction["modules_checked"] == modules
