@@ -34,16 +34,10 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from mxformats.fast.compiled import _accumulate
+from mxformats.fast.compiled import OK, OTHER, _accumulate, finish
 from mxformats.fast.moments import LANES
 
 __all__ = ["OK", "OTHER", "Plan", "quantize_fp8_block_bf16", "reproduce_fp8_block_bf16"]
-
-#: :func:`reproduce_fp8_block_bf16`'s status: every byte equal and every value finite ...
-OK = 0
-#: ... or not (a code or scale that differs, a tile holding NaN/Inf, a value that does not
-#: decode finite): the caller computes the module the numpy way, which says where and why.
-OTHER = 1
 
 #: How the scaled element is formed (:data:`mxformats.schemes.fp8_block.Multiplier`).
 MAX_OVER_AMAX, RECIPROCAL_OF_SCALE, DIVIDE_BY_SCALE = 0, 1, 2
@@ -290,11 +284,4 @@ def reproduce_fp8_block_bf16(src: np.ndarray, codes: np.ndarray, scales: np.ndar
             if mismatch:
                 return OTHER, False, False
             _accumulate(xs, ds, r * cols, kx, kd, local, totals)
-    for t in range(_TERMS):
-        for lane in range(LANES):
-            totals[t, lane] += local[t, lane]
-    # As the MXFP4 pass (mxformats.fast.compiled): a non-finite d makes the sum of (d-x)**2
-    # non-finite, which finite terms never reach; the sums of squares say what varies.
-    if not np.isfinite(totals[1]).all():
-        return OTHER, False, False
-    return OK, totals[4].sum() > 0, totals[5].sum() > 0
+    return finish(local, totals)  # type: ignore[no-any-return]
