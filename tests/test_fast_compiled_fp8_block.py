@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +16,7 @@ import pytest
 from conftest import requires
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_fast_compiled import numba_off  # noqa: F401 (a fixture)
 from test_validate_tasks import _json, _without_timings
 
 from mxformats import fast
@@ -42,14 +42,6 @@ def with_numba() -> None:
     """numba importable (locally a skip without it; under CI=true a failure)."""
     requires("numba")
     assert jit.compiled(compiled.KERNELS) is not None, jit.status()
-
-
-@pytest.fixture
-def numba_off(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setenv(jit.NUMBA_VARIABLE, "0")
-    jit._load.cache_clear()
-    yield
-    jit._load.cache_clear()  # decided again, with the environment restored
 
 
 def _same(a: fp8_block.FP8BlockArray, b: fp8_block.FP8BlockArray) -> bool:
