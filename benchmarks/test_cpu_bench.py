@@ -745,7 +745,7 @@ def test_reproduction_module_int4(benchmark: Any, path: str, fmt: str, shape: st
     from mxformats.fast import jit
     from mxformats.fast.moments import Moments
 
-    if path == "compiled" and jit.compiled_module("compiled_int4") is None:
+    if path == "compiled" and jit.compiled("compiled_int4") is None:
         pytest.skip(jit.status())
     descriptor = _int4_descriptors()[fmt]
     rng = np.random.default_rng(7)

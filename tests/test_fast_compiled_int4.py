@@ -38,7 +38,7 @@ BF16 = ml_dtypes.bfloat16
 def with_numba() -> None:
     """numba importable (locally a skip without it; under CI=true a failure)."""
     requires("numba")
-    assert jit.compiled_module("compiled_int4") is not None, jit.status()
+    assert jit.compiled("compiled_int4") is not None, jit.status()
 
 
 @pytest.fixture
@@ -145,7 +145,7 @@ def test_compiled_w4a8_hypothesis(rows: int, words: int, seed: int, exponent: in
 def test_without_numba_the_numpy_paths_run() -> None:
     """numba turned off (as absent): the quantizers are the numpy fast paths' (the reference's
     bytes) and the passes answer None."""
-    assert jit.compiled_module("compiled_int4") is None
+    assert jit.compiled("compiled_int4") is None
     check_int4_quantizer(compiled.quantize_int4, profile="compressed-tensors",
                          sources=("boundary",)).raise_if_failed()
     w = _module(2, 64, seed=1)

@@ -23,7 +23,7 @@ from numba import njit
 
 from mxformats.fast.moments import LANES, PIECE, TERMS
 
-__all__ = ["OK", "OTHER", "count_bytes", "quantize_mx_bf16", "reproduce_mxfp4_bf16"]
+__all__ = ["OK", "OTHER", "count_bytes", "finish", "quantize_mx_bf16", "reproduce_mxfp4_bf16"]
 
 #: :func:`reproduce_mxfp4_bf16`'s status: every byte equal and every value finite (the sums
 #: are the module's moments) ...
@@ -213,14 +213,22 @@ def reproduce_mxfp4_bf16(src: np.ndarray, codes: np.ndarray, scales: np.ndarray,
         if mismatch:
             return OTHER, False, False
         _accumulate(source[:cols], ds, r * cols, kx, kd, local, totals)
+    return finish(local, totals)
+
+
+@njit(cache=True)
+def finish(local: np.ndarray, totals: np.ndarray) -> tuple[int, bool, bool]:
+    """The end of a one-pass reproduction: the last piece's ``local`` lane sums added to
+    ``totals``; (:data:`OK` or :data:`OTHER`, source varies, weight varies) read from them.
+
+    Read from the sums, exactly: a dequantized Inf (an overflowing product; NaN cannot occur
+    without a 0xFF byte) makes the sum of (d-x)**2 Inf, which finite terms never reach
+    (|d - x| < 2**130); and x != Kx exactly when (x-Kx)**2 > 0 (the smallest difference of
+    two BF16 or float32 values squares to at least 2**-298, above float64's underflow), so
+    the sum of the squares is positive exactly when some x differs, and alike for d."""
     for t in range(_TERMS):
         for lane in range(LANES):
             totals[t, lane] += local[t, lane]
-    # Read from the sums, exactly: a dequantized Inf (an overflowing product; NaN cannot occur
-    # without a 0xFF byte) makes the sum of (d-x)**2 Inf, which finite terms never reach
-    # (|d - x| < 2**130); and x != Kx exactly when (x-Kx)**2 > 0 (the smallest difference of
-    # two BF16 or float32 values squares to at least 2**-298, above float64's underflow), so
-    # the sum of the squares is positive exactly when some x differs, and alike for d.
     if not np.isfinite(totals[1]).all():
         return OTHER, False, False
     return OK, totals[4].sum() > 0, totals[5].sum() > 0

@@ -1,5 +1,5 @@
 """The compiled INT4 and W4A8 passes (numba; imported only through
-:func:`mxformats.fast.jit.compiled_module`).
+:func:`mxformats.fast.jit.compiled`).
 
 Every function is ``@njit(cache=True)`` without ``fastmath``: each float32 operation is the one
 the reference writes, in its order (a division where the producer divides, a multiply by the

@@ -2,11 +2,12 @@
 not when it does not.
 
 Nothing in ``mxformats`` outside :mod:`mxformats.fast` imports numba, and nothing imports it at
-``import mxformats``: :func:`compiled` imports it, and the compiled module
-:mod:`mxformats.fast.compiled`, on first use. Where numba is absent, refuses to import (numba
-checks numpy's version at import and raises ImportError for one newer than it supports), or is
-turned off (:data:`NUMBA_VARIABLE` = ``0``), :func:`compiled` returns None and the caller runs
-the numpy fast paths, which return the same bytes; :func:`status` says which runs and why.
+``import mxformats``: :func:`compiled` imports it, and the compiled module it is asked for
+(:mod:`mxformats.fast.compiled`, :mod:`mxformats.fast.compiled_fp8_block`), on first use. Where
+numba is absent, refuses to import (numba checks numpy's version at import and raises
+ImportError for one newer than it supports), or is turned off (:data:`NUMBA_VARIABLE` = ``0``),
+:func:`compiled` returns None and the caller runs the numpy fast paths, which return the same
+bytes; :func:`status` says which runs and why.
 
 Compiled functions are ``@njit(cache=True)`` without ``fastmath``: numba keeps each machine's
 compiled code on disk (``__pycache__`` beside the module, or ``NUMBA_CACHE_DIR``), so the
@@ -20,7 +21,7 @@ import os
 from functools import cache
 from types import ModuleType
 
-__all__ = ["NUMBA_VARIABLE", "compiled", "compiled_module", "status"]
+__all__ = ["NUMBA_VARIABLE", "compiled", "status"]
 
 #: ``MXFORMATS_NUMBA=0`` turns the compiled passes off (the numpy fast paths run; the tests
 #: run every path both ways). Any other value, or none, uses numba when it imports.
@@ -40,19 +41,16 @@ def _load() -> tuple[ModuleType | None, str]:
     return module, f"numba {numba.__version__}"
 
 
-def compiled() -> ModuleType | None:
-    """:mod:`mxformats.fast.compiled` when numba imports and is not turned off, else None (the
-    numpy fast paths run). Decided once per process."""
-    return _load()[0]
-
-
-def compiled_module(name: str) -> ModuleType | None:
-    """The compiled module ``mxformats.fast.<name>`` (e.g. ``compiled_int4``) when
-    :func:`compiled` is not None, else None: the one switch (:data:`NUMBA_VARIABLE`, numba
-    importable) and fallback for every compiled module."""
-    if compiled() is None:
+def compiled(module: str = "compiled") -> ModuleType | None:
+    """The compiled module ``mxformats.fast.<module>`` (:mod:`mxformats.fast.compiled` by
+    default) when numba imports and is not turned off, else None (the numpy fast paths run).
+    Decided once per process; a module that fails to import is None too, never a crash."""
+    if _load()[0] is None:
         return None
-    return importlib.import_module(f"mxformats.fast.{name}")
+    try:
+        return importlib.import_module(f"mxformats.fast.{module}")
+    except Exception:  # as numba's own import failing: the numpy fast paths run
+        return None
 
 
 def status() -> str:

@@ -59,7 +59,7 @@ _LITTLE_ENDIAN = sys.byteorder == "little"
 
 def _kernels() -> ModuleType | None:
     """:mod:`mxformats.fast.compiled_int4`, or None (no numba, or a big-endian host)."""
-    return jit.compiled_module("compiled_int4") if _LITTLE_ENDIAN else None
+    return jit.compiled("compiled_int4") if _LITTLE_ENDIAN else None
 
 
 @cache

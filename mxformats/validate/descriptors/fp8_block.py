@@ -23,6 +23,7 @@ import ml_dtypes
 import numpy as np
 
 from mxformats import fast
+from mxformats.fast.reproduce_fp8_block import reproduce_fp8_block
 from mxformats.formats import E4M3FN
 from mxformats.schemes.fp8_block import PRODUCERS, quantize_fp8_block
 
@@ -32,6 +33,8 @@ from .base import Descriptor, TensorSpec, cdiv
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
+
+    from mxformats.fast.moments import Moments
 
     from ..findings import Finding
     from ..model import Checkpoint, CodeStats, Module
@@ -66,6 +69,9 @@ _TOP = 0x78
 #: whose power-of-two scale ``2^ceil(log2(amax/448))`` maps its amax into (224, 448]
 _TOP_UE8M0 = 0x76
 _MAG = 0x7F
+#: The tile every producer profile quantizes in and vLLM decodes (``FP8BlockDescriptor``'s
+#: ``produce``, ``dequantize`` and compiled ``--source`` pass)
+TILE = (128, 128)
 
 #: The float dtypes of a block scale in a file -> (its significand bits, the implicit bit
 #: included; the dtypes whose every value it holds exactly). vLLM creates every FP8
@@ -285,14 +291,27 @@ class FP8BlockDescriptor(Descriptor):
         return np.asarray(arrays[self.scale_name]), E4M3FN.max
 
     def produce(self, w: NDArray[Any]) -> dict[str, NDArray[Any]]:
-        codes, scales = self.quantizer(w, block=(128, 128), profile=self.profile or "")
+        codes, scales = self.quantizer(w, block=TILE, profile=self.profile or "")
         return {"weight": codes.view(ml_dtypes.float8_e4m3fn), self.scale_name: scales}
+
+    def reproduce_in_one_pass(self, module: str, w: NDArray[Any],
+                              arrays: dict[str, NDArray[Any]]) -> Moments | None:
+        """The compiled FP8 block pass (:func:`mxformats.fast.reproduce_fp8_block.
+        reproduce_fp8_block`) in :data:`TILE` tiles, as :meth:`produce` quantizes: for codes
+        stored as :meth:`produce` writes them (float8_e4m3fn) and the scales as they are
+        stored (another dtype or shape: None, and the numpy path says where they differ)."""
+        codes, scales = arrays.get("weight"), arrays.get(self.scale_name)
+        if (self.profile is None or codes is None or scales is None
+                or codes.dtype != ml_dtypes.float8_e4m3fn):
+            return None
+        return reproduce_fp8_block(w, codes.view(np.uint8), scales, TILE, self.profile,
+                                   self.consumer)
 
     def dequantize(self, arrays: dict[str, NDArray[Any]], cols: int) -> NDArray[Any]:
         """vLLM's ``scaled_dequantize``: ``dequantize_fp8_block`` is the ``vllm`` consumer,
         the only one, which the pairing table names for every producer (:attr:`consumer`);
         the producer profile only picks the code format."""
         codes = np.ascontiguousarray(arrays["weight"]).view(np.uint8)
-        d = fast.dequantize_fp8_block(codes, arrays[self.scale_name], block=(128, 128),
+        d = fast.dequantize_fp8_block(codes, arrays[self.scale_name], block=TILE,
                                       profile=self.profile or "")
         return d
