@@ -2,8 +2,9 @@
 not when it does not.
 
 Nothing in ``mxformats`` outside :mod:`mxformats.fast` imports numba, and nothing imports it at
-``import mxformats``: :func:`compiled` imports it, and the compiled module
-:mod:`mxformats.fast.compiled`, on first use. Where numba is absent, refuses to import (numba
+``import mxformats``: :func:`compiled` imports it, and the compiled module asked for
+(:mod:`mxformats.fast.compiled` by default; :mod:`mxformats.fast.compiled_nvfp4` ...), on
+first use. Where numba is absent, refuses to import (numba
 checks numpy's version at import and raises ImportError for one newer than it supports), or is
 turned off (:data:`NUMBA_VARIABLE` = ``0``), :func:`compiled` returns None and the caller runs
 the numpy fast paths, which return the same bytes; :func:`status` says which runs and why.
@@ -28,22 +29,22 @@ NUMBA_VARIABLE = "MXFORMATS_NUMBA"
 
 
 @cache
-def _load() -> tuple[ModuleType | None, str]:
+def _load(name: str = "compiled") -> tuple[ModuleType | None, str]:
     if os.environ.get(NUMBA_VARIABLE) == "0":
         return None, f"turned off ({NUMBA_VARIABLE}=0)"
     try:
         numba = importlib.import_module("numba")
-        module = importlib.import_module("mxformats.fast.compiled")
+        module = importlib.import_module(f"mxformats.fast.{name}")
     except Exception as exc:  # absent, refusing this numpy (numba's own check: ImportError),
         # or failing on one it has not met: the numpy fast paths run, never a crash
         return None, f"numba is not importable ({type(exc).__name__}: {exc})"
     return module, f"numba {numba.__version__}"
 
 
-def compiled() -> ModuleType | None:
-    """:mod:`mxformats.fast.compiled` when numba imports and is not turned off, else None (the
-    numpy fast paths run). Decided once per process."""
-    return _load()[0]
+def compiled(name: str = "compiled") -> ModuleType | None:
+    """The compiled module ``mxformats.fast.<name>`` when numba imports and is not turned off,
+    else None (the numpy fast paths run). Decided once per process and module."""
+    return _load(name)[0]
 
 
 def status() -> str:
