@@ -61,6 +61,80 @@ def _same(got: nvfp4.NVFP4Array, want: nvfp4.NVFP4Array) -> None:
 # -- the compiled quantizer, under the harness -------------------------------------------------
 
 
+# -- the arithmetic codecs, exhaustively against the reference --------------------------------
+
+
+def _kernel_map(name: str, out: Any) -> Any:
+    """``compiled_nvfp4.<name>`` (an inline njit scalar function) mapped over an array."""
+    import numba
+
+    from mxformats.fast import compiled_nvfp4
+
+    scalar = getattr(compiled_nvfp4, name)
+
+    @numba.njit
+    def apply(values: Any, result: Any) -> None:
+        for i in range(values.shape[0]):
+            result[i] = scalar(values[i])
+
+    def call(values: Any) -> Any:
+        result = np.empty(values.shape, dtype=out)
+        apply(values, result)
+        return result
+
+    return call
+
+
+def _float32_classes() -> Any:
+    """Every float32 sign/exponent/top-3-mantissa-bit class, each with low 20 bits at the
+    rounding edges (0, 1, half, half ± 1, all ones) and one seeded random pattern; every
+    bfloat16 pattern; a million seeded random float32 patterns."""
+    classes = np.arange(1 << 12, dtype=np.uint32) << np.uint32(20)
+    rng = np.random.default_rng(27)
+    lows = np.array([0, 1, 0x7FFFF, 0x80000, 0x80001, 0xFFFFF, 0x3FFFF, 0x40000, 0x40001],
+                    dtype=np.uint32)
+    edges = (classes[:, None] | lows[None, :]).reshape(-1)
+    randoms = rng.integers(0, 1 << 32, size=1 << 20, dtype=np.uint64).astype(np.uint32)
+    bf16 = np.arange(1 << 16, dtype=np.uint32) << np.uint32(16)
+    return np.concatenate([edges, classes | rng.integers(0, 1 << 20, size=classes.size,
+                                                         dtype=np.uint32), bf16, randoms])
+
+
+@pytest.mark.usefixtures("with_numba")
+def test_e2m1_code_arithmetic_is_the_references_on_every_class() -> None:
+    """The kernels' E2M1 encoding (integer carry and float32 addition, no table) against
+    :func:`~mxformats.schemes.nvfp4.e2m1_codes` on :func:`_float32_classes`: NaN, ±Inf,
+    ±0, subnormals, every tie and its neighbours, values past 6."""
+    q = _float32_classes().view(np.float32)
+    with np.errstate(invalid="ignore"):
+        want = nvfp4.e2m1_codes(q)
+    assert _kernel_map("_e2m1_code", np.uint8)(q).tobytes() == want.tobytes()
+
+
+@pytest.mark.usefixtures("with_numba")
+def test_e4m3_code_arithmetic_is_the_references_on_0_to_448() -> None:
+    """The kernels' E4M3 encoding of clamped block scales against
+    :func:`~mxformats.schemes.nvfp4.e4m3_scale_codes` on every float32 class in ``[0, 448]``
+    (ties between subnormals, at the subnormal/normal edge, up to 448) and every E4M3 value,
+    midpoint and their float32 neighbours; the decoding of every code 0x00..0x7E."""
+    bits = _float32_classes()
+    values = bits.view(np.float32)
+    finite = values[(values >= 0) & (values <= 448) & ~np.signbit(values)]  # no -0.0 comes
+    grid = nvfp4.E4M3FN.decode(np.arange(0x7F, dtype=np.uint8), np.float64)
+    points = np.concatenate([grid, (grid[:-1] + grid[1:]) / 2]).astype(np.float32)
+    near = np.concatenate([points, np.nextafter(points, np.float32(0)),
+                           np.nextafter(points, np.float32(448))])
+    scales = np.concatenate([finite, near]).astype(np.float32)
+    want = nvfp4.e4m3_scale_codes(scales.astype(np.float64))
+    assert _kernel_map("_e4m3_code", np.uint8)(scales).tobytes() == want.tobytes()
+    codes = np.arange(0x7F, dtype=np.uint8)
+    assert _kernel_map("_e4m3_value", np.float32)(codes).tobytes() == grid.astype(
+        np.float32).tobytes()
+    e2m1 = np.arange(16, dtype=np.uint8)
+    assert _kernel_map("_e2m1_value", np.float32)(e2m1).tobytes() == \
+        nvfp4.E2M1.values.astype(np.float32).tobytes()
+
+
 def _as_mx(quantize: Any, producer: str) -> Any:
     """NVFP4 quantizer ``quantize`` of profile ``producer`` in the harness's MX calling
     convention: the packed codes, and per block its E4M3 byte followed by the global scale's

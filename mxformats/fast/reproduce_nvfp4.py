@@ -35,10 +35,9 @@ from mxformats.arith import BF16
 from mxformats.fast import jit
 from mxformats.fast import nvfp4 as fast_nvfp4
 from mxformats.fast.chunks import _float_input
-from mxformats.fast.codec import _fp8_values
 from mxformats.fast.moments import LANES, TERMS, Moments
-from mxformats.fast.nvfp4 import NVFP4_BLOCK, nvfp4_code_table
-from mxformats.formats import E2M1, E4M3FN
+from mxformats.fast.nvfp4 import NVFP4_BLOCK
+from mxformats.formats import E4M3FN
 from mxformats.schemes.nvfp4 import (
     CONSUMERS,
     E2M1_MAX,
@@ -107,10 +106,6 @@ def consumer_plan(name: str, stored: np.float32) -> tuple[bool, np.float32] | No
     return True, np.float32(1)
 
 
-def _tables() -> tuple[NDArray[np.uint8], NDArray[np.float32]]:
-    return nvfp4_code_table(), _fp8_values(E4M3FN)
-
-
 def _produced_global(producer: NVFP4Producer, largest: int,
                      global_amax: float | None = None) -> np.float32:
     """The global scale ``producer`` writes for a BF16 tensor whose largest magnitude has
@@ -151,8 +146,7 @@ def reproduce_nvfp4(w: NDArray[Any], packed: NDArray[Any], scales: NDArray[Any],
     totals = np.zeros((len(TERMS), LANES), dtype=np.float64)
     status, source_varies, weight_varies, largest = kernels.reproduce_nvfp4_bf16(
         np.ascontiguousarray(w).view(np.uint16), np.ascontiguousarray(packed),
-        np.ascontiguousarray(scales).view(np.uint8), plan, decode, *_tables(),
-        E2M1.values.astype(np.float32), totals)
+        np.ascontiguousarray(scales).view(np.uint8), plan, decode, totals)
     if status != kernels.OK or largest >= _INFINITY:
         return None
     if _produced_global(producer, int(largest)).tobytes() != stored.tobytes():
@@ -197,7 +191,7 @@ def quantize_nvfp4(x: object, *, axis: int = -1, profile: str = "modelopt",
         return numpy_path()
     codes = np.empty(rows.shape, dtype=np.uint8)
     scales = np.empty((rows.shape[0], n // NVFP4_BLOCK), dtype=np.uint8)
-    kernels.quantize_nvfp4_bf16(rows, plan, *_tables(), codes, scales)
+    kernels.quantize_nvfp4_bf16(rows, plan, codes, scales)
     return NVFP4Array(
         codes=np.ascontiguousarray(np.moveaxis(codes.reshape(moved.shape), -1, ax)),
         scales=np.ascontiguousarray(np.moveaxis(
