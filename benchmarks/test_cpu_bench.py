@@ -387,12 +387,22 @@ def test_reproduction_module(benchmark: Any, path: str) -> None:
     def compiled_path() -> Moments | None:
         return compiled_reproduce.reproduce_mxfp4(w, q.codes, q.scales, "quark", consumer)
 
-    fn = compiled_path if path == "compiled" else numpy_path
-    fn()  # numba's compile (or cache load) is never timed
+    _time_module_pass(benchmark, compiled_path if path == "compiled" else numpy_path,
+                      numpy_path, w, f"reproduction of one Kimi expert ({path})",
+                      path == "numpy")
+
+
+def _time_module_pass(benchmark: Any, fn: Callable[[], Any], numpy_path: Callable[[], Any],
+                      w: Any, op: str, slow: bool) -> None:
+    """Time one module's ``--source`` work ``fn`` (numba's compile or cache load is never
+    timed) beside a copy of its source bytes ``w``, record the ratio, the source GB/s, AVX-512
+    and numba, and check that ``fn`` gives ``numpy_path``'s moments bits."""
+    from mxformats.fast import jit
+
+    fn()
     out = np.empty_like(w)
     copy = _best_of(lambda: np.copyto(out, w))
-    stats = run(benchmark, fn, f"reproduction of one Kimi expert ({path})",
-                "validate --source, 1 thread", True, slow=path == "numpy")
+    stats = run(benchmark, fn, op, "validate --source, 1 thread", True, slow=slow)
     seconds = float(benchmark.stats.stats.min)
     benchmark.extra_info.update(
         bytes=w.nbytes, elements=w.size, copy_seconds=copy, ratio_to_copy=seconds / copy,
@@ -435,20 +445,9 @@ def test_reproduction_module_nvfp4(benchmark: Any, producer: str, path: str) -> 
         return compiled_nvfp4.reproduce_nvfp4(w, packed, scales, stored, producer,
                                               desc.consumer)
 
-    fn = compiled_path if path == "compiled" else numpy_path
-    fn()  # numba's compile (or cache load) is never timed
-    out = np.empty_like(w)
-    copy = _best_of(lambda: np.copyto(out, w))
-    stats = run(benchmark, fn, f"NVFP4 {producer} reproduction of one Kimi expert ({path})",
-                "validate --source, 1 thread", True, slow=path == "numpy")
-    seconds = float(benchmark.stats.stats.min)
-    benchmark.extra_info.update(
-        bytes=w.nbytes, elements=w.size, copy_seconds=copy, ratio_to_copy=seconds / copy,
-        source_gb_per_s=w.nbytes / seconds / 1e9, avx512=avx512(), numba=jit.status())
-    want = numpy_path()
-    assert stats is not None and want is not None
-    assert np.array([stats.error_squares, stats.cross]).view(np.uint64).tolist() == \
-        np.array([want.error_squares, want.cross]).view(np.uint64).tolist()
+    _time_module_pass(benchmark, compiled_path if path == "compiled" else numpy_path,
+                      numpy_path, w, f"NVFP4 {producer} reproduction of one Kimi expert ({path})",
+                      path == "numpy")
 
 
 @pytest.mark.parametrize("threads", [None, 1])
