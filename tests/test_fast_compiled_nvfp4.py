@@ -5,16 +5,15 @@ where it is not installed."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import ml_dtypes
 import numpy as np
 import pytest
-from conftest import requires
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_fast_compiled import _bits, numba_off, with_numba  # noqa: F401 (fixtures)
 
 from mxformats import fast
 from mxformats.fast import jit
@@ -33,21 +32,6 @@ PRODUCERS = sorted(nvfp4.PRODUCERS)
 PAIRS = [(p, c) for p in PRODUCERS for c in sorted(nvfp4.CONSUMERS)
          if nvfp4.CONSUMERS[c].global_form == nvfp4.PRODUCERS[p].global_form]
 FIXTURES = Path(__file__).resolve().parent / "data" / "producers"
-
-
-@pytest.fixture
-def with_numba() -> None:
-    """numba importable (locally a skip without it; under CI=true a failure)."""
-    requires("numba")
-    assert jit.compiled(compiled.KERNELS) is not None, jit.status()
-
-
-@pytest.fixture
-def numba_off(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setenv(jit.NUMBA_VARIABLE, "0")
-    jit._load.cache_clear()
-    yield
-    jit._load.cache_clear()  # decided again, with the environment restored
 
 
 def _same(got: nvfp4.NVFP4Array, want: nvfp4.NVFP4Array) -> None:
@@ -286,12 +270,6 @@ def _numpy_moments(w: Any, stored: dict[str, Any], consumer: str) -> Moments | N
     return Moments.of(np.asarray(d), w)
 
 
-def _bits(m: Moments | None) -> Any:
-    assert m is not None
-    sums = (m.error_squares, m.source_squares, m.cross, m.weight_spread, m.source_spread)
-    return [*np.array(sums).view(np.uint64).tolist(), m.source_varies, m.weight_varies]
-
-
 @pytest.mark.usefixtures("with_numba")
 @pytest.mark.parametrize(("producer", "consumer"), PAIRS)
 @pytest.mark.parametrize("shape", [(1, 16), (3, 48), (2, 7168), (3, PIECE // 2 + 16),
@@ -390,10 +368,14 @@ def test_pass_declines_inputs_outside_it() -> None:
 @pytest.mark.usefixtures("numba_off")
 def test_without_numba_the_numpy_paths_run() -> None:
     """numba turned off (as absent, or refusing this numpy): the quantizer is the numpy fast
-    path's (still the reference's bytes), the compiled pass answers None."""
+    path's (still the reference's bytes, under the harness's boundary blocks), the compiled
+    pass answers None."""
     assert jit.compiled(compiled.KERNELS) is None
     w = _module(3, 64, seed=4)
     for producer in PRODUCERS:
+        check_quantizer(_as_mx(compiled.quantize_nvfp4, producer), block_size=16,
+                        reference=_as_mx(nvfp4.quantize_nvfp4, producer), dtypes=("bfloat16",),
+                        sources=("boundary",)).raise_if_failed()
         _same(compiled.quantize_nvfp4(w, profile=producer),
               nvfp4.quantize_nvfp4(w, profile=producer))
         assert _pass(w, _stored(w, producer), producer,
