@@ -412,6 +412,42 @@ def _time_pass(benchmark: Any, w: Any, fn: Callable[[], Any], numpy_path: Callab
         np.array([want.error_squares, want.cross]).view(np.uint64).tolist()
 
 
+@pytest.mark.parametrize("path", ["compiled", "numpy"])
+@pytest.mark.parametrize("producer", sorted(nvfp4.PRODUCERS))
+def test_reproduction_module_nvfp4(benchmark: Any, producer: str, path: str) -> None:
+    """:func:`test_reproduction_module` for one NVFP4 module (ModelOpt or compressed-tensors)
+    of Kimi-K2 expert size: ``compiled``, the one numba pass
+    (:func:`mxformats.fast.reproduce_nvfp4.reproduce_nvfp4`: quantize with the stored global
+    scale, compare, decode as the default consumer, moments, and the module's amax to check
+    that global scale); ``numpy``, the numpy fast paths as without numba. Beside a copy of the
+    source bytes in the same test; both give the same moments bits (checked)."""
+    from mxformats.fast import jit
+    from mxformats.fast import reproduce_nvfp4 as compiled_nvfp4
+    from mxformats.fast.moments import Moments
+    from mxformats.validate.descriptors.nvfp4_ct import DESCRIPTOR as CT
+    from mxformats.validate.descriptors.nvfp4_modelopt import DESCRIPTOR as MODELOPT
+
+    if path == "compiled" and jit.compiled(compiled_nvfp4.KERNELS) is None:
+        pytest.skip(jit.status())
+    desc = {d.profile: d for d in (MODELOPT, CT)}[producer]
+    rng = np.random.default_rng(7)
+    w = (rng.standard_normal(EXPERT_SHAPE, dtype=np.float32) * 0.02).astype(ml_dtypes.bfloat16)
+    arrays = desc.produce(w)
+    packed, scales, stored = (arrays[p] for p in desc.produced_params())
+
+    def numpy_path() -> Moments | None:
+        ours = fast.quantize_nvfp4(w, profile=producer, threads=1)
+        assert ours.packed().tobytes() == packed.tobytes()
+        return Moments.of(np.asarray(desc.dequantize(arrays, w.shape[1])), w)
+
+    def compiled_path() -> Moments | None:
+        return compiled_nvfp4.reproduce_nvfp4(w, packed, scales, stored, producer,
+                                              desc.consumer)
+
+    _time_pass(benchmark, w, compiled_path if path == "compiled" else numpy_path, numpy_path,
+               f"NVFP4 {producer} reproduction of one Kimi expert ({path})", slow=path == "numpy")
+
+
 @pytest.mark.parametrize("threads", [None, 1])
 def test_int4_dequantize_fast(benchmark: Any, data: dict[str, Any], threads: int | None) -> None:
     """compressed-tensors arithmetic with bfloat16 group scales, float32 out."""

@@ -9,6 +9,7 @@ import math
 import re
 import shutil
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ import numpy as np
 import pytest
 from numpy.typing import NDArray
 
+from mxformats.fast import jit
 from mxformats.schemes.int4 import unpack_int4
 from mxformats.tensorfile import read_checkpoint_tensor
 from mxformats.validate import reproduce
@@ -617,6 +619,18 @@ def test_a_fused_module_whose_sibling_the_source_lacks_is_missing_not_a_mismatch
     assert block["tensors"] == block["identical"] == 66
 
 
+@pytest.fixture(params=["compiled", "numpy"])
+def either_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+                ) -> Iterator[None]:
+    """Once with the compiled passes (where numba imports; a module they answer for never
+    reaches the numpy path) and once with the numpy path alone (``MXFORMATS_NUMBA=0``)."""
+    monkeypatch.setenv(jit.NUMBA_VARIABLE, "1" if request.param == "compiled" else "0")
+    jit._load.cache_clear()
+    yield
+    jit._load.cache_clear()  # decided again, with the environment restored
+
+
+@pytest.mark.usefixtures("either_path")
 def test_a_module_calibrated_alone_is_reproduced_and_a_sibling_matters_only_quantized(
         tmp_path: Path) -> None:
     """NVFP4 gate and up calibrated apart (llm-compressor ``model_free_ptq`` does not fuse
@@ -628,7 +642,8 @@ def test_a_module_calibrated_alone_is_reproduced_and_a_sibling_matters_only_quan
     quantized (BF16 here: its scales dropped from the loaded checkpoint) the producer
     calibrated gate alone (ModelOpt's ``sync_moe_gate_up_amax`` skips a quantizer without
     amax, ``modelopt/torch/export/layer_utils.py`` 0.47.0), so its bytes are a REPRO_MISMATCH
-    error even though the source lacks up."""
+    error even though the source lacks up. With and without the compiled pass (which claims the
+    module calibrated alone itself)."""
     from mxformats.tensorfile import read_checkpoint_tensor
 
     fixture = "kimi-k2-nvfp4-modelopt"

@@ -2,12 +2,12 @@
 not when it does not.
 
 Nothing in ``mxformats`` outside :mod:`mxformats.fast` imports numba, and nothing imports it at
-``import mxformats``: :func:`compiled` imports it, and the compiled module it is asked for
-(:mod:`mxformats.fast.compiled`, :mod:`mxformats.fast.compiled_fp8_block`), on first use. Where
-numba is absent, refuses to import (numba checks numpy's version at import and raises
-ImportError for one newer than it supports), or is turned off (:data:`NUMBA_VARIABLE` = ``0``),
-:func:`compiled` returns None and the caller runs the numpy fast paths, which return the same
-bytes; :func:`status` says which runs and why.
+``import mxformats``: :func:`compiled` imports it, and the compiled module asked for
+(:mod:`mxformats.fast.compiled` by default; ``compiled_int4``, ``compiled_fp8_block``,
+``compiled_nvfp4``), on first use. Where numba is absent, refuses to import (numba
+checks numpy's version at import and raises ImportError for one newer than it supports), or is
+turned off (:data:`NUMBA_VARIABLE` = ``0``), :func:`compiled` returns None and the caller runs
+the numpy fast paths, which return the same bytes; :func:`status` says which runs and why.
 
 Compiled functions are ``@njit(cache=True)`` without ``fastmath``: numba keeps each machine's
 compiled code on disk (``__pycache__`` beside the module, or ``NUMBA_CACHE_DIR``), so the
@@ -29,28 +29,22 @@ NUMBA_VARIABLE = "MXFORMATS_NUMBA"
 
 
 @cache
-def _load() -> tuple[ModuleType | None, str]:
+def _load(name: str = "compiled") -> tuple[ModuleType | None, str]:
     if os.environ.get(NUMBA_VARIABLE) == "0":
         return None, f"turned off ({NUMBA_VARIABLE}=0)"
     try:
         numba = importlib.import_module("numba")
-        module = importlib.import_module("mxformats.fast.compiled")
+        module = importlib.import_module(f"mxformats.fast.{name}")
     except Exception as exc:  # absent, refusing this numpy (numba's own check: ImportError),
         # or failing on one it has not met: the numpy fast paths run, never a crash
         return None, f"numba is not importable ({type(exc).__name__}: {exc})"
     return module, f"numba {numba.__version__}"
 
 
-def compiled(module: str = "compiled") -> ModuleType | None:
-    """The compiled module ``mxformats.fast.<module>`` (:mod:`mxformats.fast.compiled` by
-    default) when numba imports and is not turned off, else None (the numpy fast paths run).
-    Decided once per process; a module that fails to import is None too, never a crash."""
-    if _load()[0] is None:
-        return None
-    try:
-        return importlib.import_module(f"mxformats.fast.{module}")
-    except Exception:  # as numba's own import failing: the numpy fast paths run
-        return None
+def compiled(name: str = "compiled") -> ModuleType | None:
+    """The compiled module ``mxformats.fast.<name>`` when numba imports and is not turned off,
+    else None (the numpy fast paths run). Decided once per process and module."""
+    return _load(name)[0]
 
 
 def status() -> str:

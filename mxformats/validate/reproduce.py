@@ -635,7 +635,7 @@ def _compiled_pass(own: Descriptor, name: str, w: NDArray[Any], arrays: dict[str
     stats = own.reproduce_in_one_pass(name, w, arrays)
     if stats is None:
         return None
-    params = own.reproduce_params()
+    params = own.produced_params()
     result = ModuleResult(name, identical=dict.fromkeys(params, True))
     _with_moments(result, stats)
     return {p: arrays[p] for p in params}, result

@@ -333,6 +333,11 @@ class Descriptor:
         """The tensors ``--source`` compares byte for byte."""
         return (self.weight_param, *self.scale_params, *self.small_params)
 
+    def produced_params(self) -> tuple[str, ...]:
+        """The tensors :meth:`produce_module` writes (those of :meth:`reproduce_params` that
+        the producer derives from the weight; NVFP4 leaves out the activation scale)."""
+        return self.reproduce_params()
+
     def unclaimed(self, ckpt: Checkpoint) -> str:
         """Why the config's recipe is one :attr:`profile` does not reproduce byte for byte
         ("" when the profile's bytes are claimed)."""

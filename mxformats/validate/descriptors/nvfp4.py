@@ -23,6 +23,7 @@ import ml_dtypes
 import numpy as np
 
 from mxformats import fast
+from mxformats.fast.reproduce_nvfp4 import reproduce_nvfp4
 from mxformats.formats import E2M1
 from mxformats.schemes.nvfp4 import PRODUCERS
 
@@ -33,6 +34,8 @@ from .nvfp4_fused import FusedDecode, fused_decode, partner
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
+
+    from mxformats.fast.moments import Moments
 
     from ..findings import Finding
     from ..model import Checkpoint, CodeStats, Module
@@ -304,6 +307,22 @@ class NVFP4Descriptor(Descriptor):
 
     def produce(self, w: NDArray[Any]) -> dict[str, NDArray[Any]]:
         return self.produce_module("", w, lambda name: None)
+
+    def produced_params(self) -> tuple[str, ...]:
+        return (self.weight_param, "weight_scale", self.global_name)
+
+    def reproduce_in_one_pass(self, module: str, w: NDArray[Any],
+                              arrays: dict[str, NDArray[Any]]) -> Moments | None:
+        """The compiled NVFP4 pass (:func:`mxformats.fast.reproduce_nvfp4.reproduce_nvfp4`):
+        the checkpoint's own global scale, checked to be the one the producer writes from this
+        module alone. A module calibrated with its fused sibling's larger amax (ModelOpt
+        ``sync_moe_gate_up_amax``, llm-compressor's fused global scale) is left to
+        :meth:`produce_module`, which reads the sibling's source."""
+        packed, scales, stored = self.produced_params()
+        if self.profile is None or not all(p in arrays for p in (packed, scales, stored)):
+            return None
+        return reproduce_nvfp4(w, arrays[packed], arrays[scales], arrays[stored], self.profile,
+                               self.consumer)
 
     def block_scales(self, arrays: dict[str, NDArray[Any]]) -> tuple[NDArray[Any], float] | None:
         """The E4M3 block scales and 6 (E2M1's largest value) times the ``weight_scale_2``
