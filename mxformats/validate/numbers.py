@@ -12,7 +12,6 @@ per-tensor findings the format descriptors build from them), wired into :func:`r
 from __future__ import annotations
 
 import re
-import zlib
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -21,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from mxformats.fast import scan as fast_scan
 from mxformats.fast.histogram import byte_counts
 from mxformats.tensorfile import DTYPES
 
@@ -223,9 +223,9 @@ def _module_checks(ckpt: Checkpoint, opts: Options, module: Module, out: ModuleN
     out.hist, out.zero_blocks = dict(stats.hist), dict(stats.zero_blocks)
     if stats.rms is None or _EXPERT.match(module.name) is None:
         return
-    w = np.ascontiguousarray(arrays[wp])
-    crc = zlib.crc32(w.reshape(-1).view(np.uint8).data)  # the bytes, without a tobytes() copy
-    key = crc.to_bytes(4, "little") + w.nbytes.to_bytes(8, "little")
+    w = arrays[wp]
+    digest = stats.checksum if stats.checksum is not None else fast_scan.checksum(w)
+    key = digest.to_bytes(8, "little") + w.nbytes.to_bytes(8, "little")
     out.expert = (key, stats.rms, stats.rms == 0.0)
 
 
