@@ -216,19 +216,25 @@ def nibble_peaks(rows: np.ndarray, unit: int, sign_magnitude: bool, flip: np.uin
 
 @njit(cache=True)
 def tile_peaks(codes: np.ndarray, mask: np.uint8, bm: int, bn: int, peaks: np.ndarray) -> None:
-    """One pass over byte codes ``codes`` (uint8 ``[R, C]``): ``peaks[t, s]`` (uint8, zeros on
-    entry, ``[ceil(R / bm), ceil(C / bn)]``) the largest ``byte & mask`` of tile ``(t, s)``,
-    partial edge tiles over their real elements."""
-    ncol = codes.shape[1]
-    for r in range(codes.shape[0]):
+    """One pass over byte codes ``codes`` (uint8 ``[R, C]``): ``peaks[t, s]`` (uint8
+    ``[ceil(R / bm), ceil(C / bn)]``) the largest ``byte & mask`` of tile ``(t, s)``, partial
+    edge tiles over their real elements. Each row is folded into a column maximum (the
+    vectorized loop), which is split into tiles at the end of each row of tiles."""
+    nrow, ncol = codes.shape
+    column = np.zeros(ncol, dtype=np.uint8)
+    for r in range(nrow):
         row = codes[r]
+        for j in range(ncol):
+            column[j] = _larger(column[j], _u8(row[j] & mask))
+        if (r + 1) % bm and r + 1 < nrow:
+            continue
         out = peaks[r // bm]
         for s in range(peaks.shape[1]):
-            top = out[s]
-            base = s * bn
-            for k in range(min(bn, ncol - base)):
-                top = _larger(top, _u8(row[base + k] & mask))
+            top = _u8(0)
+            for k in range(s * bn, min(s * bn + bn, ncol)):
+                top = _larger(top, column[k])
             out[s] = top
+        column[:] = 0
 
 
 @njit(cache=True)

@@ -142,6 +142,6 @@ def scan_tiles(codes: NDArray[np.uint8], tile: tuple[int, int], mask: int
     if found is None or codes.dtype != np.uint8 or codes.ndim != 2 or min(tile) < 1:
         return None
     rows, cols = codes.shape
-    peaks = np.zeros((-(-rows // tile[0]), -(-cols // tile[1])), dtype=np.uint8)
+    peaks = np.empty((-(-rows // tile[0]), -(-cols // tile[1])), dtype=np.uint8)
     found.tile_peaks(np.ascontiguousarray(codes), np.uint8(mask), tile[0], tile[1], peaks)
     return peaks
