@@ -333,3 +333,30 @@ def test_full_report_identical_with_and_without_numba(fixture: str,
     assert '"CODE_HISTOGRAM"' in compiled or "fp8-block" in fixture
     half = len(answered) // 2
     assert half and answered == ["compiled"] * half + ["numpy"] * half, answered
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "float8_e4m3fn", "bfloat16", "float16", "int16"])
+def test_pattern_counts_and_scale_histogram_with_and_without_numba(
+        dtype: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bit-pattern counts are :func:`numpy.bincount`'s, and the scale histograms built
+    from them the per-element ones (every pattern, NaN and infinities included), both ways."""
+    from mxformats.validate.numbers import EXPONENT_LOW, SCALE_BINS, scale_histogram
+
+    width = np.dtype(getattr(ml_dtypes, dtype, dtype)).itemsize
+    bits = np.random.default_rng(3).integers(0, 1 << (8 * width), 5000).astype(f"u{width}")
+    bits = np.concatenate([np.arange(1 << (8 * width)).astype(f"u{width}"), bits])
+    a = bits.view(np.dtype(getattr(ml_dtypes, dtype, dtype)))
+    compiled, numpy_path = _both(monkeypatch, lambda: (fast_scan.pattern_counts(a),
+                                                       scale_histogram(a)))
+    assert np.array_equal(compiled[0], np.bincount(bits, minlength=1 << (8 * width)))
+    assert np.array_equal(compiled[0], numpy_path[0])
+    assert (compiled[1] is None) == (numpy_path[1] is None) == (dtype == "int16")
+    if compiled[1] is not None:
+        assert compiled[1][0] == numpy_path[1][0]
+        assert np.array_equal(compiled[1][1], numpy_path[1][1])
+        if width == 2:  # against the per-element definition
+            with np.errstate(invalid="ignore"):
+                _, exp = np.frexp(a.astype(np.float32))
+            want = np.bincount(np.clip(exp.astype(np.int64) - EXPONENT_LOW, 0, SCALE_BINS - 1),
+                               minlength=SCALE_BINS)
+            assert np.array_equal(compiled[1][1], want)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["checksum_words", "nibble_peaks", "tile_peaks"]
+__all__ = ["checksum_words", "count_words", "nibble_peaks", "tile_peaks"]
 
 _LOW = np.uint8(0x0F)
 _INDEX = np.uint8(0x07)
@@ -158,16 +158,26 @@ def _byte_peaks(row: np.ndarray, unit: int, sign_magnitude: bool, flip: np.uint8
 
 
 @njit(cache=True)
-def _count_bytes(row: np.ndarray, ways: np.ndarray) -> None:
-    """Add each byte of ``row`` to the sub-histogram of its position modulo :data:`_WAYS`."""
+def _count_values(row: np.ndarray, ways: np.ndarray) -> None:
+    """Add each value of ``row`` to the sub-histogram (a row of ``ways``) of its position
+    modulo the number of sub-histograms."""
+    lanes = ways.shape[0]
     j = 0
-    while j + _WAYS <= row.shape[0]:
-        for w in range(_WAYS):
+    while j + lanes <= row.shape[0]:
+        for w in range(lanes):
             ways[w, row[j + w]] += 1
-        j += _WAYS
+        j += lanes
     while j < row.shape[0]:
         ways[0, row[j]] += 1
         j += 1
+
+
+@njit(cache=True)
+def count_words(data: np.ndarray, counts: np.ndarray) -> None:
+    """Add the number of elements of ``data`` (flat uint16) holding each value to ``counts``
+    (65536 int64; one histogram: four would not stay in L2)."""
+    for i in range(data.shape[0]):
+        counts[data[i]] += 1
 
 
 @njit(cache=True)
@@ -207,7 +217,7 @@ def nibble_peaks(rows: np.ndarray, unit: int, sign_magnitude: bool, flip: np.uin
         else:
             total += _bytes_checksum(row, r * nbytes)
         if histogram:
-            _count_bytes(row, ways)
+            _count_values(row, ways)
     for w in range(_WAYS):
         for v in range(256):
             counts[v] += ways[w, v]

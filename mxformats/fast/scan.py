@@ -33,12 +33,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from mxformats.fast import jit
+from mxformats.fast.histogram import byte_counts
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
 
 __all__ = ["E2M1_CODES", "OFFSET_BINARY", "TWOS_COMPLEMENT", "NibbleMagnitude", "NibbleScan",
-           "checksum", "kernels", "scan_nibbles", "scan_tiles"]
+           "checksum", "kernels", "pattern_counts", "scan_nibbles", "scan_tiles"]
 
 _LITTLE_ENDIAN = sys.byteorder == "little"
 #: uint64 words per piece of the numpy checksum (256 KiB: its temporaries stay in cache)
@@ -145,3 +146,23 @@ def scan_tiles(codes: NDArray[np.uint8], tile: tuple[int, int], mask: int
     peaks = np.empty((-(-rows // tile[0]), -(-cols // tile[1])), dtype=np.uint8)
     found.tile_peaks(np.ascontiguousarray(codes), np.uint8(mask), tile[0], tile[1], peaks)
     return peaks
+
+
+def pattern_counts(a: NDArray[Any]) -> NDArray[np.int64]:
+    """How many elements of a 1- or 2-byte array ``a`` hold each bit pattern (int64, 256 or
+    65536 counts), as :func:`numpy.bincount` of its bytes or uint16 words counts them: bytes by
+    :func:`mxformats.fast.histogram.byte_counts`, uint16 words in one compiled pass where numba
+    runs (the same integers)."""
+    flat = np.ascontiguousarray(a).reshape(-1)
+    if flat.dtype.itemsize == 1:
+        return byte_counts(flat)
+    if flat.dtype.itemsize != 2:
+        raise ValueError(f"{flat.dtype} is not a 1- or 2-byte dtype")
+    words = flat.view(np.uint16)
+    found = kernels()
+    if found is None:
+        counts: NDArray[np.int64] = np.bincount(words, minlength=1 << 16).astype(np.int64)
+        return counts
+    counts = np.zeros(1 << 16, dtype=np.int64)
+    found.count_words(words, counts)
+    return counts

@@ -86,15 +86,21 @@ def scale_histogram(a: NDArray[Any]) -> tuple[str, NDArray[np.int64]] | None:
     (FP8-block and INT4 float scales, global scales): bin ``e - EXPONENT_LOW`` counts the
     elements whose :func:`numpy.frexp` exponent is ``e`` (value = m·2^e, 0.5 <= |m| < 1),
     clipped to the bins; zero, NaN and the infinities count at exponent 0, as frexp gives.
+    A 2-byte dtype is counted by bit pattern (:func:`mxformats.fast.scan.pattern_counts`) and
+    each of the 65536 patterns binned once (float64 weights: exact below 2**53 elements).
     None for any other dtype (integer scales)."""
     flat = np.ascontiguousarray(a).reshape(-1)
     if flat.dtype.itemsize == 1:
         return "byte", byte_counts(flat)
     if flat.dtype.kind != "f" and flat.dtype.name != "bfloat16":
         return None
+    counts = None
+    if flat.dtype.itemsize == 2:  # BF16 / F16: each bit pattern binned once, by its count
+        counts = fast_scan.pattern_counts(flat)
+        flat = np.arange(counts.size, dtype=np.uint16).view(flat.dtype)
     _, exp = np.frexp(flat.astype(np.float32))
     index = np.clip(exp.astype(np.int64) - EXPONENT_LOW, 0, SCALE_BINS - 1)
-    return "exponent", np.bincount(index, minlength=SCALE_BINS).astype(np.int64)
+    return "exponent", np.bincount(index, weights=counts, minlength=SCALE_BINS).astype(np.int64)
 
 
 # -- wiring ---------------------------------------------------------------------------------
