@@ -161,7 +161,8 @@ class ModuleNumbers:
     modules (None: the module could not be read); ``hist`` and ``zero_blocks``: what its code
     checks counted; ``scale_hist``: per scale param, how its values are binned and its
 :func:`scale_histogram` counts (level ``scales`` and above, for the HTML report's per-layer
-scale distributions); ``expert``: for a routed expert's projection, its weight's checksum key,
+scale distributions); ``expert``: for a routed expert's projection, its weight's checksum key
+    (:func:`mxformats.fast.scan.checksum` and the byte count, 8 bytes each, little-endian),
     dequantized RMS and whether it is all zero (None otherwise); ``magnitude``: its decoded
     magnitude from its scales (:func:`.plausibility.measure`)."""
 
