@@ -17,13 +17,13 @@ ran).
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
 import ml_dtypes
 import numpy as np
 import pytest
+from test_cpu_bench import _best_of, avx512
 
 from mxformats.fast import jit
 from mxformats.validate import numbers
@@ -39,15 +39,6 @@ FIXTURES = ["kimi-k2-mxfp4-quark", "kimi-k2-w4a8-quark", "kimi-k2-int4-compresse
             "kimi-k2-nvfp4-modelopt", "kimi-k2-nvfp4-compressed-tensors",
             "kimi-k2-fp8-block-deepseek", "kimi-k2-fp8-block-compressed-tensors"]
 _EXPERT = "model.layers.1.mlp.experts.0.gate_proj"
-
-
-def _best(run: Any, rounds: int = 15) -> float:
-    best = float("inf")
-    for _ in range(rounds):
-        start = time.perf_counter()
-        run()
-        best = min(best, time.perf_counter() - start)
-    return best
 
 
 @pytest.mark.parametrize("fixture", FIXTURES)
@@ -89,13 +80,13 @@ def test_full_scan_per_tensor(benchmark: Any, fixture: str, tmp_path: Path) -> N
     try:
         warm = scan()  # compiles (or loads numba's cache) before anything is timed
         assert not [f for f in warm.findings if f.check.id == "INTERNAL_ERROR"], warm.findings
-        read_s, copy_s = _best(read), _best(copy)
+        read_s, copy_s = _best_of(read, 15), _best_of(copy, 15)
         benchmark.pedantic(scan, rounds=15, iterations=1, warmup_rounds=1)
     finally:
         numbers.read_module = real_read  # type: ignore[assignment]
     seconds = float(benchmark.stats.stats.min)
     benchmark.extra_info.update(
-        fixture=fixture, shape=list(SHAPE), bytes=nbytes, compiled=jit.status(),
+        fixture=fixture, shape=list(SHAPE), bytes=nbytes, compiled=jit.status(), avx512=avx512(),
         scan_ms=seconds * 1e3, copy_ms=copy_s * 1e3, read_ms=read_s * 1e3,
         ratio_to_copy=seconds / copy_s, ratio_to_read=seconds / read_s,
         scan_gb_per_s=nbytes / seconds / 1e9)
