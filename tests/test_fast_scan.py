@@ -52,10 +52,15 @@ def _toggle(numba: bool) -> None:
 
 
 @pytest.fixture
-def with_numba() -> None:
-    """numba importable (locally a skip without it; under CI=true a failure)."""
+def with_numba(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """numba importable and on, whatever the environment says (locally a skip without it;
+    under CI=true a failure)."""
     requires("numba")
+    monkeypatch.setenv(jit.NUMBA_VARIABLE, "1")
     _toggle(True)
+    yield
+    monkeypatch.undo()
+    jit._load.cache_clear()
 
 
 @pytest.fixture
@@ -68,16 +73,17 @@ def numba_off(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 
 def _both(monkeypatch: pytest.MonkeyPatch, compute: Any) -> tuple[Any, Any]:
-    """``compute()`` with numba, then with it turned off."""
+    """``compute()`` with numba, then with it turned off (whatever the environment says)."""
     requires("numba")
-    _toggle(True)
-    compiled = compute()
-    monkeypatch.setenv(jit.NUMBA_VARIABLE, "0")
     try:
+        monkeypatch.setenv(jit.NUMBA_VARIABLE, "1")
+        _toggle(True)
+        compiled = compute()
+        monkeypatch.setenv(jit.NUMBA_VARIABLE, "0")
         _toggle(False)
         return compiled, compute()
     finally:
-        monkeypatch.delenv(jit.NUMBA_VARIABLE)
+        monkeypatch.undo()
         jit._load.cache_clear()
 
 
@@ -290,12 +296,15 @@ def test_fp4_peaks_with_and_without_numba(group_bytes: int,
     compiled, numpy_path = _both(monkeypatch, lambda: stats.fp4_peaks(w, group_bytes))
     assert all(np.array_equal(a, b) and a.dtype == b.dtype
                for a, b in zip(compiled, numpy_path, strict=True))
-    for numba in (True, False):
-        monkeypatch.setenv(jit.NUMBA_VARIABLE, "1" if numba else "0")
+    try:
+        for numba in (True, False):
+            monkeypatch.setenv(jit.NUMBA_VARIABLE, "1" if numba else "0")
+            jit._load.cache_clear()
+            with pytest.raises(ValueError, match="do not split into groups of 32"):
+                stats.fp4_peaks(w, 32)
+    finally:
+        monkeypatch.undo()
         jit._load.cache_clear()
-        with pytest.raises(ValueError, match="do not split into groups of 32"):
-            stats.fp4_peaks(w, 32)
-    jit._load.cache_clear()
 
 
 # -- every producer fixture's full report, with and without numba --------------------------------

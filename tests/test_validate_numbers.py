@@ -51,9 +51,9 @@ def scan_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
     (``MXFORMATS_NUMBA=0``): a test of them runs on both."""
     if request.param == "compiled":
         requires("numba")
-    else:
-        monkeypatch.setenv(jit.NUMBA_VARIABLE, "0")
+    monkeypatch.setenv(jit.NUMBA_VARIABLE, "1" if request.param == "compiled" else "0")
     jit._load.cache_clear()
+    assert (jit.compiled() is not None) == (request.param == "compiled"), jit.status()
     yield request.param
     monkeypatch.undo()
     jit._load.cache_clear()
