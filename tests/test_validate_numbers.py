@@ -6,14 +6,16 @@ from __future__ import annotations
 import json
 import shutil
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import ml_dtypes
 import numpy as np
 import pytest
+from conftest import requires
 
+from mxformats.fast import jit
 from mxformats.schemes.int4 import pack_int4, quantize_int4, unpack_int4
 from mxformats.schemes.mx import quantize_mx
 from mxformats.schemes.w4a8 import quantize_w4a8
@@ -40,6 +42,21 @@ PRODUCERS = Path(__file__).resolve().parent / "data" / "producers"
 MXFP4, W4A8, CT = "kimi-k2-mxfp4-quark", "kimi-k2-w4a8-quark", "kimi-k2-int4-compressed-tensors"
 FULL = Options(level=Level.FULL)
 EXPERT = "model.layers.1.mlp.experts.{}.{}"
+
+
+@pytest.fixture(params=["compiled", "numpy"])
+def scan_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+              ) -> Iterator[str]:
+    """The full scan's per-tensor statistics by the compiled pass (numba) and by numpy
+    (``MXFORMATS_NUMBA=0``): a test of them runs on both."""
+    if request.param == "compiled":
+        requires("numba")
+    monkeypatch.setenv(jit.NUMBA_VARIABLE, "1" if request.param == "compiled" else "0")
+    jit._load.cache_clear()
+    assert (jit.compiled() is not None) == (request.param == "compiled"), jit.status()
+    yield request.param
+    monkeypatch.undo()
+    jit._load.cache_clear()
 
 
 def _load(folder: Path) -> Checkpoint:
@@ -132,6 +149,7 @@ def test_int4_and_w4a8_tightness_hold_for_the_producers() -> None:
         assert stats.w4a8_row_tightness(q, w.weight_scale_2).n == 0
 
 
+@pytest.mark.usefixtures("scan_path")
 def test_tightness_holds_on_the_producer_fixtures() -> None:
     for fixture in (MXFP4, W4A8, CT):
         assert not _problems(_numbers(PRODUCERS / fixture)), fixture
@@ -240,6 +258,7 @@ def test_router_bias_and_bf16_nonfinite(tmp_path: Path, monkeypatch: pytest.Monk
     assert hit.offset == ref.begin + (600 * ref.shape[1] + 3) * 2
 
 
+@pytest.mark.usefixtures("scan_path")
 def test_scale_not_tight_on_planted_codes(tmp_path: Path) -> None:
     w = EXPERT.format(2, "down_proj") + ".weight"
     def at_most_three(a: np.ndarray) -> np.ndarray:  # codes 4.0 and 6.0 become 3.0
@@ -456,8 +475,8 @@ def test_word_path_agrees_with_the_byte_table_path(fixture: str) -> None:
             packing = PACKING[ckpt.format]
             fast = stats.module_stats(packing, a)
             slow = stats._module_stats_slow(packing, a, 4.0)
-            _, f_bad, f_sq, f_n, f_zero, f_single = fast
-            _, s_bad, s_sq, s_n, s_zero, s_single = slow
+            _, f_bad, f_sq, f_n, f_zero, f_single, _ = fast
+            _, s_bad, s_sq, s_n, s_zero, s_single, _ = slow
             assert (f_bad, f_zero, f_single, f_n) == (s_bad, s_zero, s_single, s_n), module.name
             assert f_sq == pytest.approx(s_sq, rel=1e-12)
             assert np.array_equal(fast[0].hist, slow[0].hist)
@@ -494,6 +513,7 @@ def _both_paths(fmt: stats.Packing, arrays: dict[str, Any], bound: float = 4.0
             stats._module_stats_slow(fmt, arrays, bound)[1])
 
 
+@pytest.mark.usefixtures("scan_path")
 @pytest.mark.parametrize("bound", sorted(set(stats.MX_TIGHT.values())))
 def test_mx_tightness_one_code_below_each_bound_on_both_paths(bound: float) -> None:
     """A block whose largest |code| is one E2M1 step below the bound is flagged, at the bound it
@@ -530,6 +550,7 @@ def _int4_rows() -> np.ndarray:
     return np.concatenate(groups).reshape(-1, 128)
 
 
+@pytest.mark.usefixtures("scan_path")
 def test_int4_tightness_at_six_seven_and_minus_eight_on_both_paths() -> None:
     q = _int4_rows()
     top = np.abs(q.astype(np.int16)).reshape(-1, 32).max(axis=1)
@@ -547,6 +568,7 @@ def test_int4_tightness_at_six_seven_and_minus_eight_on_both_paths() -> None:
         assert fast == slow == (stats.Count(0) if exempt else want), s
 
 
+@pytest.mark.usefixtures("scan_path")
 def test_w4a8_row_tightness_at_six_seven_and_minus_eight_on_both_paths() -> None:
     q = _int4_rows().reshape(-1, 32)  # one group per row: a W4A8 row
     q = np.concatenate([q, q], axis=1)  # rows of 64 codes: whole 64-bit words
@@ -783,6 +805,7 @@ def test_ue8m0_floor_and_zero_tile(tmp_path: Path, scale: float,
     assert any("2.3841858e-07: ue8m0" in p for p in _prints(findings))
 
 
+@pytest.mark.usefixtures("scan_path")
 def test_tile_flags_block_larger_than_the_array() -> None:
     """A tile larger than the array is one tile of the whole array, with no padding beyond
     it (a hostile weight_block_size must not allocate its square); both sides of an edge."""
@@ -797,6 +820,7 @@ def test_tile_flags_block_larger_than_the_array() -> None:
     assert nonzero.tolist() == [[False], [True]] and top.tolist() == [[False], [True]]
 
 
+@pytest.mark.usefixtures("scan_path")
 def test_hostile_block_size_is_no_internal_error(tmp_path: Path) -> None:
     """weight_block_size [2^30, 2^30] (a CONFIG_QUANT error at structure level) leaves the
     numbers checks bounded: no module allocates the tile's square and fails."""
@@ -1007,6 +1031,7 @@ def test_a_nan_in_every_norm_is_listed_then_counted(tmp_path: Path) -> None:
     assert found[-1].effective_severity is Severity.ERROR
 
 
+@pytest.mark.usefixtures("scan_path")
 def test_scale_histogram_bins_bytes_and_exponents_at_their_edges() -> None:
     """1-byte scales: one bin per raw byte, 0x00 and 0xFF included; float scales: one bin per
     np.frexp exponent, -128 and 127 the last bins inside, beyond them clipped into them;

@@ -446,11 +446,14 @@ class CodeStats:
     """What a module's code checks leave for the checkpoint-wide ones: the code histogram by
     kind (``fp4``, ``int4``), the dequantized RMS of the sampled rows (None: not computed,
     the per-expert checks skip the module), and the all-zero blocks whose scale names the
-    producer that wrote them (``zero_blocks``: what the scale says -> how many blocks)."""
+    producer that wrote them (``zero_blocks``: what the scale says -> how many blocks); the
+    weight's :func:`~mxformats.fast.scan.checksum` where the compiled pass computed it on the
+    way (None: the caller computes it where it needs it)."""
 
     hist: dict[str, NDArray[Any]] = field(default_factory=dict)
     rms: float | None = None
     zero_blocks: dict[str, int] = field(default_factory=dict)
+    checksum: int | None = None
 
     def count_zero_blocks(self, scales: NDArray[Any], known: Mapping[float, str],
                           unit: str) -> None:

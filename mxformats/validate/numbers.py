@@ -12,7 +12,6 @@ per-tensor findings the format descriptors build from them), wired into :func:`r
 from __future__ import annotations
 
 import re
-import zlib
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -21,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from mxformats.fast import scan as fast_scan
 from mxformats.fast.histogram import byte_counts
 from mxformats.tensorfile import DTYPES
 
@@ -86,15 +86,21 @@ def scale_histogram(a: NDArray[Any]) -> tuple[str, NDArray[np.int64]] | None:
     (FP8-block and INT4 float scales, global scales): bin ``e - EXPONENT_LOW`` counts the
     elements whose :func:`numpy.frexp` exponent is ``e`` (value = m·2^e, 0.5 <= |m| < 1),
     clipped to the bins; zero, NaN and the infinities count at exponent 0, as frexp gives.
+    A 2-byte dtype is counted by bit pattern (:func:`mxformats.fast.scan.pattern_counts`) and
+    each of the 65536 patterns binned once (float64 weights: exact below 2**53 elements).
     None for any other dtype (integer scales)."""
     flat = np.ascontiguousarray(a).reshape(-1)
     if flat.dtype.itemsize == 1:
         return "byte", byte_counts(flat)
     if flat.dtype.kind != "f" and flat.dtype.name != "bfloat16":
         return None
+    counts = None
+    if flat.dtype.itemsize == 2:  # BF16 / F16: each bit pattern binned once, by its count
+        counts = fast_scan.pattern_counts(flat)
+        flat = np.arange(counts.size, dtype=np.uint16).view(flat.dtype)
     _, exp = np.frexp(flat.astype(np.float32))
     index = np.clip(exp.astype(np.int64) - EXPONENT_LOW, 0, SCALE_BINS - 1)
-    return "exponent", np.bincount(index, minlength=SCALE_BINS).astype(np.int64)
+    return "exponent", np.bincount(index, weights=counts, minlength=SCALE_BINS).astype(np.int64)
 
 
 # -- wiring ---------------------------------------------------------------------------------
@@ -155,7 +161,8 @@ class ModuleNumbers:
     modules (None: the module could not be read); ``hist`` and ``zero_blocks``: what its code
     checks counted; ``scale_hist``: per scale param, how its values are binned and its
 :func:`scale_histogram` counts (level ``scales`` and above, for the HTML report's per-layer
-scale distributions); ``expert``: for a routed expert's projection, its weight's checksum key,
+scale distributions); ``expert``: for a routed expert's projection, its weight's checksum key
+    (:func:`mxformats.fast.scan.checksum` and the byte count, 8 bytes each, little-endian),
     dequantized RMS and whether it is all zero (None otherwise); ``magnitude``: its decoded
     magnitude from its scales (:func:`.plausibility.measure`)."""
 
@@ -223,9 +230,9 @@ def _module_checks(ckpt: Checkpoint, opts: Options, module: Module, out: ModuleN
     out.hist, out.zero_blocks = dict(stats.hist), dict(stats.zero_blocks)
     if stats.rms is None or _EXPERT.match(module.name) is None:
         return
-    w = np.ascontiguousarray(arrays[wp])
-    crc = zlib.crc32(w.reshape(-1).view(np.uint8).data)  # the bytes, without a tobytes() copy
-    key = crc.to_bytes(4, "little") + w.nbytes.to_bytes(8, "little")
+    w = arrays[wp]
+    digest = stats.checksum if stats.checksum is not None else fast_scan.checksum(w)
+    key = digest.to_bytes(8, "little") + w.nbytes.to_bytes(8, "little")
     out.expert = (key, stats.rms, stats.rms == 0.0)
 
 

@@ -62,7 +62,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from mxformats.fast.histogram import byte_counts
+from mxformats.fast import scan as fast_scan
 
 from .findings import MAX_LISTED, Finding, Level, Listing, Severity, declare
 
@@ -120,8 +120,7 @@ def _values(scales: NDArray[Any]) -> tuple[NDArray[np.float64], NDArray[np.int64
     a = np.ascontiguousarray(scales).reshape(-1)
     if a.dtype.itemsize in (1, 2):
         bits = np.dtype(f"u{a.dtype.itemsize}")
-        counts = (byte_counts(a) if a.dtype.itemsize == 1
-                  else np.bincount(a.view(bits), minlength=1 << 16))
+        counts = fast_scan.pattern_counts(a)
         present = np.flatnonzero(counts)
         table = present.astype(bits).view(a.dtype).astype(np.float64)
         return np.abs(table), counts[present]

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
+from mxformats.fast import scan as fast_scan
 from mxformats.fast.histogram import byte_counts
 from mxformats.formats import E2M1
 from mxformats.schemes.int4 import unpack_int4
@@ -47,6 +48,7 @@ __all__ = [
     "code_histogram",
     "e8m0_stats",
     "expert_rms_outliers",
+    "fp4_peaks",
     "int4_group_tightness",
     "mx_tightness",
     "nonfinite_count",
@@ -293,11 +295,33 @@ def byte_stats(packed: NDArray[Any], kind: str, group_bytes: int | None) -> Byte
         raise ValueError(f"rows of {rows.shape[1]} bytes do not split into groups of {g}")
     gmax = top[rows].reshape(rows.shape[0], -1, g).max(axis=-1)
     gsq = sq[rows].reshape(rows.shape[0], -1, g).sum(axis=-1, dtype=np.float64)
-    counts = np.bincount(rows.reshape(-1), minlength=256).reshape(16, 16)  # [hi, lo]
-    nib = counts.sum(axis=0) + counts.sum(axis=1)
+    return ByteStats(gmax, gsq, _nibble_histogram(np.bincount(rows.reshape(-1), minlength=256),
+                                                  bins))
+
+
+def _nibble_histogram(counts: NDArray[Any], bins: NDArray[np.int64]) -> NDArray[np.int64]:
+    """The 16-bin code histogram from the 256 byte counts: each byte's two nibbles, nibble
+    ``v`` in bin ``bins[v]``."""
+    square = counts.reshape(16, 16)  # [hi, lo]
+    nib = square.sum(axis=0) + square.sum(axis=1)
     hist = np.zeros(16, np.int64)
     np.add.at(hist, bins, nib)
-    return ByteStats(gmax, gsq, hist)
+    return hist
+
+
+def fp4_peaks(packed: NDArray[Any], group_bytes: int
+              ) -> tuple[NDArray[np.uint8], NDArray[np.int64]]:
+    """:class:`ByteStats`' ``gmax`` and ``hist`` of a whole packed E2M1 weight ``[O, ...]``
+    (NVFP4), without the sums of squares: in one compiled pass
+    (:func:`mxformats.fast.scan.scan_nibbles`) where numba runs, else :func:`byte_stats`;
+    the same answers, and the same ValueError for rows that do not split into groups."""
+    w = np.ascontiguousarray(packed)
+    rows = w.view(np.uint8).reshape(w.shape[0], -1)
+    scanned = fast_scan.scan_nibbles(rows, group_bytes, fast_scan.E2M1_CODES, histogram=True)
+    if scanned is None or scanned.counts is None:
+        st = byte_stats(rows, "fp4", group_bytes)
+        return st.gmax, st.hist
+    return scanned.peaks, _nibble_histogram(scanned.counts, _LUT["fp4"][2])
 
 
 #: E2M1 magnitude index of a bound (4.0 -> 6, 3.0 -> 5, 2.0 -> 4).
@@ -526,14 +550,25 @@ def _flags(words: NDArray[np.uint64], kind: str, bound_index: int = 6
     return nz, seven
 
 
+#: Per packing: how its 4-bit codes' magnitudes read (the compiled pass's parameter) and the
+#: magnitude from which a unit is tight for the integer packings (|q| >= 7).
+_MAGNITUDES: dict[str, fast_scan.NibbleMagnitude] = {
+    "mx-fp4": fast_scan.E2M1_CODES, "int4-row": fast_scan.TWOS_COMPLEMENT,
+    "int4-group": fast_scan.OFFSET_BINARY}
+_INT4_TIGHT = 7
+
+
 def module_stats(packing: Packing, arrays: dict[str, NDArray[Any]], bound: float = 4.0,
-                 group: int | None = 32) -> tuple[ByteStats, Count, float, int, Count, bool]:
+                 group: int | None = 32
+                 ) -> tuple[ByteStats, Count, float, int, Count, bool, int | None]:
     """Stats of a quantized module: (byte stats of the sampled rows, tightness violations,
     dequantized sum of squares and element count of the sampled rows, all-zero rows, single
-    code). Tightness, zero rows and the single-code test read every byte (SWAR over uint64
-    words); the histogram and RMS read at most :data:`STATS_BYTES` of evenly spaced rows.
-    ``group``: ``int4-group``'s elements per scale, a multiple of 32 (None: one per row).
-    ValueError when the shapes do not fit the format."""
+    code, the weight's :func:`~mxformats.fast.scan.checksum` where the pass computed it, else
+    None). Tightness, zero rows and the single-code test read every byte: in one compiled pass
+    (:func:`mxformats.fast.scan.scan_nibbles`, which also gives the checksum) where numba runs,
+    else SWAR over uint64 words, with the same answers; the histogram and RMS read at most
+    :data:`STATS_BYTES` of evenly spaced rows. ``group``: ``int4-group``'s elements per scale,
+    a multiple of 32 (None: one per row). ValueError when the shapes do not fit the format."""
     wp = "weight_packed" if "weight_packed" in arrays else "weight"
     w = np.ascontiguousarray(arrays[wp])
     rows = w.view(np.uint8).reshape(w.shape[0], -1)
@@ -543,27 +578,17 @@ def module_stats(packing: Packing, arrays: dict[str, NDArray[Any]], bound: float
     if (row_bytes % 16 and packing != "int4-row") or row_bytes % 8 or (
             group is not None and group % 32) or (row_bytes // 16) % per:
         return _module_stats_slow(packing, arrays, bound, group)
-    words = rows.view(np.uint64)
-    kind = {"mx-fp4": "fp4", "int4-group": "int4-ct"}.get(
-        packing, "int4"
-    )
     per_row = packing == "int4-row"
-    ncol = 1 if per_row else words.shape[1] // 2
-    nzg = np.empty((nrow, ncol), dtype=bool)
-    hig = np.empty((nrow, ncol), dtype=bool)
-    block = max(1, _CACHE_WORDS // max(words.shape[1], 1))  # rows per cache-sized chunk
     bidx = _mx_index(bound)
-    for r in range(0, nrow, block):
-        nz, hi = _flags(words[r:r + block], kind, bidx)
-        if per_row:
-            nzg[r:r + block, 0] = np.bitwise_or.reduce(nz, axis=1) != 0
-            hig[r:r + block, 0] = np.bitwise_or.reduce(hi, axis=1) != 0
-        else:
-            nzg[r:r + block] = (nz[:, 0::2] | nz[:, 1::2]) != 0
-            hig[r:r + block] = (hi[:, 0::2] | hi[:, 1::2]) != 0
-    first = words.reshape(-1)[:1]
-    single = bool(np.all(words == first)) and bool(
-        first.size and (int(first[0]) & 0xF) * _ONES == int(first[0]))
+    scanned = fast_scan.scan_nibbles(rows, row_bytes if per_row else 16, _MAGNITUDES[packing])
+    digest = None
+    if scanned is not None:
+        nzg = scanned.peaks > 0
+        hig = scanned.peaks >= (bidx if packing == "mx-fp4" else _INT4_TIGHT)
+        single, digest = scanned.same, scanned.checksum
+    else:
+        kind = {"mx-fp4": "fp4", "int4-group": "int4-ct"}.get(packing, "int4")
+        nzg, hig, single = _swar_flags(rows.view(np.uint64), kind, per_row, bidx)
     if packing == "mx-fp4" and not np.any(nzg):
         single = True
     zero_rows = Count.of(~np.any(nzg, axis=1))
@@ -575,7 +600,7 @@ def module_stats(packing: Packing, arrays: dict[str, NDArray[Any]], bound: float
         bad = Count.of(nzg & ~hig & (sc > 1) & (sc < 254))
         st = byte_stats(rows[::step], "fp4", 16)
         sumsq = float((st.gsq * np.ldexp(1.0, 2 * (sc[::step].astype(np.int32) - 127))).sum())
-        return st, bad, sumsq, 2 * st.gmax.size * 16, zero_rows, single
+        return st, bad, sumsq, 2 * st.gmax.size * 16, zero_rows, single, digest
     if packing == "int4-row":
         s2 = np.asarray(arrays["weight_scale_2"], dtype=np.float64).reshape(-1)
         s1 = float(np.asarray(arrays["weight_scale"], dtype=np.float64).reshape(-1)[0])
@@ -584,13 +609,13 @@ def module_stats(packing: Packing, arrays: dict[str, NDArray[Any]], bound: float
         bad = Count.of(nzg[:, 0] & ~hig[:, 0] & ~(s2 <= _F32_EPS * (1 + 1e-6)))
         st = byte_stats(rows[::step], "int4-quark", None)
         sumsq = float((st.gsq[:, 0] * s2[::step] ** 2).sum()) * s1 * s1
-        return st, bad, sumsq, 2 * rows[::step].size, zero_rows, single
+        return st, bad, sumsq, 2 * rows[::step].size, zero_rows, single, digest
     sc = np.asarray(arrays["weight_scale"]).astype(np.float64)
     cols = int(np.asarray(arrays["weight_shape"]).reshape(-1)[-1]) if "weight_shape" in arrays \
         else 8 * w.shape[-1]
     if cols != 2 * row_bytes:
         return _module_stats_slow(packing, arrays, bound, group)
-    per = ncol if group is None else per
+    per = nzg.shape[1] if group is None else per
     nz_group = np.any(nzg.reshape(nrow, -1, per), axis=-1)
     hi_group = np.any(hig.reshape(nrow, -1, per), axis=-1)
     if nz_group.shape != sc.shape:
@@ -598,12 +623,36 @@ def module_stats(packing: Packing, arrays: dict[str, NDArray[Any]], bound: float
     bad = Count.of(nz_group & ~hi_group & ~(np.abs(sc) <= _F32_EPS))
     st = byte_stats(rows[::step], "int4-ct", 16)
     sumsq = float((st.gsq * np.repeat(sc[::step], per, axis=-1) ** 2).sum())
-    return st, bad, sumsq, 2 * rows[::step].size, zero_rows, single
+    return st, bad, sumsq, 2 * rows[::step].size, zero_rows, single, digest
+
+
+def _swar_flags(words: NDArray[np.uint64], kind: str, per_row: bool, bound_index: int
+                ) -> tuple[NDArray[np.bool_], NDArray[np.bool_], bool]:
+    """The numpy pass of :func:`module_stats`: per 32 codes (per row with ``per_row``), whether
+    one is non-zero and whether one reaches the tightness bound, and whether every 4-bit code
+    equals the first; SWAR over the uint64 words ``[R, W]``, in cache-sized chunks of rows."""
+    nrow = words.shape[0]
+    ncol = 1 if per_row else words.shape[1] // 2
+    nzg = np.empty((nrow, ncol), dtype=bool)
+    hig = np.empty((nrow, ncol), dtype=bool)
+    block = max(1, _CACHE_WORDS // max(words.shape[1], 1))  # rows per cache-sized chunk
+    for r in range(0, nrow, block):
+        nz, hi = _flags(words[r:r + block], kind, bound_index)
+        if per_row:
+            nzg[r:r + block, 0] = np.bitwise_or.reduce(nz, axis=1) != 0
+            hig[r:r + block, 0] = np.bitwise_or.reduce(hi, axis=1) != 0
+        else:
+            nzg[r:r + block] = (nz[:, 0::2] | nz[:, 1::2]) != 0
+            hig[r:r + block] = (hi[:, 0::2] | hi[:, 1::2]) != 0
+    first = words.reshape(-1)[:1]
+    single = bool(np.all(words == first)) and bool(
+        first.size and (int(first[0]) & 0xF) * _ONES == int(first[0]))
+    return nzg, hig, single
 
 
 def _module_stats_slow(packing: Packing, arrays: dict[str, NDArray[Any]], bound: float,
                        group: int | None = 32) -> tuple[ByteStats, Count, float, int, Count,
-                                                        bool]:
+                                                        bool, int | None]:
     """Byte-table path for rows that do not split into whole 64-bit words / padded groups."""
     if packing == "mx-fp4":
         w, sc = arrays["weight"], np.asarray(arrays["weight_scale"]).view(np.uint8)
@@ -641,7 +690,7 @@ def _module_stats_slow(packing: Packing, arrays: dict[str, NDArray[Any]], bound:
     distinct = np.flatnonzero(st.hist)
     if packing == "mx-fp4":
         distinct = np.unique(distinct & 7)
-    return st, bad, sumsq, n, zero_rows, len(distinct) <= 1
+    return st, bad, sumsq, n, zero_rows, len(distinct) <= 1, None
 
 
 def pack_rows(q: NDArray[np.int8]) -> NDArray[np.int32]:
@@ -656,9 +705,11 @@ def packed_code_findings(ckpt: Checkpoint, module: Module, arrays: dict[str, NDA
                          bound: float = 4.0, group: int | None = 32) -> Iterator[Finding]:
     """The code checks of the packed 4-bit formats (MXFP4, W4A8, INT4; ``packing`` says
     which layout; ``group``: INT4's elements per scale, None per row): tightness, the
-    single-code and all-zero-row tests, the histogram and RMS (into ``stats``)."""
+    single-code and all-zero-row tests, the histogram, RMS and the pass's checksum (into
+    ``stats``)."""
     ref, w = module.tensors[weight_param], arrays[weight_param]
-    st, tight, sumsq, n, zero_rows, single = module_stats(packing, arrays, bound, group)
+    st, tight, sumsq, n, zero_rows, single, stats.checksum = module_stats(packing, arrays,
+                                                                      bound, group)
     stats.rms = float(np.sqrt(sumsq / max(n, 1)))
     kind = "fp4" if packing == "mx-fp4" else "int4"
     stats.hist[kind] = stats.hist.get(kind, np.zeros(16, np.int64)) + st.hist

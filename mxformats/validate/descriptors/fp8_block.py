@@ -23,6 +23,7 @@ import ml_dtypes
 import numpy as np
 
 from mxformats import fast
+from mxformats.fast import scan as fast_scan
 from mxformats.fast.reproduce_fp8_block import reproduce_fp8_block
 from mxformats.formats import E4M3FN
 from mxformats.schemes.fp8_block import PRODUCERS, quantize_fp8_block
@@ -109,10 +110,15 @@ def tile_flags(codes: NDArray[Any], block: tuple[int, int], least: int = _TOP
     code, holds a code whose magnitude byte is at least ``least``: by default one in the top
     binade). Partial edge tiles count their real elements. A tile larger than the array (a
     block size from an untrusted config) is one tile of the whole array: the padding never
-    exceeds the array's own size."""
+    exceeds the array's own size. One compiled pass over the codes where numba runs
+    (:func:`mxformats.fast.scan.scan_tiles`: each tile's largest magnitude byte), else numpy
+    over the zero-padded tiles; the same answers."""
     c = np.ascontiguousarray(codes).view(np.uint8)
     rows, cols = c.shape
     bm, bn = min(block[0], max(rows, 1)), min(block[1], max(cols, 1))
+    peaks = fast_scan.scan_tiles(c, (bm, bn), _MAG)  # one compiled pass, where numba runs
+    if peaks is not None:
+        return peaks != 0, peaks >= least
     grid = (cdiv(rows, bm), cdiv(cols, bn))
     padded = np.zeros((grid[0] * bm, grid[1] * bn), np.uint8)
     padded[:rows, :cols] = c

@@ -28,7 +28,7 @@ from mxformats.formats import E2M1
 from mxformats.schemes.nvfp4 import PRODUCERS
 
 from ..findings import MAX_LISTED, Level, Listing, Severity, declare
-from ..stats import Count, byte_stats, finding, scale_findings, where
+from ..stats import Count, byte_stats, finding, fp4_peaks, scale_findings, where
 from .base import Descriptor, EnginePath, TensorSpec, cdiv
 from .nvfp4_fused import FusedDecode, fused_decode, partner
 
@@ -242,18 +242,18 @@ class NVFP4Descriptor(Descriptor):
                       stats: CodeStats) -> Iterator[Finding]:
         ref = module.tensors[self.weight_param]
         gs = self.group_size(ckpt)
-        st = byte_stats(arrays[self.weight_param], "fp4", gs // 2)
+        gmax, hist = fp4_peaks(arrays[self.weight_param], gs // 2)
         scales = np.asarray(arrays["weight_scale"]).astype(np.float64)
-        if st.gmax.shape != scales.shape:
+        if gmax.shape != scales.shape:
             return  # the layout checks report the shapes
-        stats.hist["fp4"] = stats.hist.get("fp4", np.zeros(16, np.int64)) + st.hist
-        stats.count_zero_blocks(scales[st.gmax == 0], ZERO_BLOCK_PRODUCERS,
+        stats.hist["fp4"] = stats.hist.get("fp4", np.zeros(16, np.int64)) + hist
+        stats.count_zero_blocks(scales[gmax == 0], ZERO_BLOCK_PRODUCERS,
                                 "all-zero NVFP4 blocks")
         clamped = np.isin(scales, self.clamped_scales)
-        tight = st.gmax == _SIX
-        if self.is_four_over_six(st.gmax, scales):
-            tight |= st.gmax == _FOUR
-        loose = Count.of((st.gmax > 0) & ~tight & ~clamped)
+        tight = gmax == _SIX
+        if self.is_four_over_six(gmax, scales):
+            tight |= gmax == _FOUR
+        loose = Count.of((gmax > 0) & ~tight & ~clamped)
         if loose.n:
             row, blk = divmod(loose.first, scales.shape[1])
             yield finding(NVFP4_BLOCK_NOT_TIGHT, ref, f"{loose.n} non-zero block(s) whose "
