@@ -42,7 +42,7 @@ from mxformats.schemes import fp8 as reference_fp8
 from mxformats.schemes import int4 as reference_int4
 from mxformats.schemes import w4a8 as reference_w4a8
 from mxformats.schemes.int4 import Int4Array
-from mxformats.schemes.w4a8 import W4A8
+from mxformats.schemes.w4a8 import W4A8Array
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
@@ -223,7 +223,7 @@ def quantize_int4(x: object, *, group_size: int | None = 32, axis: int = -1,
                      profile=profile)
 
 
-def quantize_w4a8(w: object, *, profile: str = "quark") -> W4A8:
+def quantize_w4a8(w: object, *, profile: str = "quark") -> W4A8Array:
     """:func:`mxformats.fast.quantize_w4a8` (the same bytes), with 2-D bfloat16 or float32
     input whose row length is a multiple of 8 quantized by the compiled rows
     :func:`reproduce_w4a8` runs (the per-tensor scale from the reference's
@@ -247,6 +247,6 @@ def quantize_w4a8(w: object, *, profile: str = "quark") -> W4A8:
     words = np.empty((data.shape[0], data.shape[1] // 8), dtype=np.uint32)
     s2 = np.empty(data.shape[0], dtype=np.float32)
     kernels.quantize_w4a8_rows(rows, data.dtype == BF16, s1, plan, iplan, fplan, words, s2)
-    return W4A8(weight=words.view(np.int32), weight_scale=np.asarray(s1, _F32).reshape(()),
+    return W4A8Array(weight=words.view(np.int32), weight_scale=np.asarray(s1, _F32).reshape(()),
                 weight_scale_2=s2)
 
