@@ -6,16 +6,15 @@ installed."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import ml_dtypes
 import numpy as np
 import pytest
-from conftest import requires
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_fast_compiled import _bits, numba_off, with_numba  # noqa: F401 (fixtures)
 
 from mxformats.fast import jit
 from mxformats.fast import reproduce_int4 as compiled
@@ -32,27 +31,6 @@ DATA = Path(__file__).resolve().parent / "data"
 SOURCE = DATA / "producers" / "src-bf16"
 W4A8 = quark_w4a8.DESCRIPTOR
 BF16 = ml_dtypes.bfloat16
-
-
-@pytest.fixture
-def with_numba() -> None:
-    """numba importable (locally a skip without it; under CI=true a failure)."""
-    requires("numba")
-    assert jit.compiled("compiled_int4") is not None, jit.status()
-
-
-@pytest.fixture
-def numba_off(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setenv(jit.NUMBA_VARIABLE, "0")
-    jit._load.cache_clear()
-    yield
-    jit._load.cache_clear()  # decided again, with the environment restored
-
-
-def _bits(m: Moments | None) -> Any:
-    assert m is not None
-    sums = (m.error_squares, m.source_squares, m.cross, m.weight_spread, m.source_spread)
-    return [*np.array(sums).view(np.uint64).tolist(), m.source_varies, m.weight_varies]
 
 
 def _module(rows: int, cols: int, seed: int, scale: float = 0.02) -> Any:

@@ -32,7 +32,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from mxformats.fast.compiled import OK, OTHER, _accumulate
+from mxformats.fast.compiled import OK, OTHER, _accumulate, finish
 from mxformats.fast.moments import LANES, TERMS
 
 __all__ = ["INT4_PLAN", "OK", "OTHER", "quantize_int4_rows", "quantize_w4a8_rows",
@@ -204,20 +204,6 @@ def quantize_int4_rows(src: np.ndarray, shift: int, group: int, iplan: np.ndarra
 
 
 @njit(cache=True)
-def _finish(local: np.ndarray, totals: np.ndarray) -> tuple[int, bool, bool]:
-    """The last piece's sums into ``totals``; the status and the varies flags read from the
-    sums (as :func:`mxformats.fast.compiled.reproduce_mxfp4` reads them: a non-finite
-    dequantized value makes the sum of ``(d - x)**2`` non-finite; a positive sum of
-    ``(x - Kx)**2`` means some ``x`` differs from ``Kx``, alike for ``d``)."""
-    for t in range(_TERMS):
-        for lane in range(LANES):
-            totals[t, lane] += local[t, lane]
-    if not np.isfinite(totals[1]).all():
-        return OTHER, False, False
-    return OK, totals[4].sum() > 0, totals[5].sum() > 0
-
-
-@njit(cache=True)
 def reproduce_int4(src: np.ndarray, shift: int, words: np.ndarray, scales: np.ndarray,
                    scale_shift: int, group: int, iplan: np.ndarray, fplan: np.ndarray,
                    round_product: bool, totals: np.ndarray) -> tuple[int, bool, bool]:
@@ -264,7 +250,7 @@ def reproduce_int4(src: np.ndarray, shift: int, words: np.ndarray, scales: np.nd
         if r == 0:
             kx, kd = np.float64(x[0]), np.float64(ds[0])
         _accumulate(x, ds, r * cols, kx, kd, local, totals)
-    return _finish(local, totals)
+    return finish(local, totals)
 
 
 @njit(cache=True)
@@ -378,5 +364,5 @@ def reproduce_w4a8(src: np.ndarray, narrow: bool, s1: np.float32, words: np.ndar
         if r == 0:
             kx, kd = np.float64(x[0]), np.float64(ds[0])
         _accumulate(x, ds, r * cols, kx, kd, local, totals)
-    status, source_varies, weight_varies = _finish(local, totals)
+    status, source_varies, weight_varies = finish(local, totals)
     return status, source_varies, weight_varies, amax
