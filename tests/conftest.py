@@ -23,7 +23,7 @@ import contextlib
 import importlib
 import os
 import signal
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator, Sequence
 from types import ModuleType
 from typing import Any
 
@@ -86,6 +86,50 @@ def requires(name: str) -> ModuleType:
     if IN_CI:
         pytest.fail(f"{reason} (CI=true: a missing dependency is a failure)", pytrace=False)
     pytest.skip(reason, allow_module_level=True)
+
+
+# --- assertion reports on large operands ----------------------------------------------------
+
+#: Above this length an ``==`` between two sequences is explained by its first difference.
+LARGE_OPERAND = 512
+#: The variables by which pytest (``_pytest.compat.running_on_ci``) decides not to truncate.
+_CI_VARIABLES = ("CI", "BUILD_NUMBER")
+
+
+def _first_difference(left: Sequence[Any], right: Sequence[Any]) -> list[str]:
+    first = next((i for i, (a, b) in enumerate(zip(left, right, strict=False)) if a != b),
+                 min(len(left), len(right)))
+    start, stop = max(first - 8, 0), first + 8
+    return [
+        f"{type(left).__name__} of length {len(left)} == {type(right).__name__} of length "
+        f"{len(right)}: first difference at index {first}",
+        f"  left[{start}:{stop}]  = {left[start:stop]!r}",
+        f"  right[{start}:{stop}] = {right[start:stop]!r}",
+    ]
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_assertrepr_compare(
+    op: str, left: object, right: object
+) -> Generator[None, list[list[str]], list[list[str]]]:
+    """A failed ``==`` between two long sequences (a tensor's ``tobytes()``, a long list) is
+    explained first by its lengths and first differing index, and pytest's own diff of it is
+    truncated as it is off CI.
+
+    Under ``CI=true`` pytest does not truncate, and its difflib diff of megabytes of bytes is
+    quadratic: a failing bit-exactness test (a caught mutant) ran past the mutant runner's
+    900 s timeout. The CI variables are hidden from pytest for that one explanation only.
+    """
+    kinds = (bytes, bytearray, str, list, tuple)
+    if (op != "==" or not isinstance(left, kinds) or not isinstance(right, kinds)
+            or max(len(left), len(right)) <= LARGE_OPERAND):
+        return (yield)
+    hidden = {name: os.environ.pop(name) for name in _CI_VARIABLES if name in os.environ}
+    try:
+        explanations = yield
+    finally:
+        os.environ.update(hidden)
+    return [_first_difference(left, right), *explanations]
 
 
 # --- CI: no skips ------------------------------------------------------------------------

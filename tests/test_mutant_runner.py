@@ -352,3 +352,22 @@ def test_a_mutant_copy_gets_the_pristine_compiled_code_unless_it_patches_it(
     found = sorted(p.name for p in (copy / run.COMPILED_PACKAGE / "__pycache__").glob("*"))
     assert (copied, found) == ((2, ["compiled.f-10.py312.1.nbc", "compiled.f-10.py312.nbi"])
                                if shared else (0, []))
+
+
+def test_a_run_past_its_timeout_reports_the_line_it_hung_on(project: Path) -> None:
+    (project / "tests" / "test_hangs.py").write_text(textwrap.dedent("""
+        import time
+
+        def test_hangs():
+            time.sleep(60)  # the line the report names
+        """))
+    rc, report = run.run_pytest(project, ["tests/test_hangs.py"], timeout=4)
+    assert rc == -1
+    assert report.startswith("timed out after 4s\nTimeout (")
+    assert 'test_hangs.py", line 5 in test_hangs' in report
+
+
+def test_innermost_frames_without_a_dump_are_the_last_lines() -> None:
+    assert run.innermost_frames("a\nb\nc", frames=2) == "b\nc"
+    dumps = "out\nTimeout (0:00:01)!\nold\nTimeout (0:00:02)!\n  File x\n  File y\nrest"
+    assert run.innermost_frames(dumps, frames=2) == "Timeout (0:00:02)!\n  File x"

@@ -323,7 +323,9 @@ def run_pytest(
 ) -> tuple[int, str]:
     """Run one selection in ``copy`` (with ``-x`` unless told otherwise); its own
     ``--basetemp``, so concurrent runs never share (or clean up) each other's temporary
-    folders."""
+    folders. A test still running at 80% of ``timeout`` has its stack dumped (pytest's
+    ``faulthandler_timeout``), and a run that times out reports the output it had, so a hang
+    names the line it hung on."""
     basetemp = scratch_path(copy)  # pytest makes basetemp itself, not its parents
     cmd = [
         sys.executable,
@@ -333,6 +335,8 @@ def run_pytest(
         "-q",
         "-p",
         "no:cacheprovider",
+        "-o",
+        f"faulthandler_timeout={max(1, int(timeout * 0.8))}",
         f"--basetemp={basetemp}",
         *selection,
     ]
@@ -345,9 +349,22 @@ def run_pytest(
             text=True,
             timeout=timeout,
         )
-    except subprocess.TimeoutExpired:
-        return -1, f"timed out after {timeout:.0f}s"
+    except subprocess.TimeoutExpired as expired:
+        partial = "".join(
+            part.decode(errors="replace") if isinstance(part, bytes) else part
+            for part in (expired.stdout, expired.stderr) if part)
+        return -1, f"timed out after {timeout:.0f}s\n{innermost_frames(partial)}"
     return out.returncode, out.stdout + out.stderr
+
+
+def innermost_frames(output: str, frames: int = 12) -> str:
+    """The first ``frames`` lines of the last faulthandler dump in a pytest run's output (the
+    innermost frames come first), or the output's last lines when it has none."""
+    lines = output.splitlines()
+    starts = [i for i, line in enumerate(lines) if line.startswith("Timeout (")]
+    if not starts:
+        return "\n".join(lines[-frames:])
+    return "\n".join(lines[starts[-1]:starts[-1] + frames])
 
 
 def show(selection: list[str]) -> str:
