@@ -223,7 +223,7 @@ def finish(local: np.ndarray, totals: np.ndarray) -> tuple[int, bool, bool]:
 
     Read from the sums, exactly: a dequantized Inf (an overflowing product; NaN cannot occur
     without a 0xFF byte) makes the sum of (d-x)**2 Inf, which finite terms never reach
-    (|d - x| < 2**130); and x != Kx exactly when (x-Kx)**2 > 0 (the smallest difference of
+    (``|d - x| < 2**130``); and x != Kx exactly when (x-Kx)**2 > 0 (the smallest difference of
     two BF16 or float32 values squares to at least 2**-298, above float64's underflow), so
     the sum of the squares is positive exactly when some x differs, and alike for d."""
     for t in range(_TERMS):

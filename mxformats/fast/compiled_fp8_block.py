@@ -68,7 +68,7 @@ class Plan(NamedTuple):
     power_of_two: bool
     #: a zero scale becomes this value (0: stays zero, the same bits)
     zero_scale: np.float32
-    #: :data:`MAX_OVER_AMAX`, :data:`RECIPROCAL_OF_SCALE` or :data:`DIVIDE_BY_SCALE`
+    #: ``MAX_OVER_AMAX``, ``RECIPROCAL_OF_SCALE`` or ``DIVIDE_BY_SCALE``
     multiplier: int
     #: the floor of the tile maximum in ``fmt_max / amax`` (float32; 0: none)
     multiplier_floor: np.float32
@@ -175,7 +175,7 @@ def _tile_scales(maxima: np.ndarray, plan: Plan, stored: np.ndarray,
     """Per tile of a band, from its finite maximum (BF16 magnitude bits): ``stored``, the
     bits of the scale as the checkpoint stores it (float32 bits; a bfloat16 scale widened),
     and ``operands``, what each element is multiplied by or divided by
-    (:func:`mxformats.schemes.fp8_block._scales`, ``_scaled``, in their order)."""
+    (``mxformats.schemes.fp8_block._scales``, ``_scaled``, in their order)."""
     for t in range(maxima.shape[0]):
         amax = _f32(np.uint32(maxima[t]) << np.uint32(16))
         scale = np.float32(max(amax, plan.scale_floor)) / plan.fmt_max

@@ -15,7 +15,7 @@ round-half-even to an integer is ``(v + 1.5 * 2**23) - 1.5 * 2**23`` on a value 
 clamped to [-8, 7] (the float32 sum rounds to an integer, half to even, exactly as
 ``torch.round``), a rounding to bfloat16 is integer arithmetic on the bits, an FP8 rounding is
 a select between the normal (bits) and subnormal (``+ C - C``) roundings. Sums go through
-:func:`mxformats.fast.compiled._accumulate` (the lanes :mod:`mxformats.fast.moments` defines).
+``mxformats.fast.compiled._accumulate`` (the lanes :mod:`mxformats.fast.moments` defines).
 
 - :func:`quantize_int4_rows`: symmetric INT4 groups from BF16 or float32 bits (any INT4
   producer plan), the integers and the float32 scales.
@@ -112,7 +112,7 @@ def _int4_row(bits: np.ndarray, group: int, iplan: np.ndarray, fplan: np.ndarray
     length) the integers; ``maxima`` (int32) and ``operands`` (float32), one a group, are
     scratch. False (outputs partial) when a group holds NaN or Inf.
 
-    Per group (:func:`mxformats.schemes.int4.group_scales`): ``s = amax / half_range`` in
+    Per group (``mxformats.schemes.int4.group_scales``): ``s = amax / half_range`` in
     float32, rounded to bfloat16 for bfloat16 input (the producer computes in the input
     dtype), floored at eps; the operand is ``s``, or ``1 / s`` in float32 (rounded to the
     quotient dtype) for a reciprocal producer. Per element: ``x / operand`` (or ``x *

@@ -3,14 +3,13 @@
 
 Every function is ``@njit(cache=True, error_model="numpy")`` without ``fastmath``: IEEE
 division as numpy's (no Python ZeroDivisionError check, whose branch also stops LLVM from
-vectorising), and each float32 operation the
-one :func:`mxformats.schemes.nvfp4.nvfp4_scales` and :func:`~mxformats.schemes.nvfp4.
-dequantize_nvfp4` write, in their order, so the bytes are the reference's (checked by
-``tests/test_fast_compiled_nvfp4.py`` under the harness). Which operations a producer or a
-consumer runs is not decided here: :mod:`mxformats.fast.reproduce_nvfp4` derives a *plan*
-from their records (:class:`~mxformats.schemes.nvfp4.NVFP4Producer`,
-:class:`~mxformats.schemes.nvfp4.NVFP4Consumer`), a tuple of scalars every block runs the
-same arithmetic with:
+vectorising), and each float32 operation the one :func:`mxformats.schemes.nvfp4.nvfp4_scales`
+and :func:`~mxformats.schemes.nvfp4.dequantize_nvfp4` write, in their order, so the bytes are
+the reference's (checked by ``tests/test_fast_compiled_nvfp4.py`` under the harness). Which
+operations a producer or a consumer runs is not decided here:
+:mod:`mxformats.fast.reproduce_nvfp4` derives a *plan* from their records
+(:class:`~mxformats.schemes.nvfp4.NVFP4Producer`, :class:`~mxformats.schemes.nvfp4.NVFP4Consumer`),
+a tuple of scalars every block runs the same arithmetic with:
 
 - producer plan ``(divide, multiply, round_bf16, zero_before, zero_value, zero_after,
   zero_code, floor, ceiling, stored, divisor_divides)``: a block maximum ``b`` gets the scale
@@ -23,13 +22,13 @@ same arithmetic with:
   of ``2**14``, whose ulp is the E4M3 subnormal step ``2**-9``), a code 0 becomes
   ``zero_code`` (``zero_after``); the block's divisor is that scale times or over
   ``stored`` (``divisor_divides``), each element's code the E2M1 code of ``x / divisor``, one
-  float32 division, nearest-even in 32-bit integer arithmetic (:func:`_e2m1_code`, no
+  float32 division, nearest-even in 32-bit integer arithmetic (``_e2m1_code``, no
   table, no branch: the loop vectorises);
 - consumer plan ``(divides, post)``: each element decodes to ``f32(f32(e2m1 * f) * post)``
   with ``f`` the block scale (``multiply``: ``post = global``; ``reciprocal``: ``post =
   f32(1 / global)``) or ``f32(s / global)`` (``divide``: ``post = 1``, exact). E2M1 × E4M3 is
   exact in float32, so the one rounding is the reference's. E2M1 and E4M3 values come from
-  their codes' bits (:func:`_e2m1_value`, :func:`_e4m3_value`), not from tables.
+  their codes' bits (``_e2m1_value``, ``_e4m3_value``), not from tables.
 
 - :func:`magnitude_max_bf16`: the largest BF16 magnitude's float32 bits (the global amax).
 - :func:`quantize_nvfp4_bf16`: NVFP4 codes and E4M3 block scales from BF16 bits, given the

@@ -3,7 +3,7 @@ read an E8M0 or E4M3 scale tensor by (``mxformats validate --level scales`` coun
 scale byte of a checkpoint, 5.6 % of a Kimi MXFP4 repository).
 
 :func:`byte_counts` runs the compiled count (:func:`mxformats.fast.compiled.count_bytes`)
-where numba imports (:mod:`mxformats.fast.jit`), else :func:`numpy.bincount`, which widens
+where numba imports (:mod:`mxformats.fast.jit`), else ``np.bincount``, which widens
 every byte to a 64-bit index first (about ten times slower); the counts are the same.
 """
 

@@ -54,7 +54,7 @@ def reproduce_mxfp4(w: NDArray[Any], codes: NDArray[Any], scales: NDArray[Any], 
     The pass applies to a 2-D BF16 ``w`` with an even ``I`` (a multiple of 32 for ``ocp``),
     uint8 ``codes`` and ``scales`` of those shapes, a profile in :data:`PROFILES` and a
     consumer whose result is the float32 product ``element * 2**(b - 127)``
-    (:func:`mxformats.fast.mx._exact_mx_consumer`)."""
+    (``mxformats.fast.mx._exact_mx_consumer``)."""
     kernels = jit.compiled()
     if kernels is None or not _LITTLE_ENDIAN or profile not in PROFILES:
         return None

@@ -56,7 +56,7 @@ def _in(dtype: np.dtype[Any], value: float) -> np.float32:
 
 def plan(record: FP8BlockProducer, kernels: Any) -> Any:
     """``record``'s :class:`~mxformats.fast.compiled_fp8_block.Plan` for BF16 input (the
-    dtypes of :func:`mxformats.schemes.fp8_block._scales` and ``_scaled`` for a bfloat16
+    dtypes of ``mxformats.schemes.fp8_block._scales`` and ``_scaled`` for a bfloat16
     weight), or None for a record the kernels do not compute: an element other than E4M3FN,
     or an FNUZ conversion of bfloat16 scales (which the reference refuses:
     :func:`mxformats.conversions.e4m3fn_to_fnuz` takes float32 scales)."""

@@ -12,7 +12,7 @@ caller then runs the numpy fast paths, which give the same bytes, the same momen
 the messages that say where.
 
 The kernels are told what to compute by plans read from the records
-(:func:`int4_plan`: :class:`~mxformats.schemes.int4.Int4Producer`'s scale floor, rounding
+(:func:`int4_plan`: ``Int4Producer``'s scale floor, rounding
 dtypes, division or reciprocal, and the layout's nibble order and offset;
 :func:`fp8_plan`: the FP8 stage's format and limit); nothing here names a profile.
 
@@ -68,7 +68,7 @@ def int4_plan(profile: str, dtype: np.dtype[Any], layout: str
     """The kernels' plan (:data:`mxformats.fast.compiled_int4.INT4_PLAN`) of INT4 producer
     ``profile`` for input ``dtype`` (bfloat16 or float32) packed in ``layout``, and the dtype
     of the scales it stores; read from the producer record as
-    :func:`mxformats.schemes.int4.group_scales` and :func:`~mxformats.schemes.int4.quotient_operand`
+    ``mxformats.schemes.int4.group_scales`` and ``quotient_operand``
     read it."""
     producer = reference_int4.get_producer(profile)
     eps = ml_dtypes.finfo(dtype).eps if producer.eps is None else producer.eps

@@ -91,10 +91,10 @@ def producer_plan(producer: NVFP4Producer, stored: np.float32) -> tuple[Any, ...
 
 
 def consumer_plan(name: str, stored: np.float32) -> tuple[bool, np.float32] | None:
-    """Consumer ``name``'s decode as ``(divides, post)`` (:mod:`mxformats.fast.
-    compiled_nvfp4`): ``multiply`` posts ``stored``, ``reciprocal`` ``f32(1 / stored)``,
-    ``divide`` divides the block scale by ``stored`` and posts 1 (exact). None for an unknown
-    consumer."""
+    """Consumer ``name``'s decode as ``(divides, post)``
+    (:mod:`mxformats.fast.compiled_nvfp4`): ``multiply`` posts ``stored``, ``reciprocal``
+    ``f32(1 / stored)``, ``divide`` divides the block scale by ``stored`` and posts 1 (exact).
+    None for an unknown consumer."""
     consumer = CONSUMERS.get(name)
     if consumer is None:
         return None

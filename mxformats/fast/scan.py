@@ -2,7 +2,7 @@
 and the weight checksum it computes, in numpy where numba is absent.
 
 ``mxformats validate --level full`` reads every code of every quantized weight. Its numpy
-statistics (:mod:`mxformats.validate.stats`, the format descriptors' ``code_findings``) make
+statistics (``mxformats.validate.stats``, the format descriptors' ``code_findings``) make
 several passes and temporaries per tensor; :func:`scan_nibbles` and :func:`scan_tiles` give
 what they need in one pass over the tensor, a row at a time: the largest code magnitude of
 each unit (MX block, NVFP4 block, INT4 group, W4A8 row, FP8 tile), whether every 4-bit code
@@ -93,7 +93,7 @@ def _bytes_of(a: NDArray[Any]) -> NDArray[np.uint8]:
 
 def checksum(a: NDArray[Any]) -> int:
     """The checksum (module docstring) of the bytes of ``a`` in C order: compiled where numba
-    runs, else in numpy, in pieces of :data:`_PIECE_WORDS` words (uint64 products and sums
+    runs, else in numpy, in pieces of ``_PIECE_WORDS`` words (uint64 products and sums
     wrap modulo 2**64, as the definition's)."""
     flat = _bytes_of(a)
     found = kernels()
@@ -150,7 +150,7 @@ def scan_tiles(codes: NDArray[np.uint8], tile: tuple[int, int], mask: int
 
 def pattern_counts(a: NDArray[Any]) -> NDArray[np.int64]:
     """How many elements of a 1- or 2-byte array ``a`` hold each bit pattern (int64, 256 or
-    65536 counts), as :func:`numpy.bincount` of its bytes or uint16 words counts them: bytes by
+    65536 counts), as ``np.bincount`` of its bytes or uint16 words counts them: bytes by
     :func:`mxformats.fast.histogram.byte_counts`, uint16 words in one compiled pass where numba
     runs (the same integers)."""
     flat = np.ascontiguousarray(a).reshape(-1)
