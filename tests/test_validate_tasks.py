@@ -10,6 +10,7 @@ import math
 import os
 import shutil
 import signal
+import subprocess
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -17,6 +18,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from conftest import requires
 from test_validate_corpus import CASES, build, ensure_twins, options
 from validate_corpus import Case
 
@@ -405,6 +407,41 @@ def test_an_exception_is_the_outcome_not_retried(workers: int) -> None:
     got = _outcomes(LocalExecutor(workers=workers).map(_raise, [0, 1, 2]))
     assert got[1].error == "ValueError: bad item" and got[1].attempts == 1
     assert got[0].value == 0 and got[2].value == 2
+
+
+_PROBE = """
+import sys
+
+def loaded(name):
+    return name in sys.modules
+"""
+
+_PROBE_RUN = """
+import json
+import sys
+sys.path.insert(0, sys.argv[1])
+from probe import loaded
+from mxformats.fast import jit
+from mxformats.validate.executors.local import LocalExecutor
+
+if __name__ == "__main__":
+    names = ["numba", *(f"mxformats.fast.{name}" for name in jit.COMPILED_MODULES)]
+    outcomes = sorted(LocalExecutor(workers=2).map(loaded, names), key=lambda o: o.index)
+    print(json.dumps({name: o.value for name, o in zip(names, outcomes)}))
+"""
+
+
+def test_pool_workers_start_with_the_compiled_passes_imported(tmp_path: Path) -> None:
+    """The forkserver preloads :mod:`mxformats.fast.preload`: every worker is forked with
+    numba and the compiled modules imported (a fresh process: the forkserver is started once
+    per process, with the environment of its first pool)."""
+    requires("numba")
+    (tmp_path / "probe.py").write_text(_PROBE)
+    env = {k: v for k, v in os.environ.items() if k != "MXFORMATS_NUMBA"}
+    out = subprocess.run([sys.executable, "-c", _PROBE_RUN, str(tmp_path)], env=env,
+                         capture_output=True, text=True, timeout=300, check=True)
+    got = json.loads(out.stdout)
+    assert got and all(got.values()), got
 
 
 # -- choosing the executor ----------------------------------------------------------------------

@@ -21,11 +21,14 @@ import os
 from functools import cache
 from types import ModuleType
 
-__all__ = ["NUMBA_VARIABLE", "compiled", "status"]
+__all__ = ["COMPILED_MODULES", "NUMBA_VARIABLE", "compiled", "status"]
 
 #: ``MXFORMATS_NUMBA=0`` turns the compiled passes off (the numpy fast paths run; the tests
 #: run every path both ways). Any other value, or none, uses numba when it imports.
 NUMBA_VARIABLE = "MXFORMATS_NUMBA"
+#: Every compiled module :func:`compiled` loads (``mxformats.fast.<name>``).
+COMPILED_MODULES = ("compiled", "compiled_int4", "compiled_nvfp4", "compiled_fp8_block",
+                    "compiled_scan")
 
 
 @cache

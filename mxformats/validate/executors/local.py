@@ -6,9 +6,10 @@ process runs one task at a time with the fast paths on one thread
 (:data:`mxformats.fast.chunks.THREADS_VARIABLE` set to 1), so ``workers`` processes use
 ``workers`` cores.
 
-Pool processes are started by the ``forkserver`` method: a fresh server process imports
-the task code once and forks each worker from it, so a worker never inherits the driver's
-threads (the progress bar's) or locks, which ``fork`` from a threaded process may deadlock on
+Pool processes are started by the ``forkserver`` method: a fresh server process imports the
+task code and the compiled passes (:mod:`mxformats.fast.preload`) once and forks each worker
+from it, so a worker never inherits the driver's threads (the progress bar's) or locks, which
+``fork`` from a threaded process may deadlock on
 (https://docs.python.org/3/library/multiprocessing.html#contexts-and-start-methods).
 
 A worker that dies (``BrokenProcessPool``: killed, out of memory) breaks the whole pool, and
@@ -34,6 +35,9 @@ from mxformats.fast import THREADS_VARIABLE
 from .base import DEFAULT_MAX_ATTEMPTS, Outcome
 
 __all__ = ["LocalExecutor"]
+
+#: Imported once by the forkserver, so every worker starts with numba's passes imported.
+PRELOAD = "mxformats.fast.preload"
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -82,7 +86,7 @@ class LocalExecutor:
         todo: deque[int] = deque(range(len(items)))
         suspects: deque[int] = deque()
         context = multiprocessing.get_context("forkserver")
-        context.set_forkserver_preload([getattr(fn, "__module__", "__main__")])
+        context.set_forkserver_preload([getattr(fn, "__module__", "__main__"), PRELOAD])
         while todo or suspects:
             alone = bool(suspects)
             queue = suspects if alone else todo
