@@ -325,7 +325,7 @@ def test_scale_plot_reads_the_committed_table() -> None:
     ratio column each row states is the one its GB/s give (rounded as printed)."""
     rows = mxdocs.scale_rows()
     assert [w for w, _ in rows] == [1, 2]
-    assert rows[0][1] == [0.145, 6.01, 0.769, 7.26]
+    assert rows[0][1] == [0.808, 8.31, 1.729, 8.2]
     text = (DOCS / "benchmarks.md").read_text(encoding="utf-8")
     for workers, (repro, read, scan, scan_read) in rows:
         line = next(line for line in text.splitlines() if line.startswith(f"| {workers} | "))

@@ -12,5 +12,7 @@ from __future__ import annotations
 
 from mxformats.fast import jit
 
+__all__: list[str] = []
+
 for _name in jit.COMPILED_MODULES:
     jit.compiled(_name)
