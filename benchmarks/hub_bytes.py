@@ -9,8 +9,10 @@ was written by an earlier run with the same ``--layers`` (full size: 61 layers, 
 of disk). ``--delay S`` makes every answer wait S seconds (0.05: a transatlantic round trip)
 and ``--cdn`` redirects every LFS read's resolve to the CDN stand-in, as the Hub does.
 Prints per level the shard bytes and other bytes the server sent, the requests (to the Hub
-and to the CDN, redirects among them) and the wall time; ``docs/hub.md`` quotes it. The
-``scales`` level of the full-size layout sends about 32 GB over loopback: minutes.
+and to the CDN, redirects among them), the wall time and the CPU time of the validator's
+process and of the server's (which the real Hub does not take from this machine);
+``docs/hub.md`` quotes it. The ``scales`` level of the full-size layout sends about 32 GB over
+loopback: minutes.
 """
 
 from __future__ import annotations
@@ -59,15 +61,16 @@ def main() -> None:
     for level in map(Level, args.levels.split(",")):
         parent.send("reset")
         parent.recv()
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         report = validate("hf://test/k26-mxfp4", Options(
             level=level, workers=args.workers, hub_connections=args.connections))
-        seconds = time.perf_counter() - start
+        seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
         parent.send("stats")
-        shard, other, hub, redirects, cdn = parent.recv()
+        shard, other, hub, redirects, cdn, server_cpu = parent.recv()
         print(f"{level.value}: shard bytes {shard:,} ({shard / declared:.4%}), other files "
               f"{other:,}, requests {hub + cdn:,} (Hub {hub:,}, of which {redirects:,} "
-              f"redirects; CDN {cdn:,}), {seconds:.1f} s"
+              f"redirects; CDN {cdn:,}), {seconds:.1f} s; CPU: validator {cpu:.1f} s, "
+              f"test Hub {server_cpu:.1f} s"
               + (f"; stopped: {report.fatal}" if report.fatal else ""), flush=True)
     parent.send("stop")
     server.join(timeout=30)
@@ -81,16 +84,18 @@ def _serve(conn: Connection, folder: Path, delay: float, cdn: bool) -> None:
     with HubServer(repos) as server:
         server.delay, server.cdn = delay, cdn
         conn.send(server.endpoint)
+        cpu = time.process_time()
         while (command := conn.recv()) != "stop":
             if command == "reset":
                 server.reset()
+                cpu = time.process_time()
                 conn.send(None)
                 continue
             shard = server.bytes_sent()
             hub = sum(1 for _, path, _ in server.log if "/resolve/" in path)
             redirects = sum(1 for e in server.events if e[2] == 302)
             conn.send((shard, sum(server.sent.values()) - shard, hub, redirects,
-                       len(server.cdn_log)))
+                       len(server.cdn_log), time.process_time() - cpu))
 
 if __name__ == "__main__":
     main()

@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 from dataclasses import replace
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -101,6 +102,36 @@ def test_plan_reads_each_shard_front_to_back_in_bounded_tasks(small_tasks: None)
     for task in backwards:
         begins = [ckpt.modules[m].tensors[wp].begin for m in task.modules]
         assert begins == sorted(begins)
+
+
+def test_tasks_are_cut_by_the_bytes_they_read(small_tasks: None) -> None:
+    """At ``--level scales`` a module reads its scales, not its packed weight: a task holds
+    as many modules as fit :data:`~tasks.TASK_BYTES` of scales (on the Hub its window of reads
+    in flight fills once, not every few modules); at ``full`` and with ``--source`` every
+    byte of each module counts. Both sides of the bound: a task one module longer would pass
+    it."""
+    ckpt = load(PRODUCERS / "kimi-k2-mxfp4-quark", Options()).ckpt
+    assert ckpt is not None and ckpt.descriptor is not None
+    wp = ckpt.descriptor.weight_param
+
+    def read(module: str, opts: Options) -> int:
+        tensors = ckpt.modules[module].tensors
+        every = opts.level is Level.FULL or opts.source is not None
+        return sum(t.nbytes for p, t in tensors.items() if every or p != wp)
+
+    for opts in (Options(level=Level.SCALES), Options(level=Level.FULL),
+                 Options(level=Level.SCALES, source=SRC)):
+        plan = tasks.plan("root", ckpt, opts)
+        by_shard: dict[str, list[tasks.Task]] = {}
+        for task in plan:
+            by_shard.setdefault(ckpt.modules[task.modules[0]].tensors[wp].file, []).append(task)
+            assert sum(read(m, opts) for m in task.modules) <= tasks.TASK_BYTES
+        for group in by_shard.values():
+            for task, after in pairwise(group):
+                longer = sum(read(m, opts) for m in (*task.modules, after.modules[0]))
+                assert longer > tasks.TASK_BYTES or len(task.modules) == tasks.TASK_MODULES
+    assert len(tasks.plan("root", ckpt, Options(level=Level.SCALES))) < len(
+        tasks.plan("root", ckpt, Options(level=Level.FULL)))
 
 
 def test_task_key_changes_with_what_the_result_depends_on() -> None:

@@ -38,6 +38,7 @@ from typing import Any
 
 from mxformats._version import __version__
 
+from .checkmodule import PerModule, asks_nothing_ahead
 from .checks import PER_MODULE
 from .findings import MAX_LISTED, Finding, Level, Listing, Severity, declare
 from .inventory import Facts, Inventory, families, inventory
@@ -268,8 +269,9 @@ def plan(root: str, ckpt: Checkpoint, opts: Options) -> list[Task]:
         module = ckpt.modules[name]
         weight = module.tensors.get(desc.for_module(ckpt, name).weight_param) or min(
             module.tensors.values(), key=lambda t: (t.file, t.begin))
-        size = sum(t.nbytes for t in module.tensors.values())
-        by_file.setdefault(weight.file, []).append((weight.begin, name, size))
+        work = [pm for pm in PER_MODULE if name in loaded.checked[pm.outcomes]]
+        by_file.setdefault(weight.file, []).append(
+            (weight.begin, name, _bytes_read(ckpt, opts, name, work)))
     order = {f: i for i, f in enumerate(ckpt.shards)}
     tasks: list[Task] = []
     family = families(ckpt.modules) if names else {}
@@ -291,6 +293,20 @@ def plan(root: str, ckpt: Checkpoint, opts: Options) -> list[Task]:
         if group:
             cut(group)
     return tasks
+
+
+def _bytes_read(ckpt: Checkpoint, opts: Options, name: str, work: Sequence[PerModule]) -> int:
+    """The tensor bytes of module ``name`` that ``work`` reads: those it asks ahead, or the
+    whole module's when some of it asks nothing ahead (it reads as it goes). At ``--level
+    scales`` a module reads its scales, not its packed weight: sized by the whole module, a
+    task held about 35 Kimi experts, and on the Hub each task's window of reads in flight
+    filled and drained every 35 reads."""
+    tensors = ckpt.modules[name].tensors.values()
+    if any(pm.ahead is asks_nothing_ahead for pm in work):
+        return sum(t.nbytes for t in tensors)
+    spans = {(ref.file, ref.begin): ref.nbytes
+             for pm in work for ref in pm.ahead(ckpt, opts, [name])}
+    return sum(spans.values())
 
 
 def _files_stamp(folder: Path, names: Iterable[str]) -> list[list[Any]]:
