@@ -86,10 +86,11 @@ _NONFINITE_BITS = "return Count.of((a.view(view) & m) == m)"
 #: Every declared (check, condition) switched off, and switches of a format or a tensor role.
 SWITCHES: tuple[Switch, ...] = (
     _one("cond_e8m0_nan_off", "value", "E8M0 byte 0xFF not counted", STATS,
-         '"nan": count(int(counts[0xFF]), lambda: b == 0xFF)',
-         '"nan": count(0, lambda: b == 0xFF)', "E8M0_NAN", "byte 0xFF", MX),
+         '"nan": count(np.arange(len(counts)) == 0xFF)',
+         '"nan": count(np.arange(len(counts)) == -1)', "E8M0_NAN", "byte 0xFF", MX),
     _one("cond_e8m0_zero_off", "value", "E8M0 byte 0x00 not counted", STATS,
-         '"zero": count(int(counts[0]), lambda: b == 0)', '"zero": count(0, lambda: b == 0)',
+         '"zero": count(np.arange(len(counts)) == 0)',
+         '"zero": count(np.arange(len(counts)) == -1)',
          "E8M0_ZERO", "byte 0x00", MX),
     _one("cond_e8m0_range_low_off", "sign", "E8M0 bytes below the window not counted", STATS,
          "outside[2:lo] = True", "outside[2:2] = True", "E8M0_RANGE", "below the window", MX),

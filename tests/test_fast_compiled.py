@@ -267,3 +267,24 @@ def test_byte_counts_are_numpys_bincount(request: pytest.FixtureRequest, path: s
         assert got.tolist() == np.bincount(data, minlength=256).tolist()
     with pytest.raises(ValueError, match="1-byte items only"):
         histogram.byte_counts(np.zeros(4, np.uint16))
+
+
+@pytest.mark.parametrize("path", ["compiled", "numpy"])
+def test_first_byte_in_is_the_first_member(request: pytest.FixtureRequest, path: str) -> None:
+    """The flat index of the first byte whose value is a member, at the first and the last
+    element and in between, -1 when none is, compiled or not (a planted mutant's off-by-one
+    or a scan that stops early shows); other item sizes and member tables refused."""
+    request.getfixturevalue("with_numba" if path == "compiled" else "numba_off")
+    data = (np.arange(1000, dtype=np.int64) * 37 % 200).astype(np.uint8)  # bytes 0..199
+    data[-1] = 250
+    for members, want in (([0], 0), ([37], 1), ([250], 999), ([251], -1), ([], -1),
+                          ([36, 199], int(np.flatnonzero((data == 36) | (data == 199))[0]))):
+        table = np.zeros(256, bool)
+        table[members] = True
+        for a in (data, data.view(ml_dtypes.float8_e8m0fnu), data.reshape(10, 100)):
+            assert histogram.first_byte_in(a, table) == want, (members, a.dtype)
+    assert histogram.first_byte_in(data[:0], np.ones(256, bool)) == -1
+    with pytest.raises(ValueError, match="1-byte items only"):
+        histogram.first_byte_in(np.zeros(4, np.uint16), np.ones(256, bool))
+    with pytest.raises(ValueError, match="256 bools"):
+        histogram.first_byte_in(data, np.ones(255, bool))

@@ -236,11 +236,12 @@ def finish(local: np.ndarray, totals: np.ndarray) -> tuple[int, bool, bool]:
     return OK, totals[4].sum() > 0, totals[5].sum() > 0
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def count_bytes(data: np.ndarray, counts: np.ndarray) -> None:
     """``counts[b]`` += the number of bytes ``b`` in 1-D uint8 ``data`` (256 int64 bins). Four
     partial histograms in turn, so that consecutive equal bytes (a scale tensor's common
-    case) do not wait on one counter; counts are integers, so the order cannot change them."""
+    case) do not wait on one counter; counts are integers, so the order cannot change them.
+    Without the interpreter lock: a Hub run's reader threads go on receiving meanwhile."""
     partial = np.zeros((4, 256), dtype=np.int64)
     n = data.shape[0]
     whole = n - n % 4
@@ -253,3 +254,13 @@ def count_bytes(data: np.ndarray, counts: np.ndarray) -> None:
         partial[0, data[i]] += 1
     for b in range(256):
         counts[b] += partial[0, b] + partial[1, b] + partial[2, b] + partial[3, b]
+
+
+@njit(cache=True, nogil=True)
+def first_byte_in(data: np.ndarray, members: np.ndarray) -> int:
+    """The index of the first byte of 1-D uint8 ``data`` whose ``members`` entry (256 bools)
+    is set, or -1: it stops there, where a mask of the whole tensor would not."""
+    for i in range(data.shape[0]):
+        if members[data[i]]:
+            return i
+    return -1

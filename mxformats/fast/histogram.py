@@ -18,7 +18,7 @@ from mxformats.fast import jit
 if TYPE_CHECKING:
     from numpy.typing import NDArray
 
-__all__ = ["BYTE_VALUES", "byte_counts"]
+__all__ = ["BYTE_VALUES", "byte_counts", "first_byte_in"]
 
 #: Bins of :func:`byte_counts`: one per byte value.
 BYTE_VALUES = 256
@@ -37,3 +37,21 @@ def byte_counts(a: NDArray[Any]) -> NDArray[np.int64]:
     counts = np.zeros(BYTE_VALUES, dtype=np.int64)
     kernels.count_bytes(data, counts)
     return counts
+
+
+def first_byte_in(a: NDArray[Any], members: NDArray[np.bool_]) -> int:
+    """The flat (C-order) index of the first byte of ``a`` (1-byte items) whose value is set in
+    ``members`` (:data:`BYTE_VALUES` bools), or -1: compiled where numba imports (it stops at
+    that byte), else ``np.argmax`` of the mask; the same index."""
+    data = np.ascontiguousarray(a).reshape(-1)
+    if data.dtype.itemsize != 1:
+        raise ValueError(f"bytes of {data.dtype} items (1-byte items only)")
+    data = data.view(np.uint8)
+    table = np.ascontiguousarray(members, dtype=np.bool_)
+    if table.shape != (BYTE_VALUES,):
+        raise ValueError(f"members: {BYTE_VALUES} bools, not shape {table.shape}")
+    kernels = jit.compiled()
+    if kernels is None:
+        mask = table[data]
+        return int(np.argmax(mask)) if mask.any() else -1
+    return int(kernels.first_byte_in(data, table))

@@ -21,14 +21,14 @@ A wrong group size, axis or nibble packing breaks the invariant without a source
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
 from mxformats.fast import scan as fast_scan
-from mxformats.fast.histogram import byte_counts
+from mxformats.fast.histogram import byte_counts, first_byte_in
 from mxformats.formats import E2M1
 from mxformats.schemes.int4 import unpack_int4
 from mxformats.tensorfile import DTYPES
@@ -216,13 +216,14 @@ def e8m0_stats(scales: NDArray[Any]) -> dict[str, Count]:
     outside[2:lo] = True
     outside[hi + 1:0xFF] = True
 
-    def count(n: int, mask: Callable[[], NDArray[np.bool_]]) -> Count:
-        return Count.of(mask()) if n else Count(0)
+    def count(members: NDArray[np.bool_]) -> Count:
+        n = int(counts[members].sum())
+        return Count(n, first_byte_in(b, members)) if n else Count(0)
 
     return {
-        "nan": count(int(counts[0xFF]), lambda: b == 0xFF),
-        "zero": count(int(counts[0]), lambda: b == 0),
-        "range": count(int(counts[outside].sum()), lambda: outside[b]),
+        "nan": count(np.arange(len(counts)) == 0xFF),
+        "zero": count(np.arange(len(counts)) == 0),
+        "range": count(outside),
     }
 
 
