@@ -39,6 +39,9 @@ DEPLOYMENT = "mxformats/validate/deployment.py"
 FP8 = "mxformats/validate/descriptors/fp8_block.py"
 W4A8 = "mxformats/validate/descriptors/quark_w4a8.py"
 CT_INT4 = "mxformats/validate/descriptors/ct_int4.py"
+FP8_MO = "mxformats/validate/descriptors/fp8_block_modelopt.py"
+MXFP4 = "mxformats/validate/descriptors/quark_mxfp4.py"
+PLAUSIBILITY = "mxformats/validate/plausibility.py"
 LAYOUT = "mxformats/validate/layout.py"
 _UNAVAILABLE = '        if ref is None and f"{mod.name}.{p}" in ckpt.unavailable:\n'
 
@@ -82,6 +85,14 @@ MX, W4, CTI, CTN, MON = ("quark-mxfp4", "quark-w4a8", "compressed-tensors-int4",
 _BLOCK = ("bad = Count.of(((b & _E4M3_MAG) == _E4M3_MAG) | ((b & _E4M3_MAG) == 0) | "
           "(b >= 0x80))")
 _NONFINITE_BITS = "return Count.of((a.view(view) & m) == m)"
+_FAR = "every code far below the bound"
+_FP8_240, _FP8_208 = ("largest |code| 240, the binade below 256",
+                      "largest |code| 208, scales powers of two")
+_ZERO_TILE = "a tile of zero codes with the module's scales"
+_NV_BELOW_4, _NV_FOUR = ("largest |code| below 4", "largest |code| 4 and a block scale above 384")
+_ABOVE, _BELOW, _SIBLINGS = ("a block decoding above 1000", "every block decoding below 1e-05",
+                             "an expert 100x its siblings")
+_MAG = "DECODED_MAGNITUDE"
 
 #: Every declared (check, condition) switched off, and switches of a format or a tensor role.
 SWITCHES: tuple[Switch, ...] = (
@@ -232,6 +243,99 @@ SWITCHES: tuple[Switch, ...] = (
            "    dtypes=(\"F32\", \"F16\"),", (),
            (("DEPLOY_FNUZ_SCALE", "above half the dtype's largest value",
              "compressed-tensors-fp8-block"),)),
+    # the packed 4-bit codes' checks: each packing (a format) switched off in turn
+    _one("cond_not_tight_mxfp4_format_off", "format", "MXFP4 blocks never counted loose",
+         STATS, "bad = Count.of(nzg & ~hig & (sc > 1) & (sc < 254))",
+         "bad = Count.of(nzg & ~hig & (sc > 1) & (sc < 1))", "SCALE_NOT_TIGHT", _FAR, MX),
+    Switch("cond_not_tight_w4a8_format_off", "format", "W4A8 rows never counted loose", STATS,
+           "bad = Count.of(nzg[:, 0] & ~hig[:, 0] & ~(s2 <= _F32_EPS * (1 + 1e-6)))",
+           "bad = Count.of(nzg[:, 0] & ~hig[:, 0] & (s2 < 0))", (),
+           (("SCALE_NOT_TIGHT", _FAR, W4),)),
+    Switch("cond_not_tight_int4_format_off", "format",
+           "compressed-tensors INT4 groups never counted loose", STATS,
+           "bad = Count.of(nz_group & ~hi_group & ~(np.abs(sc) <= _F32_EPS))",
+           "bad = Count.of(nz_group & ~hi_group & (np.abs(sc) < 0))", (),
+           (("SCALE_NOT_TIGHT", _FAR, CTI), ("SCALE_NOT_TIGHT", _FAR, "compressed-tensors-mixed"))),
+    _one("cond_zero_row_int4_format_off", "format",
+         "an all-zero row of a compressed-tensors INT4 weight not reported", STATS,
+         "    elif zero_rows.n:", "    elif zero_rows.n and packing != \"int4-group\":",
+         "ROW_ALL_ZERO", "the first row zero", CTI),
+    Switch("cond_zero_row_w4a8_format_off", "format",
+           "an all-zero row of a W4A8 weight not reported", STATS, "    elif zero_rows.n:",
+           "    elif zero_rows.n and packing != \"int4-row\":", (),
+           (("ROW_ALL_ZERO", "the first row zero", W4),)),
+    _one("cond_single_code_nonzero_off", "value", "a weight of one nonzero code not reported",
+         STATS, "    if single:", "    if single and zero_rows.n == w.shape[0]:",
+         "TENSOR_SINGLE_CODE", "one nonzero code everywhere", "compressed-tensors-mixed"),
+    _one("cond_single_code_zero_off", "value", "an all-zero weight not reported as one code",
+         STATS, "    if single:", "    if single and zero_rows.n < w.shape[0]:",
+         "TENSOR_SINGLE_CODE", "zero everywhere", W4),
+    _one("cond_single_code_signed_zeros_off", "sign",
+         "an MXFP4 weight of +0 and -0 codes not reported as one code", STATS,
+         "if packing == \"mx-fp4\" and not np.any(nzg):",
+         "if packing == \"mx-fp4\" and not np.any(nzg) and False:",
+         "TENSOR_SINGLE_CODE", "+0 and -0 mixed", MX),
+    _one("cond_nvfp4_not_tight_small_off", "value",
+         "an NVFP4 block whose largest |code| is below 4 not counted loose", NVFP4,
+         "loose = Count.of((gmax > 0) & ~tight & ~clamped)",
+         "loose = Count.of((gmax > 3) & ~tight & ~clamped)", "NVFP4_BLOCK_NOT_TIGHT",
+         _NV_BELOW_4, CTN),
+    _one("cond_nvfp4_not_tight_four_off", "value",
+         "a largest |code| of 4 always tight (Four-Over-Six assumed)", NVFP4,
+         "if self.is_four_over_six(gmax, scales):", "if True:", "NVFP4_BLOCK_NOT_TIGHT",
+         _NV_FOUR, MON),
+    Switch("cond_nvfp4_not_tight_ct_format_off", "format",
+           "compressed-tensors NVFP4 codes not checked", NVFP4,
+           "        if gmax.shape != scales.shape:",
+           "        if gmax.shape != scales.shape or self.global_is_divisor:", (),
+           (("NVFP4_BLOCK_NOT_TIGHT", _NV_BELOW_4, "compressed-tensors-mixed"),)),
+    _one("cond_fp8_tile_240_off", "value", "an FP8 tile peaking at 240 judged with the ue8m0 "
+         "bound 224", FP8, "_TOP_UE8M0 if ue8m0 else _TOP)", "_TOP_UE8M0 if ue8m0 else "
+         "_TOP_UE8M0)", "FP8_TILE_NOT_TIGHT", _FP8_240, "fp8-block"),
+    _one("cond_fp8_tile_ue8m0_off", "value", "the ue8m0 bound lowered to 128", FP8,
+         "_TOP_UE8M0 = 0x76", "_TOP_UE8M0 = 0x70", "FP8_TILE_NOT_TIGHT", _FP8_208,
+         "compressed-tensors-fp8-block"),
+    Switch("cond_fp8_tile_modelopt_format_off", "format", "ModelOpt FP8 block codes not checked",
+           FP8_MO, "return super().code_findings(ckpt, module, self._grid(arrays), stats)",
+           "return iter(())", (), (("FP8_TILE_NOT_TIGHT", _FP8_240, "modelopt-fp8-block"),)),
+    _one("cond_fp8_zero_tile_ct_format_off", "format",
+         "compressed-tensors FP8 zero tiles' scales not compared", FP8, "        if not marks:",
+         "        if not marks or self.scale_name == \"weight_scale\":", "FP8_ZERO_TILE_SCALE",
+         _ZERO_TILE, "compressed-tensors-fp8-block"),
+    Switch("cond_fp8_zero_tile_deepseek_format_off", "format",
+           "DeepSeek FP8 zero tiles' scales not compared", FP8, "        if not marks:",
+           "        if not marks or self.scale_name == \"weight_scale_inv\":", (),
+           (("FP8_ZERO_TILE_SCALE", _ZERO_TILE, "fp8-block"),)),
+    _one("cond_fp8_pow2_mantissa_off", "value",
+         "a ue8m0 scale 1.5 times a power of two taken for one", FP8, "(mant != 0.5))",
+         "(mant != 0.5) & (mant != 0.75))", "FP8_SCALE_NOT_POW2",
+         "one scale above a power of two, ue8m0 declared", "fp8-block"),
+    # the decoded magnitude: each bound, each scale role that feeds it, one format's scales
+    Switch("cond_decoded_above_off", "value", "a module decoding above 1e3 passes",
+           PLAUSIBILITY, "    if m.amax > MAGNITUDE_MAX:",
+           "    if m.amax > MAGNITUDE_MAX * 1e12:", ((_MAG, _ABOVE),),
+           ((_MAG, _ABOVE, MX), (_MAG, _ABOVE, "compressed-tensors-fp8-block"))),
+    Switch("cond_decoded_below_off", "value", "a module decoding below 1e-5 passes",
+           PLAUSIBILITY, "    if 0 < m.amax < MAGNITUDE_MIN:",
+           "    if 0 < m.amax < MAGNITUDE_MIN * 1e-9:", ((_MAG, _BELOW),),
+           ((_MAG, _BELOW, W4), (_MAG, _BELOW, CTN))),
+    _one("cond_decoded_siblings_off", "value", "an expert 256x its siblings passes",
+         PLAUSIBILITY, "rms / median >= SIBLING_RATIO)", "rms / median >= SIBLING_RATIO * 10)",
+         _MAG, _SIBLINGS, MON),
+    Switch("cond_decoded_ct_global_role_off", "role",
+           "the compressed-tensors NVFP4 weight_global_scale left out of the decoded magnitude",
+           NVFP4, "factor = E2M1.max / g[0] if self.global_is_divisor else E2M1.max * g[0]",
+           "factor = E2M1.max if self.global_is_divisor else E2M1.max * g[0]", (),
+           ((_MAG, _SIBLINGS, CTN), (_MAG, _BELOW, "compressed-tensors-mixed"))),
+    Switch("cond_decoded_w4a8_stage1_role_off", "role",
+           "W4A8's per-tensor weight_scale left out of the decoded magnitude", W4A8,
+           "return np.asarray(arrays[\"weight_scale_2\"]), float(s1[0]) * -QMIN",
+           "return np.asarray(arrays[\"weight_scale_2\"]), float(-QMIN)", (),
+           ((_MAG, _ABOVE, W4),)),
+    Switch("cond_decoded_mxfp4_format_off", "format", "MXFP4 modules' magnitude not measured",
+           MXFP4, "return np.asarray(arrays[\"weight_scale\"]).view(np.uint8).view(E8M0), "
+           "E2M1.max", "return None  # type: ignore[return-value]", (),
+           ((_MAG, _BELOW, MX),)),
 )
 
 

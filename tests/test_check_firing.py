@@ -35,12 +35,12 @@ import pytest
 import test_validate_core
 from audit_conditions import SWITCHES, case_id, patch_text
 from test_validate_corpus import CASES, _catalogue, ensure_twins
-from validate_corpus import INDEX, copy_tree, drop_tensor, raw_header, write_raw
+from validate_corpus import INDEX, config, copy_tree, drop_tensor, raw_header, write_raw
 
 from mxformats.tensorfile import DTYPES, read_header, read_safetensors, write_safetensors
-from mxformats.validate.catalogue import load_all
+from mxformats.validate.catalogue import load_all, render_markdown
 from mxformats.validate.descriptors import by_format
-from mxformats.validate.findings import CHECKS, Check, Level
+from mxformats.validate.findings import CHECKS, Check, Level, Severity, declare
 from mxformats.validate.model import CheckpointFormat, Options
 from mxformats.validate.runner import exit_code, validate
 
@@ -159,22 +159,42 @@ FORMAT_BASES: dict[str, str] = {
 }
 
 
+Change = Callable[[np.ndarray], None]
+
+
 @dataclass(frozen=True)
 class Mutation:
     """How one condition is planted: ``change`` edits a copy of the chosen tensor (flat, in
-    place; None: the tensor is deleted, or relabelled: ``retype`` maps its dtype's width in
-    bytes to the dtype its header then claims, its bytes kept); the tensor is the first (by name) of the role whose
-    name holds ``where``; ``pair``: the finding may be on either module of the fused pair
-    ``where`` names (an expert's gate_proj and up_proj); ``severity`` the finding's (None: the
-    check's, or :func:`expected_severity`'s); ``options`` extra :class:`Options` the check
-    needs to run."""
+    place; ``by_role``: another change for the tensors of that role; ``first_row``: the change
+    edits the tensor's first row alone; None: the tensor is deleted, or relabelled: ``retype``
+    maps its dtype's width in bytes to the dtype its header then claims, its bytes kept); the
+    tensor is the first (by name) of the role whose name holds ``where``; ``also``: changes to
+    the same module's tensors of other roles (where it has one), e.g. its scales; ``config``:
+    an edit of config.json; ``pair``: the finding may be on either module of the fused pair
+    ``where`` names (an expert's gate_proj and up_proj); ``found_on``: the finding is on the
+    module's tensor of one of these roles, not on the planted one; ``skip``: the (format,
+    role, dtype) the condition cannot be planted in (``""``: any), each with the reason (a
+    check of the module's own that pre-empts it, a dtype that cannot hold it); ``severity``
+    the finding's (None: the check's, or :func:`expected_severity`'s); ``options`` extra
+    :class:`Options` the check needs to run."""
 
-    change: Callable[[np.ndarray], None] | None
+    change: Change | None
     where: str = ""
     pair: bool = False
     retype: dict[int, str] = field(default_factory=dict)
     severity: str | None = None
     options: dict[str, Any] = field(default_factory=dict)
+    by_role: dict[str, Change] = field(default_factory=dict)
+    first_row: bool = False
+    also: dict[str, Change] = field(default_factory=dict)
+    config: Callable[[dict[str, Any]], None] | None = None
+    found_on: tuple[str, ...] = ()
+    skip: dict[tuple[str, str, str], str] = field(default_factory=dict)
+
+    def skips(self, fmt: str, role: str, dtype: str) -> bool:
+        """Whether :attr:`skip` leaves out the tensor of ``role`` in ``dtype`` of ``fmt``."""
+        return any(f in ("", fmt) and r in ("", role) and d in ("", dtype)
+                   for f, r, d in self.skip)
 
 
 def _set(value: float) -> Callable[[np.ndarray], None]:
@@ -209,6 +229,80 @@ def _dtype_max(fraction: float) -> Callable[[np.ndarray], None]:
     def change(a: np.ndarray) -> None:
         a[0] = fraction * float(ml_dtypes.finfo(a.dtype).max)
     return change
+
+
+def _fill(value: int) -> Change:
+    """Every byte ``value``: packed 4-bit codes with one nibble pair, FP8 codes of one value.
+    Byte 0x22 is a code of magnitude far below the tightness bound in each 4-bit encoding:
+    E2M1 1.0, two's complement 2, offset binary -6."""
+    def change(a: np.ndarray) -> None:
+        a.view(np.uint8)[:] = value
+    return change
+
+
+def _zeros_but_first(value: int) -> Change:
+    """Every byte 0, the first ``value`` (E2M1 0x08: a -0 code among +0 codes)."""
+    def change(a: np.ndarray) -> None:
+        b = a.view(np.uint8)
+        b[:] = 0
+        b[0] = value
+    return change
+
+
+def _pow2(a: np.ndarray) -> None:
+    """Every float scale rounded up to a power of two (DeepGEMM ``ceil_to_ue8m0``)."""
+    a[:] = np.exp2(np.ceil(np.log2(a.astype(np.float64))))
+
+
+def _pow2_but_first(a: np.ndarray) -> None:
+    """:func:`_pow2`, then the first scale 1.5 times its power of two."""
+    _pow2(a)
+    a[0] = 1.5 * float(a[0])
+
+
+def _ue8m0(cfg: dict[str, Any]) -> None:
+    cfg["quantization_config"]["scale_fmt"] = "ue8m0"
+
+
+def _scale_by(factor: float) -> Change:
+    """Every scale times ``factor`` as its dtype allows: a float times it, an E8M0 byte plus
+    its power of two (kept inside bytes 2..253), an E4M3 scale times it but no smaller than
+    E4M3's least subnormal 2^-9."""
+    def change(a: np.ndarray) -> None:
+        v = a.astype(np.float64)
+        if a.dtype == np.uint8:
+            a[:] = np.clip(v + round(np.log2(factor)), 2, 253)
+        elif a.dtype == ml_dtypes.float8_e4m3fn:
+            a[:] = np.maximum(v * factor, 2.0**-9)
+        else:
+            a[:] = v * factor
+    return change
+
+
+def _decoded(factor: float, nvfp4_global: tuple[float, float] | None = None,
+             where: str = "") -> Mutation:
+    """DECODED_MAGNITUDE: every scale of the module ``factor`` times larger (an NVFP4
+    compressed-tensors weight_global_scale, a divisor, ``factor`` times smaller), or the NVFP4
+    global scale set to ``nvfp4_global`` (ModelOpt's multiplier, compressed-tensors' divisor:
+    on its own side of 1, so that NVFP4_GLOBAL_CONVENTION does not pre-empt it); the finding
+    is on the module's weight. Left out where a check of the module's own gives an error
+    first, or the dtype cannot hold the change."""
+    by_role = {"weight_global_scale": _scale_by(1 / factor)}
+    if nvfp4_global is not None:
+        by_role = {"weight_scale_2": _set(nvfp4_global[0]),
+                   "weight_global_scale": _set(nvfp4_global[1])}
+    skip = {} if factor < 1 else {
+        ("quark-w4a8", "weight_scale_2", ""): "W4A8_SCALE2_MAX's error pre-empts it",
+        ("", "weight_scale", "F8_E4M3"): "an E4M3 block scale stops at 448, where the "
+                                         "module's largest block already is"}
+    return Mutation(_scale_by(factor), where=where, by_role=by_role, skip=skip,
+                    found_on=("weight", "weight_packed"))
+
+
+#: The all-zero 4-bit code of each packed format's role: byte 0 (E2M1, two's complement), or
+#: compressed-tensors' offset binary q+8 in ``weight_packed``.
+_ZERO_CODES: dict[str, Change] = {"weight_packed": _fill(0x88)}
+_FP8_SCALES = {"weight_scale": _pow2, "weight_scale_inv": _pow2}
 
 
 _FUSED = {"an expert's up_proj differs": ".experts.0.up_proj.",
@@ -249,6 +343,30 @@ MUTATIONS: dict[tuple[str, str], Mutation] = {
         _dtype_max(0.75), options={"target": "mi300x"}),
     ("DEPLOY_FNUZ_SCALE", "below minus half of it"): Mutation(
         _dtype_max(-0.75), options={"target": "mi300x"}),
+    ("SCALE_NOT_TIGHT", "every code far below the bound"): Mutation(_fill(0x22)),
+    ("ROW_ALL_ZERO", "the first row zero"): Mutation(_fill(0), by_role=_ZERO_CODES,
+                                                      first_row=True),
+    ("TENSOR_SINGLE_CODE", "one nonzero code everywhere"): Mutation(_fill(0x22)),
+    ("TENSOR_SINGLE_CODE", "zero everywhere"): Mutation(_fill(0), by_role=_ZERO_CODES),
+    ("TENSOR_SINGLE_CODE", "+0 and -0 mixed"): Mutation(_zeros_but_first(0x08)),
+    ("NVFP4_BLOCK_NOT_TIGHT", "largest |code| below 4"): Mutation(_fill(0x22)),
+    ("NVFP4_BLOCK_NOT_TIGHT", "largest |code| 4 and a block scale above 384"): Mutation(
+        _fill(0x66)),
+    ("FP8_TILE_NOT_TIGHT", "largest |code| 240, the binade below 256"): Mutation(_fill(0x77)),
+    ("FP8_TILE_NOT_TIGHT", "largest |code| 208, scales powers of two"): Mutation(
+        _fill(0x75), also=_FP8_SCALES),
+    ("FP8_ZERO_TILE_SCALE", "a tile of zero codes with the module's scales"): Mutation(
+        _fill(0), found_on=("weight_scale", "weight_scale_inv")),
+    ("FP8_SCALE_NOT_POW2", "one scale above a power of two, ue8m0 declared"): Mutation(
+        _pow2_but_first, config=_ue8m0),
+    # NVFP4's largest block decodes to 448 * 6 * global: ModelOpt's global 0.5 (or
+    # compressed-tensors' 2.0) gives 1344, above 1e3 and on the convention's side of 1
+    ("DECODED_MAGNITUDE", "a block decoding above 1000"): _decoded(
+        1e6, nvfp4_global=(0.5, 2.0), where=".down_proj."),
+    ("DECODED_MAGNITUDE", "every block decoding below 1e-05"): _decoded(
+        1e-6, where=".down_proj."),
+    ("DECODED_MAGNITUDE", "an expert 100x its siblings"): _decoded(
+        256.0, where=".experts.0.down_proj."),
 }
 
 #: Checks whose formats are one scheme's by their meaning (a W4A8 or NVFP4 rule), not every
@@ -259,6 +377,11 @@ ONE_SCHEME = {
     "NVFP4_GLOBAL_CONVENTION": "NVFP4's global scale conventions",
     "NVFP4_GATE_UP_SCALE": "NVFP4's fused global scales",
     "NVFP4_FUSED_INPUT_SCALE": "NVFP4's fused activation scales",
+    "SCALE_NOT_TIGHT": "MXFP4's and INT4's packed codes (NVFP4's: NVFP4_BLOCK_NOT_TIGHT)",
+    "ROW_ALL_ZERO": "MXFP4's and INT4's packed codes",
+    "TENSOR_SINGLE_CODE": "MXFP4's and INT4's packed codes",
+    "NVFP4_BLOCK_NOT_TIGHT": "NVFP4's packed codes (MXFP4's: SCALE_NOT_TIGHT)",
+    "FP8_ZERO_TILE_SCALE": "FP8 block producers with a known zero-tile scale (not ModelOpt's)",
 }
 
 
@@ -274,12 +397,13 @@ def expected_severity(cid: str, fmt: str, role: str, mutation: Mutation) -> str:
     return CHECKS[cid].severity.value
 
 
-def formats_of(check: Check) -> tuple[str, ...]:
-    """The formats a check applies to: those it declares; when it declares none, every format
-    its group runs on (the numbers and layout checks: the formats whose numbers are verified,
-    whose modules are quantized)."""
-    if check.formats:
-        return check.formats
+def formats_of(check: Check, condition: str | None = None) -> tuple[str, ...]:
+    """The formats a check (``condition`` of it: :meth:`Check.formats_of`) applies to: those
+    it declares; when it declares none, every format its group runs on (the numbers and layout
+    checks: the formats whose numbers are verified, whose modules are quantized)."""
+    declared = check.formats if condition is None else check.formats_of(condition)
+    if declared:
+        return declared
     numeric_only = check.group in ("numbers", "layout")
     return tuple(f for f in FORMAT_BASES if by_format(f).numeric or not numeric_only)
 
@@ -288,7 +412,7 @@ def _declared() -> list[tuple[str, str, str]]:
     """Every declared (check, condition, format)."""
     load_all()
     return [(c.id, cond, fmt) for c in CHECKS.values() for cond in c.conditions
-            for fmt in formats_of(c)]
+            for fmt in formats_of(c, cond)]
 
 
 MATRIX = _declared()
@@ -360,18 +484,20 @@ def test_each_condition_fires_on_each_format(cid: str, condition: str, fmt: str,
     mutation = MUTATIONS.get((cid, condition))
     assert mutation is not None, f"{cid}: no case plants condition {condition!r}"
     clean = format_twins[fmt]
-    targets = _targets(clean, cid, mutation.where)
+    headers = _headers(clean)
+    targets = {role: name for role, name in _targets(clean, cid, mutation.where).items()
+               if not mutation.skips(fmt, role, headers[name]["dtype"])}
     assert targets, (f"{cid} is declared for {fmt}, whose fixture holds none of its roles "
-                     f"{CHECKS[cid].roles} in {CHECKS[cid].dtypes}")
+                     f"{CHECKS[cid].roles} in {CHECKS[cid].dtypes} (but those skipped)")
     for role, tensor in targets.items():
         want = expected_severity(cid, fmt, role, mutation)
         path = copy_tree(clean, tmp_path / role)
-        _plant(path, tensor, mutation)
+        _plant(path, tensor, mutation, role)
         for level in CHECKS[cid].levels:
             assert cid not in _baseline(clean, level, mutation.options), (cid, fmt, level)
             report = validate(path, Options(level=level, workers=1, **mutation.options))
             got = [f for f in report.findings if f.check.id == cid and _on(f.tensor, tensor,
-                                                                             mutation)]
+                                                                             mutation, role)]
             where = f"{cid} [{condition}] on {fmt} {tensor} at {level.value}"
             assert got, f"{where}: not fired: {[f.to_json() for f in report.findings]}"
             assert {f.effective_severity.value for f in got} == {want}, where
@@ -382,9 +508,13 @@ def test_each_condition_fires_on_each_format(cid: str, condition: str, fmt: str,
             assert exit_code(report, strict=True) == 1, where
 
 
-def _on(found: str | None, planted: str, mutation: Mutation) -> bool:
-    """Whether a finding on tensor ``found`` is the planted one's: that tensor, or for a fused
-    pair (``mutation.where``) either module of the expert."""
+def _on(found: str | None, planted: str, mutation: Mutation, role: str) -> bool:
+    """Whether a finding on tensor ``found`` is the planted one's: that tensor (of ``role``),
+    or its module's of a role of ``mutation.found_on``, or for a fused pair
+    (``mutation.where``) either module of the expert."""
+    if mutation.found_on:
+        module = planted.removesuffix(f".{role}")
+        return found in {f"{module}.{r}" for r in mutation.found_on}
     if not mutation.pair:
         return found == planted
     expert = planted.split(mutation.where)[0] + ".experts.0."
@@ -402,26 +532,41 @@ def _retype(folder: Path, tensor: str, widths: dict[int, str]) -> None:
     raise KeyError(tensor)
 
 
-def _plant(folder: Path, tensor: str, mutation: Mutation) -> None:
-    """Rewrite the shard holding ``tensor`` with the mutation applied to a copy of it (same
-    dtype and shape: the index and every other tensor stay as they were), or without it."""
+def _plant(folder: Path, tensor: str, mutation: Mutation, role: str) -> None:
+    """Rewrite the shard holding ``tensor`` (of ``role``) with the mutation applied to a copy
+    of it (same dtype and shape: the index and every other tensor stay as they were), or
+    without it; then its module's tensors of the roles of ``mutation.also``, and the config."""
+    if mutation.config is not None:
+        config(mutation.config)(folder)
     if mutation.retype:
         _retype(folder, tensor, mutation.retype)
         return
     if mutation.change is None and (folder / INDEX).exists():
         drop_tensor(tensor)(folder)  # the index follows
         return
+    change = mutation.by_role.get(role, mutation.change)
+    _edit(folder, tensor, change, mutation.first_row)
+    module = tensor.removesuffix(f".{role}")
+    present = _headers(folder)
+    for other, also in mutation.also.items():
+        if f"{module}.{other}" in present:
+            _edit(folder, f"{module}.{other}", also)
+
+
+def _edit(folder: Path, tensor: str, change: Change | None, first_row: bool = False) -> None:
+    """Rewrite the shard holding ``tensor`` with ``change`` applied to a flat copy of it (of
+    its first row alone with ``first_row``), or without the tensor (``change`` None)."""
     for shard in sorted(folder.glob("*.safetensors")):
         tensors = read_safetensors(shard)
-        if tensor in tensors and mutation.change is None:
+        if tensor in tensors and change is None:
             del tensors[tensor]
             write_safetensors(shard, tensors)
             return
         if tensor in tensors:
             a = tensors[tensor]
-            flat = np.ascontiguousarray(a).reshape(-1).copy()
-            mutation.change(flat)
-            tensors[tensor] = flat.reshape(a.shape)
+            rows = np.ascontiguousarray(a).reshape(a.shape[0] if first_row else 1, -1).copy()
+            change(rows[0])
+            tensors[tensor] = rows.reshape(a.shape)
             write_safetensors(shard, tensors)
             return
     raise KeyError(tensor)
@@ -442,6 +587,26 @@ def test_declared_formats_are_those_holding_the_roles(format_twins: dict[str, Pa
         assert declared <= holding, (check.id, sorted(declared - holding))
         if check.id not in ONE_SCHEME:
             assert holding <= declared, (check.id, "not declared", sorted(holding - declared))
+
+
+def test_a_condition_of_some_formats_alone() -> None:
+    """``declare(only=...)`` scopes a condition to some of the check's formats: the matrix
+    fires it on those alone, the catalogue names them, and a scope outside the declared
+    formats or of an undeclared condition is refused (nothing is catalogued)."""
+    load_all()
+    single = CHECKS["TENSOR_SINGLE_CODE"]
+    assert single.formats_of("+0 and -0 mixed") == ("quark-mxfp4",)
+    assert single.formats_of("zero everywhere") == single.formats
+    assert [f for cid, cond, f in MATRIX if (cid, cond) == (single.id, "+0 and -0 mixed")] == [
+        "quark-mxfp4"]
+    assert "+0 and -0 mixed (only `quark-mxfp4`)" in render_markdown()
+    fields: dict[str, Any] = {"severity": Severity.INFO, "level": Level.SCALES,
+                              "group": "numbers", "meaning": "m", "fix": "f",
+                              "conditions": ("a", "b"), "formats": ("quark-mxfp4", "fp8-block")}
+    for only in ({"c": ("fp8-block",)}, {"a": ("quark-w4a8",)}, {"a": ()}):
+        with pytest.raises(ValueError, match="scoped"):
+            declare("SCOPED_TEST_CHECK", **fields, only=only)
+    assert "SCOPED_TEST_CHECK" not in CHECKS
 
 
 def test_a_check_pickles_as_the_catalogues_own_entry() -> None:
