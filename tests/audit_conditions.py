@@ -42,6 +42,7 @@ CT_INT4 = "mxformats/validate/descriptors/ct_int4.py"
 FP8_MO = "mxformats/validate/descriptors/fp8_block_modelopt.py"
 MXFP4 = "mxformats/validate/descriptors/quark_mxfp4.py"
 PLAUSIBILITY = "mxformats/validate/plausibility.py"
+REPRODUCE = "mxformats/validate/reproduce.py"
 LAYOUT = "mxformats/validate/layout.py"
 _UNAVAILABLE = '        if ref is None and f"{mod.name}.{p}" in ckpt.unavailable:\n'
 
@@ -93,6 +94,21 @@ _NV_BELOW_4, _NV_FOUR = ("largest |code| below 4", "largest |code| 4 and a block
 _ABOVE, _BELOW, _SIBLINGS = ("a block decoding above 1000", "every block decoding below 1e-05",
                              "an expert 100x its siblings")
 _MAG = "DECODED_MAGNITUDE"
+_RMS_UP, _RMS_DOWN = "an expert 8x above its layer's median", "an expert 8x below it"
+_SAME = "        same = (mine.dtype == theirs.dtype and mine.shape == theirs.shape"
+_CODE, _SCALE = "a code changed", "a scale changed"
+_FLOOR = "a Quark recipe no profile reproduces (floor)"
+_FOUR_SIX = "bytes of a recipe the config does not name (Four-Over-Six)"
+
+
+def _not_compared(name: str, kind: str, what: str, params: str, conditions: tuple[str, ...],
+                  catches: tuple[tuple[str, str], ...]) -> Switch:
+    """A reproduction switch: the produced tensors ``params`` (a Python expression over
+    ``p``) taken as identical whatever their bytes."""
+    return Switch(name, kind, what, REPRODUCE, _SAME,
+                  _SAME.replace("same = (", f"same = {params} or ("),
+                  tuple(("REPRO_MISMATCH", c) for c in conditions),
+                  tuple(("REPRO_MISMATCH", c, f) for c, f in catches))
 
 #: Every declared (check, condition) switched off, and switches of a format or a tensor role.
 SWITCHES: tuple[Switch, ...] = (
@@ -336,6 +352,45 @@ SWITCHES: tuple[Switch, ...] = (
            MXFP4, "return np.asarray(arrays[\"weight_scale\"]).view(np.uint8).view(E8M0), "
            "E2M1.max", "return None  # type: ignore[return-value]", (),
            ((_MAG, _BELOW, MX),)),
+    # an expert's RMS against its layer: each side, a scale role, a packing
+    _one("cond_rms_outlier_above_off", "sign", "an expert above its layer's median passes",
+         STATS, "        dev = abs(x - med)", "        dev = med - x", "EXPERT_RMS_OUTLIER",
+         _RMS_UP, MX),
+    _one("cond_rms_outlier_below_off", "sign", "an expert below its layer's median passes",
+         STATS, "        dev = abs(x - med)", "        dev = x - med", "EXPERT_RMS_OUTLIER",
+         _RMS_DOWN, CTI),
+    Switch("cond_rms_w4a8_stage1_role_off", "role",
+           "W4A8's per-tensor weight_scale left out of an expert's RMS", STATS,
+           "sumsq = float((st.gsq[:, 0] * s2[::step] ** 2).sum()) * s1 * s1",
+           "sumsq = float((st.gsq[:, 0] * s2[::step] ** 2).sum())", (),
+           (("EXPERT_RMS_OUTLIER", _RMS_UP, W4),)),
+    Switch("cond_rms_int4_scales_format_off", "format",
+           "compressed-tensors INT4 group scales left out of an expert's RMS", STATS,
+           "sumsq = float((st.gsq * np.repeat(sc[::step], per, axis=-1) ** 2).sum())",
+           "sumsq = float(st.gsq.sum())", (),
+           (("EXPERT_RMS_OUTLIER", _RMS_DOWN, "compressed-tensors-mixed"),)),
+    # reproduction: codes, scales, one scale role each, and the recipes no profile reproduces
+    _not_compared("cond_repro_codes_off", "value", "a produced code tensor taken as identical",
+                  'p in ("weight", "weight_packed")', (_CODE,),
+                  ((_CODE, MX), (_CODE, "fp8-block"), (_CODE, CTN))),
+    _not_compared("cond_repro_scales_off", "value", "a produced scale tensor taken as identical",
+                  'p not in ("weight", "weight_packed")', (_SCALE,),
+                  ((_SCALE, W4), (_SCALE, "compressed-tensors-fp8-block"), (_SCALE, MON))),
+    _not_compared("cond_repro_w4a8_scale_2_role_off", "role",
+                  "W4A8's produced weight_scale_2 taken as identical", 'p == "weight_scale_2"',
+                  (), ((_SCALE, W4),)),
+    _not_compared("cond_repro_scale_inv_role_off", "role",
+                  "DeepSeek's produced weight_scale_inv taken as identical",
+                  'p == "weight_scale_inv"', (), ((_SCALE, "fp8-block"),)),
+    _one("cond_repro_floor_claimed_off", "field",
+         "a Quark recipe no profile reproduces compared byte for byte (errors)", REPRODUCE,
+         'return profile, ckpt.descriptor.unclaimed(ckpt) if ckpt.descriptor is not None else ""',
+         'return profile, ""', "REPRO_MISMATCH", _FLOOR, MX),
+    _one("cond_repro_four_over_six_off", "field",
+         "ModelOpt Four-Over-Six bytes compared byte for byte (errors)", NVFP4,
+         '        return (f"ModelOpt Four-Over-Six block scales (no non-zero block above "',
+         '        return "" and (f"ModelOpt Four-Over-Six block scales (no non-zero block above "',
+         "REPRO_MISMATCH", _FOUR_SIX, MON),
 )
 
 

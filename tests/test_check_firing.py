@@ -34,7 +34,7 @@ import numpy as np
 import pytest
 import test_validate_core
 from audit_conditions import SWITCHES, case_id, patch_text
-from test_validate_corpus import CASES, _catalogue, ensure_twins
+from test_validate_corpus import CASES, _catalogue, _four_over_six_from_source, ensure_twins
 from validate_corpus import INDEX, config, copy_tree, drop_tensor, raw_header, write_raw
 
 from mxformats.tensorfile import DTYPES, read_header, read_safetensors, write_safetensors
@@ -170,13 +170,15 @@ class Mutation:
     maps its dtype's width in bytes to the dtype its header then claims, its bytes kept); the
     tensor is the first (by name) of the role whose name holds ``where``; ``also``: changes to
     the same module's tensors of other roles (where it has one), e.g. its scales; ``config``:
-    an edit of config.json; ``pair``: the finding may be on either module of the fused pair
-    ``where`` names (an expert's gate_proj and up_proj); ``found_on``: the finding is on the
-    module's tensor of one of these roles, not on the planted one; ``skip``: the (format,
-    role, dtype) the condition cannot be planted in (``""``: any), each with the reason (a
-    check of the module's own that pre-empts it, a dtype that cannot hold it); ``severity``
-    the finding's (None: the check's, or :func:`expected_severity`'s); ``options`` extra
-    :class:`Options` the check needs to run."""
+    an edit of config.json; ``edit``: one of the folder (a corpus edit); ``pair``: the
+    finding may be on either module of the fused pair ``where`` names (an expert's gate_proj
+    and up_proj); ``found_on``: the finding is on the module's tensor of one of these roles,
+    not on the planted one; ``anywhere``: on any tensor or none (a finding of the whole
+    checkpoint); ``source``: validated with ``--source``, the fixture's BF16 source beside
+    it; ``skip``: the (format, role, dtype) the condition cannot be planted in (``""``: any),
+    each with the reason (a check of the module's own that pre-empts it, a dtype that cannot
+    hold it); ``severity`` the finding's (None: the check's, or :func:`expected_severity`'s);
+    ``options`` extra :class:`Options` the check needs to run."""
 
     change: Change | None
     where: str = ""
@@ -188,7 +190,10 @@ class Mutation:
     first_row: bool = False
     also: dict[str, Change] = field(default_factory=dict)
     config: Callable[[dict[str, Any]], None] | None = None
+    edit: Callable[[Path], None] | None = None
     found_on: tuple[str, ...] = ()
+    anywhere: bool = False
+    source: bool = False
     skip: dict[tuple[str, str, str], str] = field(default_factory=dict)
 
     def skips(self, fmt: str, role: str, dtype: str) -> bool:
@@ -264,6 +269,22 @@ def _ue8m0(cfg: dict[str, Any]) -> None:
     cfg["quantization_config"]["scale_fmt"] = "ue8m0"
 
 
+def _flip_first(a: np.ndarray) -> None:
+    """The lowest bit of the first byte flipped (the next one where that would make an E4M3
+    or E8M0 byte NaN)."""
+    b = a.view(np.uint8)
+    b[0] ^= 1 if b[0] & 0x7F != 0x7E else 2
+
+
+def _keep(a: np.ndarray) -> None:
+    """No change: the condition is in the config (:attr:`Mutation.config`)."""
+
+
+def _floor(cfg: dict[str, Any]) -> None:
+    cfg["quantization_config"]["global_quant_config"]["weight"]["scale_calculation_mode"] = (
+        "floor")
+
+
 def _scale_by(factor: float) -> Change:
     """Every scale times ``factor`` as its dtype allows: a float times it, an E8M0 byte plus
     its power of two (kept inside bytes 2..253), an E4M3 scale times it but no smaller than
@@ -303,6 +324,11 @@ def _decoded(factor: float, nvfp4_global: tuple[float, float] | None = None,
 #: compressed-tensors' offset binary q+8 in ``weight_packed``.
 _ZERO_CODES: dict[str, Change] = {"weight_packed": _fill(0x88)}
 _FP8_SCALES = {"weight_scale": _pow2, "weight_scale_inv": _pow2}
+#: The roles of a module's codes and of its scales, each left out (:attr:`Mutation.skip`) by
+#: a condition planted in the other.
+_CODES = {("", r, ""): "a code tensor: the code condition's" for r in ("weight", "weight_packed")}
+_SCALES = {("", r, ""): "a scale tensor: the scale condition's" for r in (
+    "weight_scale", "weight_scale_inv", "weight_scale_2", "weight_global_scale")}
 
 
 _FUSED = {"an expert's up_proj differs": ".experts.0.up_proj.",
@@ -367,12 +393,27 @@ MUTATIONS: dict[tuple[str, str], Mutation] = {
         1e-6, where=".down_proj."),
     ("DECODED_MAGNITUDE", "an expert 100x its siblings"): _decoded(
         256.0, where=".experts.0.down_proj."),
+    **{("EXPERT_RMS_OUTLIER", cond): Mutation(
+        _scale_by(factor), where=".experts.0.down_proj.", found_on=("weight", "weight_packed"))
+       for cond, factor in (("an expert 8x above its layer's median", 8.0),
+                            ("an expert 8x below it", 1 / 8))},
+    ("REPRO_MISMATCH", "a code changed"): Mutation(
+        _flip_first, where=".experts.0.down_proj.", source=True, skip=_SCALES),
+    ("REPRO_MISMATCH", "a scale changed"): Mutation(
+        _flip_first, where=".experts.0.down_proj.", source=True, skip=_CODES),
+    ("REPRO_MISMATCH", "a Quark recipe no profile reproduces (floor)"): Mutation(
+        _keep, where=".experts.0.down_proj.", config=_floor, source=True, anywhere=True,
+        severity="warning", skip=_SCALES),
+    ("REPRO_MISMATCH", "bytes of a recipe the config does not name (Four-Over-Six)"): Mutation(
+        _keep, where=".experts.0.down_proj.", edit=_four_over_six_from_source, source=True,
+        anywhere=True, severity="warning", skip=_SCALES),
 }
 
-#: Checks whose formats are one scheme's by their meaning (a W4A8 or NVFP4 rule), not every
-#: format holding a tensor of their roles: the derivation test does not ask them to list the
+#: Checks whose formats are some of those holding a tensor of their roles, by their meaning
+#: (one scheme's rule: W4A8's, NVFP4's; one element encoding's; what a producer profile
+#: reproduces), each with the reason: the derivation test does not ask them to list the
 #: other formats that hold such a tensor (W4A8's F32 weight_scale_2 is not an NVFP4 global).
-ONE_SCHEME = {
+BY_MEANING = {
     "W4A8_SCALE2_MAX": "W4A8's stage-2 row scales",
     "NVFP4_GLOBAL_CONVENTION": "NVFP4's global scale conventions",
     "NVFP4_GATE_UP_SCALE": "NVFP4's fused global scales",
@@ -382,6 +423,8 @@ ONE_SCHEME = {
     "TENSOR_SINGLE_CODE": "MXFP4's and INT4's packed codes",
     "NVFP4_BLOCK_NOT_TIGHT": "NVFP4's packed codes (MXFP4's: SCALE_NOT_TIGHT)",
     "FP8_ZERO_TILE_SCALE": "FP8 block producers with a known zero-tile scale (not ModelOpt's)",
+    "EXPERT_RMS_OUTLIER": "the packed MXFP4 and INT4 codes, whose RMS the full pass measures",
+    "REPRO_MISMATCH": "the formats a producer profile reproduces (not ModelOpt FP8 block)",
 }
 
 
@@ -489,13 +532,16 @@ def test_each_condition_fires_on_each_format(cid: str, condition: str, fmt: str,
                if not mutation.skips(fmt, role, headers[name]["dtype"])}
     assert targets, (f"{cid} is declared for {fmt}, whose fixture holds none of its roles "
                      f"{CHECKS[cid].roles} in {CHECKS[cid].dtypes} (but those skipped)")
+    options = dict(mutation.options)
+    if mutation.source:
+        options["source"] = clean.parent / f"{clean.name}-bf16"
     for role, tensor in targets.items():
         want = expected_severity(cid, fmt, role, mutation)
         path = copy_tree(clean, tmp_path / role)
         _plant(path, tensor, mutation, role)
         for level in CHECKS[cid].levels:
-            assert cid not in _baseline(clean, level, mutation.options), (cid, fmt, level)
-            report = validate(path, Options(level=level, workers=1, **mutation.options))
+            assert cid not in _baseline(clean, level, options), (cid, fmt, level)
+            report = validate(path, Options(level=level, workers=1, **options))
             got = [f for f in report.findings if f.check.id == cid and _on(f.tensor, tensor,
                                                                              mutation, role)]
             where = f"{cid} [{condition}] on {fmt} {tensor} at {level.value}"
@@ -511,7 +557,9 @@ def test_each_condition_fires_on_each_format(cid: str, condition: str, fmt: str,
 def _on(found: str | None, planted: str, mutation: Mutation, role: str) -> bool:
     """Whether a finding on tensor ``found`` is the planted one's: that tensor (of ``role``),
     or its module's of a role of ``mutation.found_on``, or for a fused pair
-    (``mutation.where``) either module of the expert."""
+    (``mutation.where``) either module of the expert; any with ``mutation.anywhere``."""
+    if mutation.anywhere:
+        return True
     if mutation.found_on:
         module = planted.removesuffix(f".{role}")
         return found in {f"{module}.{r}" for r in mutation.found_on}
@@ -538,6 +586,8 @@ def _plant(folder: Path, tensor: str, mutation: Mutation, role: str) -> None:
     without it; then its module's tensors of the roles of ``mutation.also``, and the config."""
     if mutation.config is not None:
         config(mutation.config)(folder)
+    if mutation.edit is not None:
+        mutation.edit(folder)
     if mutation.retype:
         _retype(folder, tensor, mutation.retype)
         return
@@ -576,7 +626,7 @@ def test_declared_formats_are_those_holding_the_roles(format_twins: dict[str, Pa
     """A check reading tensor roles applies to exactly the formats whose fixture holds one of
     them in one of its dtypes: the declaration misses no format that carries such a scale (a
     new format's scales are then fired too), and lists none that does not. Checks of one
-    scheme's rule (:data:`ONE_SCHEME`) are only held to the second half."""
+    scheme's rule (:data:`BY_MEANING`) are only held to the second half."""
     load_all()
     for check in CHECKS.values():
         if not check.conditions or not check.roles:
@@ -585,7 +635,7 @@ def test_declared_formats_are_those_holding_the_roles(format_twins: dict[str, Pa
         holding = {fmt for fmt in runs_on if _targets(format_twins[fmt], check.id)}
         declared = set(formats_of(check))
         assert declared <= holding, (check.id, sorted(declared - holding))
-        if check.id not in ONE_SCHEME:
+        if check.id not in BY_MEANING:
             assert holding <= declared, (check.id, "not declared", sorted(holding - declared))
 
 

@@ -67,6 +67,18 @@ REPRO_SUMMARY = declare(
     fix="Nothing to fix.")
 REPRO_MISMATCH = declare(
     "REPRO_MISMATCH", severity=Severity.ERROR, level=Level.STRUCTURE, group="reproduction",
+    conditions=("a code changed", "a scale changed",
+                "a Quark recipe no profile reproduces (floor)",
+                "bytes of a recipe the config does not name (Four-Over-Six)"),
+    formats=("quark-mxfp4", "quark-w4a8", "compressed-tensors-int4", "compressed-tensors-nvfp4",
+             "compressed-tensors-fp8-block", "compressed-tensors-mixed", "modelopt-nvfp4",
+             "modelopt-mixed", "fp8-block"),
+    only={"a Quark recipe no profile reproduces (floor)": ("quark-mxfp4",),
+          "bytes of a recipe the config does not name (Four-Over-Six)": ("modelopt-nvfp4",
+                                                                           "modelopt-mixed")},
+    roles=("weight", "weight_packed", "weight_scale", "weight_scale_inv", "weight_scale_2",
+           "weight_global_scale"),
+    dtypes=("U8", "I32", "F8_E4M3", "F32", "BF16"),
     meaning="A quantized tensor differs from what the producer profile the checkpoint claims (its "
             "quantization_config's producer) writes from the source: an error. A warning, once, "
             "where the config names a recipe no profile reproduces (Quark MXFP4 "

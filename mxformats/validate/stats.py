@@ -180,6 +180,9 @@ EXPERT_ALL_ZERO = declare(
     fix="Check the expert was written (a missing tensor loads as zeros in vLLM).")
 EXPERT_RMS_OUTLIER = declare(
     "EXPERT_RMS_OUTLIER", severity=Severity.WARNING, level=Level.FULL, group="numbers",
+    conditions=("an expert 8x above its layer's median", "an expert 8x below it"),
+    formats=_PACKED_FORMATS, roles=("weight_scale", "weight_scale_2"),
+    dtypes=("U8", "F32", "BF16"),
     meaning="An expert projection's dequantized RMS is an outlier within its layer (robust z > 6 "
             "and at least 4x off the median).",
     fix="Compare the expert with its source; a wrong scale decode or copy shows here.")
