@@ -391,6 +391,17 @@ SWITCHES: tuple[Switch, ...] = (
          '        return (f"ModelOpt Four-Over-Six block scales (no non-zero block above "',
          '        return "" and (f"ModelOpt Four-Over-Six block scales (no non-zero block above "',
          "REPRO_MISMATCH", _FOUR_SIX, MON),
+    _one("cond_repro_uncorrelated_off", "value",
+         "a weight uncorrelated with its source passes unless constant", REPRODUCE,
+         "    if r.correlation < 0.9:", "    if r.correlation < 0.9 and r.correlation == 0.0:",
+         "REPRO_UNCORRELATED", "the codes in reverse order", "compressed-tensors-fp8-block"),
+    Switch("cond_repro_constant_off", "value",
+           "a constant weight's correlation left NaN (passes every comparison)", REPRODUCE,
+           "result.correlation = stats.correlation if stats.weight_varies else 0.0",
+           "result.correlation = stats.correlation if stats.weight_varies else math.nan",
+           (("REPRO_UNCORRELATED", "every code zero"),),
+           (("REPRO_UNCORRELATED", "every code zero", MX),
+            ("REPRO_UNCORRELATED", "every code zero", CTI))),
 )
 
 

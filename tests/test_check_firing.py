@@ -276,6 +276,11 @@ def _flip_first(a: np.ndarray) -> None:
     b[0] ^= 1 if b[0] & 0x7F != 0x7E else 2
 
 
+def _reverse(a: np.ndarray) -> None:
+    """The elements in reverse order (the codes of other rows and columns)."""
+    a[:] = a[::-1].copy()
+
+
 def _keep(a: np.ndarray) -> None:
     """No change: the condition is in the config (:attr:`Mutation.config`)."""
 
@@ -397,6 +402,10 @@ MUTATIONS: dict[tuple[str, str], Mutation] = {
         _scale_by(factor), where=".experts.0.down_proj.", found_on=("weight", "weight_packed"))
        for cond, factor in (("an expert 8x above its layer's median", 8.0),
                             ("an expert 8x below it", 1 / 8))},
+    ("REPRO_UNCORRELATED", "the codes in reverse order"): Mutation(
+        _reverse, where=".experts.0.down_proj.", source=True),
+    ("REPRO_UNCORRELATED", "every code zero"): Mutation(
+        _fill(0), by_role=_ZERO_CODES, where=".experts.0.down_proj.", source=True),
     ("REPRO_MISMATCH", "a code changed"): Mutation(
         _flip_first, where=".experts.0.down_proj.", source=True, skip=_SCALES),
     ("REPRO_MISMATCH", "a scale changed"): Mutation(
@@ -425,6 +434,7 @@ BY_MEANING = {
     "FP8_ZERO_TILE_SCALE": "FP8 block producers with a known zero-tile scale (not ModelOpt's)",
     "EXPERT_RMS_OUTLIER": "the packed MXFP4 and INT4 codes, whose RMS the full pass measures",
     "REPRO_MISMATCH": "the formats a producer profile reproduces (not ModelOpt FP8 block)",
+    "REPRO_UNCORRELATED": "the formats a producer profile reproduces (not ModelOpt FP8 block)",
 }
 
 

@@ -65,14 +65,16 @@ REPRO_SUMMARY = declare(
             "otherwise than the file says (an NVFP4 module with its fused partner's global "
             "scale), that decode's error beside the file's own.",
     fix="Nothing to fix.")
+#: The formats a producer profile reproduces from ``--source`` (not ModelOpt FP8 block).
+_REPRODUCED = ("quark-mxfp4", "quark-w4a8", "compressed-tensors-int4", "compressed-tensors-nvfp4",
+               "compressed-tensors-fp8-block", "compressed-tensors-mixed", "modelopt-nvfp4",
+               "modelopt-mixed", "fp8-block")
 REPRO_MISMATCH = declare(
     "REPRO_MISMATCH", severity=Severity.ERROR, level=Level.STRUCTURE, group="reproduction",
     conditions=("a code changed", "a scale changed",
                 "a Quark recipe no profile reproduces (floor)",
                 "bytes of a recipe the config does not name (Four-Over-Six)"),
-    formats=("quark-mxfp4", "quark-w4a8", "compressed-tensors-int4", "compressed-tensors-nvfp4",
-             "compressed-tensors-fp8-block", "compressed-tensors-mixed", "modelopt-nvfp4",
-             "modelopt-mixed", "fp8-block"),
+    formats=_REPRODUCED,
     only={"a Quark recipe no profile reproduces (floor)": ("quark-mxfp4",),
           "bytes of a recipe the config does not name (Four-Over-Six)": ("modelopt-nvfp4",
                                                                            "modelopt-mixed")},
@@ -96,6 +98,8 @@ REPRO_ERROR_HIGH = declare(
     fix="Look for clipped scales or a wrong scale decode in that module.")
 REPRO_UNCORRELATED = declare(
     "REPRO_UNCORRELATED", severity=Severity.ERROR, level=Level.STRUCTURE, group="reproduction",
+    conditions=("the codes in reverse order", "every code zero"), formats=_REPRODUCED,
+    roles=("weight", "weight_packed"), dtypes=("U8", "I32", "F8_E4M3"),
     meaning="The dequantized weight correlates with the source below 0.9 (a constant, e.g. "
             "all-zero, weight against a varying source counts as 0): wrong nibble order, axis or "
             "scale decode, or another tensor. Info where the claimed profile reproduces the bytes "
