@@ -94,6 +94,7 @@ _NV_BELOW_4, _NV_FOUR = ("largest |code| below 4", "largest |code| 4 and a block
 _ABOVE, _BELOW, _SIBLINGS = ("a block decoding above 1000", "every block decoding below 1e-05",
                              "an expert 100x its siblings")
 _MAG = "DECODED_MAGNITUDE"
+_TP = "DEPLOY_TP_DIVISIBILITY"
 _RMS_UP, _RMS_DOWN = "an expert 8x above its layer's median", "an expert 8x below it"
 _SAME = "        same = (mine.dtype == theirs.dtype and mine.shape == theirs.shape"
 _CODE, _SCALE = "a code changed", "a scale changed"
@@ -402,6 +403,47 @@ SWITCHES: tuple[Switch, ...] = (
            (("REPRO_UNCORRELATED", "every code zero"),),
            (("REPRO_UNCORRELATED", "every code zero", MX),
             ("REPRO_UNCORRELATED", "every code zero", CTI))),
+    # deployment: each divisibility rule, one format's partition multiple, each target verdict
+    *(_one(name, kind, what, DEPLOYMENT, old, old.replace(":", " and False:") if new is None
+           else new, cid, cond, fmt)
+      for name, kind, what, old, new, cid, cond, fmt in (
+          ("cond_deploy_tp_below_1_off", "value", "a TP below 1 accepted",
+           "    if tp < 1 or ep < 1:", "    if tp < -1 or ep < 1:", _TP, "a parallel size below 1",
+           "bf16"),
+          ("cond_deploy_heads_off", "field", "attention heads not divisible by TP accepted",
+           "    if heads % tp:", None, _TP, "attention heads not divisible", W4),
+          ("cond_deploy_moe_off", "field", "moe_intermediate_size not divisible by TP accepted",
+           "        if moe_intermediate % tp:", None, _TP, "moe_intermediate_size not divisible",
+           MON),
+          ("cond_deploy_moe_group_off", "field",
+           "moe_intermediate_size/TP off the format's group accepted",
+           "        elif group and (moe_intermediate // tp) % group:", None, _TP,
+           "moe_intermediate_size/TP off the group", CTI),
+          ("cond_deploy_intermediate_off", "field",
+           "intermediate_size not divisible by TP accepted", "    if intermediate % tp:", None,
+           _TP, "intermediate_size not divisible", MX),
+          ("cond_deploy_dense_group_off", "field",
+           "intermediate_size/TP off a quantized dense MLP's group accepted",
+           "    elif dense_quantized and dense_group and (intermediate // tp) % dense_group:",
+           None, _TP, "intermediate_size/TP off the dense group", "modelopt-fp8-block"),
+          ("cond_deploy_ep_off", "field", "n_routed_experts not divisible by EP accepted",
+           "        if experts % ep:", None, "DEPLOY_EP_DIVISIBILITY",
+           "n_routed_experts not divisible", CTN),
+          ("cond_deploy_unknown_target_off", "value", "an unknown target not reported",
+           "    if opts.target is not None and opts.target not in TARGETS:", None,
+           "DEPLOY_UNSUPPORTED", "an unknown target", "fp8-block"))),
+    _one("cond_deploy_unsupported_off", "value", "a target with no kernel reported as slow",
+         DEPLOYMENT, 'check = {"unsupported": DEPLOY_UNSUPPORTED, "slow": DEPLOY_SLOW_PATH,',
+         'check = {"unsupported": DEPLOY_SLOW_PATH, "slow": DEPLOY_SLOW_PATH,',
+         "DEPLOY_UNSUPPORTED", "a target with no kernel for the scheme", W4),
+    _one("cond_deploy_slow_off", "value", "an emulated target reported as a note",
+         DEPLOYMENT, 'check = {"unsupported": DEPLOY_UNSUPPORTED, "slow": DEPLOY_SLOW_PATH,',
+         'check = {"unsupported": DEPLOY_UNSUPPORTED, "slow": DEPLOY_NOTE,',
+         "DEPLOY_SLOW_PATH", "a target that emulates the scheme", CTI),
+    Switch("cond_deploy_w4a8_multiple_format_off", "format",
+           "W4A8's partition multiple (8) dropped", W4A8, "    tp_multiple = 8",
+           "    tp_multiple = None", (),
+           ((_TP, "moe_intermediate_size/TP off the group", W4),)),
 )
 
 

@@ -178,7 +178,8 @@ class Mutation:
     it; ``skip``: the (format, role, dtype) the condition cannot be planted in (``""``: any),
     each with the reason (a check of the module's own that pre-empts it, a dtype that cannot
     hold it); ``severity`` the finding's (None: the check's, or :func:`expected_severity`'s);
-    ``options`` extra :class:`Options` the check needs to run."""
+    ``options`` extra :class:`Options` the check needs to run (the clean fixture's too);
+    ``fault``: options that are the condition (the planted copy's alone)."""
 
     change: Change | None
     where: str = ""
@@ -186,6 +187,7 @@ class Mutation:
     retype: dict[int, str] = field(default_factory=dict)
     severity: str | None = None
     options: dict[str, Any] = field(default_factory=dict)
+    fault: dict[str, Any] = field(default_factory=dict)
     by_role: dict[str, Change] = field(default_factory=dict)
     first_row: bool = False
     also: dict[str, Change] = field(default_factory=dict)
@@ -288,6 +290,17 @@ def _keep(a: np.ndarray) -> None:
 def _floor(cfg: dict[str, Any]) -> None:
     cfg["quantization_config"]["global_quant_config"]["weight"]["scale_calculation_mode"] = (
         "floor")
+
+
+def _deploy(fault: dict[str, Any] | None = None, **sizes: int) -> Mutation:
+    """A deployment rule: the clean fixture passes with ``--tp 2 --ep 4`` (expert parallelism
+    leaves the routed experts' sizes alone); the planted copy has the options ``fault`` and
+    the config's ``sizes`` (the check reads no tensor: nothing else is planted; the finding
+    is on config.json)."""
+    def set_sizes(cfg: dict[str, Any]) -> None:
+        cfg.update(sizes)
+    return Mutation(_keep, config=set_sizes if sizes else None, options={"tp": 2, "ep": 4},
+                    fault=fault or {}, anywhere=True)
 
 
 def _scale_by(factor: float) -> Change:
@@ -402,6 +415,25 @@ MUTATIONS: dict[tuple[str, str], Mutation] = {
         _scale_by(factor), where=".experts.0.down_proj.", found_on=("weight", "weight_packed"))
        for cond, factor in (("an expert 8x above its layer's median", 8.0),
                             ("an expert 8x below it", 1 / 8))},
+    # the deployment rules: parallel sizes and targets (options), the sizes they divide
+    # (config.json): 4 heads, 4 experts, moe_intermediate_size 96 (ModelOpt FP8 block's 128),
+    # intermediate_size 256 in every fixture; each case breaks one rule alone
+    ("DEPLOY_TP_DIVISIBILITY", "a parallel size below 1"): _deploy({"tp": -1}),
+    ("DEPLOY_TP_DIVISIBILITY", "attention heads not divisible"): _deploy(
+        num_attention_heads=3),
+    ("DEPLOY_TP_DIVISIBILITY", "moe_intermediate_size not divisible"): _deploy(
+        {"ep": 1}, moe_intermediate_size=97),
+    ("DEPLOY_TP_DIVISIBILITY", "moe_intermediate_size/TP off the group"): _deploy(
+        {"ep": 1}, moe_intermediate_size=40),
+    ("DEPLOY_TP_DIVISIBILITY", "intermediate_size not divisible"): _deploy(
+        intermediate_size=257),
+    ("DEPLOY_TP_DIVISIBILITY", "intermediate_size/TP off the dense group"): _deploy(
+        intermediate_size=80),
+    ("DEPLOY_EP_DIVISIBILITY", "n_routed_experts not divisible"): _deploy({"ep": 3}),
+    ("DEPLOY_UNSUPPORTED", "a target with no kernel for the scheme"): _deploy(
+        {"target": "b200"}),
+    ("DEPLOY_UNSUPPORTED", "an unknown target"): _deploy({"target": "tpu-v5"}),
+    ("DEPLOY_SLOW_PATH", "a target that emulates the scheme"): _deploy({"target": "mi300x"}),
     ("REPRO_UNCORRELATED", "the codes in reverse order"): Mutation(
         _reverse, where=".experts.0.down_proj.", source=True),
     ("REPRO_UNCORRELATED", "every code zero"): Mutation(
@@ -540,6 +572,8 @@ def test_each_condition_fires_on_each_format(cid: str, condition: str, fmt: str,
     headers = _headers(clean)
     targets = {role: name for role, name in _targets(clean, cid, mutation.where).items()
                if not mutation.skips(fmt, role, headers[name]["dtype"])}
+    if not CHECKS[cid].roles:
+        targets = {"": ""}  # a check of no tensor's values: the config and options alone
     assert targets, (f"{cid} is declared for {fmt}, whose fixture holds none of its roles "
                      f"{CHECKS[cid].roles} in {CHECKS[cid].dtypes} (but those skipped)")
     options = dict(mutation.options)
@@ -547,11 +581,12 @@ def test_each_condition_fires_on_each_format(cid: str, condition: str, fmt: str,
         options["source"] = clean.parent / f"{clean.name}-bf16"
     for role, tensor in targets.items():
         want = expected_severity(cid, fmt, role, mutation)
-        path = copy_tree(clean, tmp_path / role)
+        path = copy_tree(clean, tmp_path / (role or "checkpoint"))
         _plant(path, tensor, mutation, role)
         for level in CHECKS[cid].levels:
             assert cid not in _baseline(clean, level, options), (cid, fmt, level)
-            report = validate(path, Options(level=level, workers=1, **options))
+            report = validate(path, Options(level=level, workers=1,
+                                            **{**options, **mutation.fault}))
             got = [f for f in report.findings if f.check.id == cid and _on(f.tensor, tensor,
                                                                              mutation, role)]
             where = f"{cid} [{condition}] on {fmt} {tensor} at {level.value}"
@@ -598,6 +633,8 @@ def _plant(folder: Path, tensor: str, mutation: Mutation, role: str) -> None:
         config(mutation.config)(folder)
     if mutation.edit is not None:
         mutation.edit(folder)
+    if not tensor:
+        return
     if mutation.retype:
         _retype(folder, tensor, mutation.retype)
         return

@@ -37,6 +37,7 @@ import numpy as np
 from .checkmodule import CheckModule
 from .descriptors import Descriptor, by_format
 from .findings import Finding, Level, Severity, declare, listed
+from .model import CheckpointFormat
 from .targets import TARGETS
 
 if TYPE_CHECKING:
@@ -46,12 +47,25 @@ __all__ = ["TARGETS", "TP_SIZES", "admissible_tp", "checkpoint_tp", "dense_quant
            "deployment_problems", "kernel_table", "run"]
 
 
+#: Every format the validator reads: the parallel sizes' rules apply to each.
+_EVERY_FORMAT = tuple(f.value for f in CheckpointFormat if f is not CheckpointFormat.UNSUPPORTED)
+#: The formats with a partition multiple (:attr:`Descriptor.tp_multiple`: every quantized
+#: one), and those whose fixtures quantize a dense MLP (MXFP4 and FP8 block).
+_GROUPED = tuple(f for f in _EVERY_FORMAT if f != "bf16")
+_DENSE_QUANTIZED = ("quark-mxfp4", "compressed-tensors-fp8-block", "modelopt-fp8-block",
+                    "fp8-block")
 DEPLOY_UNSUPPORTED = declare(
     "DEPLOY_UNSUPPORTED", severity=Severity.ERROR, level=Level.STRUCTURE, group="deployment",
+    conditions=("a target with no kernel for the scheme", "an unknown target"),
+    formats=_EVERY_FORMAT,
+    only={"a target with no kernel for the scheme": ("quark-w4a8", "modelopt-fp8-block")},
     meaning="The target cannot run this checkpoint's quantization scheme in vLLM.",
     fix="Pick a target with a kernel for the scheme, or re-quantize for this target.")
 DEPLOY_SLOW_PATH = declare(
     "DEPLOY_SLOW_PATH", severity=Severity.WARNING, level=Level.STRUCTURE, group="deployment",
+    conditions=("a target that emulates the scheme",),
+    formats=("quark-mxfp4", "compressed-tensors-int4", "compressed-tensors-nvfp4",
+             "compressed-tensors-mixed", "modelopt-nvfp4", "modelopt-mixed"),
     meaning="The target runs this scheme through an emulation or fallback path (slow).",
     fix="Expect lower throughput, or choose a target with native kernels.")
 DEPLOY_NOTE = declare(
@@ -60,10 +74,17 @@ DEPLOY_NOTE = declare(
     fix="Set up the runtime as described.")
 DEPLOY_TP = declare(
     "DEPLOY_TP_DIVISIBILITY", severity=Severity.ERROR, level=Level.STRUCTURE, group="deployment",
+    conditions=("a parallel size below 1", "attention heads not divisible",
+                "moe_intermediate_size not divisible", "moe_intermediate_size/TP off the group",
+                "intermediate_size not divisible", "intermediate_size/TP off the dense group"),
+    formats=_EVERY_FORMAT,
+    only={"moe_intermediate_size/TP off the group": _GROUPED,
+          "intermediate_size/TP off the dense group": _DENSE_QUANTIZED},
     meaning="A dimension the tensor-parallel split cuts is not divisible as the kernels need.",
     fix="Choose another --tp, or enable expert parallelism for the routed experts.")
 DEPLOY_EP = declare(
     "DEPLOY_EP_DIVISIBILITY", severity=Severity.ERROR, level=Level.STRUCTURE, group="deployment",
+    conditions=("n_routed_experts not divisible",),
     meaning="The routed expert count is not divisible by the expert-parallel size.",
     fix="Choose an --ep that divides n_routed_experts.")
 DEPLOY_FNUZ_SCALE = declare(
