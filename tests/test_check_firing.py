@@ -24,6 +24,7 @@ import dataclasses
 import importlib
 import inspect
 import pickle
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,8 +35,21 @@ import numpy as np
 import pytest
 import test_validate_core
 from audit_conditions import SWITCHES, case_id, patch_text
-from test_validate_corpus import CASES, _catalogue, _four_over_six_from_source, ensure_twins
-from validate_corpus import INDEX, config, copy_tree, drop_tensor, raw_header, write_raw
+from test_validate_corpus import (
+    CASES,
+    _catalogue,
+    _four_over_six_from_source,
+    ensure_twins,
+)
+from validate_corpus import (
+    INDEX,
+    config,
+    copy_tree,
+    drop_tensor,
+    edit,
+    raw_header,
+    write_raw,
+)
 
 from mxformats.tensorfile import DTYPES, read_header, read_safetensors, write_safetensors
 from mxformats.validate.catalogue import load_all, render_markdown
@@ -283,6 +297,64 @@ def _reverse(a: np.ndarray) -> None:
     a[:] = a[::-1].copy()
 
 
+def _edit_tensors(path: Path, fn: Callable[[dict[str, dict[str, Any]]], None]) -> None:
+    """Rewrite the shards after ``fn({shard: {name: array}})``, the index too where there is
+    one (a single-file checkpoint has none)."""
+    if (path / INDEX).exists():
+        edit(path, fn)
+        return
+    data = {s.name: read_safetensors(s) for s in sorted(path.glob("*.safetensors"))}
+    fn(data)
+    for name, tensors in data.items():
+        write_safetensors(path / name, tensors)
+
+
+def _bias_as(dtype: Any) -> Callable[[Path], None]:
+    """Every router e_score_correction_bias rewritten in ``dtype`` (its values rounded)."""
+    def convert(data: dict[str, dict[str, Any]]) -> None:
+        for tensors in data.values():
+            for name in [n for n in tensors if n.endswith(".e_score_correction_bias")]:
+                tensors[name] = tensors[name].astype(dtype)
+    return lambda path: _edit_tensors(path, convert)
+
+
+def _pack_method(method: str | None) -> Callable[[dict[str, Any]], None]:
+    """Quark's ``export.pack_method`` set to ``method`` (None: the key dropped)."""
+    def change(cfg: dict[str, Any]) -> None:
+        export = cfg["quantization_config"]["export"]
+        export.pop("pack_method")
+        if method is not None:
+            export["pack_method"] = method
+    return change
+
+
+_EXPERT_CODES = re.compile(r"\.experts\.0\.(gate|up|down)_proj\.(weight|weight_packed)$")
+
+
+def _zero_first_experts(path: Path) -> None:
+    """Expert 0 of every layer all zero: each projection's packed codes (byte 0, or 0x88 in
+    compressed-tensors' offset-binary ``weight_packed``)."""
+    def zero(data: dict[str, dict[str, Any]]) -> None:
+        for tensors in data.values():
+            for name, a in tensors.items():
+                if _EXPERT_CODES.search(name) and a.dtype in (np.uint8, np.int32):
+                    b = np.array(a).view(np.uint8)
+                    b[...] = 0x88 if name.endswith("weight_packed") else 0
+                    tensors[name] = b.view(a.dtype)
+    _edit_tensors(path, zero)
+
+
+def _copy_first_experts(path: Path) -> None:
+    """Expert 1 of every layer a copy of expert 0: every tensor of it."""
+    def copy(data: dict[str, dict[str, Any]]) -> None:
+        every = {n: a for tensors in data.values() for n, a in tensors.items()}
+        for tensors in data.values():
+            for name in tensors:
+                if ".experts.1." in name:
+                    tensors[name] = np.array(every[name.replace(".experts.1.", ".experts.0.")])
+    _edit_tensors(path, copy)
+
+
 def _keep(a: np.ndarray) -> None:
     """No change: the condition is in the config (:attr:`Mutation.config`)."""
 
@@ -434,6 +506,16 @@ MUTATIONS: dict[tuple[str, str], Mutation] = {
         {"target": "b200"}),
     ("DEPLOY_UNSUPPORTED", "an unknown target"): _deploy({"target": "tpu-v5"}),
     ("DEPLOY_SLOW_PATH", "a target that emulates the scheme"): _deploy({"target": "mi300x"}),
+    **{("ROUTER_BIAS_DTYPE", f"stored as {name}"): Mutation(_keep, edit=_bias_as(dtype))
+       for name, dtype in (("BF16", ml_dtypes.bfloat16), ("F16", np.float16))},
+    ("PACK_METHOD", "another pack_method ('order')"): Mutation(
+        _keep, config=_pack_method("order"), anywhere=True),
+    ("PACK_METHOD", "no pack_method recorded"): Mutation(
+        _keep, config=_pack_method(None), anywhere=True),
+    ("EXPERT_ALL_ZERO", "every projection of an expert zero"): Mutation(
+        _keep, where=".experts.0.down_proj.", edit=_zero_first_experts),
+    ("EXPERT_DUPLICATE", "an expert's tensors copied from another's"): Mutation(
+        _keep, where=".experts.1.down_proj.", edit=_copy_first_experts),
     ("REPRO_UNCORRELATED", "the codes in reverse order"): Mutation(
         _reverse, where=".experts.0.down_proj.", source=True),
     ("REPRO_UNCORRELATED", "every code zero"): Mutation(
@@ -467,6 +549,8 @@ BY_MEANING = {
     "EXPERT_RMS_OUTLIER": "the packed MXFP4 and INT4 codes, whose RMS the full pass measures",
     "REPRO_MISMATCH": "the formats a producer profile reproduces (not ModelOpt FP8 block)",
     "REPRO_UNCORRELATED": "the formats a producer profile reproduces (not ModelOpt FP8 block)",
+    "EXPERT_ALL_ZERO": "the packed MXFP4 and INT4 codes, whose experts the full pass compares",
+    "EXPERT_DUPLICATE": "the packed MXFP4 and INT4 codes, whose experts the full pass compares",
 }
 
 

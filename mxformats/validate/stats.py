@@ -117,6 +117,7 @@ W4A8_SCALE2 = declare(
     fix="Check the FP8 stage used amax/448 and the INT4 stage amax/7.5 (not /7).")
 ROUTER_BIAS_DTYPE = declare(
     "ROUTER_BIAS_DTYPE", severity=Severity.WARNING, level=Level.SCALES, group="numbers",
+    conditions=("stored as BF16", "stored as F16"), roles=("e_score_correction_bias",),
     meaning="The router's e_score_correction_bias is not F32: routing drifts when it is rounded.",
     fix="Keep the bias in float32 as the source checkpoint has it.")
 ROUTER_BIAS_NONFINITE = declare(
@@ -176,6 +177,8 @@ TENSOR_SINGLE_CODE = declare(
     fix="Re-quantize the module; the weight carries no information.")
 EXPERT_ALL_ZERO = declare(
     "EXPERT_ALL_ZERO", severity=Severity.WARNING, level=Level.FULL, group="numbers",
+    conditions=("every projection of an expert zero",), formats=_PACKED_FORMATS,
+    roles=_PACKED_ROLES, dtypes=_PACKED_DTYPES,
     meaning="Every projection of a routed expert is all zero.",
     fix="Check the expert was written (a missing tensor loads as zeros in vLLM).")
 EXPERT_RMS_OUTLIER = declare(
@@ -188,6 +191,8 @@ EXPERT_RMS_OUTLIER = declare(
     fix="Compare the expert with its source; a wrong scale decode or copy shows here.")
 EXPERT_DUPLICATE = declare(
     "EXPERT_DUPLICATE", severity=Severity.WARNING, level=Level.FULL, group="numbers",
+    conditions=("an expert's tensors copied from another's",), formats=_PACKED_FORMATS,
+    roles=_PACKED_ROLES, dtypes=_PACKED_DTYPES,
     meaning="Two experts of a layer are byte-identical: a copy bug or an undesired merge.",
     fix="Re-export the layer from its source.")
 
