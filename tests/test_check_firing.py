@@ -355,6 +355,14 @@ def _copy_first_experts(path: Path) -> None:
     _edit_tensors(path, copy)
 
 
+def _nan_first(a: np.ndarray) -> None:
+    """The first scale NaN in its encoding: E8M0 byte 0xFF, E4M3 0x7F, a float NaN."""
+    if a.dtype == np.uint8 or a.dtype == ml_dtypes.float8_e4m3fn:
+        a.view(np.uint8)[0] = 0xFF if a.dtype == np.uint8 else 0x7F
+    else:
+        a[0] = np.nan
+
+
 def _keep(a: np.ndarray) -> None:
     """No change: the condition is in the config (:attr:`Mutation.config`)."""
 
@@ -516,6 +524,19 @@ MUTATIONS: dict[tuple[str, str], Mutation] = {
         _keep, where=".experts.0.down_proj.", edit=_zero_first_experts),
     ("EXPERT_DUPLICATE", "an expert's tensors copied from another's"): Mutation(
         _keep, where=".experts.1.down_proj.", edit=_copy_first_experts),
+    # a module's error against its source: every scale 4x (a compressed-tensors NVFP4
+    # weight_global_scale, a divisor, 4x smaller), or its first scale NaN
+    **{("REPRO_ERROR_HIGH", f"every scale {name}x: relative error {side} 0.5"): Mutation(
+        _scale_by(factor), by_role={"weight_global_scale": _scale_by(1 / factor)},
+        where=".experts.0.down_proj.", source=True, severity=severity,
+        found_on=("weight", "weight_packed"), skip={
+            ("", "weight_scale", "F8_E4M3"): "an E4M3 block scale stops at 448, where the "
+                                             "module's largest block already is"})
+       for name, factor, side, severity in (("1.3", 1.3, "within", "warning"),
+                                            ("4", 4.0, "beyond", "error"))},
+    ("REPRO_ERROR_HIGH", "a NaN scale: no finite error"): Mutation(
+        _nan_first, where=".experts.0.down_proj.", source=True, severity="error",
+        found_on=("weight", "weight_packed")),
     ("REPRO_UNCORRELATED", "the codes in reverse order"): Mutation(
         _reverse, where=".experts.0.down_proj.", source=True),
     ("REPRO_UNCORRELATED", "every code zero"): Mutation(
@@ -549,6 +570,7 @@ BY_MEANING = {
     "EXPERT_RMS_OUTLIER": "the packed MXFP4 and INT4 codes, whose RMS the full pass measures",
     "REPRO_MISMATCH": "the formats a producer profile reproduces (not ModelOpt FP8 block)",
     "REPRO_UNCORRELATED": "the formats a producer profile reproduces (not ModelOpt FP8 block)",
+    "REPRO_ERROR_HIGH": "the formats a producer profile reproduces (not ModelOpt FP8 block)",
     "EXPERT_ALL_ZERO": "the packed MXFP4 and INT4 codes, whose experts the full pass compares",
     "EXPERT_DUPLICATE": "the packed MXFP4 and INT4 codes, whose experts the full pass compares",
 }

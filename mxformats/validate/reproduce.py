@@ -90,6 +90,13 @@ REPRO_MISMATCH = declare(
     fix="Check the source is the one the quantizer read, and the producer version and recipe.")
 REPRO_ERROR_HIGH = declare(
     "REPRO_ERROR_HIGH", severity=Severity.WARNING, level=Level.STRUCTURE, group="reproduction",
+    conditions=("every scale 1.3x: relative error within 0.5", "every scale 4x: relative "
+                "error beyond 0.5", "a NaN scale: no finite error"),
+    formats=_REPRODUCED,
+    # E8M0 scales move by powers of two alone
+    only={"every scale 1.3x: relative error within 0.5": _REPRODUCED[1:]},
+    roles=("weight_scale", "weight_scale_inv", "weight_scale_2", "weight_global_scale"),
+    dtypes=("U8", "F8_E4M3", "F32", "BF16"),
     meaning="A module the profile does not reproduce has a dequantized relative error against the "
             "source above the format's threshold (MXFP4 0.15, INT4 g32 0.15, W4A8 0.25): a "
             "warning while it stays within the family's normal range (0.5), an error beyond it or "
