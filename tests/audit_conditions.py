@@ -421,6 +421,20 @@ SWITCHES: tuple[Switch, ...] = (
            (("REPRO_ERROR_HIGH", "a NaN scale: no finite error"),),
            (("REPRO_ERROR_HIGH", "a NaN scale: no finite error", MX),
             ("REPRO_ERROR_HIGH", "a NaN scale: no finite error", "fp8-block"))),
+    _one("cond_source_absent_off", "value", "a module absent from the source skipped silently",
+         REPRODUCE, '    except _Unusable as exc:\n        out.missing = Finding(',
+         '    except _Unusable as exc:\n        if "no weight" in str(exc):\n'
+         '            return\n        out.missing = Finding(', "REPRO_SOURCE_MISSING",
+         "the module absent from the source", "compressed-tensors-nvfp4"),
+    _one("cond_source_transposed_off", "value", "a transposed source weight accepted",
+         REPRODUCE, "        if shape is not None and found != shape:",
+         "        if shape is not None and found != shape and found != shape[::-1]:",
+         "REPRO_SOURCE_MISSING", "the source weight transposed", W4),
+    _one("cond_source_nan_unclaimed_off", "value",
+         "an unclaimed module with a NaN source judged by nothing, silently", REPRODUCE,
+         "    if recipe and r.first_mismatch and math.isnan(r.rel_error):",
+         "    if recipe and r.first_mismatch and math.isnan(r.rel_error) and False:",
+         "REPRO_SOURCE_MISSING", "a NaN source weight, the bytes unclaimed (floor)", MX),
     # deployment: each divisibility rule, one format's partition multiple, each target verdict
     *(_one(name, kind, what, DEPLOYMENT, old, old.replace(":", " and False:") if new is None
            else new, cid, cond, fmt)

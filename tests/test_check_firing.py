@@ -193,7 +193,9 @@ class Mutation:
     each with the reason (a check of the module's own that pre-empts it, a dtype that cannot
     hold it); ``severity`` the finding's (None: the check's, or :func:`expected_severity`'s);
     ``options`` extra :class:`Options` the check needs to run (the clean fixture's too);
-    ``fault``: options that are the condition (the planted copy's alone)."""
+    ``fault``: options that are the condition (the planted copy's alone); ``source_edit``: an
+    edit of a copy of the source (the folder, the planted module), which the planted copy is
+    validated with."""
 
     change: Change | None
     where: str = ""
@@ -202,6 +204,7 @@ class Mutation:
     severity: str | None = None
     options: dict[str, Any] = field(default_factory=dict)
     fault: dict[str, Any] = field(default_factory=dict)
+    source_edit: Callable[[Path, str], None] | None = None
     by_role: dict[str, Change] = field(default_factory=dict)
     first_row: bool = False
     also: dict[str, Change] = field(default_factory=dict)
@@ -361,6 +364,30 @@ def _nan_first(a: np.ndarray) -> None:
         a.view(np.uint8)[0] = 0xFF if a.dtype == np.uint8 else 0x7F
     else:
         a[0] = np.nan
+
+
+def _source_weight(change: Callable[[np.ndarray], np.ndarray | None]
+                   ) -> Callable[[Path, str], None]:
+    """An edit of the source's weight of the planted module: ``change``'s array, or the
+    tensor dropped where it gives None."""
+    def run(source: Path, module: str) -> None:
+        def fn(data: dict[str, dict[str, Any]]) -> None:
+            for tensors in data.values():
+                name = f"{module}.weight"
+                if name in tensors:
+                    new = change(tensors[name])
+                    if new is None:
+                        del tensors[name]
+                    else:
+                        tensors[name] = new
+        _edit_tensors(source, fn)
+    return run
+
+
+def _nan_corner(a: np.ndarray) -> np.ndarray:
+    out = np.array(a)
+    out[0, 0] = np.nan
+    return out
 
 
 def _keep(a: np.ndarray) -> None:
@@ -537,6 +564,15 @@ MUTATIONS: dict[tuple[str, str], Mutation] = {
     ("REPRO_ERROR_HIGH", "a NaN scale: no finite error"): Mutation(
         _nan_first, where=".experts.0.down_proj.", source=True, severity="error",
         found_on=("weight", "weight_packed")),
+    ("REPRO_SOURCE_MISSING", "the module absent from the source"): Mutation(
+        _keep, where=".experts.0.down_proj.", source=True,
+        source_edit=_source_weight(lambda a: None)),
+    ("REPRO_SOURCE_MISSING", "the source weight transposed"): Mutation(
+        _keep, where=".experts.0.down_proj.", source=True,
+        source_edit=_source_weight(lambda a: np.ascontiguousarray(a.T))),
+    ("REPRO_SOURCE_MISSING", "a NaN source weight, the bytes unclaimed (floor)"): Mutation(
+        _keep, where=".experts.0.down_proj.", source=True, config=_floor,
+        source_edit=_source_weight(_nan_corner)),
     ("REPRO_UNCORRELATED", "the codes in reverse order"): Mutation(
         _reverse, where=".experts.0.down_proj.", source=True),
     ("REPRO_UNCORRELATED", "every code zero"): Mutation(
@@ -571,6 +607,7 @@ BY_MEANING = {
     "REPRO_MISMATCH": "the formats a producer profile reproduces (not ModelOpt FP8 block)",
     "REPRO_UNCORRELATED": "the formats a producer profile reproduces (not ModelOpt FP8 block)",
     "REPRO_ERROR_HIGH": "the formats a producer profile reproduces (not ModelOpt FP8 block)",
+    "REPRO_SOURCE_MISSING": "the formats a producer profile reproduces (not ModelOpt FP8 block)",
     "EXPERT_ALL_ZERO": "the packed MXFP4 and INT4 codes, whose experts the full pass compares",
     "EXPERT_DUPLICATE": "the packed MXFP4 and INT4 codes, whose experts the full pass compares",
 }
@@ -689,10 +726,13 @@ def test_each_condition_fires_on_each_format(cid: str, condition: str, fmt: str,
         want = expected_severity(cid, fmt, role, mutation)
         path = copy_tree(clean, tmp_path / (role or "checkpoint"))
         _plant(path, tensor, mutation, role)
+        planted = {**options, **mutation.fault}
+        if mutation.source_edit is not None:
+            planted["source"] = copy_tree(options["source"], tmp_path / f"{role}-source")
+            mutation.source_edit(planted["source"], tensor.removesuffix(f".{role}"))
         for level in CHECKS[cid].levels:
             assert cid not in _baseline(clean, level, options), (cid, fmt, level)
-            report = validate(path, Options(level=level, workers=1,
-                                            **{**options, **mutation.fault}))
+            report = validate(path, Options(level=level, workers=1, **planted))
             got = [f for f in report.findings if f.check.id == cid and _on(f.tensor, tensor,
                                                                              mutation, role)]
             where = f"{cid} [{condition}] on {fmt} {tensor} at {level.value}"

@@ -115,6 +115,10 @@ REPRO_UNCORRELATED = declare(
     fix="Re-quantize the module from the source.")
 REPRO_SOURCE_MISSING = declare(
     "REPRO_SOURCE_MISSING", severity=Severity.WARNING, level=Level.STRUCTURE, group="reproduction",
+    conditions=("the module absent from the source", "the source weight transposed",
+                "a NaN source weight, the bytes unclaimed (floor)"),
+    formats=_REPRODUCED, roles=("weight", "weight_packed"), dtypes=("U8", "I32", "F8_E4M3"),
+    only={"a NaN source weight, the bytes unclaimed (floor)": ("quark-mxfp4",)},
     meaning="A quantized module has no usable weight in --source (absent, unreadable, a symlink "
             "out of it, another shape than the config implies or, for a module the config does "
             "not describe, than its stored tensors are written for, another dtype), or a fused "
