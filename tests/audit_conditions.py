@@ -428,6 +428,24 @@ SWITCHES: tuple[Switch, ...] = (
          "    if recipe and r.first_mismatch and math.isnan(r.rel_error):",
          "    if recipe and r.first_mismatch and math.isnan(r.rel_error) and False:",
          "REPRO_SOURCE_MISSING", "a NaN source weight, the bytes unclaimed (floor)", MX),
+    _one("cond_source_awq_off", "value", "a source quantized otherwise read as BF16",
+         REPRODUCE, "    if not source.supported:", "    if not source.supported and False:",
+         "REPRO_SOURCE_UNSUPPORTED", "a source quantized otherwise (AWQ)", MX),
+    _one("cond_source_gone_off", "value", "an absent source folder taken as no --source",
+         REPRODUCE,
+         '        return Finding(REPRO_SOURCE_UNSUPPORTED, f"--source {opts.source}: {exc}")',
+         "        return None", "REPRO_SOURCE_UNSUPPORTED", "no source folder", CTN),
+    _one("cond_nothing_verified_source_off", "field",
+         "a source holding none of the modules reported under another check", REPRODUCE,
+         'yield Finding(REPRO_NOTHING_VERIFIED, f"--source {opts.source}: the source holds no "',
+         'yield Finding(REPRO_SOURCE_MISSING, f"--source {opts.source}: the source holds no "',
+         "REPRO_NOTHING_VERIFIED", "a source holding none of the modules", "fp8-block"),
+    _one("cond_nothing_verified_profile_off", "field",
+         "a format no profile reproduces reported under another check", REPRODUCE,
+         'return Finding(REPRO_NOTHING_VERIFIED, f"--source: {ckpt.format.value} has no producer "',
+         'return Finding(REPRO_SOURCE_UNSUPPORTED, f"--source: {ckpt.format.value} has no '
+         'producer "', "REPRO_NOTHING_VERIFIED", "a format no profile reproduces", "bf16",
+         "modelopt-fp8-block"),
     # deployment: each divisibility rule, one format's partition multiple, each target verdict
     *(_one(name, kind, what, DEPLOYMENT, old, old.replace(":", " and False:") if new is None
            else new, cid, cond, fmt)

@@ -25,6 +25,7 @@ import importlib
 import inspect
 import pickle
 import re
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -195,7 +196,8 @@ class Mutation:
     ``options`` extra :class:`Options` the check needs to run (the clean fixture's too);
     ``fault``: options that are the condition (the planted copy's alone); ``source_edit``: an
     edit of a copy of the source (the folder, the planted module), which the planted copy is
-    validated with."""
+    validated with; ``source_fault``: the source given to the planted copy alone (it is the
+    condition)."""
 
     change: Change | None
     where: str = ""
@@ -205,6 +207,7 @@ class Mutation:
     options: dict[str, Any] = field(default_factory=dict)
     fault: dict[str, Any] = field(default_factory=dict)
     source_edit: Callable[[Path, str], None] | None = None
+    source_fault: bool = False
     by_role: dict[str, Change] = field(default_factory=dict)
     first_row: bool = False
     also: dict[str, Change] = field(default_factory=dict)
@@ -382,6 +385,23 @@ def _source_weight(change: Callable[[np.ndarray], np.ndarray | None]
                         tensors[name] = new
         _edit_tensors(source, fn)
     return run
+
+
+def _source_as_awq(source: Path, module: str) -> None:
+    """The source's config claims AWQ, a form this tool does not decompress."""
+    config(lambda c: c.update(quantization_config={"quant_method": "awq", "bits": 4}))(source)
+
+
+def _source_gone(source: Path, module: str) -> None:
+    shutil.rmtree(source)
+
+
+def _source_renamed(source: Path, module: str) -> None:
+    """Every tensor of the source under another name: it holds none of the modules."""
+    def rename(data: dict[str, dict[str, Any]]) -> None:
+        for shard, tensors in data.items():
+            data[shard] = {f"renamed.{n}": a for n, a in tensors.items()}
+    _edit_tensors(source, rename)
 
 
 def _nan_corner(a: np.ndarray) -> np.ndarray:
@@ -573,6 +593,14 @@ MUTATIONS: dict[tuple[str, str], Mutation] = {
     ("REPRO_SOURCE_MISSING", "a NaN source weight, the bytes unclaimed (floor)"): Mutation(
         _keep, where=".experts.0.down_proj.", source=True, config=_floor,
         source_edit=_source_weight(_nan_corner)),
+    ("REPRO_SOURCE_UNSUPPORTED", "a source quantized otherwise (AWQ)"): Mutation(
+        _keep, source=True, source_edit=_source_as_awq, anywhere=True),
+    ("REPRO_SOURCE_UNSUPPORTED", "no source folder"): Mutation(
+        _keep, source=True, source_edit=_source_gone, anywhere=True),
+    ("REPRO_NOTHING_VERIFIED", "a source holding none of the modules"): Mutation(
+        _keep, source=True, source_edit=_source_renamed, anywhere=True),
+    ("REPRO_NOTHING_VERIFIED", "a format no profile reproduces"): Mutation(
+        _keep, source_fault=True, anywhere=True),
     ("REPRO_UNCORRELATED", "the codes in reverse order"): Mutation(
         _reverse, where=".experts.0.down_proj.", source=True),
     ("REPRO_UNCORRELATED", "every code zero"): Mutation(
@@ -727,6 +755,8 @@ def test_each_condition_fires_on_each_format(cid: str, condition: str, fmt: str,
         path = copy_tree(clean, tmp_path / (role or "checkpoint"))
         _plant(path, tensor, mutation, role)
         planted = {**options, **mutation.fault}
+        if mutation.source_fault:
+            planted["source"] = clean.parent / f"{clean.name}-bf16"
         if mutation.source_edit is not None:
             planted["source"] = copy_tree(options["source"], tmp_path / f"{role}-source")
             mutation.source_edit(planted["source"], tensor.removesuffix(f".{role}"))

@@ -130,11 +130,16 @@ REPRO_SOURCE_MISSING = declare(
 REPRO_SOURCE_UNSUPPORTED = declare(
     "REPRO_SOURCE_UNSUPPORTED",
     severity=Severity.ERROR, level=Level.STRUCTURE, group="reproduction",
+    conditions=("a source quantized otherwise (AWQ)", "no source folder"), formats=_REPRODUCED,
     meaning="--source is not a checkpoint in a form this tool decompresses (BF16, "
             "compressed-tensors INT4 or DeepSeek FP8-block).",
     fix="Pass the BF16, compressed-tensors INT4 or FP8-block checkpoint the quantizer read.")
 REPRO_NOTHING_VERIFIED = declare(
     "REPRO_NOTHING_VERIFIED", severity=Severity.ERROR, level=Level.STRUCTURE, group="reproduction",
+    conditions=("a source holding none of the modules", "a format no profile reproduces"),
+    formats=(*_REPRODUCED, "bf16", "modelopt-fp8-block"),
+    only={"a source holding none of the modules": _REPRODUCED,
+          "a format no profile reproduces": ("bf16", "modelopt-fp8-block")},
     meaning="--source verified no module: the source holds no usable weight of this checkpoint's "
             "modules (the first one's reason is given), the checkpoint has no quantized module "
             "with a producer profile to reproduce, or the source is the checkpoint's own folder.",
