@@ -506,6 +506,14 @@ SWITCHES: tuple[Switch, ...] = (
          "            if key in seen and False and _same_bytes(",
          "EXPERT_DUPLICATE", "an expert's tensors copied from another's", W4,
          "compressed-tensors-mixed"),
+    *(_one(f"cond_deploy_note_{vendor}_off", "field", f"no kernel verdict on a {vendor} target",
+           DEPLOYMENT,
+           "    said = fmt.kernel(target, vendor, arch, ckpt)\n    if said is not None:",
+           "    said = fmt.kernel(target, vendor, arch, ckpt)\n"
+           f"    if said is not None and vendor != \"{vendor}\":", "DEPLOY_NOTE", cond, fmt)
+      for vendor, cond, fmt in (
+          ("cuda", "a native path on a CUDA target (B200)", "compressed-tensors-mixed"),
+          ("rocm", "a native path on a ROCm target (MI355X)", W4))),
     Switch("cond_deploy_w4a8_multiple_format_off", "format",
            "W4A8's partition multiple (8) dropped", W4A8, "    tp_multiple = 8",
            "    tp_multiple = None", (),

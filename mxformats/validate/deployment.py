@@ -70,6 +70,15 @@ DEPLOY_SLOW_PATH = declare(
     fix="Expect lower throughput, or choose a target with native kernels.")
 DEPLOY_NOTE = declare(
     "DEPLOY_NOTE", severity=Severity.INFO, level=Level.STRUCTURE, group="deployment",
+    conditions=("a native path on a CUDA target (B200)", "a native path on a ROCm target (MI355X)"),
+    formats=("quark-mxfp4", "quark-w4a8", "compressed-tensors-int4", "compressed-tensors-nvfp4",
+             "compressed-tensors-fp8-block", "compressed-tensors-mixed", "modelopt-nvfp4",
+             "modelopt-mixed", "fp8-block"),
+    only={"a native path on a CUDA target (B200)": (
+              "compressed-tensors-int4", "compressed-tensors-nvfp4", "compressed-tensors-fp8-block",
+              "compressed-tensors-mixed", "modelopt-nvfp4", "modelopt-mixed", "fp8-block"),
+          "a native path on a ROCm target (MI355X)": (
+              "quark-mxfp4", "quark-w4a8", "compressed-tensors-fp8-block", "fp8-block")},
     meaning="What the target needs to run this checkpoint (runtime, flags).",
     fix="Set up the runtime as described.")
 DEPLOY_TP = declare(
