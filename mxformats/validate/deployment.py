@@ -50,10 +50,10 @@ __all__ = ["TARGETS", "TP_SIZES", "admissible_tp", "checkpoint_tp", "dense_quant
 #: Every format the validator reads: the parallel sizes' rules apply to each.
 _EVERY_FORMAT = tuple(f.value for f in CheckpointFormat if f is not CheckpointFormat.UNSUPPORTED)
 #: The formats with a partition multiple (:attr:`Descriptor.tp_multiple`: every quantized
-#: one), and those whose fixtures quantize a dense MLP (MXFP4 and FP8 block).
+#: one), and those that may quantize a dense MLP (all but Quark W4A8, whose vLLM scheme is
+#: the routed experts' alone).
 _GROUPED = tuple(f for f in _EVERY_FORMAT if f != "bf16")
-_DENSE_QUANTIZED = ("quark-mxfp4", "compressed-tensors-fp8-block", "modelopt-fp8-block",
-                    "fp8-block")
+_DENSE_QUANTIZED = tuple(f for f in _GROUPED if f != "quark-w4a8")
 DEPLOY_UNSUPPORTED = declare(
     "DEPLOY_UNSUPPORTED", severity=Severity.ERROR, level=Level.STRUCTURE, group="deployment",
     conditions=("a target with no kernel for the scheme", "an unknown target"),
