@@ -678,11 +678,21 @@ MATRIX = _declared()
 #: Declared (check, condition, format) no fixture can carry, each with the reason: skipped by
 #: name, never silently (tests/data/producers holds what the producers wrote).
 NOT_PLANTED: dict[tuple[str, str, str], str] = {
-    ("DEPLOY_TP_DIVISIBILITY", "intermediate_size/TP off the dense group", fmt): (
+    **{("DEPLOY_TP_DIVISIBILITY", "intermediate_size/TP off the dense group", fmt): (
         f"no {fmt} fixture quantizes a dense MLP (the producer fixtures quantize the routed "
         "experts)")
-    for fmt in ("compressed-tensors-int4", "compressed-tensors-nvfp4", "compressed-tensors-mixed",
-                "modelopt-nvfp4", "modelopt-mixed")}
+       for fmt in ("compressed-tensors-int4", "compressed-tensors-nvfp4",
+                   "compressed-tensors-mixed", "modelopt-nvfp4", "modelopt-mixed")},
+    **{(cid, cond, fmt): f"the {fmt} fixture has no FP8 block member (its {members})"
+       for cid, cond in (("FP8_TILE_NOT_TIGHT", "largest |code| 240, the binade below 256"),
+                         ("FP8_TILE_NOT_TIGHT", "largest |code| 208, scales powers of two"),
+                         ("FP8_ZERO_TILE_SCALE", "a tile of zero codes with the module's scales"))
+       for fmt, members in (("compressed-tensors-mixed", "groups are INT4 and NVFP4"),
+                            ("modelopt-mixed", "layers are NVFP4"))
+       if (cid, fmt) != ("FP8_ZERO_TILE_SCALE", "modelopt-mixed")},
+    ("DEPLOY_UNSUPPORTED", "a target with no kernel for the scheme", "modelopt-mixed"): (
+        "the modelopt-mixed fixture has no FP8_PB_WO routed experts (its layers are NVFP4)"),
+}
 
 
 @pytest.fixture(scope="session")
@@ -862,15 +872,19 @@ def _edit(folder: Path, tensor: str, change: Change | None, first_row: bool = Fa
 def test_declared_formats_are_those_holding_the_roles(format_twins: dict[str, Path]) -> None:
     """A check reading tensor roles applies to exactly the formats whose fixture holds one of
     them in one of its dtypes: the declaration misses no format that carries such a scale (a
-    new format's scales are then fired too), and lists none that does not. Checks of one
-    scheme's rule (:data:`BY_MEANING`) are only held to the second half."""
+    new format's scales are then fired too), and lists none that does not but those whose
+    every condition no fixture can carry (:data:`NOT_PLANTED`). Checks whose formats are
+    some of those by their meaning (:data:`BY_MEANING`) are only held to the second half."""
     load_all()
     for check in CHECKS.values():
         if not check.conditions or not check.roles:
             continue
         runs_on = formats_of(dataclasses.replace(check, formats=()))
         holding = {fmt for fmt in runs_on if _targets(format_twins[fmt], check.id)}
-        declared = set(formats_of(check))
+        unplanted = {fmt for fmt in formats_of(check) if all(
+            (check.id, cond, fmt) in NOT_PLANTED for cond in check.conditions
+            if fmt in formats_of(check, cond))}
+        declared = set(formats_of(check)) - unplanted
         assert declared <= holding, (check.id, sorted(declared - holding))
         if check.id not in BY_MEANING:
             assert holding <= declared, (check.id, "not declared", sorted(holding - declared))

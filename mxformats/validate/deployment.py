@@ -58,7 +58,8 @@ DEPLOY_UNSUPPORTED = declare(
     "DEPLOY_UNSUPPORTED", severity=Severity.ERROR, level=Level.STRUCTURE, group="deployment",
     conditions=("a target with no kernel for the scheme", "an unknown target"),
     formats=_EVERY_FORMAT,
-    only={"a target with no kernel for the scheme": ("quark-w4a8", "modelopt-fp8-block")},
+    only={"a target with no kernel for the scheme": ("quark-w4a8", "modelopt-fp8-block",
+                                                      "modelopt-mixed")},
     meaning="The target cannot run this checkpoint's quantization scheme in vLLM.",
     fix="Pick a target with a kernel for the scheme, or re-quantize for this target.")
 DEPLOY_SLOW_PATH = declare(

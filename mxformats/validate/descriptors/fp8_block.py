@@ -42,8 +42,10 @@ if TYPE_CHECKING:
 
 __all__ = ["FP8BlockDescriptor", "tile_flags"]
 
-#: The FP8 block formats (DeepSeek, compressed-tensors, ModelOpt).
-_FP8_FORMATS = ("compressed-tensors-fp8-block", "modelopt-fp8-block", "fp8-block")
+#: The FP8 block formats (DeepSeek, compressed-tensors, ModelOpt), and the mixed-precision
+#: ones whose members include one (compressed-tensors FP8_BLOCK groups, ModelOpt FP8_PB_WO).
+_FP8_FORMATS = ("compressed-tensors-fp8-block", "compressed-tensors-mixed", "modelopt-fp8-block",
+                "modelopt-mixed", "fp8-block")
 FP8_TILE_NOT_TIGHT = declare(
     "FP8_TILE_NOT_TIGHT", severity=Severity.ERROR, level=Level.FULL, group="numbers",
     conditions=("largest |code| 240, the binade below 256",
@@ -59,7 +61,8 @@ FP8_TILE_NOT_TIGHT = declare(
 FP8_ZERO_TILE_SCALE = declare(
     "FP8_ZERO_TILE_SCALE", severity=Severity.WARNING, level=Level.FULL, group="numbers",
     conditions=("a tile of zero codes with the module's scales",),
-    formats=("compressed-tensors-fp8-block", "fp8-block"), roles=("weight",), dtypes=("F8_E4M3",),
+    formats=("compressed-tensors-fp8-block", "compressed-tensors-mixed", "fp8-block"),
+    roles=("weight",), dtypes=("F8_E4M3",),
     meaning="An all-zero FP8 tile whose scale is not the fingerprint of the producer the config "
             "claims (1e-4/448 for DeepSeek/DeepGEMM, 2^-22 with ue8m0 scales, declared or "
             "recognised, 2^-7 for compressed-tensors), rounded to the scale's dtype: another "
