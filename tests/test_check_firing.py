@@ -24,6 +24,8 @@ import dataclasses
 import importlib
 import inspect
 import pickle
+import re
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,13 +36,26 @@ import numpy as np
 import pytest
 import test_validate_core
 from audit_conditions import SWITCHES, case_id, patch_text
-from test_validate_corpus import CASES, _catalogue, ensure_twins
-from validate_corpus import INDEX, copy_tree, drop_tensor, raw_header, write_raw
+from test_validate_corpus import (
+    CASES,
+    _catalogue,
+    _four_over_six_from_source,
+    ensure_twins,
+)
+from validate_corpus import (
+    INDEX,
+    config,
+    copy_tree,
+    drop_tensor,
+    edit,
+    raw_header,
+    write_raw,
+)
 
 from mxformats.tensorfile import DTYPES, read_header, read_safetensors, write_safetensors
-from mxformats.validate.catalogue import load_all
+from mxformats.validate.catalogue import load_all, render_markdown
 from mxformats.validate.descriptors import by_format
-from mxformats.validate.findings import CHECKS, Check, Level
+from mxformats.validate.findings import CHECKS, Check, Level, Severity, declare
 from mxformats.validate.model import CheckpointFormat, Options
 from mxformats.validate.runner import exit_code, validate
 
@@ -159,22 +174,54 @@ FORMAT_BASES: dict[str, str] = {
 }
 
 
+Change = Callable[[np.ndarray], None]
+
+
 @dataclass(frozen=True)
 class Mutation:
     """How one condition is planted: ``change`` edits a copy of the chosen tensor (flat, in
-    place; None: the tensor is deleted, or relabelled: ``retype`` maps its dtype's width in
-    bytes to the dtype its header then claims, its bytes kept); the tensor is the first (by name) of the role whose
-    name holds ``where``; ``pair``: the finding may be on either module of the fused pair
-    ``where`` names (an expert's gate_proj and up_proj); ``severity`` the finding's (None: the
-    check's, or :func:`expected_severity`'s); ``options`` extra :class:`Options` the check
-    needs to run."""
+    place; ``by_role``: another change for the tensors of that role; ``first_row``: the change
+    edits the tensor's first row alone; None: the tensor is deleted, or relabelled: ``retype``
+    maps its dtype's width in bytes to the dtype its header then claims, its bytes kept); the
+    tensor is the first (by name) of the role whose name holds ``where``; ``also``: changes to
+    the same module's tensors of other roles (where it has one), e.g. its scales; ``config``:
+    an edit of config.json; ``edit``: one of the folder (a corpus edit); ``pair``: the
+    finding may be on either module of the fused pair ``where`` names (an expert's gate_proj
+    and up_proj); ``found_on``: the finding is on the module's tensor of one of these roles,
+    not on the planted one; ``anywhere``: on any tensor or none (a finding of the whole
+    checkpoint); ``source``: validated with ``--source``, the fixture's BF16 source beside
+    it; ``skip``: the (format, role, dtype) the condition cannot be planted in (``""``: any),
+    each with the reason (a check of the module's own that pre-empts it, a dtype that cannot
+    hold it); ``severity`` the finding's (None: the check's, or :func:`expected_severity`'s);
+    ``options`` extra :class:`Options` the check needs to run (the clean fixture's too);
+    ``fault``: options that are the condition (the planted copy's alone); ``source_edit``: an
+    edit of a copy of the source (the folder, the planted module), which the planted copy is
+    validated with; ``source_fault``: the source given to the planted copy alone (it is the
+    condition)."""
 
-    change: Callable[[np.ndarray], None] | None
+    change: Change | None
     where: str = ""
     pair: bool = False
     retype: dict[int, str] = field(default_factory=dict)
     severity: str | None = None
     options: dict[str, Any] = field(default_factory=dict)
+    fault: dict[str, Any] = field(default_factory=dict)
+    source_edit: Callable[[Path, str], None] | None = None
+    source_fault: bool = False
+    by_role: dict[str, Change] = field(default_factory=dict)
+    first_row: bool = False
+    also: dict[str, Change] = field(default_factory=dict)
+    config: Callable[[dict[str, Any]], None] | None = None
+    edit: Callable[[Path], None] | None = None
+    found_on: tuple[str, ...] = ()
+    anywhere: bool = False
+    source: bool = False
+    skip: dict[tuple[str, str, str], str] = field(default_factory=dict)
+
+    def skips(self, fmt: str, role: str, dtype: str) -> bool:
+        """Whether :attr:`skip` leaves out the tensor of ``role`` in ``dtype`` of ``fmt``."""
+        return any(f in ("", fmt) and r in ("", role) and d in ("", dtype)
+                   for f, r, d in self.skip)
 
 
 def _set(value: float) -> Callable[[np.ndarray], None]:
@@ -209,6 +256,224 @@ def _dtype_max(fraction: float) -> Callable[[np.ndarray], None]:
     def change(a: np.ndarray) -> None:
         a[0] = fraction * float(ml_dtypes.finfo(a.dtype).max)
     return change
+
+
+def _fill(value: int) -> Change:
+    """Every byte ``value``: packed 4-bit codes with one nibble pair, FP8 codes of one value.
+    Byte 0x22 is a code of magnitude far below the tightness bound in each 4-bit encoding:
+    E2M1 1.0, two's complement 2, offset binary -6."""
+    def change(a: np.ndarray) -> None:
+        a.view(np.uint8)[:] = value
+    return change
+
+
+def _zeros_but_first(value: int) -> Change:
+    """Every byte 0, the first ``value`` (E2M1 0x08: a -0 code among +0 codes)."""
+    def change(a: np.ndarray) -> None:
+        b = a.view(np.uint8)
+        b[:] = 0
+        b[0] = value
+    return change
+
+
+def _pow2(a: np.ndarray) -> None:
+    """Every float scale rounded up to a power of two (DeepGEMM ``ceil_to_ue8m0``)."""
+    a[:] = np.exp2(np.ceil(np.log2(a.astype(np.float64))))
+
+
+def _pow2_but_first(a: np.ndarray) -> None:
+    """:func:`_pow2`, then the first scale 1.5 times its power of two."""
+    _pow2(a)
+    a[0] = 1.5 * float(a[0])
+
+
+def _ue8m0(cfg: dict[str, Any]) -> None:
+    cfg["quantization_config"]["scale_fmt"] = "ue8m0"
+
+
+def _flip_first(a: np.ndarray) -> None:
+    """The lowest bit of the first byte flipped (the next one where that would make an E4M3
+    or E8M0 byte NaN)."""
+    b = a.view(np.uint8)
+    b[0] ^= 1 if b[0] & 0x7F != 0x7E else 2
+
+
+def _reverse(a: np.ndarray) -> None:
+    """The elements in reverse order (the codes of other rows and columns)."""
+    a[:] = a[::-1].copy()
+
+
+def _edit_tensors(path: Path, fn: Callable[[dict[str, dict[str, Any]]], None]) -> None:
+    """Rewrite the shards after ``fn({shard: {name: array}})``, the index too where there is
+    one (a single-file checkpoint has none)."""
+    if (path / INDEX).exists():
+        edit(path, fn)
+        return
+    data = {s.name: read_safetensors(s) for s in sorted(path.glob("*.safetensors"))}
+    fn(data)
+    for name, tensors in data.items():
+        write_safetensors(path / name, tensors)
+
+
+def _bias_as(dtype: Any) -> Callable[[Path], None]:
+    """Every router e_score_correction_bias rewritten in ``dtype`` (its values rounded)."""
+    def convert(data: dict[str, dict[str, Any]]) -> None:
+        for tensors in data.values():
+            for name in [n for n in tensors if n.endswith(".e_score_correction_bias")]:
+                tensors[name] = tensors[name].astype(dtype)
+    return lambda path: _edit_tensors(path, convert)
+
+
+def _pack_method(method: str | None) -> Callable[[dict[str, Any]], None]:
+    """Quark's ``export.pack_method`` set to ``method`` (None: the key dropped)."""
+    def change(cfg: dict[str, Any]) -> None:
+        export = cfg["quantization_config"]["export"]
+        export.pop("pack_method")
+        if method is not None:
+            export["pack_method"] = method
+    return change
+
+
+_EXPERT_CODES = re.compile(r"\.experts\.0\.(gate|up|down)_proj\.(weight|weight_packed)$")
+
+
+def _zero_first_experts(path: Path) -> None:
+    """Expert 0 of every layer all zero: each projection's packed codes (byte 0, or 0x88 in
+    compressed-tensors' offset-binary ``weight_packed``)."""
+    def zero(data: dict[str, dict[str, Any]]) -> None:
+        for tensors in data.values():
+            for name, a in tensors.items():
+                if _EXPERT_CODES.search(name) and a.dtype in (np.uint8, np.int32):
+                    b = np.array(a).view(np.uint8)
+                    b[...] = 0x88 if name.endswith("weight_packed") else 0
+                    tensors[name] = b.view(a.dtype)
+    _edit_tensors(path, zero)
+
+
+def _copy_first_experts(path: Path) -> None:
+    """Expert 1 of every layer a copy of expert 0: every tensor of it."""
+    def copy(data: dict[str, dict[str, Any]]) -> None:
+        every = {n: a for tensors in data.values() for n, a in tensors.items()}
+        for tensors in data.values():
+            for name in tensors:
+                if ".experts.1." in name:
+                    tensors[name] = np.array(every[name.replace(".experts.1.", ".experts.0.")])
+    _edit_tensors(path, copy)
+
+
+def _nan_first(a: np.ndarray) -> None:
+    """The first scale NaN in its encoding: E8M0 byte 0xFF, E4M3 0x7F, a float NaN."""
+    if a.dtype == np.uint8 or a.dtype == ml_dtypes.float8_e4m3fn:
+        a.view(np.uint8)[0] = 0xFF if a.dtype == np.uint8 else 0x7F
+    else:
+        a[0] = np.nan
+
+
+def _source_weight(change: Callable[[np.ndarray], np.ndarray | None]
+                   ) -> Callable[[Path, str], None]:
+    """An edit of the source's weight of the planted module: ``change``'s array, or the
+    tensor dropped where it gives None."""
+    def run(source: Path, module: str) -> None:
+        def fn(data: dict[str, dict[str, Any]]) -> None:
+            for tensors in data.values():
+                name = f"{module}.weight"
+                if name in tensors:
+                    new = change(tensors[name])
+                    if new is None:
+                        del tensors[name]
+                    else:
+                        tensors[name] = new
+        _edit_tensors(source, fn)
+    return run
+
+
+def _source_as_awq(source: Path, module: str) -> None:
+    """The source's config claims AWQ, a form this tool does not decompress."""
+    config(lambda c: c.update(quantization_config={"quant_method": "awq", "bits": 4}))(source)
+
+
+def _source_gone(source: Path, module: str) -> None:
+    shutil.rmtree(source)
+
+
+def _source_renamed(source: Path, module: str) -> None:
+    """Every tensor of the source under another name: it holds none of the modules."""
+    def rename(data: dict[str, dict[str, Any]]) -> None:
+        for shard, tensors in data.items():
+            data[shard] = {f"renamed.{n}": a for n, a in tensors.items()}
+    _edit_tensors(source, rename)
+
+
+def _nan_corner(a: np.ndarray) -> np.ndarray:
+    out = np.array(a)
+    out[0, 0] = np.nan
+    return out
+
+
+def _keep(a: np.ndarray) -> None:
+    """No change: the condition is in the config (:attr:`Mutation.config`)."""
+
+
+def _floor(cfg: dict[str, Any]) -> None:
+    cfg["quantization_config"]["global_quant_config"]["weight"]["scale_calculation_mode"] = (
+        "floor")
+
+
+def _deploy(fault: dict[str, Any] | None = None, **sizes: int) -> Mutation:
+    """A deployment rule: the clean fixture passes with ``--tp 2 --ep 4`` (expert parallelism
+    leaves the routed experts' sizes alone); the planted copy has the options ``fault`` and
+    the config's ``sizes`` (the check reads no tensor: nothing else is planted; the finding
+    is on config.json)."""
+    def set_sizes(cfg: dict[str, Any]) -> None:
+        cfg.update(sizes)
+    return Mutation(_keep, config=set_sizes if sizes else None, options={"tp": 2, "ep": 4},
+                    fault=fault or {}, anywhere=True)
+
+
+def _scale_by(factor: float) -> Change:
+    """Every scale times ``factor`` as its dtype allows: a float times it, an E8M0 byte plus
+    its power of two (kept inside bytes 2..253), an E4M3 scale times it but no smaller than
+    E4M3's least subnormal 2^-9."""
+    def change(a: np.ndarray) -> None:
+        v = a.astype(np.float64)
+        if a.dtype == np.uint8:
+            a[:] = np.clip(v + round(np.log2(factor)), 2, 253)
+        elif a.dtype == ml_dtypes.float8_e4m3fn:
+            a[:] = np.maximum(v * factor, 2.0**-9)
+        else:
+            a[:] = v * factor
+    return change
+
+
+def _decoded(factor: float, nvfp4_global: tuple[float, float] | None = None,
+             where: str = "") -> Mutation:
+    """DECODED_MAGNITUDE: every scale of the module ``factor`` times larger (an NVFP4
+    compressed-tensors weight_global_scale, a divisor, ``factor`` times smaller), or the NVFP4
+    global scale set to ``nvfp4_global`` (ModelOpt's multiplier, compressed-tensors' divisor:
+    on its own side of 1, so that NVFP4_GLOBAL_CONVENTION does not pre-empt it); the finding
+    is on the module's weight. Left out where a check of the module's own gives an error
+    first, or the dtype cannot hold the change."""
+    by_role = {"weight_global_scale": _scale_by(1 / factor)}
+    if nvfp4_global is not None:
+        by_role = {"weight_scale_2": _set(nvfp4_global[0]),
+                   "weight_global_scale": _set(nvfp4_global[1])}
+    skip = {} if factor < 1 else {
+        ("quark-w4a8", "weight_scale_2", ""): "W4A8_SCALE2_MAX's error pre-empts it",
+        ("", "weight_scale", "F8_E4M3"): "an E4M3 block scale stops at 448, where the "
+                                         "module's largest block already is"}
+    return Mutation(_scale_by(factor), where=where, by_role=by_role, skip=skip,
+                    found_on=("weight", "weight_packed"))
+
+
+#: The all-zero 4-bit code of each packed format's role: byte 0 (E2M1, two's complement), or
+#: compressed-tensors' offset binary q+8 in ``weight_packed``.
+_ZERO_CODES: dict[str, Change] = {"weight_packed": _fill(0x88)}
+_FP8_SCALES = {"weight_scale": _pow2, "weight_scale_inv": _pow2}
+#: The roles of a module's codes and of its scales, each left out (:attr:`Mutation.skip`) by
+#: a condition planted in the other.
+_CODES = {("", r, ""): "a code tensor: the code condition's" for r in ("weight", "weight_packed")}
+_SCALES = {("", r, ""): "a scale tensor: the scale condition's" for r in (
+    "weight_scale", "weight_scale_inv", "weight_scale_2", "weight_global_scale")}
 
 
 _FUSED = {"an expert's up_proj differs": ".experts.0.up_proj.",
@@ -249,16 +514,132 @@ MUTATIONS: dict[tuple[str, str], Mutation] = {
         _dtype_max(0.75), options={"target": "mi300x"}),
     ("DEPLOY_FNUZ_SCALE", "below minus half of it"): Mutation(
         _dtype_max(-0.75), options={"target": "mi300x"}),
+    ("SCALE_NOT_TIGHT", "every code far below the bound"): Mutation(_fill(0x22)),
+    ("ROW_ALL_ZERO", "the first row zero"): Mutation(_fill(0), by_role=_ZERO_CODES,
+                                                      first_row=True),
+    ("TENSOR_SINGLE_CODE", "one nonzero code everywhere"): Mutation(_fill(0x22)),
+    ("TENSOR_SINGLE_CODE", "zero everywhere"): Mutation(_fill(0), by_role=_ZERO_CODES),
+    ("TENSOR_SINGLE_CODE", "+0 and -0 mixed"): Mutation(_zeros_but_first(0x08)),
+    ("NVFP4_BLOCK_NOT_TIGHT", "largest |code| below 4"): Mutation(_fill(0x22)),
+    ("NVFP4_BLOCK_NOT_TIGHT", "largest |code| 4 and a block scale above 384"): Mutation(
+        _fill(0x66)),
+    ("FP8_TILE_NOT_TIGHT", "largest |code| 240, the binade below 256"): Mutation(_fill(0x77)),
+    ("FP8_TILE_NOT_TIGHT", "largest |code| 208, scales powers of two"): Mutation(
+        _fill(0x75), also=_FP8_SCALES),
+    ("FP8_ZERO_TILE_SCALE", "a tile of zero codes with the module's scales"): Mutation(
+        _fill(0), found_on=("weight_scale", "weight_scale_inv")),
+    ("FP8_SCALE_NOT_POW2", "one scale above a power of two, ue8m0 declared"): Mutation(
+        _pow2_but_first, config=_ue8m0),
+    # NVFP4's largest block decodes to 448 * 6 * global: ModelOpt's global 0.5 (or
+    # compressed-tensors' 2.0) gives 1344, above 1e3 and on the convention's side of 1
+    ("DECODED_MAGNITUDE", "a block decoding above 1000"): _decoded(
+        1e6, nvfp4_global=(0.5, 2.0), where=".down_proj."),
+    ("DECODED_MAGNITUDE", "every block decoding below 1e-05"): _decoded(
+        1e-6, where=".down_proj."),
+    ("DECODED_MAGNITUDE", "an expert 100x its siblings"): _decoded(
+        256.0, where=".experts.0.down_proj."),
+    **{("EXPERT_RMS_OUTLIER", cond): Mutation(
+        _scale_by(factor), where=".experts.0.down_proj.", found_on=("weight", "weight_packed"))
+       for cond, factor in (("an expert 8x above its layer's median", 8.0),
+                            ("an expert 8x below it", 1 / 8))},
+    # the deployment rules: parallel sizes and targets (options), the sizes they divide
+    # (config.json): 4 heads, 4 experts, moe_intermediate_size 96 (ModelOpt FP8 block's 128),
+    # intermediate_size 256 in every fixture; each case breaks one rule alone
+    ("DEPLOY_TP_DIVISIBILITY", "a parallel size below 1"): _deploy({"tp": -1}),
+    ("DEPLOY_TP_DIVISIBILITY", "attention heads not divisible"): _deploy(
+        num_attention_heads=3),
+    ("DEPLOY_TP_DIVISIBILITY", "moe_intermediate_size not divisible"): _deploy(
+        {"ep": 1}, moe_intermediate_size=97),
+    ("DEPLOY_TP_DIVISIBILITY", "moe_intermediate_size/TP off the group"): _deploy(
+        {"ep": 1}, moe_intermediate_size=40),
+    ("DEPLOY_TP_DIVISIBILITY", "intermediate_size not divisible"): _deploy(
+        intermediate_size=257),
+    ("DEPLOY_TP_DIVISIBILITY", "intermediate_size/TP off the dense group"): _deploy(
+        intermediate_size=80),
+    ("DEPLOY_EP_DIVISIBILITY", "n_routed_experts not divisible"): _deploy({"ep": 3}),
+    ("DEPLOY_UNSUPPORTED", "a target with no kernel for the scheme"): _deploy(
+        {"target": "b200"}),
+    ("DEPLOY_UNSUPPORTED", "an unknown target"): _deploy({"target": "tpu-v5"}),
+    ("DEPLOY_SLOW_PATH", "a target that emulates the scheme"): _deploy({"target": "mi300x"}),
+    ("DEPLOY_NOTE", "a native path on a CUDA target (B200)"): _deploy({"target": "b200"}),
+    ("DEPLOY_NOTE", "a native path on a ROCm target (MI355X)"): _deploy({"target": "mi355x"}),
+    **{("ROUTER_BIAS_DTYPE", f"stored as {name}"): Mutation(_keep, edit=_bias_as(dtype))
+       for name, dtype in (("BF16", ml_dtypes.bfloat16), ("F16", np.float16))},
+    ("PACK_METHOD", "another pack_method ('order')"): Mutation(
+        _keep, config=_pack_method("order"), anywhere=True),
+    ("PACK_METHOD", "no pack_method recorded"): Mutation(
+        _keep, config=_pack_method(None), anywhere=True),
+    ("EXPERT_ALL_ZERO", "every projection of an expert zero"): Mutation(
+        _keep, where=".experts.0.down_proj.", edit=_zero_first_experts),
+    ("EXPERT_DUPLICATE", "an expert's tensors copied from another's"): Mutation(
+        _keep, where=".experts.1.down_proj.", edit=_copy_first_experts),
+    # a module's error against its source: every scale 4x (a compressed-tensors NVFP4
+    # weight_global_scale, a divisor, 4x smaller), or its first scale NaN
+    **{("REPRO_ERROR_HIGH", f"every scale {name}x: relative error {side} 0.5"): Mutation(
+        _scale_by(factor), by_role={"weight_global_scale": _scale_by(1 / factor)},
+        where=".experts.0.down_proj.", source=True, severity=severity,
+        found_on=("weight", "weight_packed"), skip={
+            ("", "weight_scale", "F8_E4M3"): "an E4M3 block scale stops at 448, where the "
+                                             "module's largest block already is"})
+       for name, factor, side, severity in (("1.3", 1.3, "within", "warning"),
+                                            ("4", 4.0, "beyond", "error"))},
+    ("REPRO_ERROR_HIGH", "a NaN scale: no finite error"): Mutation(
+        _nan_first, where=".experts.0.down_proj.", source=True, severity="error",
+        found_on=("weight", "weight_packed")),
+    ("REPRO_SOURCE_MISSING", "the module absent from the source"): Mutation(
+        _keep, where=".experts.0.down_proj.", source=True,
+        source_edit=_source_weight(lambda a: None)),
+    ("REPRO_SOURCE_MISSING", "the source weight transposed"): Mutation(
+        _keep, where=".experts.0.down_proj.", source=True,
+        source_edit=_source_weight(lambda a: np.ascontiguousarray(a.T))),
+    ("REPRO_SOURCE_MISSING", "a NaN source weight, the bytes unclaimed (floor)"): Mutation(
+        _keep, where=".experts.0.down_proj.", source=True, config=_floor,
+        source_edit=_source_weight(_nan_corner)),
+    ("REPRO_SOURCE_UNSUPPORTED", "a source quantized otherwise (AWQ)"): Mutation(
+        _keep, source=True, source_edit=_source_as_awq, anywhere=True),
+    ("REPRO_SOURCE_UNSUPPORTED", "no source folder"): Mutation(
+        _keep, source=True, source_edit=_source_gone, anywhere=True),
+    ("REPRO_NOTHING_VERIFIED", "a source holding none of the modules"): Mutation(
+        _keep, source=True, source_edit=_source_renamed, anywhere=True),
+    ("REPRO_NOTHING_VERIFIED", "a format no profile reproduces"): Mutation(
+        _keep, source_fault=True, anywhere=True),
+    ("REPRO_UNCORRELATED", "the codes in reverse order"): Mutation(
+        _reverse, where=".experts.0.down_proj.", source=True),
+    ("REPRO_UNCORRELATED", "every code zero"): Mutation(
+        _fill(0), by_role=_ZERO_CODES, where=".experts.0.down_proj.", source=True),
+    ("REPRO_MISMATCH", "a code changed"): Mutation(
+        _flip_first, where=".experts.0.down_proj.", source=True, skip=_SCALES),
+    ("REPRO_MISMATCH", "a scale changed"): Mutation(
+        _flip_first, where=".experts.0.down_proj.", source=True, skip=_CODES),
+    ("REPRO_MISMATCH", "a Quark recipe no profile reproduces (floor)"): Mutation(
+        _keep, where=".experts.0.down_proj.", config=_floor, source=True, anywhere=True,
+        severity="warning", skip=_SCALES),
+    ("REPRO_MISMATCH", "bytes of a recipe the config does not name (Four-Over-Six)"): Mutation(
+        _keep, where=".experts.0.down_proj.", edit=_four_over_six_from_source, source=True,
+        anywhere=True, severity="warning", skip=_SCALES),
 }
 
-#: Checks whose formats are one scheme's by their meaning (a W4A8 or NVFP4 rule), not every
-#: format holding a tensor of their roles: the derivation test does not ask them to list the
+#: Checks whose formats are some of those holding a tensor of their roles, by their meaning
+#: (one scheme's rule: W4A8's, NVFP4's; one element encoding's; what a producer profile
+#: reproduces), each with the reason: the derivation test does not ask them to list the
 #: other formats that hold such a tensor (W4A8's F32 weight_scale_2 is not an NVFP4 global).
-ONE_SCHEME = {
+BY_MEANING = {
     "W4A8_SCALE2_MAX": "W4A8's stage-2 row scales",
     "NVFP4_GLOBAL_CONVENTION": "NVFP4's global scale conventions",
     "NVFP4_GATE_UP_SCALE": "NVFP4's fused global scales",
     "NVFP4_FUSED_INPUT_SCALE": "NVFP4's fused activation scales",
+    "SCALE_NOT_TIGHT": "MXFP4's and INT4's packed codes (NVFP4's: NVFP4_BLOCK_NOT_TIGHT)",
+    "ROW_ALL_ZERO": "MXFP4's and INT4's packed codes",
+    "TENSOR_SINGLE_CODE": "MXFP4's and INT4's packed codes",
+    "NVFP4_BLOCK_NOT_TIGHT": "NVFP4's packed codes (MXFP4's: SCALE_NOT_TIGHT)",
+    "FP8_ZERO_TILE_SCALE": "FP8 block producers with a known zero-tile scale (not ModelOpt's)",
+    "EXPERT_RMS_OUTLIER": "the packed MXFP4 and INT4 codes, whose RMS the full pass measures",
+    "REPRO_MISMATCH": "the formats a producer profile reproduces (not ModelOpt FP8 block)",
+    "REPRO_UNCORRELATED": "the formats a producer profile reproduces (not ModelOpt FP8 block)",
+    "REPRO_ERROR_HIGH": "the formats a producer profile reproduces (not ModelOpt FP8 block)",
+    "REPRO_SOURCE_MISSING": "the formats a producer profile reproduces (not ModelOpt FP8 block)",
+    "EXPERT_ALL_ZERO": "the packed MXFP4 and INT4 codes, whose experts the full pass compares",
+    "EXPERT_DUPLICATE": "the packed MXFP4 and INT4 codes, whose experts the full pass compares",
 }
 
 
@@ -274,12 +655,13 @@ def expected_severity(cid: str, fmt: str, role: str, mutation: Mutation) -> str:
     return CHECKS[cid].severity.value
 
 
-def formats_of(check: Check) -> tuple[str, ...]:
-    """The formats a check applies to: those it declares; when it declares none, every format
-    its group runs on (the numbers and layout checks: the formats whose numbers are verified,
-    whose modules are quantized)."""
-    if check.formats:
-        return check.formats
+def formats_of(check: Check, condition: str | None = None) -> tuple[str, ...]:
+    """The formats a check (``condition`` of it: :meth:`Check.formats_of`) applies to: those
+    it declares; when it declares none, every format its group runs on (the numbers and layout
+    checks: the formats whose numbers are verified, whose modules are quantized)."""
+    declared = check.formats if condition is None else check.formats_of(condition)
+    if declared:
+        return declared
     numeric_only = check.group in ("numbers", "layout")
     return tuple(f for f in FORMAT_BASES if by_format(f).numeric or not numeric_only)
 
@@ -288,10 +670,29 @@ def _declared() -> list[tuple[str, str, str]]:
     """Every declared (check, condition, format)."""
     load_all()
     return [(c.id, cond, fmt) for c in CHECKS.values() for cond in c.conditions
-            for fmt in formats_of(c)]
+            for fmt in formats_of(c, cond)]
 
 
 MATRIX = _declared()
+
+#: Declared (check, condition, format) no fixture can carry, each with the reason: skipped by
+#: name, never silently (tests/data/producers holds what the producers wrote).
+NOT_PLANTED: dict[tuple[str, str, str], str] = {
+    **{("DEPLOY_TP_DIVISIBILITY", "intermediate_size/TP off the dense group", fmt): (
+        f"no {fmt} fixture quantizes a dense MLP (the producer fixtures quantize the routed "
+        "experts)")
+       for fmt in ("compressed-tensors-int4", "compressed-tensors-nvfp4",
+                   "compressed-tensors-mixed", "modelopt-nvfp4", "modelopt-mixed")},
+    **{(cid, cond, fmt): f"the {fmt} fixture has no FP8 block member (its {members})"
+       for cid, cond in (("FP8_TILE_NOT_TIGHT", "largest |code| 240, the binade below 256"),
+                         ("FP8_TILE_NOT_TIGHT", "largest |code| 208, scales powers of two"),
+                         ("FP8_ZERO_TILE_SCALE", "a tile of zero codes with the module's scales"))
+       for fmt, members in (("compressed-tensors-mixed", "groups are INT4 and NVFP4"),
+                            ("modelopt-mixed", "layers are NVFP4"))
+       if (cid, fmt) != ("FP8_ZERO_TILE_SCALE", "modelopt-mixed")},
+    ("DEPLOY_UNSUPPORTED", "a target with no kernel for the scheme", "modelopt-mixed"): (
+        "the modelopt-mixed fixture has no FP8_PB_WO routed experts (its layers are NVFP4)"),
+}
 
 
 @pytest.fixture(scope="session")
@@ -347,31 +748,47 @@ def test_the_matrix_is_declared_and_planted() -> None:
     assert not missing, f"declared conditions with no case in MUTATIONS: {missing}"
     stale = sorted(set(MUTATIONS) - {(cid, cond) for cid, cond, _ in MATRIX})
     assert not stale, f"MUTATIONS of no declared condition: {stale}"
+    assert set(NOT_PLANTED) <= set(MATRIX), sorted(set(NOT_PLANTED) - set(MATRIX))
+    assert all(reason.strip() for reason in NOT_PLANTED.values())
 
 
-@pytest.mark.parametrize(("cid", "condition", "fmt"), MATRIX,
-                         ids=[case_id(*unit) for unit in MATRIX])
+@pytest.mark.parametrize(("cid", "condition", "fmt"), [
+    pytest.param(*unit, id=case_id(*unit), marks=[pytest.mark.skip(reason=NOT_PLANTED[unit])]
+                 if unit in NOT_PLANTED else []) for unit in MATRIX])
 def test_each_condition_fires_on_each_format(cid: str, condition: str, fmt: str,
                                              format_twins: dict[str, Path],
                                              tmp_path: Path) -> None:
     """The condition, planted in each tensor role of the format the check reads, fires the
     check on that tensor with its severity, at each level the check runs at, and the exit code
-    follows (an error fails the run, a warning only with --strict)."""
+    follows (an error fails the run, a warning only with --strict, info never)."""
     mutation = MUTATIONS.get((cid, condition))
     assert mutation is not None, f"{cid}: no case plants condition {condition!r}"
     clean = format_twins[fmt]
-    targets = _targets(clean, cid, mutation.where)
+    headers = _headers(clean)
+    targets = {role: name for role, name in _targets(clean, cid, mutation.where).items()
+               if not mutation.skips(fmt, role, headers[name]["dtype"])}
+    if not CHECKS[cid].roles:
+        targets = {"": ""}  # a check of no tensor's values: the config and options alone
     assert targets, (f"{cid} is declared for {fmt}, whose fixture holds none of its roles "
-                     f"{CHECKS[cid].roles} in {CHECKS[cid].dtypes}")
+                     f"{CHECKS[cid].roles} in {CHECKS[cid].dtypes} (but those skipped)")
+    options = dict(mutation.options)
+    if mutation.source:
+        options["source"] = clean.parent / f"{clean.name}-bf16"
     for role, tensor in targets.items():
         want = expected_severity(cid, fmt, role, mutation)
-        path = copy_tree(clean, tmp_path / role)
-        _plant(path, tensor, mutation)
+        path = copy_tree(clean, tmp_path / (role or "checkpoint"))
+        _plant(path, tensor, mutation, role)
+        planted = {**options, **mutation.fault}
+        if mutation.source_fault:
+            planted["source"] = clean.parent / f"{clean.name}-bf16"
+        if mutation.source_edit is not None:
+            planted["source"] = copy_tree(options["source"], tmp_path / f"{role}-source")
+            mutation.source_edit(planted["source"], tensor.removesuffix(f".{role}"))
         for level in CHECKS[cid].levels:
-            assert cid not in _baseline(clean, level, mutation.options), (cid, fmt, level)
-            report = validate(path, Options(level=level, workers=1, **mutation.options))
+            assert cid not in _baseline(clean, level, options), (cid, fmt, level)
+            report = validate(path, Options(level=level, workers=1, **planted))
             got = [f for f in report.findings if f.check.id == cid and _on(f.tensor, tensor,
-                                                                             mutation)]
+                                                                             mutation, role)]
             where = f"{cid} [{condition}] on {fmt} {tensor} at {level.value}"
             assert got, f"{where}: not fired: {[f.to_json() for f in report.findings]}"
             assert {f.effective_severity.value for f in got} == {want}, where
@@ -379,12 +796,18 @@ def test_each_condition_fires_on_each_format(cid: str, condition: str, fmt: str,
             errors = any(f.effective_severity.value == "error" for f in report.findings)
             assert exit_code(report) == (1 if errors else 0), where
             assert exit_code(report) == 1 or want != "error", where
-            assert exit_code(report, strict=True) == 1, where
+            assert exit_code(report, strict=True) == 1 or want == "info", where
 
 
-def _on(found: str | None, planted: str, mutation: Mutation) -> bool:
-    """Whether a finding on tensor ``found`` is the planted one's: that tensor, or for a fused
-    pair (``mutation.where``) either module of the expert."""
+def _on(found: str | None, planted: str, mutation: Mutation, role: str) -> bool:
+    """Whether a finding on tensor ``found`` is the planted one's: that tensor (of ``role``),
+    or its module's of a role of ``mutation.found_on``, or for a fused pair
+    (``mutation.where``) either module of the expert; any with ``mutation.anywhere``."""
+    if mutation.anywhere:
+        return True
+    if mutation.found_on:
+        module = planted.removesuffix(f".{role}")
+        return found in {f"{module}.{r}" for r in mutation.found_on}
     if not mutation.pair:
         return found == planted
     expert = planted.split(mutation.where)[0] + ".experts.0."
@@ -402,26 +825,45 @@ def _retype(folder: Path, tensor: str, widths: dict[int, str]) -> None:
     raise KeyError(tensor)
 
 
-def _plant(folder: Path, tensor: str, mutation: Mutation) -> None:
-    """Rewrite the shard holding ``tensor`` with the mutation applied to a copy of it (same
-    dtype and shape: the index and every other tensor stay as they were), or without it."""
+def _plant(folder: Path, tensor: str, mutation: Mutation, role: str) -> None:
+    """Rewrite the shard holding ``tensor`` (of ``role``) with the mutation applied to a copy
+    of it (same dtype and shape: the index and every other tensor stay as they were), or
+    without it; then its module's tensors of the roles of ``mutation.also``, and the config."""
+    if mutation.config is not None:
+        config(mutation.config)(folder)
+    if mutation.edit is not None:
+        mutation.edit(folder)
+    if not tensor:
+        return
     if mutation.retype:
         _retype(folder, tensor, mutation.retype)
         return
     if mutation.change is None and (folder / INDEX).exists():
         drop_tensor(tensor)(folder)  # the index follows
         return
+    change = mutation.by_role.get(role, mutation.change)
+    _edit(folder, tensor, change, mutation.first_row)
+    module = tensor.removesuffix(f".{role}")
+    present = _headers(folder)
+    for other, also in mutation.also.items():
+        if f"{module}.{other}" in present:
+            _edit(folder, f"{module}.{other}", also)
+
+
+def _edit(folder: Path, tensor: str, change: Change | None, first_row: bool = False) -> None:
+    """Rewrite the shard holding ``tensor`` with ``change`` applied to a flat copy of it (of
+    its first row alone with ``first_row``), or without the tensor (``change`` None)."""
     for shard in sorted(folder.glob("*.safetensors")):
         tensors = read_safetensors(shard)
-        if tensor in tensors and mutation.change is None:
+        if tensor in tensors and change is None:
             del tensors[tensor]
             write_safetensors(shard, tensors)
             return
         if tensor in tensors:
             a = tensors[tensor]
-            flat = np.ascontiguousarray(a).reshape(-1).copy()
-            mutation.change(flat)
-            tensors[tensor] = flat.reshape(a.shape)
+            rows = np.ascontiguousarray(a).reshape(a.shape[0] if first_row else 1, -1).copy()
+            change(rows[0])
+            tensors[tensor] = rows.reshape(a.shape)
             write_safetensors(shard, tensors)
             return
     raise KeyError(tensor)
@@ -430,18 +872,42 @@ def _plant(folder: Path, tensor: str, mutation: Mutation) -> None:
 def test_declared_formats_are_those_holding_the_roles(format_twins: dict[str, Path]) -> None:
     """A check reading tensor roles applies to exactly the formats whose fixture holds one of
     them in one of its dtypes: the declaration misses no format that carries such a scale (a
-    new format's scales are then fired too), and lists none that does not. Checks of one
-    scheme's rule (:data:`ONE_SCHEME`) are only held to the second half."""
+    new format's scales are then fired too), and lists none that does not but those whose
+    every condition no fixture can carry (:data:`NOT_PLANTED`). Checks whose formats are
+    some of those by their meaning (:data:`BY_MEANING`) are only held to the second half."""
     load_all()
     for check in CHECKS.values():
         if not check.conditions or not check.roles:
             continue
         runs_on = formats_of(dataclasses.replace(check, formats=()))
         holding = {fmt for fmt in runs_on if _targets(format_twins[fmt], check.id)}
-        declared = set(formats_of(check))
+        unplanted = {fmt for fmt in formats_of(check) if all(
+            (check.id, cond, fmt) in NOT_PLANTED for cond in check.conditions
+            if fmt in formats_of(check, cond))}
+        declared = set(formats_of(check)) - unplanted
         assert declared <= holding, (check.id, sorted(declared - holding))
-        if check.id not in ONE_SCHEME:
+        if check.id not in BY_MEANING:
             assert holding <= declared, (check.id, "not declared", sorted(holding - declared))
+
+
+def test_a_condition_of_some_formats_alone() -> None:
+    """``declare(only=...)`` scopes a condition to some of the check's formats: the matrix
+    fires it on those alone, the catalogue names them, and a scope outside the declared
+    formats or of an undeclared condition is refused (nothing is catalogued)."""
+    load_all()
+    single = CHECKS["TENSOR_SINGLE_CODE"]
+    assert single.formats_of("+0 and -0 mixed") == ("quark-mxfp4",)
+    assert single.formats_of("zero everywhere") == single.formats
+    assert [f for cid, cond, f in MATRIX if (cid, cond) == (single.id, "+0 and -0 mixed")] == [
+        "quark-mxfp4"]
+    assert "+0 and -0 mixed (only `quark-mxfp4`)" in render_markdown()
+    fields: dict[str, Any] = {"severity": Severity.INFO, "level": Level.SCALES,
+                              "group": "numbers", "meaning": "m", "fix": "f",
+                              "conditions": ("a", "b"), "formats": ("quark-mxfp4", "fp8-block")}
+    for only in ({"c": ("fp8-block",)}, {"a": ("quark-w4a8",)}, {"a": ()}):
+        with pytest.raises(ValueError, match="scoped"):
+            declare("SCOPED_TEST_CHECK", **fields, only=only)
+    assert "SCOPED_TEST_CHECK" not in CHECKS
 
 
 def test_a_check_pickles_as_the_catalogues_own_entry() -> None:

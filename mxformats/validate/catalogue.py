@@ -52,10 +52,14 @@ def _link(check_id: str) -> str:
 
 
 def _fires_on(check: Check) -> str:
-    """The check's "fires on" cell: its conditions, then the formats, tensor roles and dtypes
-    it applies to (a list it does not declare is left out; none at all: its meaning)."""
+    """The check's "fires on" cell: its conditions (one that occurs in some of its formats
+    alone names them), then the formats, tensor roles and dtypes it applies to (a list it
+    does not declare is left out; none at all: its meaning)."""
     parts = []
-    for label, values in (("conditions", check.conditions), ("formats", check.formats),
+    scoped = dict(check.only)
+    conditions = tuple(c + (f" (only {', '.join(f'`{f}`' for f in scoped[c])})"
+                            if c in scoped else "") for c in check.conditions)
+    for label, values in (("conditions", conditions), ("formats", check.formats),
                           ("roles", check.roles), ("dtypes", check.dtypes)):
         if values:
             parts.append(f"{label}: " + ", ".join(f"`{v}`" if label != "conditions" else v

@@ -37,6 +37,7 @@ import numpy as np
 from .checkmodule import CheckModule
 from .descriptors import Descriptor, by_format
 from .findings import Finding, Level, Severity, declare, listed
+from .model import CheckpointFormat
 from .targets import TARGETS
 
 if TYPE_CHECKING:
@@ -46,24 +47,54 @@ __all__ = ["TARGETS", "TP_SIZES", "admissible_tp", "checkpoint_tp", "dense_quant
            "deployment_problems", "kernel_table", "run"]
 
 
+#: Every format the validator reads: the parallel sizes' rules apply to each.
+_EVERY_FORMAT = tuple(f.value for f in CheckpointFormat if f is not CheckpointFormat.UNSUPPORTED)
+#: The formats with a partition multiple (:attr:`Descriptor.tp_multiple`: every quantized
+#: one), and those that may quantize a dense MLP (all but Quark W4A8, whose vLLM scheme is
+#: the routed experts' alone).
+_GROUPED = tuple(f for f in _EVERY_FORMAT if f != "bf16")
+_DENSE_QUANTIZED = tuple(f for f in _GROUPED if f != "quark-w4a8")
 DEPLOY_UNSUPPORTED = declare(
     "DEPLOY_UNSUPPORTED", severity=Severity.ERROR, level=Level.STRUCTURE, group="deployment",
+    conditions=("a target with no kernel for the scheme", "an unknown target"),
+    formats=_EVERY_FORMAT,
+    only={"a target with no kernel for the scheme": ("quark-w4a8", "modelopt-fp8-block",
+                                                      "modelopt-mixed")},
     meaning="The target cannot run this checkpoint's quantization scheme in vLLM.",
     fix="Pick a target with a kernel for the scheme, or re-quantize for this target.")
 DEPLOY_SLOW_PATH = declare(
     "DEPLOY_SLOW_PATH", severity=Severity.WARNING, level=Level.STRUCTURE, group="deployment",
+    conditions=("a target that emulates the scheme",),
+    formats=("quark-mxfp4", "compressed-tensors-int4", "compressed-tensors-nvfp4",
+             "compressed-tensors-mixed", "modelopt-nvfp4", "modelopt-mixed"),
     meaning="The target runs this scheme through an emulation or fallback path (slow).",
     fix="Expect lower throughput, or choose a target with native kernels.")
 DEPLOY_NOTE = declare(
     "DEPLOY_NOTE", severity=Severity.INFO, level=Level.STRUCTURE, group="deployment",
+    conditions=("a native path on a CUDA target (B200)", "a native path on a ROCm target (MI355X)"),
+    formats=("quark-mxfp4", "quark-w4a8", "compressed-tensors-int4", "compressed-tensors-nvfp4",
+             "compressed-tensors-fp8-block", "compressed-tensors-mixed", "modelopt-nvfp4",
+             "modelopt-mixed", "fp8-block"),
+    only={"a native path on a CUDA target (B200)": (
+              "compressed-tensors-int4", "compressed-tensors-nvfp4", "compressed-tensors-fp8-block",
+              "compressed-tensors-mixed", "modelopt-nvfp4", "modelopt-mixed", "fp8-block"),
+          "a native path on a ROCm target (MI355X)": (
+              "quark-mxfp4", "quark-w4a8", "compressed-tensors-fp8-block", "fp8-block")},
     meaning="What the target needs to run this checkpoint (runtime, flags).",
     fix="Set up the runtime as described.")
 DEPLOY_TP = declare(
     "DEPLOY_TP_DIVISIBILITY", severity=Severity.ERROR, level=Level.STRUCTURE, group="deployment",
+    conditions=("a parallel size below 1", "attention heads not divisible",
+                "moe_intermediate_size not divisible", "moe_intermediate_size/TP off the group",
+                "intermediate_size not divisible", "intermediate_size/TP off the dense group"),
+    formats=_EVERY_FORMAT,
+    only={"moe_intermediate_size/TP off the group": _GROUPED,
+          "intermediate_size/TP off the dense group": _DENSE_QUANTIZED},
     meaning="A dimension the tensor-parallel split cuts is not divisible as the kernels need.",
     fix="Choose another --tp, or enable expert parallelism for the routed experts.")
 DEPLOY_EP = declare(
     "DEPLOY_EP_DIVISIBILITY", severity=Severity.ERROR, level=Level.STRUCTURE, group="deployment",
+    conditions=("n_routed_experts not divisible",),
     meaning="The routed expert count is not divisible by the expert-parallel size.",
     fix="Choose an --ep that divides n_routed_experts.")
 DEPLOY_FNUZ_SCALE = declare(

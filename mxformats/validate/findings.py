@@ -61,6 +61,10 @@ class Check:
         dtypes: the dtypes of those tensors it reads (empty: any); a format's tensor of a
             listed role in another dtype is not this check's (an NVFP4 E4M3 ``weight_scale``
             is not a float scale).
+        only: the conditions that occur in some of its formats alone, each with those
+            formats (``(("+0 and -0 mixed", ("quark-mxfp4",)),)``: a condition of one
+            element encoding); every other condition applies to every format
+            (:meth:`formats_of`).
     """
 
     id: str
@@ -73,6 +77,12 @@ class Check:
     formats: tuple[str, ...] = ()
     roles: tuple[str, ...] = ()
     dtypes: tuple[str, ...] = ()
+    only: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+    def formats_of(self, condition: str) -> tuple[str, ...]:
+        """The declared formats ``condition`` applies to: those :attr:`only` names for it,
+        else all of :attr:`formats` (empty: it does not depend on the format)."""
+        return dict(self.only).get(condition, self.formats)
 
     @property
     def levels(self) -> tuple[Level, ...]:
@@ -83,7 +93,8 @@ class Check:
         """Unpickle as the catalogue's own entry (checks are compared by identity, and a
         finding computed in another process comes back pickled)."""
         return _catalogued, (self.id, self.severity, self.level, self.group, self.meaning,
-                             self.fix, self.conditions, self.formats, self.roles, self.dtypes)
+                             self.fix, self.conditions, self.formats, self.roles, self.dtypes,
+                             self.only)
 
 
 #: Every check, by ID, in declaration order.
@@ -92,9 +103,11 @@ CHECKS: dict[str, Check] = {}
 
 def _catalogued(id: str, severity: Severity, level: Level, group: str, meaning: str,
                 fix: str, conditions: tuple[str, ...] = (), formats: tuple[str, ...] = (),
-                roles: tuple[str, ...] = (), dtypes: tuple[str, ...] = ()) -> Check:
+                roles: tuple[str, ...] = (), dtypes: tuple[str, ...] = (),
+                only: tuple[tuple[str, tuple[str, ...]], ...] = ()) -> Check:
     """The declared check equal to these fields, or a new one when none is (unpickling)."""
-    check = Check(id, severity, level, group, meaning, fix, conditions, formats, roles, dtypes)
+    check = Check(id, severity, level, group, meaning, fix, conditions, formats, roles, dtypes,
+                  only)
     return CHECKS.get(id, check) if CHECKS.get(id) == check else check
 
 
@@ -102,12 +115,20 @@ def declare(
     id: str, *, severity: Severity, level: Level, group: str, meaning: str, fix: str,
     conditions: tuple[str, ...] = (), formats: tuple[str, ...] = (),
     roles: tuple[str, ...] = (), dtypes: tuple[str, ...] = (),
+    only: dict[str, tuple[str, ...]] | None = None,
 ) -> Check:
     """Declare a check (module level, once); returns it for use in :class:`Finding`. Every
     field but the ID by keyword, so a declaration reads the same in every module; what it
-    fires on and applies to (``conditions``, ``formats``, ``roles``, ``dtypes``) as
-    :class:`Check` describes them."""
-    check = Check(id, severity, level, group, meaning, fix, conditions, formats, roles, dtypes)
+    fires on and applies to (``conditions``, ``formats``, ``roles``, ``dtypes``, ``only``: a
+    condition -> the formats it occurs in, a part of ``formats``) as :class:`Check` describes
+    them. ValueError for an ``only`` of an undeclared condition or format."""
+    scoped = tuple((cond, tuple(fmts)) for cond, fmts in (only or {}).items())
+    for cond, fmts in scoped:
+        if cond not in conditions or not fmts or not set(fmts) <= set(formats):
+            raise ValueError(f"check {id}: condition {cond!r} is scoped to {fmts}, not to a "
+                             f"part of its declared formats {formats}")
+    check = Check(id, severity, level, group, meaning, fix, conditions, formats, roles, dtypes,
+                  scoped)
     if id in CHECKS and CHECKS[id] != check:
         raise ValueError(f"check {id} declared twice with different text")
     CHECKS[id] = check

@@ -87,6 +87,14 @@ MIN_SIBLINGS = 3
 
 DECODED_MAGNITUDE = declare(
     "DECODED_MAGNITUDE", severity=Severity.ERROR, level=Level.SCALES, group="numbers",
+    conditions=(f"a block decoding above {MAGNITUDE_MAX:g}",
+                f"every block decoding below {MAGNITUDE_MIN:g}",
+                f"an expert {SIBLING_RATIO:g}x its siblings"),
+    formats=("quark-mxfp4", "quark-w4a8", "compressed-tensors-int4", "compressed-tensors-nvfp4",
+             "compressed-tensors-fp8-block", "compressed-tensors-mixed", "modelopt-nvfp4",
+             "modelopt-fp8-block", "modelopt-mixed", "fp8-block"),
+    roles=("weight_scale", "weight_scale_inv", "weight_scale_2", "weight_global_scale"),
+    dtypes=("U8", "F8_E4M3", "F32", "BF16", "F16"),
     meaning=f"A quantized module decodes, as its loader decodes it, to weights of implausible "
             f"size: its largest |value| bounded from its scales (block scale, with the per-tensor "
             f"scale applied, times the element format's largest value) is outside "

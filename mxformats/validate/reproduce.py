@@ -65,8 +65,22 @@ REPRO_SUMMARY = declare(
             "otherwise than the file says (an NVFP4 module with its fused partner's global "
             "scale), that decode's error beside the file's own.",
     fix="Nothing to fix.")
+#: The formats a producer profile reproduces from ``--source`` (not ModelOpt FP8 block).
+_REPRODUCED = ("quark-mxfp4", "quark-w4a8", "compressed-tensors-int4", "compressed-tensors-nvfp4",
+               "compressed-tensors-fp8-block", "compressed-tensors-mixed", "modelopt-nvfp4",
+               "modelopt-mixed", "fp8-block")
 REPRO_MISMATCH = declare(
     "REPRO_MISMATCH", severity=Severity.ERROR, level=Level.STRUCTURE, group="reproduction",
+    conditions=("a code changed", "a scale changed",
+                "a Quark recipe no profile reproduces (floor)",
+                "bytes of a recipe the config does not name (Four-Over-Six)"),
+    formats=_REPRODUCED,
+    only={"a Quark recipe no profile reproduces (floor)": ("quark-mxfp4",),
+          "bytes of a recipe the config does not name (Four-Over-Six)": ("modelopt-nvfp4",
+                                                                           "modelopt-mixed")},
+    roles=("weight", "weight_packed", "weight_scale", "weight_scale_inv", "weight_scale_2",
+           "weight_global_scale"),
+    dtypes=("U8", "I32", "F8_E4M3", "F32", "BF16"),
     meaning="A quantized tensor differs from what the producer profile the checkpoint claims (its "
             "quantization_config's producer) writes from the source: an error. A warning, once, "
             "where the config names a recipe no profile reproduces (Quark MXFP4 "
@@ -76,6 +90,13 @@ REPRO_MISMATCH = declare(
     fix="Check the source is the one the quantizer read, and the producer version and recipe.")
 REPRO_ERROR_HIGH = declare(
     "REPRO_ERROR_HIGH", severity=Severity.WARNING, level=Level.STRUCTURE, group="reproduction",
+    conditions=("every scale 1.3x: relative error within 0.5", "every scale 4x: relative "
+                "error beyond 0.5", "a NaN scale: no finite error"),
+    formats=_REPRODUCED,
+    # E8M0 scales move by powers of two alone
+    only={"every scale 1.3x: relative error within 0.5": _REPRODUCED[1:]},
+    roles=("weight_scale", "weight_scale_inv", "weight_scale_2", "weight_global_scale"),
+    dtypes=("U8", "F8_E4M3", "F32", "BF16"),
     meaning="A module the profile does not reproduce has a dequantized relative error against the "
             "source above the format's threshold (MXFP4 0.15, INT4 g32 0.15, W4A8 0.25): a "
             "warning while it stays within the family's normal range (0.5), an error beyond it or "
@@ -84,6 +105,8 @@ REPRO_ERROR_HIGH = declare(
     fix="Look for clipped scales or a wrong scale decode in that module.")
 REPRO_UNCORRELATED = declare(
     "REPRO_UNCORRELATED", severity=Severity.ERROR, level=Level.STRUCTURE, group="reproduction",
+    conditions=("the codes in reverse order", "every code zero"), formats=_REPRODUCED,
+    roles=("weight", "weight_packed"), dtypes=("U8", "I32", "F8_E4M3"),
     meaning="The dequantized weight correlates with the source below 0.9 (a constant, e.g. "
             "all-zero, weight against a varying source counts as 0): wrong nibble order, axis or "
             "scale decode, or another tensor. Info where the claimed profile reproduces the bytes "
@@ -92,6 +115,10 @@ REPRO_UNCORRELATED = declare(
     fix="Re-quantize the module from the source.")
 REPRO_SOURCE_MISSING = declare(
     "REPRO_SOURCE_MISSING", severity=Severity.WARNING, level=Level.STRUCTURE, group="reproduction",
+    conditions=("the module absent from the source", "the source weight transposed",
+                "a NaN source weight, the bytes unclaimed (floor)"),
+    formats=_REPRODUCED, roles=("weight", "weight_packed"), dtypes=("U8", "I32", "F8_E4M3"),
+    only={"a NaN source weight, the bytes unclaimed (floor)": ("quark-mxfp4",)},
     meaning="A quantized module has no usable weight in --source (absent, unreadable, a symlink "
             "out of it, another shape than the config implies or, for a module the config does "
             "not describe, than its stored tensors are written for, another dtype), or a fused "
@@ -103,11 +130,16 @@ REPRO_SOURCE_MISSING = declare(
 REPRO_SOURCE_UNSUPPORTED = declare(
     "REPRO_SOURCE_UNSUPPORTED",
     severity=Severity.ERROR, level=Level.STRUCTURE, group="reproduction",
+    conditions=("a source quantized otherwise (AWQ)", "no source folder"), formats=_REPRODUCED,
     meaning="--source is not a checkpoint in a form this tool decompresses (BF16, "
             "compressed-tensors INT4 or DeepSeek FP8-block).",
     fix="Pass the BF16, compressed-tensors INT4 or FP8-block checkpoint the quantizer read.")
 REPRO_NOTHING_VERIFIED = declare(
     "REPRO_NOTHING_VERIFIED", severity=Severity.ERROR, level=Level.STRUCTURE, group="reproduction",
+    conditions=("a source holding none of the modules", "a format no profile reproduces"),
+    formats=(*_REPRODUCED, "bf16", "modelopt-fp8-block"),
+    only={"a source holding none of the modules": _REPRODUCED,
+          "a format no profile reproduces": ("bf16", "modelopt-fp8-block")},
     meaning="--source verified no module: the source holds no usable weight of this checkpoint's "
             "modules (the first one's reason is given), the checkpoint has no quantized module "
             "with a producer profile to reproduce, or the source is the checkpoint's own folder.",

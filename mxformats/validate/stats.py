@@ -117,6 +117,7 @@ W4A8_SCALE2 = declare(
     fix="Check the FP8 stage used amax/448 and the INT4 stage amax/7.5 (not /7).")
 ROUTER_BIAS_DTYPE = declare(
     "ROUTER_BIAS_DTYPE", severity=Severity.WARNING, level=Level.SCALES, group="numbers",
+    conditions=("stored as BF16", "stored as F16"), roles=("e_score_correction_bias",),
     meaning="The router's e_score_correction_bias is not F32: routing drifts when it is rounded.",
     fix="Keep the bias in float32 as the source checkpoint has it.")
 ROUTER_BIAS_NONFINITE = declare(
@@ -130,8 +131,17 @@ TENSOR_NONFINITE = declare(
     meaning="A floating-point tensor holds NaN or Inf (small tensors at level scales, all at "
             "full).",
     fix="Copy the tensor from the source checkpoint.")
+#: The formats whose packed 4-bit codes the tightness, zero-row and single-code checks read
+#: (:func:`packed_code_findings`: Quark MXFP4 and W4A8, compressed-tensors INT4, alone or in a
+#: mixed checkpoint), those codes' roles and dtypes (NVFP4's are NVFP4_BLOCK_NOT_TIGHT's).
+_PACKED_FORMATS = ("quark-mxfp4", "quark-w4a8", "compressed-tensors-int4",
+                   "compressed-tensors-mixed")
+_PACKED_ROLES = ("weight", "weight_packed")
+_PACKED_DTYPES = ("U8", "I32")
 SCALE_NOT_TIGHT = declare(
     "SCALE_NOT_TIGHT", severity=Severity.ERROR, level=Level.FULL, group="numbers",
+    conditions=("every code far below the bound",), formats=_PACKED_FORMATS,
+    roles=_PACKED_ROLES, dtypes=_PACKED_DTYPES,
     meaning="Blocks / groups / rows whose largest code falls short of what the scale rule "
             "implies: a wrong group size, axis, nibble packing or scale decode.",
     fix="Re-quantize with the producer's group size, axis and packing.")
@@ -154,23 +164,35 @@ FINGERPRINT = declare(
     fix="Nothing to fix: provenance.")
 ROW_ALL_ZERO = declare(
     "ROW_ALL_ZERO", severity=Severity.WARNING, level=Level.FULL, group="numbers",
+    conditions=("the first row zero",), formats=_PACKED_FORMATS, roles=_PACKED_ROLES,
+    dtypes=_PACKED_DTYPES,
     meaning="Output rows whose codes are all zero: dead output channels.",
     fix="Check the source rows; a copy or merge bug zeroes whole rows.")
 TENSOR_SINGLE_CODE = declare(
     "TENSOR_SINGLE_CODE", severity=Severity.WARNING, level=Level.FULL, group="numbers",
+    conditions=("one nonzero code everywhere", "zero everywhere", "+0 and -0 mixed"),
+    formats=_PACKED_FORMATS, roles=_PACKED_ROLES, dtypes=_PACKED_DTYPES,
+    only={"+0 and -0 mixed": ("quark-mxfp4",)},
     meaning="A quantized weight uses a single code value (e.g. all zero).",
     fix="Re-quantize the module; the weight carries no information.")
 EXPERT_ALL_ZERO = declare(
     "EXPERT_ALL_ZERO", severity=Severity.WARNING, level=Level.FULL, group="numbers",
+    conditions=("every projection of an expert zero",), formats=_PACKED_FORMATS,
+    roles=_PACKED_ROLES, dtypes=_PACKED_DTYPES,
     meaning="Every projection of a routed expert is all zero.",
     fix="Check the expert was written (a missing tensor loads as zeros in vLLM).")
 EXPERT_RMS_OUTLIER = declare(
     "EXPERT_RMS_OUTLIER", severity=Severity.WARNING, level=Level.FULL, group="numbers",
+    conditions=("an expert 8x above its layer's median", "an expert 8x below it"),
+    formats=_PACKED_FORMATS, roles=("weight_scale", "weight_scale_2"),
+    dtypes=("U8", "F32", "BF16"),
     meaning="An expert projection's dequantized RMS is an outlier within its layer (robust z > 6 "
             "and at least 4x off the median).",
     fix="Compare the expert with its source; a wrong scale decode or copy shows here.")
 EXPERT_DUPLICATE = declare(
     "EXPERT_DUPLICATE", severity=Severity.WARNING, level=Level.FULL, group="numbers",
+    conditions=("an expert's tensors copied from another's",), formats=_PACKED_FORMATS,
+    roles=_PACKED_ROLES, dtypes=_PACKED_DTYPES,
     meaning="Two experts of a layer are byte-identical: a copy bug or an undesired merge.",
     fix="Re-export the layer from its source.")
 

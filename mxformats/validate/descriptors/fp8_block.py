@@ -42,8 +42,15 @@ if TYPE_CHECKING:
 
 __all__ = ["FP8BlockDescriptor", "tile_flags"]
 
+#: The FP8 block formats (DeepSeek, compressed-tensors, ModelOpt), and the mixed-precision
+#: ones whose members include one (compressed-tensors FP8_BLOCK groups, ModelOpt FP8_PB_WO).
+_FP8_FORMATS = ("compressed-tensors-fp8-block", "compressed-tensors-mixed", "modelopt-fp8-block",
+                "modelopt-mixed", "fp8-block")
 FP8_TILE_NOT_TIGHT = declare(
     "FP8_TILE_NOT_TIGHT", severity=Severity.ERROR, level=Level.FULL, group="numbers",
+    conditions=("largest |code| 240, the binade below 256",
+                "largest |code| 208, scales powers of two"),
+    formats=_FP8_FORMATS, roles=("weight",), dtypes=("F8_E4M3",),
     meaning="FP8 block tiles whose largest |code| stays below the top binade (256): every producer "
             "maps a tile's amax to 448, so a wrong tile size, a transposed scale grid or a scale "
             "from another tensor shows here (ue8m0 scales, rounded up to a power of two, map it "
@@ -53,6 +60,9 @@ FP8_TILE_NOT_TIGHT = declare(
     fix="Re-quantize with 128x128 tiles on the [ceil(O/128), ceil(I/128)] grid.")
 FP8_ZERO_TILE_SCALE = declare(
     "FP8_ZERO_TILE_SCALE", severity=Severity.WARNING, level=Level.FULL, group="numbers",
+    conditions=("a tile of zero codes with the module's scales",),
+    formats=("compressed-tensors-fp8-block", "compressed-tensors-mixed", "fp8-block"),
+    roles=("weight",), dtypes=("F8_E4M3",),
     meaning="An all-zero FP8 tile whose scale is not the fingerprint of the producer the config "
             "claims (1e-4/448 for DeepSeek/DeepGEMM, 2^-22 with ue8m0 scales, declared or "
             "recognised, 2^-7 for compressed-tensors), rounded to the scale's dtype: another "
@@ -60,6 +70,8 @@ FP8_ZERO_TILE_SCALE = declare(
     fix="Check which tool wrote the file; re-quantize with the claimed producer.")
 FP8_SCALE_NOT_POW2 = declare(
     "FP8_SCALE_NOT_POW2", severity=Severity.ERROR, level=Level.SCALES, group="numbers",
+    conditions=("one scale above a power of two, ue8m0 declared",), formats=("fp8-block",),
+    roles=("weight_scale_inv",), dtypes=("F32", "BF16", "F16"),
     meaning="A checkpoint that declares ue8m0 scales (scale_fmt: ue8m0) holds a scale that is not "
             "an exact power of two: DeepGEMM's UE8M0 kernels read only the exponent.",
     fix="Round the scales up to powers of two (DeepGEMM ceil_to_ue8m0) and re-quantize the codes.")

@@ -83,6 +83,8 @@ NVFP4_GLOBAL_CONVENTION = declare(
     fix="Store the global scale in the convention of the config's quant_method.")
 NVFP4_BLOCK_NOT_TIGHT = declare(
     "NVFP4_BLOCK_NOT_TIGHT", severity=Severity.ERROR, level=Level.FULL, group="numbers",
+    conditions=("largest |code| below 4", "largest |code| 4 and a block scale above 384"),
+    formats=_NVFP4_FORMATS, roles=("weight", "weight_packed"), dtypes=("U8",),
     meaning="NVFP4 blocks of 16 whose largest |code| is not 6: both producers map a block's amax "
             "to 6, so a wrong block size, nibble order or scale from another tensor shows here "
             "(blocks with a clamped scale exempt; 4 is tight too in a ModelOpt tensor with no "

@@ -43,6 +43,8 @@ __all__ = ["DESCRIPTOR", "PACK_METHOD"]
 
 PACK_METHOD = declare(
     "PACK_METHOD", severity=Severity.WARNING, level=Level.STRUCTURE, group="layout",
+    conditions=("another pack_method ('order')", "no pack_method recorded"),
+    formats=("quark-w4a8",),
     meaning="A Quark W4A8 config records export.pack_method other than 'reorder': the AITER "
             "kernel reads the reorder nibble order [0,2,4,6,1,3,5,7], and the weights' own order "
             "cannot be told from the codes (the numeric checks cannot see it).",
