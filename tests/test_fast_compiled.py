@@ -5,6 +5,7 @@ every path with numba turned off (``MXFORMATS_NUMBA=0``), as where it is not ins
 from __future__ import annotations
 
 import sys
+import types
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -267,6 +268,34 @@ def test_byte_counts_are_numpys_bincount(request: pytest.FixtureRequest, path: s
         assert got.tolist() == np.bincount(data, minlength=256).tolist()
     with pytest.raises(ValueError, match="1-byte items only"):
         histogram.byte_counts(np.zeros(4, np.uint16))
+
+
+def test_counted_once_counts_the_same_bytes_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Inside :func:`histogram.counted_once` the same memory and length is counted once (a
+    view of it too), other bytes (a copy, a shorter slice) each once; a caller that writes to
+    the counts it got does not change the next answer; outside the block every call counts."""
+    calls: list[int] = []
+
+    def count_bytes(data: np.ndarray, counts: np.ndarray) -> None:
+        calls.append(data.size)
+        counts += np.bincount(data, minlength=256)
+
+    monkeypatch.setattr(histogram.jit, "compiled",
+                        lambda name="compiled": types.SimpleNamespace(count_bytes=count_bytes))
+    data = (np.arange(1000) % 7).astype(np.uint8)
+    want = np.bincount(data, minlength=256).tolist()
+    with histogram.counted_once():
+        first = histogram.byte_counts(data)
+        first[:] = -1
+        for a in (data, data.view(ml_dtypes.float8_e8m0fnu), data.reshape(10, 100)):
+            assert histogram.byte_counts(a).tolist() == want
+        assert len(calls) == 1
+        histogram.byte_counts(data.copy())
+        histogram.byte_counts(data[:999])
+        assert calls == [1000, 1000, 999]
+    histogram.byte_counts(data)
+    histogram.byte_counts(data)
+    assert calls == [1000, 1000, 999, 1000, 1000]
 
 
 @pytest.mark.parametrize("path", ["compiled", "numpy"])

@@ -9,6 +9,9 @@ every byte to a 64-bit index first (about ten times slower); the counts are the 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -18,7 +21,12 @@ from mxformats.fast import jit
 if TYPE_CHECKING:
     from numpy.typing import NDArray
 
-__all__ = ["BYTE_VALUES", "byte_counts", "first_byte_in"]
+#: The counts :func:`byte_counts` made inside :func:`counted_once`, by (address, length) of
+#: the bytes counted, each with the bytes (held, so that the address is not reused).
+_Memo = dict[tuple[int, int], tuple[Any, Any]]
+_COUNTED: ContextVar[_Memo | None] = ContextVar("mxformats_byte_counts", default=None)
+
+__all__ = ["BYTE_VALUES", "byte_counts", "counted_once", "first_byte_in"]
 
 #: Bins of :func:`byte_counts`: one per byte value.
 BYTE_VALUES = 256
@@ -31,12 +39,32 @@ def byte_counts(a: NDArray[Any]) -> NDArray[np.int64]:
     if flat.dtype.itemsize != 1:
         raise ValueError(f"byte counts of {flat.dtype} items (1-byte items only)")
     data = flat.view(np.uint8)
+    memo = _COUNTED.get()
+    key = (data.__array_interface__["data"][0], data.size)
+    if memo is not None and key in memo:
+        return memo[key][1].copy()  # type: ignore[no-any-return]
     kernels = jit.compiled()
     if kernels is None:
-        return np.bincount(data, minlength=BYTE_VALUES).astype(np.int64)
-    counts = np.zeros(BYTE_VALUES, dtype=np.int64)
-    kernels.count_bytes(data, counts)
+        counts = np.bincount(data, minlength=BYTE_VALUES).astype(np.int64)
+    else:
+        counts = np.zeros(BYTE_VALUES, dtype=np.int64)
+        kernels.count_bytes(data, counts)
+    if memo is not None:
+        memo[key] = (data, counts.copy())
     return counts
+
+
+@contextmanager
+def counted_once() -> Iterator[None]:
+    """Inside the block, :func:`byte_counts` of the same bytes (the same memory and length:
+    one scale tensor that the scale checks, the decoded magnitude and the report's histogram
+    each count) counts them once and answers the others from that count. The caller must not
+    write to an array it counts inside the block."""
+    token = _COUNTED.set({})
+    try:
+        yield
+    finally:
+        _COUNTED.reset(token)
 
 
 def first_byte_in(a: NDArray[Any], members: NDArray[np.bool_]) -> int:

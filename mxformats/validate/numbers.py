@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from mxformats.fast import scan as fast_scan
-from mxformats.fast.histogram import byte_counts
+from mxformats.fast.histogram import byte_counts, counted_once
 from mxformats.tensorfile import DTYPES
 
 from . import plausibility
@@ -194,7 +194,8 @@ def module_numbers(ckpt: Checkpoint, opts: Options, module: Module) -> ModuleNum
     INTERNAL_ERROR naming it (its findings so far are dropped; the other modules go on)."""
     out = ModuleNumbers(module.name)
     try:
-        out.findings = list(_module_checks(ckpt, opts, module, out))
+        with counted_once():  # each scale tensor's bytes counted once, by all its checks
+            out.findings = list(_module_checks(ckpt, opts, module, out))
     except Exception as exc:
         out.findings = [internal(f"module {module.name}", exc, tensor=module.name)]
     return out
