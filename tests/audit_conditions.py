@@ -23,15 +23,18 @@ from __future__ import annotations
 
 import argparse
 import difflib
-import re
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 
+import audit_coverage
+import audit_files
+import audit_index
+import audit_layout
+from audit_switch import LAYOUT, Switch, one
+
 ROOT = Path(__file__).resolve().parent.parent
-TEST = "tests/test_check_firing.py::test_each_condition_fires_on_each_format"
 STATS = "mxformats/validate/stats.py"
 NVFP4 = "mxformats/validate/descriptors/nvfp4.py"
 NUMBERS = "mxformats/validate/numbers.py"
@@ -43,43 +46,8 @@ FP8_MO = "mxformats/validate/descriptors/fp8_block_modelopt.py"
 MXFP4 = "mxformats/validate/descriptors/quark_mxfp4.py"
 PLAUSIBILITY = "mxformats/validate/plausibility.py"
 REPRODUCE = "mxformats/validate/reproduce.py"
-LAYOUT = "mxformats/validate/layout.py"
 _UNAVAILABLE = '        if ref is None and f"{mod.name}.{p}" in ckpt.unavailable:\n'
 
-
-
-def case_id(check: str, condition: str, fmt: str) -> str:
-    """The matrix's test id of (check, condition, format) (as its parametrization names it):
-    the condition's words joined by ``_``, a sign spelled out (``+Inf``: ``plus_Inf``)."""
-    words = condition.replace("+", " plus ").replace("-", " minus ")
-    return f"{check}-{re.sub(r'[^A-Za-z0-9]+', '_', words).strip('_')}-{fmt}"
-
-
-@dataclass(frozen=True)
-class Switch:
-    """One planted bug: ``old`` replaced by ``new`` (once) in ``path``; ``kind``: the class of
-    condition it switches off (a sign, a value class, a format, a tensor role, a field);
-    ``conditions``: the declared (check, condition) it switches off; ``catches``: the matrix
-    cases (check, condition, format) that must go red."""
-
-    name: str
-    kind: str
-    what: str
-    path: str
-    old: str
-    new: str
-    conditions: tuple[tuple[str, str], ...]
-    catches: tuple[tuple[str, str, str], ...]
-
-    def selections(self) -> list[str]:
-        return [f"{TEST}[{case_id(*c)}]" for c in self.catches]
-
-
-def _one(name: str, kind: str, what: str, path: str, old: str, new: str, check: str,
-         condition: str, *fmts: str) -> Switch:
-    """A switch of one condition, caught on each of ``fmts``."""
-    return Switch(name, kind, what, path, old, new, ((check, condition),),
-                  tuple((check, condition, fmt) for fmt in fmts))
 
 
 MX, W4, CTI, CTN, MON = ("quark-mxfp4", "quark-w4a8", "compressed-tensors-int4",
@@ -114,87 +82,87 @@ def _not_compared(name: str, kind: str, what: str, params: str, conditions: tupl
 
 #: Every declared (check, condition) switched off, and switches of a format or a tensor role.
 SWITCHES: tuple[Switch, ...] = (
-    _one("cond_e8m0_nan_off", "value", "E8M0 byte 0xFF not counted", STATS,
+    one("cond_e8m0_nan_off", "value", "E8M0 byte 0xFF not counted", STATS,
          '"nan": count(np.arange(len(counts)) == 0xFF)',
          '"nan": count(np.arange(len(counts)) == -1)', "E8M0_NAN", "byte 0xFF", MX),
-    _one("cond_e8m0_zero_off", "value", "E8M0 byte 0x00 not counted", STATS,
+    one("cond_e8m0_zero_off", "value", "E8M0 byte 0x00 not counted", STATS,
          '"zero": count(np.arange(len(counts)) == 0)',
          '"zero": count(np.arange(len(counts)) == -1)',
          "E8M0_ZERO", "byte 0x00", MX),
-    _one("cond_e8m0_range_low_off", "sign", "E8M0 bytes below the window not counted", STATS,
+    one("cond_e8m0_range_low_off", "sign", "E8M0 bytes below the window not counted", STATS,
          "outside[2:lo] = True", "outside[2:2] = True", "E8M0_RANGE", "below the window", MX),
-    _one("cond_e8m0_range_high_off", "sign", "E8M0 bytes above the window not counted", STATS,
+    one("cond_e8m0_range_high_off", "sign", "E8M0 bytes above the window not counted", STATS,
          "outside[hi + 1:0xFF] = True", "outside[0xFF:0xFF] = True", "E8M0_RANGE",
          "above the window", MX),
-    _one("cond_scale_nan_off", "value", "a NaN float scale not counted", STATS,
+    one("cond_scale_nan_off", "value", "a NaN float scale not counted", STATS,
          '"nonfinite": Count.of(~np.isfinite(s))', '"nonfinite": Count.of(np.isinf(s))',
          "SCALE_NONFINITE", "NaN", CTI),
-    _one("cond_scale_pos_inf_off", "sign", "a +Inf float scale not counted", STATS,
+    one("cond_scale_pos_inf_off", "sign", "a +Inf float scale not counted", STATS,
          '"nonfinite": Count.of(~np.isfinite(s))',
          '"nonfinite": Count.of(np.isnan(s) | (s == -np.inf))', "SCALE_NONFINITE", "+Inf", W4),
-    _one("cond_scale_neg_inf_off", "sign", "a -Inf float scale not counted", STATS,
+    one("cond_scale_neg_inf_off", "sign", "a -Inf float scale not counted", STATS,
          '"nonfinite": Count.of(~np.isfinite(s))',
          '"nonfinite": Count.of(np.isnan(s) | (s == np.inf))', "SCALE_NONFINITE", "-Inf",
          "fp8-block"),
-    _one("cond_scale_negative_off", "sign", "a negative float scale not counted", STATS,
+    one("cond_scale_negative_off", "sign", "a negative float scale not counted", STATS,
          '"negative": Count.of(s < 0)', '"negative": Count.of(s < -np.inf)', "SCALE_NEGATIVE",
          "negative", "compressed-tensors-fp8-block"),
-    _one("cond_scale_zero_off", "value", "a zero float scale not counted", STATS,
+    one("cond_scale_zero_off", "value", "a zero float scale not counted", STATS,
          '"zero": Count.of(s == 0)', '"zero": Count.of(s == 1e300)', "SCALE_ZERO", "zero",
          "modelopt-fp8-block"),
-    _one("cond_w4a8_scale2_low_off", "sign", "max(weight_scale_2) below 448/7.5 not reported",
+    one("cond_w4a8_scale2_low_off", "sign", "max(weight_scale_2) below 448/7.5 not reported",
          STATS, "return Severity.ERROR if top > W4A8_SCALE2_MAX else Severity.WARNING",
          "return Severity.ERROR if top > W4A8_SCALE2_MAX else None", "W4A8_SCALE2_MAX",
          "max below 448/7.5", W4),
-    _one("cond_w4a8_scale2_high_off", "sign", "max(weight_scale_2) above 448/7.5 not reported",
+    one("cond_w4a8_scale2_high_off", "sign", "max(weight_scale_2) above 448/7.5 not reported",
          STATS, "return Severity.ERROR if top > W4A8_SCALE2_MAX else Severity.WARNING",
          "return None if top > W4A8_SCALE2_MAX else Severity.WARNING", "W4A8_SCALE2_MAX",
          "max above 448/7.5", W4),
-    _one("cond_nvfp4_block_nan_off", "value", "an E4M3 block scale 0x7F (NaN) not counted",
+    one("cond_nvfp4_block_nan_off", "value", "an E4M3 block scale 0x7F (NaN) not counted",
          NVFP4, _BLOCK, "bad = Count.of((b == 0xFF) | ((b & _E4M3_MAG) == 0) | (b >= 0x80))",
          "NVFP4_BLOCK_SCALE", "NaN (0x7F)", MON),
-    _one("cond_nvfp4_block_neg_nan_off", "sign", "an E4M3 block scale 0xFF not counted", NVFP4,
+    one("cond_nvfp4_block_neg_nan_off", "sign", "an E4M3 block scale 0xFF not counted", NVFP4,
          _BLOCK, "bad = Count.of((b == 0x7F) | ((b & _E4M3_MAG) == 0) | ((b >= 0x80) & "
          "(b != 0xFF)))", "NVFP4_BLOCK_SCALE", "negative NaN (0xFF)", CTN),
-    _one("cond_nvfp4_block_zero_off", "value", "an E4M3 block scale 0x00 not counted", NVFP4,
+    one("cond_nvfp4_block_zero_off", "value", "an E4M3 block scale 0x00 not counted", NVFP4,
          _BLOCK, "bad = Count.of(((b & _E4M3_MAG) == _E4M3_MAG) | (b >= 0x80))",
          "NVFP4_BLOCK_SCALE", "zero", MON),
-    _one("cond_nvfp4_block_neg_zero_off", "sign", "an E4M3 block scale 0x80 not counted",
+    one("cond_nvfp4_block_neg_zero_off", "sign", "an E4M3 block scale 0x80 not counted",
          NVFP4, _BLOCK, "bad = Count.of(((b & _E4M3_MAG) == _E4M3_MAG) | (b == 0) | "
          "(b > 0x80))", "NVFP4_BLOCK_SCALE", "negative zero", CTN),
-    _one("cond_nvfp4_block_negative_off", "sign", "a negative E4M3 block scale not counted",
+    one("cond_nvfp4_block_negative_off", "sign", "a negative E4M3 block scale not counted",
          NVFP4, _BLOCK, "bad = Count.of(((b & _E4M3_MAG) == _E4M3_MAG) | ((b & _E4M3_MAG) == 0))",
          "NVFP4_BLOCK_SCALE", "negative", "modelopt-mixed"),
-    _one("cond_nvfp4_convention_modelopt_off", "format",
+    one("cond_nvfp4_convention_modelopt_off", "format",
          "the reciprocal convention not reported for ModelOpt", NVFP4,
          "(g[0] < 1) == self.global_is_divisor:",
          "(g[0] < 1) == self.global_is_divisor and self.global_is_divisor:",
          "NVFP4_GLOBAL_CONVENTION", "the other producer's side of 1", MON),
-    _one("cond_nvfp4_convention_ct_off", "format",
+    one("cond_nvfp4_convention_ct_off", "format",
          "the reciprocal convention not reported for compressed-tensors", NVFP4,
          "(g[0] < 1) == self.global_is_divisor:",
          "(g[0] < 1) == self.global_is_divisor and not self.global_is_divisor:",
          "NVFP4_GLOBAL_CONVENTION", "the other producer's side of 1",
          "compressed-tensors-mixed"),
-    _one("cond_nvfp4_gate_up_gate_larger_off", "sign",
+    one("cond_nvfp4_gate_up_gate_larger_off", "sign",
          "a fused pair whose gate global scale is the larger not reported", NVFP4,
          "        differ = _differing(a, b, self.global_name)\n        if differ is None:",
          "        differ = _differing(a, b, self.global_name)\n"
          "        if differ is None or differ[0] > differ[1]:",
          "NVFP4_GATE_UP_SCALE", "an expert's gate_proj differs", MON),
-    _one("cond_nvfp4_gate_up_up_larger_off", "sign",
+    one("cond_nvfp4_gate_up_up_larger_off", "sign",
          "a fused pair whose up global scale is the larger not reported", NVFP4,
          "        differ = _differing(a, b, self.global_name)\n        if differ is None:",
          "        differ = _differing(a, b, self.global_name)\n"
          "        if differ is None or differ[0] < differ[1]:",
          "NVFP4_GATE_UP_SCALE", "an expert's up_proj differs", CTN),
-    _one("cond_nvfp4_fused_input_gate_larger_off", "sign",
+    one("cond_nvfp4_fused_input_gate_larger_off", "sign",
          "a fused pair whose gate activation scale is the larger not reported", NVFP4,
          "            if differ is not None:\n                yield from listed.add(",
          "            if differ is not None and differ[0] < differ[1]:\n"
          "                yield from listed.add(",
          "NVFP4_FUSED_INPUT_SCALE", "an expert's gate_proj differs", CTN),
-    _one("cond_nvfp4_fused_input_up_larger_off", "sign",
+    one("cond_nvfp4_fused_input_up_larger_off", "sign",
          "a fused pair whose up activation scale is the larger not reported", NVFP4,
          "            if differ is not None:\n                yield from listed.add(",
          "            if differ is not None and differ[0] > differ[1]:\n"
@@ -209,11 +177,11 @@ SWITCHES: tuple[Switch, ...] = (
           ("nan", "value", "NaN", "~np.isnan(a.astype(np.float64))", MX, W4),
           ("pos_inf", "sign", "+Inf", "(a.astype(np.float64) != np.inf)", "fp8-block", CTI),
           ("neg_inf", "sign", "-Inf", "(a.astype(np.float64) != -np.inf)", CTN, MON))),
-    _one("cond_fnuz_positive_off", "sign", "a positive scale overflowing when doubled passes",
+    one("cond_fnuz_positive_off", "sign", "a positive scale overflowing when doubled passes",
          DEPLOYMENT, "bad = np.isfinite(s) & (np.abs(s) * 2 > top)",
          "bad = np.isfinite(s) & (-s * 2 > top)", "DEPLOY_FNUZ_SCALE",
          "above half the dtype's largest value", "compressed-tensors-int4"),
-    _one("cond_fnuz_negative_off", "sign", "a negative scale overflowing when doubled passes",
+    one("cond_fnuz_negative_off", "sign", "a negative scale overflowing when doubled passes",
          DEPLOYMENT, "bad = np.isfinite(s) & (np.abs(s) * 2 > top)",
          "bad = np.isfinite(s) & (s * 2 > top)", "DEPLOY_FNUZ_SCALE",
          "below minus half of it", W4),
@@ -263,7 +231,7 @@ SWITCHES: tuple[Switch, ...] = (
            (("DEPLOY_FNUZ_SCALE", "above half the dtype's largest value",
              "compressed-tensors-fp8-block"),)),
     # the packed 4-bit codes' checks: each packing (a format) switched off in turn
-    _one("cond_not_tight_mxfp4_format_off", "format", "MXFP4 blocks never counted loose",
+    one("cond_not_tight_mxfp4_format_off", "format", "MXFP4 blocks never counted loose",
          STATS, "bad = Count.of(nzg & ~hig & (sc > 1) & (sc < 254))",
          "bad = Count.of(nzg & ~hig & (sc > 1) & (sc < 1))", "SCALE_NOT_TIGHT", _FAR, MX),
     Switch("cond_not_tight_w4a8_format_off", "format", "W4A8 rows never counted loose", STATS,
@@ -275,7 +243,7 @@ SWITCHES: tuple[Switch, ...] = (
            "bad = Count.of(nz_group & ~hi_group & ~(np.abs(sc) <= _F32_EPS))",
            "bad = Count.of(nz_group & ~hi_group & (np.abs(sc) < 0))", (),
            (("SCALE_NOT_TIGHT", _FAR, CTI), ("SCALE_NOT_TIGHT", _FAR, "compressed-tensors-mixed"))),
-    _one("cond_zero_row_int4_format_off", "format",
+    one("cond_zero_row_int4_format_off", "format",
          "an all-zero row of a compressed-tensors INT4 weight not reported", STATS,
          "    elif zero_rows.n:", "    elif zero_rows.n and packing != \"int4-group\":",
          "ROW_ALL_ZERO", "the first row zero", CTI),
@@ -283,23 +251,23 @@ SWITCHES: tuple[Switch, ...] = (
            "an all-zero row of a W4A8 weight not reported", STATS, "    elif zero_rows.n:",
            "    elif zero_rows.n and packing != \"int4-row\":", (),
            (("ROW_ALL_ZERO", "the first row zero", W4),)),
-    _one("cond_single_code_nonzero_off", "value", "a weight of one nonzero code not reported",
+    one("cond_single_code_nonzero_off", "value", "a weight of one nonzero code not reported",
          STATS, "    if single:", "    if single and zero_rows.n == w.shape[0]:",
          "TENSOR_SINGLE_CODE", "one nonzero code everywhere", "compressed-tensors-mixed"),
-    _one("cond_single_code_zero_off", "value", "an all-zero weight not reported as one code",
+    one("cond_single_code_zero_off", "value", "an all-zero weight not reported as one code",
          STATS, "    if single:", "    if single and zero_rows.n < w.shape[0]:",
          "TENSOR_SINGLE_CODE", "zero everywhere", W4),
-    _one("cond_single_code_signed_zeros_off", "sign",
+    one("cond_single_code_signed_zeros_off", "sign",
          "an MXFP4 weight of +0 and -0 codes not reported as one code", STATS,
          "if packing == \"mx-fp4\" and not np.any(nzg):",
          "if packing == \"mx-fp4\" and not np.any(nzg) and False:",
          "TENSOR_SINGLE_CODE", "+0 and -0 mixed", MX),
-    _one("cond_nvfp4_not_tight_small_off", "value",
+    one("cond_nvfp4_not_tight_small_off", "value",
          "an NVFP4 block whose largest |code| is below 4 not counted loose", NVFP4,
          "loose = Count.of((gmax > 0) & ~tight & ~clamped)",
          "loose = Count.of((gmax > 3) & ~tight & ~clamped)", "NVFP4_BLOCK_NOT_TIGHT",
          _NV_BELOW_4, CTN),
-    _one("cond_nvfp4_not_tight_four_off", "value",
+    one("cond_nvfp4_not_tight_four_off", "value",
          "a largest |code| of 4 always tight (Four-Over-Six assumed)", NVFP4,
          "if self.is_four_over_six(gmax, scales):", "if True:", "NVFP4_BLOCK_NOT_TIGHT",
          _NV_FOUR, MON),
@@ -308,16 +276,16 @@ SWITCHES: tuple[Switch, ...] = (
            "        if gmax.shape != scales.shape:",
            "        if gmax.shape != scales.shape or self.global_is_divisor:", (),
            (("NVFP4_BLOCK_NOT_TIGHT", _NV_BELOW_4, "compressed-tensors-mixed"),)),
-    _one("cond_fp8_tile_240_off", "value", "an FP8 tile peaking at 240 judged with the ue8m0 "
+    one("cond_fp8_tile_240_off", "value", "an FP8 tile peaking at 240 judged with the ue8m0 "
          "bound 224", FP8, "_TOP_UE8M0 if ue8m0 else _TOP)", "_TOP_UE8M0 if ue8m0 else "
          "_TOP_UE8M0)", "FP8_TILE_NOT_TIGHT", _FP8_240, "fp8-block"),
-    _one("cond_fp8_tile_ue8m0_off", "value", "the ue8m0 bound lowered to 128", FP8,
+    one("cond_fp8_tile_ue8m0_off", "value", "the ue8m0 bound lowered to 128", FP8,
          "_TOP_UE8M0 = 0x76", "_TOP_UE8M0 = 0x70", "FP8_TILE_NOT_TIGHT", _FP8_208,
          "compressed-tensors-fp8-block"),
     Switch("cond_fp8_tile_modelopt_format_off", "format", "ModelOpt FP8 block codes not checked",
            FP8_MO, "return super().code_findings(ckpt, module, self._grid(arrays), stats)",
            "return iter(())", (), (("FP8_TILE_NOT_TIGHT", _FP8_240, "modelopt-fp8-block"),)),
-    _one("cond_fp8_zero_tile_ct_format_off", "format",
+    one("cond_fp8_zero_tile_ct_format_off", "format",
          "compressed-tensors FP8 zero tiles' scales not compared", FP8, "        if not marks:",
          "        if not marks or self.scale_name == \"weight_scale\":", "FP8_ZERO_TILE_SCALE",
          _ZERO_TILE, "compressed-tensors-fp8-block"),
@@ -325,18 +293,18 @@ SWITCHES: tuple[Switch, ...] = (
            "DeepSeek FP8 zero tiles' scales not compared", FP8, "        if not marks:",
            "        if not marks or self.scale_name == \"weight_scale_inv\":", (),
            (("FP8_ZERO_TILE_SCALE", _ZERO_TILE, "fp8-block"),)),
-    _one("cond_fp8_pow2_mantissa_off", "value",
+    one("cond_fp8_pow2_mantissa_off", "value",
          "a ue8m0 scale 1.5 times a power of two taken for one", FP8, "(mant != 0.5))",
          "(mant != 0.5) & (mant != 0.75))", "FP8_SCALE_NOT_POW2",
          "one scale above a power of two, ue8m0 declared", "fp8-block"),
     # the decoded magnitude: each bound, each scale role that feeds it, one format's scales
-    _one("cond_decoded_above_off", "value", "a module decoding above 1e3 passes",
+    one("cond_decoded_above_off", "value", "a module decoding above 1e3 passes",
          PLAUSIBILITY, "    if m.amax > MAGNITUDE_MAX:", "    if m.amax > MAGNITUDE_MAX * 1e12:",
          _MAG, _ABOVE, MX, "compressed-tensors-fp8-block"),
-    _one("cond_decoded_below_off", "value", "a module decoding below 1e-5 passes",
+    one("cond_decoded_below_off", "value", "a module decoding below 1e-5 passes",
          PLAUSIBILITY, "    if 0 < m.amax < MAGNITUDE_MIN:",
          "    if 0 < m.amax < MAGNITUDE_MIN * 1e-9:", _MAG, _BELOW, W4, CTN),
-    _one("cond_decoded_siblings_off", "value", "an expert 256x its siblings passes",
+    one("cond_decoded_siblings_off", "value", "an expert 256x its siblings passes",
          PLAUSIBILITY, "rms / median >= SIBLING_RATIO)", "rms / median >= SIBLING_RATIO * 10)",
          _MAG, _SIBLINGS, MON),
     Switch("cond_decoded_ct_global_role_off", "role",
@@ -354,10 +322,10 @@ SWITCHES: tuple[Switch, ...] = (
            "E2M1.max", "return None  # type: ignore[return-value]", (),
            ((_MAG, _BELOW, MX),)),
     # an expert's RMS against its layer: each side, a scale role, a packing
-    _one("cond_rms_outlier_above_off", "sign", "an expert above its layer's median passes",
+    one("cond_rms_outlier_above_off", "sign", "an expert above its layer's median passes",
          STATS, "        dev = abs(x - med)", "        dev = med - x", "EXPERT_RMS_OUTLIER",
          _RMS_UP, MX),
-    _one("cond_rms_outlier_below_off", "sign", "an expert below its layer's median passes",
+    one("cond_rms_outlier_below_off", "sign", "an expert below its layer's median passes",
          STATS, "        dev = abs(x - med)", "        dev = x - med", "EXPERT_RMS_OUTLIER",
          _RMS_DOWN, CTI),
     Switch("cond_rms_w4a8_stage1_role_off", "role",
@@ -383,72 +351,72 @@ SWITCHES: tuple[Switch, ...] = (
     _not_compared("cond_repro_scale_inv_role_off", "role",
                   "DeepSeek's produced weight_scale_inv taken as identical",
                   'p == "weight_scale_inv"', (), ((_SCALE, "fp8-block"),)),
-    _one("cond_repro_floor_claimed_off", "field",
+    one("cond_repro_floor_claimed_off", "field",
          "a Quark recipe no profile reproduces compared byte for byte (errors)", REPRODUCE,
          'return profile, ckpt.descriptor.unclaimed(ckpt) if ckpt.descriptor is not None else ""',
          'return profile, ""', "REPRO_MISMATCH", _FLOOR, MX),
-    _one("cond_repro_four_over_six_off", "field",
+    one("cond_repro_four_over_six_off", "field",
          "ModelOpt Four-Over-Six bytes compared byte for byte (errors)", NVFP4,
          '        return (f"ModelOpt Four-Over-Six block scales (no non-zero block above "',
          '        return "" and (f"ModelOpt Four-Over-Six block scales (no non-zero block above "',
          "REPRO_MISMATCH", _FOUR_SIX, MON),
-    _one("cond_repro_uncorrelated_off", "value",
+    one("cond_repro_uncorrelated_off", "value",
          "a weight uncorrelated with its source passes unless constant", REPRODUCE,
          "    if r.correlation < 0.9:", "    if r.correlation < 0.9 and r.correlation == 0.0:",
          "REPRO_UNCORRELATED", "the codes in reverse order", "compressed-tensors-fp8-block"),
-    _one("cond_repro_constant_off", "value",
+    one("cond_repro_constant_off", "value",
          "a constant weight's correlation left NaN (passes every comparison)", REPRODUCE,
          "result.correlation = stats.correlation if stats.weight_varies else 0.0",
          "result.correlation = stats.correlation if stats.weight_varies else math.nan",
          "REPRO_UNCORRELATED", "every code zero", MX, CTI),
-    _one("cond_repro_error_within_off", "value",
+    one("cond_repro_error_within_off", "value",
          "a relative error within 0.5 reported as an error", REPRODUCE,
          "if r.rel_error <= ERROR_LIMIT else Severity.ERROR)",
          "if r.rel_error <= ERROR_LIMIT * 0.01 else Severity.ERROR)", "REPRO_ERROR_HIGH",
          "every scale 1.3x: relative error within 0.5", W4, MON),
-    _one("cond_repro_error_beyond_off", "value",
+    one("cond_repro_error_beyond_off", "value",
          "a relative error beyond 0.5 reported as a warning", REPRODUCE,
          "if r.rel_error <= ERROR_LIMIT else Severity.ERROR)",
          "if r.rel_error <= ERROR_LIMIT * 100 else Severity.ERROR)", "REPRO_ERROR_HIGH",
          "every scale 4x: relative error beyond 0.5", "compressed-tensors-nvfp4"),
-    _one("cond_repro_error_nan_off", "value", "a module decoding to NaN has no error figure",
+    one("cond_repro_error_nan_off", "value", "a module decoding to NaN has no error figure",
          REPRODUCE, "result.rel_error, result.sqnr_db = math.inf, -math.inf",
          "result.rel_error, result.sqnr_db = math.nan, math.nan", "REPRO_ERROR_HIGH",
          "a NaN scale: no finite error", MX, "fp8-block"),
-    _one("cond_source_absent_off", "value", "a module absent from the source skipped silently",
+    one("cond_source_absent_off", "value", "a module absent from the source skipped silently",
          REPRODUCE, '    except _Unusable as exc:\n        out.missing = Finding(',
          '    except _Unusable as exc:\n        if "no weight" in str(exc):\n'
          '            return\n        out.missing = Finding(', "REPRO_SOURCE_MISSING",
          "the module absent from the source", "compressed-tensors-nvfp4"),
-    _one("cond_source_transposed_off", "value", "a transposed source weight accepted",
+    one("cond_source_transposed_off", "value", "a transposed source weight accepted",
          REPRODUCE, "        if shape is not None and found != shape:",
          "        if shape is not None and found != shape and found != shape[::-1]:",
          "REPRO_SOURCE_MISSING", "the source weight transposed", W4),
-    _one("cond_source_nan_unclaimed_off", "value",
+    one("cond_source_nan_unclaimed_off", "value",
          "an unclaimed module with a NaN source judged by nothing, silently", REPRODUCE,
          "    if recipe and r.first_mismatch and math.isnan(r.rel_error):",
          "    if recipe and r.first_mismatch and math.isnan(r.rel_error) and False:",
          "REPRO_SOURCE_MISSING", "a NaN source weight, the bytes unclaimed (floor)", MX),
-    _one("cond_source_awq_off", "value", "a source quantized otherwise read as BF16",
+    one("cond_source_awq_off", "value", "a source quantized otherwise read as BF16",
          REPRODUCE, "    if not source.supported:", "    if not source.supported and False:",
          "REPRO_SOURCE_UNSUPPORTED", "a source quantized otherwise (AWQ)", MX),
-    _one("cond_source_gone_off", "value", "an absent source folder taken as no --source",
+    one("cond_source_gone_off", "value", "an absent source folder taken as no --source",
          REPRODUCE,
          '        return Finding(REPRO_SOURCE_UNSUPPORTED, f"--source {opts.source}: {exc}")',
          "        return None", "REPRO_SOURCE_UNSUPPORTED", "no source folder", CTN),
-    _one("cond_nothing_verified_source_off", "field",
+    one("cond_nothing_verified_source_off", "field",
          "a source holding none of the modules reported under another check", REPRODUCE,
          'yield Finding(REPRO_NOTHING_VERIFIED, f"--source {opts.source}: the source holds no "',
          'yield Finding(REPRO_SOURCE_MISSING, f"--source {opts.source}: the source holds no "',
          "REPRO_NOTHING_VERIFIED", "a source holding none of the modules", "fp8-block"),
-    _one("cond_nothing_verified_profile_off", "field",
+    one("cond_nothing_verified_profile_off", "field",
          "a format no profile reproduces reported under another check", REPRODUCE,
          'return Finding(REPRO_NOTHING_VERIFIED, f"--source: {ckpt.format.value} has no producer "',
          'return Finding(REPRO_SOURCE_UNSUPPORTED, f"--source: {ckpt.format.value} has no '
          'producer "', "REPRO_NOTHING_VERIFIED", "a format no profile reproduces", "bf16",
          "modelopt-fp8-block"),
     # deployment: each divisibility rule, one format's partition multiple, each target verdict
-    *(_one(name, kind, what, DEPLOYMENT, old, old.replace(":", " and False:") if new is None
+    *(one(name, kind, what, DEPLOYMENT, old, old.replace(":", " and False:") if new is None
            else new, cid, cond, fmt)
       for name, kind, what, old, new, cid, cond, fmt in (
           ("cond_deploy_tp_below_1_off", "value", "a TP below 1 accepted",
@@ -476,38 +444,38 @@ SWITCHES: tuple[Switch, ...] = (
           ("cond_deploy_unknown_target_off", "value", "an unknown target not reported",
            "    if opts.target is not None and opts.target not in TARGETS:", None,
            "DEPLOY_UNSUPPORTED", "an unknown target", "fp8-block"))),
-    _one("cond_deploy_unsupported_off", "value", "a target with no kernel reported as slow",
+    one("cond_deploy_unsupported_off", "value", "a target with no kernel reported as slow",
          DEPLOYMENT, 'check = {"unsupported": DEPLOY_UNSUPPORTED, "slow": DEPLOY_SLOW_PATH,',
          'check = {"unsupported": DEPLOY_SLOW_PATH, "slow": DEPLOY_SLOW_PATH,',
          "DEPLOY_UNSUPPORTED", "a target with no kernel for the scheme", W4),
-    _one("cond_deploy_slow_off", "value", "an emulated target reported as a note",
+    one("cond_deploy_slow_off", "value", "an emulated target reported as a note",
          DEPLOYMENT, 'check = {"unsupported": DEPLOY_UNSUPPORTED, "slow": DEPLOY_SLOW_PATH,',
          'check = {"unsupported": DEPLOY_UNSUPPORTED, "slow": DEPLOY_NOTE,',
          "DEPLOY_SLOW_PATH", "a target that emulates the scheme", CTI),
-    *(_one(f"cond_router_bias_{dtype.lower()}_off", "field",
+    *(one(f"cond_router_bias_{dtype.lower()}_off", "field",
            f"a router bias stored as {dtype} accepted", NUMBERS,
            '            if ref.dtype != "F32":',
            f'            if ref.dtype not in ("F32", "{dtype}"):',
            "ROUTER_BIAS_DTYPE", f"stored as {dtype}", fmt)
       for dtype, fmt in (("BF16", MX), ("F16", "fp8-block"))),
-    _one("cond_pack_method_other_off", "value", "a pack_method other than reorder accepted",
+    one("cond_pack_method_other_off", "value", "a pack_method other than reorder accepted",
          W4A8, '        if method != "reorder":',
          '        if method != "reorder" and method is None:', "PACK_METHOD",
          "another pack_method ('order')", W4),
-    _one("cond_pack_method_none_off", "value", "no pack_method recorded accepted", W4A8,
+    one("cond_pack_method_none_off", "value", "no pack_method recorded accepted", W4A8,
          '        if method != "reorder":',
          '        if method != "reorder" and method is not None:',
          "PACK_METHOD", "no pack_method recorded", W4),
-    _one("cond_expert_all_zero_off", "value", "an all-zero expert not reported", NUMBERS,
+    one("cond_expert_all_zero_off", "value", "an all-zero expert not reported", NUMBERS,
          "            if projs and all(z for _, _, z in projs.values()):",
          "            if projs and all(z for _, _, z in projs.values()) and False:",
          "EXPERT_ALL_ZERO", "every projection of an expert zero", CTI, MX),
-    _one("cond_expert_duplicate_off", "value", "a copied expert not reported", NUMBERS,
+    one("cond_expert_duplicate_off", "value", "a copied expert not reported", NUMBERS,
          "            if key in seen and _same_bytes(",
          "            if key in seen and False and _same_bytes(",
          "EXPERT_DUPLICATE", "an expert's tensors copied from another's", W4,
          "compressed-tensors-mixed"),
-    *(_one(f"cond_deploy_note_{vendor}_off", "field", f"no kernel verdict on a {vendor} target",
+    *(one(f"cond_deploy_note_{vendor}_off", "field", f"no kernel verdict on a {vendor} target",
            DEPLOYMENT,
            "    said = fmt.kernel(target, vendor, arch, ckpt)\n    if said is not None:",
            "    said = fmt.kernel(target, vendor, arch, ckpt)\n"
@@ -519,6 +487,11 @@ SWITCHES: tuple[Switch, ...] = (
            "W4A8's partition multiple (8) dropped", W4A8, "    tp_multiple = 8",
            "    tp_multiple = None", (),
            ((_TP, "moe_intermediate_size/TP off the group", W4),)),
+    # the structure checks, a table per group of checks
+    *audit_files.SWITCHES,
+    *audit_index.SWITCHES,
+    *audit_layout.SWITCHES,
+    *audit_coverage.SWITCHES,
 )
 
 

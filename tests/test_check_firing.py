@@ -27,15 +27,20 @@ import pickle
 import re
 import shutil
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import firing_coverage
+import firing_files
+import firing_index
+import firing_layout
 import ml_dtypes
 import numpy as np
 import pytest
 import test_validate_core
-from audit_conditions import SWITCHES, case_id, patch_text
+from audit_conditions import SWITCHES, patch_text
+from audit_switch import case_id
+from firing_mutation import Change, Mutation
 from test_validate_corpus import (
     CASES,
     _catalogue,
@@ -172,56 +177,6 @@ FORMAT_BASES: dict[str, str] = {
     "modelopt-mixed": "mo-mixed",
     "fp8-block": "fp8-prod",
 }
-
-
-Change = Callable[[np.ndarray], None]
-
-
-@dataclass(frozen=True)
-class Mutation:
-    """How one condition is planted: ``change`` edits a copy of the chosen tensor (flat, in
-    place; ``by_role``: another change for the tensors of that role; ``first_row``: the change
-    edits the tensor's first row alone; None: the tensor is deleted, or relabelled: ``retype``
-    maps its dtype's width in bytes to the dtype its header then claims, its bytes kept); the
-    tensor is the first (by name) of the role whose name holds ``where``; ``also``: changes to
-    the same module's tensors of other roles (where it has one), e.g. its scales; ``config``:
-    an edit of config.json; ``edit``: one of the folder (a corpus edit); ``pair``: the
-    finding may be on either module of the fused pair ``where`` names (an expert's gate_proj
-    and up_proj); ``found_on``: the finding is on the module's tensor of one of these roles,
-    not on the planted one; ``anywhere``: on any tensor or none (a finding of the whole
-    checkpoint); ``source``: validated with ``--source``, the fixture's BF16 source beside
-    it; ``skip``: the (format, role, dtype) the condition cannot be planted in (``""``: any),
-    each with the reason (a check of the module's own that pre-empts it, a dtype that cannot
-    hold it); ``severity`` the finding's (None: the check's, or :func:`expected_severity`'s);
-    ``options`` extra :class:`Options` the check needs to run (the clean fixture's too);
-    ``fault``: options that are the condition (the planted copy's alone); ``source_edit``: an
-    edit of a copy of the source (the folder, the planted module), which the planted copy is
-    validated with; ``source_fault``: the source given to the planted copy alone (it is the
-    condition)."""
-
-    change: Change | None
-    where: str = ""
-    pair: bool = False
-    retype: dict[int, str] = field(default_factory=dict)
-    severity: str | None = None
-    options: dict[str, Any] = field(default_factory=dict)
-    fault: dict[str, Any] = field(default_factory=dict)
-    source_edit: Callable[[Path, str], None] | None = None
-    source_fault: bool = False
-    by_role: dict[str, Change] = field(default_factory=dict)
-    first_row: bool = False
-    also: dict[str, Change] = field(default_factory=dict)
-    config: Callable[[dict[str, Any]], None] | None = None
-    edit: Callable[[Path], None] | None = None
-    found_on: tuple[str, ...] = ()
-    anywhere: bool = False
-    source: bool = False
-    skip: dict[tuple[str, str, str], str] = field(default_factory=dict)
-
-    def skips(self, fmt: str, role: str, dtype: str) -> bool:
-        """Whether :attr:`skip` leaves out the tensor of ``role`` in ``dtype`` of ``fmt``."""
-        return any(f in ("", fmt) and r in ("", role) and d in ("", dtype)
-                   for f, r, d in self.skip)
 
 
 def _set(value: float) -> Callable[[np.ndarray], None]:
@@ -617,6 +572,11 @@ MUTATIONS: dict[tuple[str, str], Mutation] = {
     ("REPRO_MISMATCH", "bytes of a recipe the config does not name (Four-Over-Six)"): Mutation(
         _keep, where=".experts.0.down_proj.", edit=_four_over_six_from_source, source=True,
         anywhere=True, severity="warning", skip=_SCALES),
+    # the structure checks, a table per group of checks
+    **firing_files.MUTATIONS,
+    **firing_index.MUTATIONS,
+    **firing_layout.MUTATIONS,
+    **firing_coverage.MUTATIONS,
 }
 
 #: Checks whose formats are some of those holding a tensor of their roles, by their meaning
@@ -692,6 +652,10 @@ NOT_PLANTED: dict[tuple[str, str, str], str] = {
        if (cid, fmt) != ("FP8_ZERO_TILE_SCALE", "modelopt-mixed")},
     ("DEPLOY_UNSUPPORTED", "a target with no kernel for the scheme", "modelopt-mixed"): (
         "the modelopt-mixed fixture has no FP8_PB_WO routed experts (its layers are NVFP4)"),
+    **firing_files.NOT_PLANTED,
+    **firing_index.NOT_PLANTED,
+    **firing_layout.NOT_PLANTED,
+    **firing_coverage.NOT_PLANTED,
 }
 
 
