@@ -873,6 +873,13 @@ def test_a_condition_of_some_formats_alone() -> None:
         with pytest.raises(ValueError, match="scoped"):
             declare("SCOPED_TEST_CHECK", **fields, only=only)
     assert "SCOPED_TEST_CHECK" not in CHECKS
+    # a check of every format may scope a condition to some of them
+    anywhere = declare("SCOPED_ANY_FORMAT_TEST", **{**fields, "formats": ()},
+                       only={"a": ("fp8-block",)})
+    try:
+        assert anywhere.formats_of("a") == ("fp8-block",) and anywhere.formats_of("b") == ()
+    finally:
+        del CHECKS["SCOPED_ANY_FORMAT_TEST"]
 
 
 def test_a_check_pickles_as_the_catalogues_own_entry() -> None:

@@ -120,11 +120,12 @@ def declare(
     """Declare a check (module level, once); returns it for use in :class:`Finding`. Every
     field but the ID by keyword, so a declaration reads the same in every module; what it
     fires on and applies to (``conditions``, ``formats``, ``roles``, ``dtypes``, ``only``: a
-    condition -> the formats it occurs in, a part of ``formats``) as :class:`Check` describes
-    them. ValueError for an ``only`` of an undeclared condition or format."""
+    condition -> the formats it occurs in, a part of ``formats`` where the check declares
+    some) as :class:`Check` describes them. ValueError for an ``only`` of an undeclared
+    condition, or of a format outside the declared ones."""
     scoped = tuple((cond, tuple(fmts)) for cond, fmts in (only or {}).items())
     for cond, fmts in scoped:
-        if cond not in conditions or not fmts or not set(fmts) <= set(formats):
+        if cond not in conditions or not fmts or (formats and not set(fmts) <= set(formats)):
             raise ValueError(f"check {id}: condition {cond!r} is scoped to {fmts}, not to a "
                              f"part of its declared formats {formats}")
     check = Check(id, severity, level, group, meaning, fix, conditions, formats, roles, dtypes,
