@@ -32,6 +32,7 @@ import audit_coverage
 import audit_files
 import audit_index
 import audit_layout
+import audit_manifest
 from audit_switch import LAYOUT, Switch, one
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -492,6 +493,7 @@ SWITCHES: tuple[Switch, ...] = (
     *audit_index.SWITCHES,
     *audit_layout.SWITCHES,
     *audit_coverage.SWITCHES,
+    *audit_manifest.SWITCHES,
 )
 
 

@@ -34,6 +34,7 @@ import firing_coverage
 import firing_files
 import firing_index
 import firing_layout
+import firing_manifest
 import ml_dtypes
 import numpy as np
 import pytest
@@ -577,6 +578,7 @@ MUTATIONS: dict[tuple[str, str], Mutation] = {
     **firing_index.MUTATIONS,
     **firing_layout.MUTATIONS,
     **firing_coverage.MUTATIONS,
+    **firing_manifest.MUTATIONS,
 }
 
 #: Checks whose formats are some of those holding a tensor of their roles, by their meaning
@@ -751,6 +753,9 @@ def test_each_condition_fires_on_each_format(cid: str, condition: str, fmt: str,
             mutation.source_edit(planted["source"], tensor.removesuffix(f".{role}"))
         for level in CHECKS[cid].levels:
             assert cid not in _baseline(clean, level, options), (cid, fmt, level)
+            if mutation.file_option is not None:
+                planted[mutation.file_option[0]] = _case_file(path, tmp_path / f"{role}-file",
+                                                              mutation)
             report = validate(path, Options(level=level, workers=1, **planted))
             got = [f for f in report.findings if f.check.id == cid and _on(f.tensor, tensor,
                                                                              mutation, role)]
@@ -777,6 +782,19 @@ def _on(found: str | None, planted: str, mutation: Mutation, role: str) -> bool:
         return found == planted
     expert = planted.split(mutation.where)[0] + ".experts.0."
     return found is not None and found.startswith(expert)
+
+
+def _case_file(checkpoint: Path, folder: Path, mutation: Mutation) -> Path:
+    """The file :attr:`Mutation.file_option` names, under ``folder``, as
+    :attr:`Mutation.file_edit` writes it for ``checkpoint`` (a file left by an earlier
+    level's run removed first)."""
+    assert mutation.file_option is not None
+    folder.mkdir(exist_ok=True)
+    path = folder / mutation.file_option[1]
+    path.unlink(missing_ok=True)
+    if mutation.file_edit is not None:
+        mutation.file_edit(checkpoint, path)
+    return path
 
 
 def _retype(folder: Path, tensor: str, widths: dict[int, str]) -> None:

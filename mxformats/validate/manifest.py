@@ -32,24 +32,31 @@ SCHEMA = "mxformats-manifest/1"
 MANIFEST_WRITTEN = declare(
     "MANIFEST_WRITTEN", severity=Severity.INFO, level=Level.STRUCTURE, group="manifest",
     meaning="No manifest existed: one was written with the sha256 of every shard.",
-    fix="Keep the file; later runs with the same --manifest verify against it.")
+    fix="Keep the file; later runs with the same --manifest verify against it.",
+    conditions=("no file at the --manifest path",))
 MANIFEST_MISMATCH = declare(
     "MANIFEST_MISMATCH", severity=Severity.ERROR, level=Level.STRUCTURE, group="manifest",
     meaning="A shard's size or sha256 differs from the manifest: the file changed (bit rot, "
             "partial copy, re-export).",
-    fix="Re-download or re-copy the shard named.")
+    fix="Re-download or re-copy the shard named.",
+    conditions=("a shard's size differs", "a shard's sha256 differs",
+                "config.json's sha256 differs"))
 MANIFEST_MISSING_FILE = declare(
     "MANIFEST_MISSING_FILE", severity=Severity.ERROR, level=Level.STRUCTURE, group="manifest",
     meaning="A file the manifest lists is missing from the checkpoint.",
-    fix="Restore the file, or write a new manifest if the checkpoint changed on purpose.")
+    fix="Restore the file, or write a new manifest if the checkpoint changed on purpose.",
+    conditions=("a listed shard absent", "a listed name outside the folder"))
 MANIFEST_NEW_FILE = declare(
     "MANIFEST_NEW_FILE", severity=Severity.WARNING, level=Level.STRUCTURE, group="manifest",
     meaning="A checkpoint file is not in the manifest.",
-    fix="Write a new manifest if the checkpoint changed on purpose.")
+    fix="Write a new manifest if the checkpoint changed on purpose.",
+    conditions=("a shard not listed", "config.json not listed"))
 MANIFEST_UNREADABLE = declare(
     "MANIFEST_UNREADABLE", severity=Severity.ERROR, level=Level.STRUCTURE, group="manifest",
     meaning="The manifest file exists but is not a manifest (or could not be written).",
-    fix="Fix or delete the manifest file.")
+    fix="Fix or delete the manifest file.",
+    conditions=("not JSON", "another schema", "an entry without a sha256",
+                "an entry whose size is not an integer", "could not be written"))
 
 
 def _reader(ckpt: Checkpoint) -> Reader:
