@@ -33,6 +33,7 @@ import audit_files
 import audit_index
 import audit_layout
 import audit_manifest
+import audit_resume
 from audit_switch import LAYOUT, Switch, one
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -494,6 +495,7 @@ SWITCHES: tuple[Switch, ...] = (
     *audit_layout.SWITCHES,
     *audit_coverage.SWITCHES,
     *audit_manifest.SWITCHES,
+    *audit_resume.SWITCHES,
 )
 
 

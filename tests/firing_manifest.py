@@ -14,6 +14,7 @@ from firing_mutation import Mutation
 
 from mxformats.validate import manifest
 from mxformats.validate.files import load
+from mxformats.validate.findings import Level
 from mxformats.validate.model import Options
 
 Files = dict[str, dict[str, Any]]
@@ -30,18 +31,18 @@ def _shard(files: Files) -> str:
     return next(name for name in sorted(files) if name.endswith(".safetensors"))
 
 
-def _written(change: Callable[[Files], None]) -> Callable[[Path, Path], None]:
+def _written(change: Callable[[Files], None]) -> Callable[[Path, Path, Level], None]:
     """A manifest of the checkpoint's files after ``change`` of its table."""
-    def write(checkpoint: Path, path: Path) -> None:
+    def write(checkpoint: Path, path: Path, level: Level) -> None:
         files = _files(checkpoint)
         change(files)
         manifest.write_manifest(path, files)
     return write
 
 
-def _text(text: str) -> Callable[[Path, Path], None]:
+def _text(text: str) -> Callable[[Path, Path, Level], None]:
     """A manifest file holding ``text``."""
-    def write(checkpoint: Path, path: Path) -> None:
+    def write(checkpoint: Path, path: Path, level: Level) -> None:
         path.write_text(text, encoding="utf-8")
     return write
 
@@ -77,7 +78,7 @@ def _unlisted_config(files: Files) -> None:
     del files["config.json"]
 
 
-def _case(file_edit: Callable[[Path, Path], None] | None, name: str = "manifest.json"
+def _case(file_edit: Callable[[Path, Path, Level], None] | None, name: str = "manifest.json"
           ) -> Mutation:
     return Mutation(None, anywhere=True, file_option=("manifest", name), file_edit=file_edit)
 

@@ -1,7 +1,7 @@
 """How the firing matrix plants one condition (``tests/test_check_firing.py``): the
 :class:`Mutation` record, shared by the matrix and the per-group fault tables
 (``tests/firing_files.py``, ``firing_index.py``, ``firing_layout.py``, ``firing_coverage.py``,
-``firing_manifest.py``)."""
+``firing_manifest.py``, ``firing_resume.py``)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from mxformats.validate.findings import Level
 
 Change = Callable[[np.ndarray], None]
 
@@ -36,8 +38,8 @@ class Mutation:
     edit of a copy of the source (the folder, the planted module), which the planted copy is
     validated with; ``source_fault``: the source given to the planted copy alone (it is the
     condition); ``file_option``: (an option, a path under the case's folder) naming a file of
-    the planted run's own, which ``file_edit`` (the planted checkpoint, the file) writes
-    before each level's validation (None: no file there), e.g. ``--manifest``."""
+    the planted run's own, which ``file_edit`` (the planted checkpoint, the file, the level)
+    writes before each level's validation (None: no file there), e.g. ``--manifest``."""
 
     change: Change | None
     where: str = ""
@@ -58,7 +60,7 @@ class Mutation:
     source: bool = False
     skip: dict[tuple[str, str, str], str] = field(default_factory=dict)
     file_option: tuple[str, str] | None = None
-    file_edit: Callable[[Path, Path], None] | None = None
+    file_edit: Callable[[Path, Path, Level], None] | None = None
 
     def skips(self, fmt: str, role: str, dtype: str) -> bool:
         """Whether :attr:`skip` leaves out the tensor of ``role`` in ``dtype`` of ``fmt``."""

@@ -35,6 +35,7 @@ import firing_files
 import firing_index
 import firing_layout
 import firing_manifest
+import firing_resume
 import ml_dtypes
 import numpy as np
 import pytest
@@ -579,6 +580,7 @@ MUTATIONS: dict[tuple[str, str], Mutation] = {
     **firing_layout.MUTATIONS,
     **firing_coverage.MUTATIONS,
     **firing_manifest.MUTATIONS,
+    **firing_resume.MUTATIONS,
 }
 
 #: Checks whose formats are some of those holding a tensor of their roles, by their meaning
@@ -658,6 +660,7 @@ NOT_PLANTED: dict[tuple[str, str, str], str] = {
     **firing_index.NOT_PLANTED,
     **firing_layout.NOT_PLANTED,
     **firing_coverage.NOT_PLANTED,
+    **firing_resume.NOT_PLANTED,
 }
 
 
@@ -755,7 +758,7 @@ def test_each_condition_fires_on_each_format(cid: str, condition: str, fmt: str,
             assert cid not in _baseline(clean, level, options), (cid, fmt, level)
             if mutation.file_option is not None:
                 planted[mutation.file_option[0]] = _case_file(path, tmp_path / f"{role}-file",
-                                                              mutation)
+                                                              mutation, level)
             report = validate(path, Options(level=level, workers=1, **planted))
             got = [f for f in report.findings if f.check.id == cid and _on(f.tensor, tensor,
                                                                              mutation, role)]
@@ -784,16 +787,16 @@ def _on(found: str | None, planted: str, mutation: Mutation, role: str) -> bool:
     return found is not None and found.startswith(expert)
 
 
-def _case_file(checkpoint: Path, folder: Path, mutation: Mutation) -> Path:
+def _case_file(checkpoint: Path, folder: Path, mutation: Mutation, level: Level) -> Path:
     """The file :attr:`Mutation.file_option` names, under ``folder``, as
-    :attr:`Mutation.file_edit` writes it for ``checkpoint`` (a file left by an earlier
-    level's run removed first)."""
+    :attr:`Mutation.file_edit` writes it for ``checkpoint`` at ``level`` (a file left by an
+    earlier level's run removed first)."""
     assert mutation.file_option is not None
     folder.mkdir(exist_ok=True)
     path = folder / mutation.file_option[1]
     path.unlink(missing_ok=True)
     if mutation.file_edit is not None:
-        mutation.file_edit(checkpoint, path)
+        mutation.file_edit(checkpoint, path, level)
     return path
 
 

@@ -46,7 +46,9 @@ RESUME_UNUSABLE = declare(
     meaning="--resume named a report this run cannot reuse (unreadable, not a JSON report, a "
             "malformed task record, or tasks of another checkpoint, version or options): the "
             "tasks it does not supply ran again.",
-    fix="Pass the JSON report (-o) of an interrupted run of the same checkpoint and options.")
+    fix="Pass the JSON report (-o) of an interrupted run of the same checkpoint and options.",
+    conditions=("not JSON", "no task records", "a malformed task record",
+                "a record of other modules", "no record of this run"))
 
 
 def _array_to_json(a: NDArray[Any]) -> dict[str, Any]:
