@@ -470,6 +470,35 @@ def test_signed_url_reused_until_it_fails(server: HubServer, twins: dict[str, Pa
         ("cdn", 403), ("hub", 302), ("cdn", 206)]
 
 
+@pytest.mark.parametrize("bypassed", [False, True])
+def test_environment_proxies_honoured_and_read_once(bypassed: bool, server: HubServer,
+                                                    twins: dict[str, Path],
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ranged reads go through the proxy the environment names for the host (``no_proxy``
+    exempting it), as requests would send them, and the environment is read once per
+    reader, not per read: the proxy variable dropped later changes nothing for that reader,
+    and a new reader reads it again."""
+    from mxformats.validate.readers import ReadFailed
+
+    reader = _reader(serve(server, f"proxied-{bypassed}", twins["mxfp4"]))
+    raw = (twins["mxfp4"] / SHARD).read_bytes()
+    for name in ("HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy", "NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")  # nothing listens there
+    if bypassed:
+        monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+        assert reader.read_range(SHARD, 0, 8) == raw[:8]
+        return
+    with pytest.raises(ReadFailed):
+        reader.read_range(SHARD, 0, 8)
+    monkeypatch.delenv("HTTP_PROXY")
+    reader.unreachable = None  # not failed at once for the server taken for gone
+    with pytest.raises(ReadFailed):  # this reader's settings were read once
+        reader.read_range(SHARD, 8, 16)
+    assert _reader(serve(server, "proxied-again", twins["mxfp4"])).read_range(
+        SHARD, 8, 16) == raw[8:16]
+
+
 @pytest.mark.parametrize(("ttl", "resolves"), [(3600.0, 1), (5.0, 3)])
 def test_signed_url_not_used_past_its_expiry(ttl: float, resolves: int, server: HubServer,
                                              twins: dict[str, Path]) -> None:
