@@ -804,6 +804,17 @@ CASES += [
     case("producer-fp8-index-empty-weight-map-one-finding", "fp8-prod", index_metadata(lambda d: d.update(weight_map={})), 1, {("INDEX_PARSE", E, None)}, level=Level.FULL),
     # F64 is not held exactly by the float32 parameter: copy_ would round it
     case("producer-fp8-block-scale-inv-f64-rejected", "fp8-prod", set_tensor(f"{EXPERT}.weight_scale_inv", lambda a: a.astype(np.float64)), 1, {("QUANT_DTYPE", E, f"{EXPERT}.weight_scale_inv")}),
+    # a module's tensor in a dtype or shape its format does not accept is that module's one
+    # finding, at every level and with --source: its bytes are not decoded as the format's
+    # (no scale, magnitude or reproduction finding follows; a scale of one element no longer
+    # crashes the E8M0 statistics)
+    *(case(f"one-finding-{base}-{role}-relabelled-{dtype.lower()}", base, relabel(f"{EXPERT}.{role}", dtype), 1, {("QUANT_DTYPE", E, f"{EXPERT}.{role}")}, level=Level.FULL, source=True)
+      for base, role, dtype in (("mxfp4-prod", "weight_scale", "I8"), ("w4a8-prod", "weight_scale", "U32"),
+                                ("w4a8-prod", "weight_scale_2", "U32"), ("ct-prod", "weight_scale", "I16"),
+                                ("nvfp4-mo", "weight_scale", "U8"), ("nvfp4-mo", "weight_scale_2", "U32"),
+                                ("nvfp4-ct", "weight_global_scale", "U32"), ("fp8-prod", "weight_scale_inv", "U32"))),
+    case("one-finding-mxfp4-scale-flattened", "mxfp4-prod", set_tensor(f"{EXPERT}.weight_scale", lambda a: a.reshape(-1)), 1, {("QUANT_SHAPE", E, f"{EXPERT}.weight_scale")}, level=Level.FULL, source=True),
+    case("one-finding-mxfp4-lm-head-f32-scale", "mxfp4-prod", add("lm_head.weight_scale", np.ones([1], np.float32), "lm_head.weight"), 1, {("UNQUANTIZABLE_QUANTIZED", E, "lm_head.weight")}, level=Level.SCALES),
     # UE8M0 scales without scale_fmt (vLLM's requant_weight_ue8m0_inplace recipe): recognised
     # from the data, judged with the ue8m0 bound; one module off its powers of two is judged
     # with the 256 bound and the fingerprint goes with it
@@ -900,8 +911,9 @@ CASES += [
     # ModelOpt MIXED_PRECISION: a quant_algo per layer
     case("modelopt-mixed-clean-full-source", "mo-mixed", lambda p: None, 0, set(), level=Level.FULL, source=True),
     case("modelopt-mixed-pb-wo-expert-layer", "mo-mixed", _mixed_algo(f"{MO_EXPERT}.down_proj", "FP8_PB_WO"), 1, PB_WO_LAYER),
-    # --source: the FP8_PB_WO layer has no producer profile: one warning, not a "source missing"
-    case("modelopt-mixed-pb-wo-expert-layer-source", "mo-mixed", _mixed_algo(f"{MO_EXPERT}.down_proj", "FP8_PB_WO"), 1, PB_WO_LAYER | {("REPRO_MISMATCH", W, None)}, source=True),
+    # --source: the layout refuses the FP8_PB_WO layer's NVFP4 tensors, so they are not decoded:
+    # its layout findings alone (no "no profile" warning, no "source missing")
+    case("modelopt-mixed-pb-wo-expert-layer-source", "mo-mixed", _mixed_algo(f"{MO_EXPERT}.down_proj", "FP8_PB_WO"), 1, PB_WO_LAYER, source=True),
     # an algorithm vLLM 0.33.0's mixed config does not dispatch: built unquantized
     case("modelopt-mixed-layer-algo-not-dispatched", "mo-mixed", _mixed_algo(f"{MO_EXPERT}.down_proj", "W4A8_AWQ"), 1, {("CONFIG_QUANT", E, None)}),
     # per-tensor FP8 layers (no descriptor here): said to be unchecked, nothing to reproduce,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import fnmatch
 import re
 from collections import defaultdict
-from collections.abc import Generator, Iterator
+from collections.abc import Generator, Iterable, Iterator
 from itertools import compress, repeat
 from operator import attrgetter, itemgetter, methodcaller, not_
 from typing import NamedTuple
@@ -25,7 +25,7 @@ from .model import (
     TensorRef,
 )
 
-__all__ = ["expected_tensors", "run"]
+__all__ = ["decodable", "expected_tensors", "run"]
 
 
 CONFIG_QUANT = declare(
@@ -148,6 +148,43 @@ def expected_tensors(ckpt: Checkpoint, out: int, inp: int) -> TensorSpec:
     """param -> (accepted dtypes, accepted shapes) of a quantized Linear ``[out, inp]`` in the
     checkpoint's format (its descriptor's); the first dtype and shape are the usual ones."""
     return _descriptor(ckpt).expected_tensors(ckpt, out, inp)
+
+
+def decodable(ckpt: Checkpoint, modules: Iterable[Module]) -> list[Module]:
+    """The quantized ``modules``, in order, less those holding a tensor of their format's in
+    a dtype or shape the format does not accept (:func:`_check_quantized`'s QUANT_DTYPE and
+    QUANT_SHAPE), or lacking one the format needs (QUANT_TENSOR_MISSING; a tensor the reader
+    could not reach, ``ckpt.unavailable``, is not counted lacking). The numeric checks and
+    the reproduction read only these: a scale of another dtype or shape read as the
+    format's gives numbers that only repeat that one finding (or cannot be computed), so
+    the layout's finding is the module's only one. A module of no 2-D logical shape is
+    kept: the layout does not judge its tensors."""
+    desc = _descriptor(ckpt)
+    specs: dict[tuple[int, tuple[int, ...]], TensorSpec] = {}
+    kept = []
+    for mod in modules:
+        exp = ckpt.expected.get(mod.name)
+        shape = None if exp is None else exp.shape
+        if shape is None or len(shape) != 2:
+            kept.append(mod)
+            continue
+        module_desc = desc.for_module(ckpt, mod.name)
+        key = (id(module_desc), shape)
+        spec = specs.get(key)
+        if spec is None:
+            spec = specs[key] = module_desc.expected_tensors(ckpt, shape[0], shape[-1])
+        if all(_accepted(ckpt, mod, param, dtypes, shapes)
+               for param, (dtypes, shapes) in spec.items()):
+            kept.append(mod)
+    return kept
+
+
+def _accepted(ckpt: Checkpoint, mod: Module, param: str, dtypes: tuple[str, ...],
+              shapes: tuple[tuple[int, ...], ...]) -> bool:
+    ref = mod.tensors.get(param)
+    if ref is None:
+        return f"{mod.name}.{param}" in ckpt.unavailable
+    return ref.dtype in dtypes and ref.shape in shapes
 
 
 def _descriptor(ckpt: Checkpoint) -> Descriptor:

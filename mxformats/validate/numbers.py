@@ -24,7 +24,7 @@ from mxformats.fast import scan as fast_scan
 from mxformats.fast.histogram import byte_counts, counted_once
 from mxformats.tensorfile import DTYPES
 
-from . import plausibility
+from . import layout, plausibility
 from .checkmodule import CheckModule, PerModule
 from .findings import MAX_LISTED, Finding, Level, Listing, Severity, listed
 from .model import CodeStats
@@ -107,12 +107,14 @@ def scale_histogram(a: NDArray[Any]) -> tuple[str, NDArray[np.int64]] | None:
 
 
 def quantized_modules(ckpt: Checkpoint) -> list[Module]:
-    """The modules carrying the format's weight and scale tensors, in name order."""
+    """The modules carrying the format's weight and scale tensors, in name order, those the
+    layout check refuses left out (:func:`~.layout.decodable`: a tensor of another dtype or
+    shape, whose QUANT_DTYPE or QUANT_SHAPE is the module's one finding)."""
     desc = ckpt.descriptor
     if desc is None:
         return []
-    return [m for name, m in sorted(ckpt.modules.items())
-            if desc.for_module(ckpt, name).quantized(m)]
+    return layout.decodable(ckpt, [m for name, m in sorted(ckpt.modules.items())
+                                   if desc.for_module(ckpt, name).quantized(m)])
 
 
 def read_module(ckpt: Checkpoint, module: Module, params: tuple[str, ...]
