@@ -109,6 +109,9 @@ def write_index(path: Path, data: dict[str, Any]) -> None:
 
 
 def shards(path: Path) -> list[str]:
+    """The shards the index names, or the folder's one file where it has no index."""
+    if not (path / INDEX).exists():
+        return sorted(p.name for p in path.glob("*.safetensors"))
     return sorted(set(index(path)["weight_map"].values()))
 
 

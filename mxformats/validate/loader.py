@@ -90,21 +90,26 @@ INDEX_PATH_NOT_PLAIN = declare(
     "INDEX_PATH_NOT_PLAIN", severity=Severity.ERROR, level=Level.STRUCTURE, group="files",
     meaning="An index entry names its shard as ./NAME: transformers opens it, but vLLM keeps a "
             "shard only when folder/ENTRY equals the path its glob found, so it skips this shard.",
-    fix="Write the bare file name in the index.")
+    fix="Write the bare file name in the index.",
+    conditions=("an entry ./NAME",))
 FILE_NOT_REGULAR = declare(
     "FILE_NOT_REGULAR", severity=Severity.ERROR, level=Level.STRUCTURE, group="files",
     meaning="config.json, the index or a shard is a directory, FIFO, socket or device; it was not "
             "opened.",
-    fix="Replace it with the regular file it should be.")
+    fix="Replace it with the regular file it should be.",
+    conditions=("config.json a FIFO", "the index a FIFO", "a shard a FIFO", "a shard a socket",
+                "a shard a directory"))
 INDEX_UNSAFE_PATH = declare(
     "INDEX_UNSAFE_PATH", severity=Severity.ERROR, level=Level.STRUCTURE, group="files",
     meaning="An index entry names an absolute path or one with '..'; it was not opened.",
-    fix="Index entries must be file names inside the checkpoint folder.")
+    fix="Index entries must be file names inside the checkpoint folder.",
+    conditions=("an absolute path", "a path through '..'"))
 SYMLINK_ESCAPE = declare(
     "SYMLINK_ESCAPE", severity=Severity.ERROR, level=Level.STRUCTURE, group="files",
     meaning="A file is a symlink resolving outside the folder (and outside its Hugging Face cache "
             "repo).",
-    fix="Copy the file in, or pass --allow-symlink-root for a trusted store.")
+    fix="Copy the file in, or pass --allow-symlink-root for a trusted store.",
+    conditions=("a shard linked outside", "config.json linked outside"))
 SHARD_MISSING = declare(
     "SHARD_MISSING", severity=Severity.ERROR, level=Level.STRUCTURE, group="files",
     meaning="A shard named in the index does not exist.",
@@ -117,16 +122,26 @@ SHARD_STRAY = declare(
 HEADER_LENGTH = declare(
     "HEADER_LENGTH", severity=Severity.ERROR, level=Level.STRUCTURE, group="files",
     meaning="The 8-byte header length is absurd or runs past the file (rejected before reading).",
-    fix="The shard is truncated or not safetensors: re-download it.")
+    fix="The shard is truncated or not safetensors: re-download it.",
+    conditions=("a file shorter than 8 bytes", "a length above the limit",
+                "a length past the end of the file"))
 HEADER_INVALID = declare(
     "HEADER_INVALID", severity=Severity.ERROR, level=Level.STRUCTURE, group="files",
     meaning="The safetensors header is not valid (JSON, dtype, shape, metadata).",
-    fix="Re-download or re-export the shard.")
+    fix="Re-download or re-export the shard.",
+    conditions=("not UTF-8", "not JSON", "nested too deeply", "an integer too long to read",
+                "not an object", "a repeated key", "__metadata__ not an object of strings",
+                "an entry not an object", "an entry lacking dtype", "an unknown dtype",
+                "a negative dimension", "data_offsets not two integers",
+                "a shape of no whole number of bytes"))
 TENSOR_SPAN = declare(
     "TENSOR_SPAN", severity=Severity.ERROR, level=Level.STRUCTURE, group="files",
     meaning="A tensor's byte span is wrong: size not shape x dtype, out of bounds, "
             "overlapping, a hole, or the file is truncated or has trailing bytes.",
-    fix="Re-download or re-export the shard.")
+    fix="Re-download or re-export the shard.",
+    conditions=("offsets past the data section", "a span not shape x dtype",
+                "overlapping tensors", "a hole between tensors", "bytes after the last tensor",
+                "the file truncated"))
 INDEX_TENSOR_NOT_IN_SHARD = declare(
     "INDEX_TENSOR_NOT_IN_SHARD", severity=Severity.ERROR, level=Level.STRUCTURE, group="files",
     meaning="The index maps a tensor to a shard that does not hold it (vLLM never notices).",
