@@ -46,46 +46,59 @@ __all__ = ["HF_QUANT_CONFIG", "INDEX_NAME", "Loaded", "read", "read_failed", "sa
 CONFIG_PARSE = declare(
     "CONFIG_PARSE", severity=Severity.ERROR, level=Level.STRUCTURE, group="files",
     meaning="config.json is missing or is not a JSON object.",
-    fix="Restore config.json from the producer's output.")
+    fix="Restore config.json from the producer's output.",
+    conditions=("config.json absent", "not JSON", "not an object", "nested too deeply"))
 CONFIG_ARCH = declare(
     "CONFIG_ARCH", severity=Severity.ERROR, level=Level.STRUCTURE, group="files",
     meaning="config.json lacks a key the loader reads and has no default for, holds a malformed "
             "value (not an integer, a NaN rms_norm_eps), or implies more tensors than the shards "
             "hold.",
-    fix="Restore the key from the producer's config (the message names it and where it sits).")
+    fix="Restore the key from the producer's config (the message names it and where it sits).",
+    conditions=("a size not an integer", "a hidden size the embedding contradicts",
+                "more layers than the shards hold", "rms_norm_eps not finite"))
 CONFIG_QUANT_CONFLICT = declare(
     "CONFIG_QUANT_CONFLICT", severity=Severity.ERROR, level=Level.STRUCTURE, group="files",
     meaning="quantization_config at the top level and in text_config differ; vLLM uses the top "
             "level.",
-    fix="Keep one quantization_config (Quark writes a single top-level one).")
+    fix="Keep one quantization_config (Quark writes a single top-level one).",
+    conditions=("text_config's quantization_config differs",))
 CONFIG_QUANT_CONTRADICTION = declare(
     "CONFIG_QUANT_CONTRADICTION", severity=Severity.ERROR, level=Level.STRUCTURE, group="files",
     meaning="config.json's quantization_config and hf_quant_config.json declare different "
             "formats, algorithms or exclude lists: vLLM reads config.json's and ignores the other "
             "file, so tools that read hf_quant_config.json (TensorRT-LLM, older SGLang) load "
             "another model.",
-    fix="Regenerate one file from the other so that both say the same.")
+    fix="Regenerate one file from the other so that both say the same.",
+    conditions=("another format in hf_quant_config.json", "another quant_algo",
+                "another group_size", "other exclude_modules"),
+    only={condition: ("modelopt-nvfp4", "modelopt-fp8-block", "modelopt-mixed")
+          for condition in ("another quant_algo", "another group_size", "other exclude_modules")})
 FORMAT_UNSUPPORTED = declare(
     "FORMAT_UNSUPPORTED", severity=Severity.ERROR, level=Level.STRUCTURE, group="files",
     meaning="The quantization format is not one this validator verifies (no descriptor recognises "
             "it).",
-    fix="Use a validator for that format; nothing was checked.")
+    fix="Use a validator for that format; nothing was checked.",
+    conditions=("a quant_method no descriptor knows",))
 FORMAT_NOT_NUMERIC = declare(
     "FORMAT_NOT_NUMERIC", severity=Severity.INFO, level=Level.STRUCTURE, group="files",
     meaning="A recognised unquantized or source format: structural checks ran, numeric ones do "
             "not apply.",
-    fix="Nothing to do.")
+    fix="Nothing to do.",
+    conditions=("no quantization_config",))
 INDEX_PARSE = declare(
     "INDEX_PARSE", severity=Severity.ERROR, level=Level.STRUCTURE, group="files",
     meaning="model.safetensors.index.json is not JSON with a weight_map of names to files (a "
             "warning when only the metadata object is absent: transformers needs it, vLLM does "
             "not).",
-    fix="Regenerate the index from the shards.")
+    fix="Regenerate the index from the shards.",
+    conditions=("not JSON", "no weight_map", "a file name not a string", "an empty weight_map",
+                "no metadata object"))
 INDEX_MISSING = declare(
     "INDEX_MISSING", severity=Severity.ERROR, level=Level.STRUCTURE, group="files",
     meaning="No model.safetensors.index.json and no model.safetensors: transformers finds no "
             "weights (vLLM would load every *.safetensors; those present were checked).",
-    fix="Copy the index and shards completely.")
+    fix="Copy the index and shards completely.",
+    conditions=("no index and no model.safetensors",))
 INDEX_PATH_NOT_PLAIN = declare(
     "INDEX_PATH_NOT_PLAIN", severity=Severity.ERROR, level=Level.STRUCTURE, group="files",
     meaning="An index entry names its shard as ./NAME: transformers opens it, but vLLM keeps a "
@@ -113,12 +126,14 @@ SYMLINK_ESCAPE = declare(
 SHARD_MISSING = declare(
     "SHARD_MISSING", severity=Severity.ERROR, level=Level.STRUCTURE, group="files",
     meaning="A shard named in the index does not exist.",
-    fix="Download or copy the missing shard.")
+    fix="Download or copy the missing shard.",
+    conditions=("a listed shard absent",))
 SHARD_STRAY = declare(
     "SHARD_STRAY", severity=Severity.WARNING, level=Level.STRUCTURE, group="files",
     meaning="A .safetensors file is not named in the index: vLLM skips it, Quark "
             "file-to-file would process it.",
-    fix="Delete it or add its tensors to the index.")
+    fix="Delete it or add its tensors to the index.",
+    conditions=("an unlisted shard beside the others", "an unlisted shard in a subfolder"))
 HEADER_LENGTH = declare(
     "HEADER_LENGTH", severity=Severity.ERROR, level=Level.STRUCTURE, group="files",
     meaning="The 8-byte header length is absurd or runs past the file (rejected before reading).",
@@ -145,15 +160,18 @@ TENSOR_SPAN = declare(
 INDEX_TENSOR_NOT_IN_SHARD = declare(
     "INDEX_TENSOR_NOT_IN_SHARD", severity=Severity.ERROR, level=Level.STRUCTURE, group="files",
     meaning="The index maps a tensor to a shard that does not hold it (vLLM never notices).",
-    fix="Regenerate the index, or restore the tensor.")
+    fix="Regenerate the index, or restore the tensor.",
+    conditions=("an entry of a tensor no shard holds", "an entry naming the other shard"))
 SHARD_TENSOR_NOT_IN_INDEX = declare(
     "SHARD_TENSOR_NOT_IN_INDEX", severity=Severity.ERROR, level=Level.STRUCTURE, group="files",
     meaning="A shard holds a tensor the index does not map to it (vLLM loads it anyway).",
-    fix="Regenerate the index from the shards.")
+    fix="Regenerate the index from the shards.",
+    conditions=("a tensor the index does not list", "a tensor the index maps elsewhere"))
 TENSOR_IN_TWO_SHARDS = declare(
     "TENSOR_IN_TWO_SHARDS", severity=Severity.ERROR, level=Level.STRUCTURE, group="files",
     meaning="The same tensor name is stored in two shards.",
-    fix="Remove the duplicate.")
+    fix="Remove the duplicate.",
+    conditions=("a tensor copied into the other shard",))
 HUB_RANGE_IGNORED = declare(
     RANGE_IGNORED, severity=Severity.ERROR, level=Level.STRUCTURE, group="files",
     meaning="hf:// only: the server answered a ranged read with 200 (the whole file) instead of "
@@ -169,7 +187,8 @@ TOTAL_SIZE_MISMATCH = declare(
     "TOTAL_SIZE_MISMATCH", severity=Severity.WARNING, level=Level.STRUCTURE, group="files",
     meaning="metadata.total_size is neither the sum of tensor bytes nor the sum of shard file "
             "sizes (or not an integer). No loader reads it; an absent one is fine.",
-    fix="Regenerate the index.")
+    fix="Regenerate the index.",
+    conditions=("one byte more", "not an integer"))
 
 INDEX_NAME = "model.safetensors.index.json"
 #: ModelOpt's own config file (vLLM ``ModelOptQuantConfigBase.get_config_filenames``).
