@@ -1,8 +1,69 @@
-"""The audit's switches (``tests/audit_conditions.py``) for the checks of the model's coverage: each
-turns one declared condition off, and names the matrix cases that must go red."""
+"""The audit's switches (``tests/audit_conditions.py``) for the checks of the model's coverage
+(mxformats/validate/coverage.py): each turns one declared condition off, and names the matrix
+cases that must go red."""
 
 from __future__ import annotations
 
-from audit_switch import Switch
+from audit_switch import COVERAGE, Switch, one
 
-SWITCHES: tuple[Switch, ...] = ()
+MX, W4, CTI, CTN, MON = ("quark-mxfp4", "quark-w4a8", "compressed-tensors-int4",
+                         "compressed-tensors-nvfp4", "modelopt-nvfp4")
+_CONFLICTED = "    conflicted = set(dense_as_moe) | set(moe_as_dense)"
+_SHAPE = "            elif ref.shape != shape:"
+
+
+def _off(name: str, what: str, old: str, check: str, condition: str, fmt: str,
+         kind: str = "value") -> Switch:
+    """``old``, an ``if ...:`` line, made never true."""
+    return one(name, kind, what, COVERAGE, old, old[:-1] + " and False:", check, condition, fmt)
+
+
+SWITCHES: tuple[Switch, ...] = (
+    one("cond_missing_layer_off", "value", "an absent layer not reported", COVERAGE,
+        "    for n in sorted(absent_layers):", "    for n in sorted(absent_layers - absent_layers):",
+        "TENSOR_MISSING", "a layer absent", MX),
+    one("cond_missing_module_off", "role", "an absent module not reported", COVERAGE,
+        "            for p, shape in exp.params:\n                yield Finding(\n",
+        "            for p, shape in ():\n                yield Finding(\n",
+        "TENSOR_MISSING", "a module absent", "bf16"),
+    one("cond_missing_param_off", "role", "an absent parameter of a present module not reported",
+        COVERAGE, "            if ref is None:", "            if ref is None and False:",
+        "TENSOR_MISSING", "a parameter of a module absent", CTN),
+    _off("cond_unexpected_param_off", "a parameter no module of its kind has accepted",
+         "            if p not in known and p not in QUANT_SUFFIXES and not "
+         "_ALLOWED.match(ref.name):", "TENSOR_UNEXPECTED", "a parameter no module of its kind has",
+         W4, "role"),
+    one("cond_unexpected_module_off", "role", "a module the config does not imply accepted",
+        COVERAGE, "        if name in unchecked:", "        if name in unchecked or True:",
+        "TENSOR_UNEXPECTED", "a module the config does not imply", "fp8-block"),
+    one("cond_shape_norm_off", "role", "a norm of another size accepted", COVERAGE, _SHAPE,
+        _SHAPE[:-1] + ' and exp.kind != "norm":', "SHAPE_MISMATCH", "a norm of another size",
+        MON),
+    one("cond_shape_router_off", "role", "a router of another expert count accepted", COVERAGE,
+        _SHAPE, _SHAPE[:-1] + ' and exp.kind != "router":', "SHAPE_MISMATCH",
+        "a router of another expert count", "modelopt-fp8-block"),
+    _off("cond_layer_unexpected_off", "a layer past num_hidden_layers not reported",
+         '        if lm and name.startswith(a.prefix) and int(lm["n"]) >= top:',
+         "LAYER_UNEXPECTED", "a layer past num_hidden_layers", CTI),
+    _off("cond_mtp_absent_off", "a declared MTP layer absent not reported",
+         "        if not any(name.startswith(pre) for name in ckpt.modules):",
+         "MTP_ABSENT", "a declared MTP layer absent", "compressed-tensors-mixed"),
+    _off("cond_expert_gap_off", "an absent expert not reported as a gap",
+         '            if exp.kind == "expert" and exp.layer is not None and exp.expert is not '
+         'None:', "EXPERT_GAP", "an expert absent", "modelopt-mixed"),
+    _off("cond_expert_extra_off", "an expert past n_routed_experts not reported as extra",
+         '        if em and lm and int(em["e"]) >= a.experts:', "EXPERT_EXTRA",
+         "an expert index past n_routed_experts", "compressed-tensors-fp8-block"),
+    _off("cond_coverage_skipped_off", "tensors left unchecked without a summary",
+         "        if ckpt.arch_problem is not None and ckpt.tensors:", "COVERAGE_SKIPPED",
+         "the language model's config unusable", W4),
+    one("cond_mlp_dense_as_moe_off", "sign", "a dense MLP where the config makes experts "
+        "accepted", COVERAGE, _CONFLICTED, "    conflicted = set(moe_as_dense)",
+        "MLP_KIND_MISMATCH", "a dense MLP where the config makes experts", MX),
+    one("cond_mlp_moe_as_dense_off", "sign", "routed experts where the config makes a dense MLP "
+        "accepted", COVERAGE, _CONFLICTED, "    conflicted = set(dense_as_moe)",
+        "MLP_KIND_MISMATCH", "routed experts where the config makes a dense MLP", "bf16"),
+    _off("cond_module_split_off", "a module across two shards not reported",
+         "        if len(split.files) > 1:", "MODULE_SPLIT", "a module's tensors in two shards",
+         "fp8-block"),
+)

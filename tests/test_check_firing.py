@@ -260,25 +260,13 @@ def _reverse(a: np.ndarray) -> None:
     a[:] = a[::-1].copy()
 
 
-def _edit_tensors(path: Path, fn: Callable[[dict[str, dict[str, Any]]], None]) -> None:
-    """Rewrite the shards after ``fn({shard: {name: array}})``, the index too where there is
-    one (a single-file checkpoint has none)."""
-    if (path / INDEX).exists():
-        edit(path, fn)
-        return
-    data = {s.name: read_safetensors(s) for s in sorted(path.glob("*.safetensors"))}
-    fn(data)
-    for name, tensors in data.items():
-        write_safetensors(path / name, tensors)
-
-
 def _bias_as(dtype: Any) -> Callable[[Path], None]:
     """Every router e_score_correction_bias rewritten in ``dtype`` (its values rounded)."""
     def convert(data: dict[str, dict[str, Any]]) -> None:
         for tensors in data.values():
             for name in [n for n in tensors if n.endswith(".e_score_correction_bias")]:
                 tensors[name] = tensors[name].astype(dtype)
-    return lambda path: _edit_tensors(path, convert)
+    return lambda path: edit(path, convert)
 
 
 def _pack_method(method: str | None) -> Callable[[dict[str, Any]], None]:
@@ -304,7 +292,7 @@ def _zero_first_experts(path: Path) -> None:
                     b = np.array(a).view(np.uint8)
                     b[...] = 0x88 if name.endswith("weight_packed") else 0
                     tensors[name] = b.view(a.dtype)
-    _edit_tensors(path, zero)
+    edit(path, zero)
 
 
 def _copy_first_experts(path: Path) -> None:
@@ -315,7 +303,7 @@ def _copy_first_experts(path: Path) -> None:
             for name in tensors:
                 if ".experts.1." in name:
                     tensors[name] = np.array(every[name.replace(".experts.1.", ".experts.0.")])
-    _edit_tensors(path, copy)
+    edit(path, copy)
 
 
 def _nan_first(a: np.ndarray) -> None:
@@ -340,7 +328,7 @@ def _source_weight(change: Callable[[np.ndarray], np.ndarray | None]
                         del tensors[name]
                     else:
                         tensors[name] = new
-        _edit_tensors(source, fn)
+        edit(source, fn)
     return run
 
 
@@ -358,7 +346,7 @@ def _source_renamed(source: Path, module: str) -> None:
     def rename(data: dict[str, dict[str, Any]]) -> None:
         for shard, tensors in data.items():
             data[shard] = {f"renamed.{n}": a for n, a in tensors.items()}
-    _edit_tensors(source, rename)
+    edit(source, rename)
 
 
 def _nan_corner(a: np.ndarray) -> np.ndarray:

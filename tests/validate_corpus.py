@@ -127,12 +127,18 @@ def _sizes(path: Path, names: list[str]) -> tuple[int, int]:
 
 def edit(path: Path, fn: Callable[[Tensors], None], *, reindex: bool = True) -> None:
     """Rewrite the shards after ``fn({shard: {name: array}})``; the index follows the shards
-    (keeping its total_size convention) unless ``reindex`` is false."""
-    idx = index(path)
+    (keeping its total_size convention) unless ``reindex`` is false. A checkpoint of one
+    model.safetensors has no index to follow."""
     names = shards(path)
+    data = {s: read_safetensors(path / s) for s in names}
+    if not (path / INDEX).exists():
+        fn(data)
+        for s, tensors in data.items():
+            write_safetensors(path / s, tensors)
+        return
+    idx = index(path)
     tensor_before, _ = _sizes(path, names)
     quark_convention = idx["metadata"]["total_size"] != tensor_before
-    data = {s: read_safetensors(path / s) for s in names}
     fn(data)
     for s, tensors in data.items():
         write_safetensors(path / s, tensors)

@@ -19,50 +19,61 @@ TENSOR_MISSING = declare(
     "TENSOR_MISSING", severity=Severity.ERROR, level=Level.STRUCTURE, group="coverage",
     meaning="A tensor the config implies is absent (vLLM does not notice for quantized models: "
             "the parameter keeps its initial value).",
-    fix="Re-export the checkpoint; copy the missing tensor from the producer's output.")
+    fix="Re-export the checkpoint; copy the missing tensor from the producer's output.",
+    conditions=("a layer absent", "a module absent", "a parameter of a module absent"))
 TENSOR_UNEXPECTED = declare(
     "TENSOR_UNEXPECTED", severity=Severity.ERROR, level=Level.STRUCTURE, group="coverage",
     meaning="A tensor the config does not imply: vLLM raises KeyError on names it did not "
             "register.",
-    fix="Remove the tensor, or fix the config that should declare it.")
+    fix="Remove the tensor, or fix the config that should declare it.",
+    conditions=("a parameter no module of its kind has", "a module the config does not imply"))
 SHAPE_MISMATCH = declare(
     "SHAPE_MISMATCH", severity=Severity.ERROR, level=Level.STRUCTURE, group="coverage",
     meaning="An unquantized tensor's shape differs from the shape the config implies.",
-    fix="Fix config.json (e.g. n_routed_experts after a merge) or re-export the tensor.")
+    fix="Fix config.json (e.g. n_routed_experts after a merge) or re-export the tensor.",
+    conditions=("a norm of another size", "a router of another expert count"))
 LAYER_UNEXPECTED = declare(
     "LAYER_UNEXPECTED", severity=Severity.ERROR, level=Level.STRUCTURE, group="coverage",
     meaning="Tensors of a layer beyond num_hidden_layers + num_nextn_predict_layers: vLLM routes "
             "them to a parameter that does not exist (KeyError).",
-    fix="Delete the extra layer or declare it (num_nextn_predict_layers for an MTP layer).")
+    fix="Delete the extra layer or declare it (num_nextn_predict_layers for an MTP layer).",
+    conditions=("a layer past num_hidden_layers",))
 MTP_ABSENT = declare(
     "MTP_ABSENT", severity=Severity.INFO, level=Level.STRUCTURE, group="coverage",
     meaning="An MTP layer the config declares is absent (vLLM skips MTP weights it does not find).",
-    fix="Nothing to do unless you want speculative decoding with it.")
+    fix="Nothing to do unless you want speculative decoding with it.",
+    conditions=("a declared MTP layer absent",))
 EXPERT_GAP = declare(
     "EXPERT_GAP", severity=Severity.ERROR, level=Level.STRUCTURE, group="coverage",
     meaning="A MoE layer lacks some expert indices in 0..n_routed_experts-1.",
-    fix="Restore the missing experts, or set n_routed_experts to the merged count.")
+    fix="Restore the missing experts, or set n_routed_experts to the merged count.",
+    conditions=("an expert absent",))
 EXPERT_EXTRA = declare(
     "EXPERT_EXTRA", severity=Severity.ERROR, level=Level.STRUCTURE, group="coverage",
     meaning="A MoE layer holds an expert index >= n_routed_experts.",
-    fix="Set n_routed_experts to the real count, or remove the extra experts.")
+    fix="Set n_routed_experts to the real count, or remove the extra experts.",
+    conditions=("an expert index past n_routed_experts",))
 COVERAGE_SKIPPED = declare(
     "COVERAGE_SKIPPED", severity=Severity.INFO, level=Level.STRUCTURE, group="coverage",
     meaning="Tensors not compared with the config because the part of it that describes them "
             "could not be derived (the CONFIG_ARCH finding names the key): one summary, not one "
             "per tensor.",
-    fix="Fix the config key CONFIG_ARCH names, then validate again.")
+    fix="Fix the config key CONFIG_ARCH names, then validate again.",
+    conditions=("the language model's config unusable",))
 MLP_KIND_MISMATCH = declare(
     "MLP_KIND_MISMATCH", severity=Severity.ERROR, level=Level.STRUCTURE, group="coverage",
     meaning="Layers hold a dense MLP where the config implies routed experts, or the reverse: "
             "first_k_dense_replace disagrees with the tensors (one finding for all such layers; "
             "their MLP tensors are not checked one by one).",
-    fix="Set first_k_dense_replace to the number of leading dense layers.")
+    fix="Set first_k_dense_replace to the number of leading dense layers.",
+    conditions=("a dense MLP where the config makes experts",
+                "routed experts where the config makes a dense MLP"))
 MODULE_SPLIT = declare(
     "MODULE_SPLIT", severity=Severity.WARNING, level=Level.STRUCTURE, group="coverage",
     meaning="A module's tensors sit in different shards: vLLM tolerates it, Quark's per-file "
             "source recovery and per-file decompressors do not.",
-    fix="Re-shard so each module's tensors share a file.")
+    fix="Re-shard so each module's tensors share a file.",
+    conditions=("a module's tensors in two shards",))
 
 #: a module absent from the shards, as :func:`run` looks modules up (never quantized)
 _NOT_PRESENT = Module("")
