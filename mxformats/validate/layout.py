@@ -28,19 +28,47 @@ from .model import (
 __all__ = ["decodable", "expected_tensors", "run"]
 
 
+_QUARK = ("quark-mxfp4", "quark-w4a8")
+_COMPRESSED_TENSORS = ("compressed-tensors-int4", "compressed-tensors-nvfp4",
+                       "compressed-tensors-fp8-block", "compressed-tensors-mixed")
+#: The formats whose exclude lists vLLM matches by exact name or ``re:`` regex (Quark's
+#: ``exclude``, compressed-tensors' ``ignore``, DeepSeek FP8's ``modules_to_not_convert``);
+#: ModelOpt's are fnmatch patterns.
+_EXACT_OR_REGEX = (*_QUARK, *_COMPRESSED_TENSORS, "fp8-block")
+_MODELOPT = ("modelopt-nvfp4", "modelopt-fp8-block", "modelopt-mixed")
+#: The formats whose loader builds a BF16 Linear the exclude list does not name quantized
+#: (a descriptor's ``needs_exclude_entries``: all but DeepSeek FP8, whose loader casts)
+_NEEDS_ENTRIES = (*_QUARK, *_COMPRESSED_TENSORS, *_MODELOPT)
+#: CONFIG_QUANT's conditions: one rule of each descriptor's ``config_problems``, with the
+#: formats whose descriptor has it.
+_CONFIG_RULES = {
+    "Quark: no export block": _QUARK,
+    "compressed-tensors: quantization_status not compressed": _COMPRESSED_TENSORS,
+    "compressed-tensors: a kv_cache_scheme": _COMPRESSED_TENSORS,
+    "DeepSeek FP8: a block other than 128 x 128": ("fp8-block",),
+    "DeepSeek FP8: static activations": ("fp8-block",),
+    "ModelOpt NVFP4: a group size other than 16": ("modelopt-nvfp4",),
+    "ModelOpt FP8: quant_algo FP8_BLOCK_SCALES": ("modelopt-fp8-block",),
+    "ModelOpt mixed: an empty quantized_layers table": ("modelopt-mixed",),
+}
+
 CONFIG_QUANT = declare(
     "CONFIG_QUANT", severity=Severity.ERROR, level=Level.STRUCTURE, group="layout",
     meaning="The quantization config has a value the loader rejects or the format does not allow.",
-    fix="Re-export with the producer's supported recipe.")
+    fix="Re-export with the producer's supported recipe.",
+    conditions=tuple(_CONFIG_RULES), only=_CONFIG_RULES)
 EXCLUDE_GLOB = declare(
     "EXCLUDE_GLOB", severity=Severity.WARNING, level=Level.STRUCTURE, group="layout",
     meaning="An exclude/ignore entry is a glob; vLLM matches exact names or 're:' regexes only.",
-    fix="Write the exact module names or a 're:' regex.")
+    fix="Write the exact module names or a 're:' regex.",
+    conditions=("a glob entry",), only={"a glob entry": _EXACT_OR_REGEX})
 EXCLUDE_INVALID = declare(
     "EXCLUDE_INVALID", severity=Severity.ERROR, level=Level.STRUCTURE, group="layout",
     meaning="An exclude/ignore 're:' entry is not a valid regular expression: vLLM's regex.match "
             "raises on it when the model loads.",
-    fix="Fix the regex (the message quotes the parser's error).")
+    fix="Fix the regex (the message quotes the parser's error).",
+    conditions=("a 're:' entry that does not compile",),
+    only={"a 're:' entry that does not compile": _EXACT_OR_REGEX})
 EXCLUDE_UNMATCHED = declare(
     "EXCLUDE_UNMATCHED", severity=Severity.WARNING, level=Level.STRUCTURE, group="layout",
     meaning="An exclude/ignore entry matches no module; the message names the module it was "
@@ -49,7 +77,9 @@ EXCLUDE_UNMATCHED = declare(
             "reported once. An error when such a module is stored BF16 and so needed the entry "
             "(vLLM builds it quantized); those modules get no NOT_EXCLUDED_UNQUANTIZED of their "
             "own.",
-    fix="Write the module's full name, or a 're:' regex (vLLM anchors it at the start: re.match).")
+    fix="Write the module's full name, or a 're:' regex (vLLM anchors it at the start: re.match).",
+    conditions=("an entry naming no module", "a 're:' entry re.match does not anchor"),
+    only={"a 're:' entry re.match does not anchor": _EXACT_OR_REGEX})
 NOTHING_QUANTIZED = declare(
     "NOTHING_QUANTIZED", severity=Severity.WARNING, level=Level.STRUCTURE, group="layout",
     meaning="The quantization config declares a format, yet no module of the checkpoint is stored "
@@ -58,7 +88,10 @@ NOTHING_QUANTIZED = declare(
             "the Linears the list leaves quantized and loads the BF16 weights into them without a "
             "complaint (DeepSeek FP8 block: vLLM casts them to FP8 unscaled, scales unset).",
     fix="Re-export with an exclude/ignore list that names only the modules kept in BF16, or drop "
-        "the quantization config.")
+        "the quantization config.",
+    conditions=("every module stored BF16", "every module stored BF16, the loader casting them in"),
+    only={"every module stored BF16": _NEEDS_ENTRIES,
+          "every module stored BF16, the loader casting them in": ("fp8-block",)})
 #: The tensor roles of a quantized module, over every format (each format's descriptor says
 #: which of them its modules hold: ``expected_tensors``).
 _QUANT_ROLES = ("weight", "weight_packed", "weight_shape", "weight_scale", "weight_scale_inv",
@@ -72,7 +105,8 @@ QUANT_TENSOR_UNEXPECTED = declare(
     "QUANT_TENSOR_UNEXPECTED", severity=Severity.ERROR, level=Level.STRUCTURE, group="layout",
     meaning="A quantized module carries a tensor its format does not have (e.g. input_scale with "
             "dynamic activations, a leftover weight_scale_inv): vLLM raises KeyError.",
-    fix="Remove the tensor or fix the config.")
+    fix="Remove the tensor or fix the config.",
+    conditions=("a tensor its format does not have",))
 QUANT_DTYPE = declare(
     "QUANT_DTYPE", severity=Severity.ERROR, level=Level.STRUCTURE, group="layout",
     conditions=("another dtype of the same width",), roles=_QUANT_ROLES,
@@ -85,38 +119,49 @@ QUANT_DTYPE_UNUSUAL = declare(
             "compressed-tensors INT4 scale, or FP8 block scales narrower than the producer's (BF16 "
             "weight_scale_inv: the loader casts them into its float32 parameter, and the rounding "
             "moved each decoded weight by up to 2^-8 of its value).",
-    fix="Nothing required; store the scales in the dtype the producer writes for exact weights.")
+    fix="Nothing required; store the scales in the dtype the producer writes for exact weights.",
+    conditions=("scales stored as F16",),
+    only={"scales stored as F16": ("compressed-tensors-int4", "compressed-tensors-mixed",
+                                   "compressed-tensors-fp8-block", "modelopt-fp8-block",
+                                   "fp8-block")})
 QUANT_SHAPE = declare(
     "QUANT_SHAPE", severity=Severity.ERROR, level=Level.STRUCTURE, group="layout",
     meaning="A quantization tensor's shape (or weight_shape value) does not match the module's "
             "logical shape and the format's packing and group size.",
-    fix="Re-export the module with the declared group size and packing.")
+    fix="Re-export the module with the declared group size and packing.",
+    conditions=("codes of another shape", "scales of another shape"))
 EXCLUDED_QUANTIZED = declare(
     "EXCLUDED_QUANTIZED", severity=Severity.ERROR, level=Level.STRUCTURE, group="layout",
     meaning="A module the exclude/ignore list matches carries quantization tensors: vLLM builds "
             "it BF16.",
-    fix="Remove it from the exclude list or store it unquantized.")
+    fix="Remove it from the exclude list or store it unquantized.",
+    conditions=("a quantized module the list names",))
 NOT_EXCLUDED_UNQUANTIZED = declare(
     "NOT_EXCLUDED_UNQUANTIZED", severity=Severity.ERROR, level=Level.STRUCTURE, group="layout",
     meaning="An unquantized Linear that the exclude/ignore list does not match: vLLM builds it "
             "quantized and the BF16 weight does not load.",
-    fix="Add the module to exclude/ignore (exact name or 're:').")
+    fix="Add the module to exclude/ignore (exact name or 're:').",
+    conditions=("a BF16 Linear the list does not name",),
+    only={"a BF16 Linear the list does not name": _NEEDS_ENTRIES})
 UNQUANTIZABLE_QUANTIZED = declare(
     "UNQUANTIZABLE_QUANTIZED", severity=Severity.ERROR, level=Level.STRUCTURE, group="layout",
     meaning="A module vLLM builds unquantized (LM head, router, embedding, norm, vision tower, "
             "projector; for W4A8 every Linear but the routed experts) is quantized: it will not "
             "load.",
-    fix="Re-export with the module excluded (e.g. '*lm_head', '*vision_tower*').")
+    fix="Re-export with the module excluded (e.g. '*lm_head', '*vision_tower*').",
+    conditions=("the LM head with a scale", "a router with a scale"))
 FUSED_PAIR_MISMATCH = declare(
     "FUSED_PAIR_MISMATCH", severity=Severity.ERROR, level=Level.STRUCTURE, group="layout",
     meaning="Two modules vLLM fuses (q_a_proj+kv_a_proj_with_mqa, gate_proj+up_proj) differ in "
             "quantization: vLLM raises 'Found a different quantization schemes'.",
-    fix="Quantize or exclude both.")
+    fix="Quantize or exclude both.",
+    conditions=("a dense up_proj quantized, its gate_proj not",))
 UNQUANT_DTYPE = declare(
     "UNQUANT_DTYPE", severity=Severity.WARNING, level=Level.STRUCTURE, group="layout",
     meaning="An unquantized 2-D weight is not BF16 (F32 points to Quark's float32 default-dtype "
             "fallback).",
-    fix="Set dtype in config.json before exporting, or cast to BF16.")
+    fix="Set dtype in config.json before exporting, or cast to BF16.",
+    conditions=("an embedding stored as F32", "an embedding stored as F16"))
 
 
 #: kinds vLLM builds without a quantization method
