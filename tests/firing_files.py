@@ -18,6 +18,7 @@ from test_validate_corpus import header_bytes, hole, overlap, truncate
 from validate_corpus import (
     INDEX,
     by_offset,
+    directory_shard,
     fifo,
     index,
     link_escape,
@@ -127,12 +128,6 @@ def _config_linked_outside(p: Path) -> None:
     (p / "config.json").symlink_to(outside / "config.json")
 
 
-def _directory(p: Path) -> None:
-    shard = p / shards(p)[-1]
-    shard.unlink()
-    shard.mkdir()
-
-
 #: (check, condition) -> how it is planted.
 MUTATIONS: dict[tuple[str, str], Mutation] = {
     ("HEADER_LENGTH", "a file shorter than 8 bytes"): _plant(_short),
@@ -165,7 +160,7 @@ MUTATIONS: dict[tuple[str, str], Mutation] = {
     ("FILE_NOT_REGULAR", "the index a FIFO"): _plant(fifo(INDEX)),
     ("FILE_NOT_REGULAR", "a shard a FIFO"): _plant(fifo("shard")),
     ("FILE_NOT_REGULAR", "a shard a socket"): _plant(socket_shard),
-    ("FILE_NOT_REGULAR", "a shard a directory"): _plant(_directory),
+    ("FILE_NOT_REGULAR", "a shard a directory"): _plant(directory_shard),
     ("SYMLINK_ESCAPE", "a shard linked outside"): _plant(link_escape),
     ("SYMLINK_ESCAPE", "config.json linked outside"): _plant(_config_linked_outside),
     ("INDEX_PATH_NOT_PLAIN", "an entry ./NAME"): _plant(_entries(lambda s: f"./{s}")),

@@ -12,7 +12,16 @@ from pathlib import Path
 from typing import Any
 
 from firing_mutation import Mutation
-from validate_corpus import INDEX, config, index, raw_header, shards, write_index, write_raw
+from validate_corpus import (
+    INDEX,
+    config,
+    index,
+    index_metadata,
+    raw_header,
+    shards,
+    write_index,
+    write_raw,
+)
 
 Config = dict[str, Any]
 Index = dict[str, Any]
@@ -114,14 +123,6 @@ def _exclude_more(q: Config) -> None:
     q["exclude_modules"] = [*q.get("exclude_modules", []), "model.layers.99*"]
 
 
-def _index(change: Callable[[Index], None]) -> Callable[[Path], None]:
-    def run(p: Path) -> None:
-        data = index(p)
-        change(data)
-        write_index(p, data)
-    return run
-
-
 def _first_name(data: Index) -> str:
     return sorted(data["weight_map"])[0]
 
@@ -213,22 +214,24 @@ MUTATIONS: dict[tuple[str, str], Mutation] = {
         config(_unknown_method)),
     ("FORMAT_NOT_NUMERIC", "no quantization_config"): _plant(_no_quant_config),
     ("INDEX_PARSE", "not JSON"): _plant(_text(INDEX, '{"weight_map": ')),
-    ("INDEX_PARSE", "no weight_map"): _plant(_index(lambda d: d.pop("weight_map"))),
-    ("INDEX_PARSE", "a file name not a string"): _plant(_index(_name_not_string)),
-    ("INDEX_PARSE", "an empty weight_map"): _plant(_index(lambda d: d.update(weight_map={}))),
-    ("INDEX_PARSE", "no metadata object"): _plant(_index(lambda d: d.pop("metadata", None)),
-                                                  severity="warning"),
+    ("INDEX_PARSE", "no weight_map"): _plant(index_metadata(lambda d: d.pop("weight_map"))),
+    ("INDEX_PARSE", "a file name not a string"): _plant(index_metadata(_name_not_string)),
+    ("INDEX_PARSE", "an empty weight_map"): _plant(
+        index_metadata(lambda d: d.update(weight_map={}))),
+    ("INDEX_PARSE", "no metadata object"): _plant(
+        index_metadata(lambda d: d.pop("metadata", None)), severity="warning"),
     ("INDEX_MISSING", "no index and no model.safetensors"): _plant(_no_index),
     ("SHARD_MISSING", "a listed shard absent"): _plant(_shard_gone),
     ("SHARD_STRAY", "an unlisted shard beside the others"): _plant(_stray(".")),
     ("SHARD_STRAY", "an unlisted shard in a subfolder"): _plant(_stray("old")),
     ("INDEX_TENSOR_NOT_IN_SHARD", "an entry of a tensor no shard holds"): _plant(
-        _index(_phantom)),
-    ("INDEX_TENSOR_NOT_IN_SHARD", "an entry naming the other shard"): _plant(_index(_remapped)),
+        index_metadata(_phantom)),
+    ("INDEX_TENSOR_NOT_IN_SHARD", "an entry naming the other shard"): _plant(
+        index_metadata(_remapped)),
     ("SHARD_TENSOR_NOT_IN_INDEX", "a tensor the index does not list"): _plant(
-        _index(_unlisted)),
+        index_metadata(_unlisted)),
     ("SHARD_TENSOR_NOT_IN_INDEX", "a tensor the index maps elsewhere"): _plant(
-        _index(_remapped)),
+        index_metadata(_remapped)),
     ("TENSOR_IN_TWO_SHARDS", "a tensor copied into the other shard"): _plant(_copied_into_other),
     ("TOTAL_SIZE_MISMATCH", "one byte more"): _plant(_total(lambda size: size + 1)),
     ("TOTAL_SIZE_MISMATCH", "not an integer"): _plant(_total(str)),
