@@ -11,10 +11,18 @@ rare blocks is not taken) divided by the elements each thread handles
 (``tile elements / (num_warps * 32)``). The table also gives every instruction of the kernel
 (``all``, both sides of every branch) per element.
 
+Each row also gives the bytes the launch moves per element (every tensor it is handed, read or
+written once) and what that allows on an H200: the instructions per element its HBM feeds
+(``bytes/element x`` :data:`H200_INSTRUCTIONS_PER_S` ``/`` :data:`H200_HBM_BYTES_PER_S`) and
+the share of the HBM roofline the fast path can reach (1 when the kernel is memory-bound).
+Issue 29 holds every kernel of reproduction and the scan to :data:`BUDGET` instructions per
+element (about 2.5 bytes per element); the table marks each over it.
+
     python benchmarks/ptx_cost.py                # the table (Markdown), about a minute
     python benchmarks/ptx_cost.py --json out.json
     python benchmarks/ptx_cost.py --only mx      # cases whose name contains "mx"
     python benchmarks/ptx_cost.py --only "quantize_mx e2m1" --check   # CI: <= 35 for MXFP4
+    python benchmarks/ptx_cost.py --budget 16    # the line rows are marked against
 
 Instructions are PTX, not SASS: ``ptxas`` may still merge or split some, but the count
 follows the work the kernel asks for. Exit status 1 when a kernel does not compile or holds a
@@ -37,6 +45,13 @@ from typing import Any
 
 #: The issue-16 target for the MXFP4 quantizer (E2M1 from bfloat16), per element.
 MXFP4_TARGET = 35.0
+#: Issue 29's line for the kernels reproduction and the full scan run, per element.
+BUDGET = 16.0
+#: H200 HBM3e bandwidth (NVIDIA H200 Tensor Core GPU datasheet: 4.8 TB/s).
+H200_HBM_BYTES_PER_S = 4.8e12
+#: Simple 32-bit instructions per second across an H200: 132 SMs x 4 schedulers x 32 lanes x
+#: 1.98 GHz boost (NVIDIA H100/H200 SXM: one warp instruction per scheduler per clock).
+H200_INSTRUCTIONS_PER_S = 132 * 4 * 32 * 1.98e9
 
 _LABEL = re.compile(r"^\s*(\$?[\w$]+):\s*$")
 _BRANCH = re.compile(r"^\s*(@!?%\w+\s+)?bra(?:\.uni)?\s+(\$?[\w$]+)\s*;")
@@ -54,6 +69,21 @@ class Cost:
     total: int           # every PTX instruction of the kernel
     per_element: float   # fast_path / elements_per_thread
     total_per_element: float
+    bytes_per_element: float  # every tensor of the launch, once, per element
+    hbm_share: float     # the share of the H200's HBM roofline the fast path can reach
+
+
+def fed_instructions(bytes_per_element: float) -> float:
+    """The instructions per element an H200 issues in the time its HBM moves
+    ``bytes_per_element``: above it a kernel is compute-bound."""
+    return bytes_per_element * H200_INSTRUCTIONS_PER_S / H200_HBM_BYTES_PER_S
+
+
+def hbm_share(per_element: float, bytes_per_element: float) -> float:
+    """The share of the H200's HBM bandwidth a kernel issuing ``per_element`` instructions per
+    element can use: 1 at or under :func:`fed_instructions`, their ratio above it."""
+    fed = fed_instructions(bytes_per_element)
+    return 1.0 if per_element <= fed else fed / per_element
 
 
 def _blocks(ptx: str) -> tuple[list[list[str]], dict[str, int]]:
@@ -122,6 +152,7 @@ class Launch:
     constants: dict[str, Any]
     programs: int
     elements: int
+    nbytes: int  # of every tensor the launch is handed
 
 
 def _signature(kernel: Any, args: tuple[Any, ...]) -> tuple[dict[str, str],
@@ -159,8 +190,9 @@ def record_launches(only: str = "") -> list[Launch]:
         for size in grid:
             programs *= int(size)
         name, elements = current[0]
+        nbytes = sum(a.numel() * a.element_size() for a in args if isinstance(a, torch.Tensor))
         recorded.append(Launch(name, kernel, *_signature(kernel, args), dict(meta), programs,
-                               elements))
+                               elements, nbytes))
 
     # The launchers are replaced by the recorder and the tile choices told "not the
     # interpreter", for the duration of the calls.
@@ -245,17 +277,25 @@ def compile_cost(launch: Launch) -> Cost:
     fast, total = path_costs(compiled.asm["ptx"])
     threads = compiled.metadata.num_warps * 32
     per_thread = launch.elements / launch.programs / threads
+    per_element = fast / per_thread
+    moved = launch.nbytes / launch.elements
     return Cost(launch.name, kernel.fn.__name__, per_thread, fast, total,
-                round(fast / per_thread, 1), round(total / per_thread, 1))
+                round(per_element, 1), round(total / per_thread, 1), round(moved, 3),
+                round(hbm_share(per_element, moved), 3))
 
 
-def table(costs: list[Cost]) -> str:
-    """The Markdown table of ``costs``."""
+def table(costs: list[Cost], budget: float = BUDGET) -> str:
+    """The Markdown table of ``costs``, each fast path marked against ``budget``."""
     lines = ["| call | kernel | elements / thread | PTX / element (fast path) "
-             "| PTX / element (all) |", "|---|---|---:|---:|---:|"]
+             f"| PTX / element (all) | bytes / element | H200 HBM feeds | share of HBM roofline "
+             f"| <= {budget:g} |", "|---|---|---:|---:|---:|---:|---:|---:|:---:|"]
     for cost in costs:
+        mark = "yes" if cost.per_element <= budget else "**over**"
         lines.append(f"| {cost.name} | `{cost.kernel}` | {cost.elements_per_thread:g} | "
-                     f"{cost.per_element:.1f} | {cost.total_per_element:.1f} |")
+                     f"{cost.per_element:.1f} | {cost.total_per_element:.1f} | "
+                     f"{cost.bytes_per_element:.3g} | "
+                     f"{fed_instructions(cost.bytes_per_element):.1f} | "
+                     f"{cost.hbm_share:.0%} | {mark} |")
     return "\n".join(lines)
 
 
@@ -263,6 +303,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--only", default="", help="cases whose name contains this")
     parser.add_argument("--json", type=Path, help="also write the costs here")
+    parser.add_argument("--budget", type=float, default=BUDGET,
+                        help="PTX instructions per element each fast path is marked against "
+                             f"(default {BUDGET:g}, issue 29's line)")
     parser.add_argument("--check", action="store_true",
                         help=f"exit 1 when the MXFP4 quantizer (E2M1 from bfloat16) costs more "
                              f"than {MXFP4_TARGET:g} PTX instructions per element (CI)")
@@ -278,7 +321,10 @@ def main(argv: list[str] | None = None) -> int:
             message = str(error).strip().splitlines()[-1:] or [type(error).__name__]
             print(f"{launch.name} ({launch.kernel.fn.__name__}): {message[0][-500:]}",
                   file=sys.stderr)
-    print(table(costs))
+    print(table(costs, args.budget))
+    over_budget = [c for c in costs if c.per_element > args.budget]
+    print(f"\n{len(costs) - len(over_budget)} of {len(costs)} kernels at or under "
+          f"{args.budget:g} PTX instructions per element on their fast path")
     if args.json:
         args.json.write_text(json.dumps([asdict(c) for c in costs], indent=1) + "\n")
     mxfp4 = [c for c in costs if c.name.startswith("quantize_mx e2m1 ")

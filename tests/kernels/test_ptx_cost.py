@@ -88,11 +88,12 @@ def _main_with_costs(monkeypatch: pytest.MonkeyPatch, *costs: tuple[str, float],
     """``main`` with the recording and compiling replaced: one launch per ``(name, per
     element)`` cost."""
     module = _ptx_cost()
-    launches = [module.Launch(name, None, {}, {}, {}, 1, 1) for name, _ in costs]
+    launches = [module.Launch(name, None, {}, {}, {}, 1, 1, 2) for name, _ in costs]
     per_element = dict(costs)
     monkeypatch.setattr(module, "record_launches", lambda only: launches)
     monkeypatch.setattr(module, "compile_cost", lambda launch: module.Cost(
-        launch.name, "k", 1.0, int(per_element[launch.name]), 0, per_element[launch.name], 0.0))
+        launch.name, "k", 1.0, int(per_element[launch.name]), 0, per_element[launch.name], 0.0,
+        2.0, 1.0))
     return int(module.main(["--check"] if check else []))
 
 
@@ -108,3 +109,19 @@ def test_check_that_measured_no_mxfp4_quantizer_fails(monkeypatch: pytest.Monkey
     assert _main_with_costs(monkeypatch, ("dequantize_mx e2m1 ocp to bfloat16", 10.0)) == 1
     assert _main_with_costs(monkeypatch, ("dequantize_mx e2m1 ocp to bfloat16", 10.0),
                             check=False) == 0
+
+
+def test_the_hbm_roofline_share_and_the_budget_mark() -> None:
+    """A kernel at or under the instructions an H200's HBM feeds per element is memory-bound
+    (share 1); above, the share is their ratio. The table marks a fast path over the budget,
+    never one at it (both sides of the line)."""
+    module = _ptx_cost()
+    fed = module.fed_instructions(2.5)
+    assert fed == pytest.approx(2.5 * 132 * 4 * 32 * 1.98e9 / 4.8e12)
+    assert module.hbm_share(fed, 2.5) == 1.0
+    assert module.hbm_share(2 * fed, 2.5) == pytest.approx(0.5)
+    cost = module.Cost
+    at = cost("at", "k", 8, 128, 128, 16.0, 16.0, 2.5, 1.0)
+    over = cost("over", "k", 8, 129, 129, 16.1, 16.1, 2.5, 0.99)
+    rows = module.table([at, over], 16).splitlines()[2:]
+    assert rows[0].endswith("| yes |") and rows[1].endswith("| **over** |")
