@@ -812,7 +812,15 @@ CASES += [
       for base, role, dtype in (("mxfp4-prod", "weight_scale", "I8"), ("w4a8-prod", "weight_scale", "U32"),
                                 ("w4a8-prod", "weight_scale_2", "U32"), ("ct-prod", "weight_scale", "I16"),
                                 ("nvfp4-mo", "weight_scale", "U8"), ("nvfp4-mo", "weight_scale_2", "U32"),
-                                ("nvfp4-ct", "weight_global_scale", "U32"), ("fp8-prod", "weight_scale_inv", "U32"))),
+                                ("nvfp4-ct", "weight_global_scale", "U32"), ("fp8-prod", "weight_scale_inv", "U32"),
+                                ("ct-fp8-prod", "weight_scale", "I16"))),
+    # the same with a scale a row short (QUANT_SHAPE), and scales replaced by one F32 value
+    *(case(f"one-finding-{base}-{role}-row-dropped", base, set_tensor(f"{EXPERT}.{role}", lambda a: a[:-1]), 1, {("QUANT_SHAPE", E, f"{EXPERT}.{role}")}, level=Level.FULL, source=True)
+      for base, role in (("mxfp4-prod", "weight_scale"), ("w4a8-prod", "weight_scale_2"), ("ct-prod", "weight_scale"),
+                         ("nvfp4-mo", "weight_scale"), ("nvfp4-ct", "weight_scale"), ("fp8-prod", "weight_scale_inv"),
+                         ("ct-fp8-prod", "weight_scale"))),
+    case("one-finding-mxfp4-expert-scale-one-f32", "mxfp4-prod", set_tensor(f"{EXPERT}.weight_scale", lambda a: np.ones(1, np.float32)), 1, {("QUANT_DTYPE", E, f"{EXPERT}.weight_scale"), ("QUANT_SHAPE", E, f"{EXPERT}.weight_scale")}, level=Level.FULL, source=True),
+    case("one-finding-fp8-expert-scale-one-f32", "fp8-prod", set_tensor(f"{EXPERT}.weight_scale_inv", lambda a: np.ones(1, np.float32)), 1, {("QUANT_SHAPE", E, f"{EXPERT}.weight_scale_inv")}, level=Level.FULL, source=True),
     case("one-finding-mxfp4-scale-flattened", "mxfp4-prod", set_tensor(f"{EXPERT}.weight_scale", lambda a: a.reshape(-1)), 1, {("QUANT_SHAPE", E, f"{EXPERT}.weight_scale")}, level=Level.FULL, source=True),
     case("one-finding-mxfp4-lm-head-f32-scale", "mxfp4-prod", add("lm_head.weight_scale", np.ones([1], np.float32), "lm_head.weight"), 1, {("UNQUANTIZABLE_QUANTIZED", E, "lm_head.weight")}, level=Level.SCALES),
     # UE8M0 scales without scale_fmt (vLLM's requant_weight_ue8m0_inplace recipe): recognised
