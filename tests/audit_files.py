@@ -132,6 +132,10 @@ SWITCHES: tuple[Switch, ...] = (
         '        out.append(Finding(SYMLINK_ESCAPE, f"{name} resolves outside the checkpoint; '
         'not read",\n                           file=name))\n        return None',
         "        pass", "SYMLINK_ESCAPE", "config.json linked outside", "fp8-block"),
+    one("cond_symlink_index_off", "role", "the index linked outside the folder read", LOADER,
+        '        out.append(Finding(SYMLINK_ESCAPE, f"{INDEX_NAME} resolves outside the '
+        'checkpoint",\n                           file=INDEX_NAME))\n        return False',
+        "        pass", "SYMLINK_ESCAPE", "the index linked outside", W4),
     one("cond_index_dot_slash_off", "value", "an index entry ./NAME accepted", FILES,
         "        if plain != entry:", "        if plain != entry and False:",
         "INDEX_PATH_NOT_PLAIN", "an entry ./NAME", CTI),

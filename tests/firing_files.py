@@ -121,11 +121,14 @@ def _entries(edit: Callable[[str], str]) -> Callable[[Path], None]:
     return run
 
 
-def _config_linked_outside(p: Path) -> None:
-    outside = p.parent / f"{p.name}-outside"
-    outside.mkdir()
-    os.replace(p / "config.json", outside / "config.json")
-    (p / "config.json").symlink_to(outside / "config.json")
+def _linked_outside(name: str) -> Callable[[Path], None]:
+    """Move ``name`` (config.json, the index) outside the folder and link to it."""
+    def run(p: Path) -> None:
+        outside = p.parent / f"{p.name}-outside"
+        outside.mkdir()
+        os.replace(p / name, outside / name)
+        (p / name).symlink_to(outside / name)
+    return run
 
 
 #: (check, condition) -> how it is planted.
@@ -162,7 +165,8 @@ MUTATIONS: dict[tuple[str, str], Mutation] = {
     ("FILE_NOT_REGULAR", "a shard a socket"): _plant(socket_shard),
     ("FILE_NOT_REGULAR", "a shard a directory"): _plant(directory_shard),
     ("SYMLINK_ESCAPE", "a shard linked outside"): _plant(link_escape),
-    ("SYMLINK_ESCAPE", "config.json linked outside"): _plant(_config_linked_outside),
+    ("SYMLINK_ESCAPE", "config.json linked outside"): _plant(_linked_outside("config.json")),
+    ("SYMLINK_ESCAPE", "the index linked outside"): _plant(_linked_outside(INDEX)),
     ("INDEX_PATH_NOT_PLAIN", "an entry ./NAME"): _plant(_entries(lambda s: f"./{s}")),
     ("INDEX_UNSAFE_PATH", "an absolute path"): _plant(_entries(lambda s: f"/tmp/{s}")),
     ("INDEX_UNSAFE_PATH", "a path through '..'"): _plant(_entries(lambda s: f"../{s}")),
@@ -174,6 +178,7 @@ _NO_INDEX = "the compressed-tensors-mixed fixture is one model.safetensors with 
 NOT_PLANTED: dict[tuple[str, str, str], str] = {
     (cid, condition, "compressed-tensors-mixed"): _NO_INDEX
     for cid, condition in (("FILE_NOT_REGULAR", "the index a FIFO"),
+                           ("SYMLINK_ESCAPE", "the index linked outside"),
                            ("INDEX_PATH_NOT_PLAIN", "an entry ./NAME"),
                            ("INDEX_UNSAFE_PATH", "an absolute path"),
                            ("INDEX_UNSAFE_PATH", "a path through '..'"))}

@@ -122,7 +122,8 @@ SYMLINK_ESCAPE = declare(
     meaning="A file is a symlink resolving outside the folder (and outside its Hugging Face cache "
             "repo).",
     fix="Copy the file in, or pass --allow-symlink-root for a trusted store.",
-    conditions=("a shard linked outside", "config.json linked outside"))
+    conditions=("a shard linked outside", "config.json linked outside",
+                "the index linked outside"))
 SHARD_MISSING = declare(
     "SHARD_MISSING", severity=Severity.ERROR, level=Level.STRUCTURE, group="files",
     meaning="A shard named in the index does not exist.",
