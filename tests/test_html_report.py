@@ -9,6 +9,7 @@ import html.parser
 import importlib.util
 import json
 import shutil
+import subprocess
 import sys
 from collections import defaultdict
 from functools import cache
@@ -17,6 +18,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from conftest import requires
 from test_cli_validate import FORGE, SHARD, UNXML, _add_tensor
 
 from mxformats.cli import main
@@ -29,6 +31,9 @@ from mxformats.validate.html import render_report
 from mxformats.validate.model import Options
 from mxformats.validate.report import printable
 from mxformats.validate.runner import validate
+
+requires("matplotlib")  # the report extra draws the plots
+from mxformats.validate import svg  # noqa: E402  (imports matplotlib)
 
 ROOT = Path(__file__).resolve().parent.parent
 PRODUCERS = ROOT / "tests" / "data" / "producers"
@@ -95,7 +100,9 @@ def links_stay_home(page: Page) -> None:
             assert attrs == {"rel": "icon", "href": "data:,"}, attrs
             continue
         assert tag not in ("script", "img", "iframe", "object", "embed", "image",
-                           "use", "foreignobject"), tag
+                           "foreignobject"), tag
+        if tag == "use":  # matplotlib's glyphs and markers: defined once in the same plot
+            assert str(attrs.get("xlink:href")).startswith("#p"), attrs
         assert "src" not in attrs, (tag, attrs)
         href = attrs.get("href")
         if href is not None:
@@ -318,3 +325,45 @@ def test_an_unwritable_page_is_exit_2(tmp_path: Path, capsys: pytest.CaptureFixt
     assert main(["validate", str(PRODUCERS / "kimi-k2-mxfp4-quark"), "--html", str(out),
                  "-q"]) == 2
     assert "cannot write a report" in capsys.readouterr().err
+
+
+def test_plot_text_is_text_never_mathtext_nor_markup() -> None:
+    """A name with ``$`` (mathtext's delimiter, here with a command mathtext rejects) and
+    markup is drawn as plain text and escaped wherever it reaches the markup; the same plot
+    gives the same bytes (no date, a fixed hash salt)."""
+    name = r"model.layers.1.$\undefinedcommand{x}$.<b>&amp;"
+    drawn = [
+        svg.heatmap(name, name, [name], [name], {(name, name): (1.0, name)}, legend=name),
+        svg.bars(name, name, [name], [3.0]),
+        svg.strips(name, name, [(name, [1.0, 2.0])], unit=name),
+        svg.boxes(name, name, [(name, [0, 2, 1])], [name, name, name], unit=name),
+    ]
+    for text in drawn:
+        page = Page(text)
+        links_stay_home(page)
+        assert "<b>" not in text and "url(" not in text
+        assert name in "".join(page.text)
+        assert all(d.get("data-row", name) == name for d in page.plots[name])
+    assert svg.heatmap(name, name, [name], [name], {(name, name): (1.0, name)},
+                       legend=name) == drawn[0]
+
+
+def test_html_without_matplotlib_is_a_usage_error(tmp_path: Path) -> None:
+    """No matplotlib (the report extra): ``--html`` is exit 2 at startup, naming the extra,
+    before any checking (nothing written, nothing on stdout); plain runs never import it."""
+    block = "import sys; sys.modules['matplotlib'] = None; from mxformats.cli import main; "
+    out = tmp_path / "r.html"
+    for argv in (["validate", str(PRODUCERS / "kimi-k2-mxfp4-quark"), "--html", str(out)],
+                 ["compare", str(PRODUCERS / "kimi-k2-mxfp4-quark"),
+                  str(PRODUCERS / "kimi-k2-nvfp4-modelopt"), "--html", str(out)]):
+        done = subprocess.run([sys.executable, "-c", f"{block}sys.exit(main({argv!r}))"],
+                              capture_output=True, text=True, check=False)
+        assert done.returncode == 2, done.stderr
+        assert 'pip install "mxformats[report]"' in done.stderr
+        assert done.stdout == "" and not out.exists()
+    plain = ("import sys; from mxformats.cli import main; "
+             f"code = main(['validate', {str(PRODUCERS / 'kimi-k2-mxfp4-quark')!r}, '-q']); "
+             "assert 'matplotlib' not in sys.modules, 'matplotlib imported'; sys.exit(code)")
+    done = subprocess.run([sys.executable, "-c", plain], capture_output=True, text=True,
+                          check=False)
+    assert done.returncode == 0, done.stderr

@@ -95,6 +95,7 @@ def test_the_wheel_checks_with_its_vectors_and_without_hypothesis(installed: Pat
 def test_the_installed_core_imports_no_torch_and_runs_as_a_module(installed: Path) -> None:
     python = str(installed / "bin" / "python")
     code = ("import sys, mxformats; assert 'torch' not in sys.modules; "
+            "assert 'matplotlib' not in sys.modules; "
             "assert 'site-packages' in mxformats.__file__, mxformats.__file__")
     assert _run(installed, python, "-c", code).returncode == 0
     done = _run(installed, python, "-m", "mxformats", "--version")

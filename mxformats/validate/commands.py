@@ -116,12 +116,27 @@ def _usage_error(args: argparse.Namespace) -> str | None:
     """What is wrong with the options that argparse cannot see, or None (exit 2 if any)."""
     from mxformats.output import printable
 
+    missing = html_unavailable() if args.html is not None else None
+    if missing is not None:
+        return missing
     if args.source is not None and not Path(args.source).is_dir():
         return f"--source {printable(str(args.source))} is not a directory"
     if args.sample is not None and args.source is None:
         return "--sample compares modules with --source; give --source too"
     if args.ray_address is not None and args.executor != "ray":
         return "--ray-address names the Ray cluster of --executor ray; give --executor ray too"
+    return None
+
+
+def html_unavailable() -> str | None:
+    """Why ``--html`` cannot run here (matplotlib, the ``report`` extra, does not import), or
+    None. Asked at startup, before any checking, by ``validate`` and ``compare``; the plain
+    commands never import matplotlib."""
+    try:
+        import matplotlib.backends.backend_svg  # noqa: F401
+    except ImportError as err:
+        return (f'--html draws its plots with matplotlib ({err}): pip install '
+                '"mxformats[report]"')
     return None
 
 
@@ -157,7 +172,6 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from mxformats.output import Output, UsageError, printable
 
     from .executors import ExecutorUnavailable, executor_for
-    from .html import render_report, write_html
     from .report import dump_json, print_report, to_github, to_junit
     from .runner import exit_code, validate
 
@@ -205,6 +219,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
         )
 
     if args.html is not None:
+        from .html import render_report, write_html  # matplotlib: only with --html
+
         code = write_html(args.html, "validate", lambda: render_report(report))
         if code:
             return code
@@ -513,7 +529,8 @@ def add_parsers(commands: Any) -> None:
     v.add_argument("--strict", action="store_true", help="warnings fail the run too")
     v.add_argument("--html", type=Path, metavar="REPORT.html",
                    help="also write the report as one self-contained HTML page with plots "
-                   "(error heatmaps with --source, code histograms, scale distributions)")
+                   "(error heatmaps with --source, code histograms, scale distributions; needs "
+                   "mxformats[report])")
     v.add_argument(
         "--yes",
         action="store_true",

@@ -66,12 +66,16 @@ def _verdict(data: dict[str, Any]) -> str:
 def cmd_compare(args: argparse.Namespace) -> int:
     from mxformats.output import JUnitCase, Output, UsageError, github_annotation, junit_xml
 
+    from .commands import html_unavailable
     from .comparison import CompareError, compare, to_json
-    from .html import render_comparison, write_html
     try:
         output = Output.from_args(args)
     except UsageError as err:
         print(f"mxformats compare: {err}", file=sys.stderr)
+        return 2
+    missing = html_unavailable() if args.html is not None else None
+    if missing is not None:
+        print(f"mxformats compare: {missing}", file=sys.stderr)
         return 2
     if args.source is not None and not args.source.is_dir():
         print(f"mxformats compare: --source {printable(str(args.source))} is not a directory",
@@ -84,6 +88,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
         print(f"mxformats compare: {printable(str(err))}", file=sys.stderr)
         return 2
     if args.html is not None:
+        from .html import render_comparison, write_html  # matplotlib: only with --html
+
         code = write_html(args.html, "compare", lambda: render_comparison(data))
         if code:
             return code
@@ -125,7 +131,8 @@ def add_parser(commands: Any) -> None:
     c.add_argument("--source", type=Path, metavar="DIR",
                    help="the checkpoint both were quantized from (BF16, INT4 or FP8 block)")
     c.add_argument("--html", type=Path, metavar="REPORT.html",
-                   help="also write the comparison as one self-contained HTML page")
+                   help="also write the comparison as one self-contained HTML page (needs "
+                   "mxformats[report])")
     c.add_argument("--allow-symlink-root", action="append", metavar="DIR",
                    help="also follow symlinks that resolve under DIR (repeatable)")
     add_output_arguments(c)

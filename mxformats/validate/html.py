@@ -1,13 +1,13 @@
 """The HTML reports: ``mxformats validate --html`` (:func:`render_report`) and ``mxformats
 compare --html`` (:func:`render_comparison`).
 
-One self-contained file: inline CSS, plots as inline SVG (:mod:`mxformats.validate.svg`), no
-script, no font, no image, nothing fetched when it opens (from disk or as a CI artifact); the
-only links are the check docs (:func:`mxformats.output.check_url`), which a reader follows by
-clicking. Built from what the run already holds (the :class:`~.report.Report` and its JSON
-data: per-module reproduction records, the numbers tasks' code histograms, scale histograms
-and small scale arrays), never by reading tensors again, so it costs no memory beyond the
-report.
+One self-contained file: inline CSS, plots as inline SVG (:mod:`mxformats.validate.svg`,
+drawn by matplotlib: the ``report`` extra; this module imports it), no script, no font, no
+image, nothing fetched when it opens (from disk or as a CI artifact); the only links are the
+check docs (:func:`mxformats.output.check_url`), which a reader follows by clicking. Built
+from what the run already holds (the :class:`~.report.Report` and its JSON data: per-module
+reproduction records, the numbers tasks' code histograms, scale histograms and small scale
+arrays), never by reading tensors again, so it costs no memory beyond the report.
 
 Every text from the checkpoint (names, paths, messages that quote them) is escaped twice over:
 :func:`~.report.printable` for control characters, :func:`html.escape` for markup.

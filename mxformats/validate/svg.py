@@ -1,48 +1,114 @@
-"""Static SVG plots for the HTML reports (``validate --html``, ``compare --html``), written
-by hand: no plotting library, no script, no font file, nothing fetched when the page opens.
+"""Static SVG plots for the HTML reports (``validate --html``, ``compare --html``), drawn by
+matplotlib (the ``report`` extra: ``pip install "mxformats[report]"``) and inlined in the page:
+no script, no font file, no image, nothing fetched when the page opens.
 
 Four shapes cover what the reports draw: a :func:`heatmap` (layer × expert grids of an error
 statistic or of finding counts, layer × code histograms), :func:`bars` (a code histogram),
 :func:`strips` (a distribution per layer: each value a tick, the median a bar) and
 :func:`boxes` (a binned distribution per layer: range, quartiles and median over the bins).
-Every text that reaches the SVG, names from the checkpoint included, goes through
-:func:`html.escape`, so a hostile tensor name is shown, never interpreted. Each plot is one
-``<svg class="plot" data-plot=NAME>``; each drawn datum carries its value in a ``data-``
-attribute and a ``<title>`` tooltip, so tests and readers can check every cell against the report.
+
+Each plot is drawn on its own :class:`matplotlib.figure.Figure` through the SVG canvas (no
+pyplot, no global figure state) under a local :func:`matplotlib.rc_context`: glyphs as paths
+(``svg.fonttype = "path"``: the page needs no font), a fixed ``svg.hashsalt`` and no date, so
+the same report gives the same bytes; ``text.parse_math = False``, so a name with ``$`` is
+text, never mathtext. Each plot is one ``<svg class="plot" data-plot=NAME>``; each drawn datum
+is an artist tagged with a ``gid``, and its ``<g>`` is then given its ``class`` (``cell``,
+``empty``, ``bar``, ``tick``, ``dist``), its values in ``data-`` attributes and a ``<title>``
+tooltip, so tests and readers can check every cell against the report. Every text this module
+writes into the markup (names from the checkpoint included) goes through :func:`html.escape`;
+the ids matplotlib writes are prefixed per plot, so several plots share a page.
 """
 
 from __future__ import annotations
 
+import hashlib
+import io
 import math
-from collections.abc import Mapping, Sequence
+import re
+import threading
+from collections.abc import Callable, Mapping, Sequence
 from html import escape
+
+import matplotlib
+from matplotlib.artist import Artist
+from matplotlib.backends.backend_svg import FigureCanvasSVG
+from matplotlib.colors import Normalize
+from matplotlib.figure import Figure
+from matplotlib.patches import Rectangle
+from matplotlib.ticker import NullLocator
 
 __all__ = ["bars", "boxes", "colour", "heatmap", "strips"]
 
-#: Anchors of the sequential colour scale (viridis at 0, 1/4, 1/2, 3/4, 1): readable in grey
-#: and by the colour-blind.
-_SCALE = ((68, 1, 84), (59, 82, 139), (33, 145, 140), (94, 201, 98), (253, 231, 37))
+#: No date, creator or licence block: the bytes depend on the data only.
+_METADATA = {"Date": None, "Creator": None, "Format": None, "Type": None}
+_DRAWING = threading.Lock()
+_CMAP = matplotlib.colormaps["viridis"]  # sequential, readable in grey and by the colour-blind
 _EMPTY = "#e6e6e6"
-_CELL, _LEFT, _TOP, _GAP = 26, 110, 64, 2
-_FONT = 'font-family="sans-serif" font-size="11"'
+_NON_FINITE = "#8b0000"
+_CELL_IN = 0.28  # a heatmap cell, inches
+_LEFT_IN, _TOP_IN, _BOTTOM_IN = 1.2, 0.8, 0.6
+_ROW_IN = 0.22  # a strip or box row
 
 
 def colour(t: float) -> str:
     """The scale's colour at ``t`` in [0, 1] (clamped; NaN is the empty grey)."""
     if math.isnan(t):
         return _EMPTY
-    t = min(max(t, 0.0), 1.0) * (len(_SCALE) - 1)
-    i = min(int(t), len(_SCALE) - 2)
-    f = t - i
-    r, g, b = (round(a + (c - a) * f) for a, c in zip(_SCALE[i], _SCALE[i + 1], strict=True))
-    return f"#{r:02x}{g:02x}{b:02x}"
+    r, g, b, _ = _CMAP(min(max(t, 0.0), 1.0))
+    return f"#{round(r * 255):02x}{round(g * 255):02x}{round(b * 255):02x}"
 
 
-def _open(name: str, width: int, height: int, title: str) -> list[str]:
-    return [f'<svg xmlns="http://www.w3.org/2000/svg" class="plot" data-plot="{escape(name)}" '
-            f'width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img">',
-            f"<title>{escape(title)}</title>",
-            f'<text x="4" y="14" {_FONT} font-weight="bold">{escape(title)}</text>']
+class _Plot:
+    """One figure with one axes of ``width`` × ``height`` inches, the margins given (inches),
+    and the data artists tagged so far (gid -> the ``<g>`` attributes and tooltip)."""
+
+    def __init__(self, name: str, title: str, width: float, height: float, *,
+                 left: float = _LEFT_IN, top: float = _TOP_IN, bottom: float = _BOTTOM_IN,
+                 right: float = 0.3) -> None:
+        self.name, self.title = name, title
+        self.figure = Figure(figsize=(width, height))
+        self.axes = self.figure.add_axes((left / width, bottom / height,
+                                          max(1 - (left + right) / width, 0.05),
+                                          max(1 - (top + bottom) / height, 0.05)))
+        self.figure.text(0.01, 1 - 0.1 / height, title, va="top", fontweight="bold")
+        self.marks: dict[str, tuple[str, dict[str, str], str]] = {}
+
+    def tag(self, artist: Artist, kind: str, tip: str, **data: str) -> None:
+        """Tag a data artist: its ``<g>`` gets ``class=kind``, ``data-KEY=VALUE`` for each of
+        ``data`` (``_`` in a key becomes ``-``) and the tooltip ``tip``."""
+        artist.set_clip_on(False)  # no clip path: the page has no url() at all
+        gid = f"mx{len(self.marks)}"
+        artist.set_gid(gid)
+        self.marks[gid] = (kind, {k.replace("_", "-"): v for k, v in data.items()}, tip)
+
+    def svg(self) -> str:
+        """The plot as inline SVG (see the module docstring)."""
+        buffer = io.StringIO()
+        FigureCanvasSVG(self.figure).print_svg(buffer, metadata=_METADATA)
+        text = buffer.getvalue()
+        text = text[text.index("<svg"):]  # no XML declaration or DOCTYPE inside HTML
+
+        def mark(m: re.Match[str]) -> str:
+            kind, data, tip = self.marks[m.group(1)]
+            attrs = "".join(f' data-{k}="{escape(v)}"' for k, v in data.items())
+            return f'<g class="{kind}"{attrs}>' + (f"<title>{escape(tip)}</title>" if tip else "")
+
+        text = re.sub(r'<g id="(mx\d+)">', mark, text)
+        prefix = "p" + hashlib.sha256(self.name.encode()).hexdigest()[:8] + "-"
+        text = re.sub(r'(\bid="|href="#|url\(#)', rf"\g<1>{prefix}", text)
+        root = text.index(">")
+        return (f'<svg class="plot" data-plot="{escape(self.name)}" role="img"'
+                f"{text[len('<svg'):root]}><title>{escape(self.title)}</title>{text[root + 1:]}")
+
+
+def _draw(build: Callable[[], _Plot]) -> str:
+    """``build()``'s plot as SVG, under the settings of the module docstring. rcParams are
+    process-wide, so plots are drawn one at a time (a lock): threads never see each other's
+    settings, and the caller's own rcParams are restored after each plot."""
+    with _DRAWING, matplotlib.rc_context({
+            "svg.fonttype": "path", "svg.hashsalt": "mxformats", "text.parse_math": False,
+            "font.family": "DejaVu Sans", "font.size": 8.0}):
+        return build().svg()
 
 
 def _number(x: float) -> str:
@@ -53,106 +119,107 @@ def heatmap(name: str, title: str, rows: Sequence[str], columns: Sequence[str],
             cells: Mapping[tuple[str, str], tuple[float, str]], *, low: float | None = None,
             high: float | None = None, legend: str = "") -> str:
     """A grid of ``rows`` × ``columns``: each ``cells[(row, column)]`` = (value, tooltip) a
-    ``<rect class="cell">`` coloured on the scale from ``low`` to ``high`` (default: the
-    cells' finite range), a cell without a value empty grey (``class="empty"``), a
-    non-finite value dark red. ``legend`` names the value (with the range) under the grid."""
+    rectangle tagged ``cell`` (``data-row``, ``data-column``, ``data-value`` = the value's
+    ``repr``) coloured on the scale from ``low`` to ``high`` (default: the cells' finite
+    range), a cell without a value empty grey (``empty``), a non-finite value dark red.
+    ``legend`` names the value on the colour bar."""
     finite = [v for v, _ in cells.values() if math.isfinite(v)]
     lo = min(finite, default=0.0) if low is None else low
     hi = max(finite, default=1.0) if high is None else high
-    width = _LEFT + len(columns) * _CELL + 20
-    height = _TOP + len(rows) * _CELL + 40
-    out = _open(name, max(width, _LEFT + 400), height, title)
-    for j, col in enumerate(columns):
-        x = _LEFT + j * _CELL + _CELL // 2
-        turn = f' transform="rotate(-40 {x} {_TOP - 6})"' if len(col) > 2 else ""
-        out.append(f'<text x="{x}" y="{_TOP - 6}" {_FONT} text-anchor='
-                   f'"{"start" if turn else "middle"}"{turn}>{escape(col)}</text>')
-    for i, row in enumerate(rows):
-        y = _TOP + i * _CELL
-        out.append(f'<text x="{_LEFT - 6}" y="{y + _CELL // 2 + 4}" {_FONT} '
-                   f'text-anchor="end">{escape(row)}</text>')
-        for j, col in enumerate(columns):
-            x = _LEFT + j * _CELL
-            box = (f'x="{x}" y="{y}" width="{_CELL - _GAP}" height="{_CELL - _GAP}" '
-                   f'data-row="{escape(row)}" data-column="{escape(col)}"')
-            found = cells.get((row, col))
-            if found is None:
-                out.append(f'<rect class="empty" {box} fill="{_EMPTY}"/>')
-                continue
-            value, tip = found
-            fill = (colour((value - lo) / (hi - lo) if hi > lo else 0.5)
-                    if math.isfinite(value) else "#8b0000")
-            out.append(f'<rect class="cell" {box} data-value="{value!r}" fill="{fill}">'
-                       f"<title>{escape(tip)}</title></rect>")
-    y = _TOP + len(rows) * _CELL + 16
-    steps = 40
-    for k in range(steps):
-        out.append(f'<rect x="{_LEFT + k * 4}" y="{y - 10}" width="4" height="10" '
-                   f'fill="{colour(k / (steps - 1))}"/>')
-    out.append(f'<text x="{_LEFT - 6}" y="{y}" {_FONT} text-anchor="end">{_number(lo)}</text>')
-    out.append(f'<text x="{_LEFT + steps * 4 + 6}" y="{y}" {_FONT}>{_number(hi)} '
-               f"{escape(legend)}</text>")
-    out.append("</svg>")
-    return "\n".join(out)
+
+    def build() -> _Plot:
+        grid_w, grid_h = len(columns) * _CELL_IN, len(rows) * _CELL_IN
+        plot = _Plot(name, title, max(_LEFT_IN + grid_w + 1.4, 4.0),
+                     _TOP_IN + grid_h + _BOTTOM_IN, right=max(4.0 - _LEFT_IN - grid_w, 1.4))
+        ax = plot.axes
+        top = hi if hi > lo else lo + 1.0
+        norm = Normalize(lo, top)
+        for i, row in enumerate(rows):
+            for j, col in enumerate(columns):
+                found = cells.get((row, col))
+                box = Rectangle((j + 0.04, i + 0.04), 0.92, 0.92, linewidth=0)
+                ax.add_patch(box)
+                if found is None:
+                    box.set_facecolor(_EMPTY)
+                    plot.tag(box, "empty", "", row=row, column=col)
+                    continue
+                value, tip = found
+                box.set_facecolor((_CMAP(norm(value)) if hi > lo else _CMAP(0.5))
+                                  if math.isfinite(value) else _NON_FINITE)
+                plot.tag(box, "cell", tip, row=row, column=col, value=repr(value))
+        ax.set_xlim(0, max(len(columns), 1))
+        ax.set_ylim(max(len(rows), 1), 0)
+        ax.set_xticks([j + 0.5 for j in range(len(columns))], list(columns),
+                      rotation=40 if any(len(c) > 2 for c in columns) else 0, ha="left")
+        ax.set_yticks([i + 0.5 for i in range(len(rows))], list(rows))
+        ax.xaxis.tick_top()
+        ax.tick_params(length=0)
+        for spine in ax.spines.values():
+            spine.set_visible(False)
+        bar = plot.figure.colorbar(matplotlib.cm.ScalarMappable(norm=norm, cmap=_CMAP), ax=ax,
+                                   orientation="horizontal", fraction=0.05, pad=0.02,
+                                   aspect=30)
+        bar.set_ticks([lo, top], labels=[_number(lo), _number(hi)])
+        bar.set_label(legend)
+        if bar.solids is not None:
+            bar.solids.set_rasterized(False)  # vector, not an embedded PNG
+            bar.solids.set_clip_on(False)  # no clip path: the page has no url() at all
+        return plot
+
+    return _draw(build)
 
 
 def bars(name: str, title: str, labels: Sequence[str], counts: Sequence[float]) -> str:
-    """A bar per label, its height proportional to its count (``<rect class="bar"
-    data-value>``), the label under it."""
-    width, height, base = max(320, 40 + len(labels) * 22), 170, 140
-    top = max(max(counts, default=0), 1)
-    out = _open(name, width, height, title)
-    for k, (label, n) in enumerate(zip(labels, counts, strict=True)):
-        h = 110 * n / top
-        x = 30 + k * 22
-        out.append(f'<rect class="bar" x="{x}" y="{base - h:.1f}" width="18" height="{h:.1f}" '
-                   f'fill="{colour(0.3)}" data-value="{n!r}"><title>{escape(label)}: {n:g}'
-                   "</title></rect>")
-        out.append(f'<text x="{x + 9}" y="{base + 14}" {_FONT} text-anchor="middle">'
-                   f"{escape(label)}</text>")
-    out.append("</svg>")
-    return "\n".join(out)
+    """A bar per label, its height its count (tagged ``bar``, ``data-value`` = the count's
+    ``repr``), the label under it."""
+
+    def build() -> _Plot:
+        plot = _Plot(name, title, max(3.6, 1.0 + len(labels) * 0.26), 2.2, left=0.6,
+                     top=0.35, bottom=0.35)
+        drawn = plot.axes.bar(range(len(labels)), counts, width=0.8, color=colour(0.3))
+        for label, n, patch in zip(labels, counts, drawn.patches, strict=True):
+            plot.tag(patch, "bar", f"{label}: {n:g}", value=repr(n))
+        plot.axes.set_xticks(range(len(labels)), list(labels))
+        plot.axes.spines[["top", "right"]].set_visible(False)
+        return plot
+
+    return _draw(build)
 
 
 def strips(name: str, title: str, groups: Sequence[tuple[str, Sequence[float]]],
            unit: str = "") -> str:
-    """A distribution per group (one row each): every finite value a tick (``<line
-    class="tick" data-value>``) on one shared log2 axis when all values are positive, else a
-    linear one; the median a wider mark. For per-layer scale distributions."""
+    """A distribution per group (one row each): every finite value a tick (tagged ``tick``,
+    ``data-value`` = its ``repr``) on one shared log2 axis when all values are positive, else
+    a linear one; the median a wider mark. For per-layer scale distributions."""
     values = [v for _, vs in groups for v in vs if math.isfinite(v)]
     log = bool(values) and min(values) > 0
-    key = (lambda v: math.log2(v)) if log else (lambda v: v)
-    keys = [key(v) for v in values]
-    lo, hi = min(keys, default=0.0), max(keys, default=1.0)
-    span = (hi - lo) or 1.0
-    plot_w, row_h = 400, 20
-    height = _TOP + len(groups) * row_h + 30
-    out = _open(name, _LEFT + plot_w + 40, height, title)
 
-    def at(v: float) -> float:
-        return _LEFT + plot_w * (key(v) - lo) / span
+    def build() -> _Plot:
+        plot = _Plot(name, title, 6.0, _TOP_IN + len(groups) * _ROW_IN + _BOTTOM_IN,
+                     top=0.35)
+        ax = plot.axes
+        for i, (label, vs) in enumerate(groups):
+            finite = sorted(v for v in vs if math.isfinite(v))
+            for v in finite:
+                (tick,) = ax.plot([v, v], [i - 0.35, i + 0.35], color=colour(0.25),
+                                  linewidth=0.8)
+                plot.tag(tick, "tick", f"{label}: {v:.6g}", value=repr(v))
+            if finite:
+                m = finite[len(finite) // 2]
+                ax.plot([m], [i], marker="|", markersize=12, markeredgewidth=3,
+                        color=colour(0.9), clip_on=False)
+        if log:
+            ax.set_xscale("log", base=2)
+        if values:  # the range's two ends, labelled as plain text (2^k.k on a log axis)
+            ends = sorted({min(values), max(values)})
+            ax.set_xticks(ends, [f"2^{math.log2(v):.1f}" if log else _number(v) for v in ends])
+            ax.xaxis.set_minor_locator(NullLocator())
+        ax.set_yticks(range(len(groups)), [label for label, _ in groups])
+        ax.set_ylim(len(groups) - 0.5, -0.5)
+        ax.set_xlabel(unit + (" (log2 axis)" if log else ""))
+        return plot
 
-    for i, (label, vs) in enumerate(groups):
-        y = _TOP + i * row_h
-        out.append(f'<text x="{_LEFT - 6}" y="{y + 14}" {_FONT} text-anchor="end">'
-                   f"{escape(label)}</text>")
-        finite = sorted(v for v in vs if math.isfinite(v))
-        for v in finite:
-            out.append(f'<line class="tick" x1="{at(v):.1f}" x2="{at(v):.1f}" y1="{y + 3}" '
-                       f'y2="{y + 17}" stroke="{colour(0.25)}" data-value="{v!r}">'
-                       f"<title>{escape(label)}: {v:.6g}</title></line>")
-        if finite:
-            m = finite[len(finite) // 2]
-            out.append(f'<rect x="{at(m) - 2:.1f}" y="{y + 1}" width="4" height="18" '
-                       f'fill="{colour(0.9)}" stroke="black"><title>median {m:.6g}</title></rect>')
-    y = _TOP + len(groups) * row_h + 16
-    axis = "log2 " if log else ""
-    edge = (lambda k: f"2^{k:.1f}") if log else _number
-    out.append(f'<text x="{_LEFT}" y="{y}" {_FONT}>{edge(lo)}</text>')
-    out.append(f'<text x="{_LEFT + plot_w}" y="{y}" {_FONT} text-anchor="end">{edge(hi)} '
-               f"({axis}{escape(unit)})</text>")
-    out.append("</svg>")
-    return "\n".join(out)
+    return _draw(build)
 
 
 def _quantile_bin(cumulative: Sequence[int], q: float) -> int:
@@ -166,46 +233,43 @@ def boxes(name: str, title: str, groups: Sequence[tuple[str, Sequence[int]]],
     """A binned distribution per group (one row each, ``groups`` = (label, counts over the
     bins named by ``labels``)): a whisker from the first to the last bin with a count, a box
     from the first to the third quartile's bin, the median's bin a wider mark, on one axis of
-    bins trimmed to those any group uses. Each row is a ``<g class="dist" data-row
-    data-counts="BIN:COUNT ...">`` (every bin with a count), so the whole histogram is in the
+    bins trimmed to those any group uses. Each row is tagged ``dist`` with ``data-row`` and
+    ``data-counts="BIN:COUNT ..."`` (every bin with a count), so the whole histogram is in the
     page. For per-layer scale distributions kept as histograms (E8M0/E4M3 bytes, exponents)."""
     used = [i for i in range(len(labels)) if any(counts[i] for _, counts in groups)]
     first, last = (used[0], used[-1]) if used else (0, 0)
-    span = max(last - first, 1)
-    plot_w, row_h = 400, 20
-    height = _TOP + len(groups) * row_h + 30
-    out = _open(name, _LEFT + plot_w + 40, height, title)
 
-    def at(i: int) -> float:
-        return _LEFT + plot_w * (i - first) / span
+    def build() -> _Plot:
+        plot = _Plot(name, title, 6.0, _TOP_IN + len(groups) * _ROW_IN + _BOTTOM_IN,
+                     top=0.35)
+        ax = plot.axes
+        for k, (label, counts) in enumerate(groups):
+            nonzero = " ".join(f"{i}:{n}" for i, n in enumerate(counts) if n)
+            cumulative, running = [0] * len(counts), 0
+            for i, n in enumerate(counts):
+                running += n
+                cumulative[i] = running
+            row = Rectangle((first, k - 0.5), 0, 1, fill=False, linewidth=0)
+            ax.add_patch(row)
+            tip = ""
+            if running:
+                lo, q1, med, q3, hi = (_quantile_bin(cumulative, q)
+                                       for q in (0.0, 0.25, 0.5, 0.75, 1.0))
+                tip = (f"{label}: {running} values, {labels[lo]} .. {labels[hi]}, quartiles "
+                       f"{labels[q1]} / {labels[med]} / {labels[q3]}")
+                ax.plot([lo, hi], [k, k], color="black", linewidth=0.8, clip_on=False)
+                ax.add_patch(Rectangle((q1, k - 0.3), max(q3 - q1, 0.05), 0.6,
+                                       facecolor=colour(0.4), edgecolor="black",
+                                       linewidth=0.6, clip_on=False))
+                ax.plot([med], [k], marker="|", markersize=12, markeredgewidth=3,
+                        color=colour(0.9), clip_on=False)
+            plot.tag(row, "dist", tip, row=label, counts=nonzero)
+        ax.set_xlim(first - 0.5, max(last, first + 1) + 0.5)
+        ax.set_xticks([first, last] if last > first else [first],
+                      [labels[first], labels[last]] if last > first else [labels[first]])
+        ax.set_yticks(range(len(groups)), [label for label, _ in groups])
+        ax.set_ylim(len(groups) - 0.5, -0.5)
+        ax.set_xlabel(unit)
+        return plot
 
-    for k, (label, counts) in enumerate(groups):
-        y = _TOP + k * row_h
-        nonzero = " ".join(f"{i}:{n}" for i, n in enumerate(counts) if n)
-        out.append(f'<g class="dist" data-row="{escape(label)}" data-counts="{nonzero}">')
-        out.append(f'<text x="{_LEFT - 6}" y="{y + 14}" {_FONT} text-anchor="end">'
-                   f"{escape(label)}</text>")
-        cumulative = [0] * len(counts)
-        running = 0
-        for i, n in enumerate(counts):
-            running += n
-            cumulative[i] = running
-        if running:
-            lo, q1, med, q3, hi = (_quantile_bin(cumulative, q)
-                                   for q in (0.0, 0.25, 0.5, 0.75, 1.0))
-            tip = (f"{label}: {running} values, {labels[lo]} .. {labels[hi]}, quartiles "
-                   f"{labels[q1]} / {labels[med]} / {labels[q3]}")
-            out.append(f'<title>{escape(tip)}</title>')
-            out.append(f'<line x1="{at(lo):.1f}" x2="{at(hi):.1f}" y1="{y + 10}" y2="{y + 10}" '
-                       'stroke="black"/>')
-            out.append(f'<rect x="{at(q1):.1f}" y="{y + 4}" width="{max(at(q3) - at(q1), 1):.1f}"'
-                       f' height="12" fill="{colour(0.4)}" stroke="black"/>')
-            out.append(f'<rect x="{at(med) - 2:.1f}" y="{y + 1}" width="4" height="18" '
-                       f'fill="{colour(0.9)}" stroke="black"/>')
-        out.append("</g>")
-    y = _TOP + len(groups) * row_h + 16
-    out.append(f'<text x="{_LEFT}" y="{y}" {_FONT}>{escape(labels[first])}</text>')
-    out.append(f'<text x="{_LEFT + plot_w}" y="{y}" {_FONT} text-anchor="end">'
-               f"{escape(labels[last])} ({escape(unit)})</text>")
-    out.append("</svg>")
-    return "\n".join(out)
+    return _draw(build)
