@@ -116,9 +116,6 @@ def _usage_error(args: argparse.Namespace) -> str | None:
     """What is wrong with the options that argparse cannot see, or None (exit 2 if any)."""
     from mxformats.output import printable
 
-    missing = html_unavailable() if args.html is not None else None
-    if missing is not None:
-        return missing
     if args.source is not None and not Path(args.source).is_dir():
         return f"--source {printable(str(args.source))} is not a directory"
     if args.sample is not None and args.source is None:
@@ -183,6 +180,10 @@ def cmd_validate(args: argparse.Namespace) -> int:
         problem = str(err)
     if problem is not None:
         print(f"mxformats validate: {problem}", file=sys.stderr)
+        return 2
+    missing = html_unavailable() if args.html is not None else None
+    if missing is not None:  # at startup, before any checking
+        print(f"mxformats validate: {missing}", file=sys.stderr)
         return 2
     opts = _options(args)
     try:
