@@ -87,6 +87,7 @@ class _Plot:
         FigureCanvasSVG(self.figure).print_svg(buffer, metadata=_METADATA)
         text = buffer.getvalue()
         text = text[text.index("<svg"):]  # no XML declaration or DOCTYPE inside HTML
+        text = re.sub(r"\n\s*", "", text)  # matplotlib's indentation (no text of ours yet)
 
         def mark(m: re.Match[str]) -> str:
             kind, data, tip = self.marks[m.group(1)]
@@ -156,7 +157,8 @@ def heatmap(name: str, title: str, rows: Sequence[str], columns: Sequence[str],
         ax.tick_params(length=0)
         for spine in ax.spines.values():
             spine.set_visible(False)
-        bar = plot.figure.colorbar(matplotlib.cm.ScalarMappable(norm=norm, cmap=_CMAP), ax=ax,
+        steps = _CMAP.resampled(40)  # 40 bands, not 256 paths, on the colour bar
+        bar = plot.figure.colorbar(matplotlib.cm.ScalarMappable(norm=norm, cmap=steps), ax=ax,
                                    orientation="horizontal", fraction=0.05, pad=0.02,
                                    aspect=30)
         bar.set_ticks([lo, top], labels=[_number(lo), _number(hi)])
