@@ -18,6 +18,7 @@ Tensors = dict[str, dict[str, Any]]
 NORM = "model.norm.weight"
 ROUTER_BIAS = "model.layers.1.mlp.gate.e_score_correction_bias"
 ROUTER_WEIGHT = "model.layers.1.mlp.gate.weight"
+O_PROJ = "model.layers.1.self_attn.o_proj.weight"
 #: a module only an MTP layer has (vLLM model_executor/models/deepseek_mtp.py,
 #: ``DeepSeekMultiTokenPredictorLayer.eh_proj``)
 MTP_PROJECTION = "model.layers.3.eh_proj.weight"
@@ -69,6 +70,13 @@ def _norm_longer(data: Tensors) -> None:
             tensors[NORM] = np.concatenate([tensors[NORM], tensors[NORM][:1]])
 
 
+def _o_proj_taller(data: Tensors) -> None:
+    """Layer 1's attention output projection one row taller than hidden_size."""
+    for tensors in data.values():
+        if O_PROJ in tensors:
+            tensors[O_PROJ] = np.concatenate([tensors[O_PROJ], tensors[O_PROJ][:1]])
+
+
 def _bias_moved(data: Tensors) -> None:
     """Layer 1's router bias written into the shard that does not hold its router weight."""
     names = sorted(data)
@@ -114,6 +122,8 @@ MUTATIONS: dict[tuple[str, str], Mutation] = {
         _text_key("n_routed_experts", _one_more)),
     ("SHAPE_MISMATCH", "an embedding or lm_head of another vocabulary size"): _plant(
         _text_key("vocab_size", _one_more)),
+    ("SHAPE_MISMATCH", "an unquantized attention projection of another size"): _plant(
+        _tensors(_o_proj_taller)),
     ("LAYER_UNEXPECTED", "a layer past num_hidden_layers"): _plant(
         _text_key("num_hidden_layers", _one_less)),
     ("LAYER_UNEXPECTED", "an MTP layer none is declared"): _plant(

@@ -35,7 +35,13 @@ SHAPE_MISMATCH = declare(
     meaning="An unquantized tensor's shape differs from the shape the config implies.",
     fix="Fix config.json (e.g. n_routed_experts after a merge) or re-export the tensor.",
     conditions=("a norm of another size", "a router of another expert count",
-                "an embedding or lm_head of another vocabulary size"))
+                "an embedding or lm_head of another vocabulary size",
+                "an unquantized attention projection of another size"),
+    # DeepSeek's FP8 block checkpoint and compressed-tensors FP8_BLOCK quantize attention: the
+    # layout group checks a quantized module's tensors (QUANT_SHAPE, QUANT_TENSOR_MISSING)
+    only={"an unquantized attention projection of another size": (
+        "bf16", "quark-mxfp4", "quark-w4a8", "compressed-tensors-int4", "compressed-tensors-nvfp4",
+        "compressed-tensors-mixed", "modelopt-nvfp4", "modelopt-fp8-block", "modelopt-mixed")})
 LAYER_UNEXPECTED = declare(
     "LAYER_UNEXPECTED", severity=Severity.ERROR, level=Level.STRUCTURE, group="coverage",
     meaning="Tensors of a layer beyond num_hidden_layers + num_nextn_predict_layers: vLLM routes "
