@@ -17,6 +17,11 @@ Config = dict[str, Any]
 Tensors = dict[str, dict[str, Any]]
 NORM = "model.norm.weight"
 ROUTER_BIAS = "model.layers.1.mlp.gate.e_score_correction_bias"
+ROUTER_WEIGHT = "model.layers.1.mlp.gate.weight"
+O_PROJ = "model.layers.1.self_attn.o_proj.weight"
+#: a module only an MTP layer has (vLLM model_executor/models/deepseek_mtp.py,
+#: ``DeepSeekMultiTokenPredictorLayer.eh_proj``)
+MTP_PROJECTION = "model.layers.3.eh_proj.weight"
 
 
 def _plant(edit_folder: Callable[[Path], None], severity: str | None = None) -> Mutation:
@@ -48,6 +53,11 @@ def _dropped(predicate: Callable[[str], bool]) -> Callable[[Tensors], None]:
     return change
 
 
+def _module_dropped(module: str) -> Callable[[Path], None]:
+    """Every tensor of ``module`` (its weight and any scales) removed: the module is absent."""
+    return _tensors(_dropped(lambda n: n.startswith(module + ".")))
+
+
 def _added(name: str) -> Callable[[Tensors], None]:
     def change(data: Tensors) -> None:
         data[sorted(data)[0]][name] = np.zeros(4, dtype=np.float32)
@@ -58,6 +68,13 @@ def _norm_longer(data: Tensors) -> None:
     for tensors in data.values():
         if NORM in tensors:
             tensors[NORM] = np.concatenate([tensors[NORM], tensors[NORM][:1]])
+
+
+def _o_proj_taller(data: Tensors) -> None:
+    """Layer 1's attention output projection one row taller than hidden_size."""
+    for tensors in data.values():
+        if O_PROJ in tensors:
+            tensors[O_PROJ] = np.concatenate([tensors[O_PROJ], tensors[O_PROJ][:1]])
 
 
 def _bias_moved(data: Tensors) -> None:
@@ -82,8 +99,19 @@ _SPLIT = "the producer's fixture already splits a module across its two shards"
 #: (check, condition) -> how it is planted.
 MUTATIONS: dict[tuple[str, str], Mutation] = {
     ("TENSOR_MISSING", "a layer absent"): _plant(_text_key("num_hidden_layers", _one_more)),
-    ("TENSOR_MISSING", "a module absent"): _plant(_tensors(_dropped(lambda n: n == NORM))),
-    ("TENSOR_MISSING", "a parameter of a module absent"): _plant(
+    ("TENSOR_MISSING", "a norm absent"): _plant(_tensors(_dropped(lambda n: n == NORM))),
+    ("TENSOR_MISSING", "an attention projection absent"): _plant(
+        _module_dropped("model.layers.1.self_attn.o_proj")),
+    ("TENSOR_MISSING", "a dense MLP projection absent"): _plant(
+        _module_dropped("model.layers.0.mlp.down_proj")),
+    ("TENSOR_MISSING", "a shared expert projection absent"): _plant(
+        _module_dropped("model.layers.1.mlp.shared_experts.down_proj")),
+    ("TENSOR_MISSING", "the embedding absent"): _plant(
+        _module_dropped("model.embed_tokens")),
+    ("TENSOR_MISSING", "the lm_head absent"): _plant(_module_dropped("lm_head")),
+    ("TENSOR_MISSING", "the router's weight absent"): _plant(
+        _tensors(_dropped(lambda n: n == ROUTER_WEIGHT))),
+    ("TENSOR_MISSING", "the router's e_score_correction_bias absent"): _plant(
         _tensors(_dropped(lambda n: n == ROUTER_BIAS))),
     ("TENSOR_UNEXPECTED", "a parameter no module of its kind has"): _plant(
         _tensors(_added("model.norm.extra"))),
@@ -92,12 +120,20 @@ MUTATIONS: dict[tuple[str, str], Mutation] = {
     ("SHAPE_MISMATCH", "a norm of another size"): _plant(_tensors(_norm_longer)),
     ("SHAPE_MISMATCH", "a router of another expert count"): _plant(
         _text_key("n_routed_experts", _one_more)),
+    ("SHAPE_MISMATCH", "an embedding or lm_head of another vocabulary size"): _plant(
+        _text_key("vocab_size", _one_more)),
+    ("SHAPE_MISMATCH", "an unquantized attention projection of another size"): _plant(
+        _tensors(_o_proj_taller)),
     ("LAYER_UNEXPECTED", "a layer past num_hidden_layers"): _plant(
         _text_key("num_hidden_layers", _one_less)),
+    ("LAYER_UNEXPECTED", "an MTP layer none is declared"): _plant(
+        _tensors(_added(MTP_PROJECTION))),
     ("MTP_ABSENT", "a declared MTP layer absent"): _plant(
         _text_key("num_nextn_predict_layers", lambda v: 1)),
     ("EXPERT_GAP", "an expert absent"): _plant(
         _tensors(_dropped(lambda n: n.startswith("model.layers.1.mlp.experts.0.")))),
+    ("EXPERT_GAP", "one projection of an expert absent"): _plant(
+        _module_dropped("model.layers.1.mlp.experts.0.down_proj")),
     ("EXPERT_EXTRA", "an expert index past n_routed_experts"): _plant(
         _text_key("n_routed_experts", _one_less)),
     ("COVERAGE_SKIPPED", "the language model's config unusable"): _plant(

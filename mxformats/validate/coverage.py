@@ -20,7 +20,10 @@ TENSOR_MISSING = declare(
     meaning="A tensor the config implies is absent (vLLM does not notice for quantized models: "
             "the parameter keeps its initial value).",
     fix="Re-export the checkpoint; copy the missing tensor from the producer's output.",
-    conditions=("a layer absent", "a module absent", "a parameter of a module absent"))
+    conditions=("a layer absent", "a norm absent", "an attention projection absent",
+                "a dense MLP projection absent", "a shared expert projection absent",
+                "the embedding absent", "the lm_head absent", "the router's weight absent",
+                "the router's e_score_correction_bias absent"))
 TENSOR_UNEXPECTED = declare(
     "TENSOR_UNEXPECTED", severity=Severity.ERROR, level=Level.STRUCTURE, group="coverage",
     meaning="A tensor the config does not imply: vLLM raises KeyError on names it did not "
@@ -31,13 +34,20 @@ SHAPE_MISMATCH = declare(
     "SHAPE_MISMATCH", severity=Severity.ERROR, level=Level.STRUCTURE, group="coverage",
     meaning="An unquantized tensor's shape differs from the shape the config implies.",
     fix="Fix config.json (e.g. n_routed_experts after a merge) or re-export the tensor.",
-    conditions=("a norm of another size", "a router of another expert count"))
+    conditions=("a norm of another size", "a router of another expert count",
+                "an embedding or lm_head of another vocabulary size",
+                "an unquantized attention projection of another size"),
+    # DeepSeek's FP8 block checkpoint and compressed-tensors FP8_BLOCK quantize attention: the
+    # layout group checks a quantized module's tensors (QUANT_SHAPE, QUANT_TENSOR_MISSING)
+    only={"an unquantized attention projection of another size": (
+        "bf16", "quark-mxfp4", "quark-w4a8", "compressed-tensors-int4", "compressed-tensors-nvfp4",
+        "compressed-tensors-mixed", "modelopt-nvfp4", "modelopt-fp8-block", "modelopt-mixed")})
 LAYER_UNEXPECTED = declare(
     "LAYER_UNEXPECTED", severity=Severity.ERROR, level=Level.STRUCTURE, group="coverage",
     meaning="Tensors of a layer beyond num_hidden_layers + num_nextn_predict_layers: vLLM routes "
             "them to a parameter that does not exist (KeyError).",
     fix="Delete the extra layer or declare it (num_nextn_predict_layers for an MTP layer).",
-    conditions=("a layer past num_hidden_layers",))
+    conditions=("a layer past num_hidden_layers", "an MTP layer none is declared"))
 MTP_ABSENT = declare(
     "MTP_ABSENT", severity=Severity.INFO, level=Level.STRUCTURE, group="coverage",
     meaning="An MTP layer the config declares is absent (vLLM skips MTP weights it does not find).",
@@ -47,7 +57,7 @@ EXPERT_GAP = declare(
     "EXPERT_GAP", severity=Severity.ERROR, level=Level.STRUCTURE, group="coverage",
     meaning="A MoE layer lacks some expert indices in 0..n_routed_experts-1.",
     fix="Restore the missing experts, or set n_routed_experts to the merged count.",
-    conditions=("an expert absent",))
+    conditions=("an expert absent", "one projection of an expert absent"))
 EXPERT_EXTRA = declare(
     "EXPERT_EXTRA", severity=Severity.ERROR, level=Level.STRUCTURE, group="coverage",
     meaning="A MoE layer holds an expert index >= n_routed_experts.",
