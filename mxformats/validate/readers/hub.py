@@ -58,7 +58,7 @@ from .interface import (
 if TYPE_CHECKING:
     import requests
 
-__all__ = ["CONNECTIONS", "HubReader", "in_flight", "open_hub", "parse_hub"]
+__all__ = ["CONNECTIONS", "Environment", "HubReader", "in_flight", "open_hub", "parse_hub"]
 
 #: Retries of a read after a connection error or a 5xx other than 503 (waits 0.5 s, then
 #: 1 s): a dead server costs seconds, not huggingface_hub's default 23.
