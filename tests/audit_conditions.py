@@ -34,7 +34,7 @@ import audit_index
 import audit_layout
 import audit_manifest
 import audit_resume
-from audit_switch import LAYOUT, Switch, one
+from audit_switch import CTI, CTN, LAYOUT, MON, MX, W4, Switch, one
 
 ROOT = Path(__file__).resolve().parent.parent
 STATS = "mxformats/validate/stats.py"
@@ -52,8 +52,6 @@ _UNAVAILABLE = '        if ref is None and f"{mod.name}.{p}" in ckpt.unavailable
 
 
 
-MX, W4, CTI, CTN, MON = ("quark-mxfp4", "quark-w4a8", "compressed-tensors-int4",
-                         "compressed-tensors-nvfp4", "modelopt-nvfp4")
 _BLOCK = ("bad = Count.of(((b & _E4M3_MAG) == _E4M3_MAG) | ((b & _E4M3_MAG) == 0) | "
           "(b >= 0x80))")
 _NONFINITE_BITS = "return Count.of((a.view(view) & m) == m)"

@@ -4,10 +4,8 @@ cases that must go red."""
 
 from __future__ import annotations
 
-from audit_switch import COVERAGE, Switch, one
+from audit_switch import COVERAGE, CTI, CTN, MON, MX, W4, Switch, off, one
 
-MX, W4, CTI, CTN, MON = ("quark-mxfp4", "quark-w4a8", "compressed-tensors-int4",
-                         "compressed-tensors-nvfp4", "modelopt-nvfp4")
 _CONFLICTED = "    conflicted = set(dense_as_moe) | set(moe_as_dense)"
 _SHAPE = "            elif ref.shape != shape:"
 _PARAM_ABSENT = "            if ref is None:"
@@ -19,8 +17,8 @@ _GAP = ('            if exp.kind == "expert" and exp.layer is not None and exp.e
 
 def _off(name: str, what: str, old: str, check: str, condition: str, fmt: str,
          kind: str = "value") -> Switch:
-    """``old``, an ``if ...:`` line, made never true."""
-    return one(name, kind, what, COVERAGE, old, old[:-1] + " and False:", check, condition, fmt)
+    """``old``, an ``if ...:`` line of coverage.py, made never true."""
+    return off(name, kind, what, COVERAGE, old, check, condition, fmt)
 
 
 def _absent_kind_off(kind: str, condition: str, fmt: str) -> Switch:

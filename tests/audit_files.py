@@ -7,13 +7,11 @@ must catch (every rule still refuses the file, under another check)."""
 
 from __future__ import annotations
 
-from audit_switch import LOADER, Switch, one
+from audit_switch import CTI, CTN, LOADER, MON, MX, W4, Switch, one
 
 TENSORFILE = "mxformats/tensorfile.py"
 FILES = "mxformats/validate/files.py"
 INTERFACE = "mxformats/validate/readers/interface.py"
-MX, W4, CTI, CTN, MON = ("quark-mxfp4", "quark-w4a8", "compressed-tensors-int4",
-                         "compressed-tensors-nvfp4", "modelopt-nvfp4")
 _AS_SPAN = ", ErrorKind.SPAN)"
 _NOT_REGULAR = ('        FILE_NOT_REGULAR, f"{name} is {exc.what}, not a regular file; not opened", '
                 'file=name')

@@ -4,7 +4,7 @@ declared condition off, and names the matrix cases that must go red."""
 
 from __future__ import annotations
 
-from audit_switch import LAYOUT, Switch, one
+from audit_switch import CTI, CTN, LAYOUT, MON, MX, W4, Switch, off, one
 
 DESCRIPTORS = "mxformats/validate/descriptors"
 QUARK = f"{DESCRIPTORS}/quark.py"
@@ -13,8 +13,6 @@ DEEPSEEK = f"{DESCRIPTORS}/fp8_block_deepseek.py"
 MO_NVFP4 = f"{DESCRIPTORS}/nvfp4_modelopt.py"
 MO_FP8 = f"{DESCRIPTORS}/fp8_block_modelopt.py"
 MO_MIXED = f"{DESCRIPTORS}/modelopt_mixed.py"
-MX, W4, CTI, CTN, MON = ("quark-mxfp4", "quark-w4a8", "compressed-tensors-int4",
-                         "compressed-tensors-nvfp4", "modelopt-nvfp4")
 _SHAPE = "        if ref.shape not in shapes:"
 _CODES = '("weight", "weight_packed")'
 _UNQUANT = ('        if w is not None and len(w.shape) == 2 and w.dtype != "BF16" and exp.kind != '
@@ -24,14 +22,8 @@ _UNMATCHED = ('        yield _unmatched_finding(f"exclude entry {entry!r} matche
               'needed)')
 
 
-def _off(name: str, kind: str, what: str, path: str, old: str, check: str, condition: str,
-         fmt: str, guard: str = " and False") -> Switch:
-    """``old``, an ``if ...:`` line, made never true (or ``guard`` added to it)."""
-    return one(name, kind, what, path, old, old[:-1] + guard + ":", check, condition, fmt)
-
-
 def _config(name: str, path: str, old: str, condition: str, fmt: str) -> Switch:
-    return _off(name, "format", f"{condition}: accepted", path, old, "CONFIG_QUANT", condition,
+    return off(name, "format", f"{condition}: accepted", path, old, "CONFIG_QUANT", condition,
                 fmt)
 
 
@@ -77,30 +69,30 @@ SWITCHES: tuple[Switch, ...] = (
         "        built = _built_quantized(ckpt) if desc.all_bf16_why else []",
         "        built: list[str] = []", "NOTHING_QUANTIZED",
         "every module stored BF16, the loader casting them in", "fp8-block"),
-    _off("cond_quant_unexpected_off", "value", "a tensor a quantized module's format lacks "
+    off("cond_quant_unexpected_off", "value", "a tensor a quantized module's format lacks "
          "accepted", LAYOUT, '        if p not in want and p != "bias":',
          "QUANT_TENSOR_UNEXPECTED", "a tensor its format does not have", MON),
     one("cond_quant_dtype_unusual_off", "value", "an accepted but unusual scale dtype not said",
         LAYOUT, "        elif ref.dtype != dtypes[0] and (note := desc.dtype_note(p, ref.dtype)):",
         "        elif False:", "QUANT_DTYPE_UNUSUAL", "scales stored as F16", CTI),
-    _off("cond_quant_shape_codes_off", "role", "packed codes of another shape accepted", LAYOUT,
+    off("cond_quant_shape_codes_off", "role", "packed codes of another shape accepted", LAYOUT,
          _SHAPE, "QUANT_SHAPE", "codes of another shape", W4, f" and p not in {_CODES}"),
-    _off("cond_quant_shape_scales_off", "role", "scales of another shape accepted", LAYOUT,
+    off("cond_quant_shape_scales_off", "role", "scales of another shape accepted", LAYOUT,
          _SHAPE, "QUANT_SHAPE", "scales of another shape", "modelopt-fp8-block",
          f" and p in {_CODES}"),
-    _off("cond_excluded_quantized_off", "value", "an excluded module with quantization tensors "
+    off("cond_excluded_quantized_off", "value", "an excluded module with quantization tensors "
          "accepted", LAYOUT, "            if is_excluded(exp.name):", "EXCLUDED_QUANTIZED",
          "a quantized module the list names", "compressed-tensors-fp8-block"),
-    _off("cond_not_excluded_off", "value", "a BF16 Linear the list does not name accepted",
+    off("cond_not_excluded_off", "value", "a BF16 Linear the list does not name accepted",
          LAYOUT, "        if _needs_entry(ckpt, exp.name) and exp.name not in explained:",
          "NOT_EXCLUDED_UNQUANTIZED", "a BF16 Linear the list does not name", "modelopt-mixed"),
-    _off("cond_unquantizable_lm_head_off", "role", "a quantized LM head accepted", LAYOUT,
+    off("cond_unquantizable_lm_head_off", "role", "a quantized LM head accepted", LAYOUT,
          _NEVER, "UNQUANTIZABLE_QUANTIZED", "the LM head with a scale", MX,
          ' and exp.kind != "lm_head"'),
-    _off("cond_unquantizable_router_off", "role", "a quantized router accepted", LAYOUT,
+    off("cond_unquantizable_router_off", "role", "a quantized router accepted", LAYOUT,
          _NEVER, "UNQUANTIZABLE_QUANTIZED", "a router with a scale", CTN,
          ' and exp.kind != "router"'),
-    _off("cond_fused_half_quantized_off", "value", "a fused pair half quantized accepted",
+    off("cond_fused_half_quantized_off", "value", "a fused pair half quantized accepted",
          LAYOUT, '                if mx.quantized != my.quantized and ".experts." not in name:',
          "FUSED_PAIR_MISMATCH", "a dense up_proj quantized, its gate_proj not", "fp8-block"),
     one("cond_unquant_f32_off", "value", "an F32 unquantized weight accepted", LAYOUT, _UNQUANT,

@@ -45,3 +45,15 @@ def one(name: str, kind: str, what: str, path: str, old: str, new: str, check: s
     """A switch of one condition, caught on each of ``fmts``."""
     return Switch(name, kind, what, path, old, new, ((check, condition),),
                   tuple((check, condition, fmt) for fmt in fmts))
+
+
+#: The formats the switches name most (matrix format ids).
+MX, W4, CTI, CTN, MON = ("quark-mxfp4", "quark-w4a8", "compressed-tensors-int4",
+                         "compressed-tensors-nvfp4", "modelopt-nvfp4")
+
+
+def off(name: str, kind: str, what: str, path: str, old: str, check: str, condition: str,
+        fmt: str, guard: str = " and False") -> Switch:
+    """A switch of one condition: ``old``, an ``if ...:`` line of ``path``, made never true
+    (or ``guard`` added to it), caught on ``fmt``."""
+    return one(name, kind, what, path, old, old[:-1] + guard + ":", check, condition, fmt)
