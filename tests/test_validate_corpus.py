@@ -705,6 +705,21 @@ def _mixed_algo(layer: str, algo: str) -> Callable[[Path], None]:
     return _mixed_table(lambda t: t[layer].update(quant_algo=algo))
 
 
+def _fp8_block_module(name: str) -> Callable[[Path], None]:
+    """Module ``name`` (ModelOpt NVFP4) rewritten as a well-formed FP8 block module: E4M3
+    codes of 1.0 at its logical shape and float32 scales of 0.01 per 128 x 128 tile."""
+    def fn(data: Tensors) -> None:
+        shard = find(data, f"{name}.weight")
+        out, packed = data[shard][f"{name}.weight"].shape
+        for tensor in [t for t in data[shard] if t.startswith(f"{name}.")]:
+            del data[shard][tensor]
+        data[shard][f"{name}.weight"] = np.full((out, 2 * packed), 0x38, np.uint8).view(
+            ml_dtypes.float8_e4m3fn)
+        data[shard][f"{name}.weight_scale"] = np.full((-(-out // 128), -(-2 * packed // 128)),
+                                                      0.01, np.float32)
+    return lambda path: edit(path, fn)
+
+
 def _drop_every(suffix: str) -> Callable[[Path], None]:
     """Delete every tensor whose name ends with ``suffix`` (a converter that never writes it)."""
     def run(path: Path) -> None:
@@ -922,6 +937,9 @@ CASES += [
     # --source: the layout refuses the FP8_PB_WO layer's NVFP4 tensors, so they are not decoded:
     # its layout findings alone (no "no profile" warning, no "source missing")
     case("modelopt-mixed-pb-wo-expert-layer-source", "mo-mixed", _mixed_algo(f"{MO_EXPERT}.down_proj", "FP8_PB_WO"), 1, PB_WO_LAYER, source=True),
+    # the same layer holding well-formed FP8 block tensors: no producer profile reproduces
+    # ModelOpt FP8 block, so --source says so once (a warning), the other modules compared
+    case("modelopt-mixed-pb-wo-fp8-layer-source", "mo-mixed", both(_mixed_algo(f"{MO_EXPERT}.down_proj", "FP8_PB_WO"), _fp8_block_module(f"{MO_EXPERT}.down_proj")), 1, {("CONFIG_QUANT", E, None), ("REPRO_MISMATCH", W, None)}, source=True),
     # an algorithm vLLM 0.33.0's mixed config does not dispatch: built unquantized
     case("modelopt-mixed-layer-algo-not-dispatched", "mo-mixed", _mixed_algo(f"{MO_EXPERT}.down_proj", "W4A8_AWQ"), 1, {("CONFIG_QUANT", E, None)}),
     # per-tensor FP8 layers (no descriptor here): said to be unchecked, nothing to reproduce,

@@ -478,15 +478,14 @@ class NVFP4Descriptor(Descriptor):
 def _differing(first: dict[str, NDArray[Any]], second: dict[str, NDArray[Any]], param: str
                ) -> tuple[float, float] | None:
     """The per-tensor scale ``param`` of two fused modules when both hold a positive finite
-    one and they differ, else None: an empty scale is the layout checks' finding, a NaN,
-    Inf, zero or negative one SCALE_NONFINITE's, SCALE_ZERO's or SCALE_NEGATIVE's, never a
-    second finding here."""
+    one and they differ, else None: a NaN, Inf, zero or negative one is SCALE_NONFINITE's,
+    SCALE_ZERO's or SCALE_NEGATIVE's finding, never a second one here. An empty scale, or
+    one of another shape, never reaches here: the layout refuses its module
+    (:func:`~mxformats.validate.layout.decodable`), so each holds one value."""
     if param not in first or param not in second:
         return None
     a = np.asarray(first[param], np.float64).reshape(-1)
     b = np.asarray(second[param], np.float64).reshape(-1)
-    if not (a.size and b.size):
-        return None
     x, y = float(a[0]), float(b[0])
     ok = all(math.isfinite(v) and v > 0 for v in (x, y))
     return (x, y) if ok and x != y else None
