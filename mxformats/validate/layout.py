@@ -205,7 +205,7 @@ def decodable(ckpt: Checkpoint, modules: Iterable[Module]) -> list[Module]:
     the layout's finding is the module's only one. A module of no 2-D logical shape is
     kept: the layout does not judge its tensors."""
     desc = _descriptor(ckpt)
-    specs: dict[tuple[int, tuple[int, ...]], TensorSpec] = {}
+    expectations = _Expectations(ckpt, Options())  # each (descriptor, shape) asked once
     kept = []
     for mod in modules:
         exp = ckpt.expected.get(mod.name)
@@ -213,11 +213,7 @@ def decodable(ckpt: Checkpoint, modules: Iterable[Module]) -> list[Module]:
         if shape is None or len(shape) != 2:
             kept.append(mod)
             continue
-        module_desc = desc.for_module(ckpt, mod.name)
-        key = (id(module_desc), shape)
-        spec = specs.get(key)
-        if spec is None:
-            spec = specs[key] = module_desc.expected_tensors(ckpt, shape[0], shape[-1])
+        spec = expectations(desc.for_module(ckpt, mod.name), shape).spec
         if all(_accepted(ckpt, mod, param, dtypes, shapes)
                for param, (dtypes, shapes) in spec.items()):
             kept.append(mod)
