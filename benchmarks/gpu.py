@@ -15,6 +15,13 @@ c. times every kernel variant every backend on the device claims (each function 
    8192×7168 bfloat16, reporting GB/s (bytes read + written, every pass counted) and % of the
    copy bandwidth; the HIP kernels built for NVIDIA follow while the budget lasts
    (:data:`TIMED_IF_TIME_REMAINS`);
+c2. measures ``mxformats validate --source --device`` per module: a synthetic BF16 module of
+   each reproduced format (its checkpoint tensors written by the format's descriptor on the
+   host) through the descriptor's one pass on the device
+   (:class:`mxformats.kernels.triton.reproduce.DevicePasses`: host-to-device copies,
+   re-quantize, compare, dequantize, the statistics), as GB/s of BF16 source, beside the
+   host-to-device bandwidth of the same bytes from pinned memory and the device copy, both
+   measured in this run;
 d. if time remains, times the peers when importable: torchao ``to_mx`` under
    ``torch.compile`` and Quark's Triton MXFP4 ``downcast_to_mxfp`` / ``upcast_from_mxfp``;
 e. writes ``results.json`` and ``results.md`` under ``--out`` (default ``$OUT``).
@@ -57,6 +64,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 SHAPES = ((8192, 7168),)
 DRY_RUN_SHAPES = ((64, 256),)
+#: A module reproduced: one Kimi K2 routed expert's gate projection, [2048, 7168].
+REPRODUCTION_SHAPES = ((2048, 7168),)
 #: The kernel tests a dry run runs (the full module takes minutes on the interpreter).
 DRY_RUN_TESTS = "test_backend_imports or test_e4m3fn_to_fnuz_exhaustive"
 #: The GPU-sized selection of ``pytest tests/kernels --device cuda``: the shared module on the
@@ -91,7 +100,7 @@ DEFAULT_TEST_SECONDS = 0.5
 #: Fixed steps of a GPU run (seconds): interpreter start and imports, the version checks, pytest
 #: start-up, the copy bandwidth.
 FIXED_SECONDS = {"start-up, imports, checks": 20.0, "pytest start-up and collection": 15.0,
-                 "copy bandwidth": 5.0}
+                 "copy bandwidth": 5.0, "reproduction (7 formats)": 25.0}
 #: Seconds per timed kernel claim: a warm-up call (the tests before compiled the same Triton
 #: specialisations into Triton's cache, so mostly a cache hit), at least 5 and at most 0.5 s
 #: of timed calls at 8192x7168, and making the inputs.
@@ -123,6 +132,8 @@ class Report:
     tests: dict[str, Any] = field(default_factory=dict)
     copy: list[dict[str, Any]] = field(default_factory=list)
     kernels: list[dict[str, Any]] = field(default_factory=list)
+    host_copy: list[dict[str, Any]] = field(default_factory=list)
+    reproduction: list[dict[str, Any]] = field(default_factory=list)
     seconds: float = 0.0
 
     def failed(self) -> list[str]:
@@ -135,6 +146,8 @@ class Report:
             bad.append(f"tests {self.tests.get('status')}")
         bad += [f"kernel {k['name']} {k['shape']}" for k in self.kernels
                 if k.get("error") and k["backend"] != "peer"]
+        bad += [f"reproduction {r['format']} {r['shape']}: {r.get('error') or 'declined'}"
+                for r in self.reproduction if not r.get("answered")]
         return bad
 
 
@@ -328,6 +341,80 @@ def measure_copy(report: Report, shapes: tuple[tuple[int, int], ...]) -> None:
         moved = 2 * src.numel() * src.element_size()
         report.copy.append({"shape": [rows, cols], "bytes": moved, "ms": t * 1e3,
                             "gbps": moved / t / 1e9})
+
+
+# -- (c2) reproduction on the device ----------------------------------------------------------
+
+#: The descriptors whose one pass ``--device`` runs (module, attribute), one per reproduced
+#: format and profile.
+REPRODUCED = (("quark_mxfp4", "MXFP4 quark"), ("nvfp4_modelopt", "NVFP4 modelopt"),
+              ("nvfp4_ct", "NVFP4 compressed-tensors"),
+              ("fp8_block_deepseek", "FP8 block deepseek"),
+              ("fp8_block_ct", "FP8 block compressed-tensors"), ("ct_int4", "INT4 group 32"),
+              ("quark_w4a8", "W4A8 quark"))
+
+
+def wall_seconds(call: Callable[[], object], dry_run: bool) -> float:
+    """Median wall seconds of ``call()`` (which returns when its result is on the host),
+    after a warm-up call; one call in a dry run."""
+    if not dry_run:
+        call()
+    runs = []
+    for _ in range(1 if dry_run else 3):
+        begin = time.perf_counter()
+        call()
+        runs.append(time.perf_counter() - begin)
+    return statistics.median(runs)
+
+
+def measure_reproduction(report: Report, shapes: tuple[tuple[int, int], ...],
+                         deadline: float) -> None:
+    """Step c2 (module docstring): per shape, the host-to-device bandwidth of the BF16 source
+    from pinned memory, then each format's one pass on the device (the report's row says
+    whether the device answered: a None would mean the numpy path ran). The device copy's
+    GB/s is the first one :func:`measure_copy` measured."""
+    import ml_dtypes
+    import numpy as np
+    import torch
+
+    from mxformats.kernels.triton.reproduce import DevicePasses
+
+    passes = DevicePasses(torch.device(report.device))
+    copy = report.copy[0]["gbps"] if report.copy else None
+    for rows, cols in shapes:
+        rng = np.random.default_rng(rows * cols)
+        w = rng.standard_normal((rows, cols), dtype=np.float32).astype(ml_dtypes.bfloat16)
+        source_bytes = w.nbytes
+        pinned = torch.from_numpy(w.view(np.uint16))
+        if report.device == "cuda":
+            pinned = pinned.pin_memory()
+
+        def upload(host: Any = pinned) -> object:
+            return host.to(report.device, non_blocking=True).sum().item()
+
+        h2d = source_bytes / wall_seconds(upload, report.dry_run) / 1e9
+        report.host_copy.append({"shape": [rows, cols], "bytes": source_bytes, "gbps": h2d})
+        for module, label in REPRODUCED:
+            row: dict[str, Any] = {"format": label, "shape": [rows, cols]}
+            report.reproduction.append(row)
+            if time.perf_counter() > deadline:
+                row["skipped"] = "time budget spent"
+                continue
+            try:
+                descriptor = importlib.import_module(
+                    f"mxformats.validate.descriptors.{module}").DESCRIPTOR
+                arrays = descriptor.produce(w)
+                row["answered"] = descriptor.reproduce_in_one_pass(
+                    "module", w, arrays, passes) is not None
+                seconds = wall_seconds(
+                    lambda d=descriptor, a=arrays, x=w: d.reproduce_in_one_pass(  # type: ignore[misc]
+                        "module", x, a, passes), report.dry_run)
+            except Exception as exc:  # reported, and the run fails
+                row["error"] = f"{type(exc).__name__}: {exc}"
+                continue
+            gbps = source_bytes / seconds / 1e9
+            row.update(ms=seconds * 1e3, gbps=gbps, of_host_to_device=gbps / h2d,
+                       of_device_copy=None if copy is None else gbps / copy)
 
 
 # -- (c) the kernels --------------------------------------------------------------------------
@@ -557,6 +644,24 @@ def markdown(report: Report) -> str:
         else:
             cells = f"{k.get('error') or k.get('skipped')} | | "
         lines.append(f"| {k['backend']} | {k['name']} | {shape} | {cells} |")
+    lines += ["", "## Reproduction on the device (`validate --source --device`)", "",
+              "GB/s of BF16 source through one module's pass (host-to-device copies, "
+              "re-quantize, compare, dequantize, statistics), and its ratio to the "
+              "host-to-device bandwidth of the same bytes from pinned memory and to the device "
+              "copy, both measured in this run.", ""]
+    lines += [f"- host to device, {h['shape'][0]}×{h['shape'][1]} bf16: {h['gbps']:.3g} GB/s"
+              for h in report.host_copy]
+    lines += ["", "| format | shape | ms | GB/s | × host-to-device | × device copy |",
+              "|---|---|---|---|---|---|"]
+    for r in report.reproduction:
+        shape = f"{r['shape'][0]}×{r['shape'][1]}"
+        if "gbps" in r and r.get("answered"):
+            to_copy = r.get("of_device_copy")
+            cells = (f"{r['ms']:.3g} | {r['gbps']:.3g} | {r['of_host_to_device']:.2f} | "
+                     f"{'' if to_copy is None else f'{to_copy:.3f}'}")
+        else:
+            cells = f"{r.get('error') or r.get('skipped') or 'declined'} | | | "
+        lines.append(f"| {r['format']} | {shape} | {cells} |")
     lines += ["", "## Notes", ""] + [f"- {n}" for n in report.notes]
     lines += ["", f"Finished in {report.seconds:.0f} s."]
     return "\n".join(lines) + "\n"
@@ -607,6 +712,8 @@ def main(argv: list[str] | None = None) -> int:
         run_tests(report, args.out, extra, timeout=max(30.0, left))
     shapes = DRY_RUN_SHAPES if args.dry_run else SHAPES
     measure_copy(report, shapes)
+    measure_reproduction(report, DRY_RUN_SHAPES if args.dry_run else REPRODUCTION_SHAPES,
+                         deadline=start + args.budget)
     variants = gpu_claims if device == "cuda" else kernel_variants(device, wanted, report)
     if not args.no_peers:  # last: they run only while the budget lasts
         variants += peer_variants(device, args.dry_run, report)

@@ -50,9 +50,15 @@ def test_dry_run_writes_json_and_markdown(tmp_path: Path) -> None:
         assert timed == claims, f"{shape}: not timed: {sorted(claims - timed)}"
     assert all(k["pct_copy"] > 0 and k["bytes"] > 0 for k in triton_rows)
 
+    formats = [r["format"] for r in report["reproduction"]]
+    assert len(formats) == 7 and len(set(formats)) == 7
+    assert all(r["answered"] and r["gbps"] > 0 and r["of_host_to_device"] > 0
+               and r["of_device_copy"] > 0 for r in report["reproduction"]), report["reproduction"]
+    assert [h["shape"] for h in report["host_copy"]] == [[64, 256]]
+
     markdown = (out / "results.md").read_text()
     for heading in ("## Checks", "## Plan (estimates)", "## Kernel tests", "## Copy bandwidth",
-                    "## Kernels"):
+                    "## Kernels", "## Reproduction on the device"):
         assert heading in markdown
     rows = [line for line in markdown.splitlines() if line.startswith("| triton | ") and "×" in line]
     assert len(rows) == len(triton_rows)

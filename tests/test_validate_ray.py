@@ -37,7 +37,9 @@ from ray.cluster_utils import Cluster  # noqa: E402
 from test_validate_tasks import FIXTURES, NUMERIC_CASES  # noqa: E402
 from validate_corpus import Case  # noqa: E402
 
+from mxformats.validate.executors import executor_for  # noqa: E402
 from mxformats.validate.executors.ray import RayExecutor  # noqa: E402
+from mxformats.validate.model import Options  # noqa: E402
 
 NODE_ARGS = {"num_cpus": 1, "object_store_memory": 80 * 1024 * 1024}
 
@@ -48,7 +50,7 @@ def ray_cluster() -> Iterator[Cluster]:
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
     cluster = Cluster(initialize_head=True, head_node_args={**NODE_ARGS, "include_dashboard": False})
     try:
-        cluster.add_node(**NODE_ARGS)
+        cluster.add_node(**NODE_ARGS, num_gpus=1)  # declared, not real: --device cuda's tasks
         cluster.wait_for_nodes()
         yield cluster
     finally:
@@ -75,6 +77,11 @@ def _fast_threads(_: int) -> int:
 def _square_on_node(x: int) -> tuple[int, str]:
     time.sleep(0.2)  # long enough that one one-CPU node cannot take every task
     return x * x, ray.get_runtime_context().get_node_id()
+
+
+def _gpu_and_node(_: int) -> tuple[list[Any], str | None, str]:
+    return (ray.get_gpu_ids(), os.environ.get("CUDA_VISIBLE_DEVICES"),
+            ray.get_runtime_context().get_node_id())
 
 
 def _raise_on_three(item: tuple[Path, int]) -> int:
@@ -125,6 +132,20 @@ def test_tasks_run_on_both_nodes(ray_cluster: Cluster) -> None:
     nodes = {node["NodeID"] for node in ray.nodes() if node["Alive"]}
     assert {outcome.value[1] for outcome in outcomes if outcome.value} == nodes
     assert len(nodes) == 2
+
+
+def test_device_cuda_asks_ray_for_one_gpu_per_task(ray_cluster: Cluster) -> None:
+    """``--device cuda`` with ``--executor ray``: every task holds one GPU, which Ray makes
+    the task's ``CUDA_VISIBLE_DEVICES`` (so the task's ``cuda`` is that GPU); only the node
+    that declares one runs them. Without a GPU device, tasks ask for none."""
+    opts = Options(executor="ray", ray_address=ray_cluster.address, device="cuda")
+    executor = executor_for(opts)
+    assert isinstance(executor, RayExecutor) and executor.gpus_per_task == 1
+    outcomes = _outcomes(executor, _gpu_and_node, [0, 1, 2])
+    assert {(tuple(o.value[0]), o.value[1]) for o in outcomes} == {((0,), "0")}
+    assert len({o.value[2] for o in outcomes}) == 1
+    plain = executor_for(Options(executor="ray", ray_address=ray_cluster.address, device="cpu"))
+    assert isinstance(plain, RayExecutor) and plain.gpus_per_task == 0
 
 
 def test_in_flight_tasks_are_bounded(ray_cluster: Cluster, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -12,6 +12,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from dataclasses import replace
 from itertools import pairwise
 from pathlib import Path
@@ -381,6 +382,26 @@ def test_pool_runs_every_item_and_one_thread_per_worker() -> None:
     assert [got[i].value for i in range(6)] == [i * i for i in range(6)]
     threads = _outcomes(pool.map(_threads, [0, 1]))
     assert {o.value for o in threads.values()} == {("1", 1)}  # no oversubscription
+
+
+def _visible_devices(_: int) -> str | None:
+    time.sleep(0.3)  # long enough that both pool processes start
+    return os.environ.get("CUDA_VISIBLE_DEVICES")
+
+
+def test_each_pool_process_takes_its_own_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--device cuda`` with several GPUs: pool processes take them in turn (the variable is
+    set before a task runs, so its ``cuda`` is its own GPU); ``cuda:N`` and one GPU leave
+    every process what the driver sees."""
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3, 5")
+    pool = executor_for(Options(workers=2, device="cuda"))
+    assert isinstance(pool, LocalExecutor) and pool.devices == ("3", "5")
+    got = _outcomes(pool.map(_visible_devices, [0, 1, 2, 3]))
+    assert {o.value for o in got.values()} == {"3", "5"}
+    for device, visible in (("cuda:1", "3,5"), ("cuda", "7")):
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+        one = executor_for(Options(workers=2, device=device))
+        assert isinstance(one, LocalExecutor) and one.devices == ()
 
 
 def _run_counting_headers(task: tasks.Task) -> tuple[dict[str, Any], list[str]]:

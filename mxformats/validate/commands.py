@@ -106,6 +106,7 @@ def _options(args: argparse.Namespace) -> Options:
         ray_address=args.ray_address,
         resume=args.resume,
         hub_connections=args.hub_connections,
+        device=args.device,
     )
     if args.workers is not None:
         opts.workers = args.workers
@@ -122,6 +123,8 @@ def _usage_error(args: argparse.Namespace) -> str | None:
         return "--sample compares modules with --source; give --source too"
     if args.ray_address is not None and args.executor != "ray":
         return "--ray-address names the Ray cluster of --executor ray; give --executor ray too"
+    if args.device is not None and args.source is None:
+        return "--device re-quantizes and compares with --source; give --source too"
     return None
 
 
@@ -168,6 +171,7 @@ def _interrupt(signum: int, frame: object) -> None:
 def cmd_validate(args: argparse.Namespace) -> int:
     from mxformats.output import Output, UsageError, printable
 
+    from .device import device_problem
     from .executors import ExecutorUnavailable, executor_for
     from .report import dump_json, print_report, to_github, to_junit
     from .runner import exit_code, validate
@@ -181,7 +185,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
     if problem is not None:
         print(f"mxformats validate: {problem}", file=sys.stderr)
         return 2
-    missing = html_unavailable() if args.html is not None else None
+    missing = (html_unavailable() if args.html is not None else None) or device_problem(
+        args.device)
     if missing is not None:  # at startup, before any checking
         print(f"mxformats validate: {missing}", file=sys.stderr)
         return 2
@@ -526,6 +531,13 @@ def add_parsers(commands: Any) -> None:
         "--resume", type=Path, metavar="REPORT.json",
         help="reuse the finished tasks of this JSON report (of an interrupted run) and run "
         "only the others",
+    )
+    v.add_argument(
+        "--device", metavar="DEVICE",
+        help="with --source: re-quantize, compare and reduce on this torch device with the "
+        "Triton kernels: cuda, cuda:N (ROCm's torch says cuda too) or cpu (Triton's "
+        "interpreter, TRITON_INTERPRET=1); the report is the CPU path's (needs "
+        "mxformats[torch,triton])",
     )
     v.add_argument("--strict", action="store_true", help="warnings fail the run too")
     v.add_argument("--html", type=Path, metavar="REPORT.html",

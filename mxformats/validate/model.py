@@ -501,6 +501,9 @@ class Options:
     #: ``--hub-connections``: ranged reads of an ``hf://`` checkpoint in flight at once, per
     #: run (a pool process's reader gets its share)
     hub_connections: int = 32
+    #: ``--device``: where ``--source`` re-quantizes and compares (``cuda``, ``cuda:N``,
+    #: ``cpu`` under ``TRITON_INTERPRET=1``); None: the compiled CPU passes
+    device: str | None = None
 
     def at_least(self, level: Level) -> bool:
         order = {Level.STRUCTURE: 0, Level.SCALES: 1, Level.FULL: 2}

@@ -37,11 +37,13 @@ import ml_dtypes
 import numpy as np
 
 from mxformats.fast.moments import Moments
+from mxformats.fast.passes import COMPILED, OnePass
 from mxformats.formats import E4M3FN
 from mxformats.schemes.int4 import dequantize_int4, unpack_int4
 from mxformats.tensorfile import DTYPES, ErrorKind, TensorFileError, read_index, read_json
 
 from .checkmodule import CheckModule, PerModule
+from .device import passes_for
 from .findings import MAX_LISTED, Check, Finding, Level, Listing, Severity, declare
 from .numbers import quantized_modules, read_module
 from .parallel import internal
@@ -454,6 +456,8 @@ class Claim:
     source: Source
     profile: str
     unclaimed: str
+    #: where each module's one pass runs (``--device``: :func:`.device.passes_for`)
+    passes: OnePass = COMPILED
 
 
 def prepare(ckpt: Checkpoint, opts: Options) -> Claim | Finding | None:
@@ -477,7 +481,7 @@ def prepare(ckpt: Checkpoint, opts: Options) -> Claim | Finding | None:
         # FP8-block, for one, re-quantizes its own decoded weights to the same bytes
         return Finding(REPRO_NOTHING_VERIFIED, f"--source {opts.source} is the checkpoint "
                        "itself: re-quantizing its own decoded weights verifies nothing")
-    return Claim(source, profile, unclaimed)
+    return Claim(source, profile, unclaimed, passes_for(opts.device))
 
 
 def source_usage_error(ckpt: Checkpoint, opts: Options) -> str | None:
@@ -570,7 +574,7 @@ def _reproduce_into(ckpt: Checkpoint, claim: Claim, module: Module,
         if arrays is None:
             return  # unreadable: the files checks report it
         produced, r = _produced_and_compared(own.for_arrays(arrays), name, w, arrays, fused,
-                                             siblings)
+                                             siblings, claim.passes)
     except _Unusable as exc:
         out.missing = Finding(REPRO_SOURCE_MISSING, f"{name}: {exc}", wref.file, wref.name,
                               wref.begin)
@@ -619,11 +623,12 @@ class _Unusable(Exception):
 
 def _produced_and_compared(
         own: Descriptor, name: str, w: NDArray[Any], arrays: dict[str, NDArray[Any]],
-        fused: Callable[[str], NDArray[Any] | None], siblings: list[str]
-) -> tuple[dict[str, NDArray[Any]], ModuleResult]:
+        fused: Callable[[str], NDArray[Any] | None], siblings: list[str],
+        passes: OnePass = COMPILED) -> tuple[dict[str, NDArray[Any]], ModuleResult]:
     """What the producer writes for module ``name`` from ``w``, and the comparison of the
     checkpoint's ``arrays`` with it. ``fused`` reads a sibling's source weight and records
-    it in ``siblings`` (:meth:`Descriptor.produce_module`).
+    it in ``siblings`` (:meth:`Descriptor.produce_module`); ``passes`` runs the one-pass
+    reproduction first (:func:`_compiled_pass`).
 
     A module calibrated with its siblings (NVFP4 gate and up, one amax) may have been
     calibrated alone by another recipe of the same producer: llm-compressor's
@@ -636,7 +641,7 @@ def _produced_and_compared(
     read, the module calibrated alone (:meth:`Descriptor.produce`) is compared, and its
     bytes are claimed when every tensor is identical. :class:`_Unusable` when the sibling
     cannot be read and the module alone differs (the bytes cannot be told right or wrong)."""
-    compiled = _compiled_pass(own, name, w, arrays)
+    compiled = _compiled_pass(own, name, w, arrays, passes)
     if compiled is not None:
         return compiled
     unusable: _Unusable | None = None
@@ -656,15 +661,15 @@ def _produced_and_compared(
     return produced, r
 
 
-def _compiled_pass(own: Descriptor, name: str, w: NDArray[Any], arrays: dict[str, NDArray[Any]]
-                   ) -> tuple[dict[str, NDArray[Any]], ModuleResult] | None:
-    """The module reproduced by its descriptor's one compiled pass
-    (:meth:`~.descriptors.base.Descriptor.reproduce_in_one_pass`), as
+def _compiled_pass(own: Descriptor, name: str, w: NDArray[Any], arrays: dict[str, NDArray[Any]],
+                   passes: OnePass) -> tuple[dict[str, NDArray[Any]], ModuleResult] | None:
+    """The module reproduced by its descriptor's one pass on ``passes`` (compiled on the CPU,
+    or on the ``--device``: :meth:`~.descriptors.base.Descriptor.reproduce_in_one_pass`), as
     :func:`_produced_and_compared` returns it, when the format has one and it finds every byte
     equal and every value finite; else None, and the numpy path computes the module (the same
     bytes and moments, and the messages that say where they differ). Every tensor equal: the
     checkpoint's own are what the producer writes."""
-    stats = own.reproduce_in_one_pass(name, w, arrays)
+    stats = own.reproduce_in_one_pass(name, w, arrays, passes)
     if stats is None:
         return None
     params = own.produced_params()

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from mxformats.fast.passes import COMPILED, OnePass
 from mxformats.pairing import default_consumer
 
 from ..excludes import ExcludeMatcher, literal_alternation
@@ -367,12 +368,14 @@ class Descriptor:
         return self.produce(w)
 
     def reproduce_in_one_pass(self, module: str, w: NDArray[Any],
-                              arrays: dict[str, NDArray[Any]]) -> Moments | None:
-        """``--source`` for one module in one compiled pass (:mod:`mxformats.fast`): the
+                              arrays: dict[str, NDArray[Any]], passes: OnePass = COMPILED
+                              ) -> Moments | None:
+        """``--source`` for one module in one pass of ``passes``
+        (:mod:`mxformats.fast.passes`: compiled on the CPU, or on the ``--device``): the
         :class:`~mxformats.fast.moments.Moments` of the module's stored ``arrays``
         (:meth:`reproduce_params`), decoded by :attr:`consumer`, against source weight ``w``,
         when every stored byte is what :meth:`produce_module` writes and every value is finite.
-        None otherwise, and wherever the format has no such pass or numba is absent: the
+        None otherwise, and wherever the format has no such pass or the pass cannot run: the
         caller then runs :meth:`produce_module` and the numpy decoder, which give the same
         bytes and moments bits and the messages that say where they differ."""
         return None

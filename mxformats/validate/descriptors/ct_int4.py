@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from mxformats import fast
-from mxformats.fast.reproduce_int4 import reproduce_int4
+from mxformats.fast.passes import COMPILED, OnePass
 from mxformats.schemes.int4 import PRODUCERS, QMIN
 
 from ..model import CheckpointFormat
@@ -266,7 +266,8 @@ class CompressedTensorsInt4(CompressedTensorsDescriptor):
                 "weight_scale": q.scales, "weight_shape": np.array(w.shape, dtype=np.int64)}
 
     def reproduce_in_one_pass(self, module: str, w: NDArray[Any],
-                              arrays: dict[str, NDArray[Any]]) -> Moments | None:
+                              arrays: dict[str, NDArray[Any]], passes: OnePass = COMPILED
+                              ) -> Moments | None:
         """The compiled INT4 pass (:func:`mxformats.fast.reproduce_int4.reproduce_int4`) at
         this variant's group, with ``weight_shape`` the int64 ``[out, in]`` :meth:`produce`
         writes."""
@@ -276,8 +277,8 @@ class CompressedTensorsInt4(CompressedTensorsDescriptor):
                 or shape.tobytes() != np.array(w.shape, dtype=np.int64).tobytes()
                 or not all(p in arrays for p in ("weight_packed", "weight_scale"))):
             return None
-        return reproduce_int4(w, arrays["weight_packed"], arrays["weight_scale"], self.group,
-                              self.profile, self.consumer)
+        return passes.reproduce_int4(w, arrays["weight_packed"], arrays["weight_scale"],
+                                     self.group, self.profile, self.consumer)
 
     def block_scales(self, arrays: dict[str, NDArray[Any]]) -> tuple[NDArray[Any], float]:
         """The group scales and 8 (the codes span -8..7, stored as q + 8)."""

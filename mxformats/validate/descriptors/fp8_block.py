@@ -24,7 +24,7 @@ import numpy as np
 
 from mxformats import fast
 from mxformats.fast import scan as fast_scan
-from mxformats.fast.reproduce_fp8_block import reproduce_fp8_block
+from mxformats.fast.passes import COMPILED, OnePass
 from mxformats.formats import E4M3FN
 from mxformats.schemes.fp8_block import PRODUCERS, quantize_fp8_block
 
@@ -313,7 +313,8 @@ class FP8BlockDescriptor(Descriptor):
         return {"weight": codes.view(ml_dtypes.float8_e4m3fn), self.scale_name: scales}
 
     def reproduce_in_one_pass(self, module: str, w: NDArray[Any],
-                              arrays: dict[str, NDArray[Any]]) -> Moments | None:
+                              arrays: dict[str, NDArray[Any]], passes: OnePass = COMPILED
+                              ) -> Moments | None:
         """The compiled FP8 block pass (:func:`mxformats.fast.reproduce_fp8_block.
         reproduce_fp8_block`) in :data:`TILE` tiles, as :meth:`produce` quantizes: for codes
         stored as :meth:`produce` writes them (float8_e4m3fn) and the scales as they are
@@ -322,8 +323,8 @@ class FP8BlockDescriptor(Descriptor):
         if (self.profile is None or codes is None or scales is None
                 or codes.dtype != ml_dtypes.float8_e4m3fn):
             return None
-        return reproduce_fp8_block(w, codes.view(np.uint8), scales, TILE, self.profile,
-                                   self.consumer)
+        return passes.reproduce_fp8_block(w, codes.view(np.uint8), scales, TILE,
+                                          self.profile, self.consumer)
 
     def dequantize(self, arrays: dict[str, NDArray[Any]], cols: int) -> NDArray[Any]:
         """vLLM's ``scaled_dequantize``: ``dequantize_fp8_block`` is the ``vllm`` consumer,

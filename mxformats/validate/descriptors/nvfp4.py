@@ -23,7 +23,7 @@ import ml_dtypes
 import numpy as np
 
 from mxformats import fast
-from mxformats.fast.reproduce_nvfp4 import reproduce_nvfp4
+from mxformats.fast.passes import COMPILED, OnePass
 from mxformats.formats import E2M1
 from mxformats.schemes.nvfp4 import PRODUCERS
 
@@ -314,7 +314,8 @@ class NVFP4Descriptor(Descriptor):
         return (self.weight_param, "weight_scale", self.global_name)
 
     def reproduce_in_one_pass(self, module: str, w: NDArray[Any],
-                              arrays: dict[str, NDArray[Any]]) -> Moments | None:
+                              arrays: dict[str, NDArray[Any]], passes: OnePass = COMPILED
+                              ) -> Moments | None:
         """The compiled NVFP4 pass (:func:`mxformats.fast.reproduce_nvfp4.reproduce_nvfp4`):
         the checkpoint's own global scale, checked to be the one the producer writes from this
         module alone. A module calibrated with its fused sibling's larger amax (ModelOpt
@@ -323,8 +324,8 @@ class NVFP4Descriptor(Descriptor):
         packed, scales, stored = self.produced_params()
         if self.profile is None or not all(p in arrays for p in (packed, scales, stored)):
             return None
-        return reproduce_nvfp4(w, arrays[packed], arrays[scales], arrays[stored], self.profile,
-                               self.consumer)
+        return passes.reproduce_nvfp4(w, arrays[packed], arrays[scales], arrays[stored],
+                                      self.profile, self.consumer)
 
     def block_scales(self, arrays: dict[str, NDArray[Any]]) -> tuple[NDArray[Any], float] | None:
         """The E4M3 block scales and 6 (E2M1's largest value) times the ``weight_scale_2``

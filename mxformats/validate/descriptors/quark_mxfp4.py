@@ -12,7 +12,7 @@ import ml_dtypes
 import numpy as np
 
 from mxformats import fast
-from mxformats.fast.reproduce import reproduce_mxfp4
+from mxformats.fast.passes import COMPILED, OnePass
 from mxformats.formats import E2M1
 
 from ..model import CheckpointFormat
@@ -127,12 +127,13 @@ class QuarkMXFP4(QuarkDescriptor):
         return {"weight": mx.codes, "weight_scale": mx.scales}
 
     def reproduce_in_one_pass(self, module: str, w: NDArray[Any],
-                              arrays: dict[str, NDArray[Any]]) -> Moments | None:
+                              arrays: dict[str, NDArray[Any]], passes: OnePass = COMPILED
+                              ) -> Moments | None:
         """The compiled MXFP4 pass (:func:`mxformats.fast.reproduce.reproduce_mxfp4`)."""
         if self.profile is None or not all(p in arrays for p in ("weight", "weight_scale")):
             return None
-        return reproduce_mxfp4(w, arrays["weight"], arrays["weight_scale"], self.profile,
-                               self.consumer)
+        return passes.reproduce_mxfp4(w, arrays["weight"], arrays["weight_scale"],
+                                      self.profile, self.consumer)
 
     def block_scales(self, arrays: dict[str, NDArray[Any]]) -> tuple[NDArray[Any], float]:
         """The E8M0 block scales (2^(byte - 127), 0xFF NaN) and 6 (E2M1's largest value)."""

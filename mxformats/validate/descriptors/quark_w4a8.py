@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from mxformats import fast
-from mxformats.fast.reproduce_int4 import reproduce_w4a8
+from mxformats.fast.passes import COMPILED, OnePass
 from mxformats.schemes.int4 import QMIN
 
 from ..findings import Finding, Level, Severity, declare
@@ -148,12 +148,13 @@ class QuarkW4A8(QuarkDescriptor):
                 "weight_scale_2": r.weight_scale_2}
 
     def reproduce_in_one_pass(self, module: str, w: NDArray[Any],
-                              arrays: dict[str, NDArray[Any]]) -> Moments | None:
+                              arrays: dict[str, NDArray[Any]], passes: OnePass = COMPILED
+                              ) -> Moments | None:
         """The compiled W4A8 pass (:func:`mxformats.fast.reproduce_int4.reproduce_w4a8`)."""
         if self.profile is None or not all(p in arrays for p in ("weight", *self.scale_params)):
             return None
-        return reproduce_w4a8(w, arrays["weight"], arrays["weight_scale"],
-                              arrays["weight_scale_2"], self.profile, self.consumer)
+        return passes.reproduce_w4a8(w, arrays["weight"], arrays["weight_scale"],
+                                     arrays["weight_scale_2"], self.profile, self.consumer)
 
     def block_scales(self, arrays: dict[str, NDArray[Any]]) -> tuple[NDArray[Any], float] | None:
         """The row scales ``weight_scale_2`` and 8 (the INT4 codes span -8..7) times the

@@ -21,6 +21,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
+from ..device import gpu_device, visible_gpus
 from .base import DEFAULT_MAX_ATTEMPTS, Executor, ExecutorUnavailable, Outcome
 
 if TYPE_CHECKING:
@@ -31,15 +32,16 @@ __all__ = ["DEFAULT_MAX_ATTEMPTS", "Executor", "ExecutorUnavailable", "Outcome",
 
 def executor_for(opts: Options) -> Executor:
     """The executor ``opts`` asks for: ``local`` (:class:`.local.LocalExecutor` over
-    ``opts.workers`` processes) or ``ray`` (:class:`.ray.RayExecutor` at ``opts.ray_address``,
-    imported only then). :class:`ExecutorUnavailable` when Ray is asked for and not installed,
-    or nothing answers at the address (the CLI's exit 2)."""
+    ``opts.workers`` processes; with ``--device cuda``, each its own GPU in turn) or
+    ``ray`` (:class:`.ray.RayExecutor` at ``opts.ray_address``, imported only then; with
+    ``--device cuda[:N]``, one GPU per task). :class:`ExecutorUnavailable` when Ray is asked
+    for and not installed, or nothing answers at the address (the CLI's exit 2)."""
     if opts.executor == "ray":
         try:  # by name: the module imports Ray, an optional dependency
             ray_module = importlib.import_module(".ray", __name__)
             executor: Executor = ray_module.RayExecutor(
                 address=opts.ray_address, workers=opts.workers,
-                max_attempts=DEFAULT_MAX_ATTEMPTS)
+                max_attempts=DEFAULT_MAX_ATTEMPTS, gpus_per_task=int(gpu_device(opts.device)))
         except ImportError as exc:
             raise ExecutorUnavailable(f"--executor ray needs Ray: pip install mxformats[ray] "
                                       f"({exc})") from exc
@@ -50,4 +52,5 @@ def executor_for(opts: Options) -> Executor:
         raise ExecutorUnavailable(f"unknown executor {opts.executor!r} (local or ray)")
     from .local import LocalExecutor
 
-    return LocalExecutor(workers=opts.workers, max_attempts=DEFAULT_MAX_ATTEMPTS)
+    return LocalExecutor(workers=opts.workers, max_attempts=DEFAULT_MAX_ATTEMPTS,
+                         devices=visible_gpus() if opts.device == "cuda" else ())

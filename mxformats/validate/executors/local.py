@@ -17,6 +17,10 @@ Python cannot tell which task killed it; every task then in flight counts one at
 retried alone, one at a time in a fresh one-process pool, so that a task that kills its
 worker again is known for sure and the others go on; after ``max_attempts`` attempts its
 outcome is an error. ``workers == 1`` runs every task in this process, without a pool.
+
+With ``devices`` (``--device cuda`` on a machine with several GPUs), each pool process sees
+one of them, in turn: its ``CUDA_VISIBLE_DEVICES`` (which ROCm's HIP honours too) is set
+before it runs a task, so its ``cuda`` is that device.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from mxformats.fast import THREADS_VARIABLE
 
@@ -42,11 +46,21 @@ PRELOAD = "mxformats.fast.preload"
 T = TypeVar("T")
 R = TypeVar("R")
 
-def _init_worker() -> None:
+#: The variable that gives a pool process its one GPU (CUDA's, which ROCm's HIP reads too).
+VISIBLE_DEVICES = "CUDA_VISIBLE_DEVICES"
+
+
+def _init_worker(devices: tuple[str, ...] = (), started: Any = None) -> None:
     """Pool process setup: one thread for the fast paths; SIGINT ignored (the driver, which
-    the terminal also interrupts, ends the pool and writes the partial report)."""
+    the terminal also interrupts, ends the pool and writes the partial report); with
+    ``devices``, the next of them in turn (``started``: a shared count of pool processes)."""
     os.environ[THREADS_VARIABLE] = "1"
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if devices:
+        with started.get_lock():
+            turn = started.value
+            started.value += 1
+        os.environ[VISIBLE_DEVICES] = devices[turn % len(devices)]
 
 
 def _describe(exc: BaseException) -> str:
@@ -69,9 +83,12 @@ class LocalExecutor:
     name = "local"
 
     def __init__(self, workers: int | None = None,
-                 max_attempts: int = DEFAULT_MAX_ATTEMPTS) -> None:
+                 max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+                 devices: tuple[str, ...] = ()) -> None:
         self.workers = max(1, workers if workers is not None else os.cpu_count() or 1)
         self.max_attempts = max(1, max_attempts)
+        #: the GPU ids the pool processes take in turn (none: they see what this one sees)
+        self.devices = devices
 
     def map(self, fn: Callable[[T], R], items: Sequence[T]) -> Iterator[Outcome[R]]:
         """Run ``fn`` on each item; yield each item's :class:`Outcome` as it finishes."""
@@ -87,11 +104,13 @@ class LocalExecutor:
         suspects: deque[int] = deque()
         context = multiprocessing.get_context("forkserver")
         context.set_forkserver_preload([getattr(fn, "__module__", "__main__"), PRELOAD])
+        started = context.Value("i", 0)
         while todo or suspects:
             alone = bool(suspects)
             queue = suspects if alone else todo
             width = 1 if alone else min(self.workers, len(queue))
-            pool = ProcessPoolExecutor(width, mp_context=context, initializer=_init_worker)
+            pool = ProcessPoolExecutor(width, mp_context=context, initializer=_init_worker,
+                                       initargs=(self.devices, started))
             running: dict[Future[R], int] = {}
             died: list[int] = []
             try:

@@ -178,6 +178,7 @@ class RayExecutor:
         address: str | None = None,
         workers: int | None = None,
         max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+        gpus_per_task: int = 0,
     ) -> None:
         if max_attempts < 1:
             raise ValueError(f"max_attempts must be at least 1, not {max_attempts}")
@@ -192,6 +193,9 @@ class RayExecutor:
             workers = cpus
         self.workers = workers
         self.max_attempts = max_attempts
+        #: ``--device cuda``: each task asks Ray for one GPU (Ray then sets the task's
+        #: ``CUDA_VISIBLE_DEVICES`` to it, so its ``cuda`` is that device)
+        self.gpus_per_task = gpus_per_task
         self._ray = ray
         self._remote = ray.remote(_run_attempt)
 
@@ -203,6 +207,7 @@ class RayExecutor:
         task = self._remote.options(
             name=getattr(fn, "__qualname__", "task"),  # what Ray's task views and logs show
             num_cpus=1,
+            num_gpus=self.gpus_per_task,
             runtime_env={"env_vars": {THREADS_VARIABLE: "1"}},
             max_retries=self.max_attempts - 1,
             retry_exceptions=False,
