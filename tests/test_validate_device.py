@@ -100,30 +100,38 @@ def test_device_report_is_the_cpu_report(fixture: str, request: pytest.FixtureRe
     assert any(device for _, device, _ in answers), answers
 
 
+@pytest.mark.parametrize(("fixture", "param"), [("kimi-k2-mxfp4-quark", "weight"),
+                                              ("kimi-k2-nvfp4-modelopt", "weight_scale_2")])
 def test_a_module_whose_bytes_differ_goes_to_the_numpy_path(
-        request: pytest.FixtureRequest, answers: list[tuple[str, bool, bool]],
-        tmp_path: Path) -> None:
-    """One flipped code byte: the device declines the module (None), and the numpy path names
-    the byte, in the same report as the CPU run's."""
+        fixture: str, param: str, request: pytest.FixtureRequest,
+        answers: list[tuple[str, bool, bool]], tmp_path: Path) -> None:
+    """One flipped bit (a code byte; the last bit of an NVFP4 global scale, which leaves
+    every code and block scale as they were): the device declines the module (None), and the
+    numpy path names the tensor, in the same report as the CPU run's."""
     import shutil
 
     from mxformats.tensorfile import read_header
 
     ckpt = tmp_path / "ckpt"
-    shutil.copytree(PRODUCERS / "kimi-k2-mxfp4-quark", ckpt)
-    on_cpu = _json(ckpt)
-    first = on_cpu["reproduction"]["per_module"][0]["module"]
-    shard = next(p for p in sorted(ckpt.glob("*.safetensors"))
-                 if f"{first}.weight" in read_header(p)[0])
+    shutil.copytree(PRODUCERS / fixture, ckpt)
+    sample = SAMPLE.get(fixture, 1)
+    # NVFP4: a module calibrated alone (a fused gate or up goes to the numpy path anyway)
+    modules = [m["module"] for m in _json(ckpt, sample)["reproduction"]["per_module"]
+               if "nvfp4" not in fixture or "down_proj" in m["module"]]
+    name = f"{modules[0]}.{param}"
+    shard = next(p for p in sorted(ckpt.glob("*.safetensors")) if name in read_header(p)[0])
     header, start = read_header(shard)
-    offset = start + header[f"{first}.weight"]["data_offsets"][0]
+    offset = start + header[name]["data_offsets"][0]
     data = bytearray(shard.read_bytes())
     data[offset] ^= 0x01
     shard.write_bytes(bytes(data))
-    on_cpu = _json(ckpt)
-    on_device = _json(ckpt, device=request.config.getoption("--device"))
+    on_cpu = _json(ckpt, sample)
+    answers.clear()
+    on_device = _json(ckpt, sample, device=request.config.getoption("--device"))
     assert not on_device["ok"] and on_device == on_cpu
-    assert ("reproduce_mxfp4", False, False) in answers
+    assert any(f["tensor"] == name and f["check"] == "REPRO_MISMATCH"
+               for f in on_device["findings"]), on_device["findings"]
+    assert all(device == compiled for _, device, compiled in answers), answers
 
 
 @pytest.mark.parametrize(("device", "environment", "problem"), [

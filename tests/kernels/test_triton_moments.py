@@ -64,6 +64,18 @@ def test_pieces_are_added_in_order(device: str, n: int) -> None:
     assert m is not None and m.source_varies and m.weight_varies
 
 
+def test_piece_order_decides_a_lane_sum(device: str) -> None:
+    """Lane sums that only the definition's piece order gives: a lane's centred sum is 2**54
+    in piece 0, -2**54 in piece 1 and 1 in piece 2; in order it is (2**54 - 2**54) + 1 = 1,
+    last piece first (1 - 2**54) + 2**54 = 0 (1 is below half an ulp of 2**54)."""
+    n = 2 * PIECE + LANES
+    x = np.empty(n, dtype=ml_dtypes.bfloat16)
+    x[:PIECE], x[PIECE:2 * PIECE], x[2 * PIECE:] = 2.0**42, -(2.0**42), 1.0
+    x[0] = 0.0  # Kx = 0: the centred terms are x
+    m = _check(device, x.astype(np.float32), x)
+    assert m is not None
+
+
 def test_constant_and_signed_zeros(device: str) -> None:
     x = np.array([-0.0, 0.0, -0.0] * 11, dtype=ml_dtypes.bfloat16)
     d = np.array([0.0, -0.0, -0.0] * 11, dtype=np.float32)
