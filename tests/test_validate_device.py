@@ -26,6 +26,7 @@ from conftest import requires
 from mxformats.fast import jit
 from mxformats.fast.passes import COMPILED
 from mxformats.validate import device as device_module
+from mxformats.validate.findings import Level
 from mxformats.validate.model import Options
 from mxformats.validate.report import dump_json
 from mxformats.validate.runner import validate
@@ -33,6 +34,7 @@ from mxformats.validate.runner import validate
 requires("torch")
 requires("triton")
 reproduce = requires("mxformats.kernels.triton.reproduce")
+device_scan = requires("mxformats.kernels.triton.scan")
 
 PRODUCERS = Path(__file__).resolve().parent / "data" / "producers"
 SOURCE = PRODUCERS / "src-bf16"
@@ -45,8 +47,10 @@ PASSES = ("reproduce_mxfp4", "reproduce_nvfp4", "reproduce_fp8_block", "reproduc
 
 
 def _json(root: Path, sample: int = 1, **options: Any) -> dict[str, Any]:
+    options.setdefault("source", SOURCE)
     out = io.StringIO()
-    dump_json(validate(root, Options(source=SOURCE, sample=sample, workers=1, **options)), out)
+    dump_json(validate(root, Options(sample=sample if options["source"] else None, workers=1,
+                                     **options)), out)
     data: dict[str, Any] = json.loads(out.getvalue())
     for record in data.get("tasks", []):
         record.pop("seconds")
@@ -98,6 +102,29 @@ def test_device_report_is_the_cpu_report(fixture: str, request: pytest.FixtureRe
     assert on_device == on_cpu
     assert all(device == compiled for _, device, compiled in answers), answers
     assert any(device for _, device, _ in answers), answers
+
+
+@pytest.mark.usefixtures("with_numba")
+@pytest.mark.parametrize("fixture", FIXTURES)
+def test_device_full_scan_is_the_cpu_full_scan(fixture: str, request: pytest.FixtureRequest,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--level full --device``: the scan's pass (unit peaks, uniform codes, byte counts,
+    checksums) runs on the device for every module, and the report is the CPU's."""
+    calls: list[str] = []
+    for name in ("nibble_peaks", "tile_peaks", "checksum_words", "count_words"):
+        original = getattr(device_scan.DeviceScan, name)
+
+        def spy(self: Any, *args: Any, _name: str = name, _original: Any = original) -> Any:
+            calls.append(_name)
+            return _original(self, *args)
+
+        monkeypatch.setattr(device_scan.DeviceScan, name, spy)
+    on_cpu = _json(PRODUCERS / fixture, source=None, level=Level.FULL)
+    assert not calls
+    on_device = _json(PRODUCERS / fixture, source=None, level=Level.FULL,
+                      device=request.config.getoption("--device"))
+    assert on_device["ok"] and on_device == on_cpu
+    assert calls
 
 
 @pytest.mark.parametrize(("fixture", "param"), [("kimi-k2-mxfp4-quark", "weight"),
@@ -159,7 +186,7 @@ def test_the_cli_refuses_device_without_source_and_a_bad_device(tmp_path: Path) 
     run = [sys.executable, "-m", "mxformats", "validate", fixture]
     alone = subprocess.run([*run, "--device", "cpu"], capture_output=True, text=True,
                            check=False)
-    assert alone.returncode == 2 and "give --source too" in alone.stderr
+    assert alone.returncode == 2 and "give one of them too" in alone.stderr
     bad = subprocess.run([*run, "--source", str(SOURCE), "--device", "tpu"],
                          capture_output=True, text=True, check=False)
     assert bad.returncode == 2 and "--device takes cuda" in bad.stderr

@@ -26,8 +26,10 @@ from __future__ import annotations
 
 import importlib
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
-from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -39,7 +41,7 @@ if TYPE_CHECKING:
     from numpy.typing import NDArray
 
 __all__ = ["E2M1_CODES", "OFFSET_BINARY", "TWOS_COMPLEMENT", "NibbleMagnitude", "NibbleScan",
-           "checksum", "kernels", "pattern_counts", "scan_nibbles", "scan_tiles"]
+           "checksum", "kernels", "on_device", "pattern_counts", "scan_nibbles", "scan_tiles"]
 
 _LITTLE_ENDIAN = sys.byteorder == "little"
 #: uint64 words per piece of the numpy checksum (256 KiB: its temporaries stay in cache)
@@ -78,9 +80,29 @@ class NibbleScan:
     counts: NDArray[np.int64] | None
 
 
-def kernels() -> ModuleType | None:
-    """:mod:`mxformats.fast.compiled_scan` where :func:`mxformats.fast.jit.compiled` found
+#: The device scan of the current task (``mxformats validate --level full --device``), if any.
+_DEVICE: ContextVar[Any] = ContextVar("mxformats_scan_device", default=None)
+
+
+@contextmanager
+def on_device(scan: Any) -> Iterator[None]:
+    """Within the block (in this thread), the scan's pass is ``scan``'s: an object with
+    :mod:`mxformats.fast.compiled_scan`'s four functions and their answers
+    (``mxformats.kernels.triton.scan.DeviceScan``); None leaves it as it is."""
+    token = _DEVICE.set(scan if scan is not None else _DEVICE.get())
+    try:
+        yield
+    finally:
+        _DEVICE.reset(token)
+
+
+def kernels() -> Any:
+    """The scan's pass: the device's within :func:`on_device`, else
+    :mod:`mxformats.fast.compiled_scan` where :func:`mxformats.fast.jit.compiled` found
     numba (and the host is little-endian: the checksum reads words), else None."""
+    device = _DEVICE.get()
+    if device is not None:
+        return device
     if jit.compiled() is None or not _LITTLE_ENDIAN:
         return None
     return importlib.import_module("mxformats.fast.compiled_scan")

@@ -123,8 +123,9 @@ def _usage_error(args: argparse.Namespace) -> str | None:
         return "--sample compares modules with --source; give --source too"
     if args.ray_address is not None and args.executor != "ray":
         return "--ray-address names the Ray cluster of --executor ray; give --executor ray too"
-    if args.device is not None and args.source is None:
-        return "--device re-quantizes and compares with --source; give --source too"
+    if args.device is not None and args.source is None and args.level != "full":
+        return ("--device runs --source's reproduction and --level full's scan; give one of "
+                "them too")
     return None
 
 
@@ -534,10 +535,10 @@ def add_parsers(commands: Any) -> None:
     )
     v.add_argument(
         "--device", metavar="DEVICE",
-        help="with --source: re-quantize, compare and reduce on this torch device with the "
-        "Triton kernels: cuda, cuda:N (ROCm's torch says cuda too) or cpu (Triton's "
-        "interpreter, TRITON_INTERPRET=1); the report is the CPU path's (needs "
-        "mxformats[torch,triton])",
+        help="run --source's reproduction (re-quantize, compare, reduce) and --level full's "
+        "scan on this torch device with the Triton kernels: cuda, cuda:N (ROCm's torch says "
+        "cuda too) or cpu (Triton's interpreter, TRITON_INTERPRET=1); the report is the CPU "
+        "path's (needs mxformats[torch,triton])",
     )
     v.add_argument("--strict", action="store_true", help="warnings fail the run too")
     v.add_argument("--html", type=Path, metavar="REPORT.html",

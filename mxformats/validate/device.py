@@ -1,5 +1,5 @@
-"""``mxformats validate --device``: which device a run's reproduction uses, checked at startup,
-and the passes a worker runs there.
+"""``mxformats validate --device``: which device a run's reproduction and full scan use,
+checked at startup, and the passes a worker runs there.
 
 ``--device cuda`` (ROCm's torch says ``cuda`` too), ``cuda:N``, or ``cpu``: the Triton
 kernels of :mod:`mxformats.kernels.triton.reproduce` on CPU tensors, which Triton runs only in
@@ -14,10 +14,11 @@ import functools
 import importlib
 import os
 import re
+from typing import Any
 
 from mxformats.fast.passes import COMPILED, OnePass
 
-__all__ = ["device_problem", "gpu_device", "passes_for", "visible_gpus"]
+__all__ = ["device_problem", "gpu_device", "passes_for", "scan_for", "visible_gpus"]
 
 _SPELLING = re.compile(r"(cuda)(?::(\d{1,4}))?|cpu")
 
@@ -76,3 +77,14 @@ def passes_for(device: str | None) -> OnePass:
     module = importlib.import_module("mxformats.kernels.triton.reproduce")
     passes: OnePass = module.DevicePasses(torch.device(device))
     return passes
+
+
+@functools.cache
+def scan_for(device: str | None) -> Any:
+    """The full scan's pass on ``device`` (``mxformats.kernels.triton.scan.DeviceScan``), made
+    once per process; None without a device (the compiled CPU pass)."""
+    if device is None:
+        return None
+    torch = importlib.import_module("torch")
+    return importlib.import_module("mxformats.kernels.triton.scan").DeviceScan(
+        torch.device(device))

@@ -26,6 +26,7 @@ from mxformats.tensorfile import DTYPES
 
 from . import layout, plausibility
 from .checkmodule import CheckModule, PerModule
+from .device import scan_for
 from .findings import MAX_LISTED, Finding, Level, Listing, Severity, listed
 from .model import CodeStats
 from .parallel import internal
@@ -223,7 +224,8 @@ def _module_checks(ckpt: Checkpoint, opts: Options, module: Module, out: ModuleN
         return
     stats = CodeStats()
     try:
-        found = list(own.code_findings(ckpt, module, arrays, stats))
+        with fast_scan.on_device(scan_for(opts.device)):  # --device: the scan's pass there
+            found = list(own.code_findings(ckpt, module, arrays, stats))
     except ValueError as exc:  # shapes the layout checks report; say why we skipped
         ref = module.tensors[wp]
         yield Finding(SCALE_NOT_TIGHT, f"{ref.name}: codes not checked ({exc})", ref.file,
@@ -234,7 +236,11 @@ def _module_checks(ckpt: Checkpoint, opts: Options, module: Module, out: ModuleN
     if stats.rms is None or _EXPERT.match(module.name) is None:
         return
     w = arrays[wp]
-    digest = stats.checksum if stats.checksum is not None else fast_scan.checksum(w)
+    if stats.checksum is not None:
+        digest = stats.checksum
+    else:
+        with fast_scan.on_device(scan_for(opts.device)):
+            digest = fast_scan.checksum(w)
     key = digest.to_bytes(8, "little") + w.nbytes.to_bytes(8, "little")
     out.expert = (key, stats.rms, stats.rms == 0.0)
 
