@@ -65,15 +65,18 @@ def test_pieces_are_added_in_order(device: str, n: int) -> None:
 
 
 def test_piece_order_decides_a_lane_sum(device: str) -> None:
-    """Lane sums that only the definition's piece order gives: a lane's centred sum is 2**54
-    in piece 0, -2**54 in piece 1 and 1 in piece 2; in order it is (2**54 - 2**54) + 1 = 1,
-    last piece first (1 - 2**54) + 2**54 = 0 (1 is below half an ulp of 2**54)."""
+    """Lane sums of ``(d-x)**2`` that only the definition's piece order gives: per lane 2**60
+    in piece 0 (4096 errors of 2**24), 96 in piece 1 (six errors of 4), 64 in piece 2 (one of
+    8). In order, 2**60 + 96 and then + 64 each round back to 2**60 (below half its ulp,
+    128); last piece first, 64 + 96 = 160 is above it and the lane ends at 2**60 + 256."""
     n = 2 * PIECE + LANES
-    x = np.empty(n, dtype=ml_dtypes.bfloat16)
-    x[:PIECE], x[PIECE:2 * PIECE], x[2 * PIECE:] = 2.0**42, -(2.0**42), 1.0
-    x[0] = 0.0  # Kx = 0: the centred terms are x
-    m = _check(device, x.astype(np.float32), x)
-    assert m is not None
+    x = np.zeros(n, dtype=ml_dtypes.bfloat16)
+    d = np.zeros(n, dtype=np.float32)
+    d[:PIECE] = 2.0**24
+    d[PIECE:PIECE + 6 * LANES] = 4.0
+    d[2 * PIECE:] = 8.0
+    m = _check(device, d, x)
+    assert m is not None and m.error_squares == LANES * 2.0**60
 
 
 def test_constant_and_signed_zeros(device: str) -> None:

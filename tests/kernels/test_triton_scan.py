@@ -64,7 +64,8 @@ def test_uniform_codes_are_told_from_one_other_nibble(pair: tuple[Any, Any], val
 
 
 @pytest.mark.parametrize(("shape", "tile"), [((256, 384), (128, 128)), ((130, 70), (128, 64)),
-                                             ((5, 7), (2, 3)), ((1, 1), (128, 128))])
+                                             ((5, 7), (2, 3)), ((7, 5), (3, 2)),
+                                             ((1, 1), (128, 128))])
 def test_tile_peaks(pair: tuple[Any, Any], shape: tuple[int, int],
                     tile: tuple[int, int]) -> None:
     ours, compiled = pair
