@@ -43,6 +43,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 #: The issue-16 target for the MXFP4 quantizer (E2M1 from bfloat16), per element.
 MXFP4_TARGET = 35.0
 #: Issue 29's line for the kernels reproduction and the full scan run, per element.
@@ -180,7 +182,7 @@ def record_launches(only: str = "") -> list[Launch]:
     (never run) the launches they make."""
     import torch
 
-    from mxformats.kernels.triton import fp8, fp8_block, int4, mx, nvfp4
+    from mxformats.kernels.triton import fp8, fp8_block, int4, mx, nvfp4, scan
 
     recorded: list[Launch] = []
     current: list[tuple[str, int]] = [("", 0)]
@@ -201,6 +203,7 @@ def record_launches(only: str = "") -> list[Launch]:
     patches = {(int4, "launch"): record, (fp8, "launch"): record,
                (fp8_block, "launch"): record, (mx, "_launch"): record,
                (nvfp4, "launch"): record, (nvfp4, "tile_kind"): lambda t: "gpu",
+               (scan, "launch"): record, (scan, "on_interpreter"): lambda t: False,
                (int4, "on_interpreter"): lambda t: False,
                (fp8_block, "ELEMENTS_INTERPRETER"): fp8_block.ELEMENTS_GPU,
                (mx, "_tile"): lambda t, count, block_size: mx_tile(gpu_like, count, block_size)}
@@ -208,7 +211,7 @@ def record_launches(only: str = "") -> list[Launch]:
     try:
         for (module, attribute), value in patches.items():
             setattr(module, attribute, value)
-        for name, elements, call in _cases(torch, fp8, fp8_block, int4, mx, nvfp4):
+        for name, elements, call in _cases(torch, fp8, fp8_block, int4, mx, nvfp4, scan):
             if only and only not in name:
                 continue
             current[0] = (name, elements)
@@ -219,9 +222,11 @@ def record_launches(only: str = "") -> list[Launch]:
     return recorded
 
 
-def _cases(torch: Any, fp8: Any, fp8_block: Any, int4: Any, mx: Any,
-           nvfp4: Any) -> Iterator[tuple[str, int, Callable[[], Any]]]:
-    """``(name, elements processed, call)`` for each case: whole tiles (128 x 7168)."""
+def _cases(torch: Any, fp8: Any, fp8_block: Any, int4: Any, mx: Any, nvfp4: Any,
+           scan: Any) -> Iterator[tuple[str, int, Callable[[], Any]]]:
+    """``(name, elements processed, call)`` for each case: whole tiles (128 x 7168). The
+    ``validate --device`` path's own calls (dequantized to float32 for the statistics, the
+    INT4 packer, the full scan's passes) are among them."""
     rows, cols = 128, 7168
     elements = rows * cols
     x = {name: torch.zeros(rows, cols, dtype=getattr(torch, name))
@@ -260,6 +265,37 @@ def _cases(torch: Any, fp8: Any, fp8_block: Any, int4: Any, mx: Any,
            lambda: nvfp4.dequantize_nvfp4(codes4, torch.zeros(rows, cols // 16, dtype=torch.uint8),
                                           torch.ones(()), profile="vllm-modelopt", packed=True,
                                           dtype=torch.bfloat16))
+    # validate --source --device: each consumer to float32, the INT4 stages, the W4A8 decode
+    yield ("dequantize_mx e2m1 quark-hip-bf16 to float32", elements,
+           lambda: mx.dequantize_mx(codes4, scales, "e2m1", profile="quark-hip-bf16"))
+    codes16 = torch.zeros(rows, cols, dtype=torch.uint8)
+    for profile in ("vllm-modelopt", "vllm-compressed-tensors"):
+        yield (f"dequantize_nvfp4 {profile} to float32", elements,
+               lambda p=profile: nvfp4.dequantize_nvfp4(
+                   codes16, torch.zeros(rows, cols // 16, dtype=torch.uint8), torch.ones(()),
+                   profile=p))
+    yield ("dequantize_fp8_block deepseek to float32", elements,
+           lambda: fp8_block.dequantize_fp8_block(codes8, torch.ones(1, cols // 128),
+                                                  profile="deepseek"))
+    q = torch.zeros(rows, cols, dtype=torch.int8)
+    yield ("pack_int4 compressed-tensors", elements,
+           lambda: int4.pack_int4(q, layout="compressed-tensors"))
+    yield ("dequantize_int4 compressed-tensors to float32", elements,
+           lambda: int4.dequantize_int4(q, torch.ones(rows, cols // 32, dtype=torch.bfloat16),
+                                        profile="compressed-tensors"))
+    yield ("dequantize_w4a8 vllm to float32", elements,
+           lambda: fp8.dequantize_w4a8(torch.zeros(rows, cols // 8, dtype=torch.int32),
+                                       torch.ones(()), torch.ones(rows)))
+    # validate --level full --device: the scan's passes over packed codes and FP8 bytes
+    device = scan.DeviceScan(torch.device("cpu"))
+    packed = np.zeros((rows, cols // 2), dtype=np.uint8)
+    yield ("scan nibble peaks, MXFP4 blocks", elements,
+           lambda: device.nibble_peaks(packed, 16, True, np.uint8(0),
+                                       np.empty((rows, cols // 32), np.uint8),
+                                       np.zeros(256, np.int64), False))
+    yield ("scan tile peaks, FP8 128x128", elements,
+           lambda: device.tile_peaks(np.zeros((rows, cols), np.uint8), np.uint8(0x7F), 128,
+                                     128, np.empty((1, cols // 128), np.uint8)))
 
 
 def compile_cost(launch: Launch) -> Cost:

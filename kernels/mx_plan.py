@@ -551,6 +551,39 @@ class DequantizePlan:
     clamp: bool
     nan_on_ff: bool
     scale_table: NDArray[np.int32] = field(repr=False)
+    #: Half of each scale byte's decoded scale, as float32 (exact: powers of two at least
+    #: 2**-128, zero, Inf or NaN), where ``product`` holds, else None.
+    half_factors: NDArray[np.float32] | None = field(default=None, repr=False)
+
+    @property
+    def product(self) -> bool:
+        """Whether every E2M1 code and scale byte decode as ``round_own(f32(2 |e|) x
+        f32(scale / 2))`` with ``e``'s sign, widened to ``out``, NaN ``out``'s canonical one:
+        the kernels' fast path (one float32 product). Measured, not assumed:
+        :func:`_product_holds` compares it with the reference on all 16 x 256 pairs."""
+        return self.half_factors is not None
+
+
+def _product_holds(profile: str, own: np.dtype[Any], out: np.dtype[Any],
+                   half: NDArray[np.float32]) -> bool:
+    """Whether the reference consumer ``profile`` decodes every (E2M1 code, scale byte) pair
+    into ``out`` as the one float32 product of :attr:`DequantizePlan.product` does."""
+    from mxformats.schemes.mx import dequantize_mx
+
+    codes = np.tile(np.arange(16, dtype=np.uint8), (256, 2))  # each block: every code twice
+    packed = (codes[:, 0::2] | (codes[:, 1::2] << 4)).astype(np.uint8)
+    scales = np.arange(256, dtype=np.uint8)[:, None]
+    try:
+        want = np.asarray(dequantize_mx(packed, scales, E2M1, profile=profile, dtype=out))
+    except (ValueError, TypeError, NotImplementedError):
+        return False
+    twice = np.array([0, 1, 2, 3, 4, 6, 8, 12] * 2, dtype=np.float32)[codes]
+    with np.errstate(all="ignore"):
+        got = np.where(codes >= 8, -1, 1).astype(np.float32) * (twice * half[:, None])
+        got = got.astype(own).astype(out)
+    nan_want, nan_got = np.isnan(want), np.isnan(got)
+    same = want.view(f"u{out.itemsize}") == got.view(f"u{out.itemsize}")
+    return bool((nan_want == nan_got).all() and (same | nan_want).all())
 
 
 def dequantize_claims(consumer_name: str, elem: Format) -> bool:
@@ -564,13 +597,19 @@ def dequantize_plan(profile: str, elem: Format, own_name: str, out_name: str,
     """The plan of consumer ``profile`` (cached)."""
     consumer = CONSUMERS[profile]
     own = _numpy_dtype(own_name)
+    out = _numpy_dtype(out_name)
     decoded = consumer.scale(np.arange(256, dtype=np.int64), own)
     entries = _pack_scales_decoded(decoded)
+    with np.errstate(all="ignore"):
+        half = (np.asarray(decoded, np.float64) / 2).astype(np.float32)
+    exact = bool(np.array_equal(half.astype(np.float64) * 2, decoded, equal_nan=True))
+    product = elem is E2M1 and exact and _product_holds(profile, own, out, half)
     return DequantizePlan(
         profile=profile, elem_name=elem.name, block_size=block_size,
         elem=FloatLayout.of_format(elem), own=FloatLayout.of_dtype(own),
-        out=FloatLayout.of_dtype(_numpy_dtype(out_name)), clamp=consumer.clamp,
-        nan_on_ff=consumer.nan_on_ff, scale_table=entries.astype(np.int32))
+        out=FloatLayout.of_dtype(out), clamp=consumer.clamp,
+        nan_on_ff=consumer.nan_on_ff, scale_table=entries.astype(np.int32),
+        half_factors=half if product else None)
 
 
 def _pack_scales_decoded(decoded: NDArray[np.float64]) -> NDArray[np.int64]:

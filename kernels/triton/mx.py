@@ -30,6 +30,7 @@ from mxformats.schemes.mx.producers import PRODUCERS
 from .. import mx_plan as plans
 from ..mx_plan import KERNEL_ELEMENTS
 from ._codec import decode_float, encode_float, round_magnitude
+from .int4 import round_to_bfloat16
 
 __all__ = ["SUPPORTED", "dequantize_mx", "quantize_mx"]
 
@@ -318,20 +319,29 @@ def _quantize_mx4_kernel(
              mask=inside)
 
 
+#: Twice each E2M1 magnitude (0, 1, 2, 3, 4, 6, 8, 12), a nibble each from the lowest:
+#: 0xC8643210 as a signed 32-bit constant.
+_TWICE_E2M1: tl.constexpr = tl.constexpr(0xC8643210 - (1 << 32))
+
+
 @triton.jit
 def _dequantize_mx_kernel(
-    codes: tl.tensor, scales: tl.tensor, table: tl.tensor, out: tl.tensor, rows: tl.tensor,
-    n: tl.tensor, blocks_per_row: tl.tensor,
+    codes: tl.tensor, scales: tl.tensor, table: tl.tensor, half_factors: tl.tensor,
+    out: tl.tensor, rows: tl.tensor, n: tl.tensor, blocks_per_row: tl.tensor,
     ROWS: tl.constexpr, COLS: tl.constexpr, BLOCK_SIZE: tl.constexpr,
     E_BITS: tl.constexpr, E_EBITS: tl.constexpr, E_MBITS: tl.constexpr, E_BIAS: tl.constexpr,
     E_SPECIALS: tl.constexpr,
     OWN_BITS: tl.constexpr, OWN_EBITS: tl.constexpr, OWN_MBITS: tl.constexpr,
     OWN_BIAS: tl.constexpr, OWN_MAX: tl.constexpr, OWN_INF: tl.constexpr, OWN_NAN: tl.constexpr,
-    WIDEN: tl.constexpr, OUT_BITS: tl.constexpr, OUT_MBITS: tl.constexpr,
-    OUT_BIAS: tl.constexpr, OUT_MAX: tl.constexpr, OUT_INF: tl.constexpr, OUT_NAN: tl.constexpr,
-    CLAMP: tl.constexpr, NAN_ON_FF: tl.constexpr,
+    WIDEN: tl.constexpr, OUT_BITS: tl.constexpr, OUT_EBITS: tl.constexpr,
+    OUT_MBITS: tl.constexpr, OUT_BIAS: tl.constexpr, OUT_MAX: tl.constexpr,
+    OUT_INF: tl.constexpr, OUT_NAN: tl.constexpr,
+    CLAMP: tl.constexpr, NAN_ON_FF: tl.constexpr, PRODUCT: tl.constexpr,
 ) -> None:
-    """One program: ``ROWS`` x ``COLS`` output elements."""
+    """One program: ``ROWS`` x ``COLS`` output elements. ``PRODUCT`` (the plan's
+    :attr:`~mxformats.kernels.mx_plan.DequantizePlan.product`): each E2M1 element is one
+    float32 product, ``f32(2 |e|)`` (from the nibble table ``0xC8643210``) times the scale
+    byte's half factor, signed, rounded once to the consumer's type and written as ``out``."""
     row = (tl.program_id(0) * ROWS + tl.arange(0, ROWS))[:, None]
     col = (tl.program_id(1) * COLS + tl.arange(0, COLS))[None, :]
     inside = (row < rows) & (col < n)
@@ -343,6 +353,25 @@ def _dequantize_mx_kernel(
         code = tl.load(codes + row64 * n + col, mask=inside, other=0).to(tl.int32)
     scale_byte = tl.load(scales + row64 * blocks_per_row + col // BLOCK_SIZE, mask=inside,
                          other=0).to(tl.int32)
+    if PRODUCT:
+        # 0xC8643210 as int32: the arithmetic shift's sign bits fall outside the nibble
+        nibbles = tl.full(code.shape, _TWICE_E2M1, tl.int32)
+        twice = ((nibbles >> ((code & 7) * 4)) & 0xF).to(tl.float32)
+        product = twice * tl.load(half_factors + scale_byte)
+        product = tl.where((code & 8) != 0, -product, product)
+        if OWN_BITS == 16 and OWN_EBITS == 8:
+            product = round_to_bfloat16(product)
+        elif OWN_BITS == 16:
+            product = product.to(tl.float16).to(tl.float32)
+        if OUT_BITS == 32:
+            bits = product.to(tl.int32, bitcast=True)
+        elif OUT_EBITS == 8:
+            bits = product.to(tl.int32, bitcast=True) >> 16
+        else:
+            bits = product.to(tl.float16).to(tl.int16, bitcast=True).to(tl.int32)
+        bits = tl.where(product != product, OUT_NAN, bits)
+        tl.store(out + row64 * n + col, bits.to(out.dtype.element_ty), mask=inside)
+        return
     _, k, kind, _ = _unpack_entries(tl.load(table + scale_byte))
 
     # element * scale, rounded once into the consumer's type (overflow: Inf).
@@ -379,6 +408,9 @@ def _tile(t: torch.Tensor, count: int, block_size: int) -> tuple[int, int]:
 
 
 _DEVICE_TABLES: dict[tuple[int, torch.device], torch.Tensor] = {}
+#: The half factors a plan without :attr:`~mxformats.kernels.mx_plan.DequantizePlan.product`
+#: passes (never read).
+_NO_FACTORS = np.zeros(1, dtype=np.float32)
 
 
 def _table_on(table: np.ndarray, device: torch.device) -> torch.Tensor:
@@ -445,10 +477,11 @@ def dequantize_constants(plan: plans.DequantizePlan) -> dict[str, Any]:
         OWN_BITS=plan.own.bits, OWN_EBITS=plan.own.ebits, OWN_MBITS=plan.own.mbits,
         OWN_BIAS=plan.own.bias, OWN_MAX=plan.own.max_code, OWN_INF=plan.own.inf_code,
         OWN_NAN=plan.own.nan_code,
-        WIDEN=plan.own != plan.out, OUT_BITS=plan.out.bits, OUT_MBITS=plan.out.mbits,
+        WIDEN=plan.own != plan.out, OUT_BITS=plan.out.bits, OUT_EBITS=plan.out.ebits,
+        OUT_MBITS=plan.out.mbits,
         OUT_BIAS=plan.out.bias, OUT_MAX=plan.out.max_code, OUT_INF=plan.out.inf_code,
         OUT_NAN=plan.out.nan_code,
-        CLAMP=plan.clamp, NAN_ON_FF=plan.nan_on_ff,
+        CLAMP=plan.clamp, NAN_ON_FF=plan.nan_on_ff, PRODUCT=plan.product,
     )
 
 
@@ -511,7 +544,9 @@ def dequantize_mx(codes: torch.Tensor, scales: torch.Tensor | None = None,
         grid = (triton.cdiv(rows, rows_per_program), triton.cdiv(n, cols))
         _launch(
             _dequantize_mx_kernel, grid, call.out,
-            call.codes, call.scales, _table_on(plan.scale_table, call.out.device), call.out,
+            call.codes, call.scales, _table_on(plan.scale_table, call.out.device),
+            _table_on(_NO_FACTORS if plan.half_factors is None else plan.half_factors,
+                      call.out.device), call.out,
             rows, n, call.scales.shape[1],
             ROWS=rows_per_program, COLS=cols, **dequantize_constants(plan),
         )
