@@ -147,7 +147,7 @@ class Report:
         bad += [f"kernel {k['name']} {k['shape']}" for k in self.kernels
                 if k.get("error") and k["backend"] != "peer"]
         bad += [f"reproduction {r['format']} {r['shape']}: {r.get('error') or 'declined'}"
-                for r in self.reproduction if not r.get("answered")]
+                for r in self.reproduction if r.get("error") or r.get("answered") is False]
         return bad
 
 

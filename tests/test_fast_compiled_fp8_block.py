@@ -23,10 +23,10 @@ from mxformats import fast
 from mxformats.fast import jit
 from mxformats.fast import reproduce_fp8_block as compiled
 from mxformats.fast.moments import PIECE, Moments
+from mxformats.fast.passes import CompiledPasses
 from mxformats.formats import E4M3FN
 from mxformats.schemes import fp8_block
 from mxformats.testing import check_quantizer
-from mxformats.validate.descriptors import fp8_block as fp8_block_descriptor
 from mxformats.validate.findings import Level
 from mxformats.validate.model import Options
 from mxformats.validate.runner import exit_code, validate
@@ -308,14 +308,14 @@ def test_reproduction_report_is_the_same_with_and_without_numba(
     whether the compiled pass (which answers for every module) or the numpy path computed
     each module, and every module reproduces."""
     answered: list[bool] = []
-    real = fp8_block_descriptor.reproduce_fp8_block
+    real = CompiledPasses.reproduce_fp8_block
 
     def spy(*args: Any) -> Moments | None:
         moments = real(*args)
         answered.append(moments is not None)
         return moments
 
-    monkeypatch.setattr(fp8_block_descriptor, "reproduce_fp8_block", spy)
+    monkeypatch.setattr(CompiledPasses, "reproduce_fp8_block", staticmethod(spy))
     with_pass, code, reproduction = _report(True, fixture, monkeypatch)
     assert answered == [True] * modules
     assert (with_pass, code) == _report(False, fixture, monkeypatch)[:2]

@@ -19,6 +19,7 @@ from mxformats import fast
 from mxformats.fast import jit
 from mxformats.fast import reproduce_nvfp4 as compiled
 from mxformats.fast.moments import PIECE, Moments
+from mxformats.fast.passes import CompiledPasses
 from mxformats.schemes import nvfp4
 from mxformats.testing import check_quantizer
 from mxformats.validate import reproduce
@@ -415,7 +416,7 @@ def test_reproduction_report_is_the_same_with_and_without_numba(
         answered.append(got is not None)
         return got
 
-    monkeypatch.setattr("mxformats.validate.descriptors.nvfp4.reproduce_nvfp4", spy)
+    monkeypatch.setattr(CompiledPasses, "reproduce_nvfp4", staticmethod(spy))
     with_pass = _report(fixture, True, monkeypatch)
     assert (sum(answered), len(answered)) == (16, 24)
     assert with_pass == _report(fixture, False, monkeypatch)

@@ -7,7 +7,9 @@ the interpreter must be off, so this file runs itself in a subprocess without
 ``TRITON_INTERPRET``. The PTX is checked for the issue-5 arithmetic rule: no floating-point
 arithmetic (the kernels work on integer bits; the one float instruction is the exact
 int -> float32 conversion that reads an exponent), so no contraction, flushing or approximate
-division can differ from the CPU.
+division can differ from the CPU. The one exception is an E2M1 dequantizer whose plan measured
+the one-product path exact (:attr:`mxformats.kernels.mx_plan.DequantizePlan.product`): its
+float32 multiply must be the correctly rounded ``mul.rn.f32``, neither flushed nor fused.
 """
 
 from __future__ import annotations
@@ -75,7 +77,7 @@ def _float_ops(case: tuple[str, ...]) -> list[str]:
     else:
         dplan = mx_plan.dequantize_plan(profile, get_format(elem), dtype, out, 32)
         fn = mx._dequantize_mx_kernel
-        pointers = {"codes": "*u8", "scales": "*u8",
+        pointers = {"codes": "*u8", "scales": "*u8", "half_factors": "*fp32",
                     "out": "*i32" if dplan.out.bits == 32 else "*i16"}
         constants = {"ROWS": 4, "COLS": 1024, **mx.dequantize_constants(dplan)}
     signature = {**pointers, **signature, **dict.fromkeys(constants, "constexpr")}
@@ -84,7 +86,13 @@ def _float_ops(case: tuple[str, ...]) -> list[str]:
     source = ASTSource(fn, {name: signature[name] for name in order}, constants)
     compiled = triton.compile(source, target=GPUTarget("cuda", 90, 32),
                               options={"enable_fp_fusion": False})
-    return FLOAT_OPS.findall(compiled.asm["ptx"])
+    found = FLOAT_OPS.findall(compiled.asm["ptx"])
+    if kernel == "dequantize" and dplan.product:
+        # the product path's one float32 multiply: correctly rounded (.rn), never flushed
+        # or contracted; nothing else
+        found = [op for op in found if op != "mul.rn.f32"] + INEXACT_OPS.findall(
+            compiled.asm["ptx"])
+    return found
 
 
 def _inexact_ops_of_calls(module: Any, call: Any, *, canonical_nan: bool = False) -> list[str]:
