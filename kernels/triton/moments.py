@@ -114,9 +114,9 @@ def lane_totals(d: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     partial = torch.empty((pieces, _TERMS, LANES), dtype=torch.float64, device=d.device)
     launch(_piece_sums_kernel, (triton.cdiv(pieces, per_program),), d, flat_x, flat_d, shift,
            partial, n, pieces, min(_STEPS, -(-n // LANES)), KIND=kind, PIECES=per_program,
-           LANES=LANES, PIECE=PIECE)
+           LANES=LANES, PIECE=PIECE, num_warps=1)  # one warp: a chain a thread
     launch(_fold_kernel, (1,), d, partial, totals, pieces, WIDTH=_TERMS * LANES,
-           TILE=triton.next_power_of_2(_TERMS * LANES))
+           TILE=triton.next_power_of_2(_TERMS * LANES), num_warps=1)
     return totals
 
 
