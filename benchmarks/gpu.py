@@ -304,20 +304,28 @@ def run_tests(report: Report, out: Path, extra_paths: list[str], timeout: float)
 # -- timing -----------------------------------------------------------------------------------
 
 
+def wall_seconds(call: Callable[[], object], dry_run: bool) -> float:
+    """Median wall seconds of ``call()`` (which returns when its result is on the host),
+    after a warm-up call; one call in a dry run."""
+    if not dry_run:
+        call()
+    runs = []
+    for _ in range(1 if dry_run else 3):
+        begin = time.perf_counter()
+        call()
+        runs.append(time.perf_counter() - begin)
+    return statistics.median(runs)
+
+
 def seconds_per_call(call: Callable[[], object], device: str, dry_run: bool) -> float:
     """Median seconds of ``call()`` after a warm-up call (compilation), CUDA events on a GPU;
     a dry run times one call (the interpreter compiles nothing)."""
     import torch
 
+    if device != "cuda":
+        return wall_seconds(call, dry_run)
     if not dry_run:
         call()
-    if device != "cuda":
-        runs = []
-        for _ in range(1 if dry_run else 3):
-            start = time.perf_counter()
-            call()
-            runs.append(time.perf_counter() - start)
-        return statistics.median(runs)
     torch.cuda.synchronize()
     runs = []
     deadline = time.perf_counter() + 0.5
@@ -352,19 +360,6 @@ REPRODUCED = (("quark_mxfp4", "MXFP4 quark"), ("nvfp4_modelopt", "NVFP4 modelopt
               ("fp8_block_deepseek", "FP8 block deepseek"),
               ("fp8_block_ct", "FP8 block compressed-tensors"), ("ct_int4", "INT4 group 32"),
               ("quark_w4a8", "W4A8 quark"))
-
-
-def wall_seconds(call: Callable[[], object], dry_run: bool) -> float:
-    """Median wall seconds of ``call()`` (which returns when its result is on the host),
-    after a warm-up call; one call in a dry run."""
-    if not dry_run:
-        call()
-    runs = []
-    for _ in range(1 if dry_run else 3):
-        begin = time.perf_counter()
-        call()
-        runs.append(time.perf_counter() - begin)
-    return statistics.median(runs)
 
 
 def measure_reproduction(report: Report, shapes: tuple[tuple[int, int], ...],
