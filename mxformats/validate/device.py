@@ -2,7 +2,7 @@
 checked at startup, and the passes a worker runs there.
 
 ``--device cuda`` (ROCm's torch says ``cuda`` too), ``cuda:N``, or ``cpu``: the Triton
-kernels of :mod:`mxformats.kernels.triton.reproduce` on CPU tensors, which Triton runs only in
+kernels of ``mxformats.kernels.triton.reproduce`` on CPU tensors, which Triton runs only in
 its interpreter (``TRITON_INTERPRET=1``; how CI tests the path). Without ``--device`` the
 compiled CPU passes run (:data:`mxformats.fast.passes.COMPILED`). torch and Triton are imported
 only when a device is asked for: ``import mxformats`` never imports them.
