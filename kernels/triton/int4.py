@@ -446,9 +446,19 @@ def unpack_words(packed: tl.tensor, SHIFTS: tl.constexpr, OFFSET: tl.constexpr) 
     word from the nibble ``SHIFTS`` names for it (:func:`nibble_shifts`), less ``OFFSET``."""
     k = tl.arange(0, 8)
     shift = ((SHIFTS >> (4 * k)) & 0xF) * 4
-    nibble = (packed.to(tl.uint32, bitcast=True)[:, None] >> shift[None, :].to(tl.uint32)) & 0xF
-    signed = (nibble.to(tl.int32) - OFFSET) & 0xF
-    return tl.where(signed >= 8, signed - 16, signed)
+    if OFFSET == 0 or OFFSET == 8:
+        # (nibble - OFFSET) mod 16 is the nibble XOR OFFSET; its two's-complement value is
+        # that nibble moved to the top of the word and shifted back arithmetically
+        flipped = packed.to(tl.int32, bitcast=True)
+        if OFFSET == 8:
+            flipped = flipped ^ -0x77777778  # 0x88888888 as int32: every nibble's top bit
+        value = (flipped[:, None] << (28 - shift)[None, :]) >> 28
+    else:
+        nibble = (packed.to(tl.uint32, bitcast=True)[:, None] >> shift[None, :].to(tl.uint32)) \
+            & 0xF
+        signed = (nibble.to(tl.int32) - OFFSET) & 0xF
+        value = tl.where(signed >= 8, signed - 16, signed)
+    return value
 
 
 @triton.jit
