@@ -98,6 +98,18 @@ def launch(kernel: Any, grid: tuple[int, ...], t: torch.Tensor, *args: Any, **me
             kernel[grid](*args, enable_fp_fusion=False, **meta)
 
 
+def host_tensor(a: np.ndarray) -> torch.Tensor:
+    """A host array as a CPU tensor with the same bytes and shape (bfloat16 as torch's; a
+    read-only file mapping copied, since torch takes writable memory; a 0-d array stays
+    0-d)."""
+    host = np.ascontiguousarray(a).reshape(a.shape)
+    if not host.flags.writeable:
+        host = host.copy()
+    if host.dtype.name == "bfloat16":
+        return torch.from_numpy(host.view(np.uint16)).view(torch.bfloat16)
+    return torch.from_numpy(host)
+
+
 def as_torch_dtype(dtype: object) -> torch.dtype:
     """A torch dtype from a torch dtype, a numpy dtype-like or a name (TypeError otherwise)."""
     return calls.as_torch_dtype(dtype, KERNELS)

@@ -37,7 +37,7 @@ from mxformats.schemes.fp8_block import CONSUMERS as FP8_BLOCK_CONSUMERS
 from mxformats.schemes.int4 import PRODUCERS as INT4_PRODUCERS
 
 from . import fp8, fp8_block, int4, mx, nvfp4
-from .int4 import FLOAT_KINDS
+from .int4 import FLOAT_KINDS, host_tensor
 from .moments import moments
 
 __all__ = ["DevicePasses"]
@@ -80,13 +80,7 @@ class DevicePasses:
     def _to_device(self, a: NDArray[Any]) -> torch.Tensor:
         """``a`` on the device, its bytes unchanged (bfloat16 as torch's); through pinned host
         memory on a GPU, so the copy is asynchronous on the pass's stream."""
-        host = np.ascontiguousarray(a).reshape(a.shape)  # a 0-d array stays 0-d
-        if not host.flags.writeable:  # a read-only file mapping: torch takes writable memory
-            host = host.copy()
-        if host.dtype == ml_dtypes.bfloat16:
-            t = torch.from_numpy(host.view(np.uint16)).view(torch.bfloat16)
-        else:
-            t = torch.from_numpy(host)
+        t = host_tensor(a)
         if self.device.type == "cpu":
             return t
         return t.pin_memory().to(self.device, non_blocking=True)

@@ -21,7 +21,7 @@ import triton
 import triton.language as tl
 from numpy.typing import NDArray
 
-from .int4 import launch, on_interpreter
+from .int4 import host_tensor, launch, on_interpreter
 
 __all__ = ["DeviceScan"]
 
@@ -98,10 +98,7 @@ class DeviceScan:
         self.device = device
 
     def _on_device(self, a: NDArray[Any]) -> torch.Tensor:
-        host = np.ascontiguousarray(a)
-        if not host.flags.writeable:  # a read-only file mapping: torch takes writable memory
-            host = host.copy()
-        t = torch.from_numpy(host)
+        t = host_tensor(a)
         return t if self.device.type == "cpu" else t.to(self.device)
 
     def _tile(self, t: torch.Tensor) -> int:
