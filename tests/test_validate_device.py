@@ -6,7 +6,7 @@ on the device that pytest's ``--device`` names (``cpu``: Triton's interpreter, a
 ``cuda`` on a lent GPU), and the JSON reports must be equal but for the task timings. A spy on
 :class:`~mxformats.kernels.triton.reproduce.DevicePasses` asserts that the device answered
 every compared module itself (a None would hand the module to the numpy path and prove
-nothing). The interpreter takes about a second per 64 Ki elements of a module, so these runs
+nothing). The interpreter takes about 4 s per 64 Ki elements of a module, so these runs
 compare one module per layer (``--sample 1``); ``tests/kernels/test_triton_moments.py``
 checks the statistics over the pieces and sizes the sample skips.
 """
