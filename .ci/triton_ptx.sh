@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Compile the Triton INT4/FP8/FP8-block/NVFP4 kernels for an NVIDIA GPU (sm_90) on a machine without one and
+# Compile the Triton INT4/FP8/FP8-block/NVFP4 kernels for an NVIDIA GPU (sm_90) on a machine without one
+# (the FP8 quantizers with each E4M3FN encoder) and
 # check the PTX for what would make a GPU's bytes differ from the interpreter's: fused
 # multiply-adds (fma.rn.f32), approximate division or reciprocal (div.approx, div.full,
 # rcp.approx) and flushed subnormals (.ftz). Every launch the public functions make is
@@ -18,6 +19,7 @@ from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
 from mxformats.formats import get_format
+from mxformats.kernels.mx_plan import FloatLayout
 from mxformats.kernels.triton import fp8, fp8_block, int4, nvfp4
 
 TYPES = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16",
@@ -45,25 +47,36 @@ for dtype, value in x.items():
         int4.quantize_int4(value.T, axis=0, profile=profile[1])
         for out in (torch.float32, torch.bfloat16, torch.float16, torch.float64):
             int4.dequantize_int4(q, torch.ones(4, 2, dtype=dtype), profile=profile[1], dtype=out)
-    for fmt, profile in fp8.SUPPORTED["quantize_fp8"]:
-        fp8.quantize_fp8(value, get_format(fmt), profile=profile)
-        fp8.quantize_fp8(value.T, get_format(fmt), profile=profile)
 for _, layout in int4.SUPPORTED["pack_int4"]:
     int4.pack_int4(q, layout=layout)
     int4.unpack_int4(torch.zeros(4, 8, dtype=torch.int32), layout=layout)
-for _, profile in fp8_block.SUPPORTED["quantize_fp8_block"]:
-    for value in x.values():
-        fp8_block.quantize_fp8_block(value, block=(2, 32), profile=profile)
-        fp8_block.quantize_fp8_block(value.T, block=(2, 32), profile=profile)
 for _, profile in fp8_block.SUPPORTED["dequantize_fp8_block"]:
     for scale in (torch.ones(2, 2), torch.ones(2, 2, dtype=torch.bfloat16)):
         for out in (torch.float32, torch.bfloat16, torch.float16, torch.float64):
             fp8_block.dequantize_fp8_block(torch.zeros(4, 64, dtype=torch.uint8), scale,
                                            block=(2, 32), profile=profile, dtype=out)
-for _, profile in nvfp4.SUPPORTED["quantize_nvfp4"]:
+
+
+def fp8_encoding_quantizers():
     for value in x.values():
-        nvfp4.quantize_nvfp4(value, profile=profile)
-        nvfp4.quantize_nvfp4(value.T, axis=0, profile=profile, global_amax=1.0)
+        for fmt, profile in fp8.SUPPORTED["quantize_fp8"]:
+            fp8.quantize_fp8(value, get_format(fmt), profile=profile)
+            fp8.quantize_fp8(value.T, get_format(fmt), profile=profile)
+        for _, profile in fp8_block.SUPPORTED["quantize_fp8_block"]:
+            fp8_block.quantize_fp8_block(value, block=(2, 32), profile=profile)
+            fp8_block.quantize_fp8_block(value.T, block=(2, 32), profile=profile)
+        for _, profile in nvfp4.SUPPORTED["quantize_nvfp4"]:
+            nvfp4.quantize_nvfp4(value, profile=profile)
+            nvfp4.quantize_nvfp4(value.T, axis=0, profile=profile, global_amax=1.0)
+
+
+# Both E4M3FN encoders: the integer one (CPU tensors answer no), then the hardware conversion
+# an sm_90 GPU takes (int4.hardware_e4m3's answer there).
+fp8_encoding_quantizers()
+E4M3FN = FloatLayout.of_format(get_format("e4m3fn"))
+fp8.hardware_e4m3 = fp8_block.hardware_e4m3 = nvfp4.hardware_e4m3 = \
+    lambda t, layout: layout == E4M3FN
+fp8_encoding_quantizers()
 for _, profile in nvfp4.SUPPORTED["dequantize_nvfp4"]:
     for out in (torch.float32, torch.bfloat16, torch.float16, torch.float64):
         for packed in (False, True):

@@ -73,8 +73,9 @@ DRY_RUN_TESTS = "test_backend_imports or test_e4m3fn_to_fnuz_exhaustive"
 #: runs of their own), without what the GPU adds nothing to (the scale tables are checked
 #: against the scale rules in numpy; the refusals are the front ends' argument checks on the
 #: host, before any launch; the CPU builds and PTX compiles live in other files),
-#: and with the ragged-last-block cases at one length and dtype per profile.
-GPU_TESTS = ("tests/kernels/test_kernels.py", "-k",
+#: and with the ragged-last-block cases at one length and dtype per profile; with the E4M3FN
+#: encoder's two forms (the hardware conversion and the integer encoder) held equal.
+GPU_TESTS = ("tests/kernels/test_kernels.py", "tests/kernels/test_triton_e4m3.py", "-k",
              "not hip- and not scale_table and not refuses"
              " and (not ragged_last_block or bfloat16-48])")
 #: Estimated seconds per collected test case on the GPU machine, by test function (the rest:
@@ -95,6 +96,7 @@ TEST_SECONDS = {
     "test_quantize_nvfp4_exhaustive": 2.0, "test_nvfp4_shapes": 2.0,
     "test_quantize_nvfp4_checkpoint_shapes": 2.0, "test_dequantize_nvfp4_exhaustive": 2.0,
     "test_nvfp4_global_amax_is_the_same_whatever_the_grid": 2.0,
+    "test_hardware_conversion_equals_integer_encoder": 6.0,
 }
 DEFAULT_TEST_SECONDS = 0.5
 #: Fixed steps of a GPU run (seconds): interpreter start and imports, the version checks, pytest

@@ -35,6 +35,7 @@ from .int4 import (
     FLOAT_KINDS,
     KERNELS,
     OUTPUT_KINDS,
+    hardware_e4m3,
     launch,
     round_to_kind,
     store_kind,
@@ -99,6 +100,7 @@ def _quantize_fp8_block_kernel(
     FLOOR_F32: tl.constexpr, POW2: tl.constexpr, HAS_ZERO_SCALE: tl.constexpr,
     ZERO_SCALE: tl.constexpr, MULTIPLIER: tl.constexpr, CLAMP: tl.constexpr,
     MBITS: tl.constexpr, BIAS: tl.constexpr, MAX_CODE: tl.constexpr, FNUZ: tl.constexpr,
+    HARDWARE: tl.constexpr,
 ) -> None:
     """One program: ``TM x TN`` tiles."""
     row, col, inside, scale_at, scale_inside = _tiles(rows, cols, grid_rows, grid_cols, BM, BN,
@@ -128,7 +130,7 @@ def _quantize_fp8_block_kernel(
     if CLAMP:  # NaN passes, as torch.clamp
         values = tl.where(values != values, values,
                           tl.minimum(tl.maximum(values, -FMT_MAX), FMT_MAX))
-    codes = _encode_float32(values, MBITS, BIAS, 0x80, MAX_CODE, True)
+    codes = _encode_float32(values, MBITS, BIAS, 0x80, MAX_CODE, True, HARDWARE)
     codes = tl.where(values != values, _NAN_CODE, codes)
     scale = tl.where(scale != scale, float("nan"), scale)  # the canonical quiet NaN
     if FNUZ:  # vLLM normalize_e4m3fn_to_e4m3fnuz
@@ -217,7 +219,8 @@ def quantize_fp8_block(x: torch.Tensor, *, block: tuple[int, int] = (128, 128),
            FLOOR_F32=plan.max_over_amax_floor, POW2=plan.power_of_two_scale,
            HAS_ZERO_SCALE=plan.zero_scale is not None, ZERO_SCALE=plan.zero_scale or 0.0,
            MULTIPLIER=plan.multiplier, CLAMP=plan.clamp_to_max, MBITS=plan.element.mbits,
-           BIAS=plan.element.bias, MAX_CODE=plan.element.max_code, FNUZ=plan.fnuz)
+           BIAS=plan.element.bias, MAX_CODE=plan.element.max_code, FNUZ=plan.fnuz,
+           HARDWARE=hardware_e4m3(x, plan.element))
     return as_record(reference.FP8BlockArray, codes, scales, (bm, bn), plan.profile)
 
 

@@ -33,6 +33,7 @@ import torch
 import triton
 import triton.language as tl
 
+from mxformats.formats import E4M3FN
 from mxformats.schemes import int4 as reference
 
 from .. import calls
@@ -48,6 +49,7 @@ from ..int4_plan import (
     quantize_plan,
     require_int32_words,
 )
+from ..mx_plan import FloatLayout
 
 __all__ = ["SUPPORTED", "dequantize_int4", "pack_int4", "quantize_int4", "unpack_int4"]
 
@@ -67,6 +69,7 @@ OUTPUT_KINDS = {**FLOAT_KINDS, torch.float64: 3}
 #: This backend's name in the shared argument checks' messages.
 KERNELS = "Triton"
 #: ``torch.finfo(dtype).eps``: compressed-tensors' scale for an all-zero group.
+_E4M3FN = FloatLayout.of_format(E4M3FN)
 _MACHINE_EPS = {kind: float(torch.finfo(dtype).eps) for dtype, kind in FLOAT_KINDS.items()}
 #: Elements per program: about 1 ms per program under the interpreter, so big tiles there.
 TILE_GPU, TILE_INTERPRETER = 4096, 1 << 16
@@ -78,6 +81,25 @@ TILE_GPU, TILE_INTERPRETER = 4096, 1 << 16
 def on_interpreter(t: torch.Tensor) -> bool:
     """Whether kernels on ``t`` run in the Triton interpreter (a CPU tensor)."""
     return t.device.type == "cpu"
+
+
+def hardware_e4m3(t: torch.Tensor, layout: FloatLayout) -> bool:
+    """Whether kernels on ``t``'s device encode float32 to ``layout`` with the hardware
+    conversion (Triton's ``.to(tl.float8e4nv)``, compiled to ``cvt.rn.satfinite.e4m3x2.f32``):
+    only for E4M3FN.
+
+    That instruction needs sm_89 or later (PTX ISA, "cvt": the ``.e4m3x2`` destination
+    "requires sm_89 or higher"); ``.rn`` rounds to the nearest value, ties to even, subnormals
+    included, and ``.satfinite`` makes NaN the NaN code and a value beyond ±448, ±Inf included,
+    ±448: the bit-arithmetic encoder's results wherever the kernels use it (a finite value,
+    saturating; a NaN's code is replaced after). So CUDA devices of compute capability 8.9 and
+    later take it; the interpreter, older GPUs and ROCm (whose FP8 conversions are not these
+    instructions) keep the integer encoder. ``tests/kernels`` holds both equal to the reference
+    and to each other on a GPU.
+    """
+    return (layout == _E4M3FN and not on_interpreter(t) and t.device.type == "cuda"
+            and torch.version.hip is None
+            and torch.cuda.get_device_capability(t.device) >= (8, 9))
 
 
 def tile_elements(t: torch.Tensor) -> int:

@@ -30,7 +30,7 @@ import triton.language as tl
 from mxformats.schemes import nvfp4 as reference
 
 from .. import nvfp4_plan as plans
-from ..mx_plan import as_record, require_tensor
+from ..mx_plan import FloatLayout, as_record, require_tensor
 from ._codec import decode_to_float32
 from .fp8 import _encode_float32, _flat_offsets
 from .int4 import (
@@ -38,6 +38,7 @@ from .int4 import (
     KERNELS,
     OUTPUT_KINDS,
     as_torch_dtype,
+    hardware_e4m3,
     launch,
     on_interpreter,
     raise_flag,
@@ -70,6 +71,8 @@ _NUMPY_DTYPES = {torch.float16: np.dtype(np.float16), torch.bfloat16: np.dtype(m
 _KIND_OF = {np.dtype(np.float32): 0, np.dtype(ml_dtypes.bfloat16): 1, np.dtype(np.float16): 2}
 #: The float32 bits of +Inf: a magnitude's bits at or above it are Inf or NaN.
 _INF_BITS = tl.constexpr(0x7F800000)
+#: The block scales' element format, E4M3FN.
+_SCALE_LAYOUT = FloatLayout.of_format(reference.E4M3FN)
 
 
 def _numpy_dtype(dtype: torch.dtype) -> np.dtype[Any]:
@@ -166,7 +169,7 @@ def _quantize_nvfp4_kernel(
     AMAX_FLOOR: tl.constexpr, HAS_NONFINITE: tl.constexpr, NONFINITE: tl.constexpr,
     SCALE_FLOOR: tl.constexpr, SCALE_CLAMP: tl.constexpr, ZERO_BLOCK_SCALE: tl.constexpr,
     ZERO_BLOCK_BYTE: tl.constexpr, ZERO_AFTER_CAST: tl.constexpr, NAN_SCALE_BYTE: tl.constexpr,
-    ELEMENT_NAN_CODE: tl.constexpr, BLOCKS_PER_PROGRAM: tl.constexpr,
+    ELEMENT_NAN_CODE: tl.constexpr, BLOCKS_PER_PROGRAM: tl.constexpr, HARDWARE: tl.constexpr,
 ) -> None:
     """One program: ``BLOCKS_PER_PROGRAM`` blocks of 16 consecutive elements of a row."""
     block = tl.program_id(0).to(tl.int64) * BLOCKS_PER_PROGRAM + tl.arange(0, BLOCKS_PER_PROGRAM)
@@ -191,7 +194,7 @@ def _quantize_nvfp4_kernel(
         scale = tl.where(scale == 0.0, ZERO_BLOCK_SCALE, scale)
     nan = scale != scale
     clamped = tl.minimum(tl.maximum(scale, SCALE_FLOOR), SCALE_CLAMP)
-    scale_byte = _encode_float32(tl.where(nan, 0.0, clamped), 3, 7, 0x80, 0x7E, True)
+    scale_byte = _encode_float32(tl.where(nan, 0.0, clamped), 3, 7, 0x80, 0x7E, True, HARDWARE)
     if ZERO_AFTER_CAST:
         scale_byte = tl.where(scale_byte == 0, ZERO_BLOCK_BYTE, scale_byte)
     scale_byte = tl.where(nan, NAN_SCALE_BYTE, scale_byte)
@@ -265,7 +268,8 @@ def quantize_nvfp4(x: torch.Tensor, *, axis: int = -1, profile: str = "modelopt"
            ZERO_BLOCK_SCALE=plan.zero_block_scale,
            ZERO_BLOCK_BYTE=int(reference.E4M3FN.encode(np.float64(plan.zero_block_scale))),
            ZERO_AFTER_CAST=plan.zero_after_cast, NAN_SCALE_BYTE=plan.nan_scale_byte,
-           ELEMENT_NAN_CODE=plan.element_nan_code, BLOCKS_PER_PROGRAM=per_program)
+           ELEMENT_NAN_CODE=plan.element_nan_code, BLOCKS_PER_PROGRAM=per_program,
+           HARDWARE=hardware_e4m3(x, _SCALE_LAYOUT))
     if bad.item():
         raise ValueError(f"quantize_nvfp4(profile={profile!r}): the input holds NaN or ±Inf, "
                          "which both producers turn into NaN scales or fallbacks "

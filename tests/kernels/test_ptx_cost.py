@@ -124,4 +124,26 @@ def test_the_hbm_roofline_share_and_the_budget_mark() -> None:
     at = cost("at", "k", 8, 128, 128, 16.0, 16.0, 2.5, 1.0)
     over = cost("over", "k", 8, 129, 129, 16.1, 16.1, 2.5, 0.99)
     rows = module.table([at, over], 16).splitlines()[2:]
-    assert rows[0].endswith("| yes |") and rows[1].endswith("| **over** |")
+    assert rows[0].endswith("| yes | yes |") and rows[1].endswith("| **over** | yes |")
+
+
+def test_the_summary_counts_the_validators_kernels_apart(monkeypatch: pytest.MonkeyPatch,
+                                                         capsys: pytest.CaptureFixture[str]
+                                                         ) -> None:
+    """A case ``validate --device`` never launches is marked ``no`` and left out of the
+    validator's count; the integer-encoder twins are such rows."""
+    module = _ptx_cost()
+    off = next(iter(module.OFF_THE_VALIDATOR_PATH))
+    twin = module.INTEGER_ENCODER_TWINS[0] + module.INTEGER_ENCODER
+    launches = [module.Launch("on", None, {}, {}, {}, 1, 1, 2),
+                module.Launch(off, None, {}, {}, {}, 1, 1, 2, False),
+                module.Launch(twin, None, {}, {}, {}, 1, 1, 2, False)]
+    monkeypatch.setattr(module, "record_launches", lambda only: launches)
+    monkeypatch.setattr(module, "compile_cost", lambda launch: module.Cost(
+        launch.name, "k", 1.0, 20, 20, 20.0 if launch.validator else 10.0, 20.0, 2.0, 1.0,
+        launch.validator))
+    module.main([])
+    out = capsys.readouterr().out
+    assert f"| {off} | `k` |" in out and out.count("| yes | no |") == 2
+    assert "2 of 3 kernels at or under 16" in out
+    assert "of the 1 that validate --device launches on sm_90, 0" in out
