@@ -10,6 +10,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+from conftest import requires
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -147,3 +148,25 @@ def test_the_summary_counts_the_validators_kernels_apart(monkeypatch: pytest.Mon
     assert f"| {off} | `k` |" in out and out.count("| yes | no |") == 2
     assert "2 of 3 kernels at or under 16" in out
     assert "of the 1 that validate --device launches on sm_90, 0" in out
+
+
+def test_the_recorder_marks_the_off_path_cases_and_the_twins(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Recorded (not compiled): the sm_90 answer takes the hardware E4M3 encoder on the
+    validator's path, the twin row the integer encoder off it (its other launch, the
+    maximum, is not recorded twice), and a case off the path is marked so. (Under the
+    interpreter the kernels hold no compiler signature: that part is not looked at.)"""
+    requires("torch")
+    requires("triton")
+    module = _ptx_cost()
+    monkeypatch.setattr(module, "_signature", lambda kernel, args: ({}, {}))
+    recorded = [(launch.name, launch.kernel.fn.__name__, launch.validator,
+                 launch.constants.get("HARDWARE"))
+                for launch in module.record_launches("quantize_fp8 e4m3fn")]
+    name = "quantize_fp8 e4m3fn static from bfloat16"
+    assert recorded == [(name, "_amax_kernel", True, None),
+                        (name, "_cast_fp8_kernel", True, True),
+                        (name + module.INTEGER_ENCODER, "_cast_fp8_kernel", False, False)]
+    off = module.record_launches("quantize_fp8 e4m3fnuz")
+    assert off and all(not launch.validator and launch.constants.get("HARDWARE") is not True
+                       for launch in off)
