@@ -162,7 +162,7 @@ def test_the_recorder_marks_the_off_path_cases_and_the_twins(
     monkeypatch.setattr(module, "_signature", lambda kernel, args: ({}, {}))
     recorded = [(launch.name, launch.kernel.fn.__name__, launch.validator,
                  launch.constants.get("HARDWARE"))
-                for launch in module.record_launches("quantize_fp8 e4m3fn")]
+                for launch in module.record_launches("quantize_fp8 e4m3fn static")]
     name = "quantize_fp8 e4m3fn static from bfloat16"
     assert recorded == [(name, "_amax_kernel", True, None),
                         (name, "_cast_fp8_kernel", True, True),
