@@ -37,9 +37,9 @@ from .int4 import (
     OUTPUT_KINDS,
     hardware_e4m3,
     launch,
+    round_and_store_canonical_nan,
     round_to_kind,
     store_kind,
-    store_kind_canonical_nan,
     widen_to_float32,
 )
 
@@ -160,15 +160,8 @@ def _dequantize_fp8_block_kernel(
     value = tl.load(values_ptr + code)
     scale = widen_to_float32(tl.load(scales_ptr + scale_at, mask=scale_inside, other=1.0),
                              SCALE_KIND)
-    product = value * scale[:, None, :, None]
-    if OUT_KIND == 1:  # bfloat16: one NaN test for the rounding and the canonical NaN
-        bits = product.to(tl.int32, bitcast=True)
-        rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) & 0xFFFF
-        half = tl.where(product != product, 0x7FC0, rounded).to(tl.uint16)
-        tl.store(out_ptr + flat, half.to(tl.bfloat16, bitcast=True), mask=inside)
-    else:
-        store_kind_canonical_nan(out_ptr + flat, round_to_kind(product, OUT_KIND), inside,
-                                 OUT_KIND)
+    round_and_store_canonical_nan(out_ptr + flat, value * scale[:, None, :, None], inside,
+                                  OUT_KIND)
 
 
 #: Elements per program at most: a GPU program takes one 128 x 128 tile (or several small

@@ -69,8 +69,9 @@ OUTPUT_KINDS = {**FLOAT_KINDS, torch.float64: 3}
 #: This backend's name in the shared argument checks' messages.
 KERNELS = "Triton"
 #: ``torch.finfo(dtype).eps``: compressed-tensors' scale for an all-zero group.
-_E4M3FN = FloatLayout.of_format(E4M3FN)
 _MACHINE_EPS = {kind: float(torch.finfo(dtype).eps) for dtype, kind in FLOAT_KINDS.items()}
+#: E4M3FN's bit layout, the one :func:`hardware_e4m3` can answer yes for.
+E4M3FN_LAYOUT = FloatLayout.of_format(E4M3FN)
 #: Elements per program: about 1 ms per program under the interpreter, so big tiles there.
 TILE_GPU, TILE_INTERPRETER = 4096, 1 << 16
 
@@ -97,8 +98,7 @@ def hardware_e4m3(t: torch.Tensor, layout: FloatLayout) -> bool:
     instructions) keep the integer encoder. ``tests/kernels`` holds both equal to the reference
     and to each other on a GPU.
     """
-    return (layout == _E4M3FN and not on_interpreter(t) and t.device.type == "cuda"
-            and torch.version.hip is None
+    return (layout == E4M3FN_LAYOUT and t.device.type == "cuda" and torch.version.hip is None
             and torch.cuda.get_device_capability(t.device) >= (8, 9))
 
 
@@ -203,25 +203,32 @@ def store_kind(ptr: tl.tensor, v: tl.tensor, mask: tl.tensor, KIND: tl.constexpr
 
 
 @triton.jit
-def store_kind_canonical_nan(ptr: tl.tensor, v: tl.tensor, mask: tl.tensor,
-                             KIND: tl.constexpr) -> None:
-    """:func:`store_kind` of ``v`` (a :func:`round_to_kind` result) with every NaN the canonical
-    quiet NaN the reference decoders write (``mxformats.arith.canonical_nan``: float32
-    0x7FC00000, bfloat16 0x7FC0, float16 0x7E00, float64 0x7FF8000000000000). Chosen on the
-    integer bits after the last float operation, whose own NaN is the GPU's 0x7FFFFFFF (0x7FFF
-    from a float32 -> float16 conversion) or, under the interpreter, x86's (a NaN operand's sign
-    and payload, 0xFFC00000 for Inf * 0)."""
+def round_and_store_canonical_nan(ptr: tl.tensor, v: tl.tensor, mask: tl.tensor,
+                                  KIND: tl.constexpr) -> None:
+    """float32 ``v`` rounded once (nearest even) to the dtype of ``KIND`` (OUTPUT_KINDS) and
+    stored into ``ptr``, every NaN the canonical quiet NaN the reference decoders write
+    (``mxformats.arith.canonical_nan``: float32 0x7FC00000, bfloat16 0x7FC0, float16 0x7E00,
+    float64 0x7FF8000000000000). Chosen on the integer bits after the last float operation,
+    whose own NaN is the GPU's 0x7FFFFFFF (0x7FFF from a float32 -> float16 conversion) or,
+    under the interpreter, x86's (a NaN operand's sign and payload, 0xFFC00000 for Inf * 0).
+    bfloat16 is rounded on the bits (as :func:`round_to_bfloat16`), where one NaN test serves
+    both the rounding and the canonical NaN."""
     nan = v != v
-    if KIND == 2:
+    if KIND == 1:
+        bits = v.to(tl.int32, bitcast=True)
+        rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) & 0xFFFF
+        half = tl.where(nan, 0x7FC0, rounded).to(tl.uint16)
+        tl.store(ptr, half.to(tl.bfloat16, bitcast=True), mask=mask)
+    elif KIND == 2:
         half = v.to(tl.float16).to(tl.uint16, bitcast=True).to(tl.int32)
         half = tl.where(nan, 0x7E00, half).to(tl.uint16)
         tl.store(ptr, half.to(tl.float16, bitcast=True), mask=mask)
     elif KIND == 3:
-        wide = tl.where(nan, 0x7FF8000000000000, v.to(tl.int64, bitcast=True))
+        wide = tl.where(nan, 0x7FF8000000000000, v.to(tl.float64).to(tl.int64, bitcast=True))
         tl.store(ptr, wide.to(tl.float64, bitcast=True), mask=mask)
-    else:  # float32, and bfloat16 as the float32 bits' top half
+    else:
         bits = tl.where(nan, 0x7FC00000, v.to(tl.int32, bitcast=True))
-        store_kind(ptr, bits.to(tl.float32, bitcast=True), mask, KIND)
+        tl.store(ptr, bits.to(tl.float32, bitcast=True), mask=mask)
 
 
 @triton.jit
@@ -480,18 +487,13 @@ def unpack_words(packed: tl.tensor, SHIFTS: tl.constexpr, OFFSET: tl.constexpr) 
     word from the nibble ``SHIFTS`` names for it (:func:`nibble_shifts`), less ``OFFSET``."""
     k = tl.arange(0, 8)
     shift = ((SHIFTS >> (4 * k)) & 0xF) * 4
-    if OFFSET == 0 or OFFSET == 8:
-        # (nibble - OFFSET) mod 16 is the nibble XOR OFFSET; its two's-complement value is
-        # that nibble moved to the top of the word and shifted back arithmetically
-        flipped = packed.to(tl.int32, bitcast=True)
-        if OFFSET == 8:
-            flipped = flipped ^ -0x77777778  # 0x88888888 as int32: every nibble's top bit
-        value = (flipped[:, None] << (28 - shift)[None, :]) >> 28
-    else:
-        nibble = (packed.to(tl.uint32, bitcast=True)[:, None] >> shift[None, :].to(tl.uint32)) \
-            & 0xF
-        signed = (nibble.to(tl.int32) - OFFSET) & 0xF
-        value = tl.where(signed >= 8, signed - 16, signed)
+    tl.static_assert(OFFSET == 0 or OFFSET == 8, "the layouts' offsets are 0 and 8")
+    # (nibble - OFFSET) mod 16 is the nibble XOR OFFSET; its two's-complement value is that
+    # nibble moved to the top of the word and shifted back arithmetically
+    flipped = packed.to(tl.int32, bitcast=True)
+    if OFFSET == 8:
+        flipped = flipped ^ -0x77777778  # 0x88888888 as int32: every nibble's top bit
+    value = (flipped[:, None] << (28 - shift)[None, :]) >> 28
     return value
 
 

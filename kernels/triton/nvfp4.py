@@ -30,10 +30,11 @@ import triton.language as tl
 from mxformats.schemes import nvfp4 as reference
 
 from .. import nvfp4_plan as plans
-from ..mx_plan import FloatLayout, as_record, require_tensor
+from ..mx_plan import as_record, require_tensor
 from ._codec import decode_to_float32
 from .fp8 import _encode_float32, _flat_offsets
 from .int4 import (
+    E4M3FN_LAYOUT,
     FLOAT_KINDS,
     KERNELS,
     OUTPUT_KINDS,
@@ -42,9 +43,9 @@ from .int4 import (
     launch,
     on_interpreter,
     raise_flag,
+    round_and_store_canonical_nan,
     round_to_kind,
     rows_view,
-    store_kind_canonical_nan,
     widen_to_float32,
 )
 
@@ -71,8 +72,6 @@ _NUMPY_DTYPES = {torch.float16: np.dtype(np.float16), torch.bfloat16: np.dtype(m
 _KIND_OF = {np.dtype(np.float32): 0, np.dtype(ml_dtypes.bfloat16): 1, np.dtype(np.float16): 2}
 #: The float32 bits of +Inf: a magnitude's bits at or above it are Inf or NaN.
 _INF_BITS = tl.constexpr(0x7F800000)
-#: The block scales' element format, E4M3FN.
-_SCALE_LAYOUT = FloatLayout.of_format(reference.E4M3FN)
 
 
 def _numpy_dtype(dtype: torch.dtype) -> np.dtype[Any]:
@@ -269,7 +268,7 @@ def quantize_nvfp4(x: torch.Tensor, *, axis: int = -1, profile: str = "modelopt"
            ZERO_BLOCK_BYTE=int(reference.E4M3FN.encode(np.float64(plan.zero_block_scale))),
            ZERO_AFTER_CAST=plan.zero_after_cast, NAN_SCALE_BYTE=plan.nan_scale_byte,
            ELEMENT_NAN_CODE=plan.element_nan_code, BLOCKS_PER_PROGRAM=per_program,
-           HARDWARE=hardware_e4m3(x, _SCALE_LAYOUT))
+           HARDWARE=hardware_e4m3(x, E4M3FN_LAYOUT))
     if bad.item():
         raise ValueError(f"quantize_nvfp4(profile={profile!r}): the input holds NaN or ±Inf, "
                          "which both producers turn into NaN scales or fallbacks "
@@ -316,7 +315,7 @@ def _dequantize_nvfp4_kernel(
         value = (e2m1 * scale[:, None]) * tl.math.div_rn(1.0, stored)
     else:
         value = e2m1 * tl.math.div_rn(scale, stored)[:, None]
-    store_kind_canonical_nan(out_ptr + element, round_to_kind(value, OUT_KIND), mask, OUT_KIND)
+    round_and_store_canonical_nan(out_ptr + element, value, mask, OUT_KIND)
 
 
 def _integer_codes(t: torch.Tensor, packed: bool) -> torch.Tensor:
