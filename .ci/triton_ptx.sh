@@ -19,7 +19,6 @@ from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
 from mxformats.formats import get_format
-from mxformats.kernels.mx_plan import FloatLayout
 from mxformats.kernels.triton import fp8, fp8_block, int4, nvfp4
 
 TYPES = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16",
@@ -73,9 +72,8 @@ def fp8_encoding_quantizers():
 # Both E4M3FN encoders: the integer one (CPU tensors answer no), then the hardware conversion
 # an sm_90 GPU takes (int4.hardware_e4m3's answer there).
 fp8_encoding_quantizers()
-E4M3FN = FloatLayout.of_format(get_format("e4m3fn"))
 fp8.hardware_e4m3 = fp8_block.hardware_e4m3 = nvfp4.hardware_e4m3 = \
-    lambda t, layout: layout == E4M3FN
+    lambda t, layout: layout == int4.E4M3FN_LAYOUT
 fp8_encoding_quantizers()
 for _, profile in nvfp4.SUPPORTED["dequantize_nvfp4"]:
     for out in (torch.float32, torch.bfloat16, torch.float16, torch.float64):

@@ -204,7 +204,6 @@ def record_launches(only: str = "") -> list[Launch]:
     (never run) the launches they make."""
     import torch
 
-    from mxformats.formats import get_format
     from mxformats.kernels.mx_plan import FloatLayout
     from mxformats.kernels.triton import fp8, fp8_block, int4, mx, nvfp4, scan
 
@@ -225,10 +224,9 @@ def record_launches(only: str = "") -> list[Launch]:
 
     # sm_90 has the E4M3 conversions (sm_89+): the answer a GPU there gives, but for the twins.
     hardware_off = [False]
-    e4m3fn = FloatLayout.of_format(get_format("e4m3fn"))
 
     def sm90_hardware_e4m3(t: Any, layout: FloatLayout) -> bool:
-        return layout == e4m3fn and not hardware_off[0]
+        return layout == int4.E4M3FN_LAYOUT and not hardware_off[0]
 
     # The launchers are replaced by the recorder and the tile choices told "not the
     # interpreter", for the duration of the calls.
