@@ -30,7 +30,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import numpy as np
 
@@ -41,7 +41,8 @@ if TYPE_CHECKING:
     from numpy.typing import NDArray
 
 __all__ = ["E2M1_CODES", "OFFSET_BINARY", "TWOS_COMPLEMENT", "NibbleMagnitude", "NibbleScan",
-           "checksum", "kernels", "on_device", "pattern_counts", "scan_nibbles", "scan_tiles"]
+           "ScanPass", "checksum", "kernels", "on_device", "pattern_counts", "scan_nibbles",
+           "scan_tiles"]
 
 _LITTLE_ENDIAN = sys.byteorder == "little"
 #: uint64 words per piece of the numpy checksum (256 KiB: its temporaries stay in cache)
@@ -80,14 +81,29 @@ class NibbleScan:
     counts: NDArray[np.int64] | None
 
 
+class ScanPass(Protocol):
+    """The scan's pass: :mod:`mxformats.fast.compiled_scan`'s four functions (that module, or
+    a device's object with the same answers, ``mxformats.kernels.triton.scan.DeviceScan``)."""
+
+    def nibble_peaks(self, rows: NDArray[Any], unit: int, sign_magnitude: bool,
+                     flip: np.uint8, peaks: NDArray[Any], counts: NDArray[Any],
+                     histogram: bool) -> tuple[bool, Any]: ...
+
+    def tile_peaks(self, codes: NDArray[Any], mask: np.uint8, bm: int, bn: int,
+                   peaks: NDArray[Any]) -> None: ...
+
+    def checksum_words(self, data: NDArray[Any]) -> Any: ...
+
+    def count_words(self, data: NDArray[Any], counts: NDArray[Any]) -> None: ...
+
+
 #: The device scan of the current task (``mxformats validate --level full --device``), if any.
-_DEVICE: ContextVar[Any] = ContextVar("mxformats_scan_device", default=None)
+_DEVICE: ContextVar[ScanPass | None] = ContextVar("mxformats_scan_device", default=None)
 
 
 @contextmanager
-def on_device(scan: Any) -> Iterator[None]:
-    """Within the block (in this thread), the scan's pass is ``scan``'s: an object with
-    :mod:`mxformats.fast.compiled_scan`'s four functions and their answers
+def on_device(scan: ScanPass | None) -> Iterator[None]:
+    """Within the block (in this thread), the scan's pass is ``scan``
     (``mxformats.kernels.triton.scan.DeviceScan``); None leaves it as it is."""
     token = _DEVICE.set(scan if scan is not None else _DEVICE.get())
     try:
@@ -96,7 +112,7 @@ def on_device(scan: Any) -> Iterator[None]:
         _DEVICE.reset(token)
 
 
-def kernels() -> Any:
+def kernels() -> ScanPass | None:
     """The scan's pass: the device's within :func:`on_device`, else
     :mod:`mxformats.fast.compiled_scan` where :func:`mxformats.fast.jit.compiled` found
     numba (and the host is little-endian: the checksum reads words), else None."""
@@ -105,7 +121,7 @@ def kernels() -> Any:
         return device
     if jit.compiled() is None or not _LITTLE_ENDIAN:
         return None
-    return importlib.import_module("mxformats.fast.compiled_scan")
+    return cast(ScanPass, importlib.import_module("mxformats.fast.compiled_scan"))
 
 
 def _bytes_of(a: NDArray[Any]) -> NDArray[np.uint8]:

@@ -14,9 +14,9 @@ import functools
 import importlib
 import os
 import re
-from typing import Any
 
 from mxformats.fast.passes import COMPILED, OnePass
+from mxformats.fast.scan import ScanPass
 
 __all__ = ["device_problem", "gpu_device", "passes_for", "scan_for", "visible_gpus"]
 
@@ -80,11 +80,12 @@ def passes_for(device: str | None) -> OnePass:
 
 
 @functools.cache
-def scan_for(device: str | None) -> Any:
+def scan_for(device: str | None) -> ScanPass | None:
     """The full scan's pass on ``device`` (``mxformats.kernels.triton.scan.DeviceScan``), made
     once per process; None without a device (the compiled CPU pass)."""
     if device is None:
         return None
     torch = importlib.import_module("torch")
-    return importlib.import_module("mxformats.kernels.triton.scan").DeviceScan(
+    scan: ScanPass = importlib.import_module("mxformats.kernels.triton.scan").DeviceScan(
         torch.device(device))
+    return scan
