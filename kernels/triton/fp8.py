@@ -40,6 +40,7 @@ from .int4 import (
     KERNELS,
     OUTPUT_KINDS,
     as_torch_dtype,
+    element_offsets,
     hardware_e4m3,
     kernel_float,
     launch,
@@ -208,11 +209,12 @@ def _dequantize_w4a8_kernel(w_ptr: tl.tensor, s1_ptr: tl.tensor, s2_ptr: tl.tens
                             out_ptr: tl.tensor, rows: tl.tensor, words: tl.tensor,
                             stride_r: tl.tensor, stride_c: tl.tensor, stride_s2: tl.tensor,
                             SHIFTS: tl.constexpr, OFFSET: tl.constexpr, OUT_KIND: tl.constexpr,
-                            BLOCK_W: tl.constexpr) -> None:
+                            BLOCK_W: tl.constexpr, UNIT_STRIDE: tl.constexpr) -> None:
     wid = tl.program_id(0).to(tl.int64) * BLOCK_W + tl.arange(0, BLOCK_W)
     row, word = wid // words, wid % words
     ok = row < rows
-    packed = tl.load(w_ptr + row * stride_r + word * stride_c, mask=ok, other=0)
+    packed = tl.load(w_ptr + element_offsets(row, word, stride_r, stride_c, UNIT_STRIDE),
+                     mask=ok, other=0)
     folded = tl.load(s2_ptr + row * stride_s2, mask=ok, other=0.0) * tl.load(s1_ptr)
     product = unpack_words(packed, SHIFTS, OFFSET).to(tl.float32) * folded[:, None]
     col = word[:, None] * 8 + tl.arange(0, 8)[None, :]
@@ -243,5 +245,5 @@ def dequantize_w4a8(
         launch(_dequantize_w4a8_kernel, (triton.cdiv(rows * words, block),), w, w32,
                s1.reshape(1), s2, out, rows, words, w32.stride(0), w32.stride(1), s2.stride(0),
                SHIFTS=nibble_shifts("quark"), OFFSET=NIBBLE_OFFSET["quark"],
-               OUT_KIND=OUTPUT_KINDS[out_dtype], BLOCK_W=block)
+               OUT_KIND=OUTPUT_KINDS[out_dtype], BLOCK_W=block, UNIT_STRIDE=w32.stride(1) == 1)
     return out

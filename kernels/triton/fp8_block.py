@@ -35,6 +35,7 @@ from .int4 import (
     FLOAT_KINDS,
     KERNELS,
     OUTPUT_KINDS,
+    element_offsets,
     hardware_e4m3,
     launch,
     round_and_store_canonical_nan,
@@ -100,12 +101,13 @@ def _quantize_fp8_block_kernel(
     FLOOR_F32: tl.constexpr, POW2: tl.constexpr, HAS_ZERO_SCALE: tl.constexpr,
     ZERO_SCALE: tl.constexpr, MULTIPLIER: tl.constexpr, CLAMP: tl.constexpr,
     MBITS: tl.constexpr, BIAS: tl.constexpr, MAX_CODE: tl.constexpr, FNUZ: tl.constexpr,
-    HARDWARE: tl.constexpr,
+    HARDWARE: tl.constexpr, UNIT_STRIDE: tl.constexpr,
 ) -> None:
     """One program: ``TM x TN`` tiles."""
     row, col, inside, scale_at, scale_inside = _tiles(rows, cols, grid_rows, grid_cols, BM, BN,
                                                       BM_POW2, BN_POW2, TM, TN)
-    x = tl.load(x_ptr + row * stride_r + col * stride_c, mask=inside, other=0.0)
+    x = tl.load(x_ptr + element_offsets(row, col, stride_r, stride_c, UNIT_STRIDE),
+                mask=inside, other=0.0)
     wide = widen_to_float32(x, KIND)
     magnitude = wide.to(tl.int32, bitcast=True) & 0x7FFFFFFF
     # per tile, [TM, TN]; NaN propagates
@@ -213,7 +215,7 @@ def quantize_fp8_block(x: torch.Tensor, *, block: tuple[int, int] = (128, 128),
            HAS_ZERO_SCALE=plan.zero_scale is not None, ZERO_SCALE=plan.zero_scale or 0.0,
            MULTIPLIER=plan.multiplier, CLAMP=plan.clamp_to_max, MBITS=plan.element.mbits,
            BIAS=plan.element.bias, MAX_CODE=plan.element.max_code, FNUZ=plan.fnuz,
-           HARDWARE=hardware_e4m3(x, plan.element))
+           HARDWARE=hardware_e4m3(x, plan.element), UNIT_STRIDE=x.stride(1) == 1)
     return as_record(reference.FP8BlockArray, codes, scales, (bm, bn), plan.profile)
 
 

@@ -165,6 +165,16 @@ def round_to_bfloat16(v: tl.tensor) -> tl.tensor:
 
 
 @triton.jit
+def element_offsets(row: tl.tensor, col: tl.tensor, stride_r: tl.tensor, stride_c: tl.tensor,
+                    UNIT_STRIDE: tl.constexpr) -> tl.tensor:
+    """Storage offsets of elements ``(row, col)`` of a strided 2-D view. ``UNIT_STRIDE`` (the
+    host saw ``stride_c == 1``) tells the compiler that adjacent columns are adjacent bytes,
+    so a thread's neighbouring elements are one vector load and a reduction along a row stays
+    in the thread (``pack_int4``: 51.3 -> 9.3 PTX per element, no warp shuffles)."""
+    return row * stride_r + (col if UNIT_STRIDE else col * stride_c)
+
+
+@triton.jit
 def widen_to_float32(x: tl.tensor, KIND: tl.constexpr) -> tl.tensor:
     """``x`` of the dtype of ``KIND`` as float32 (exact); bfloat16 through its bits, because
     the interpreter's bfloat16 -> float32 cast gets subnormals wrong."""
@@ -272,11 +282,13 @@ def _quantize_int4_kernel(x_ptr: tl.tensor, q_ptr: tl.tensor, s_ptr: tl.tensor,
                           bad_ptr: tl.tensor, rows: tl.tensor, groups_per_row: tl.tensor,
                           stride_r: tl.tensor, stride_c: tl.tensor, GROUP: tl.constexpr,
                           GROUP_PAD: tl.constexpr, BLOCK_G: tl.constexpr, KIND: tl.constexpr,
-                          EPS: tl.constexpr, RECIPROCAL: tl.constexpr) -> None:
+                          EPS: tl.constexpr, RECIPROCAL: tl.constexpr,
+                          UNIT_STRIDE: tl.constexpr) -> None:
     row, group, j, mask = _group_tile(tl.program_id(0), rows, groups_per_row, GROUP, GROUP_PAD,
                                       BLOCK_G)
     col = group[:, None] * GROUP + j[None, :]
-    x = tl.load(x_ptr + row[:, None] * stride_r + col * stride_c, mask=mask, other=0.0)
+    x = tl.load(x_ptr + element_offsets(row[:, None], col, stride_r, stride_c, UNIT_STRIDE),
+                mask=mask, other=0.0)
     xf = widen_to_float32(x, KIND)
     bad = not_finite(xf)
     raise_flag(bad_ptr, bad)
@@ -346,7 +358,7 @@ def quantize_int4(
         eps = _MACHINE_EPS[kind] if plan.eps is None else plan.eps
         launch(_quantize_int4_kernel, grid, x, x2d, q, scales, bad, rows, groups_per_row,
                x2d.stride(0), x2d.stride(1), KIND=kind, EPS=eps,
-               RECIPROCAL=plan.reciprocal, **meta)
+               RECIPROCAL=plan.reciprocal, UNIT_STRIDE=x2d.stride(1) == 1, **meta)
     if bad.item():
         raise ValueError(f"quantize_int4(profile={profile!r}): the input holds NaN or ±Inf; "
                          "NaN and ±Inf are implementation-defined for this producer (NaN "
@@ -444,14 +456,15 @@ def _word_tile(pid: tl.tensor, rows: tl.tensor, words: tl.tensor,
 def _pack_int4_kernel(q_ptr: tl.tensor, out_ptr: tl.tensor, bad_ptr: tl.tensor,
                       rows: tl.tensor, n: tl.tensor, words: tl.tensor, stride_r: tl.tensor,
                       stride_c: tl.tensor, SHIFTS: tl.constexpr, OFFSET: tl.constexpr,
-                      BLOCK_W: tl.constexpr) -> None:
+                      BLOCK_W: tl.constexpr, UNIT_STRIDE: tl.constexpr) -> None:
     row, word, k, word_ok = _word_tile(tl.program_id(0), rows, words, BLOCK_W)
     col = word[:, None] * 8 + k[None, :]
     mask = word_ok[:, None] & (col < n)
-    q = tl.load(q_ptr + row[:, None] * stride_r + col * stride_c, mask=mask, other=0)
+    q = tl.load(q_ptr + element_offsets(row[:, None], col, stride_r, stride_c, UNIT_STRIDE),
+                mask=mask, other=-OFFSET)
     q = q.to(tl.int32)
-    raise_flag(bad_ptr, mask & ((q < -8) | (q > 7)))
-    nibble = tl.where(mask, (q + OFFSET) & 0xF, 0).to(tl.uint32)
+    raise_flag(bad_ptr, ((q + 8) & -16) != 0)
+    nibble = ((q + OFFSET) & 0xF).to(tl.uint32)
     shift = ((SHIFTS >> (4 * k)) & 0xF) * 4
     packed = tl.sum(nibble << shift[None, :].to(tl.uint32), 1)
     tl.store(out_ptr + row * words + word, packed.to(tl.int32, bitcast=True), mask=word_ok)
@@ -475,7 +488,8 @@ def pack_int4(
         block = min(max(1, tile_elements(t) // 8), triton.next_power_of_2(rows * words))
         launch(_pack_int4_kernel, (triton.cdiv(rows * words, block),), t, q2d, out, bad, rows, n,
                words, q2d.stride(0), q2d.stride(1), SHIFTS=nibble_shifts(layout),
-               OFFSET=reference.NIBBLE_OFFSET[layout], BLOCK_W=block)
+               OFFSET=reference.NIBBLE_OFFSET[layout], BLOCK_W=block,
+               UNIT_STRIDE=q2d.stride(1) == 1)
     if bad.item():
         raise ValueError("pack_int4: values must lie in [-8, 7]")
     return out.reshape(*moved_shape[:-1], words).movedim(-1, ax).contiguous()
@@ -501,9 +515,10 @@ def unpack_words(packed: tl.tensor, SHIFTS: tl.constexpr, OFFSET: tl.constexpr) 
 def _unpack_int4_kernel(w_ptr: tl.tensor, out_ptr: tl.tensor, rows: tl.tensor, size: tl.tensor,
                         words: tl.tensor, stride_r: tl.tensor, stride_c: tl.tensor,
                         SHIFTS: tl.constexpr, OFFSET: tl.constexpr,
-                        BLOCK_W: tl.constexpr) -> None:
+                        BLOCK_W: tl.constexpr, UNIT_STRIDE: tl.constexpr) -> None:
     row, word, k, word_ok = _word_tile(tl.program_id(0), rows, words, BLOCK_W)
-    packed = tl.load(w_ptr + row * stride_r + word * stride_c, mask=word_ok, other=0)
+    packed = tl.load(w_ptr + element_offsets(row, word, stride_r, stride_c, UNIT_STRIDE),
+                     mask=word_ok, other=0)
     col = word[:, None] * 8 + k[None, :]
     tl.store(out_ptr + row[:, None] * size + col, unpack_words(packed, SHIFTS, OFFSET).to(tl.int8),
              mask=word_ok[:, None] & (col < size))
@@ -529,6 +544,7 @@ def unpack_int4(
         block = min(max(1, tile_elements(t) // 8), triton.next_power_of_2(rows * words))
         launch(_unpack_int4_kernel, (triton.cdiv(rows * words, block),), t, w2d, out, rows, n,
                words, w2d.stride(0), w2d.stride(1), SHIFTS=nibble_shifts(layout),
-               OFFSET=reference.NIBBLE_OFFSET[layout], BLOCK_W=block)
+               OFFSET=reference.NIBBLE_OFFSET[layout], BLOCK_W=block,
+               UNIT_STRIDE=w2d.stride(1) == 1)
     return out.reshape(*moved_shape[:-1], n).movedim(-1, ax).contiguous()
 

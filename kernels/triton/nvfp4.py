@@ -39,6 +39,7 @@ from .int4 import (
     KERNELS,
     OUTPUT_KINDS,
     as_torch_dtype,
+    element_offsets,
     hardware_e4m3,
     launch,
     on_interpreter,
@@ -169,6 +170,7 @@ def _quantize_nvfp4_kernel(
     SCALE_FLOOR: tl.constexpr, SCALE_CLAMP: tl.constexpr, ZERO_BLOCK_SCALE: tl.constexpr,
     ZERO_BLOCK_BYTE: tl.constexpr, ZERO_AFTER_CAST: tl.constexpr, NAN_SCALE_BYTE: tl.constexpr,
     ELEMENT_NAN_CODE: tl.constexpr, BLOCKS_PER_PROGRAM: tl.constexpr, HARDWARE: tl.constexpr,
+    UNIT_STRIDE: tl.constexpr,
 ) -> None:
     """One program: ``BLOCKS_PER_PROGRAM`` blocks of 16 consecutive elements of a row."""
     block = tl.program_id(0).to(tl.int64) * BLOCKS_PER_PROGRAM + tl.arange(0, BLOCKS_PER_PROGRAM)
@@ -176,8 +178,8 @@ def _quantize_nvfp4_kernel(
     row, col = block // blocks_per_row, (block % blocks_per_row) * 16
     j = tl.arange(0, 16)
     mask = inside[:, None]
-    x = tl.load(x_ptr + row[:, None] * stride_r + (col[:, None] + j[None, :]) * stride_c,
-                mask=mask, other=0.0)
+    x = tl.load(x_ptr + element_offsets(row[:, None], col[:, None] + j[None, :], stride_r,
+                                        stride_c, UNIT_STRIDE), mask=mask, other=0.0)
     wide = widen_to_float32(x, KIND)
     block_bits = tl.max(_magnitude_bits(x, KIND), 1)
     raise_flag(bad_ptr, (block_bits >= _INF_BITS)[:, None])
@@ -268,7 +270,7 @@ def quantize_nvfp4(x: torch.Tensor, *, axis: int = -1, profile: str = "modelopt"
            ZERO_BLOCK_BYTE=int(reference.E4M3FN.encode(np.float64(plan.zero_block_scale))),
            ZERO_AFTER_CAST=plan.zero_after_cast, NAN_SCALE_BYTE=plan.nan_scale_byte,
            ELEMENT_NAN_CODE=plan.element_nan_code, BLOCKS_PER_PROGRAM=per_program,
-           HARDWARE=hardware_e4m3(x, E4M3FN_LAYOUT))
+           HARDWARE=hardware_e4m3(x, E4M3FN_LAYOUT), UNIT_STRIDE=x2d.stride(1) == 1)
     if bad.item():
         raise ValueError(f"quantize_nvfp4(profile={profile!r}): the input holds NaN or ±Inf, "
                          "which both producers turn into NaN scales or fallbacks "
