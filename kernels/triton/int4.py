@@ -170,7 +170,7 @@ def element_offsets(row: tl.tensor, col: tl.tensor, stride_r: tl.tensor, stride_
     """Storage offsets of elements ``(row, col)`` of a strided 2-D view. ``UNIT_STRIDE`` (the
     host saw ``stride_c == 1``) tells the compiler that adjacent columns are adjacent bytes,
     so a thread's neighbouring elements are one vector load and a reduction along a row stays
-    in the thread (``pack_int4``: 51.3 -> 9.3 PTX per element, no warp shuffles)."""
+    in the thread (``benchmarks/ptx_cost.py``, ``pack_int4``: 51.3 -> 9.3 PTX per element)."""
     return row * stride_r + (col if UNIT_STRIDE else col * stride_c)
 
 
