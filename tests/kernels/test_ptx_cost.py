@@ -5,6 +5,7 @@ its budget of 35 instructions per element)."""
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -22,6 +23,15 @@ def _ptx_cost() -> ModuleType:
     sys.modules.setdefault("ptx_cost", module)  # dataclasses look their module up
     spec.loader.exec_module(module)
     return module
+
+
+@pytest.fixture(autouse=True)
+def _interpreter_setting_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``ptx_cost.main`` turns Triton's interpreter off for its process (it compiles for
+    sm_90): each test here gets ``TRITON_INTERPRET`` back as it found it, so the tests after
+    it in the same process still run the interpreter."""
+    if "TRITON_INTERPRET" in os.environ:
+        monkeypatch.setenv("TRITON_INTERPRET", os.environ["TRITON_INTERPRET"])
 
 
 def _kernel(body: str) -> str:
