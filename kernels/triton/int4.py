@@ -185,6 +185,18 @@ def widen_to_float32(x: tl.tensor, KIND: tl.constexpr) -> tl.tensor:
     return wide
 
 
+#: The float32 bits of +Inf: a magnitude's bits at or above it are Inf or NaN.
+INF_BITS = tl.constexpr(0x7F800000)
+
+
+@triton.jit
+def magnitude_bits(x: tl.tensor, KIND: tl.constexpr) -> tl.tensor:
+    """``|x|``'s float32 bits as int32: their integer order is the order of the magnitudes,
+    and every NaN is above +Inf (so a maximum propagates NaN, and one compare with
+    :data:`INF_BITS` finds a non-finite value among many)."""
+    return widen_to_float32(x, KIND).to(tl.int32, bitcast=True) & 0x7FFFFFFF
+
+
 @triton.jit
 def round_to_kind(v: tl.tensor, KIND: tl.constexpr) -> tl.tensor:
     """float32 ``v`` rounded once (nearest even) to the dtype of ``KIND`` (FLOAT_KINDS /
@@ -257,11 +269,6 @@ def raise_flag(flag_ptr: tl.tensor, bad: tl.tensor) -> None:
         tl.atomic_max(flag_ptr, 1)
 
 
-@triton.jit
-def not_finite(v: tl.tensor) -> tl.tensor:
-    return (v != v) | (tl.abs(v) == float("inf"))
-
-
 # -- quantize ---------------------------------------------------------------------------------
 
 
@@ -290,10 +297,11 @@ def _quantize_int4_kernel(x_ptr: tl.tensor, q_ptr: tl.tensor, s_ptr: tl.tensor,
     x = tl.load(x_ptr + element_offsets(row[:, None], col, stride_r, stride_c, UNIT_STRIDE),
                 mask=mask, other=0.0)
     xf = widen_to_float32(x, KIND)
-    bad = not_finite(xf)
-    raise_flag(bad_ptr, bad)
-    # The scales of refused groups are never returned: NaN is zeroed so the max stays defined.
-    amax = tl.max(tl.where(bad, 0.0, tl.abs(xf)), 1)
+    # A group holding NaN or ±Inf has a maximum at or above INF_BITS: flagged, its scale and
+    # codes never returned (the call raises).
+    amax_bits = tl.max(magnitude_bits(x, KIND), 1)
+    raise_flag(bad_ptr, (amax_bits >= INF_BITS)[:, None])
+    amax = amax_bits.to(tl.float32, bitcast=True)
     scale = round_to_kind(tl.math.div_rn(amax, 7.5), KIND)
     if RECIPROCAL:
         scale = tl.maximum(scale, EPS)

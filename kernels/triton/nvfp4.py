@@ -36,12 +36,14 @@ from .fp8 import _encode_float32, _flat_offsets
 from .int4 import (
     E4M3FN_LAYOUT,
     FLOAT_KINDS,
+    INF_BITS,
     KERNELS,
     OUTPUT_KINDS,
     as_torch_dtype,
     element_offsets,
     hardware_e4m3,
     launch,
+    magnitude_bits,
     on_interpreter,
     raise_flag,
     round_and_store_canonical_nan,
@@ -71,8 +73,11 @@ REDUCE_BLOCK = 4096
 _NUMPY_DTYPES = {torch.float16: np.dtype(np.float16), torch.bfloat16: np.dtype(ml_dtypes.bfloat16),
                  torch.float32: np.dtype(np.float32), torch.float64: np.dtype(np.float64)}
 _KIND_OF = {np.dtype(np.float32): 0, np.dtype(ml_dtypes.bfloat16): 1, np.dtype(np.float16): 2}
-#: The float32 bits of +Inf: a magnitude's bits at or above it are Inf or NaN.
-_INF_BITS = tl.constexpr(0x7F800000)
+#: The float32 bits of 1.0 and 6.0 (E2M1's smallest normal and its largest value).
+_ONE_BITS = tl.constexpr(0x3F800000)
+_SIX_BITS = tl.constexpr(0x40C00000)
+#: The E2M1 code of 6.0.
+_SIX_CODE = tl.constexpr(7)
 
 
 def _numpy_dtype(dtype: torch.dtype) -> np.dtype[Any]:
@@ -90,13 +95,6 @@ def tile_kind(t: torch.Tensor) -> str:
 
 
 @triton.jit
-def _magnitude_bits(x: tl.tensor, KIND: tl.constexpr) -> tl.tensor:
-    """``|x|``'s float32 bits as int32: their integer order is the order of the magnitudes,
-    and every NaN is above +Inf (so a maximum propagates NaN)."""
-    return widen_to_float32(x, KIND).to(tl.int32, bitcast=True) & 0x7FFFFFFF
-
-
-@triton.jit
 def _amax_partial_kernel(x_ptr: tl.tensor, partial_ptr: tl.tensor, numel: tl.tensor,
                          n: tl.tensor, stride_r: tl.tensor, stride_c: tl.tensor,
                          KIND: tl.constexpr, BLOCK: tl.constexpr,
@@ -105,7 +103,7 @@ def _amax_partial_kernel(x_ptr: tl.tensor, partial_ptr: tl.tensor, numel: tl.ten
     _, offset, mask = _flat_offsets(tl.program_id(0), numel, n, stride_r, stride_c, BLOCK,
                                     CONTIGUOUS)
     x = tl.load(x_ptr + offset, mask=mask, other=0.0)
-    tl.store(partial_ptr + tl.program_id(0), tl.max(_magnitude_bits(x, KIND), 0))
+    tl.store(partial_ptr + tl.program_id(0), tl.max(magnitude_bits(x, KIND), 0))
 
 
 @triton.jit
@@ -138,15 +136,25 @@ def _global_scale(amax: tl.tensor, ARITH_KIND: tl.constexpr, INVERSE: tl.constex
 @triton.jit
 def _e2m1_code(q: tl.tensor, NAN_CODE: tl.constexpr) -> tl.tensor:
     """The E2M1 code of float32 ``q``: the nearest of 0, 0.5, 1, 1.5, 2, 3, 4, 6, ties to the
-    even code (a midpoint rounds down where the code below is even: ``>``, up where it is odd:
-    ``>=``), saturating at 6 (±Inf too); the sign bit iff ``q < 0`` (-0.0 is code 0, a negative
-    that rounds to 0 code 8); ``NAN_CODE`` for NaN."""
-    a = tl.abs(q)
-    magnitude = ((a > 0.25).to(tl.int32) + (a >= 0.75).to(tl.int32) + (a > 1.25).to(tl.int32)
-                 + (a >= 1.75).to(tl.int32) + (a > 2.5).to(tl.int32) + (a >= 3.5).to(tl.int32)
-                 + (a > 5.0).to(tl.int32))
-    code = magnitude | tl.where(q < 0, 8, 0)
-    return tl.where(q != q, NAN_CODE, code)
+    even code, saturating at 6 (±Inf too); the sign bit iff ``q < 0`` (-0.0 is code 0, a
+    negative that rounds to 0 code 8); ``NAN_CODE`` for NaN.
+
+    One correctly rounded float32 addition does the rounding: ``|q|`` (clamped to 6.0 on the
+    bits, where NaN and Inf land too) plus ``M = 2**(e + 22)``, ``e`` its binade (0 below 1),
+    is rounded to a multiple of ``ulp(M) = 2**(e - 1)``: E2M1's spacing in that binade, 0.5
+    below 1. So the sum is ``M + k ulp(M)``, ``k`` from 0 to 4 the nearest multiple (the even
+    one of a tie, which is the even code), and the code is ``k + 2e``. The addend is
+    ``M + 6 ulp(M)`` (even, so ties still go to even ``k``): then the sum's bits ``t``, whose
+    exponent field is ``e + 149``, give ``k + 2e = (t + (t >> 22)) mod 8`` (``6 + 2 x 149``
+    is a multiple of 8)."""
+    a = tl.minimum(q.to(tl.int32, bitcast=True) & 0x7FFFFFFF, _SIX_BITS)
+    addend = tl.maximum(a & INF_BITS, _ONE_BITS) + ((22 << 23) + 6)
+    total = (a.to(tl.float32, bitcast=True) + addend.to(tl.float32, bitcast=True)) \
+        .to(tl.int32, bitcast=True)
+    code = ((total + (total >> 22)) & 7) | tl.where(q < 0, 8, 0)
+    if NAN_CODE != _SIX_CODE:  # a NaN's bits are clamped to 6.0's, whose code it then has
+        code = tl.where(q != q, NAN_CODE, code)
+    return code
 
 
 @triton.jit
@@ -181,8 +189,8 @@ def _quantize_nvfp4_kernel(
     x = tl.load(x_ptr + element_offsets(row[:, None], col[:, None] + j[None, :], stride_r,
                                         stride_c, UNIT_STRIDE), mask=mask, other=0.0)
     wide = widen_to_float32(x, KIND)
-    block_bits = tl.max(_magnitude_bits(x, KIND), 1)
-    raise_flag(bad_ptr, (block_bits >= _INF_BITS)[:, None])
+    block_bits = tl.max(magnitude_bits(x, KIND), 1)
+    raise_flag(bad_ptr, (block_bits >= INF_BITS)[:, None])
     block_max = block_bits.to(tl.float32, bitcast=True)
 
     stored = _global_scale(tl.load(amax_ptr).to(tl.float32, bitcast=True), ARITH_KIND, INVERSE,
