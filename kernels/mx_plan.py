@@ -202,8 +202,8 @@ class QuantizePlan:
     at or below ``|x|`` is the element's magnitude code, the smallest ``|x|`` whose scaled
     value is nonzero in the arithmetic type, and the ``|x|`` of the microxcaling quirk (-1:
     none). A kernel may code small formats (E2M1) by comparisons instead of arithmetic.
-    ``shift_k_limit``: 4-bit elements of blocks whose factor ``2**k`` has ``k`` below it may be
-    coded by one shift and round of the significand instead (:func:`shift_code_limit`).
+    ``fast_k_limit``: E2M1 elements of blocks whose factor ``2**k`` has ``FAST_K_MIN <= k``
+    below it may be coded by one float32 product and addition instead (:func:`fast_k_limit`).
     """
 
     profile: str
@@ -222,49 +222,60 @@ class QuantizePlan:
     factor_nan_wins: bool
     scale_table: NDArray[np.int32] = field(repr=False)
     element_table: NDArray[np.int32] = field(repr=False)
-    shift_k_limit: int = -SCALE_K_OFFSET
+    fast_k_limit: int = -SCALE_K_OFFSET
 
 
-def shift_code(magnitude: NDArray[np.int64], k: NDArray[np.int64], source: FloatLayout,
-               elem: FloatLayout, round_away: bool) -> NDArray[np.int64]:
-    """The magnitude code of ``|x| * 2**k`` (``magnitude``: the bits of a finite ``|x|``) by the
-    kernels' one shift and round (``_e2m1_by_shift`` in ``kernels/triton/mx.py``, the same
-    integer steps). With ``t`` the binades ``q`` lies below ``2**emin``, its quantum is
-    ``2**(max(t, 0) + emin - elem.mbits)``; the significand is shifted down to it and rounded,
-    and the rounded count of quanta ``r`` codes as ``r + (max(-t, 0) << elem.mbits)``
-    (a carry lands in the exponent), saturating. A subnormal ``x`` is read as if normal:
-    :func:`shift_code_limit` keeps the kernels away from the factors where that matters."""
-    field = magnitude >> source.mbits
-    significand = (magnitude & ((1 << source.mbits) - 1)) | (1 << source.mbits)
-    t = (1 - elem.bias + source.bias - k) - field
-    above = np.maximum(t, 0)
-    shift = np.minimum(above, elem.mbits + 2) + (source.mbits - elem.mbits)
-    if round_away:
-        quanta = (significand + ((1 << shift) >> 1)) >> shift
-    else:
-        quanta = (significand + (0x7FFFFFFF >> (32 - shift)) + ((significand >> shift) & 1)) \
-            >> shift
-    code: NDArray[np.int64] = np.minimum(quanta + ((above - t) << elem.mbits), elem.max_code)
+#: The smallest ``k`` whose factor ``2**k`` is a normal float32: the E2M1 fast path builds
+#: it from its bits, ``(k + 127) << 23``.
+FAST_K_MIN = -126
+#: The float32 bits of +Inf (its exponent field's mask), 1.0 and 6.0 (E2M1's smallest normal
+#: value and its largest).
+_F32_INF_BITS, _F32_ONE_BITS, _F32_SIX_BITS = 0x7F800000, 0x3F800000, 0x40C00000
+
+
+def addition_code(magnitude: NDArray[np.int64], k: NDArray[np.int64], source: FloatLayout,
+                  round_away: bool) -> NDArray[np.int64]:
+    """The E2M1 magnitude code of ``|x| * 2**k`` (``magnitude``: the bits of a finite ``|x|``
+    in the input type ``source``) by the kernels' float32 steps (``_e2m1_fast`` in
+    ``kernels/triton/mx.py`` and ``e2m1_magnitude_code`` in ``kernels/triton/int4.py``, the
+    same operations): ``|x|`` widened to float32 (exact), times the float32 ``2**k`` (one
+    rounding), clamped to 6.0 on the bits, one ulp added where ties round away, plus
+    ``2**(e + 22) + 6 ulp`` (``e`` the binade, 0 below 1; one rounding), and the code read off
+    the sum's bits ``t`` as ``(t + (t >> 22)) mod 8``. ``k`` from :data:`FAST_K_MIN`."""
+    if source.ebits == 8:  # float32 and bfloat16: the float32 bits are a shift away
+        wide = (magnitude.astype(np.uint32) << np.uint32(32 - source.bits)).view(np.float32)
+    else:  # float16
+        wide = magnitude.astype(np.uint16).view(np.float16).astype(np.float32)
+    factor = ((k + 127).astype(np.uint32) << np.uint32(23)).view(np.float32)
+    with np.errstate(over="ignore"):  # a product past float32's range is +Inf, clamped
+        q = (wide * factor).view(np.int32).astype(np.int64)
+    a = np.minimum(q, _F32_SIX_BITS) + int(round_away)
+    addend = np.maximum(a & _F32_INF_BITS, _F32_ONE_BITS) + ((22 << 23) + 6)
+    total = (a.astype(np.uint32).view(np.float32) + addend.astype(np.uint32).view(np.float32)) \
+        .view(np.int32).astype(np.int64)
+    code: NDArray[np.int64] = (total + (total >> 22)) & 7
     return code
 
 
-def shift_code_limit(source: FloatLayout, elem: FloatLayout, round_away: bool,
-                     table: NDArray[np.int32]) -> int:
-    """The smallest ``k`` from which :func:`shift_code` may differ from the element table's
-    thresholds (the reference encoder's); blocks from there are coded by the thresholds.
+def fast_k_limit(source: FloatLayout, round_away: bool, table: NDArray[np.int32]) -> int:
+    """The smallest ``k`` from :data:`FAST_K_MIN` at which :func:`addition_code` may differ
+    from the E2M1 element table's thresholds (the reference encoder's); blocks from there,
+    and below :data:`FAST_K_MIN`, are coded by the thresholds.
 
-    A subnormal ``x`` is read with an implicit leading one, so at most ``2**(k - source.bias +
-    1)``: below ``k = source.bias + emin - elem.mbits - 1`` that stays below the first
-    threshold, where the true value is too. Each row is then checked at every threshold
-    from both sides (``shift_code`` is monotone in the normal ``|x|``)."""
-    ks = np.arange(256, dtype=np.int64)[:, None] - SCALE_K_OFFSET
-    thresholds = table[:, :elem.max_code].astype(np.int64)
-    levels = np.arange(1, elem.max_code + 1)[None, :]
-    checked = (thresholds < source.inf_code) & (thresholds >= source.inf_code >> source.ebits)
-    at = shift_code(np.where(checked, thresholds, 0), ks, source, elem, round_away)
-    below = shift_code(np.where(checked, thresholds - 1, 0), ks, source, elem, round_away)
-    exact = np.all(~checked | ((at >= levels) & (below < levels)), axis=1)
-    exact &= ks[:, 0] < source.bias + (1 - elem.bias) - elem.mbits - 1
+    Each step of :func:`addition_code` is monotone in ``|x|`` (whose bits' order is its
+    order), so each row is checked at every threshold from both sides: ``|x|`` at the
+    threshold codes at least its level, the ``|x|`` just below codes less; a level no finite
+    ``|x|`` reaches (threshold at Inf's bits) is checked at the largest finite ``|x|``. Where
+    ties round away, a float32 input can sit one ulp below a tie, where the added ulp makes
+    it one: those rows fail the check."""
+    ks = np.arange(FAST_K_MIN, 256 - SCALE_K_OFFSET, dtype=np.int64)[:, None]
+    thresholds = table[ks[:, 0] + SCALE_K_OFFSET, :7].astype(np.int64)
+    levels = np.arange(1, 8)[None, :]
+    reached = thresholds < source.inf_code
+    at = addition_code(np.where(reached, thresholds, 0), ks, source, round_away)
+    below = addition_code(np.maximum(np.minimum(thresholds, source.inf_code) - 1, 0), ks,
+                          source, round_away)
+    exact = np.all((~reached | (at >= levels)) & ((thresholds == 0) | (below < levels)), axis=1)
     return int(ks[np.argmin(exact), 0]) if not exact.all() else int(ks[-1, 0]) + 1
 
 
@@ -438,8 +449,8 @@ def quantize_plan(profile: str, elem: Format, dtype_name: str, block_size: int) 
         factor_nan_wins=rules.factor_nan_wins,
         scale_table=scale_table(evaluate, dtype),
         element_table=table,
-        shift_k_limit=shift_code_limit(source, layout, round_away, table)
-        if layout.bits == 4 else -SCALE_K_OFFSET,
+        fast_k_limit=fast_k_limit(source, round_away, table)
+        if elem == E2M1 else -SCALE_K_OFFSET,
     )
 
 

@@ -30,7 +30,7 @@ from mxformats.schemes.mx.producers import PRODUCERS
 from .. import mx_plan as plans
 from ..mx_plan import KERNEL_ELEMENTS
 from ._codec import decode_float, encode_float, round_magnitude
-from .int4 import round_to_bfloat16
+from .int4 import E2M1_SIX_BITS, e2m1_magnitude_code, round_to_bfloat16
 
 __all__ = ["SUPPORTED", "dequantize_mx", "quantize_mx"]
 
@@ -50,6 +50,7 @@ KIND_NAN = tl.constexpr(plans.KIND_NAN)
 KIND_NEG_NAN = tl.constexpr(plans.KIND_NEG_NAN)
 KIND_INF = tl.constexpr(plans.KIND_INF)
 SCALE_K_OFFSET = tl.constexpr(plans.SCALE_K_OFFSET)
+FAST_K_MIN = tl.constexpr(plans.FAST_K_MIN)
 SCALE_K_SHIFT = tl.constexpr(plans.SCALE_K_SHIFT)
 SCALE_KIND_SHIFT = tl.constexpr(plans.SCALE_KIND_SHIFT)
 SCALE_NAN_BLOCK_SHIFT = tl.constexpr(plans.SCALE_NAN_BLOCK_SHIFT)
@@ -146,7 +147,7 @@ def _quantize_mx_kernel(
     MICROXCALING_QUIRK: tl.constexpr, ZERO_SIGN: tl.constexpr,
     ARITH_ZERO_EXP: tl.constexpr, INF_POS: tl.constexpr, INF_NEG: tl.constexpr,
     NAN_POS: tl.constexpr, NAN_NEG: tl.constexpr, GENERATED_NAN_NEGATIVE: tl.constexpr,
-    FACTOR_NAN_WINS: tl.constexpr, SHIFT_K_LIMIT: tl.constexpr,
+    FACTOR_NAN_WINS: tl.constexpr, FAST_K_LIMIT: tl.constexpr,
 ) -> None:
     """One program: ``ROWS`` rows x ``BLOCKS`` blocks of ``BLOCK_SIZE`` elements, wider
     elements (E4M3FN): the scaled significand is rounded by a shift (``round_magnitude``)."""
@@ -186,41 +187,36 @@ def _quantize_mx_kernel(
 
 
 @triton.jit
-def _e2m1_by_shift(magnitude: tl.tensor, below_emin: tl.tensor, SRC_MBITS: tl.constexpr,
-                   E_MBITS: tl.constexpr, E_MAX_CODE: tl.constexpr,
-                   ROUND_AWAY: tl.constexpr) -> tl.tensor:
-    """The magnitude code of ``|x| * 2**k`` for 4-bit elements by one shift and round of the
-    significand (:func:`mxformats.kernels.mx_plan.shift_code`, step for step).
-
-    ``below_emin``: per block, ``EMIN - (k - SRC_BIAS)``: the exponent field at which ``q``
-    reaches ``2**EMIN`` (``EMIN = 1 - E_BIAS``). With ``t = below_emin - field``, ``q``'s
-    quantum is ``2**max(t, 0)`` times the normal one, so the significand is shifted right by
-    ``SRC_MBITS - E_MBITS + min(max(t, 0), E_MBITS + 2)`` and rounded, and ``max(-t, 0)``
-    binades are added above (a carry lands in the exponent); saturating."""
-    field = magnitude >> SRC_MBITS
-    significand = (magnitude & ((1 << SRC_MBITS) - 1)) | (1 << SRC_MBITS)
-    t = below_emin - field
-    above = tl.maximum(t, 0)
-    shift = tl.minimum(above, E_MBITS + 2) + (SRC_MBITS - E_MBITS)
-    if ROUND_AWAY:
-        quanta = (significand + ((1 << shift) >> 1)) >> shift
-    else:  # (1 << (shift - 1)) - 1 is 31 ones shifted right by 32 - shift
-        quanta = (significand + (0x7FFFFFFF >> (32 - shift)) + ((significand >> shift) & 1)) \
-            >> shift
-    return tl.minimum(quanta + ((above - t) << E_MBITS), E_MAX_CODE)
+def _as_float32(magnitude: tl.tensor, SRC_BITS: tl.constexpr,
+                SRC_EBITS: tl.constexpr) -> tl.tensor:
+    """The float32 value of the input type's magnitude bits (exact: a wider type)."""
+    if SRC_EBITS == 8:  # float32 and bfloat16: the float32 bits are a shift away
+        wide = (magnitude << (32 - SRC_BITS)).to(tl.float32, bitcast=True)
+    else:  # float16
+        wide = magnitude.to(tl.int16).to(tl.float16, bitcast=True).to(tl.float32)
+    return wide
 
 
 @triton.jit
-def _e2m1_fast(bits: tl.tensor, below_emin: tl.tensor, nonzero_at: tl.tensor,
-               quirk_at: tl.tensor, SRC_BITS: tl.constexpr, SRC_MBITS: tl.constexpr,
-               E_BITS: tl.constexpr, E_MBITS: tl.constexpr, E_MAX_CODE: tl.constexpr,
-               ROUND_AWAY: tl.constexpr, MICROXCALING_QUIRK: tl.constexpr,
-               ZERO_SIGN: tl.constexpr) -> tl.tensor:
+def _e2m1_fast(bits: tl.tensor, factor: tl.tensor, nonzero_at: tl.tensor,
+               quirk_at: tl.tensor, SRC_BITS: tl.constexpr, SRC_EBITS: tl.constexpr,
+               E_BITS: tl.constexpr, ROUND_AWAY: tl.constexpr,
+               MICROXCALING_QUIRK: tl.constexpr, ZERO_SIGN: tl.constexpr) -> tl.tensor:
     """The signed 4-bit code of the input bits ``bits`` in a block of finite values with a
-    power-of-two factor below the plan's ``shift_k_limit`` (``nonzero_at``/``quirk_at``: the
-    block's last two element-table entries)."""
+    power-of-two factor ``factor`` (float32, ``2**k`` for ``k`` in the plan's fast range;
+    ``nonzero_at``/``quirk_at``: the block's last two element-table entries).
+
+    ``q = |x| * 2**k`` is one float32 product, clamped to 6.0 on the bits, and coded by
+    :func:`~.int4.e2m1_magnitude_code`; where ties round away, one float32 ulp is added first
+    (it moves a tie above it and, for 16-bit input, no other ``q`` across one).
+    :func:`mxformats.kernels.mx_plan.fast_k_limit` checks these steps against the reference's
+    thresholds for every ``k``."""
     magnitude = bits & ((1 << (SRC_BITS - 1)) - 1)
-    code = _e2m1_by_shift(magnitude, below_emin, SRC_MBITS, E_MBITS, E_MAX_CODE, ROUND_AWAY)
+    q = (_as_float32(magnitude, SRC_BITS, SRC_EBITS) * factor).to(tl.int32, bitcast=True)
+    a = tl.minimum(q, E2M1_SIX_BITS)
+    if ROUND_AWAY:
+        a += 1
+    code = e2m1_magnitude_code(a)
     if MICROXCALING_QUIRK:
         code = tl.where(magnitude == quirk_at, 1, code)
     sign = (bits >> (SRC_BITS - E_BITS)) & (1 << (E_BITS - 1))
@@ -268,16 +264,17 @@ def _quantize_mx4_kernel(
     MICROXCALING_QUIRK: tl.constexpr, ZERO_SIGN: tl.constexpr,
     ARITH_ZERO_EXP: tl.constexpr, INF_POS: tl.constexpr, INF_NEG: tl.constexpr,
     NAN_POS: tl.constexpr, NAN_NEG: tl.constexpr, GENERATED_NAN_NEGATIVE: tl.constexpr,
-    FACTOR_NAN_WINS: tl.constexpr, SHIFT_K_LIMIT: tl.constexpr,
+    FACTOR_NAN_WINS: tl.constexpr, FAST_K_LIMIT: tl.constexpr,
 ) -> None:
     """One program: ``ROWS`` rows x ``BLOCKS`` blocks of ``BLOCK_SIZE`` 4-bit elements, packed
     two per byte (element 2j low). ``src`` is the input seen as words of two elements (int32
     for 16-bit input, int64 for float32), so element 2j and 2j + 1 arrive apart, as the
     packing wants them, from one (vector) load. ``pairs``: words per row (half the row).
 
-    A tile whose blocks all hold finite values with a power-of-two factor below the plan's
-    ``SHIFT_K_LIMIT`` codes every element by one shift and round (:func:`_e2m1_by_shift`);
-    any other tile takes the general path (threshold compares, Inf/NaN/zero rules)."""
+    A tile whose blocks all hold finite values with a power-of-two factor ``2**k``,
+    ``FAST_K_MIN <= k < FAST_K_LIMIT`` (the plan's), codes every element by one float32
+    product and one addition (:func:`_e2m1_fast`); any other tile takes the general path
+    (threshold compares, Inf/NaN/zero rules)."""
     row = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
     block = tl.program_id(1) * BLOCKS + tl.arange(0, BLOCKS)
     row3 = row[:, None, None]
@@ -294,17 +291,17 @@ def _quantize_mx4_kernel(
     amax = tl.max(tl.maximum(even & magnitude_mask, odd & magnitude_mask), axis=2)
     k, kind, nan_block = _store_scales(amax, table, scales_out, row, block, rows,
                                        blocks_per_row, SRC_EBITS, SRC_MBITS, SRC_BIAS)
-    general = (kind != KIND_POW2) | nan_block | (k >= SHIFT_K_LIMIT) \
+    general = (kind != KIND_POW2) | nan_block | (k < FAST_K_MIN) | (k >= FAST_K_LIMIT) \
         | ((amax >> SRC_MBITS) == (1 << SRC_EBITS) - 1)
     row_of_k = elements + (k[:, :, None] + SCALE_K_OFFSET) * (E_MAX_CODE + 2)
     if tl.max(general.to(tl.int32)) == 0:
-        below_emin = ((1 - E_BIAS + SRC_BIAS) - k)[:, :, None]
+        factor = ((k + 127) << 23).to(tl.float32, bitcast=True)[:, :, None]
         nonzero_at = tl.load(row_of_k + E_MAX_CODE)
         quirk_at = tl.load(row_of_k + E_MAX_CODE + 1)
-        low = _e2m1_fast(even, below_emin, nonzero_at, quirk_at, SRC_BITS, SRC_MBITS, E_BITS,
-                         E_MBITS, E_MAX_CODE, ROUND_AWAY, MICROXCALING_QUIRK, ZERO_SIGN)
-        high = _e2m1_fast(odd, below_emin, nonzero_at, quirk_at, SRC_BITS, SRC_MBITS, E_BITS,
-                          E_MBITS, E_MAX_CODE, ROUND_AWAY, MICROXCALING_QUIRK, ZERO_SIGN)
+        low = _e2m1_fast(even, factor, nonzero_at, quirk_at, SRC_BITS, SRC_EBITS, E_BITS,
+                         ROUND_AWAY, MICROXCALING_QUIRK, ZERO_SIGN)
+        high = _e2m1_fast(odd, factor, nonzero_at, quirk_at, SRC_BITS, SRC_EBITS, E_BITS,
+                          ROUND_AWAY, MICROXCALING_QUIRK, ZERO_SIGN)
     else:
         kind3 = kind[:, :, None]
         nan_block3 = nan_block[:, :, None]
@@ -448,7 +445,7 @@ def quantize_constants(plan: plans.QuantizePlan) -> dict[str, Any]:
         INF_POS=plan.inf_codes[0], INF_NEG=plan.inf_codes[1],
         NAN_POS=plan.nan_codes[0], NAN_NEG=plan.nan_codes[1],
         GENERATED_NAN_NEGATIVE=plan.generated_nan_negative,
-        FACTOR_NAN_WINS=plan.factor_nan_wins, SHIFT_K_LIMIT=plan.shift_k_limit,
+        FACTOR_NAN_WINS=plan.factor_nan_wins, FAST_K_LIMIT=plan.fast_k_limit,
     )
 
 

@@ -34,12 +34,14 @@ from ..mx_plan import as_record, require_tensor
 from ._codec import decode_to_float32
 from .fp8 import _encode_float32, _flat_offsets
 from .int4 import (
+    E2M1_SIX_BITS,
     E4M3FN_LAYOUT,
     FLOAT_KINDS,
     INF_BITS,
     KERNELS,
     OUTPUT_KINDS,
     as_torch_dtype,
+    e2m1_magnitude_code,
     element_offsets,
     hardware_e4m3,
     launch,
@@ -73,9 +75,6 @@ REDUCE_BLOCK = 4096
 _NUMPY_DTYPES = {torch.float16: np.dtype(np.float16), torch.bfloat16: np.dtype(ml_dtypes.bfloat16),
                  torch.float32: np.dtype(np.float32), torch.float64: np.dtype(np.float64)}
 _KIND_OF = {np.dtype(np.float32): 0, np.dtype(ml_dtypes.bfloat16): 1, np.dtype(np.float16): 2}
-#: The float32 bits of 1.0 and 6.0 (E2M1's smallest normal and its largest value).
-_ONE_BITS = tl.constexpr(0x3F800000)
-_SIX_BITS = tl.constexpr(0x40C00000)
 #: The E2M1 code of 6.0.
 _SIX_CODE = tl.constexpr(7)
 
@@ -139,19 +138,10 @@ def _e2m1_code(q: tl.tensor, NAN_CODE: tl.constexpr) -> tl.tensor:
     even code, saturating at 6 (±Inf too); the sign bit iff ``q < 0`` (-0.0 is code 0, a
     negative that rounds to 0 code 8); ``NAN_CODE`` for NaN.
 
-    One correctly rounded float32 addition does the rounding: ``|q|`` (clamped to 6.0 on the
-    bits, where NaN and Inf land too) plus ``M = 2**(e + 22)``, ``e`` its binade (0 below 1),
-    is rounded to a multiple of ``ulp(M) = 2**(e - 1)``: E2M1's spacing in that binade, 0.5
-    below 1. So the sum is ``M + k ulp(M)``, ``k`` from 0 to 4 the nearest multiple (the even
-    one of a tie, which is the even code), and the code is ``k + 2e``. The addend is
-    ``M + 6 ulp(M)`` (even, so ties still go to even ``k``): then the sum's bits ``t``, whose
-    exponent field is ``e + 149``, give ``k + 2e = (t + (t >> 22)) mod 8`` (``6 + 2 x 149``
-    is a multiple of 8)."""
-    a = tl.minimum(q.to(tl.int32, bitcast=True) & 0x7FFFFFFF, _SIX_BITS)
-    addend = tl.maximum(a & INF_BITS, _ONE_BITS) + ((22 << 23) + 6)
-    total = (a.to(tl.float32, bitcast=True) + addend.to(tl.float32, bitcast=True)) \
-        .to(tl.int32, bitcast=True)
-    code = ((total + (total >> 22)) & 7) | tl.where(q < 0, 8, 0)
+    The magnitude is :func:`~.int4.e2m1_magnitude_code` of ``|q|`` clamped to 6.0 on the bits,
+    where ±Inf and NaN land too."""
+    a = tl.minimum(q.to(tl.int32, bitcast=True) & 0x7FFFFFFF, E2M1_SIX_BITS)
+    code = e2m1_magnitude_code(a) | tl.where(q < 0, 8, 0)
     if NAN_CODE != _SIX_CODE:  # a NaN's bits are clamped to 6.0's, whose code it then has
         code = tl.where(q != q, NAN_CODE, code)
     return code

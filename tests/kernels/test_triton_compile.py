@@ -7,9 +7,11 @@ the interpreter must be off, so this file runs itself in a subprocess without
 ``TRITON_INTERPRET``. The PTX is checked for the issue-5 arithmetic rule: no floating-point
 arithmetic (the kernels work on integer bits; the one float instruction is the exact
 int -> float32 conversion that reads an exponent), so no contraction, flushing or approximate
-division can differ from the CPU. The one exception is an E2M1 dequantizer whose plan measured
-the one-product path exact (:attr:`mxformats.kernels.mx_plan.DequantizePlan.product`): its
-float32 multiply must be the correctly rounded ``mul.rn.f32``, neither flushed nor fused.
+division can differ from the CPU. The exceptions are E2M1's: a dequantizer whose plan measured
+the one-product path exact (:attr:`mxformats.kernels.mx_plan.DequantizePlan.product`), and the
+quantizer's fast path (one product by ``2**k`` and one addition that rounds,
+:func:`mxformats.kernels.mx_plan.addition_code`). Their float32 operations must be the
+correctly rounded ``mul.rn.f32`` and ``add.rn.f32``, neither flushed nor fused.
 """
 
 from __future__ import annotations
@@ -88,11 +90,13 @@ def _float_ops(case: tuple[str, ...]) -> list[str]:
                               options={"enable_fp_fusion": False})
     found = FLOAT_OPS.findall(compiled.asm["ptx"])
     if kernel == "dequantize" and dplan.product:
-        # the product path's one float32 multiply: correctly rounded (.rn), never flushed
-        # or contracted; nothing else
-        found = [op for op in found if op != "mul.rn.f32"] + INEXACT_OPS.findall(
-            compiled.asm["ptx"])
-    return found
+        exact: tuple[str, ...] = ("mul.rn.f32",)  # the product path's one multiply
+    elif kernel == "quantize" and plan.elem.bits == 4:
+        exact = ("mul.rn.f32", "add.rn.f32")  # the fast path's product and addition
+    else:
+        return found
+    # correctly rounded (.rn), never flushed or contracted; nothing else
+    return [op for op in found if op not in exact] + INEXACT_OPS.findall(compiled.asm["ptx"])
 
 
 def _inexact_ops_of_calls(module: Any, call: Any, *, canonical_nan: bool = False) -> list[str]:
