@@ -282,7 +282,8 @@ def test_quantize_mx_ragged_last_block(backend: Backend, fmt: str, profile: str,
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
 def test_quantize_mx_finite_sweep(backend: Backend, dtype: str, device: str) -> None:
     """Every finite 16-bit pattern, in blocks of finite values only (so the Triton E2M1
-    kernel takes its shift-and-round path on every tile it can), in magnitude order (each
+    kernel takes its fast path, one product and one addition, on every tile it can), in
+    magnitude order (each
     block near its maximum: every binade, every tie) and shuffled (small elements under large
     maxima: the subnormal quanta), 16K elements per call, for every E2M1 claim that takes
     ``dtype``: equal bytes with the reference. The shuffled values are swept once more without
@@ -373,6 +374,28 @@ def test_scale_table_equals_the_scale_rule(profile: str, elem: Any, dtype: str) 
         expected = mx_plan._pack_scales(PRODUCERS[profile].scale_rule(amax, elem, np_dtype))
     wrong = np.flatnonzero(looked_up != expected)
     assert wrong.size == 0, f"{wrong.size} maxima differ, first {amax[wrong[0]]!r}"
+
+
+@pytest.mark.parametrize(("profile", "elem", "dtype"),
+                         [case for case in _table_cases() if case.values[1] == E2M1])
+def test_fast_k_limit_covers_every_row_it_can(profile: str, elem: Any, dtype: str) -> None:
+    """The E2M1 fast path's range (:func:`~mxformats.kernels.mx_plan.fast_k_limit`): every
+    factor from ``FAST_K_MIN`` for 16-bit input and for float32 input rounding ties to even;
+    none for float32 input whose ties round away (one float32 ulp below a tie becomes one)."""
+    plan = mx_plan.quantize_plan(profile, elem, dtype, 32)
+    whole = 256 - mx_plan.SCALE_K_OFFSET
+    assert plan.fast_k_limit == (mx_plan.FAST_K_MIN if dtype == "float32" and plan.round_away
+                                 else whole)
+
+
+@pytest.mark.parametrize(("k", "delta"), [(-3, 1), (5, -1), (mx_plan.FAST_K_MIN, 1)])
+def test_fast_k_limit_stops_at_the_first_row_that_disagrees(k: int, delta: int) -> None:
+    """A threshold one pattern off in the row of ``2**k`` (as a disagreement between the
+    fast path's arithmetic and the reference would be), above or below: the limit is ``k``."""
+    plan = mx_plan.quantize_plan("ocp", E2M1, "bfloat16", 32)
+    table = plan.element_table.copy()
+    table[k + mx_plan.SCALE_K_OFFSET, 3] += delta
+    assert mx_plan.fast_k_limit(plan.source, plan.round_away, table) == k
 
 
 # -- MX dequantize ------------------------------------------------------------------------------
