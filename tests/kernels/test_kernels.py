@@ -283,9 +283,9 @@ def test_quantize_mx_ragged_last_block(backend: Backend, fmt: str, profile: str,
 def test_quantize_mx_finite_sweep(backend: Backend, dtype: str, device: str) -> None:
     """Every finite 16-bit pattern, in blocks of finite values only (so the Triton E2M1
     kernel takes its fast path, one product and one addition, on every tile it can), in
-    magnitude order (each
-    block near its maximum: every binade, every tie) and shuffled (small elements under large
-    maxima: the subnormal quanta), 16K elements per call, for every E2M1 claim that takes
+    magnitude order (each block near its maximum: every binade, every tie) and shuffled
+    (small elements under large maxima: the subnormal quanta), 16K elements per call, for
+    every E2M1 claim that takes
     ``dtype``: equal bytes with the reference. The shuffled values are swept once more without
     the top binade: there compressed-tensors' bfloat16 factor is zero (a general-path block
     in every shuffled tile), so without it its sign-function zeros never reach the fast path."""
