@@ -409,11 +409,12 @@ def _dequantize_int4_kernel(q_ptr: tl.tensor, s_ptr: tl.tensor, out_ptr: tl.tens
                             stride_sc: tl.tensor,
                             GROUP: tl.constexpr, GROUP_PAD: tl.constexpr, BLOCK_G: tl.constexpr,
                             SCALE_KIND: tl.constexpr, OUT_KIND: tl.constexpr,
-                            FLOAT32_PRODUCT: tl.constexpr) -> None:
+                            FLOAT32_PRODUCT: tl.constexpr, UNIT_STRIDE: tl.constexpr) -> None:
     row, group, j, mask = _group_tile(tl.program_id(0), rows, groups_per_row, GROUP, GROUP_PAD,
                                       BLOCK_G)
     col = group[:, None] * GROUP + j[None, :]
-    q = tl.load(q_ptr + row[:, None] * stride_qr + col * stride_qc, mask=mask, other=0)
+    q = tl.load(q_ptr + element_offsets(row[:, None], col, stride_qr, stride_qc, UNIT_STRIDE),
+                mask=mask, other=0)
     raise_flag(bad_ptr, (q < -8) | (q > 7))
     s = tl.load(s_ptr + row * stride_sr + group * stride_sc, mask=row < rows, other=0.0)
     product = q.to(tl.float32) * widen_to_float32(s, SCALE_KIND)[:, None]
@@ -455,7 +456,8 @@ def dequantize_int4(
         launch(_dequantize_int4_kernel, grid, values, q2d, s2d, out, bad, rows, groups_per_row,
                q2d.stride(0), q2d.stride(1), s2d.stride(0), s2d.stride(1),
                SCALE_KIND=scale_kind, OUT_KIND=OUTPUT_KINDS[out_dtype],
-               FLOAT32_PRODUCT=dequantize_plan(profile).float32_product, **meta)
+               FLOAT32_PRODUCT=dequantize_plan(profile).float32_product,
+               UNIT_STRIDE=q2d.stride(1) == 1, **meta)
     if bad.item():
         raise ValueError("dequantize_int4: values must lie in [-8, 7]")
     return out.reshape(moved_shape).movedim(-1, ax).contiguous()
