@@ -30,7 +30,10 @@ Nothing here is keyed by profile name. A plan is derived from the profile's entr
   arithmetic type, from the consumer's own decoder), plus its clamp and 0xFF rules.
 
 The element arithmetic is integer arithmetic on the bits (:mod:`mxformats.kernels.triton._codec`
-for Triton), so a GPU computes exactly what the CPU interpreter computes.
+for Triton), so a GPU computes exactly what the CPU interpreter computes; the one exception is
+E2M1's fast path, whose two float32 operations (a product by ``2**k`` and one addition that
+rounds) are each correctly rounded and are checked against the element table for every ``k``
+(:func:`addition_code`, :func:`fast_k_limit`).
 """
 
 from __future__ import annotations

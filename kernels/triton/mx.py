@@ -3,10 +3,12 @@
 Same names and arguments as :func:`mxformats.quantize_mx` / :func:`mxformats.dequantize_mx`
 (``profile=`` included), torch tensors in and out. The argument checks, the layout and the
 per-profile constants come from the backend-neutral front end :mod:`mxformats.kernels.mx_plan`;
-the arithmetic is integer arithmetic on the bits (:mod:`._codec`), so a GPU computes exactly what
-the interpreter computes: the block maximum is an integer maximum of ``|x|``'s bits (a NaN
-propagates), the scale is a table lookup, the elements are scaled by adding ``k`` to an
-exponent and rounded by shifting the significand.
+the arithmetic is integer arithmetic on the bits (:mod:`._codec`) or single correctly rounded
+float32 operations (never fused or flushed), so a GPU computes exactly what the interpreter
+computes: the block maximum is an integer maximum of ``|x|``'s bits (a NaN propagates), the
+scale is a table lookup, E4M3 elements are scaled by adding ``k`` to an exponent and rounded
+by shifting the significand, and E2M1 elements of ordinary blocks are one float32 product by
+``2**k`` and one addition that rounds (:func:`_e2m1_fast`).
 Spec: ``spec/mx.md``. Example (``docs/kernels.md``)::
 
     codes, scales = quantize_mx(torch.tensor([6.0, 5.0] + [0.0] * 30, device="cuda"))
