@@ -71,12 +71,13 @@ DRY_RUN_TESTS = "test_backend_imports or test_e4m3fn_to_fnuz_exhaustive"
 #: The GPU-sized selection of ``pytest tests/kernels --device cuda``: the shared module on the
 #: Triton kernels (the HIP kernels built with nvcc are timed, and tested by ``--backends``
 #: runs of their own), without what the GPU adds nothing to (the scale tables are checked
-#: against the scale rules in numpy; the refusals are the front ends' argument checks on the
-#: host, before any launch; the CPU builds and PTX compiles live in other files),
+#: against the scale rules in numpy, and so is the E2M1 fast path's range, ``fast_k_limit``;
+#: the refusals are the front ends' argument checks on the host, before any launch; the CPU
+#: builds and PTX compiles live in other files),
 #: and with the ragged-last-block cases at one length and dtype per profile; with the E4M3FN
 #: encoder's two forms (the hardware conversion and the integer encoder) held equal.
 GPU_TESTS = ("tests/kernels/test_kernels.py", "tests/kernels/test_triton_e4m3.py", "-k",
-             "not hip- and not scale_table and not refuses"
+             "not hip- and not scale_table and not fast_k_limit and not refuses"
              " and (not ragged_last_block or bfloat16-48])")
 #: Estimated seconds per collected test case on the GPU machine, by test function (the rest:
 #: :data:`DEFAULT_TEST_SECONDS`). On a GPU the kernels take microseconds; the time is the
