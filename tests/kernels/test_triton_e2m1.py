@@ -12,38 +12,23 @@ and of the two largest, a binade at a time.
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 from conftest import requires
 from test_fast_compiled_nvfp4 import _float32_classes
 
 from mxformats.schemes import nvfp4 as reference
 
+from .elementwise import map_to_bytes
+
 torch = requires("torch")
-triton = requires("triton")
-tl = requires("triton.language")
-int4 = requires("mxformats.kernels.triton.int4")
 nvfp4 = requires("mxformats.kernels.triton.nvfp4")
 
 BLOCK = 1 << 14
 
 
-@triton.jit
-def _code_kernel(q_ptr: Any, out_ptr: Any, n: Any, NAN_CODE: tl.constexpr,
-                 BLOCK: tl.constexpr) -> None:
-    i = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    mask = i < n
-    q = tl.load(q_ptr + i, mask=mask, other=0.0)
-    tl.store(out_ptr + i, nvfp4._e2m1_code(q, NAN_CODE).to(tl.uint8), mask=mask)
-
-
 def _codes(bits: np.ndarray, device: str, nan_code: int = 7) -> np.ndarray:
     q = torch.from_numpy(bits.view(np.float32)).to(device)
-    out = torch.empty(q.shape, dtype=torch.uint8, device=device)
-    int4.launch(_code_kernel, (triton.cdiv(q.numel(), BLOCK),), q, q, out, q.numel(),
-                NAN_CODE=nan_code, BLOCK=BLOCK)
-    return out.cpu().numpy()
+    return map_to_bytes(nvfp4._e2m1_code, nan_code, q, BLOCK)
 
 
 def _expected(bits: np.ndarray) -> np.ndarray:

@@ -20,6 +20,8 @@ from conftest import requires
 from mxformats.formats import E4M3FN, E4M3FNUZ, E5M2
 from mxformats.kernels.mx_plan import FloatLayout
 
+from .elementwise import map_to_bytes
+
 torch = requires("torch")
 triton = requires("triton")
 tl = requires("triton.language")
@@ -30,20 +32,12 @@ BLOCK = 1024
 
 
 @triton.jit
-def _encode_kernel(v_ptr: Any, out_ptr: Any, n: Any, HARDWARE: tl.constexpr,
-                   BLOCK: tl.constexpr) -> None:
-    i = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    mask = i < n
-    v = tl.load(v_ptr + i, mask=mask, other=0.0)
-    code = fp8._encode_float32(v, 3, 7, 0x80, 0x7E, True, HARDWARE)
-    tl.store(out_ptr + i, code.to(tl.uint8), mask=mask)
+def _e4m3fn(v: Any, HARDWARE: tl.constexpr) -> Any:
+    return fp8._encode_float32(v, 3, 7, 0x80, 0x7E, True, HARDWARE)
 
 
 def _encode(values: Any, hardware: bool) -> np.ndarray:
-    out = torch.empty(values.shape, dtype=torch.uint8, device=values.device)
-    int4.launch(_encode_kernel, (triton.cdiv(values.numel(), BLOCK),), values, values, out,
-                values.numel(), HARDWARE=hardware, BLOCK=BLOCK)
-    return out.cpu().numpy()
+    return map_to_bytes(_e4m3fn, hardware, values, BLOCK)
 
 
 def _expected(values: np.ndarray) -> np.ndarray:
