@@ -242,9 +242,10 @@ def addition_code(magnitude: NDArray[np.int64], k: NDArray[np.int64], source: Fl
     in the input type ``source``) by the kernels' float32 steps (``_e2m1_fast`` in
     ``kernels/triton/mx.py`` and ``e2m1_magnitude_code`` in ``kernels/triton/int4.py``, the
     same operations): ``|x|`` widened to float32 (exact), times the float32 ``2**k`` (one
-    rounding), clamped to 6.0 on the bits, one ulp added where ties round away, plus
-    ``2**(e + 22) + 6 ulp`` (``e`` the binade, 0 below 1; one rounding), and the code read off
-    the sum's bits ``t`` as ``(t + (t >> 22)) mod 8``. ``k`` from :data:`FAST_K_MIN`."""
+    rounding), clamped to 6.0 on the bits, plus ``2**(e + 22) + 6 ulp`` (``e`` the binade, 0
+    below 1; one rounding), the code read off the sum's bits ``t`` as ``(t + (t >> 22)) mod
+    8``, and, where ties round away, one up where the clamped ``q`` exceeds the rounded value
+    by exactly half a step (a tie rounded down). ``k`` from :data:`FAST_K_MIN`."""
     if source.ebits == 8:  # float32 and bfloat16: the float32 bits are a shift away
         wide = (magnitude.astype(np.uint32) << np.uint32(32 - source.bits)).view(np.float32)
     else:  # float16
@@ -252,11 +253,16 @@ def addition_code(magnitude: NDArray[np.int64], k: NDArray[np.int64], source: Fl
     factor = ((k + 127).astype(np.uint32) << np.uint32(23)).view(np.float32)
     with np.errstate(over="ignore"):  # a product past float32's range is +Inf, clamped
         q = (wide * factor).view(np.int32).astype(np.int64)
-    a = np.minimum(q, _F32_SIX_BITS) + int(round_away)
+    a = np.minimum(q, _F32_SIX_BITS)
     addend = np.maximum(a & _F32_INF_BITS, _F32_ONE_BITS) + ((22 << 23) + 6)
-    total = (a.astype(np.uint32).view(np.float32) + addend.astype(np.uint32).view(np.float32)) \
-        .view(np.int32).astype(np.int64)
-    code: NDArray[np.int64] = (total + (total >> 22)) & 7
+    a_value = a.astype(np.uint32).view(np.float32)
+    addend_value = addend.astype(np.uint32).view(np.float32)
+    total = a_value + addend_value
+    bits = total.view(np.int32).astype(np.int64)
+    code: NDArray[np.int64] = (bits + (bits >> 22)) & 7
+    if round_away:
+        half_step = (addend - ((24 << 23) + 6)).astype(np.uint32).view(np.float32)
+        code += a_value - (total - addend_value) == half_step
     return code
 
 
@@ -268,9 +274,7 @@ def fast_k_limit(source: FloatLayout, round_away: bool, table: NDArray[np.int32]
     Each step of :func:`addition_code` is monotone in ``|x|`` (whose bits' order is its
     order), so each row is checked at every threshold from both sides: ``|x|`` at the
     threshold codes at least its level, the ``|x|`` just below codes less; a level no finite
-    ``|x|`` reaches (threshold at Inf's bits) is checked at the largest finite ``|x|``. Where
-    ties round away, a float32 input can sit one ulp below a tie, where the added ulp makes
-    it one: those rows fail the check."""
+    ``|x|`` reaches (threshold at Inf's bits) is checked at the largest finite ``|x|``."""
     ks = np.arange(FAST_K_MIN, 256 - SCALE_K_OFFSET, dtype=np.int64)[:, None]
     thresholds = table[ks[:, 0] + SCALE_K_OFFSET, :7].astype(np.int64)
     levels = np.arange(1, 8)[None, :]

@@ -203,21 +203,30 @@ E2M1_SIX_BITS = tl.constexpr(0x40C00000)
 
 
 @triton.jit
-def e2m1_magnitude_code(a: tl.tensor) -> tl.tensor:
+def e2m1_magnitude_code(a: tl.tensor, ROUND_AWAY: tl.constexpr) -> tl.tensor:
     """The E2M1 magnitude code (0 to 7) of ``a``, the bits (int32) of a float32 magnitude in
-    ``[+0, 6.0]`` (callers clamp): the nearest E2M1 value, ties to the even code, by one
-    correctly rounded float32 addition (PTX ``add.rn.f32``: IEEE 754 round to nearest even).
+    ``[+0, 6.0]`` (callers clamp): the nearest E2M1 value, ties to the even code (with
+    ``ROUND_AWAY``, ties up), by one correctly rounded float32 addition (PTX ``add.rn.f32``:
+    IEEE 754 round to nearest even).
 
     ``a`` plus ``M = 2**(e + 22)``, ``e`` its binade (0 below 1), is rounded to a multiple of
     ``ulp(M) = 2**(e - 1)``: E2M1's spacing in that binade, 0.5 below 1. So the sum is
     ``M + k ulp(M)``, ``k`` from 0 to 4 the nearest multiple (the even one of a tie, which is
     the even code), and the code is ``k + 2e``. The addend is ``M + 6 ulp(M)`` (even, so ties
     still go to even ``k``): then the sum's bits ``t``, whose exponent field is ``e + 149``,
-    give ``k + 2e = (t + (t >> 22)) mod 8``, ``6 + 2 x 149`` being a multiple of 8."""
+    give ``k + 2e = (t + (t >> 22)) mod 8``, ``6 + 2 x 149`` being a multiple of 8. With
+    ``ROUND_AWAY``, a tie the addition rounded down is one where ``a`` exceeds ``k ulp(M) =
+    sum - addend`` by exactly ``ulp(M) / 2``; both subtractions are exact (Sterbenz), and the
+    code goes one up."""
     addend = tl.maximum(a & INF_BITS, E2M1_ONE_BITS) + ((22 << 23) + 6)
-    total = (a.to(tl.float32, bitcast=True) + addend.to(tl.float32, bitcast=True)) \
-        .to(tl.int32, bitcast=True)
-    return (total + (total >> 22)) & 7
+    total = a.to(tl.float32, bitcast=True) + addend.to(tl.float32, bitcast=True)
+    bits = total.to(tl.int32, bitcast=True)
+    code = (bits + (bits >> 22)) & 7
+    if ROUND_AWAY:
+        excess = a.to(tl.float32, bitcast=True) - (total - addend.to(tl.float32, bitcast=True))
+        half_step = (addend - ((24 << 23) + 6)).to(tl.float32, bitcast=True)  # M * 2**-24
+        code += (excess == half_step).to(tl.int32)
+    return code
 
 
 @triton.jit

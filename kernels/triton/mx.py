@@ -209,16 +209,12 @@ def _e2m1_fast(bits: tl.tensor, factor: tl.tensor, nonzero_at: tl.tensor,
     ``nonzero_at``/``quirk_at``: the block's last two element-table entries).
 
     ``q = |x| * 2**k`` is one float32 product, clamped to 6.0 on the bits, and coded by
-    :func:`~.int4.e2m1_magnitude_code`; where ties round away, one float32 ulp is added first
-    (it moves a tie above it and, for 16-bit input, no other ``q`` across one).
+    :func:`~.int4.e2m1_magnitude_code` (ties up where the profile rounds them away).
     :func:`mxformats.kernels.mx_plan.fast_k_limit` checks these steps against the reference's
     thresholds for every ``k``."""
     magnitude = bits & ((1 << (SRC_BITS - 1)) - 1)
     q = (_as_float32(magnitude, SRC_BITS, SRC_EBITS) * factor).to(tl.int32, bitcast=True)
-    a = tl.minimum(q, E2M1_SIX_BITS)
-    if ROUND_AWAY:
-        a += 1
-    code = e2m1_magnitude_code(a)
+    code = e2m1_magnitude_code(tl.minimum(q, E2M1_SIX_BITS), ROUND_AWAY)
     if MICROXCALING_QUIRK:
         code = tl.where(magnitude == quirk_at, 1, code)
     sign = (bits >> (SRC_BITS - E_BITS)) & (1 << (E_BITS - 1))

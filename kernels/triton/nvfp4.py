@@ -141,7 +141,7 @@ def _e2m1_code(q: tl.tensor, NAN_CODE: tl.constexpr) -> tl.tensor:
     The magnitude is :func:`~.int4.e2m1_magnitude_code` of ``|q|`` clamped to 6.0 on the bits,
     where ±Inf and NaN land too."""
     a = tl.minimum(q.to(tl.int32, bitcast=True) & 0x7FFFFFFF, E2M1_SIX_BITS)
-    code = e2m1_magnitude_code(a) | tl.where(q < 0, 8, 0)
+    code = e2m1_magnitude_code(a, False) | tl.where(q < 0, 8, 0)
     if NAN_CODE != _SIX_CODE:  # a NaN's bits are clamped to 6.0's, whose code it then has
         code = tl.where(q != q, NAN_CODE, code)
     return code

@@ -314,6 +314,40 @@ def test_quantize_mx_finite_sweep(backend: Backend, dtype: str, device: str) -> 
                 assert_bytes_equal(scales, expected.scales, f"scales, {what}")
 
 
+
+def test_quantize_mx_float32_around_every_tie(backend: Backend, device: str) -> None:
+    """float32 E2M1 elements at every tie and value of E2M1 and one and two float32 ulps to
+    either side, under a block maximum of 6 at scales from 2**-40 to 2**40 (the fast path),
+    random signs, for every E2M1 claim that takes float32: equal bytes with the reference.
+    A float32 element can sit one ulp from a tie, which 16-bit input cannot."""
+    fn = _kernel(backend, "quantize_mx")
+    points = np.array([0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 5.0,
+                       6.0], np.float32)
+    near = [points]
+    for direction in (np.float32(0), np.float32(np.inf)):
+        step = points
+        for _ in range(2):
+            step = np.nextafter(step, direction)
+            near.append(step)
+    values = np.concatenate(near)
+    rng = np.random.default_rng(29)
+    blocks = np.zeros((values.size, 32), np.float32)
+    blocks[:, 0] = 6.0
+    blocks[:, 1:] = rng.choice(values, size=(values.size, 31))
+    blocks[np.arange(values.size), rng.integers(1, 32, values.size)] = values
+    blocks *= np.where(rng.random(blocks.shape) < 0.5, -1, 1).astype(np.float32)
+    claims = [profile for fmt, profile in _claimed(backend, "quantize_mx")
+              if fmt == "e2m1" and np.dtype(np.float32) in PRODUCERS[profile].dtypes]
+    assert claims
+    for exponent in (-40, -3, 0, 7, 40):
+        x = blocks * np.float32(2.0**exponent)
+        for profile in claims:
+            expected = mx_reference.quantize_mx(x, E2M1, profile=profile)
+            codes, scales = fn(_torch(x, device), E2M1, profile=profile)
+            assert_bytes_equal(codes, expected.codes, f"codes, {profile} 2**{exponent}")
+            assert_bytes_equal(scales, expected.scales, f"scales, {profile} 2**{exponent}")
+
+
 QUANTIZE_REFUSALS = {
     "integer data": (np.ones((2, 32), np.int32), {}),
     "0-d": (np.float32(1.0), {}),
@@ -380,12 +414,9 @@ def test_scale_table_equals_the_scale_rule(profile: str, elem: Any, dtype: str) 
                          [case for case in _table_cases() if case.values[1] == E2M1])
 def test_fast_k_limit_covers_every_row_it_can(profile: str, elem: Any, dtype: str) -> None:
     """The E2M1 fast path's range (:func:`~mxformats.kernels.mx_plan.fast_k_limit`): every
-    factor from ``FAST_K_MIN`` for 16-bit input and for float32 input rounding ties to even;
-    none for float32 input whose ties round away (one float32 ulp below a tie becomes one)."""
+    factor from ``FAST_K_MIN``, for every claim and input type (ties to even and away)."""
     plan = mx_plan.quantize_plan(profile, elem, dtype, 32)
-    whole = 256 - mx_plan.SCALE_K_OFFSET
-    assert plan.fast_k_limit == (mx_plan.FAST_K_MIN if dtype == "float32" and plan.round_away
-                                 else whole)
+    assert plan.fast_k_limit == 256 - mx_plan.SCALE_K_OFFSET
 
 
 @pytest.mark.parametrize(("k", "delta"), [(-3, 1), (5, -1), (mx_plan.FAST_K_MIN, 1)])
