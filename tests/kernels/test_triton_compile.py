@@ -9,9 +9,10 @@ arithmetic (the kernels work on integer bits; the one float instruction is the e
 int -> float32 conversion that reads an exponent), so no contraction, flushing or approximate
 division can differ from the CPU. The exceptions are E2M1's: a dequantizer whose plan measured
 the one-product path exact (:attr:`mxformats.kernels.mx_plan.DequantizePlan.product`), and the
-quantizer's fast path (one product by ``2**k`` and one addition that rounds,
-:func:`mxformats.kernels.mx_plan.addition_code`). Their float32 operations must be the
-correctly rounded ``mul.rn.f32`` and ``add.rn.f32``, neither flushed nor fused.
+quantizer's fast path (one product by ``2**k``, one addition that rounds and, where ties go
+away, two exact subtractions: :func:`mxformats.kernels.mx_plan.addition_code`). Their float32
+operations must be the correctly rounded ``mul.rn.f32``, ``add.rn.f32`` and ``sub.rn.f32``,
+neither flushed nor fused.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ CASES = [
     ("quantize", "quark", "e2m1", "bfloat16", ""),
     ("quantize", "microxcaling", "e4m3fn", "float32", ""),
     ("quantize", "compressed-tensors", "e2m1", "float32", ""),
+    ("quantize", "quark-triton", "e2m1", "float32", ""),
     ("dequantize", "triton", "e4m3fn", "float16", "float16"),
     ("dequantize", "compressed-tensors", "e2m1", "bfloat16", "float32"),
 ]
@@ -92,7 +94,8 @@ def _float_ops(case: tuple[str, ...]) -> list[str]:
     if kernel == "dequantize" and dplan.product:
         exact: tuple[str, ...] = ("mul.rn.f32",)  # the product path's one multiply
     elif kernel == "quantize" and plan.elem.bits == 4:
-        exact = ("mul.rn.f32", "add.rn.f32")  # the fast path's product and addition
+        # the fast path's product and addition, and the ties-away test's two subtractions
+        exact = ("mul.rn.f32", "add.rn.f32", "sub.rn.f32")
     else:
         return found
     # correctly rounded (.rn), never flushed or contracted; nothing else
