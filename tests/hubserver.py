@@ -243,6 +243,11 @@ class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     disable_nagle_algorithm = True  # headers and body go out at once (no 40 ms ACK stall)
     server_hub: HubServer
+    #: Frees the ranged read's place among ``max_connections`` (:meth:`_admitted`); the answer
+    #: calls it before its last bytes go out, so the place is free before the client can
+    #: have the whole answer and send its next read (else the next read, on a new
+    #: connection, could find this thread not yet past its answer and be refused).
+    _release_slot: Callable[[], None] = staticmethod(lambda: None)
 
     def log_message(self, format: str, *args: Any) -> None:  # quiet
         return
@@ -358,6 +363,16 @@ class _Handler(BaseHTTPRequestHandler):
             hub.reads += 1
             refuse = (0 < hub.max_connections < hub.active[origin]
                       or (hub.throttle_every > 0 and hub.reads % hub.throttle_every == 0))
+        released = False
+
+        def release() -> None:
+            nonlocal released
+            if not released:
+                released = True
+                with hub.lock:
+                    hub.active[origin] -= 1
+
+        self._release_slot = release
         try:
             if refuse:
                 self._send(429, b"Too Many Requests", {"Retry-After": hub.retry_after},
@@ -365,8 +380,8 @@ class _Handler(BaseHTTPRequestHandler):
                 self._event(origin, 429)
             yield not refuse
         finally:
-            with hub.lock:
-                hub.active[origin] -= 1
+            del self._release_slot
+            release()
 
     def _event(self, origin: str, status: int) -> None:
         hub = self.server_hub
@@ -453,10 +468,15 @@ class _Handler(BaseHTTPRequestHandler):
         if "Content-Length" not in answer.headers:  # the body ends when the connection does
             answer.close = True
             self.send_header("Connection", "close")
+        body = self.command != "HEAD" and (answer.path is not None or bool(answer.extra))
+        if not body:
+            self._release_slot()
         self.end_headers()
-        if self.command != "HEAD":
+        if body:
             if answer.path is not None:
-                self._stream(answer.path, answer.name, answer.begin, answer.stop)
+                self._stream(answer.path, answer.name, answer.begin, answer.stop,
+                             last=not answer.extra)
+            self._release_slot()
             try:
                 self.wfile.write(answer.extra)
             except (BrokenPipeError, ConnectionResetError):
@@ -464,9 +484,10 @@ class _Handler(BaseHTTPRequestHandler):
         if answer.close:
             self.close_connection = True
 
-    def _stream(self, path: Path, name: str, begin: int, stop: int) -> None:
+    def _stream(self, path: Path, name: str, begin: int, stop: int, last: bool) -> None:
         """Send bytes ``[begin, stop)`` of ``path`` in pieces, counting each one sent; a client
-        that hangs up ends it."""
+        that hangs up ends it. ``last``: they end the answer (its place is freed before the
+        last piece goes out)."""
         hub = self.server_hub
         with open(path, "rb") as f:
             f.seek(begin)
@@ -475,6 +496,8 @@ class _Handler(BaseHTTPRequestHandler):
                 piece = f.read(min(_PIECE, left))
                 if not piece:
                     break
+                if last and len(piece) == left:
+                    self._release_slot()
                 try:
                     self.wfile.write(piece)
                 except (BrokenPipeError, ConnectionResetError):
