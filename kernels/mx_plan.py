@@ -231,21 +231,30 @@ class QuantizePlan:
 #: The smallest ``k`` whose factor ``2**k`` is a normal float32: the E2M1 fast path builds
 #: it from its bits, ``(k + 127) << 23``.
 FAST_K_MIN = -126
-#: The float32 bits of +Inf (its exponent field's mask), 1.0 and 6.0 (E2M1's smallest normal
-#: value and its largest).
-_F32_INF_BITS, _F32_ONE_BITS, _F32_SIX_BITS = 0x7F800000, 0x3F800000, 0x40C00000
+#: The float32 bits of +Inf (its exponent field's mask): a magnitude's bits at or above it are
+#: Inf or NaN.
+F32_INF_BITS = 0x7F800000
+#: The float32 bits of 1.0 and 6.0: E2M1's smallest normal value and its largest.
+E2M1_ONE_BITS, E2M1_SIX_BITS = 0x3F800000, 0x40C00000
+#: The E2M1 rounding addend over the bits of ``max(binade, 1.0)``: ``2**22`` times it, plus 6
+#: units in its last place (:func:`addition_code`).
+E2M1_ADDEND_OFFSET = (22 << 23) + 6
+#: The addend's bits minus these are those of half E2M1's step in the binade (``2**-24``
+#: times the addend's power of two).
+E2M1_HALF_STEP_BELOW_ADDEND = (24 << 23) + 6
 
 
 def addition_code(magnitude: NDArray[np.int64], k: NDArray[np.int64], source: FloatLayout,
                   round_away: bool) -> NDArray[np.int64]:
     """The E2M1 magnitude code of ``|x| * 2**k`` (``magnitude``: the bits of a finite ``|x|``
     in the input type ``source``) by the kernels' float32 steps (``_e2m1_fast`` in
-    ``kernels/triton/mx.py`` and ``e2m1_magnitude_code`` in ``kernels/triton/int4.py``, the
-    same operations): ``|x|`` widened to float32 (exact), times the float32 ``2**k`` (one
-    rounding), clamped to 6.0 on the bits, plus ``2**(e + 22) + 6 ulp`` (``e`` the binade, 0
-    below 1; one rounding), the code read off the sum's bits ``t`` as ``(t + (t >> 22)) mod
-    8``, and, where ties round away, one up where the clamped ``q`` exceeds the rounded value
-    by exactly half a step (a tie rounded down). ``k`` from :data:`FAST_K_MIN`."""
+    ``kernels/triton/mx.py`` and ``e2m1_magnitude_code`` in ``kernels/triton/_e2m1.py``, the
+    same operations; the constants above are theirs): ``|x|`` widened to float32 (exact),
+    times the float32 ``2**k`` (one rounding), clamped to 6.0 on the bits, plus ``2**(e + 22)
+    + 6 ulp`` (``e`` the binade, 0 below 1; one rounding), the code read off the sum's bits
+    ``t`` as ``(t + (t >> 22)) mod 8``, and, where ties round away, one up where the clamped
+    ``q`` exceeds the rounded value by exactly half a step (a tie rounded down). ``k`` from
+    :data:`FAST_K_MIN`."""
     if source.ebits == 8:  # float32 and bfloat16: the float32 bits are a shift away
         wide = (magnitude.astype(np.uint32) << np.uint32(32 - source.bits)).view(np.float32)
     else:  # float16
@@ -253,15 +262,15 @@ def addition_code(magnitude: NDArray[np.int64], k: NDArray[np.int64], source: Fl
     factor = ((k + 127).astype(np.uint32) << np.uint32(23)).view(np.float32)
     with np.errstate(over="ignore"):  # a product past float32's range is +Inf, clamped
         q = (wide * factor).view(np.int32).astype(np.int64)
-    a = np.minimum(q, _F32_SIX_BITS)
-    addend = np.maximum(a & _F32_INF_BITS, _F32_ONE_BITS) + ((22 << 23) + 6)
+    a = np.minimum(q, E2M1_SIX_BITS)
+    addend = np.maximum(a & F32_INF_BITS, E2M1_ONE_BITS) + E2M1_ADDEND_OFFSET
     a_value = a.astype(np.uint32).view(np.float32)
     addend_value = addend.astype(np.uint32).view(np.float32)
     total = a_value + addend_value
     bits = total.view(np.int32).astype(np.int64)
     code: NDArray[np.int64] = (bits + (bits >> 22)) & 7
     if round_away:
-        half_step = (addend - ((24 << 23) + 6)).astype(np.uint32).view(np.float32)
+        half_step = (addend - E2M1_HALF_STEP_BELOW_ADDEND).astype(np.uint32).view(np.float32)
         code += a_value - (total - addend_value) == half_step
     return code
 
@@ -273,16 +282,15 @@ def fast_k_limit(source: FloatLayout, round_away: bool, table: NDArray[np.int32]
 
     Each step of :func:`addition_code` is monotone in ``|x|`` (whose bits' order is its
     order), so each row is checked at every threshold from both sides: ``|x|`` at the
-    threshold codes at least its level, the ``|x|`` just below codes less; a level no finite
-    ``|x|`` reaches (threshold at Inf's bits) is checked at the largest finite ``|x|``."""
+    threshold codes at least its level, the ``|x|`` just below codes less. A level no finite
+    ``|x|`` reaches has its threshold at Inf's bits (:func:`element_table`): Inf codes 7, and
+    the largest finite ``|x|`` is the one checked below it."""
     ks = np.arange(FAST_K_MIN, 256 - SCALE_K_OFFSET, dtype=np.int64)[:, None]
     thresholds = table[ks[:, 0] + SCALE_K_OFFSET, :7].astype(np.int64)
     levels = np.arange(1, 8)[None, :]
-    reached = thresholds < source.inf_code
-    at = addition_code(np.where(reached, thresholds, 0), ks, source, round_away)
-    below = addition_code(np.maximum(np.minimum(thresholds, source.inf_code) - 1, 0), ks,
-                          source, round_away)
-    exact = np.all((~reached | (at >= levels)) & ((thresholds == 0) | (below < levels)), axis=1)
+    at = addition_code(thresholds, ks, source, round_away)
+    below = addition_code(thresholds - 1, ks, source, round_away)
+    exact = np.all((at >= levels) & (below < levels), axis=1)
     return int(ks[np.argmin(exact), 0]) if not exact.all() else int(ks[-1, 0]) + 1
 
 

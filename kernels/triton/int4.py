@@ -49,7 +49,7 @@ from ..int4_plan import (
     quantize_plan,
     require_int32_words,
 )
-from ..mx_plan import FloatLayout
+from ..mx_plan import F32_INF_BITS, FloatLayout
 
 __all__ = ["SUPPORTED", "dequantize_int4", "pack_int4", "quantize_int4", "unpack_int4"]
 
@@ -186,7 +186,7 @@ def widen_to_float32(x: tl.tensor, KIND: tl.constexpr) -> tl.tensor:
 
 
 #: The float32 bits of +Inf: a magnitude's bits at or above it are Inf or NaN.
-INF_BITS = tl.constexpr(0x7F800000)
+INF_BITS = tl.constexpr(F32_INF_BITS)
 
 
 @triton.jit
@@ -195,38 +195,6 @@ def magnitude_bits(x: tl.tensor, KIND: tl.constexpr) -> tl.tensor:
     and every NaN is above +Inf (so a maximum propagates NaN, and one compare with
     :data:`INF_BITS` finds a non-finite value among many)."""
     return widen_to_float32(x, KIND).to(tl.int32, bitcast=True) & 0x7FFFFFFF
-
-
-#: The float32 bits of 1.0 and 6.0: E2M1's smallest normal value and its largest.
-E2M1_ONE_BITS = tl.constexpr(0x3F800000)
-E2M1_SIX_BITS = tl.constexpr(0x40C00000)
-
-
-@triton.jit
-def e2m1_magnitude_code(a: tl.tensor, ROUND_AWAY: tl.constexpr) -> tl.tensor:
-    """The E2M1 magnitude code (0 to 7) of ``a``, the bits (int32) of a float32 magnitude in
-    ``[+0, 6.0]`` (callers clamp): the nearest E2M1 value, ties to the even code (with
-    ``ROUND_AWAY``, ties up), by one correctly rounded float32 addition (PTX ``add.rn.f32``:
-    IEEE 754 round to nearest even).
-
-    ``a`` plus ``M = 2**(e + 22)``, ``e`` its binade (0 below 1), is rounded to a multiple of
-    ``ulp(M) = 2**(e - 1)``: E2M1's spacing in that binade, 0.5 below 1. So the sum is
-    ``M + k ulp(M)``, ``k`` from 0 to 4 the nearest multiple (the even one of a tie, which is
-    the even code), and the code is ``k + 2e``. The addend is ``M + 6 ulp(M)`` (even, so ties
-    still go to even ``k``): then the sum's bits ``t``, whose exponent field is ``e + 149``,
-    give ``k + 2e = (t + (t >> 22)) mod 8``, ``6 + 2 x 149`` being a multiple of 8. With
-    ``ROUND_AWAY``, a tie the addition rounded down is one where ``a`` exceeds ``k ulp(M) =
-    sum - addend`` by exactly ``ulp(M) / 2``; both subtractions are exact (Sterbenz), and the
-    code goes one up."""
-    addend = tl.maximum(a & INF_BITS, E2M1_ONE_BITS) + ((22 << 23) + 6)
-    total = a.to(tl.float32, bitcast=True) + addend.to(tl.float32, bitcast=True)
-    bits = total.to(tl.int32, bitcast=True)
-    code = (bits + (bits >> 22)) & 7
-    if ROUND_AWAY:
-        excess = a.to(tl.float32, bitcast=True) - (total - addend.to(tl.float32, bitcast=True))
-        half_step = (addend - ((24 << 23) + 6)).to(tl.float32, bitcast=True)  # M * 2**-24
-        code += (excess == half_step).to(tl.int32)
-    return code
 
 
 @triton.jit

@@ -32,7 +32,8 @@ from mxformats.schemes.mx.producers import PRODUCERS
 from .. import mx_plan as plans
 from ..mx_plan import KERNEL_ELEMENTS
 from ._codec import decode_float, encode_float, round_magnitude
-from .int4 import E2M1_SIX_BITS, e2m1_magnitude_code, round_to_bfloat16
+from ._e2m1 import E2M1_SIX_BITS, e2m1_magnitude_code
+from .int4 import round_to_bfloat16
 
 __all__ = ["SUPPORTED", "dequantize_mx", "quantize_mx"]
 
@@ -209,7 +210,7 @@ def _e2m1_fast(bits: tl.tensor, factor: tl.tensor, nonzero_at: tl.tensor,
     ``nonzero_at``/``quirk_at``: the block's last two element-table entries).
 
     ``q = |x| * 2**k`` is one float32 product, clamped to 6.0 on the bits, and coded by
-    :func:`~.int4.e2m1_magnitude_code` (ties up where the profile rounds them away).
+    :func:`~._e2m1.e2m1_magnitude_code` (ties up where the profile rounds them away).
     :func:`mxformats.kernels.mx_plan.fast_k_limit` checks these steps against the reference's
     thresholds for every ``k``."""
     magnitude = bits & ((1 << (SRC_BITS - 1)) - 1)

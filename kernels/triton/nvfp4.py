@@ -32,16 +32,15 @@ from mxformats.schemes import nvfp4 as reference
 from .. import nvfp4_plan as plans
 from ..mx_plan import as_record, require_tensor
 from ._codec import decode_to_float32
+from ._e2m1 import E2M1_SIX_BITS, e2m1_magnitude_code
 from .fp8 import _encode_float32, _flat_offsets
 from .int4 import (
-    E2M1_SIX_BITS,
     E4M3FN_LAYOUT,
     FLOAT_KINDS,
     INF_BITS,
     KERNELS,
     OUTPUT_KINDS,
     as_torch_dtype,
-    e2m1_magnitude_code,
     element_offsets,
     hardware_e4m3,
     launch,
@@ -75,8 +74,8 @@ REDUCE_BLOCK = 4096
 _NUMPY_DTYPES = {torch.float16: np.dtype(np.float16), torch.bfloat16: np.dtype(ml_dtypes.bfloat16),
                  torch.float32: np.dtype(np.float32), torch.float64: np.dtype(np.float64)}
 _KIND_OF = {np.dtype(np.float32): 0, np.dtype(ml_dtypes.bfloat16): 1, np.dtype(np.float16): 2}
-#: The E2M1 code of 6.0.
-_SIX_CODE = tl.constexpr(7)
+#: The E2M1 code of 6.0, its largest magnitude.
+_SIX_CODE = tl.constexpr(reference.E2M1.max_code)
 
 
 def _numpy_dtype(dtype: torch.dtype) -> np.dtype[Any]:
@@ -138,7 +137,7 @@ def _e2m1_code(q: tl.tensor, NAN_CODE: tl.constexpr) -> tl.tensor:
     even code, saturating at 6 (±Inf too); the sign bit iff ``q < 0`` (-0.0 is code 0, a
     negative that rounds to 0 code 8); ``NAN_CODE`` for NaN.
 
-    The magnitude is :func:`~.int4.e2m1_magnitude_code` of ``|q|`` clamped to 6.0 on the bits,
+    The magnitude is :func:`~._e2m1.e2m1_magnitude_code` of ``|q|`` clamped to 6.0 on the bits,
     where ±Inf and NaN land too."""
     a = tl.minimum(q.to(tl.int32, bitcast=True) & 0x7FFFFFFF, E2M1_SIX_BITS)
     code = e2m1_magnitude_code(a, False) | tl.where(q < 0, 8, 0)
