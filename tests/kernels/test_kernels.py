@@ -429,6 +429,17 @@ def test_fast_k_limit_stops_at_the_first_row_that_disagrees(k: int, delta: int) 
     assert mx_plan.fast_k_limit(plan.source, plan.round_away, table) == k
 
 
+@pytest.mark.parametrize("k", [0, 7])
+def test_fast_k_limit_checks_an_unreached_level_at_the_largest_value(k: int) -> None:
+    """A row that says no finite ``|x|`` reaches code 7 (its threshold at Inf's bits) where
+    the arithmetic reaches it (at ``2**k`` the largest bfloat16 saturates): the largest finite
+    ``|x|`` is checked below that threshold, and the limit is ``k``."""
+    plan = mx_plan.quantize_plan("ocp", E2M1, "bfloat16", 32)
+    table = plan.element_table.copy()
+    table[k + mx_plan.SCALE_K_OFFSET, 6] = plan.source.inf_code
+    assert mx_plan.fast_k_limit(plan.source, plan.round_away, table) == k
+
+
 # -- MX dequantize ------------------------------------------------------------------------------
 
 
