@@ -8,6 +8,7 @@ import hashlib
 import os
 import subprocess
 import sys
+import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -553,6 +554,32 @@ def test_connections_in_flight(connections: int, server: HubServer,
     assert report.fatal is None
     assert 429 not in {e[2] for e in server.events}
     assert server.peak["cdn"] <= connections and (server.peak["cdn"] > 1) is (connections > 1)
+
+
+def test_a_read_frees_its_place_before_its_last_bytes(server: HubServer,
+                                                       twins: dict[str, Path],
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """The test Hub frees a ranged read's place among ``max_connections`` before the answer's
+    last bytes go out: a client that has the whole answer finds no read at work on either
+    origin, even while the server's thread lingers after it (else its next read, on a new
+    connection, could be refused: a 429 ``test_connections_in_flight[1]`` once met)."""
+    import hubserver
+
+    from mxformats.validate.readers.hub import open_hub
+
+    answer = hubserver._Handler._answer
+
+    def lingering(handler: Any, sent: Any) -> None:
+        answer(handler, sent)
+        time.sleep(0.5)
+
+    monkeypatch.setattr(hubserver._Handler, "_answer", lingering)
+    server.realistic(throttle_every=0, delay=0.0, max_connections=1)
+    reader = open_hub(serve(server, "linger", twins["mxfp4"]), connections=1)
+    name = next(n for n in reader.files() if n.endswith(".safetensors"))
+    for begin in (0, 8):  # the first read is resolved (a 302 from the Hub), both CDN reads
+        assert len(reader.read_range(name, begin, begin + 8)) == 8
+        assert (server.active["hub"], server.active["cdn"]) == (0, 0), begin
 
 
 def test_coalescing_never_reads_a_packed_weight(server: HubServer,
