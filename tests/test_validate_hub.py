@@ -567,13 +567,16 @@ def test_a_read_frees_its_place_before_its_last_bytes(server: HubServer,
 
     from mxformats.validate.readers.hub import open_hub
 
-    answer = hubserver._Handler._answer
+    def lingering(method: Any) -> Any:
+        def late(*args: Any, **kw: Any) -> None:
+            method(*args, **kw)
+            time.sleep(0.5)
+        return late
 
-    def lingering(handler: Any, sent: Any) -> None:
-        answer(handler, sent)
-        time.sleep(0.5)
-
-    monkeypatch.setattr(hubserver._Handler, "_answer", lingering)
+    # after an answer (the 302 has no body) and after a body's last piece
+    for method in ("_answer", "_stream"):
+        monkeypatch.setattr(hubserver._Handler, method,
+                            lingering(getattr(hubserver._Handler, method)))
     server.realistic(throttle_every=0, delay=0.0, max_connections=1)
     reader = open_hub(serve(server, "linger", twins["mxfp4"]), connections=1)
     name = next(n for n in reader.files() if n.endswith(".safetensors"))
