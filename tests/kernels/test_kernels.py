@@ -285,10 +285,10 @@ def test_quantize_mx_finite_sweep(backend: Backend, dtype: str, device: str) -> 
     kernel takes its fast path, one product and one addition, on every tile it can), in
     magnitude order (each block near its maximum: every binade, every tie) and shuffled
     (small elements under large maxima: the subnormal quanta), 16K elements per call, for
-    every E2M1 claim that takes
-    ``dtype``: equal bytes with the reference. The shuffled values are swept once more without
-    the top binade: there compressed-tensors' bfloat16 factor is zero (a general-path block
-    in every shuffled tile), so without it its sign-function zeros never reach the fast path."""
+    every E2M1 claim that takes ``dtype``: equal bytes with the reference. The shuffled values
+    are swept once more without the top binade: there compressed-tensors' bfloat16 factor is
+    zero (a general-path block in every shuffled tile), so without it its sign-function zeros
+    never reach the fast path."""
     fn = _kernel(backend, "quantize_mx")
     np_dtype = float_dtype(dtype)
     patterns = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(np_dtype)
@@ -312,7 +312,6 @@ def test_quantize_mx_finite_sweep(backend: Backend, dtype: str, device: str) -> 
                 what = f"{profile} {dtype} {order} from {start}"
                 assert_bytes_equal(codes, expected.codes, f"codes, {what}")
                 assert_bytes_equal(scales, expected.scales, f"scales, {what}")
-
 
 
 def test_quantize_mx_float32_around_every_tie(backend: Backend, device: str) -> None:

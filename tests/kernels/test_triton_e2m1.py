@@ -37,21 +37,17 @@ def _expected(bits: np.ndarray) -> np.ndarray:
 
 
 def test_e2m1_code_every_rounding_class(device: str) -> None:
-    """Every class of :func:`_float32_classes`, through the kernel on this device."""
+    """Every class of :func:`_float32_classes`, through the kernel on this device; on a GPU
+    also every float32 of the module docstring's binades (both signs), one at a time."""
     bits = _float32_classes()
     np.testing.assert_array_equal(_codes(bits, device), _expected(bits))
-
-
-def test_e2m1_code_every_deciding_float32_on_a_gpu(device: str) -> None:
-    """Every float32 of the module docstring's binades (both signs), one at a time, on a GPU
-    (the interpreter's share is :func:`test_e2m1_code_every_rounding_class`)."""
     if device != "cuda":
         return
     low = np.arange(1 << 23, dtype=np.uint32)
     for field in (0, 1, *range(127 - 5, 127 + 4), 254, 255):
-        bits = (np.uint32(field) << np.uint32(23)) | low
-        bits = np.concatenate([bits, bits | np.uint32(0x80000000)])
-        np.testing.assert_array_equal(_codes(bits, device), _expected(bits),
+        binade = (np.uint32(field) << np.uint32(23)) | low
+        binade = np.concatenate([binade, binade | np.uint32(0x80000000)])
+        np.testing.assert_array_equal(_codes(binade, device), _expected(binade),
                                       err_msg=f"exponent field {field}")
 
 
