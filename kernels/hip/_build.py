@@ -49,6 +49,8 @@ PROBES = "runtime_probe.hip"
 COMMON_FLAGS = ("-std=c++17", "-ffp-contract=off", "-fno-strict-aliasing")
 SANITIZE_FLAGS = ("-fsanitize=address,undefined", "-fno-sanitize-recover=all")
 CPU_FLAGS = (*COMMON_FLAGS, "-O1", "-g", "-fno-omit-frame-pointer", "-Wall", "-Wextra", "-Werror")
+#: The unsanitised CPU driver that benchmarks/hip_cost.py counts instructions of.
+MEASURED_CPU_FLAGS = (*COMMON_FLAGS, "-O2", "-Wall", "-Wextra", "-Werror")
 #: nvcc: no FMA contraction (--fmad=false), IEEE division and denormals (the defaults, stated).
 NVCC_FLAGS = ("-x", "cu", "-std=c++17", "--fmad=false", "-prec-div=true", "-ftz=false", "-O3",
               "-Xcompiler", "-fPIC,-fno-strict-aliasing")
@@ -110,12 +112,14 @@ def _compiler(name: str, env_var: str) -> str:
     return found
 
 
-def cpu_driver() -> Path:
+def cpu_driver(sanitized: bool = True) -> Path:
     """The sanitised CPU driver executable (ASan + UBSan), built once per source version: each
     object is cached by its own source, the headers and the command; the link by the objects'
-    digests."""
+    digests. ``sanitized=False``: the same driver without sanitizers, at -O2
+    (:data:`MEASURED_CPU_FLAGS`), for measuring the kernels' work."""
     cxx = _compiler("g++", "CXX")
-    flags = (*CPU_FLAGS, *SANITIZE_FLAGS)
+    flags = (*CPU_FLAGS, *SANITIZE_FLAGS) if sanitized else MEASURED_CPU_FLAGS
+    sanitize = SANITIZE_FLAGS if sanitized else ()  # the link's
     sources: list[tuple[Path, tuple[str, ...]]] = [
         (SOURCE_DIR / k, ("-x", "c++")) for k in (*KERNELS, PROBES)]
     sources += [(SOURCE_DIR / DISPATCH, ()), (SOURCE_DIR / DRIVER, ())]
@@ -138,7 +142,7 @@ def cpu_driver() -> Path:
 
     def build(work: Path) -> Path:
         exe = work / "mxf_hip_cpu"
-        _run([cxx, *SANITIZE_FLAGS, *(str(obj) for _, obj in objects), "-o", str(exe)])
+        _run([cxx, *sanitize, *(str(obj) for _, obj in objects), "-o", str(exe)])
         return exe
 
     return _cached("mxf_hip_cpu", link, build)

@@ -30,7 +30,8 @@ from typing import IO, TYPE_CHECKING, Protocol, cast
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["CpuDriver", "Executor", "KernelError", "SharedLibrary", "warp_size", "wave_size"]
+__all__ = ["CpuDriver", "Executor", "KernelError", "SharedLibrary", "request_header", "warp_size",
+           "wave_size"]
 
 #: The wave size the CPU runtime simulates: 64 (CDNA, the GPUs these checkpoints run on)
 #: unless ``MXFORMATS_HIP_WARP_SIZE`` says 32.
@@ -83,6 +84,15 @@ def _byte_view(t: torch.Tensor) -> torch.Tensor:
     return flat.view(torch.uint8)
 
 
+def request_header(op: str, params: Sequence[int], input_sizes: Sequence[int],
+                   output_sizes: Sequence[int]) -> str:
+    """The text line of one request to the CPU driver (driver.cpp), the inputs' bytes to
+    follow, with the current :func:`warp_size`."""
+    return " ".join(str(v) for v in (
+        op, warp_size(), len(params), *params, len(input_sizes), *input_sizes,
+        len(output_sizes), *output_sizes)) + "\n"
+
+
 class CpuDriver:
     """The sanitised CPU driver, started on first use (and again after it died)."""
 
@@ -130,9 +140,8 @@ class CpuDriver:
             outputs: Sequence[torch.Tensor]) -> None:
         in_bytes = [_byte_view(t.contiguous()).numpy() for t in inputs]
         out_bytes = [_byte_view(t).numpy() for t in outputs]
-        header = " ".join(str(v) for v in (
-            op, warp_size(), len(params), *params, len(in_bytes), *(b.size for b in in_bytes),
-            len(out_bytes), *(b.size for b in out_bytes))) + "\n"
+        header = request_header(op, params, [b.size for b in in_bytes],
+                                [b.size for b in out_bytes])
         with self._lock:
             if self._process is None or self._process.poll() is not None:
                 self._discard()

@@ -18,6 +18,9 @@ from ._device import CpuDriver, Executor, SharedLibrary
 _DTYPE_IDS = {torch.float32: 0, torch.bfloat16: 1, torch.float16: 2, torch.float64: 3}
 #: The dtypes the kernels read as data to quantize.
 _INPUT_IDS = {dtype: i for dtype, i in _DTYPE_IDS.items() if dtype != torch.float64}
+#: The constants of E2M1 rounding by one float32 addition, in mxf::E2m1Addition's order.
+E2M1_ADDITION = (plans.E2M1_ONE_BITS, plans.E2M1_SIX_BITS, plans.E2M1_ADDEND_OFFSET,
+                 plans.E2M1_HALF_STEP_BELOW_ADDEND)
 #: This backend's name in the shared argument checks' messages.
 KERNELS = "HIP"
 
@@ -58,6 +61,18 @@ def _executor(device: torch.device) -> Executor:
 def _table_on(plan: Any, device: torch.device) -> torch.Tensor:
     """A plan's scale table as an int32 tensor on ``device`` (plans are cached singletons)."""
     return torch.from_numpy(np.ascontiguousarray(plan.scale_table).reshape(-1)).to(device)
+
+
+#: The half-factor table a plan without ``product`` passes (the kernel does not read it).
+_NO_HALF_FACTORS = np.zeros(256, dtype=np.float32)
+
+
+@functools.lru_cache(maxsize=64)
+def _half_factors_on(plan: plans.DequantizePlan, device: torch.device) -> torch.Tensor:
+    """An MX dequantize plan's 256 float32 half factors on ``device`` (zeros where the plan has
+    none: :attr:`~mxformats.kernels.mx_plan.DequantizePlan.product` is false)."""
+    factors = _NO_HALF_FACTORS if plan.half_factors is None else plan.half_factors
+    return torch.from_numpy(np.ascontiguousarray(factors, dtype=np.float32)).to(device)
 
 
 def _f32_bits(value: float) -> int:

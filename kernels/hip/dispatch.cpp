@@ -32,8 +32,8 @@ struct Rules {
   }
 };
 
-constexpr int kQuantizeRules = 14;
-constexpr int kDequantizeRules = 9;
+constexpr int kQuantizeRules = 20;
+constexpr int kDequantizeRules = 10;
 constexpr int kFp8Target = 8;
 constexpr int kNibbleLayout = 9;
 constexpr int kBlockRules = 17;
@@ -41,7 +41,7 @@ constexpr int kElementLayout = 4;
 constexpr int kNvfp4Rules = 21;
 constexpr int kNvfp4Layouts = 9;
 
-// params: dtype, rows, n, block size, the 14 rules; in: x, table; out: codes, scales.
+// params: dtype, rows, n, block size, the 20 rules; in: x, table; out: codes, scales.
 hipError_t quantize_mx(const Call& c) {
   const Rules rules(c.p, 4, kQuantizeRules);
   return mxf_quantize_mx(c.in[0], dtype_of(c.p[0]), c.p[1], c.p[2], static_cast<int>(c.p[3]),
@@ -49,12 +49,13 @@ hipError_t quantize_mx(const Call& c) {
                          output<uint8_t>(c, 1), c.stream);
 }
 
-// params: rows, n, block size, the 9 rules; in: codes, scales, table; out: values.
+// params: rows, n, block size, the 10 rules; in: codes, scales, table, half factors;
+// out: values.
 hipError_t dequantize_mx(const Call& c) {
   const Rules rules(c.p, 3, kDequantizeRules);
   return mxf_dequantize_mx(input<uint8_t>(c, 0), input<uint8_t>(c, 1), c.p[0], c.p[1],
-                           static_cast<int>(c.p[2]), input<int32_t>(c, 2), rules.values,
-                           c.out[0], c.stream);
+                           static_cast<int>(c.p[2]), input<int32_t>(c, 2), input<float>(c, 3),
+                           rules.values, c.out[0], c.stream);
 }
 
 // params: scale dtype, out dtype, rows, n, group; in: q (int8), scales; out: values.
@@ -129,7 +130,7 @@ struct Op {
 
 const Op kOps[] = {
     {"quantize_mx", 4 + kQuantizeRules, 2, 2, quantize_mx},
-    {"dequantize_mx", 3 + kDequantizeRules, 3, 1, dequantize_mx},
+    {"dequantize_mx", 3 + kDequantizeRules, 4, 1, dequantize_mx},
     {"dequantize_int4", 5, 2, 1, dequantize_int4},
     {"dequantize_w4a8", 3 + kNibbleLayout, 3, 1, dequantize_w4a8},
     {"quantize_fp8", 2 + kFp8Target, 1, 3, quantize_fp8},

@@ -4,8 +4,9 @@
 // Reference: mxformats.schemes.fp8_block (spec/fp8-block.md). Nothing here is keyed by profile:
 // the arguments are the fields of mxformats.kernels.fp8_block_plan.FP8BlockPlan, derived from
 // the producer's FP8BlockProfile record. Every float operation is one IEEE operation rounded
-// once, done with integer arithmetic (mx_numerics.h), so no contraction, approximate division
-// or flush to zero can change a byte on any target:
+// once: a tile's scale with integer arithmetic, each element's product or quotient with one
+// hardware float32 operation (mx_numerics.h: no contraction, approximate division or flush to
+// zero on any target), its FP8 code with the integer encoder:
 // - tile maximum: max |x| over the tile, NaN above Inf above every finite value (torch.amax);
 //   partial edge tiles are read only where they hold elements (padding with +0.0, as DeepGEMM
 //   and compressed-tensors pad, leaves that maximum unchanged);
@@ -97,18 +98,17 @@ MXF_HD TileScale tile_scale(uint32_t amax, const BlockRules& r) {
 
 /// The FP8 code of one element (float32 bits ``x``) under its tile's scale.
 MXF_HD uint8_t element_code(uint32_t x, const TileScale& t, const BlockRules& r) {
-  const Binary f32 = f32_layout();
   uint64_t value;
-  Binary layout = f32;
+  Binary layout = f32_layout();
   if (r.multiplier == kDivideByScale) {
-    value = convert(divide_ieee(unpack(x, f32), unpack(t.operand, f32), f32), f32, r.quotient);
+    value = round_from_f32(float_bits(div_rn(as_float(x), as_float(t.operand))), r.quotient);
     layout = r.quotient;
   } else {
-    value = multiply(unpack(x, f32), unpack(t.operand, f32), f32);
+    value = float_bits(mul_rn(as_float(x), as_float(t.operand)));
   }
   const uint64_t sign = uint64_t{1} << (layout.ebits + layout.mbits);
   if (r.clamp) {  // torch.clamp to +-fmt_max in the value's dtype (exact there); NaN passes
-    const uint64_t limit = convert(r.fmt_max, f32, layout);
+    const uint64_t limit = round_from_f32(r.fmt_max, layout);
     if (!unpack(value, layout).nan && (value & (sign - 1)) > limit) value = (value & sign) | limit;
   }
   const Parts v = unpack(value, layout);
@@ -175,7 +175,6 @@ __global__ __launch_bounds__(kTileThreads) void dequantize_fp8_block_kernel(
     const uint8_t* __restrict__ codes, const S* __restrict__ scales, int64_t rows,
     int64_t cols, int64_t bm, int64_t bn, int64_t grid_cols, Binary elem, int elem_specials,
     Binary scale_layout, Binary out_layout, O* __restrict__ out) {
-  const Binary f32 = f32_layout();
   const int64_t count = rows * cols;
   const int64_t first = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) *
                         kCodeLane;
@@ -187,15 +186,26 @@ __global__ __launch_bounds__(kTileThreads) void dequantize_fp8_block_kernel(
   } else {
     for (int i = 0; i < kCodeLane; ++i) c[i] = first + i < count ? codes[first + i] : 0;
   }
+  // The lane's position, and its tile's scale, advanced element by element (no division
+  // per element): the scale is reloaded where a row or a tile column begins.
+  int64_t row = first / cols, col = first % cols;
+  int64_t next_tile_col = (col / bn + 1) * bn;
+  float scale = as_float(widen_to_f32(scales[row / bm * grid_cols + col / bn], scale_layout));
   O v[kCodeLane];
-  for (int i = 0; i < kCodeLane; ++i) {
-    const int64_t at = first + i < count ? first + i : first;  // padding repeats a real one
-    const int64_t row = at / cols, col = at % cols;
-    const Parts p = decode_code(c[i], elem, 1 + elem.ebits + elem.mbits, elem_specials);
-    const uint64_t value = p.nan ? quiet_nan(f32) : round_to_ieee(p.negative, p.sig, p.exp, f32);
-    const uint32_t scale = widen_to_f32(scales[row / bm * grid_cols + col / bn], scale_layout);
-    const uint64_t product = multiply(unpack(value, f32), unpack(scale, f32), f32);
-    v[i] = static_cast<O>(convert(product, f32, out_layout));
+  for (int i = 0; i < kCodeLane && first + i < count; ++i) {
+    if (col == cols) {
+      col = 0;
+      ++row;
+      next_tile_col = bn;
+      scale = as_float(widen_to_f32(scales[row / bm * grid_cols], scale_layout));
+    } else if (col == next_tile_col) {
+      next_tile_col += bn;
+      scale = as_float(widen_to_f32(scales[row / bm * grid_cols + col / bn], scale_layout));
+    }
+    const float value = as_float(decode_to_f32(c[i], elem, 1 + elem.ebits + elem.mbits,
+                                               elem_specials));
+    v[i] = static_cast<O>(round_from_f32(float_bits(mul_rn(value, scale)), out_layout));
+    ++col;
   }
   if (whole && vector_aligned(out + first, kCodeLane, sizeof(O))) {
     load_vectors(v, out + first, kCodeLane, sizeof(O));

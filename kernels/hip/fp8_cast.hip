@@ -67,27 +67,23 @@ __global__ __launch_bounds__(kFp8Threads) void quantize_fp8_kernel(
   const uint32_t scale_bits = tensor_scale(*amax_bits, target);
   if (first == 0) *scale_out = scale_bits;  // an empty tensor still gets its scale
   if (first >= count) return;
-  const Binary f32 = f32_layout();
-  const Parts s = unpack(scale_bits, f32);
-  // vLLM's reciprocal 1 / s in float32 (1 / 0 = Inf, 1 / Inf = 0).
-  const uint64_t reciprocal = s.inf ? 0
-                            : s.sig == 0 ? 0x7F800000u
-                                         : divide(integer_parts(1), s, f32);
+  // Each element's product or quotient is one hardware float32 operation (mx_numerics.h).
+  const float s = as_float(scale_bits);
+  const float reciprocal = div_rn(1.0f, s);  // vLLM's 1 / s (1 / 0 = Inf, 1 / Inf = 0)
   uint32_t v[kFp8Lane];
   load_lane(x, first, count, in, v);
   uint8_t out[kFp8Lane];
   for (int i = 0; i < kFp8Lane; ++i) {
     Parts q;
     if (target.dynamic) {
-      uint64_t product = multiply(unpack(v[i], f32), unpack(reciprocal, f32), f32);
+      uint32_t product = float_bits(mul_rn(as_float(v[i]), reciprocal));
       if ((product & 0x7FFFFFFFu) > 0x7F800000u) product = target.limit_bits;  // NaN -> +M
       if ((product & 0x7FFFFFFFu) > target.limit_bits)
         product = (product & 0x80000000u) | target.limit_bits;  // clamp to +-M
-      q = unpack(product, f32);
+      q = unpack(product, f32_layout());
     } else {
       // x / s in float32, then rounded to the input's own type (torch's bfloat16 division).
-      const uint64_t quotient = divide(unpack(v[i], f32), s, f32);
-      q = unpack(convert(quotient, f32, in), in);
+      q = unpack(round_from_f32(float_bits(div_rn(as_float(v[i]), s)), in), in);
     }
     uint64_t magnitude = round_to_code(q.sig, q.exp, target.fmt.mbits, target.fmt.bias);
     if (magnitude > static_cast<uint64_t>(target.max_code)) magnitude = target.max_code;

@@ -7,7 +7,10 @@
 // spec/w4a8.md): int32 words [rows, words] in Quark's nibble layout (passed in), weight_scale
 // s1 (float32 scalar) and weight_scale_2 s2 (float32 [rows]); f = float32(s2 * s1),
 // out = float32(q * f) rounded to the output dtype. Each thread handles 8 values: one 8-byte
-// load of q, or one word.
+// load of q, or one word. Every product is one hardware float32 multiplication (mul_rn), as in
+// the Triton kernels: q (at most 4 bits) times a bfloat16 or float16 scale is exact in float32,
+// so rounding that product once into the scale's dtype is the reference's one rounding; a
+// float32 scale's product is rounded once by the multiplication itself.
 #include "mx_numerics.h"
 
 namespace mxf {
@@ -49,11 +52,21 @@ __global__ __launch_bounds__(kInt4Threads) void dequantize_int4_kernel(
     for (int i = 0; i < kInt4Lane; ++i) values[i] = col + i < n ? src[i] : 0;
   }
   const Binary own = binary_of(scale_dtype);
+  const int64_t row_groups = row * (n / group);
+  int64_t group_index = col / group;  // the lane's groups, one division for all eight
+  int64_t group_end = (group_index + 1) * group;
+  float scale = as_float(widen_to_f32(load_bits(scales, row_groups + group_index, scale_dtype),
+                                      own));
   T v[kInt4Lane];
-  for (int i = 0; i < kInt4Lane; ++i) {
-    const int64_t group_index = row * (n / group) + (col + i < n ? col + i : col) / group;
-    const Parts s = unpack(load_bits(scales, group_index, scale_dtype), own);
-    v[i] = static_cast<T>(convert(multiply(integer_parts(values[i]), s, own), own, to));
+  for (int i = 0; i < kInt4Lane && col + i < n; ++i) {
+    if (col + i >= group_end) {
+      group_index = (col + i) / group;
+      group_end = (group_index + 1) * group;
+      scale = as_float(widen_to_f32(load_bits(scales, row_groups + group_index, scale_dtype),
+                                    own));
+    }
+    const uint32_t product = float_bits(mul_rn(static_cast<float>(values[i]), scale));
+    v[i] = static_cast<T>(round_from_f32(widen_to_f32(round_from_f32(product, own), own), to));
   }
   store_lane(out + row * n + col, v, whole, n - col);
 }
@@ -66,18 +79,15 @@ __global__ __launch_bounds__(kInt4Threads) void dequantize_w4a8_kernel(
   const int64_t word_index = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (word_index >= rows * words) return;
   const int64_t row = word_index / words;
-  const Binary f32 = f32_layout();
   // vLLM folds the two scales first: f = float32(s2 * s1).
-  const uint64_t folded =
-      multiply(unpack(weight_scale_2[row], f32), unpack(*weight_scale, f32), f32);
-  const Parts f = unpack(folded, f32);
+  const float f = mul_rn(as_float(weight_scale_2[row]), as_float(*weight_scale));
   const uint32_t word = weight[word_index];
   T v[kInt4Lane];
   for (int nibble = 0; nibble < kInt4Lane; ++nibble) {
     const int raw = ((word >> (4 * nibble)) - layout.offset) & 0xF;
     const int value = raw >= 8 ? raw - 16 : raw;  // two's complement nibble
     v[layout.element[nibble]] =
-        static_cast<T>(convert(multiply(integer_parts(value), f, f32), f32, to));
+        static_cast<T>(round_from_f32(float_bits(mul_rn(static_cast<float>(value), f)), to));
   }
   store_lane(out + word_index * kInt4Lane, v, true, kInt4Lane);
 }

@@ -11,7 +11,8 @@ MXF_LAUNCHER mxf_quantize_mx(const void* x, int dtype, int64_t rows, int64_t n, 
                              uint8_t* scales, hipStream_t stream);
 MXF_LAUNCHER mxf_dequantize_mx(const uint8_t* codes, const uint8_t* scales, int64_t rows,
                                int64_t n, int block_size, const int32_t* table,
-                               const int32_t* rules, void* out, hipStream_t stream);
+                               const float* half_factors, const int32_t* rules, void* out,
+                               hipStream_t stream);
 MXF_LAUNCHER mxf_dequantize_int4(const int8_t* q, const void* scales, int64_t rows, int64_t n,
                                  int64_t group, int scale_dtype, int out_dtype, void* out,
                                  hipStream_t stream);

@@ -15,7 +15,9 @@ from mxformats.schemes.mx.producers import PRODUCERS
 from .. import mx_plan as plans
 from ..mx_plan import KERNEL_ELEMENTS
 from ._launch import (
+    E2M1_ADDITION,
     _executor,
+    _half_factors_on,
     _table_on,
 )
 
@@ -44,7 +46,8 @@ def _quantize_rules(plan: plans.QuantizePlan) -> list[int]:
     return [plan.elem.bits, plan.elem.mbits, plan.elem.bias, plan.elem.max_code,
             int(plan.nan_ignoring_max), int(plan.round_away), plan.zero_sign,
             plan.arith_zero_exp, *plan.inf_codes, *plan.nan_codes,
-            int(plan.generated_nan_negative), int(plan.factor_nan_wins)]
+            int(plan.generated_nan_negative), int(plan.factor_nan_wins), plans.FAST_K_MIN,
+            plan.fast_k_limit, *E2M1_ADDITION]
 
 
 def quantize_mx(x: torch.Tensor, elem: Format | str = E2M1, *, block_size: int = 32,
@@ -92,10 +95,11 @@ def dequantize_mx(codes: torch.Tensor, scales: torch.Tensor | None = None,
         plan = call.plan
         rules = [plan.elem.bits, plan.elem.ebits, plan.elem.mbits, plan.elem.bias,
                  plan.elem.specials, _layout_dtype_id(plan.own), _layout_dtype_id(plan.out),
-                 int(plan.clamp), int(plan.nan_on_ff)]
+                 int(plan.clamp), int(plan.nan_on_ff), int(plan.product)]
         device = call.out.device
         _executor(device).run("dequantize_mx", [rows, n, block_size, *rules],
-                              [call.codes, call.scales, _table_on(plan, device)], [call.out])
+                              [call.codes, call.scales, _table_on(plan, device),
+                               _half_factors_on(plan, device)], [call.out])
     return call.finish()
 
 

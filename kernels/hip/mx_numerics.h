@@ -12,6 +12,69 @@
 
 namespace mxf {
 
+// -- float32 arithmetic ---------------------------------------------------------------------
+// Where a plan says one correctly rounded float32 operation suffices (mxformats.kernels
+// mx_plan.fast_k_limit, DequantizePlan.product, the NVFP4 quotient), the kernels use the
+// hardware's: IEEE 754 binary32 addition, subtraction, multiplication and division rounded to
+// nearest-even, subnormals kept. On NVIDIA, the __f*_rn intrinsics, which nvcc never contracts
+// or approximates (CUDA C++ Programming Guide, "Intrinsic Functions"); on AMD, HIP's __f*_rn
+// (amd_math_functions.h: the plain operator) under -ffp-contract=off, with HIP-Clang's default
+// IEEE denormal mode and correctly rounded division; on the CPU, SSE arithmetic under
+// -ffp-contract=off. A NaN result's payload differs between them, so callers test NaN-ness
+// only, never store those bits.
+
+MXF_HD float as_float(uint32_t bits) {
+  float value;
+  __builtin_memcpy(&value, &bits, sizeof value);
+  return value;
+}
+
+MXF_HD uint32_t float_bits(float value) {
+  uint32_t bits;
+  __builtin_memcpy(&bits, &value, sizeof bits);
+  return bits;
+}
+
+#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
+MXF_HD float add_rn(float a, float b) { return __fadd_rn(a, b); }
+MXF_HD float sub_rn(float a, float b) { return __fsub_rn(a, b); }
+MXF_HD float mul_rn(float a, float b) { return __fmul_rn(a, b); }
+MXF_HD float div_rn(float a, float b) { return __fdiv_rn(a, b); }
+#else
+MXF_HD float add_rn(float a, float b) { return a + b; }
+MXF_HD float sub_rn(float a, float b) { return a - b; }
+MXF_HD float mul_rn(float a, float b) { return a * b; }
+MXF_HD float div_rn(float a, float b) { return a / b; }
+#endif
+
+/// The constants of E2M1 rounding by one float32 addition, from
+/// mxformats.kernels.mx_plan (E2M1_ONE_BITS, E2M1_SIX_BITS, E2M1_ADDEND_OFFSET,
+/// E2M1_HALF_STEP_BELOW_ADDEND): the front ends pass them, so they are defined once.
+struct E2m1Addition {
+  uint32_t one_bits, six_bits, addend_offset, half_step_below_addend;
+};
+
+/// The E2M1 magnitude code (0 to 7) of ``a``, the bits of a float32 magnitude in [+0, 6.0]
+/// (callers clamp): the nearest E2M1 value, ties to the even code, or up with ``round_away``.
+/// ``a`` plus ``M = 2**(e + 22)`` (``e`` its binade, 0 below 1) plus 6 units of M's last place
+/// rounds ``a`` once to E2M1's spacing in that binade; the sum's bits ``t`` give the code as
+/// ``(t + (t >> 22)) mod 8``. A tie the addition rounded down is one where ``a`` exceeds
+/// ``sum - addend`` by exactly half a step (both subtractions exact, Sterbenz). The numpy
+/// mirror, checked against the reference for every MX factor, is
+/// mxformats.kernels.mx_plan.addition_code (the Triton kernels' _e2m1.e2m1_magnitude_code).
+MXF_HD uint32_t e2m1_magnitude_code(uint32_t a, bool round_away, const E2m1Addition& c) {
+  const uint32_t binade = a & 0x7F800000u;
+  const uint32_t addend = (binade > c.one_bits ? binade : c.one_bits) + c.addend_offset;
+  const float total = add_rn(as_float(a), as_float(addend));
+  const uint32_t bits = float_bits(total);
+  uint32_t code = (bits + (bits >> 22)) & 7;
+  if (round_away) {
+    const float excess = sub_rn(as_float(a), sub_rn(total, as_float(addend)));
+    code += excess == as_float(addend - c.half_step_below_addend) ? 1 : 0;
+  }
+  return code;
+}
+
 /// Element dtypes a kernel reads or writes (the Python side passes these numbers).
 enum Dtype : int { kFloat32 = 0, kBfloat16 = 1, kFloat16 = 2, kFloat64 = 3 };
 
@@ -189,11 +252,33 @@ MXF_HD uint64_t divide_ieee(Parts a, Parts b, Binary f) {
 
 /// Raw bits of a float32, bfloat16 or float16 value ``in`` widened to float32 (exact; NaN
 /// becomes the canonical quiet NaN, so NaN and Inf keep their order above every finite value).
+/// On the bits: a shift for float32 and bfloat16, a rebias for a normal float16, one exact
+/// float32 product by 2**(1 - bias - mbits) for a subnormal one.
 MXF_HD uint32_t widen_to_f32(uint64_t raw, Binary in) {
-  const Parts p = unpack(raw, in);
-  return p.nan ? 0x7FC00000u
-       : p.inf ? 0x7F800000u | (static_cast<uint32_t>(p.negative) << 31)
-               : static_cast<uint32_t>(round_to_ieee(p.negative, p.sig, p.exp, f32_layout()));
+  const int sign_at = in.ebits + in.mbits;
+  const uint32_t sign = static_cast<uint32_t>((raw >> sign_at) & 1) << 31;
+  const uint32_t magnitude = static_cast<uint32_t>(raw & ((uint64_t{1} << sign_at) - 1));
+  const uint32_t inf = ((1u << in.ebits) - 1) << in.mbits;
+  if (magnitude > inf) return 0x7FC00000u;
+  if (in.ebits == 8) return sign | magnitude << (23 - in.mbits);  // Inf included
+  if (magnitude == inf) return sign | 0x7F800000u;
+  if (magnitude >> in.mbits)
+    return sign | (magnitude + (static_cast<uint32_t>(127 - in.bias) << in.mbits))
+                      << (23 - in.mbits);
+  const float quantum = as_float(static_cast<uint32_t>(127 + 1 - in.bias - in.mbits) << 23);
+  return sign | float_bits(mul_rn(static_cast<float>(magnitude), quantum));
+}
+
+/// Float32 bits ``bits`` rounded once to nearest-even into ``to`` (overflow to Inf; NaN:
+/// ``to``'s canonical quiet NaN, whatever the payload a hardware operation gave it). Float32
+/// as it is, bfloat16 by one integer rounding on the bits (the carry of 0x7FFF plus the kept
+/// lowest bit; overflow carries into Inf's code), other types by ``convert``.
+MXF_HD uint64_t round_from_f32(uint32_t bits, Binary to) {
+  if ((bits & 0x7FFFFFFFu) > 0x7F800000u) return quiet_nan(to);
+  if (to.ebits != 8) return convert(bits, f32_layout(), to);
+  const int drop = 23 - to.mbits;
+  if (drop == 0) return bits;
+  return (bits + ((1u << (drop - 1)) - 1) + ((bits >> drop) & 1)) >> drop;
 }
 
 /// Elements one lane of the FP8 kernels loads and stores at once.
@@ -242,6 +327,16 @@ MXF_HD Parts decode_code(int code, Binary f, int bits, int specials) {
         : specials == kFnuz ? magnitude == 0 && p.negative
                             : false;
   return p;
+}
+
+/// A ``bits``-wide code of format ``f`` (no wider than float32) with the NaN/Inf encodings
+/// ``specials``, as float32 bits (exact; NaN the canonical quiet NaN).
+MXF_HD uint32_t decode_to_f32(int code, Binary f, int bits, int specials) {
+  const Parts p = decode_code(code, f, bits, specials);
+  const uint32_t sign = static_cast<uint32_t>(p.negative) << 31;
+  if (p.nan) return 0x7FC00000u;
+  if (p.inf) return sign | 0x7F800000u;
+  return sign | static_cast<uint32_t>(round_to_ieee(false, p.sig, p.exp, f32_layout()));
 }
 
 

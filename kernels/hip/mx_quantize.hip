@@ -5,8 +5,11 @@
 // every profile that plan describes. The scale is a lookup in the plan's table by the float32
 // exponent field of the block maximum (threshold, entry below, entry at or above); an entry
 // holds the E8M0 byte, the factor 2**k (or 0 or NaN) the elements are multiplied by, and the
-// NaN-block flag. Elements are scaled by adding k to their exponent and rounded by shifting
-// their significand: integer arithmetic only.
+// NaN-block flag. E2M1 elements of a block whose k lies in the plan's fast range
+// [fast_k_min, fast_k_limit) are one float32 product by 2**k and one float32 addition that
+// rounds (e2m1_magnitude_code; mx_plan.fast_k_limit checks those steps against the reference
+// for every k); every other element is scaled by adding k to its exponent and rounded by
+// shifting its significand, with integer arithmetic only.
 //
 // Layout: x [rows, n] contiguous; codes [rows, n / 2] (E2M1, element 2k in the low nibble) or
 // [rows, n]; scales [rows, ceil(n / block)]. A short last block is padded with +0.
@@ -41,6 +44,8 @@ struct QuantizeRules {
   int nan_codes[2];
   int generated_nan_negative;
   int factor_nan_wins;
+  int fast_k_min, fast_k_limit;  // E2M1 blocks with fast_k_min <= k < fast_k_limit: e2m1_fast
+  E2m1Addition e2m1;
 };
 
 /// The plan's packed scale entry for a block maximum (magnitude bits of the source type).
@@ -54,6 +59,37 @@ MXF_HD int32_t scale_entry(uint64_t amax, const int32_t* table, Binary source) {
   const uint32_t field = bits >> 23;
   return static_cast<int>(bits & 0x7FFFFF) >= table[field] ? table[512 + field]
                                                            : table[256 + field];
+}
+
+/// The element code with magnitude code ``magnitude`` of source value ``p`` scaled by 2**k
+/// (``scaled``: p's significand, or 0 in a zero-factor block): the sign by the profile's
+/// zero-sign rule.
+MXF_HD uint8_t signed_code(uint64_t magnitude, Parts p, int k, uint64_t scaled,
+                           const QuantizeRules& r) {
+  bool negative = p.negative;
+  if (r.zero_sign == 1) {
+    negative = negative && magnitude != 0;
+  } else if (r.zero_sign == 2) {
+    // sign(q) * |rounded|: -0 only where q is nonzero in the producer's arithmetic type,
+    // |q| > 2**arith_zero_exp, that is scaled > 2**below.
+    const int below = r.arith_zero_exp - (p.exp + k);
+    const bool nonzero = below < 0 || (below < 62 && scaled > (uint64_t{1} << below));
+    negative = negative && scaled > 0 && nonzero;
+  }
+  return static_cast<uint8_t>(magnitude | (static_cast<uint64_t>(negative) << (r.elem_bits - 1)));
+}
+
+/// The E2M1 code of finite source bits ``bits`` in a block of factor 2**k, k in the plan's
+/// fast range: |x| * 2**k as one float32 product, clamped to 6.0 on the bits, then rounded by
+/// one addition (ties up where the profile rounds them away).
+MXF_HD uint8_t e2m1_fast(uint32_t bits, int k, const QuantizeRules& r) {
+  const uint32_t magnitude = bits & ((1u << (r.source_bits - 1)) - 1);
+  const float factor = as_float(static_cast<uint32_t>(k + 127) << 23);
+  const uint32_t q = float_bits(mul_rn(as_float(widen_to_f32(magnitude, r.source)), factor));
+  const uint32_t code =
+      e2m1_magnitude_code(q < r.e2m1.six_bits ? q : r.e2m1.six_bits, r.round_away != 0, r.e2m1);
+  const Parts p = unpack(bits, r.source);
+  return signed_code(code, p, k, p.sig, r);
 }
 
 MXF_HD uint8_t element_code(Parts p, int32_t entry, const QuantizeRules& r) {
@@ -75,17 +111,7 @@ MXF_HD uint8_t element_code(Parts p, int32_t entry, const QuantizeRules& r) {
   uint64_t magnitude = round_to_code(scaled, p.exp + k, r.elem.mbits, r.elem.bias,
                                      r.round_away != 0);
   if (magnitude > static_cast<uint64_t>(r.elem_max_code)) magnitude = r.elem_max_code;
-  bool negative = p.negative;
-  if (r.zero_sign == 1) {
-    negative = negative && magnitude != 0;
-  } else if (r.zero_sign == 2) {
-    // sign(q) * |rounded|: -0 only where q is nonzero in the producer's arithmetic type,
-    // |q| > 2**arith_zero_exp, that is scaled > 2**below.
-    const int below = r.arith_zero_exp - (p.exp + k);
-    const bool nonzero = below < 0 || (below < 62 && scaled > (uint64_t{1} << below));
-    negative = negative && scaled > 0 && nonzero;
-  }
-  return static_cast<uint8_t>(magnitude | (static_cast<uint64_t>(negative) << (r.elem_bits - 1)));
+  return signed_code(magnitude, p, k, scaled, r);
 }
 
 template <class T>
@@ -132,8 +158,21 @@ __global__ __launch_bounds__(kThreads) void quantize_mx_kernel(
   if (amax < 0) amax = static_cast<int64_t>(quiet_nan(r.source));  // every lane NaN
   const int32_t entry = scale_entry(static_cast<uint64_t>(amax), table, r.source);
 
+  // A power-of-two factor (kind 0, no NaN block) with k in the fast range: finite elements
+  // take e2m1_fast.
+  const int k = ((entry >> 8) & 0xFF) - kKOffset;
+  const bool fast = ((entry >> 16) & 7) == 0 && k >= r.fast_k_min && k < r.fast_k_limit;
   uint8_t out[kLaneElements];
-  for (int i = 0; i < lane_elements; ++i) out[i] = element_code(unpack(v[i], r.source), entry, r);
+  if (fast) {
+    for (int i = 0; i < lane_elements; ++i) {
+      const bool finite = (static_cast<uint64_t>(v[i]) & magnitude_bits) < inf_bits;
+      out[i] = finite ? e2m1_fast(static_cast<uint32_t>(v[i]), k, r)
+                      : element_code(unpack(v[i], r.source), entry, r);
+    }
+  } else {
+    for (int i = 0; i < lane_elements; ++i)
+      out[i] = element_code(unpack(v[i], r.source), entry, r);
+  }
   if (!active) return;
   if (part == 0) scales[block] = static_cast<uint8_t>(entry & 0xFF);
   const int per_byte = r.elem_bits == 4 ? 2 : 1;
@@ -179,7 +218,8 @@ hipError_t launch_quantize(const void* x, int64_t rows, int64_t n, int block_siz
 /// of two up to 256; ``table`` the plan's int32 [3, 256] scale table (device memory); ``rules``
 /// the plan's other fields, in the order of mxf::QuantizeRules after the two layouts:
 /// elem_bits, elem_mbits, elem_bias, elem_max_code, nan_ignoring_max, round_away, zero_sign,
-/// arith_zero_exp, inf_pos, inf_neg, nan_pos, nan_neg, generated_nan_negative, factor_nan_wins.
+/// arith_zero_exp, inf_pos, inf_neg, nan_pos, nan_neg, generated_nan_negative, factor_nan_wins,
+/// fast_k_min, fast_k_limit, then the four E2m1Addition constants.
 MXF_LAUNCHER mxf_quantize_mx(const void* x, int dtype, int64_t rows, int64_t n, int block_size,
                              const int32_t* table, const int32_t* rules, uint8_t* codes,
                              uint8_t* scales, hipStream_t stream) {
@@ -202,6 +242,10 @@ MXF_LAUNCHER mxf_quantize_mx(const void* x, int dtype, int64_t rows, int64_t n, 
   r.nan_codes[1] = rules[11];
   r.generated_nan_negative = rules[12];
   r.factor_nan_wins = rules[13];
+  r.fast_k_min = rules[14];
+  r.fast_k_limit = rules[15];
+  r.e2m1 = mxf::E2m1Addition{static_cast<uint32_t>(rules[16]), static_cast<uint32_t>(rules[17]),
+                             static_cast<uint32_t>(rules[18]), static_cast<uint32_t>(rules[19])};
   if (mxf::width_of(dtype) == 2)
     return mxf::launch_quantize<uint16_t>(x, rows, n, block_size, table, r, codes, scales,
                                           stream);

@@ -5,8 +5,11 @@
 // arguments are the fields of mxformats.kernels.nvfp4_plan.NVFP4QuantizePlan /
 // NVFP4DequantizePlan, derived from the producer's and consumer's records; that module's
 // docstring lists the arithmetic step by step. Every float operation is one IEEE operation
-// rounded once, done with integer arithmetic (mx_numerics.h): no contraction, approximate
-// division or flush to zero can change a byte on any target.
+// rounded once: the tensor's and each block's (global and block scales, into the arithmetic
+// dtype) with integer arithmetic (mx_numerics.h); each element's quotient by the block's
+// divisor is one hardware float32 division rounded to nearest-even (div_rn: no contraction,
+// approximate division or flush to zero on any target), and its E2M1 code one float32
+// addition (e2m1_magnitude_code), as the Triton kernel and the plan do.
 //
 // The tensor maximum is a two-pass reduction of |x|'s float32 bits as integers (NaN above Inf
 // above every finite value, as torch.amax): pass 1, ``groups`` work-groups each store the
@@ -38,8 +41,7 @@ struct Nvfp4Rules {
   uint32_t scale_floor, scale_clamp, zero_block_scale;  // float32 bits
   bool zero_after_cast;
   int nan_scale_byte, element_nan_code;
-  Binary element;
-  int element_max_code;
+  E2m1Addition e2m1;
   Binary scale;
   int scale_max_code;
   uint32_t element_max;  // float32 bits of the largest element magnitude (6)
@@ -113,17 +115,14 @@ MXF_HD BlockScale block_scale(uint32_t b, uint32_t global, const Nvfp4Rules& r) 
   return BlockScale{byte, value};
 }
 
-/// The E2M1 code of float32 quotient ``q``: nearest, ties to even, saturating; NaN gives the
-/// plan's NaN code; the sign bit iff q < 0.
-MXF_HD uint8_t e2m1_code(uint32_t q, const Nvfp4Rules& r) {
-  const Parts p = unpack(q, f32_layout());
-  if (p.nan) return static_cast<uint8_t>(r.element_nan_code);
-  uint64_t magnitude = p.inf ? static_cast<uint64_t>(r.element_max_code)
-                             : round_to_code(p.sig, p.exp, r.element.mbits, r.element.bias);
-  if (magnitude > static_cast<uint64_t>(r.element_max_code)) magnitude = r.element_max_code;
-  const bool negative = p.negative && (p.sig != 0 || p.inf);
-  return static_cast<uint8_t>(
-      magnitude | (static_cast<uint64_t>(negative) << (r.element.ebits + r.element.mbits)));
+/// The E2M1 code of float32 quotient ``q``: nearest, ties to even, saturating (±Inf too);
+/// NaN gives the plan's NaN code; the sign bit iff q < 0. The magnitude is
+/// e2m1_magnitude_code of |q| clamped to 6.0 on the bits.
+MXF_HD uint8_t e2m1_code(float q, const Nvfp4Rules& r) {
+  const uint32_t magnitude = float_bits(q) & 0x7FFFFFFFu;
+  const uint32_t code = e2m1_magnitude_code(
+      magnitude < r.e2m1.six_bits ? magnitude : r.e2m1.six_bits, false, r.e2m1);
+  return static_cast<uint8_t>(q != q ? r.element_nan_code : code | (q < 0 ? 8 : 0));
 }
 
 /// The 16 elements of block ``block`` as float32 bits.
@@ -169,7 +168,6 @@ __global__ __launch_bounds__(kNvfp4Threads) void quantize_nvfp4_kernel(
     const T* __restrict__ x, int64_t blocks, Binary in, const uint32_t* __restrict__ amax,
     bool has_global_amax, uint32_t global_amax, Nvfp4Rules r, uint8_t* __restrict__ codes,
     uint8_t* __restrict__ scales, uint32_t* __restrict__ global_out) {
-  const Binary f32 = f32_layout();
   const int64_t block = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const uint32_t global = global_scale(has_global_amax ? global_amax : *amax, r);
   if (block == 0) *global_out = global;
@@ -180,15 +178,12 @@ __global__ __launch_bounds__(kNvfp4Threads) void quantize_nvfp4_kernel(
   for (int i = 0; i < kNvfp4Block; ++i) b = max_u32(b, v[i] & 0x7FFFFFFFu);
   const BlockScale s = block_scale(b, global, r);
   scales[block] = s.byte;
-  const uint64_t divisor = r.inverse_global
-      ? divide_ieee(unpack(s.value, f32), unpack(global, f32), f32)
-      : multiply(unpack(s.value, f32), unpack(global, f32), f32);
+  const float divisor = r.inverse_global ? div_rn(as_float(s.value), as_float(global))
+                                          : mul_rn(as_float(s.value), as_float(global));
   uint8_t out[kFp8Lane];
   for (int h = 0; h < kNvfp4Block / kFp8Lane; ++h) {
-    for (int i = 0; i < kFp8Lane; ++i) {
-      const uint64_t q = divide_ieee(unpack(v[h * kFp8Lane + i], f32), unpack(divisor, f32), f32);
-      out[i] = e2m1_code(static_cast<uint32_t>(q), r);
-    }
+    for (int i = 0; i < kFp8Lane; ++i)
+      out[i] = e2m1_code(div_rn(as_float(v[h * kFp8Lane + i]), divisor), r);
     const int64_t first = block * kNvfp4Block + h * kFp8Lane;
     store_lane(codes, first, first + kFp8Lane, out);
   }
@@ -209,33 +204,26 @@ __global__ __launch_bounds__(kNvfp4Threads) void dequantize_nvfp4_kernel(
     const uint8_t* __restrict__ codes, bool packed, const uint8_t* __restrict__ scales,
     const uint32_t* __restrict__ global_bits, int64_t blocks, Nvfp4Decode d,
     O* __restrict__ out) {
-  const Binary f32 = f32_layout();
   const int64_t block = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (block >= blocks) return;
-  const Parts global = unpack(*global_bits, f32);
-  const Parts s = decode_code(scales[block], d.scale, 1 + d.scale.ebits + d.scale.mbits,
-                              d.scale_specials);
+  const float global = as_float(*global_bits);
+  const float s = as_float(decode_to_f32(scales[block], d.scale,
+                                         1 + d.scale.ebits + d.scale.mbits, d.scale_specials));
   // The factor the element is multiplied by, besides the scale (multiply, reciprocal), or the
   // element's whole factor s / g (divide).
-  Parts factor = global;
-  if (d.global_op == kReciprocal)
-    factor = unpack(divide_ieee(integer_parts(1), global, f32), f32);
-  if (d.global_op == kDivide)
-    factor = unpack(divide_ieee(s, global, f32), f32);
+  const float factor = d.global_op == kReciprocal ? div_rn(1.0f, global)
+                     : d.global_op == kDivide     ? div_rn(s, global)
+                                                  : global;
   uint8_t c[kNvfp4Block];
   const uint8_t* src = codes + block * (packed ? kNvfp4Block / 2 : kNvfp4Block);
   for (int i = 0; i < kNvfp4Block; ++i)
     c[i] = packed ? (src[i / 2] >> (4 * (i & 1))) & 0xF : src[i];
   O v[kNvfp4Block];
   for (int i = 0; i < kNvfp4Block; ++i) {
-    Parts e = decode_code(c[i], d.element, 1 + d.element.ebits + d.element.mbits,
-                          d.element_specials);
-    if (d.global_op != kDivide) {  // e * s is exact: at most 6 significant bits
-      e = s.nan ? Parts{false, true, false, 0, 0}
-                : Parts{e.negative != s.negative, false, false, e.sig * s.sig, e.exp + s.exp};
-    }
-    const uint64_t value = multiply(e, factor, f32);
-    v[i] = static_cast<O>(convert(value, f32, d.out));
+    float e = as_float(decode_to_f32(c[i], d.element, 1 + d.element.ebits + d.element.mbits,
+                                     d.element_specials));
+    if (d.global_op != kDivide) e = mul_rn(e, s);  // exact: at most 6 significant bits
+    v[i] = static_cast<O>(round_from_f32(float_bits(mul_rn(e, factor)), d.out));
   }
   O* dst = out + block * kNvfp4Block;
   if (vector_aligned(dst, kNvfp4Block, sizeof(O))) {
@@ -285,7 +273,7 @@ hipError_t launch_dequantize_nvfp4(const uint8_t* codes, bool packed, const uint
 /// ``rules`` (host memory), NVFP4QuantizePlan's fields: arithmetic dtype (mxf::Dtype), inverse
 /// global, float32 bits of six_m, amax_floor, has nonfinite global, float32 bits of
 /// nonfinite_global, scale_floor, scale_clamp, zero_block_scale, zero after cast, NaN scale
-/// byte, element NaN code, element ebits, mbits, bias, largest code, scale ebits, mbits, bias,
+/// byte, element NaN code, the four E2m1Addition constants, scale ebits, mbits, bias,
 /// largest code, float32 bits of the largest element. Outputs: codes [count], scales
 /// [count / 16], the float32 global scale, the tensor maximum's float32 bits.
 MXF_LAUNCHER mxf_quantize_nvfp4(const void* x, int dtype, int64_t count, int64_t groups,
@@ -307,8 +295,8 @@ MXF_LAUNCHER mxf_quantize_nvfp4(const void* x, int dtype, int64_t count, int64_t
   r.zero_after_cast = rules[9] != 0;
   r.nan_scale_byte = rules[10];
   r.element_nan_code = rules[11];
-  r.element = mxf::Binary{rules[12], rules[13], rules[14]};
-  r.element_max_code = rules[15];
+  r.e2m1 = mxf::E2m1Addition{static_cast<uint32_t>(rules[12]), static_cast<uint32_t>(rules[13]),
+                             static_cast<uint32_t>(rules[14]), static_cast<uint32_t>(rules[15])};
   r.scale = mxf::Binary{rules[16], rules[17], rules[18]};
   r.scale_max_code = rules[19];
   r.element_max = static_cast<uint32_t>(rules[20]);

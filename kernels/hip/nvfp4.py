@@ -14,6 +14,7 @@ from .. import nvfp4_plan as nvfp4_plans
 from ._launch import (
     _DTYPE_IDS,
     _NUMPY_DTYPE_IDS,
+    E2M1_ADDITION,
     KERNELS,
     _executor,
     _f32_bits,
@@ -38,14 +39,14 @@ _AMAX_GROUP_ELEMENTS = 256 * 8
 
 def _nvfp4_rules(plan: nvfp4_plans.NVFP4QuantizePlan) -> list[int]:
     """The plan's fields in the order of ``rules`` in nvfp4.hip."""
-    element, scale = plan.element, plan.scale
+    scale = plan.scale
     return [_NUMPY_DTYPE_IDS[plan.arithmetic.name], int(plan.inverse_global),
             _f32_bits(plan.six_m), _f32_bits(plan.amax_floor), int(plan.has_nonfinite_global),
             _f32_bits(plan.nonfinite_global), _f32_bits(plan.scale_floor),
             _f32_bits(plan.scale_clamp), _f32_bits(plan.zero_block_scale),
             int(plan.zero_after_cast), plan.nan_scale_byte, plan.element_nan_code,
-            element.ebits, element.mbits, element.bias, element.max_code, scale.ebits,
-            scale.mbits, scale.bias, scale.max_code, _f32_bits(nvfp4_reference.E2M1_MAX)]
+            *E2M1_ADDITION, scale.ebits, scale.mbits, scale.bias, scale.max_code,
+            _f32_bits(nvfp4_reference.E2M1_MAX)]
 
 
 def quantize_nvfp4(x: torch.Tensor, *, axis: int = -1, profile: str = "modelopt",
