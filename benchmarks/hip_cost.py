@@ -73,10 +73,10 @@ class _Recorder:
 
     def run(self, op: str, params: Sequence[int], inputs: Sequence[Any],
             outputs: Sequence[Any]) -> None:
-        from mxformats.kernels.hip._device import _byte_view, request_header
+        from mxformats.kernels.hip._device import byte_view, request_header
 
-        in_bytes = [_byte_view(t.contiguous()).numpy().tobytes() for t in inputs]
-        out_sizes = [_byte_view(t).numel() for t in outputs]
+        in_bytes = [byte_view(t.contiguous()).numpy().tobytes() for t in inputs]
+        out_sizes = [t.numel() * t.element_size() for t in outputs]
         header = request_header(op, params, [len(b) for b in in_bytes], out_sizes)
         self.requests.append(Request(op, header, b"".join(in_bytes)))
         self._executor.run(op, params, inputs, outputs)

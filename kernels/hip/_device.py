@@ -30,8 +30,8 @@ from typing import IO, TYPE_CHECKING, Protocol, cast
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["CpuDriver", "Executor", "KernelError", "SharedLibrary", "request_header", "warp_size",
-           "wave_size"]
+__all__ = ["CpuDriver", "Executor", "KernelError", "SharedLibrary", "byte_view", "request_header",
+           "warp_size", "wave_size"]
 
 #: The wave size the CPU runtime simulates: 64 (CDNA, the GPUs these checkpoints run on)
 #: unless ``MXFORMATS_HIP_WARP_SIZE`` says 32.
@@ -74,7 +74,7 @@ class Executor(Protocol):
         device; the outputs are written in place."""
 
 
-def _byte_view(t: torch.Tensor) -> torch.Tensor:
+def byte_view(t: torch.Tensor) -> torch.Tensor:
     """The bytes of a contiguous tensor (a one-element slice may keep a stride other than 1)."""
     import torch
 
@@ -138,8 +138,8 @@ class CpuDriver:
 
     def run(self, op: str, params: Sequence[int], inputs: Sequence[torch.Tensor],
             outputs: Sequence[torch.Tensor]) -> None:
-        in_bytes = [_byte_view(t.contiguous()).numpy() for t in inputs]
-        out_bytes = [_byte_view(t).numpy() for t in outputs]
+        in_bytes = [byte_view(t.contiguous()).numpy() for t in inputs]
+        out_bytes = [byte_view(t).numpy() for t in outputs]
         header = request_header(op, params, [b.size for b in in_bytes],
                                 [b.size for b in out_bytes])
         with self._lock:
