@@ -4,17 +4,15 @@ missing one fails here, locally it skips)."""
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
-import sys
-from pathlib import Path
 from types import ModuleType
 
 import pytest
 from conftest import IN_CI, requires
 
+from .benchmark_scripts import load_benchmark
+
 requires("torch")
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def _hip_cost() -> ModuleType:
@@ -23,12 +21,7 @@ def _hip_cost() -> ModuleType:
         if IN_CI:
             pytest.fail(f"{reason} (CI=true: a missing dependency is a failure)", pytrace=False)
         pytest.skip(reason)
-    spec = importlib.util.spec_from_file_location("hip_cost", ROOT / "benchmarks" / "hip_cost.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("hip_cost", module)  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("hip_cost")
 
 
 def test_one_case_is_counted_in_the_kernels_only() -> None:

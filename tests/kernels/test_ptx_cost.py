@@ -4,25 +4,17 @@ its budget of 35 instructions per element)."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
-import sys
-from pathlib import Path
 from types import ModuleType
 
 import pytest
 from conftest import requires
 
-ROOT = Path(__file__).resolve().parents[2]
+from .benchmark_scripts import load_benchmark
 
 
 def _ptx_cost() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("ptx_cost", ROOT / "benchmarks" / "ptx_cost.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("ptx_cost", module)  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("ptx_cost")
 
 
 @pytest.fixture(autouse=True)
