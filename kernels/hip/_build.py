@@ -93,14 +93,26 @@ def _run(command: Sequence[str], env: dict[str, str] | None = None) -> None:
         raise RuntimeError(f"build failed: {' '.join(command)}\n{done.stdout}{done.stderr}")
 
 
+#: Builds that failed in this process, by target: asked again, the same error is raised
+#: without compiling again (a broken kernel otherwise recompiles for every test example).
+#: A changed source is another digest, so another target, and is built.
+_FAILED: dict[Path, RuntimeError] = {}
+
+
 def _cached(name: str, digest: str, build: Callable[[Path], Path]) -> Path:
     """The cached artifact ``name`` for ``digest``; ``build(workdir) -> Path`` makes it."""
     target = cache_dir() / digest / name
     if target.exists():
         return target
+    if target in _FAILED:
+        raise _FAILED[target]
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target.parent, prefix="build-") as work:
-        made: Path = build(Path(work))
+        try:
+            made: Path = build(Path(work))
+        except RuntimeError as error:
+            _FAILED[target] = error
+            raise
         os.replace(made, target)  # atomic: a racing build replaces an identical file
     return target
 

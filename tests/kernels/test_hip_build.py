@@ -279,6 +279,42 @@ def test_nvfp4_global_amax_is_the_same_whatever_the_grid(wave: int, groups: int,
         _check_nvfp4(poisoned, torch.from_numpy(poisoned), profile, f"{what} NaN")
 
 
+def test_a_failed_build_is_not_tried_again_until_its_source_changes(
+        tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A compile that fails raises, and the same call raises the same error again without
+    running the compiler (a broken kernel would otherwise be rebuilt for every example of
+    every test); once the source changes it is compiled again."""
+    log = tmp_path / "compiles.log"
+    fake = tmp_path / "fake-cxx"
+    fake.write_text("#!/bin/sh\n"
+                    '[ "$1" = --version ] && { echo fake 1.0; exit 0; }\n'
+                    f'echo compile >> {log}; echo "error: broken kernel" >&2; exit 1\n')
+    fake.chmod(0o755)
+    sources = tmp_path / "src"
+    shutil.copytree(_build.SOURCE_DIR, sources, ignore=shutil.ignore_patterns("*.py", "__*"))
+    monkeypatch.setattr(_build, "SOURCE_DIR", sources)
+    monkeypatch.setenv("CXX", str(fake))
+    monkeypatch.setenv("MXFORMATS_HIP_CACHE", str(tmp_path / "cache"))
+    _build._compiler_version.cache_clear()
+
+    def compiles() -> int:
+        done = len(log.read_text().split()) if log.exists() else 0
+        log.unlink(missing_ok=True)
+        return done
+
+    for attempt in range(2):
+        with pytest.raises(RuntimeError, match="broken kernel") as raised:
+            _build.cpu_driver()
+        assert "build failed" in str(raised.value)
+        objects = len((*_build.KERNELS, _build.PROBES, _build.DISPATCH, _build.DRIVER))
+        assert compiles() == (objects if attempt == 0 else 0)
+    kernel = sources / _build.KERNELS[0]
+    kernel.write_text(kernel.read_text() + "// changed\n")
+    with pytest.raises(RuntimeError, match="broken kernel"):
+        _build.cpu_driver()
+    assert compiles() == 1  # the changed kernel only: the others still failed as they were
+
+
 def test_cpu_driver_rebuilds_what_changed(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """The CPU driver's cache, object by object, with a stand-in compiler that logs its
     compiles: a second call compiles nothing; a changed kernel recompiles that kernel and the
