@@ -148,8 +148,12 @@ def cpu_driver(sanitized: bool = True) -> Path:
 
         return digest, _cached(f"{path.stem}.o", digest, build)
 
+    # Every object is attempted before a failure is raised (pool.map would cancel the ones not
+    # yet started at the first failure), so each broken object is compiled, and remembered,
+    # once.
     with ThreadPoolExecutor(max_workers=len(sources)) as pool:
-        objects = list(pool.map(cached_object, sources))
+        futures = [pool.submit(cached_object, source) for source in sources]
+    objects = [future.result() for future in futures]
     link = hashlib.sha256("\0".join(d for d, _ in objects).encode()).hexdigest()[:20]
 
     def build(work: Path) -> Path:

@@ -66,7 +66,7 @@ __global__ __launch_bounds__(kInt4Threads) void dequantize_int4_kernel(
                                     own));
     }
     const uint32_t product = float_bits(mul_rn(static_cast<float>(values[i]), scale));
-    v[i] = static_cast<T>(round_from_f32(widen_to_f32(round_from_f32(product, own), own), to));
+    v[i] = static_cast<T>(round_through(product, own, to));
   }
   store_lane(out + row * n + col, v, whole, n - col);
 }

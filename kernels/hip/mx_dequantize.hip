@@ -44,7 +44,7 @@ MXF_HD uint64_t decode_product(int code, float half, const DequantizeRules& r) {
   const float twice = static_cast<float>((kTwiceE2m1 >> (4 * (code & 7))) & 0xF);
   const float product = mul_rn(twice, half);
   const uint32_t bits = float_bits(code & 8 ? -product : product);
-  return round_from_f32(widen_to_f32(round_from_f32(bits, r.own), r.own), r.out);
+  return round_through(bits, r.own, r.out);
 }
 
 /// An element code taken apart, with the NaN/Inf encodings of its format.

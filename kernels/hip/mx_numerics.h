@@ -250,23 +250,28 @@ MXF_HD uint64_t divide_ieee(Parts a, Parts b, Binary f) {
   return divide(a, b, f);
 }
 
+/// The float32 bits of the finite magnitude ``magnitude`` (its exponent and mantissa fields)
+/// of format ``f``, no wider than float32 (exact), on the bits: a shift where the exponent
+/// field is float32's (float32, bfloat16), a rebias for a normal value of a narrower one, one
+/// exact float32 product by 2**(1 - bias - mbits) for its subnormals.
+MXF_HD uint32_t finite_to_f32(uint32_t magnitude, Binary f) {
+  if (f.ebits == 8) return magnitude << (23 - f.mbits);
+  if (magnitude >> f.mbits)
+    return (magnitude + (static_cast<uint32_t>(127 - f.bias) << f.mbits)) << (23 - f.mbits);
+  const float quantum = as_float(static_cast<uint32_t>(127 + 1 - f.bias - f.mbits) << 23);
+  return float_bits(mul_rn(static_cast<float>(magnitude), quantum));
+}
+
 /// Raw bits of a float32, bfloat16 or float16 value ``in`` widened to float32 (exact; NaN
 /// becomes the canonical quiet NaN, so NaN and Inf keep their order above every finite value).
-/// On the bits: a shift for float32 and bfloat16, a rebias for a normal float16, one exact
-/// float32 product by 2**(1 - bias - mbits) for a subnormal one.
 MXF_HD uint32_t widen_to_f32(uint64_t raw, Binary in) {
   const int sign_at = in.ebits + in.mbits;
   const uint32_t sign = static_cast<uint32_t>((raw >> sign_at) & 1) << 31;
   const uint32_t magnitude = static_cast<uint32_t>(raw & ((uint64_t{1} << sign_at) - 1));
   const uint32_t inf = ((1u << in.ebits) - 1) << in.mbits;
   if (magnitude > inf) return 0x7FC00000u;
-  if (in.ebits == 8) return sign | magnitude << (23 - in.mbits);  // Inf included
   if (magnitude == inf) return sign | 0x7F800000u;
-  if (magnitude >> in.mbits)
-    return sign | (magnitude + (static_cast<uint32_t>(127 - in.bias) << in.mbits))
-                      << (23 - in.mbits);
-  const float quantum = as_float(static_cast<uint32_t>(127 + 1 - in.bias - in.mbits) << 23);
-  return sign | float_bits(mul_rn(static_cast<float>(magnitude), quantum));
+  return sign | finite_to_f32(magnitude, in);
 }
 
 /// Float32 bits ``bits`` rounded once to nearest-even into ``to`` (overflow to Inf; NaN:
@@ -279,6 +284,13 @@ MXF_HD uint64_t round_from_f32(uint32_t bits, Binary to) {
   const int drop = 23 - to.mbits;
   if (drop == 0) return bits;
   return (bits + ((1u << (drop - 1)) - 1) + ((bits >> drop) & 1)) >> drop;
+}
+
+/// Float32 bits ``bits`` rounded once into the arithmetic type ``own``, then from ``own`` into
+/// ``out`` (exact where ``out`` is wider): a consumer that computes in ``own`` and writes
+/// ``out``.
+MXF_HD uint64_t round_through(uint32_t bits, Binary own, Binary out) {
+  return round_from_f32(widen_to_f32(round_from_f32(bits, own), own), out);
 }
 
 /// Elements one lane of the FP8 kernels loads and stores at once.
@@ -336,7 +348,7 @@ MXF_HD uint32_t decode_to_f32(int code, Binary f, int bits, int specials) {
   const uint32_t sign = static_cast<uint32_t>(p.negative) << 31;
   if (p.nan) return 0x7FC00000u;
   if (p.inf) return sign | 0x7F800000u;
-  return sign | static_cast<uint32_t>(round_to_ieee(false, p.sig, p.exp, f32_layout()));
+  return sign | finite_to_f32(static_cast<uint32_t>(code) & ((1u << (bits - 1)) - 1), f);
 }
 
 
