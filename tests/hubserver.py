@@ -195,9 +195,27 @@ class HubServer:
             thread.join(timeout=10)
 
     def realistic(self, **overrides: Any) -> None:
-        """Switch on every realism of :data:`REALISTIC` (``overrides`` win)."""
+        """Switch on every realism of :data:`REALISTIC` (``overrides`` win), once no answer of
+        an earlier test is still in progress (:meth:`settle`): the connection limit counts
+        the reads of the test that sets it."""
+        self.settle()
         for key, value in {**REALISTIC, **overrides}.items():
             setattr(self, key, value)
+
+    def settle(self, timeout: float = 10.0) -> None:
+        """Wait until no ranged read is being answered on any origin. A client that stopped
+        reading (an earlier test's validator that failed fast) leaves the server's thread
+        writing until its write fails; while it does, its place among ``max_connections``
+        is taken. AssertionError with the origins still busy after ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
+        while True:
+            with self.lock:
+                busy = {origin: n for origin, n in self.active.items() if n}
+            if not busy:
+                return
+            if time.monotonic() > deadline:
+                raise AssertionError(f"reads still answered after {timeout} s: {busy}")
+            time.sleep(0.01)
 
     def plain(self) -> None:
         """Switch every realism off (the defaults)."""

@@ -8,6 +8,7 @@ import hashlib
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -583,6 +584,33 @@ def test_a_read_frees_its_place_before_its_last_bytes(server: HubServer,
     for begin in (0, 8):  # the first read is resolved (a 302 from the Hub), both CDN reads
         assert len(reader.read_range(name, begin, begin + 8)) == 8
         assert (server.active["hub"], server.active["cdn"]) == (0, 0), begin
+
+
+def test_realistic_waits_for_an_earlier_read_to_end(server: HubServer) -> None:
+    """A read still being answered when a test sets the connection limit (an earlier test's
+    client stopped reading) is waited for, so that test's first read is not refused; one that
+    never ends is reported, not waited for forever."""
+    with server.lock:
+        server.active["cdn"] += 1
+
+    def end_the_read() -> None:
+        time.sleep(0.3)
+        with server.lock:
+            server.active["cdn"] -= 1
+
+    ender = threading.Thread(target=end_the_read)
+    ender.start()
+    server.realistic(max_connections=1)
+    assert server.active["cdn"] == 0
+    ender.join()
+    with server.lock:
+        server.active["hub"] += 1
+    try:
+        with pytest.raises(AssertionError, match=r"still answered after 0.05 s: {'hub': 1}"):
+            server.settle(timeout=0.05)
+    finally:
+        with server.lock:
+            server.active["hub"] -= 1
 
 
 def test_coalescing_never_reads_a_packed_weight(server: HubServer,
